@@ -1,0 +1,188 @@
+// Package dynamostore is the DynamoDB adapter for quarantine.Store. Every
+// write is one PutItem with a condition: attribute_not_exists on the key for
+// a new record, equality on version for a replacement. The whole item is
+// written each time, because partial update expressions are where emulators
+// (and hand-written expressions) go wrong.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// MaxItemBytes is DynamoDB's item size limit.
+const MaxItemBytes = 400 * 1024
+
+// Key attribute names and index names used in the template.
+const (
+	KeyAttr       = "dlq_id"
+	VersionAttr   = "version"
+	IndexByStatus = "status-first-seen"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Store is a quarantine.Store on one DynamoDB table.
+type Store struct {
+	api   API
+	table string
+}
+
+// New returns a Store on table.
+func New(api API, table string) *Store {
+	return &Store{api: api, table: table}
+}
+
+// Marshal encodes a record as a DynamoDB item; the JSON field names are the
+// attribute names.
+func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMapWithOptions(r, func(o *attributevalue.EncoderOptions) { o.TagKey = "json" })
+	if err != nil {
+		return nil, fmt.Errorf("marshal record %s: %w", r.DLQID, err)
+	}
+	return item, nil
+}
+
+// Unmarshal decodes a DynamoDB item into a record.
+func Unmarshal(item map[string]types.AttributeValue) (*quarantine.Record, error) {
+	var r quarantine.Record
+	if err := attributevalue.UnmarshalMapWithOptions(item, &r, func(o *attributevalue.DecoderOptions) { o.TagKey = "json" }); err != nil {
+		return nil, fmt.Errorf("unmarshal record: %w", err)
+	}
+	return &r, nil
+}
+
+// Create implements quarantine.Store.
+func (s *Store) Create(ctx context.Context, r *quarantine.Record) error {
+	cond := expression.AttributeNotExists(expression.Name(KeyAttr))
+	if err := s.put(ctx, r, cond); err != nil {
+		if errors.Is(err, errConditionFailed) {
+			return quarantine.ErrExists
+		}
+		return fmt.Errorf("create %s: %w", r.DLQID, err)
+	}
+	return nil
+}
+
+// Replace implements quarantine.Store.
+func (s *Store) Replace(ctx context.Context, r *quarantine.Record, expectedVersion int64) error {
+	cond := expression.Name(VersionAttr).Equal(expression.Value(expectedVersion))
+	if err := s.put(ctx, r, cond); err != nil {
+		if errors.Is(err, errConditionFailed) {
+			return quarantine.ErrVersionConflict
+		}
+		return fmt.Errorf("replace %s: %w", r.DLQID, err)
+	}
+	return nil
+}
+
+var errConditionFailed = errors.New("condition failed")
+
+func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.ConditionBuilder) error {
+	item, err := Marshal(r)
+	if err != nil {
+		return err
+	}
+	if n := ItemSize(item); n > MaxItemBytes {
+		return fmt.Errorf("item is %d bytes: %w", n, quarantine.ErrItemTooLarge)
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("build condition: %w", err)
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return errConditionFailed
+	}
+	return err
+}
+
+// Get implements quarantine.Store with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, id string) (*quarantine.Record, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("get %s: %w", id, quarantine.ErrNotFound)
+	}
+	return Unmarshal(out.Item)
+}
+
+// ItemSize computes an item's size by DynamoDB's rules: attribute names plus
+// values, with 3 bytes of overhead per map or list and 1 per element.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch t := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(t.Value)
+	case *types.AttributeValueMemberN:
+		return (len(t.Value)+1)/2 + 1
+	case *types.AttributeValueMemberB:
+		return len(t.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range t.Value {
+			n += len(k) + valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range t.Value {
+			n += valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, e := range t.Value {
+			n += len(e)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, e := range t.Value {
+			n += (len(e)+1)/2 + 1
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, e := range t.Value {
+			n += len(e)
+		}
+		return n
+	}
+	return 0
+}

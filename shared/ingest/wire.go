@@ -1,0 +1,29 @@
+package ingest
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/s3payload"
+)
+
+// New builds the ingest handler on real AWS clients.
+func New(cfg Config, clients *awsclients.Clients, log *slog.Logger, metrics io.Writer, now func() time.Time) (*Handler, error) {
+	sources, err := BuildSources(cfg.Sources)
+	if err != nil {
+		return nil, err
+	}
+	var payloads quarantine.PayloadStore
+	if cfg.PayloadBucket != "" {
+		payloads = s3payload.New(clients.S3, cfg.PayloadBucket, cfg.PayloadKMSKeyID)
+	}
+	q := quarantine.NewQuarantiner(dynamostore.New(clients.DynamoDB, cfg.TableName), payloads, now, quarantine.Config{
+		Sources:      sources,
+		KeyAttribute: cfg.IdempotencyAttribute,
+	})
+	return NewHandler(q, log, metrics, now, cfg.Concurrency), nil
+}

@@ -1,0 +1,110 @@
+// Package memstore holds in-memory twins of the quarantine ports for unit
+// tests. The contract tests in storetest run against them and against the
+// real adapters, so they cannot drift apart.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// Store is an in-memory quarantine.Store.
+type Store struct {
+	mu      sync.Mutex
+	records map[string]*quarantine.Record
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{records: make(map[string]*quarantine.Record)}
+}
+
+// Create implements quarantine.Store.
+func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.records[r.DLQID]; ok {
+		return quarantine.ErrExists
+	}
+	s.records[r.DLQID] = r.Clone()
+	return nil
+}
+
+// Get implements quarantine.Store.
+func (s *Store) Get(_ context.Context, id string) (*quarantine.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[id]
+	if !ok {
+		return nil, fmt.Errorf("get %s: %w", id, quarantine.ErrNotFound)
+	}
+	return r.Clone(), nil
+}
+
+// Replace implements quarantine.Store.
+func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[r.DLQID]
+	if !ok || cur.Version != expectedVersion {
+		return quarantine.ErrVersionConflict
+	}
+	s.records[r.DLQID] = r.Clone()
+	return nil
+}
+
+// All returns copies of every record, for assertions.
+func (s *Store) All() []*quarantine.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*quarantine.Record, 0, len(s.records))
+	for _, r := range s.records {
+		out = append(out, r.Clone())
+	}
+	return out
+}
+
+// Payloads is an in-memory quarantine.PayloadStore.
+type Payloads struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	// Bucket is reported in references (default "memory").
+	Bucket string
+}
+
+// NewPayloads returns an empty Payloads.
+func NewPayloads() *Payloads {
+	return &Payloads{objects: make(map[string][]byte), Bucket: "memory"}
+}
+
+// PutPayload implements quarantine.PayloadStore.
+func (p *Payloads) PutPayload(_ context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.objects[key] = append([]byte(nil), data...)
+	return quarantine.ObjectRef{Bucket: p.Bucket, Key: key, SHA256: quarantine.BodySHA256(data), Size: int64(len(data))}, nil
+}
+
+// GetPayload implements quarantine.PayloadStore.
+func (p *Payloads) GetPayload(_ context.Context, ref quarantine.ObjectRef) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.objects[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("get payload %s: %w", ref.Key, quarantine.ErrNotFound)
+	}
+	if quarantine.BodySHA256(b) != ref.SHA256 {
+		return nil, fmt.Errorf("get payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// Overwrite replaces an object's bytes behind the store's back, for tamper tests.
+func (p *Payloads) Overwrite(key string, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.objects[key] = append([]byte(nil), data...)
+}

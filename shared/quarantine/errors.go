@@ -1,0 +1,41 @@
+package quarantine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors for expected outcomes. Adapters map their own errors to these.
+var (
+	// ErrExists means a record with the same dlq_id is already stored.
+	ErrExists = errors.New("record already exists")
+	// ErrNotFound means no record has the requested dlq_id.
+	ErrNotFound = errors.New("record not found")
+	// ErrVersionConflict means the record changed since it was read.
+	ErrVersionConflict = errors.New("record version conflict")
+	// ErrItemTooLarge means the record would not fit in one store item.
+	ErrItemTooLarge = errors.New("record too large for one item")
+	// ErrPayloadMismatch means a claim-check object does not hash to its reference.
+	ErrPayloadMismatch = errors.New("payload hash mismatch")
+	// ErrContention means too many concurrent writers raced for one record;
+	// the caller should let the message be delivered again.
+	ErrContention = errors.New("too much contention on record")
+)
+
+// SealError reports a record whose seal, or whose link to the previous
+// version, does not verify.
+type SealError struct {
+	ID       string
+	Stored   string
+	Computed string
+	// Chain is true when the prev_seal link is what failed.
+	Chain bool
+}
+
+func (e *SealError) Error() string {
+	what := "seal"
+	if e.Chain {
+		what = "prev_seal chain"
+	}
+	return fmt.Sprintf("record %s: %s mismatch: stored %q, computed %q", e.ID, what, e.Stored, e.Computed)
+}

@@ -1,0 +1,452 @@
+package quarantine
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults for Config fields left at zero.
+const (
+	DefaultKeyAttribute        = "idempotency-key"
+	DefaultMaxAttempts         = 20
+	DefaultRedriveCap          = 3
+	DefaultBodyInlineMax       = 128 << 10
+	DefaultAttributesInlineMax = 32 << 10
+	DefaultMaxWriteRetries     = 64
+	// ItemBudget is the most a record may take in JSON, leaving room under
+	// DynamoDB's 400 KB item limit for attribute names and the attempt
+	// history growing to its bound.
+	ItemBudget = 300 << 10
+	// maxAttemptJSON bounds one attempt entry in JSON.
+	maxAttemptJSON = 1 << 10
+)
+
+// Config configures a Quarantiner.
+type Config struct {
+	// Sources by source queue name.
+	Sources map[string]*Source
+	// KeyAttribute is the message attribute holding a producer-supplied
+	// idempotency key (default "idempotency-key").
+	KeyAttribute string
+	// MaxAttempts bounds the attempt history kept in a record (default 20).
+	MaxAttempts int
+	// DefaultRedriveCap applies to sources without their own (default 3).
+	DefaultRedriveCap int
+	// BodyInlineMax is the largest encoded body kept in the item; larger ones
+	// go to the payload store (default 128 KiB).
+	BodyInlineMax int
+	// AttributesInlineMax is the largest attribute set, in JSON, kept in the
+	// item (default 32 KiB).
+	AttributesInlineMax int
+	// MaxWriteRetries bounds optimistic-concurrency retries for one message
+	// (default 64); past it the message is reported as failed and redelivered.
+	MaxWriteRetries int
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.KeyAttribute == "" {
+		out.KeyAttribute = DefaultKeyAttribute
+	}
+	if out.MaxAttempts <= 0 {
+		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.DefaultRedriveCap <= 0 {
+		out.DefaultRedriveCap = DefaultRedriveCap
+	}
+	if out.BodyInlineMax <= 0 {
+		out.BodyInlineMax = DefaultBodyInlineMax
+	}
+	if out.AttributesInlineMax <= 0 {
+		out.AttributesInlineMax = DefaultAttributesInlineMax
+	}
+	if out.MaxWriteRetries <= 0 {
+		out.MaxWriteRetries = DefaultMaxWriteRetries
+	}
+	return out
+}
+
+// sourceByDLQ finds the source whose DLQ is named dlqName.
+func (c *Config) sourceByDLQ(dlqName string) *Source {
+	for _, s := range c.Sources {
+		if s.DLQName == dlqName {
+			return s
+		}
+	}
+	return nil
+}
+
+// Message is one dead-lettered SQS message, as the ingest function sees it.
+type Message struct {
+	MessageID  string
+	Body       []byte
+	Attributes map[string]Attribute
+	// DLQARN is the queue the message was received from.
+	DLQARN string
+	// SourceARN is SQS's DeadLetterQueueSourceArn attribute, when present.
+	SourceARN      string
+	SentTimestamp  int64
+	ReceiveCount   int
+	TraceHeader    string
+	MessageGroupID string
+}
+
+// Result says what quarantining one message did.
+type Result string
+
+// Results of Quarantine.
+const (
+	ResultCreated   Result = "created"
+	ResultAppended  Result = "appended"
+	ResultDuplicate Result = "duplicate"
+)
+
+// Outcome is the result of quarantining one message.
+type Outcome struct {
+	Result Result
+	Record *Record
+}
+
+// Quarantiner turns dead-lettered messages into sealed records: one per
+// idempotency key, written with conditional writes only.
+type Quarantiner struct {
+	store    Store
+	payloads PayloadStore
+	now      func() time.Time
+	cfg      Config
+}
+
+// NewQuarantiner returns a Quarantiner. payloads may be nil when no bucket
+// is configured; oversized messages then fail (and are redelivered) instead
+// of being stored incompletely. now may be nil for time.Now.
+func NewQuarantiner(store Store, payloads PayloadStore, now func() time.Time, cfg Config) *Quarantiner {
+	if now == nil {
+		now = time.Now
+	}
+	return &Quarantiner{store: store, payloads: payloads, now: now, cfg: cfg.withDefaults()}
+}
+
+// Quarantine stores m durably. It returns an error only when the message was
+// not durably stored and must be delivered again.
+func (q *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, error) {
+	now := q.now().UTC()
+	src, note := q.resolveSource(m)
+	verdict := src.Check(m.Body)
+	class := Classify(src, m.Attributes, verdict)
+	key, origin := DeriveKey(src, q.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
+
+	if n := redriveHeaderNote(m, RecordID(src.Name, key)); n != "" {
+		note = joinNote(note, n)
+	}
+	att := Attempt{
+		At: now, Stage: class.Stage, Reason: class.Reason, MessageID: m.MessageID,
+		Actor: ActorIngest, ReceiveCount: m.ReceiveCount, BodySHA256: BodySHA256(m.Body), Note: note,
+	}
+	rec := q.newRecord(src, m, key, origin, class, att, now)
+	out, err := q.createOrAppend(ctx, rec, m, att, class)
+	if errors.Is(err, errBodyConflict) {
+		// The producer reused an idempotency key for a different body. Keep
+		// the new body as its own record beside the original: never drop it.
+		c := Classification{Class: ClassValidation, Stage: "ingest", Reason: "idempotency key reused with a different body"}
+		c.Signature = Signature(c.Stage, c.Reason, src.SchemaVersion)
+		att.Stage, att.Reason = c.Stage, c.Reason
+		rec = q.newRecord(src, m, key, origin, c, att, now)
+		rec.DLQID = RecordID(src.Name, key) + "#body-" + att.BodySHA256[:16]
+		out, err = q.createOrAppend(ctx, rec, m, att, c)
+	}
+	return out, err
+}
+
+var errBodyConflict = errors.New("idempotency key reused with a different body")
+
+func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message, att Attempt, class Classification) (Outcome, error) {
+	created := false
+	for i := 0; i < q.cfg.MaxWriteRetries; i++ {
+		if !created {
+			if err := q.offload(ctx, rec); err != nil {
+				return Outcome{}, err
+			}
+			if err := SealRecord(rec); err != nil {
+				return Outcome{}, err
+			}
+			err := q.store.Create(ctx, rec)
+			if err == nil {
+				return Outcome{Result: ResultCreated, Record: rec}, nil
+			}
+			if !errors.Is(err, ErrExists) {
+				return Outcome{}, fmt.Errorf("create record: %w", err)
+			}
+			created = true
+		}
+		cur, err := q.store.Get(ctx, rec.DLQID)
+		if errors.Is(err, ErrNotFound) {
+			created = false
+			continue
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("read record: %w", err)
+		}
+		if cur.HasMessage(m.MessageID) {
+			return Outcome{Result: ResultDuplicate, Record: cur}, nil
+		}
+		if cur.BodySHA256 != rec.BodySHA256 {
+			return Outcome{}, errBodyConflict
+		}
+		next, err := cur.Arrive(att, class, q.cfg.MaxAttempts, att.At)
+		if err != nil {
+			return Outcome{}, err
+		}
+		err = q.store.Replace(ctx, next, cur.Version)
+		if err == nil {
+			return Outcome{Result: ResultAppended, Record: next}, nil
+		}
+		if !errors.Is(err, ErrVersionConflict) && !errors.Is(err, ErrNotFound) {
+			return Outcome{}, fmt.Errorf("append attempt: %w", err)
+		}
+		if err := backoff(ctx, i); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return Outcome{}, ErrContention
+}
+
+// backoff sleeps with full jitter, growing from 2 ms to 100 ms.
+func backoff(ctx context.Context, attempt int) error {
+	limit := 2 * time.Millisecond << min(attempt, 6)
+	limit = min(limit, 100*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (q *Quarantiner) resolveSource(m Message) (*Source, string) {
+	if m.SourceARN != "" {
+		name := arnResource(m.SourceARN)
+		if s, ok := q.cfg.Sources[name]; ok {
+			return s, ""
+		}
+		return &Source{Name: name, ARN: m.SourceARN, RedriveCap: q.cfg.DefaultRedriveCap}, "source has no configuration"
+	}
+	dlq := arnResource(m.DLQARN)
+	if s := q.cfg.sourceByDLQ(dlq); s != nil {
+		return s, ""
+	}
+	return &Source{Name: "unresolved." + dlq, RedriveCap: q.cfg.DefaultRedriveCap}, "source queue unresolved"
+}
+
+// redriveHeaderNote flags redrive attributes that do not belong to this
+// message. They are never trusted either way: the record id comes from the
+// derived key and the redrive count from the store.
+func redriveHeaderNote(m Message, id string) string {
+	rid, hasID := m.Attributes[AttrRecordID]
+	cnt, hasCount := m.Attributes[AttrRedriveCount]
+	if !hasID && !hasCount {
+		return ""
+	}
+	if !hasID || !hasCount || rid.StringValue != id {
+		return "forged redrive attributes ignored"
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(cnt.StringValue)); err != nil || n < 0 {
+		return "forged redrive attributes ignored"
+	}
+	return ""
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func arnResource(arn string) string {
+	if i := strings.LastIndexByte(arn, ':'); i >= 0 {
+		return arn[i+1:]
+	}
+	if i := strings.LastIndexByte(arn, '/'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}
+
+func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOrigin, c Classification, att Attempt, now time.Time) *Record {
+	r := &Record{
+		DLQID: RecordID(src.Name, key), Source: src.Name, SourceARN: src.ARN, DLQARN: m.DLQARN,
+		IdempotencyKey: key, KeyOrigin: origin,
+		Status: StatusQuarantined, StatusSince: now,
+		FailureClass: c.Class, FailureSignature: c.Signature, FailureStage: c.Stage,
+		FailureReason: c.Reason, FailureDetail: c.Detail, SchemaVersion: src.SchemaVersion,
+		BodySHA256: att.BodySHA256, BodySize: int64(len(m.Body)),
+		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
+		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID,
+		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: now, LastSeen: now,
+		RedriveCap: src.RedriveCap, Version: 1,
+	}
+	if r.RedriveCap <= 0 {
+		r.RedriveCap = q.cfg.DefaultRedriveCap
+	}
+	if len(r.Attributes) == 0 {
+		r.Attributes = nil
+	}
+	if utf8.Valid(m.Body) {
+		r.Body, r.BodyEncoding = string(m.Body), EncodingUTF8
+	} else {
+		r.Body, r.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), EncodingBase64
+	}
+	return r
+}
+
+// offload moves the body and attributes to the payload store when they would
+// make the item too large. It is idempotent: object keys are content hashes.
+func (q *Quarantiner) offload(ctx context.Context, r *Record) error {
+	if r.BodyRef == nil && len(r.Body) > q.cfg.BodyInlineMax {
+		if err := q.offloadBody(ctx, r); err != nil {
+			return err
+		}
+	}
+	if r.AttributesRef == nil && r.Attributes != nil {
+		raw, err := json.Marshal(r.Attributes)
+		if err != nil {
+			return fmt.Errorf("marshal attributes: %w", err)
+		}
+		if len(raw) > q.cfg.AttributesInlineMax {
+			if err := q.offloadAttributes(ctx, r, raw); err != nil {
+				return err
+			}
+		}
+	}
+	size, err := recordSize(r)
+	if err != nil {
+		return err
+	}
+	if size+q.cfg.MaxAttempts*maxAttemptJSON <= ItemBudget {
+		return nil
+	}
+	if r.BodyRef == nil && r.Body != "" {
+		if err := q.offloadBody(ctx, r); err != nil {
+			return err
+		}
+	}
+	if r.AttributesRef == nil && r.Attributes != nil {
+		raw, err := json.Marshal(r.Attributes)
+		if err != nil {
+			return fmt.Errorf("marshal attributes: %w", err)
+		}
+		if err := q.offloadAttributes(ctx, r, raw); err != nil {
+			return err
+		}
+	}
+	if size, err = recordSize(r); err != nil {
+		return err
+	}
+	if size+q.cfg.MaxAttempts*maxAttemptJSON > ItemBudget {
+		return fmt.Errorf("record %s is %d bytes after offloading: %w", r.DLQID, size, ErrItemTooLarge)
+	}
+	return nil
+}
+
+func (q *Quarantiner) offloadBody(ctx context.Context, r *Record) error {
+	if q.payloads == nil {
+		return fmt.Errorf("body of %d bytes needs a payload bucket: %w", r.BodySize, ErrItemTooLarge)
+	}
+	raw, err := decodeBody(r)
+	if err != nil {
+		return err
+	}
+	ref, err := q.payloads.PutPayload(ctx, "bodies/"+r.Source+"/"+r.BodySHA256, raw)
+	if err != nil {
+		return fmt.Errorf("store body: %w", err)
+	}
+	r.BodyRef, r.Body = &ref, ""
+	return nil
+}
+
+func (q *Quarantiner) offloadAttributes(ctx context.Context, r *Record, raw []byte) error {
+	if q.payloads == nil {
+		return fmt.Errorf("attributes of %d bytes need a payload bucket: %w", len(raw), ErrItemTooLarge)
+	}
+	ref, err := q.payloads.PutPayload(ctx, "attributes/"+r.Source+"/"+BodySHA256(raw), raw)
+	if err != nil {
+		return fmt.Errorf("store attributes: %w", err)
+	}
+	r.AttributesRef, r.Attributes = &ref, nil
+	return nil
+}
+
+func recordSize(r *Record) (int, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return 0, fmt.Errorf("marshal record: %w", err)
+	}
+	return len(raw), nil
+}
+
+func decodeBody(r *Record) ([]byte, error) {
+	if r.BodyEncoding == EncodingBase64 {
+		b, err := base64.StdEncoding.DecodeString(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("decode body of %s: %w", r.DLQID, err)
+		}
+		return b, nil
+	}
+	return []byte(r.Body), nil
+}
+
+// LoadBody returns the original body bytes of r, from the item or from the
+// payload store, and checks them against r.BodySHA256.
+func LoadBody(ctx context.Context, payloads PayloadStore, r *Record) ([]byte, error) {
+	var body []byte
+	if r.BodyRef != nil {
+		if payloads == nil {
+			return nil, fmt.Errorf("record %s: body is in the payload store, none configured", r.DLQID)
+		}
+		b, err := payloads.GetPayload(ctx, *r.BodyRef)
+		if err != nil {
+			return nil, fmt.Errorf("load body of %s: %w", r.DLQID, err)
+		}
+		body = b
+	} else {
+		b, err := decodeBody(r)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	if BodySHA256(body) != r.BodySHA256 {
+		return nil, fmt.Errorf("record %s: %w", r.DLQID, ErrPayloadMismatch)
+	}
+	return body, nil
+}
+
+// LoadAttributes returns the original message attributes of r, from the item
+// or from the payload store.
+func LoadAttributes(ctx context.Context, payloads PayloadStore, r *Record) (map[string]Attribute, error) {
+	if r.AttributesRef == nil {
+		return r.Attributes, nil
+	}
+	if payloads == nil {
+		return nil, fmt.Errorf("record %s: attributes are in the payload store, none configured", r.DLQID)
+	}
+	raw, err := payloads.GetPayload(ctx, *r.AttributesRef)
+	if err != nil {
+		return nil, fmt.Errorf("load attributes of %s: %w", r.DLQID, err)
+	}
+	var attrs map[string]Attribute
+	if err := json.Unmarshal(raw, &attrs); err != nil {
+		return nil, fmt.Errorf("decode attributes of %s: %w", r.DLQID, err)
+	}
+	return attrs, nil
+}

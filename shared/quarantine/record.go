@@ -1,0 +1,188 @@
+// Package quarantine is the core of DLQ Quarantine: the quarantine record, its
+// lifecycle, the seal, idempotency key derivation, classification and the
+// validation gate. It imports no AWS SDK package; adapters live beside it.
+package quarantine
+
+import (
+	"time"
+)
+
+// Status is a record's lifecycle state.
+type Status string
+
+// Lifecycle states, in the order a record usually moves through them.
+const (
+	StatusQuarantined Status = "QUARANTINED"
+	StatusRedriving   Status = "REDRIVING"
+	StatusRedriven    Status = "REDRIVEN"
+	StatusResolved    Status = "RESOLVED"
+	StatusParked      Status = "PARKED"
+	StatusArchived    Status = "ARCHIVED"
+)
+
+// Valid reports whether s is one of the known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQuarantined, StatusRedriving, StatusRedriven, StatusResolved, StatusParked, StatusArchived:
+		return true
+	}
+	return false
+}
+
+// Class is the failure class, the first triage decision about a record.
+type Class string
+
+// Failure classes.
+const (
+	// ClassValidation is a deterministic failure: the payload must be fixed first.
+	ClassValidation Class = "validation"
+	// ClassExhausted is a transient failure that outlived its retries: a redrive may succeed.
+	ClassExhausted Class = "exhausted"
+	// ClassPoison marks a record whose redrive cap was reached: isolated for a human.
+	ClassPoison Class = "poison"
+)
+
+// Encoding says how Record.Body holds the original bytes.
+type Encoding string
+
+// Body encodings.
+const (
+	EncodingUTF8   Encoding = "utf8"
+	EncodingBase64 Encoding = "base64"
+)
+
+// KeyOrigin says where an idempotency key came from.
+type KeyOrigin string
+
+// Key origins, in the order they are tried.
+const (
+	KeyFromAttribute KeyOrigin = "attribute"
+	KeyFromPointer   KeyOrigin = "pointer"
+	KeyFromBodyHash  KeyOrigin = "body_hash"
+)
+
+// Attribute is an SQS message attribute, kept verbatim.
+type Attribute struct {
+	DataType    string `json:"data_type"`
+	StringValue string `json:"string_value,omitempty"`
+	BinaryValue []byte `json:"binary_value,omitempty"`
+}
+
+// Attempt is one entry of a record's failure and action history.
+type Attempt struct {
+	At           time.Time `json:"at"`
+	Stage        string    `json:"stage"`
+	Reason       string    `json:"reason"`
+	MessageID    string    `json:"message_id,omitempty"`
+	Actor        string    `json:"actor"`
+	ReceiveCount int       `json:"receive_count,omitempty"`
+	BodySHA256   string    `json:"body_sha256,omitempty"`
+	Note         string    `json:"note,omitempty"`
+}
+
+// ObjectRef points at an object in S3 that holds part of a record (a claim check).
+type ObjectRef struct {
+	Bucket    string `json:"bucket"`
+	Key       string `json:"key"`
+	VersionID string `json:"version_id,omitempty"`
+	SHA256    string `json:"sha256"`
+	Size      int64  `json:"size"`
+}
+
+// Record is one quarantined event: one per idempotency key and source queue.
+//
+// Every field except Seal is covered by the seal. The JSON field names are
+// also the DynamoDB attribute names.
+type Record struct {
+	DLQID          string    `json:"dlq_id"`
+	Source         string    `json:"source"`
+	SourceARN      string    `json:"source_arn,omitempty"`
+	DLQARN         string    `json:"dlq_arn,omitempty"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	KeyOrigin      KeyOrigin `json:"key_origin"`
+
+	Status      Status    `json:"status"`
+	StatusSince time.Time `json:"status_since"`
+
+	FailureClass     Class  `json:"failure_class"`
+	FailureSignature string `json:"failure_signature"`
+	FailureStage     string `json:"failure_stage"`
+	FailureReason    string `json:"failure_reason"`
+	FailureDetail    string `json:"failure_detail,omitempty"`
+	SchemaVersion    string `json:"schema_version,omitempty"`
+
+	// Body is the original body verbatim (EncodingUTF8) or base64 of its bytes
+	// (EncodingBase64). It is empty when BodyRef holds the body instead.
+	Body         string     `json:"body,omitempty"`
+	BodyEncoding Encoding   `json:"body_encoding"`
+	BodySHA256   string     `json:"body_sha256"`
+	BodySize     int64      `json:"body_size"`
+	BodyRef      *ObjectRef `json:"body_ref,omitempty"`
+
+	// Attributes are the original message attributes; AttributesRef holds
+	// them instead when they are too large to keep in the item.
+	Attributes    map[string]Attribute `json:"message_attributes,omitempty"`
+	AttributesRef *ObjectRef           `json:"message_attributes_ref,omitempty"`
+
+	SentTimestamp  int64  `json:"sent_timestamp,omitempty"`
+	ReceiveCount   int    `json:"receive_count,omitempty"`
+	TraceHeader    string `json:"aws_trace_header,omitempty"`
+	MessageGroupID string `json:"message_group_id,omitempty"`
+
+	Attempts     []Attempt `json:"attempts"`
+	AttemptCount int       `json:"attempt_count"`
+	FirstSeen    time.Time `json:"first_seen"`
+	LastSeen     time.Time `json:"last_seen"`
+
+	RedriveCount int        `json:"redrive_count"`
+	RedriveCap   int        `json:"redrive_cap"`
+	Version      int64      `json:"version"`
+	LeaseUntil   *time.Time `json:"lease_until,omitempty"`
+
+	Seal     string `json:"seal,omitempty"`
+	PrevSeal string `json:"prev_seal,omitempty"`
+}
+
+// Clone returns a deep copy of r, so a transition never aliases the record it
+// started from.
+func (r *Record) Clone() *Record {
+	c := *r
+	if r.BodyRef != nil {
+		ref := *r.BodyRef
+		c.BodyRef = &ref
+	}
+	if r.AttributesRef != nil {
+		ref := *r.AttributesRef
+		c.AttributesRef = &ref
+	}
+	if r.Attributes != nil {
+		c.Attributes = make(map[string]Attribute, len(r.Attributes))
+		for k, v := range r.Attributes {
+			v.BinaryValue = append([]byte(nil), v.BinaryValue...)
+			if len(v.BinaryValue) == 0 {
+				v.BinaryValue = nil
+			}
+			c.Attributes[k] = v
+		}
+	}
+	c.Attempts = append([]Attempt(nil), r.Attempts...)
+	if r.LeaseUntil != nil {
+		t := *r.LeaseUntil
+		c.LeaseUntil = &t
+	}
+	return &c
+}
+
+// HasMessage reports whether the retained history already holds an attempt
+// for the given SQS message id.
+func (r *Record) HasMessage(messageID string) bool {
+	if messageID == "" {
+		return false
+	}
+	for _, a := range r.Attempts {
+		if a.MessageID == messageID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,233 @@
+// Package template reads infra/template.yaml with goformation and resolves
+// its intrinsic functions against a concrete environment (stack name, region,
+// account, parameter values), so the embedded stack, the local runner and
+// the tests build exactly what the template declares.
+package template
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/intrinsics"
+)
+
+// Env is the environment the template is resolved against.
+type Env struct {
+	StackName string
+	Region    string
+	Account   string
+	// Endpoint is used to build queue URLs (Ref on a queue).
+	Endpoint string
+	// Params overrides parameter defaults.
+	Params map[string]any
+}
+
+// Path returns the absolute path of infra/template.yaml in this repository.
+func Path() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "infra", "template.yaml")
+}
+
+// Open parses the template at path and resolves Ref, Fn::Sub and Fn::GetAtt
+// against env. Unresolvable references become the string
+// "unresolved:<expression>" so that a test can see them.
+func Open(path string, env Env) (*cloudformation.Template, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	var probe struct {
+		Parameters map[string]struct{ Default any }
+		Resources  map[string]struct{ Type string }
+	}
+	if err := json.Unmarshal(long, &probe); err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}}
+	for id, res := range probe.Resources {
+		r.types[id] = res.Type
+	}
+	for name, p := range probe.Parameters {
+		r.params[name] = p.Default
+	}
+	for k, v := range env.Params {
+		r.params[k] = v
+	}
+	// Physical names come from the Name properties, resolved in a first pass.
+	first, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	if err != nil {
+		return nil, fmt.Errorf("resolve template: %w", err)
+	}
+	for id, q := range first.GetAllSQSQueueResources() {
+		r.names[id] = deref(q.QueueName, strings.ToLower(env.StackName+"-"+id))
+	}
+	for id, t := range first.GetAllDynamoDBTableResources() {
+		r.names[id] = deref(t.TableName, strings.ToLower(env.StackName+"-"+id))
+	}
+	for id, b := range first.GetAllS3BucketResources() {
+		r.names[id] = deref(b.BucketName, strings.ToLower(env.StackName+"-"+id))
+	}
+	for id, lg := range first.GetAllLogsLogGroupResources() {
+		r.names[id] = deref(lg.LogGroupName, "/aws/lambda/"+id)
+	}
+	for id, f := range first.GetAllServerlessFunctionResources() {
+		r.names[id] = deref(f.FunctionName, env.StackName+"-"+id)
+	}
+	for id := range first.GetAllKMSKeyResources() {
+		r.names[id] = KeyAlias(env.StackName, id)
+	}
+	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	if err != nil {
+		return nil, fmt.Errorf("resolve template: %w", err)
+	}
+	return t, nil
+}
+
+// KeyAlias is the alias the embedded stack gives the KMS key with the given
+// logical id; Ref on the key resolves to it.
+func KeyAlias(stack, logicalID string) string {
+	return "alias/" + stack + "-" + strings.ToLower(logicalID)
+}
+
+func deref(s *string, def string) string {
+	if s == nil || *s == "" || strings.HasPrefix(*s, "unresolved:") {
+		return def
+	}
+	return *s
+}
+
+type resolver struct {
+	env    Env
+	types  map[string]string
+	names  map[string]string
+	params map[string]any
+}
+
+func (r *resolver) options() *intrinsics.ProcessorOptions {
+	return &intrinsics.ProcessorOptions{
+		ParameterOverrides: r.params,
+		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
+			"Ref":        func(_ string, in, _ any) any { return r.ref(in) },
+			"Fn::GetAtt": func(_ string, in, _ any) any { return r.getAtt(in) },
+			"Fn::Sub":    func(_ string, in, _ any) any { return r.sub(in) },
+		},
+	}
+}
+
+func (r *resolver) ref(in any) any {
+	name, ok := in.(string)
+	if !ok {
+		return "unresolved:Ref"
+	}
+	switch name {
+	case "AWS::StackName":
+		return r.env.StackName
+	case "AWS::Region":
+		return r.env.Region
+	case "AWS::AccountId":
+		return r.env.Account
+	case "AWS::Partition":
+		return "aws"
+	case "AWS::URLSuffix":
+		return "amazonaws.com"
+	case "AWS::NoValue":
+		return nil
+	}
+	if v, ok := r.params[name]; ok {
+		return v
+	}
+	switch r.types[name] {
+	case "AWS::SQS::Queue":
+		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + r.names[name]
+	case "":
+		return "unresolved:" + name
+	}
+	if n, ok := r.names[name]; ok {
+		return n
+	}
+	return "unresolved:" + name
+}
+
+func (r *resolver) getAtt(in any) any {
+	var id, attr string
+	switch v := in.(type) {
+	case []any:
+		if len(v) == 2 {
+			id, _ = v[0].(string)
+			attr, _ = v[1].(string)
+		}
+	case string:
+		id, attr, _ = strings.Cut(v, ".")
+	}
+	return r.attr(id, attr)
+}
+
+func (r *resolver) attr(id, attr string) string {
+	name := r.names[id]
+	if name == "" {
+		name = strings.ToLower(r.env.StackName + "-" + id)
+	}
+	switch r.types[id] + "." + attr {
+	case "AWS::SQS::Queue.Arn":
+		return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", r.env.Region, r.env.Account, name)
+	case "AWS::SQS::Queue.QueueName":
+		return name
+	case "AWS::SQS::Queue.QueueUrl":
+		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + name
+	case "AWS::DynamoDB::Table.Arn":
+		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.env.Region, r.env.Account, name)
+	case "AWS::S3::Bucket.Arn":
+		return "arn:aws:s3:::" + name
+	case "AWS::KMS::Key.Arn":
+		return fmt.Sprintf("arn:aws:kms:%s:%s:%s", r.env.Region, r.env.Account, name)
+	case "AWS::Logs::LogGroup.Arn":
+		return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", r.env.Region, r.env.Account, name)
+	case "AWS::IAM::Role.Arn":
+		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
+	case "AWS::Serverless::Function.Arn":
+		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
+	}
+	return "unresolved:" + id + "." + attr
+}
+
+var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
+
+func (r *resolver) sub(in any) any {
+	var tmpl string
+	vars := map[string]any{}
+	switch v := in.(type) {
+	case string:
+		tmpl = v
+	case []any:
+		if len(v) != 2 {
+			return "unresolved:Fn::Sub"
+		}
+		tmpl, _ = v[0].(string)
+		if m, ok := v[1].(map[string]any); ok {
+			vars = m
+		}
+	default:
+		return "unresolved:Fn::Sub"
+	}
+	return subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return fmt.Sprint(v)
+		}
+		if id, attr, ok := strings.Cut(name, "."); ok {
+			return r.attr(id, attr)
+		}
+		return fmt.Sprint(r.ref(name))
+	})
+}
