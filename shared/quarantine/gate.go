@@ -108,6 +108,11 @@ func schemaReason(ve *jsonschema.ValidationError) string {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			kw := strings.Join(e.ErrorKind.KeywordPath(), "/")
+			if kw == "" {
+				// Some kinds (not) report no keyword path; their type names it.
+				kind := fmt.Sprintf("%T", e.ErrorKind)
+				kw = strings.ToLower(kind[strings.LastIndexByte(kind, '.')+1:])
+			}
 			leaves = append(leaves, "schema /"+strings.Join(e.InstanceLocation, "/")+" "+kw)
 			return
 		}

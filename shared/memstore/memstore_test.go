@@ -1,0 +1,18 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/dlqquarantine/dlqq/shared/memstore"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/storetest"
+)
+
+func TestStoreContract(t *testing.T) {
+	storetest.RunStore(t, memstore.New())
+}
+
+func TestPayloadsContract(t *testing.T) {
+	p := memstore.NewPayloads()
+	storetest.RunPayloads(t, p, func(t *testing.T, ref quarantine.ObjectRef, data []byte) { p.Overwrite(ref.Key, data) })
+}

@@ -1,0 +1,181 @@
+// Package storetest is the contract every quarantine.Store and
+// quarantine.PayloadStore must meet. The same tests run against the
+// in-memory twins and against the real adapters on the embedded stack.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// Record returns a sealed, valid first-version record with a unique id.
+func Record(t testing.TB, id string) *quarantine.Record {
+	t.Helper()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+	r := &quarantine.Record{
+		DLQID: "src#" + id, Source: "src", SourceARN: "arn:aws:sqs:us-east-1:000000000000:src",
+		IdempotencyKey: id, KeyOrigin: quarantine.KeyFromAttribute,
+		Status: quarantine.StatusQuarantined, StatusSince: now,
+		FailureClass: quarantine.ClassExhausted, FailureSignature: "consumer|retries exhausted|v#",
+		FailureStage: "consumer", FailureReason: "retries exhausted",
+		Body: `{"a":"é"}`, BodyEncoding: quarantine.EncodingUTF8, BodySHA256: quarantine.BodySHA256([]byte(`{"a":"é"}`)), BodySize: 10,
+		Attributes: map[string]quarantine.Attribute{
+			"s": {DataType: "String", StringValue: "v"},
+			"b": {DataType: "Binary", BinaryValue: []byte{0, 1, 255}},
+			"n": {DataType: "Number", StringValue: "12345678901234567890"},
+		},
+		SentTimestamp: 1764400000123, ReceiveCount: 5, TraceHeader: "Root=1-5759e988-bd862e3fe1be46a994272793",
+		Attempts:     []quarantine.Attempt{{At: now, Stage: "consumer", Reason: "retries exhausted", MessageID: "m-" + id, Actor: "ingest", ReceiveCount: 5}},
+		AttemptCount: 1, FirstSeen: now, LastSeen: now, RedriveCap: 3, Version: 1,
+	}
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var seq atomic.Int64
+
+// UniqueID returns an id unique in this process, since emulator state is shared.
+func UniqueID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), seq.Add(1))
+}
+
+// RunStore runs the Store contract against s.
+func RunStore(t *testing.T, s quarantine.Store) {
+	ctx := context.Background()
+
+	t.Run("create then get round-trips and verifies", func(t *testing.T) {
+		t.Parallel()
+		r := Record(t, UniqueID("rt"))
+		lease := r.FirstSeen.Add(time.Minute)
+		r.LeaseUntil = &lease
+		r.BodyRef = &quarantine.ObjectRef{Bucket: "b", Key: "k", VersionID: "v1", SHA256: "00", Size: 7}
+		if err := quarantine.SealRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := quarantine.Verify(got); err != nil {
+			t.Fatalf("stored record does not verify: %v", err)
+		}
+		if got.Seal != r.Seal {
+			t.Fatalf("seal changed in the store")
+		}
+	})
+
+	t.Run("create twice is ErrExists", func(t *testing.T) {
+		t.Parallel()
+		r := Record(t, UniqueID("dup"))
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, r); !errors.Is(err, quarantine.ErrExists) {
+			t.Fatalf("second create = %v", err)
+		}
+	})
+
+	t.Run("get missing is ErrNotFound", func(t *testing.T) {
+		t.Parallel()
+		if _, err := s.Get(ctx, "src#"+UniqueID("missing")); !errors.Is(err, quarantine.ErrNotFound) {
+			t.Fatalf("get = %v", err)
+		}
+	})
+
+	t.Run("replace needs the expected version", func(t *testing.T) {
+		t.Parallel()
+		r := Record(t, UniqueID("ver"))
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		next, err := r.Arrive(quarantine.Attempt{At: r.FirstSeen.Add(time.Second), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
+			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, next, r.Version+5); !errors.Is(err, quarantine.ErrVersionConflict) {
+			t.Fatalf("stale replace = %v", err)
+		}
+		if err := s.Replace(ctx, next, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(ctx, r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := quarantine.VerifyChain(r, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, next, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+			t.Fatalf("replay of the same replace = %v", err)
+		}
+	})
+
+	t.Run("concurrent creates have one winner", func(t *testing.T) {
+		t.Parallel()
+		id := UniqueID("race")
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.Create(ctx, Record(t, id))
+				if err == nil {
+					wins.Add(1)
+				} else if !errors.Is(err, quarantine.ErrExists) {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d winners", wins.Load())
+		}
+	})
+}
+
+// RunPayloads runs the PayloadStore contract against p. tamper overwrites
+// the object behind a reference, to prove reads check the hash.
+func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing.T, ref quarantine.ObjectRef, data []byte)) {
+	ctx := context.Background()
+	t.Run("round trip", func(t *testing.T) {
+		t.Parallel()
+		data := bytes.Repeat([]byte{0, 1, 2, 0xff}, 1<<16)
+		ref, err := p.PutPayload(ctx, "bodies/src/"+UniqueID("p"), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref.SHA256 != quarantine.BodySHA256(data) || ref.Size != int64(len(data)) {
+			t.Fatalf("ref = %+v", ref)
+		}
+		got, err := p.GetPayload(ctx, ref)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("get: %v", err)
+		}
+	})
+	t.Run("tampered object is rejected", func(t *testing.T) {
+		t.Parallel()
+		ref, err := p.PutPayload(ctx, "bodies/src/"+UniqueID("t"), []byte("original"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tamper(t, ref, []byte("tampered"))
+		if _, err := p.GetPayload(ctx, quarantine.ObjectRef{Bucket: ref.Bucket, Key: ref.Key, SHA256: ref.SHA256}); !errors.Is(err, quarantine.ErrPayloadMismatch) {
+			t.Fatalf("get tampered = %v", err)
+		}
+	})
+}
