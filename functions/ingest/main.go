@@ -19,7 +19,7 @@ import (
 
 func main() {
 	log := lambdalog.New(os.Stdout, slog.LevelInfo)
-	h, err := build(log)
+	h, err := build()
 	if err != nil {
 		log.Error("ingest init failed", "error", err.Error())
 		os.Exit(1)
@@ -27,19 +27,9 @@ func main() {
 	lambda.Start(h.Handle)
 }
 
-func build(log *slog.Logger) (*ingest.Handler, error) {
-	sources, err := ingest.ParseSources(os.Getenv("SOURCES"))
+func build() (*ingest.Handler, error) {
+	cfg, err := ingest.ConfigFromEnv(os.Getenv)
 	if err != nil {
-		return nil, err
-	}
-	cfg := ingest.Config{
-		TableName:            os.Getenv("TABLE_NAME"),
-		PayloadBucket:        os.Getenv("PAYLOAD_BUCKET"),
-		PayloadKMSKeyID:      os.Getenv("PAYLOAD_KMS_KEY_ID"),
-		IdempotencyAttribute: os.Getenv("IDEMPOTENCY_ATTRIBUTE"),
-		Sources:              sources,
-	}
-	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
@@ -47,5 +37,5 @@ func build(log *slog.Logger) (*ingest.Handler, error) {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
 	clients := awsclients.New(awsCfg, awsclients.Options{Local: os.Getenv("AWS_ENDPOINT_URL") != ""})
-	return ingest.New(cfg, clients, log, os.Stdout, nil)
+	return ingest.New(cfg, clients, lambdalog.New(os.Stdout, slog.LevelInfo), os.Stdout, nil)
 }

@@ -114,3 +114,20 @@ func BuildSources(cfg map[string]SourceConfig) (map[string]*quarantine.Source, e
 	}
 	return out, nil
 }
+
+// ConfigFromEnv builds a Config from environment variables looked up with
+// getenv: os.Getenv in main, the template's variables in the local runner.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	sources, err := ParseSources(getenv("SOURCES"))
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{
+		TableName:            getenv("TABLE_NAME"),
+		PayloadBucket:        getenv("PAYLOAD_BUCKET"),
+		PayloadKMSKeyID:      getenv("PAYLOAD_KMS_KEY_ID"),
+		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
+		Sources:              sources,
+	}
+	return cfg, cfg.Validate()
+}

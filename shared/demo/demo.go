@@ -1,0 +1,374 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/ingest"
+	"github.com/dlqquarantine/dlqq/shared/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/s3payload"
+)
+
+// Options size the scenario.
+type Options struct {
+	Seed   uint64
+	Events int
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Log receives the functions' JSON logs (discarded when nil).
+	Log io.Writer
+}
+
+// StackParams are the template parameters the demo deploys with: short
+// visibility timeouts so that retries happen in seconds, not minutes.
+var StackParams = map[string]any{
+	"MaxReceiveCount":                3,
+	"SourceVisibilityTimeoutSeconds": 2,
+	"DLQVisibilityTimeoutSeconds":    2,
+}
+
+// Report is what the scenario found.
+type Report struct {
+	Sent, Consumed, DeadLettered, Recalled int
+	Records                                []*quarantine.Record
+	ByClass                                map[quarantine.Class]int
+	BySignature                            map[string]int
+	Lost, Unexpected, SealFailures         []string
+	Ingest                                 localrunner.Stats
+	Elapsed                                time.Duration
+}
+
+// OK reports whether every invariant held.
+func (r *Report) OK() bool {
+	return len(r.Lost) == 0 && len(r.Unexpected) == 0 && len(r.SealFailures) == 0 && len(r.Records) == r.DeadLettered
+}
+
+// Run plays the scenario on st, whose resources come from the template.
+func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
+	start := time.Now()
+	if o.Timeout == 0 {
+		o.Timeout = 90 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	log := slog.New(slog.NewJSONHandler(o.Log, nil))
+
+	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
+	if err != nil {
+		return nil, err
+	}
+	vars := fn.Environment.Variables
+	cfg, err := ingest.ConfigFromEnv(func(k string) string { return vars[k] })
+	if err != nil {
+		return nil, fmt.Errorf("ingest config from template: %w", err)
+	}
+	handler, err := ingest.New(cfg, st.Clients, log, o.Log, nil)
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region)
+	if err != nil {
+		return nil, err
+	}
+	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: mapping, Handler: handler.Handle, Log: log}
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var pollers sync.WaitGroup
+	pollers.Add(1)
+	go func() { defer pollers.Done(); _ = poller.Run(pollCtx) }()
+	defer func() { stopPolling(); pollers.Wait() }()
+
+	gen := Generate(o.Seed, o.Events)
+	rep := &Report{Sent: len(gen), ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}}
+	if err := produce(ctx, st, gen); err != nil {
+		return nil, err
+	}
+	c := &consumer{st: st, byBody: map[string]Generated{}}
+	for _, g := range gen {
+		c.byBody[g.Body] = g
+	}
+	if err := c.run(ctx); err != nil {
+		return nil, err
+	}
+	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
+	for _, g := range gen {
+		if g.Kind != Good {
+			rep.DeadLettered++
+		}
+	}
+	// Wait for the DLQ to drain into the table.
+	if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
+		return nil, err
+	}
+	stopPolling()
+	pollers.Wait()
+	rep.Ingest = poller.Stats()
+
+	if err := verify(ctx, st, cfg, gen, rep); err != nil {
+		return nil, err
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func produce(ctx context.Context, st *embedded.Stack, gen []Generated) error {
+	url := st.QueueURLs["SourceQueue"]
+	for i := 0; i < len(gen); i += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for j, g := range gen[i:min(i+10, len(gen))] {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(j)), MessageBody: aws.String(g.Body)})
+		}
+		out, err := st.Clients.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			return fmt.Errorf("produce: %w", err)
+		}
+		if len(out.Failed) > 0 {
+			return fmt.Errorf("produce: %d entries failed", len(out.Failed))
+		}
+	}
+	return nil
+}
+
+// consumer is the source queue's consumer: the user's service, simulated.
+type consumer struct {
+	st                 *embedded.Stack
+	byBody             map[string]Generated
+	consumed, recalled atomic.Int64
+}
+
+func (c *consumer) run(ctx context.Context) error {
+	url := c.st.QueueURLs["SourceQueue"]
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := c.st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+				if err != nil {
+					errs <- fmt.Errorf("consume: %w", err)
+					return
+				}
+				if len(out.Messages) == 0 {
+					empty, err := isEmpty(ctx, c.st.Clients.SQS, url)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if empty {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				for _, m := range out.Messages {
+					if err := c.handle(ctx, url, m); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) error {
+	g := c.byBody[aws.ToString(m.Body)]
+	sqsc := c.st.Clients.SQS
+	switch g.Kind {
+	case Malformed, Outage:
+		// Fail: give the message back at once; SQS counts the receive and
+		// the redrive policy dead-letters it after MaxReceiveCount.
+		_, err := sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+		return err
+	case Recalled:
+		// Dead-letter on purpose, saying why, then acknowledge.
+		_, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{
+			QueueUrl: aws.String(c.st.QueueURLs["DeadLetterQueue"]), MessageBody: m.Body,
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				quarantine.AttrFailureReason: {DataType: aws.String("String"), StringValue: aws.String("lot under recall")},
+				quarantine.AttrFailureStage:  {DataType: aws.String("String"), StringValue: aws.String("allocation")},
+				quarantine.AttrFailureType:   {DataType: aws.String("String"), StringValue: aws.String("permanent")},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		c.recalled.Add(1)
+	default:
+		c.consumed.Add(1)
+	}
+	_, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+	return err
+}
+
+func isEmpty(ctx context.Context, api *sqs.Client, url string) (bool, error) {
+	out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		return false, fmt.Errorf("queue depth: %w", err)
+	}
+	return out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0", nil
+}
+
+func waitEmpty(ctx context.Context, api *sqs.Client, url string) error {
+	for {
+		empty, err := isEmpty(ctx, api, url)
+		if err != nil || empty {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to drain: %w", url, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// verify reads back every record of the demo's source and checks the
+// invariants: every dead-lettered event has exactly one record, nothing else
+// does, and every seal verifies. (A scan is fine for a demo-sized table.)
+func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, gen []Generated, rep *Report) error {
+	store := dynamostore.New(st.Clients.DynamoDB, cfg.TableName)
+	payloads := s3payload.New(st.Clients.S3, cfg.PayloadBucket, "")
+	var source string
+	for name := range cfg.Sources {
+		source = name
+	}
+	expr, err := expression.NewBuilder().WithFilter(expression.Name("source").Equal(expression.Value(source))).Build()
+	if err != nil {
+		return err
+	}
+	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{
+		TableName: aws.String(cfg.TableName), FilterExpression: expr.Filter(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true),
+	})
+	byID := map[string]*quarantine.Record{}
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("scan records: %w", err)
+		}
+		for _, item := range page.Items {
+			r, err := dynamostore.Unmarshal(item)
+			if err != nil {
+				return err
+			}
+			byID[r.DLQID] = r
+		}
+	}
+	expected := map[string]Generated{}
+	src := quarantine.Source{Name: source, ARN: cfg.Sources[source].ARN, IdempotencyPointer: cfg.Sources[source].IdempotencyPointer}
+	for _, g := range gen {
+		if g.Kind == Good {
+			continue
+		}
+		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
+		expected[quarantine.RecordID(source, key)] = g
+	}
+	for id, g := range expected {
+		r, ok := byID[id]
+		if !ok {
+			rep.Lost = append(rep.Lost, id)
+			continue
+		}
+		if _, err := store.Get(ctx, id); err != nil {
+			return err
+		}
+		body, err := quarantine.LoadBody(ctx, payloads, r)
+		if err != nil || string(body) != g.Body {
+			rep.SealFailures = append(rep.SealFailures, id+": body not verbatim")
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		r := byID[id]
+		if _, ok := expected[id]; !ok {
+			rep.Unexpected = append(rep.Unexpected, id)
+		}
+		if err := quarantine.Verify(r); err != nil {
+			rep.SealFailures = append(rep.SealFailures, id)
+		}
+		rep.Records = append(rep.Records, r)
+		rep.ByClass[r.FailureClass]++
+		rep.BySignature[r.FailureSignature]++
+	}
+	return nil
+}
+
+// Print writes the human-readable report.
+func (r *Report) Print(w io.Writer, sample int) {
+	fmt.Fprintf(w, "\nDLQ Quarantine demo\n===================\n")
+	fmt.Fprintf(w, "events sent %d · consumed %d · dead-lettered %d (%d on purpose, recalled lots)\n", r.Sent, r.Consumed, r.DeadLettered, r.Recalled)
+	fmt.Fprintf(w, "ingest: %d invocations, %d messages received, %d stored and acknowledged, %d reported as batch item failures\n",
+		r.Ingest.Invocations, r.Ingest.Received, r.Ingest.Deleted, r.Ingest.Failed)
+	fmt.Fprintf(w, "records sealed: %d\n\nby failure class:\n", len(r.Records))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
+		fmt.Fprintf(tw, "  %s\t%d\n", c, r.ByClass[c])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ntriage by failure signature (stage|reason|schema):\n")
+	sigs := slices.Collect(maps.Keys(r.BySignature))
+	slices.SortFunc(sigs, func(a, b string) int {
+		if d := r.BySignature[b] - r.BySignature[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, s := range sigs {
+		fmt.Fprintf(tw, "  %d\t%5.1f%%\t%s\n", r.BySignature[s], 100*float64(r.BySignature[s])/float64(max(len(r.Records), 1)), s)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nsealed records (first %d):\n", sample)
+	fmt.Fprintf(tw, "  dlq_id\tclass\tstatus\tattempts\tseal\n")
+	for _, rec := range r.Records[:min(sample, len(r.Records))] {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s…\n", rec.DLQID[:min(len(rec.DLQID), 48)], rec.FailureClass, rec.Status, rec.AttemptCount, rec.Seal[:16])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ninvariants:\n")
+	check := func(ok bool, what string, n int) {
+		mark := "ok  "
+		if !ok {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  [%s] %s (%d)\n", mark, what, n)
+	}
+	check(len(r.Lost) == 0, "no dead-lettered message lost", len(r.Lost))
+	check(len(r.Unexpected) == 0 && len(r.Records) == r.DeadLettered, "exactly one record per dead-lettered message", len(r.Records))
+	check(len(r.SealFailures) == 0, "every seal verifies and every body is verbatim", len(r.SealFailures))
+	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(time.Millisecond))
+}
+
+// MarshalSummary is the report as JSON, for scripts.
+func (r *Report) MarshalSummary() ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"sent": r.Sent, "consumed": r.Consumed, "dead_lettered": r.DeadLettered, "records": len(r.Records),
+		"lost": len(r.Lost), "unexpected": len(r.Unexpected), "seal_failures": len(r.SealFailures), "by_class": r.ByClass,
+	})
+}
