@@ -11,8 +11,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/lambdalog"
 )
@@ -36,6 +37,10 @@ func build() (*ingest.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	clients := awsclients.New(awsCfg, awsclients.Options{Local: os.Getenv("AWS_ENDPOINT_URL") != ""})
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	clients := ingest.Clients{
+		DynamoDB: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local }),
+		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local }),
+	}
 	return ingest.New(cfg, clients, lambdalog.New(os.Stdout, slog.LevelInfo), os.Stdout, nil)
 }

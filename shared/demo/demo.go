@@ -84,7 +84,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest config from template: %w", err)
 	}
-	handler, err := ingest.New(cfg, st.Clients, log, o.Log, nil)
+	handler, err := ingest.New(cfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, o.Log, nil)
 	if err != nil {
 		return nil, err
 	}

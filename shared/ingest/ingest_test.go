@@ -59,7 +59,7 @@ func newFixture(t *testing.T, clients *awsclients.Clients) *fixture {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := ingest.New(cfg, clients, testLogger(), f.metrics, nil)
+	h, err := ingest.New(cfg, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, testLogger(), f.metrics, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,20 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 )
 
+// Clients are the AWS clients ingest needs; nothing else is linked into its
+// binary.
+type Clients struct {
+	DynamoDB dynamostore.API
+	S3       s3payload.API
+}
+
 // New builds the ingest handler on real AWS clients.
-func New(cfg Config, clients *awsclients.Clients, log *slog.Logger, metrics io.Writer, now func() time.Time) (*Handler, error) {
+func New(cfg Config, clients Clients, log *slog.Logger, metrics io.Writer, now func() time.Time) (*Handler, error) {
 	sources, err := BuildSources(cfg.Sources)
 	if err != nil {
 		return nil, err

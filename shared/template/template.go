@@ -156,7 +156,8 @@ func (r *resolver) ref(in any) any {
 	if n, ok := r.names[name]; ok {
 		return n
 	}
-	return "unresolved:" + name
+	// Other resources (roles, policies, mappings): a stable physical id.
+	return r.env.StackName + "-" + name
 }
 
 func (r *resolver) getAtt(in any) any {

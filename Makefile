@@ -1,0 +1,65 @@
+# DLQ Quarantine. Everything here needs only Go; pinned tools (staticcheck,
+# versitygw) come from tools/go.mod through `go tool`.
+SHELL := /bin/bash
+GO ?= go
+FUNCTIONS := ingest
+BUILD := build
+LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
+STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
+
+.PHONY: all fmt vet lint test test-short bench build demo fuzz clean test-localstack \
+	build-IngestFunction
+
+all: lint test build
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+lint: fmt vet
+	$(STATICCHECK) ./...
+
+# The test command of the README and of CI: lint, then every test with the
+# race detector, against the embedded AWS stack the tests start themselves.
+test: lint
+	AWS_ACCESS_KEY_ID=dlqqtest AWS_SECRET_ACCESS_KEY=dlqqtestsecret AWS_REGION=us-east-1 \
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-short:
+	$(GO) test -count=1 ./...
+
+# Runs the integration suite against LocalStack (see localstack/README.md).
+test-localstack:
+	AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-http://localhost:4566} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
+	$(GO) test -count=1 -timeout 15m ./shared/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x -count=1 ./shared/bench/
+	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/quarantine/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/quarantine/
+
+# linux/arm64 bootstrap zips for provided.al2023.
+build: $(FUNCTIONS:%=$(BUILD)/%.zip)
+
+$(BUILD)/%.zip: FORCE
+	@mkdir -p $(BUILD)/$*
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(BUILD)/$*/bootstrap ./functions/$*
+	$(GO) run ./internal/mkzip $@ $(BUILD)/$*/bootstrap
+	@ls -l $(BUILD)/$*/bootstrap $@
+
+FORCE:
+
+# `sam build` (BuildMethod: makefile) calls these with ARTIFACTS_DIR set.
+build-IngestFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingest
+
+demo:
+	$(GO) run ./cmd/dlqlocal demo
+
+clean:
+	rm -rf $(BUILD)

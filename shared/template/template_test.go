@@ -1,0 +1,206 @@
+package template_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation"
+
+	"github.com/dlqquarantine/dlqq/shared/ingest"
+	"github.com/dlqquarantine/dlqq/shared/template"
+)
+
+var env = template.Env{StackName: "prod", Region: "eu-west-1", Account: "111122223333", Endpoint: "https://sqs.eu-west-1.amazonaws.com"}
+
+func open(t *testing.T) *cloudformation.Template {
+	t.Helper()
+	tpl, err := template.Open(template.Path(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+func param(t *testing.T, tpl *cloudformation.Template, name string) float64 {
+	t.Helper()
+	p, ok := tpl.Parameters[name]
+	if !ok {
+		t.Fatalf("no parameter %s", name)
+	}
+	switch v := p.Default.(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	}
+	t.Fatalf("parameter %s default %v is not a number", name, p.Default)
+	return 0
+}
+
+func TestNothingUnresolved(t *testing.T) {
+	tpl := open(t)
+	raw, err := json.Marshal(tpl.Resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.Index(string(raw), "unresolved:"); i >= 0 {
+		t.Fatalf("unresolved reference near %s", raw[i:min(len(raw), i+80)])
+	}
+}
+
+func TestIngestFunctionAndTrigger(t *testing.T) {
+	tpl := open(t)
+	fn, err := tpl.GetServerlessFunctionWithName("IngestFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(fn.Runtime) != "provided.al2023" || !slices.Equal(fn.Architectures, []string{"arm64"}) || aws.ToString(fn.Handler) != "bootstrap" {
+		t.Fatalf("runtime %v arch %v handler %v", aws.ToString(fn.Runtime), fn.Architectures, aws.ToString(fn.Handler))
+	}
+	if fn.AWSCloudFormationMetadata["BuildMethod"] != "makefile" {
+		t.Fatalf("BuildMethod = %v", fn.AWSCloudFormationMetadata["BuildMethod"])
+	}
+	cfg, err := ingest.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil {
+		t.Fatalf("the function's environment is not a valid configuration: %v", err)
+	}
+	if cfg.Sources["prod-source"].DLQ != "prod-dlq" || cfg.TableName != "prod-quarantine" {
+		t.Fatalf("config %+v", cfg)
+	}
+
+	m, err := tpl.GetLambdaEventSourceMappingWithName("IngestDLQMapping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(m.EventSourceArn) != "arn:aws:sqs:eu-west-1:111122223333:prod-dlq" {
+		t.Fatalf("mapping reads %s", aws.ToString(m.EventSourceArn))
+	}
+	if !slices.Contains(m.FunctionResponseTypes, "ReportBatchItemFailures") {
+		t.Fatal("mapping does not report batch item failures")
+	}
+	if m.BatchSize == nil || *m.BatchSize > 10 {
+		t.Fatalf("batch size %v", m.BatchSize)
+	}
+	timeout := param(t, tpl, "IngestTimeoutSeconds")
+	dlq, _ := tpl.GetSQSQueueWithName("DeadLetterQueue")
+	if float64(aws.ToInt(dlq.VisibilityTimeout)) < 6*timeout {
+		t.Fatalf("DLQ visibility %d < 6 × ingest timeout %v", aws.ToInt(dlq.VisibilityTimeout), timeout)
+	}
+}
+
+func TestQueues(t *testing.T) {
+	tpl := open(t)
+	src, _ := tpl.GetSQSQueueWithName("SourceQueue")
+	dlq, _ := tpl.GetSQSQueueWithName("DeadLetterQueue")
+	key := template.KeyAlias("prod", "QuarantineKey")
+	for name, q := range map[string]string{"source": aws.ToString(src.KmsMasterKeyId), "dlq": aws.ToString(dlq.KmsMasterKeyId)} {
+		if q != key {
+			t.Errorf("%s queue key %q, want the customer key %q", name, q, key)
+		}
+	}
+	if aws.ToInt(dlq.MessageRetentionPeriod) != 14*24*3600 {
+		t.Errorf("DLQ retention %d", aws.ToInt(dlq.MessageRetentionPeriod))
+	}
+	rp := src.RedrivePolicy.(map[string]any)
+	if rp["deadLetterTargetArn"] != "arn:aws:sqs:eu-west-1:111122223333:prod-dlq" || rp["maxReceiveCount"] != param(t, tpl, "MaxReceiveCount") {
+		t.Errorf("redrive policy %v", rp)
+	}
+	if float64(aws.ToInt(src.VisibilityTimeout)) < 6*param(t, tpl, "ConsumerTimeoutSeconds") {
+		t.Errorf("source visibility %d < 6 × consumer timeout", aws.ToInt(src.VisibilityTimeout))
+	}
+	allow := dlq.RedriveAllowPolicy.(map[string]any)
+	if allow["redrivePermission"] != "byQueue" || len(allow["sourceQueueArns"].([]any)) != 1 || allow["sourceQueueArns"].([]any)[0] != "arn:aws:sqs:eu-west-1:111122223333:prod-source" {
+		t.Errorf("redrive allow policy %v", allow)
+	}
+}
+
+func TestTable(t *testing.T) {
+	tpl := open(t)
+	tb, err := tpl.GetDynamoDBTableWithName("QuarantineTable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(tb.BillingMode) != "PAY_PER_REQUEST" || !aws.ToBool(tb.DeletionProtectionEnabled) ||
+		tb.PointInTimeRecoverySpecification == nil || !aws.ToBool(tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled) {
+		t.Fatal("table must be on-demand, deletion-protected, with point-in-time recovery")
+	}
+	if s := tb.SSESpecification; s == nil || !s.SSEEnabled || aws.ToString(s.SSEType) != "KMS" || aws.ToString(s.KMSMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
+		t.Fatalf("table encryption %+v", tb.SSESpecification)
+	}
+	if len(tb.KeySchema) != 1 || tb.KeySchema[0].AttributeName != "dlq_id" {
+		t.Fatalf("key schema %+v", tb.KeySchema)
+	}
+	found := false
+	for _, g := range tb.GlobalSecondaryIndexes {
+		if g.IndexName == "status-first-seen" && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no status + age index")
+	}
+}
+
+func TestPayloadBucket(t *testing.T) {
+	tpl := open(t)
+	b, err := tpl.GetS3BucketWithName("PayloadBucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := b.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault
+	if enc.SSEAlgorithm != "aws:kms" || !strings.Contains(aws.ToString(enc.KMSMasterKeyID), "alias/prod-quarantinekey") {
+		t.Fatalf("bucket encryption %+v", enc)
+	}
+	p := b.PublicAccessBlockConfiguration
+	if p == nil || !aws.ToBool(p.BlockPublicAcls) || !aws.ToBool(p.BlockPublicPolicy) || !aws.ToBool(p.IgnorePublicAcls) || !aws.ToBool(p.RestrictPublicBuckets) {
+		t.Fatal("public access not fully blocked")
+	}
+	pol, err := tpl.GetS3BucketPolicyWithName("PayloadBucketPolicy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(pol.PolicyDocument)
+	if !strings.Contains(string(raw), `"aws:SecureTransport":"false"`) || !strings.Contains(string(raw), `"Effect":"Deny"`) {
+		t.Fatalf("bucket policy is not TLS-only: %s", raw)
+	}
+}
+
+func TestIngestRoleIsLeastPrivilege(t *testing.T) {
+	tpl := open(t)
+	role, err := tpl.GetIAMRoleWithName("IngestRole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, p := range role.Policies {
+		for _, st := range p.PolicyDocument.(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			for _, a := range st["Action"].([]any) {
+				actions = append(actions, a.(string))
+				if strings.Contains(a.(string), "*") {
+					t.Errorf("wildcard action %s", a)
+				}
+			}
+			for _, r := range st["Resource"].([]any) {
+				if r == "*" || strings.Contains(r.(string), "unresolved") {
+					t.Errorf("statement %v has resource %v", st["Sid"], r)
+				}
+			}
+		}
+	}
+	for _, forbidden := range []string{"sqs:SendMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:DeleteObject", "s3:DeleteObjectVersion"} {
+		if slices.Contains(actions, forbidden) {
+			t.Errorf("ingest may %s", forbidden)
+		}
+	}
+	lg, err := tpl.GetLogsLogGroupWithName("IngestLogGroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToInt(lg.RetentionInDays) == 0 || aws.ToString(lg.LogGroupName) != "/aws/lambda/prod-ingest" {
+		t.Fatalf("log group %v retention %v", aws.ToString(lg.LogGroupName), lg.RetentionInDays)
+	}
+}
