@@ -30,12 +30,17 @@ type SealError struct {
 	Computed string
 	// Chain is true when the prev_seal link is what failed.
 	Chain bool
+	// Body is true when the inline body does not match body_sha256.
+	Body bool
 }
 
 func (e *SealError) Error() string {
 	what := "seal"
-	if e.Chain {
+	switch {
+	case e.Chain:
 		what = "prev_seal chain"
+	case e.Body:
+		what = "body hash"
 	}
 	return fmt.Sprintf("record %s: %s mismatch: stored %q, computed %q", e.ID, what, e.Stored, e.Computed)
 }

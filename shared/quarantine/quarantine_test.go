@@ -77,7 +77,6 @@ func TestSealVerifiesAndDetectsEveryFieldChange(t *testing.T) {
 	rec := out.Record
 	rec.LeaseUntil = new(time.Time)
 	*rec.LeaseUntil = rec.FirstSeen
-	rec.BodyRef = &quarantine.ObjectRef{Bucket: "b", Key: "k", SHA256: "s", Size: 1}
 	rec.AttributesRef = &quarantine.ObjectRef{Bucket: "b", Key: "k2", SHA256: "s2", Size: 2}
 	rec.PrevSeal = "p"
 	rec.FailureDetail = "d"
@@ -136,6 +135,10 @@ func mutate(t *testing.T, f reflect.Value) {
 		case *time.Time:
 			*p = p.Add(time.Second)
 		case *quarantine.ObjectRef:
+			if p == nil {
+				f.Set(reflect.ValueOf(&quarantine.ObjectRef{Bucket: "b", Key: "k", SHA256: "s", Size: 1}))
+				return
+			}
 			p.SHA256 += "x"
 		default:
 			t.Fatalf("no mutation for %T", p)

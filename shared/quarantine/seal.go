@@ -11,7 +11,10 @@ import (
 
 // ComputeSeal returns the SHA-256, in hex, of the RFC 8785 canonical JSON of
 // r with its Seal field left out. Every other field is covered, PrevSeal
-// included, so each version chains to the one it replaced.
+// included, so each version chains to the one it replaced. The body enters
+// through body_sha256 (as it must for a body held in S3), and Verify checks
+// the inline body against that hash; canonicalizing a large body byte by
+// byte would add nothing but cost (docs/seal.md).
 func ComputeSeal(r *Record) (string, error) {
 	canon, err := CanonicalJSON(r)
 	if err != nil {
@@ -26,6 +29,7 @@ func ComputeSeal(r *Record) (string, error) {
 func CanonicalJSON(r *Record) ([]byte, error) {
 	body := *r
 	body.Seal = ""
+	body.Body = ""
 	raw, err := json.Marshal(&body)
 	if err != nil {
 		return nil, fmt.Errorf("marshal record: %w", err)
@@ -47,8 +51,8 @@ func SealRecord(r *Record) error {
 	return nil
 }
 
-// Verify recomputes r's seal and reports a *SealError when it differs from
-// the stored one.
+// Verify recomputes r's seal and checks its inline body against
+// body_sha256. It reports a *SealError when either differs.
 func Verify(r *Record) error {
 	got, err := ComputeSeal(r)
 	if err != nil {
@@ -56,6 +60,18 @@ func Verify(r *Record) error {
 	}
 	if r.Seal == "" || got != r.Seal {
 		return &SealError{ID: r.DLQID, Stored: r.Seal, Computed: got}
+	}
+	if r.BodyRef != nil && r.Body != "" {
+		return &SealError{ID: r.DLQID, Stored: r.BodySHA256, Computed: "body both inline and in the payload store", Body: true}
+	}
+	if r.BodyRef == nil {
+		raw, err := decodeBody(r)
+		if err != nil {
+			return &SealError{ID: r.DLQID, Stored: r.BodySHA256, Computed: "undecodable body", Body: true}
+		}
+		if sum := BodySHA256(raw); sum != r.BodySHA256 || int64(len(raw)) != r.BodySize {
+			return &SealError{ID: r.DLQID, Stored: r.BodySHA256, Computed: sum, Body: true}
+		}
 	}
 	return nil
 }

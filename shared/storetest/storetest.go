@@ -58,7 +58,8 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		r := Record(t, UniqueID("rt"))
 		lease := r.FirstSeen.Add(time.Minute)
 		r.LeaseUntil = &lease
-		r.BodyRef = &quarantine.ObjectRef{Bucket: "b", Key: "k", VersionID: "v1", SHA256: "00", Size: 7}
+		r.BodyRef = &quarantine.ObjectRef{Bucket: "b", Key: "k", VersionID: "v1", SHA256: r.BodySHA256, Size: r.BodySize}
+		r.Body = ""
 		if err := quarantine.SealRecord(r); err != nil {
 			t.Fatal(err)
 		}
