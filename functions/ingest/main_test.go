@@ -1,0 +1,115 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// The real bootstrap, configured from the template plus events/ingest-env.json
+// (the file for `sam local invoke --env-vars`), serves the sample batch
+// through kumo's Runtime API when invoked through the Lambda Invoke API.
+func TestBootstrapServesSampleBatch(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bin, err := lambdatest.Build(ctx, "ingest", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envFile map[string]map[string]string
+	raw, err := os.ReadFile("../../events/ingest-env.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &envFile); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for k, v := range fn.Environment.Variables {
+		env = append(env, k+"="+v)
+	}
+	env = append(env, "SOURCES="+envFile["IngestFunction"]["SOURCES"])
+
+	f, err := lambdatest.Start(ctx, st, embedded.RandomName("ingest"), bin, env, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	t.Logf("start-up to first Runtime API poll: %s", f.StartUp)
+
+	payload, err := os.ReadFile("../../events/ingest-dlq-batch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.Invoke(ctx, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FunctionError != nil {
+		t.Fatalf("function error %s: %s\n%s", *out.FunctionError, out.Payload, f.Output())
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out.Payload, &resp); err != nil {
+		t.Fatalf("response %s: %v", out.Payload, err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %+v\n%s", resp.BatchItemFailures, f.Output())
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	for _, id := range []string{"dlqq-inventory-source#inv-000101", "dlqq-inventory-source#inv-000102", "dlqq-meter-reads#mtr-88213-20261129T09"} {
+		r, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if err := quarantine.Verify(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its log lines are JSON with the request id, and carry no payload value.
+	logs := f.Output()
+	var ev events.SQSEvent
+	_ = json.Unmarshal(payload, &ev)
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if m["message"] == "message quarantined" {
+			lines++
+			if m["requestId"] == nil || m["requestId"] == "" {
+				t.Fatalf("log line without request id: %s", line)
+			}
+		}
+	}
+	if lines != len(ev.Records) {
+		t.Fatalf("%d outcome lines for %d messages", lines, len(ev.Records))
+	}
+	for _, r := range ev.Records {
+		for _, v := range []string{"LOT-2231", "00409-4888-02", "MTR-88213", "LEGACY-BINARY-FRAME", "inv-000104"} {
+			if strings.Contains(r.Body, v) && strings.Contains(logs, v) {
+				t.Fatalf("payload value %q in the function's logs", v)
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr, "ingest bootstrap start-up to first poll:", f.StartUp)
+}
