@@ -80,12 +80,9 @@ func (s *Source) Check(body []byte) Verdict {
 	if s.Opaque {
 		return Verdict{Valid: true}
 	}
-	if reason, detail := scanJSON(body); reason != "" {
+	doc, reason, detail := decodeJSON(body)
+	if reason != "" {
 		return invalid(reason, detail)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return invalid(ReasonNotJSON, err.Error())
 	}
 	if s.Schema == nil {
 		return Verdict{Valid: true, Doc: doc}
@@ -125,66 +122,89 @@ func schemaReason(ve *jsonschema.ValidationError) string {
 	return leaves[0]
 }
 
-// scanJSON checks syntax, nesting depth and duplicate object keys with the
-// streaming tokenizer, so hostile nesting never recurses.
-func scanJSON(body []byte) (reason, detail string) {
+// decodeJSON decodes body in one streaming pass, checking syntax, nesting
+// depth and duplicate object keys as it goes, with an explicit stack so that
+// hostile nesting never recurses. Numbers stay json.Number, as the schema
+// validator expects.
+func decodeJSON(body []byte) (doc any, reason, detail string) {
 	type frame struct {
-		object  bool
+		obj map[string]any
+		arr []any
+		key string
+		// wantKey is true in an object when the next token is a key.
 		wantKey bool
-		keys    map[string]struct{}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var stack []*frame
-	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].wantKey = true
+	var root any
+	done := false
+	// put stores a finished value in its parent, or as the root.
+	put := func(v any) {
+		if len(stack) == 0 {
+			root, done = v, true
+			return
+		}
+		top := stack[len(stack)-1]
+		if top.obj != nil {
+			top.obj[top.key] = v
+			top.wantKey = true
+		} else {
+			top.arr = append(top.arr, v)
 		}
 	}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			if len(stack) != 0 {
-				return ReasonNotJSON, "unexpected end of input"
+			if !done {
+				return nil, ReasonNotJSON, "unexpected end of input"
 			}
-			return "", ""
+			return root, "", ""
 		}
 		if err != nil {
-			return ReasonNotJSON, err.Error()
+			return nil, ReasonNotJSON, err.Error()
+		}
+		if done {
+			return nil, ReasonNotJSON, "more than one top-level value"
 		}
 		var top *frame
 		if n := len(stack); n > 0 {
 			top = stack[n-1]
+		}
+		if top != nil && top.obj != nil && top.wantKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				put(top.obj)
+				continue
+			}
+			key, _ := tok.(string)
+			if _, dup := top.obj[key]; dup {
+				return nil, ReasonDuplicateKey, ""
+			}
+			top.key, top.wantKey = key, false
+			top.obj[key] = nil
+			continue
 		}
 		switch t := tok.(type) {
 		case json.Delim:
 			switch t {
 			case '{', '[':
 				if len(stack) >= MaxJSONDepth {
-					return ReasonTooDeep, fmt.Sprintf("deeper than %d levels", MaxJSONDepth)
+					return nil, ReasonTooDeep, fmt.Sprintf("deeper than %d levels", MaxJSONDepth)
 				}
-				stack = append(stack, &frame{object: t == '{', wantKey: t == '{'})
-			case '}', ']':
+				f := &frame{}
+				if t == '{' {
+					f.obj, f.wantKey = map[string]any{}, true
+				} else {
+					f.arr = []any{}
+				}
+				stack = append(stack, f)
+			case ']':
 				stack = stack[:len(stack)-1]
-				valueDone()
+				put(top.arr)
 			}
 		default:
-			if top != nil && top.object && top.wantKey {
-				key, _ := t.(string)
-				if top.keys == nil {
-					top.keys = make(map[string]struct{})
-				}
-				if _, dup := top.keys[key]; dup {
-					return ReasonDuplicateKey, ""
-				}
-				top.keys[key] = struct{}{}
-				top.wantKey = false
-				continue
-			}
-			valueDone()
-		}
-		if len(stack) == 0 && dec.More() {
-			return ReasonNotJSON, "more than one top-level value"
+			put(t)
 		}
 	}
 }

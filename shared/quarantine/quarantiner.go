@@ -328,6 +328,10 @@ func (q *Quarantiner) offload(ctx context.Context, r *Record) error {
 			}
 		}
 	}
+	// Cheap bound first: everything but body and attributes is small.
+	if len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+q.cfg.MaxAttempts*maxAttemptJSON <= ItemBudget {
+		return nil
+	}
 	size, err := recordSize(r)
 	if err != nil {
 		return err
@@ -384,6 +388,20 @@ func (q *Quarantiner) offloadAttributes(ctx context.Context, r *Record, raw []by
 	}
 	r.AttributesRef, r.Attributes = &ref, nil
 	return nil
+}
+
+// smallFieldsBound bounds the JSON of every record field but the body,
+// the attributes and the attempts (ids, hashes, reasons, times).
+const smallFieldsBound = 16 << 10
+
+// attributesSize bounds the JSON size of attrs (base64 grows binary by 4/3,
+// escaping at most 6x a control character: count 6 per byte to be safe).
+func attributesSize(attrs map[string]Attribute) int {
+	n := 0
+	for k, a := range attrs {
+		n += 64 + 6*(len(k)+len(a.DataType)+len(a.StringValue)) + 2*len(a.BinaryValue)
+	}
+	return n
 }
 
 func recordSize(r *Record) (int, error) {
