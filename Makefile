@@ -37,7 +37,7 @@ test-localstack:
 	$(GO) test -count=1 -timeout 15m ./shared/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x -count=1 ./shared/bench/
+	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 ./shared/bench/
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/quarantine/
 
 fuzz:

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,7 +66,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	st.Close()
 	all := logs.String()
-	if strings.Count(all, "\n") == 0 && code == 0 {
+	// A whole run must have captured lines, or the check would prove nothing.
+	if strings.Count(all, "\n") == 0 && code == 0 && flag.Lookup("test.run").Value.String() == "" {
 		fmt.Fprintln(os.Stderr, "no log lines were captured: the leak check would prove nothing")
 		code = 1
 	}
