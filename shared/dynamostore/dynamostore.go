@@ -49,7 +49,10 @@ func New(api API, table string) *Store {
 // Marshal encodes a record as a DynamoDB item; the JSON field names are the
 // attribute names.
 func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMapWithOptions(r, func(o *attributevalue.EncoderOptions) { o.TagKey = "json" })
+	item, err := attributevalue.MarshalMapWithOptions(r, func(o *attributevalue.EncoderOptions) {
+		o.TagKey = "json"
+		o.UseEncodingMarshalers = true // quarantine.Time: fixed-width text that sorts
+	})
 	if err != nil {
 		return nil, fmt.Errorf("marshal record %s: %w", r.DLQID, err)
 	}
@@ -59,7 +62,10 @@ func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
 // Unmarshal decodes a DynamoDB item into a record.
 func Unmarshal(item map[string]types.AttributeValue) (*quarantine.Record, error) {
 	var r quarantine.Record
-	if err := attributevalue.UnmarshalMapWithOptions(item, &r, func(o *attributevalue.DecoderOptions) { o.TagKey = "json" }); err != nil {
+	if err := attributevalue.UnmarshalMapWithOptions(item, &r, func(o *attributevalue.DecoderOptions) {
+		o.TagKey = "json"
+		o.UseEncodingUnmarshalers = true
+	}); err != nil {
 		return nil, fmt.Errorf("unmarshal record: %w", err)
 	}
 	return &r, nil

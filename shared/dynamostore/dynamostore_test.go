@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
@@ -56,5 +58,29 @@ func TestItemSizeGuard(t *testing.T) {
 	}
 	if err := s.Create(context.Background(), r); !errors.Is(err, quarantine.ErrItemTooLarge) {
 		t.Fatalf("oversized create = %v", err)
+	}
+}
+
+// Times are stored fixed-width, so the index's sort key sorts as time does.
+func TestTimesSortAsStored(t *testing.T) {
+	t.Parallel()
+	r := storetest.Record(t, "times")
+	r.FirstSeen = quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 100000000, time.UTC))
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := item["first_seen"].(*ddbtypes.AttributeValueMemberS).Value
+	if got != "2026-01-02T03:04:05.100000000Z" {
+		t.Fatalf("first_seen stored as %q", got)
+	}
+	later := quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)).String()
+	whole := quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).String()
+	if !(whole < got && got < later) {
+		t.Fatalf("stored times do not sort: %s %s %s", whole, got, later)
+	}
+	back, err := dynamostore.Unmarshal(item)
+	if err != nil || !back.FirstSeen.Equal(r.FirstSeen.Time) {
+		t.Fatalf("round trip: %v %v", back, err)
 	}
 }

@@ -175,7 +175,7 @@ func TestRefailureAppendsKeepsFirstSeenAndChains(t *testing.T) {
 	second.Attributes["ApproximateReceiveCount"] = "4"
 	handle(t, f, second)
 	after := f.get(t, id)
-	if after.AttemptCount != 2 || !after.FirstSeen.Equal(before.FirstSeen) || !after.LastSeen.After(before.LastSeen) {
+	if after.AttemptCount != 2 || !after.FirstSeen.Equal(before.FirstSeen.Time) || !after.LastSeen.After(before.LastSeen.Time) {
 		t.Fatalf("after re-failure: attempts %d first %v→%v last %v→%v", after.AttemptCount, before.FirstSeen, after.FirstSeen, before.LastSeen, after.LastSeen)
 	}
 	if err := quarantine.VerifyChain(before, after); err != nil {

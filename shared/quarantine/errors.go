@@ -17,6 +17,12 @@ var (
 	ErrItemTooLarge = errors.New("record too large for one item")
 	// ErrPayloadMismatch means a claim-check object does not hash to its reference.
 	ErrPayloadMismatch = errors.New("payload hash mismatch")
+	// ErrNotClaimable means the record is not in a state a redrive may claim
+	// (in flight under a live lease, already redriven, resolved, parked or
+	// archived).
+	ErrNotClaimable = errors.New("record not claimable")
+	// ErrCapReached means the record was replayed redrive_cap times already.
+	ErrCapReached = errors.New("redrive cap reached")
 	// ErrContention means too many concurrent writers raced for one record;
 	// the caller should let the message be delivered again.
 	ErrContention = errors.New("too much contention on record")

@@ -1,6 +1,9 @@
 package quarantine
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // ActorIngest is the actor recorded for arrivals.
 const ActorIngest = "ingest"
@@ -14,11 +17,11 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 	next := r.Clone()
 	next.Attempts = appendBounded(next.Attempts, att, maxAttempts)
 	next.AttemptCount++
-	next.LastSeen = now
+	next.LastSeen = At(now)
 	switch next.Status {
 	case StatusRedriving, StatusRedriven, StatusResolved:
 		next.Status = StatusQuarantined
-		next.StatusSince = now
+		next.StatusSince = At(now)
 		next.LeaseUntil = nil
 	}
 	// A parked poison record stays poison, and an archived stub stays a stub:
@@ -46,4 +49,129 @@ func appendBounded(list []Attempt, a Attempt, max int) []Attempt {
 		list = append([]Attempt(nil), list[len(list)-max:]...)
 	}
 	return list
+}
+
+// Stages and actors recorded by the redrive transitions.
+const (
+	StageRedrive = "redrive"
+	StageSettle  = "settle"
+	ActorSettle  = "settler"
+)
+
+func (r *Record) next(now time.Time, att Attempt) *Record {
+	n := r.Clone()
+	att.At = At(now)
+	n.Attempts = appendBounded(n.Attempts, att, DefaultMaxAttempts)
+	n.AttemptCount++
+	return n
+}
+
+func (r *Record) setStatus(s Status, now time.Time) {
+	r.Status, r.StatusSince = s, At(now)
+}
+
+// Claim takes r for one replay round. A QUARANTINED record below its cap
+// moves to REDRIVING with a lease and redrive_count + 1. A REDRIVING record
+// whose lease expired is taken over for the same round (same count, same
+// deduplication id); its history says a duplicate send is possible. A
+// QUARANTINED record at its cap returns ErrCapReached (park it); anything
+// else returns ErrNotClaimable.
+func (r *Record) Claim(actor string, now time.Time, lease time.Duration) (*Record, error) {
+	until := At(now.Add(lease))
+	switch {
+	case r.Status == StatusQuarantined && r.RedriveCount >= r.RedriveCap:
+		return nil, ErrCapReached
+	case r.Status == StatusQuarantined:
+		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("claimed for round %d", r.RedriveCount+1), Actor: actor})
+		n.RedriveCount++
+		n.setStatus(StatusRedriving, now)
+		n.LeaseUntil, n.LeaseReclaimed = &until, false
+		return n, n.reseal(r)
+	case r.Status == StatusRedriving && r.LeaseUntil != nil && !now.Before(r.LeaseUntil.Time):
+		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease expired; round %d reclaimed, a duplicate send is possible", r.RedriveCount), Actor: actor})
+		n.LeaseUntil, n.LeaseReclaimed = &until, true
+		return n, n.reseal(r)
+	}
+	return nil, ErrNotClaimable
+}
+
+// ClaimParked takes a PARKED record for one operator-approved replay. The
+// cap is raised to the new count, in the sealed history, so that a record is
+// still never replayed more often than its recorded cap.
+func (r *Record) ClaimParked(actor string, now time.Time, lease time.Duration) (*Record, error) {
+	if r.Status != StatusParked {
+		return nil, ErrNotClaimable
+	}
+	until := At(now.Add(lease))
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("parked record claimed with approval; cap raised from %d to %d", r.RedriveCap, max(r.RedriveCap, r.RedriveCount+1)), Actor: actor})
+	n.RedriveCount++
+	n.RedriveCap = max(n.RedriveCap, n.RedriveCount)
+	n.setStatus(StatusRedriving, now)
+	n.LeaseUntil, n.LeaseReclaimed = &until, false
+	return n, n.reseal(r)
+}
+
+// ParkPoison parks a record that reached its cap: class poison, never
+// re-queued automatically.
+func (r *Record) ParkPoison(actor string, now time.Time) (*Record, error) {
+	if r.Status != StatusQuarantined && r.Status != StatusRedriving {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("redrive cap %d reached; parked as poison", r.RedriveCap), Actor: actor})
+	n.setStatus(StatusParked, now)
+	n.FailureClass = ClassPoison
+	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	return n, n.reseal(r)
+}
+
+// Release gives a claimed record back without a replay: QUARANTINED again,
+// and the round's redrive count returned (unless the round was reclaimed
+// from an expired lease, when it may already have been sent). A held record
+// (the gate refused its payload) takes the gate's classification.
+func (r *Record) Release(actor, reason string, now time.Time, held *Classification) (*Record, error) {
+	if r.Status != StatusRedriving {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: reason, Actor: actor})
+	if !r.LeaseReclaimed {
+		n.RedriveCount--
+	}
+	n.setStatus(StatusQuarantined, now)
+	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	if held != nil {
+		n.FailureClass, n.FailureStage, n.FailureReason = held.Class, held.Stage, held.Reason
+		n.FailureDetail, n.FailureSignature = held.Detail, held.Signature
+	}
+	return n, n.reseal(r)
+}
+
+// MarkRedriven records a completed send: REDRIVEN, with the new message id.
+func (r *Record) MarkRedriven(actor, messageID string, now time.Time) (*Record, error) {
+	if r.Status != StatusRedriving {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("sent (round %d)", r.RedriveCount), MessageID: messageID, Actor: actor})
+	n.setStatus(StatusRedriven, now)
+	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	n.LastSentMessageID = messageID
+	return n, n.reseal(r)
+}
+
+// NoteSent records a send whose record changed meanwhile (its message
+// already came back, say): the history gets the send, the status stays.
+func (r *Record) NoteSent(actor, messageID string, round int, now time.Time) (*Record, error) {
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("sent (round %d) while the record changed", round), MessageID: messageID, Actor: actor})
+	n.LastSentMessageID = messageID
+	return n, n.reseal(r)
+}
+
+// Settle resolves a REDRIVEN record whose replay did not come back within
+// the settle window.
+func (r *Record) Settle(now time.Time, window time.Duration) (*Record, error) {
+	if r.Status != StatusRedriven || now.Sub(r.StatusSince.Time) < window {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageSettle, Reason: fmt.Sprintf("no failure within %s of the replay", window), Actor: ActorSettle})
+	n.setStatus(StatusResolved, now)
+	return n, n.reseal(r)
 }

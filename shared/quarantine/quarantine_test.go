@@ -75,8 +75,8 @@ func TestSealVerifiesAndDetectsEveryFieldChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := out.Record
-	rec.LeaseUntil = new(time.Time)
-	*rec.LeaseUntil = rec.FirstSeen
+	lease := rec.FirstSeen
+	rec.LeaseUntil = &lease
 	rec.AttributesRef = &quarantine.ObjectRef{Bucket: "b", Key: "k2", SHA256: "s2", Size: 2}
 	rec.PrevSeal = "p"
 	rec.FailureDetail = "d"
@@ -116,6 +116,8 @@ func mutate(t *testing.T, f reflect.Value) {
 		f.SetString(f.String() + "x")
 	case reflect.Int, reflect.Int64:
 		f.SetInt(f.Int() + 1)
+	case reflect.Bool:
+		f.SetBool(!f.Bool())
 	case reflect.Slice:
 		if f.Type().Elem().Kind() == reflect.Struct {
 			e := f.Index(0)
@@ -128,12 +130,12 @@ func mutate(t *testing.T, f reflect.Value) {
 		a.StringValue += "x"
 		f.SetMapIndex(reflect.ValueOf("a"), reflect.ValueOf(a))
 	case reflect.Struct:
-		tm := f.Interface().(time.Time)
-		f.Set(reflect.ValueOf(tm.Add(time.Nanosecond)))
+		tm := f.Interface().(quarantine.Time)
+		f.Set(reflect.ValueOf(quarantine.At(tm.Add(time.Nanosecond))))
 	case reflect.Pointer:
 		switch p := f.Interface().(type) {
-		case *time.Time:
-			*p = p.Add(time.Second)
+		case *quarantine.Time:
+			*p = quarantine.At(p.Add(time.Second))
 		case *quarantine.ObjectRef:
 			if p == nil {
 				f.Set(reflect.ValueOf(&quarantine.ObjectRef{Bucket: "b", Key: "k", SHA256: "s", Size: 1}))
@@ -183,7 +185,7 @@ func TestRefailureAppendsAndChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.AttemptCount != 2 || len(got.Attempts) != 2 || !got.FirstSeen.Equal(first.Record.FirstSeen) || !got.LastSeen.Equal(clk.Now()) {
+	if got.AttemptCount != 2 || len(got.Attempts) != 2 || !got.FirstSeen.Equal(first.Record.FirstSeen.Time) || !got.LastSeen.Equal(clk.Now()) {
 		t.Fatalf("after re-failure: count %d, attempts %d, first %v, last %v", got.AttemptCount, len(got.Attempts), got.FirstSeen, got.LastSeen)
 	}
 	if err := quarantine.VerifyChain(first.Record, got); err != nil {

@@ -147,7 +147,7 @@ func (q *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, error
 		note = joinNote(note, n)
 	}
 	att := Attempt{
-		At: now, Stage: class.Stage, Reason: class.Reason, MessageID: m.MessageID,
+		At: At(now), Stage: class.Stage, Reason: class.Reason, MessageID: m.MessageID,
 		Actor: ActorIngest, ReceiveCount: m.ReceiveCount, BodySHA256: BodySHA256(m.Body), Note: note,
 	}
 	rec := q.newRecord(src, m, key, origin, class, att, now)
@@ -200,7 +200,7 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message
 		if cur.BodySHA256 != rec.BodySHA256 {
 			return Outcome{}, errBodyConflict
 		}
-		next, err := cur.Arrive(att, class, q.cfg.MaxAttempts, att.At)
+		next, err := cur.Arrive(att, class, q.cfg.MaxAttempts, att.At.Time)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -286,13 +286,13 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 	r := &Record{
 		DLQID: RecordID(src.Name, key), Source: src.Name, SourceARN: src.ARN, DLQARN: m.DLQARN,
 		IdempotencyKey: key, KeyOrigin: origin,
-		Status: StatusQuarantined, StatusSince: now,
+		Status: StatusQuarantined, StatusSince: At(now),
 		FailureClass: c.Class, FailureSignature: c.Signature, FailureStage: c.Stage,
 		FailureReason: c.Reason, FailureDetail: c.Detail, SchemaVersion: src.SchemaVersion,
 		BodySHA256: att.BodySHA256, BodySize: int64(len(m.Body)),
 		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
 		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID,
-		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: now, LastSeen: now,
+		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
 		RedriveCap: src.RedriveCap, Version: 1,
 	}
 	if r.RedriveCap <= 0 {

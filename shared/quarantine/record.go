@@ -3,10 +3,6 @@
 // validation gate. It imports no AWS SDK package; adapters live beside it.
 package quarantine
 
-import (
-	"time"
-)
-
 // Status is a record's lifecycle state.
 type Status string
 
@@ -70,14 +66,14 @@ type Attribute struct {
 
 // Attempt is one entry of a record's failure and action history.
 type Attempt struct {
-	At           time.Time `json:"at"`
-	Stage        string    `json:"stage"`
-	Reason       string    `json:"reason"`
-	MessageID    string    `json:"message_id,omitempty"`
-	Actor        string    `json:"actor"`
-	ReceiveCount int       `json:"receive_count,omitempty"`
-	BodySHA256   string    `json:"body_sha256,omitempty"`
-	Note         string    `json:"note,omitempty"`
+	At           Time   `json:"at"`
+	Stage        string `json:"stage"`
+	Reason       string `json:"reason"`
+	MessageID    string `json:"message_id,omitempty"`
+	Actor        string `json:"actor"`
+	ReceiveCount int    `json:"receive_count,omitempty"`
+	BodySHA256   string `json:"body_sha256,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // ObjectRef points at an object in S3 that holds part of a record (a claim check).
@@ -101,8 +97,8 @@ type Record struct {
 	IdempotencyKey string    `json:"idempotency_key"`
 	KeyOrigin      KeyOrigin `json:"key_origin"`
 
-	Status      Status    `json:"status"`
-	StatusSince time.Time `json:"status_since"`
+	Status      Status `json:"status"`
+	StatusSince Time   `json:"status_since"`
 
 	FailureClass     Class  `json:"failure_class"`
 	FailureSignature string `json:"failure_signature"`
@@ -131,13 +127,18 @@ type Record struct {
 
 	Attempts     []Attempt `json:"attempts"`
 	AttemptCount int       `json:"attempt_count"`
-	FirstSeen    time.Time `json:"first_seen"`
-	LastSeen     time.Time `json:"last_seen"`
+	FirstSeen    Time      `json:"first_seen"`
+	LastSeen     Time      `json:"last_seen"`
 
-	RedriveCount int        `json:"redrive_count"`
-	RedriveCap   int        `json:"redrive_cap"`
-	Version      int64      `json:"version"`
-	LeaseUntil   *time.Time `json:"lease_until,omitempty"`
+	RedriveCount int   `json:"redrive_count"`
+	RedriveCap   int   `json:"redrive_cap"`
+	Version      int64 `json:"version"`
+	LeaseUntil   *Time `json:"lease_until,omitempty"`
+	// LeaseReclaimed is true while a claim holds a round taken over from an
+	// expired lease: that round may already have been sent.
+	LeaseReclaimed bool `json:"lease_reclaimed,omitempty"`
+	// LastSentMessageID is the SQS message id of the latest replay.
+	LastSentMessageID string `json:"last_sent_message_id,omitempty"`
 
 	Seal     string `json:"seal,omitempty"`
 	PrevSeal string `json:"prev_seal,omitempty"`

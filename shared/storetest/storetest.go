@@ -19,7 +19,7 @@ import (
 // Record returns a sealed, valid first-version record with a unique id.
 func Record(t testing.TB, id string) *quarantine.Record {
 	t.Helper()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+	now := quarantine.At(time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC))
 	r := &quarantine.Record{
 		DLQID: "src#" + id, Source: "src", SourceARN: "arn:aws:sqs:us-east-1:000000000000:src",
 		IdempotencyKey: id, KeyOrigin: quarantine.KeyFromAttribute,
@@ -56,7 +56,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 	t.Run("create then get round-trips and verifies", func(t *testing.T) {
 		t.Parallel()
 		r := Record(t, UniqueID("rt"))
-		lease := r.FirstSeen.Add(time.Minute)
+		lease := quarantine.At(r.FirstSeen.Add(time.Minute))
 		r.LeaseUntil = &lease
 		r.BodyRef = &quarantine.ObjectRef{Bucket: "b", Key: "k", VersionID: "v1", SHA256: r.BodySHA256, Size: r.BodySize}
 		r.Body = ""
@@ -102,7 +102,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		next, err := r.Arrive(quarantine.Attempt{At: r.FirstSeen.Add(time.Second), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
+		next, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(time.Second)), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
 			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(time.Second))
 		if err != nil {
 			t.Fatal(err)
