@@ -7,6 +7,8 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -191,4 +193,119 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// QueryAPI is the part of the DynamoDB client List uses.
+type QueryAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Lister implements quarantine.Lister with one Query on the status index
+// per page: status is the partition key, first_seen the sort key and range,
+// source, class and signature filters. It never scans the table.
+type Lister struct {
+	api   QueryAPI
+	table string
+}
+
+// NewLister returns a Lister on table's status index.
+func NewLister(api QueryAPI, table string) *Lister {
+	return &Lister{api: api, table: table}
+}
+
+// List implements quarantine.Lister. A page may hold fewer ids than Limit
+// (filters apply after the index read); keep going while Cursor is set.
+func (l *Lister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	in, err := listInput(l.table, q)
+	if err != nil {
+		return quarantine.ListPage{}, err
+	}
+	out, err := l.api.Query(ctx, in)
+	if err != nil {
+		return quarantine.ListPage{}, fmt.Errorf("query %s records: %w", q.Status, err)
+	}
+	var page quarantine.ListPage
+	for _, item := range out.Items {
+		if v, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
+			page.IDs = append(page.IDs, v.Value)
+		}
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		var key map[string]string
+		if err := attributevalue.UnmarshalMap(out.LastEvaluatedKey, &key); err != nil {
+			return quarantine.ListPage{}, fmt.Errorf("cursor: %w", err)
+		}
+		raw, _ := json.Marshal(key)
+		page.Cursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return page, nil
+}
+
+func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, error) {
+	key := expression.Key("status").Equal(expression.Value(string(q.Status)))
+	from, to := q.FirstSeenFrom, q.FirstSeenTo
+	switch {
+	case !from.IsZero() && !to.IsZero():
+		key = key.And(expression.Key("first_seen").Between(expression.Value(quarantine.At(from).String()), expression.Value(quarantine.At(to).String())))
+	case !from.IsZero():
+		key = key.And(expression.Key("first_seen").GreaterThanEqual(expression.Value(quarantine.At(from).String())))
+	case !to.IsZero():
+		key = key.And(expression.Key("first_seen").LessThanEqual(expression.Value(quarantine.At(to).String())))
+	}
+	b := expression.NewBuilder().WithKeyCondition(key).WithProjection(expression.NamesList(expression.Name(KeyAttr)))
+	var conds []expression.ConditionBuilder
+	if q.Source != "" {
+		conds = append(conds, expression.Name("source").Equal(expression.Value(q.Source)))
+	}
+	if len(q.Classes) > 0 {
+		conds = append(conds, in("failure_class", q.Classes))
+	}
+	if len(q.Signatures) > 0 {
+		conds = append(conds, in("failure_signature", q.Signatures))
+	}
+	switch len(conds) {
+	case 0:
+	case 1:
+		b = b.WithFilter(conds[0])
+	default:
+		b = b.WithFilter(expression.And(conds[0], conds[1], conds[2:]...))
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query: %w", err)
+	}
+	input := &dynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String(IndexByStatus),
+		KeyConditionExpression: expr.KeyCondition(), FilterExpression: expr.Filter(), ProjectionExpression: expr.Projection(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}
+	if q.Limit > 0 {
+		input.Limit = aws.Int32(int32(q.Limit))
+	}
+	if q.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil {
+			return nil, fmt.Errorf("cursor: %w", err)
+		}
+		var key map[string]string
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return nil, fmt.Errorf("cursor: %w", err)
+		}
+		input.ExclusiveStartKey, err = attributevalue.MarshalMap(key)
+		if err != nil {
+			return nil, fmt.Errorf("cursor: %w", err)
+		}
+	}
+	return input, nil
+}
+
+func in[T ~string](name string, values []T) expression.ConditionBuilder {
+	ops := make([]expression.OperandBuilder, len(values))
+	for i, v := range values {
+		ops[i] = expression.Value(string(v))
+	}
+	if len(ops) == 1 {
+		return expression.Name(name).Equal(ops[0].(expression.ValueBuilder))
+	}
+	return expression.Name(name).In(ops[0], ops[1:]...)
 }

@@ -84,3 +84,8 @@ func TestTimesSortAsStored(t *testing.T) {
 		t.Fatalf("round trip: %v %v", back, err)
 	}
 }
+
+func TestListerContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
+}

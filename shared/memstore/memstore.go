@@ -6,6 +6,8 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
@@ -107,4 +109,45 @@ func (p *Payloads) Overwrite(key string, data []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.objects[key] = append([]byte(nil), data...)
+}
+
+// List implements quarantine.Lister; the cursor is the last id returned.
+func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var matched []*quarantine.Record
+	for _, r := range s.records {
+		if q.Matches(r) {
+			matched = append(matched, r)
+		}
+	}
+	slices.SortFunc(matched, func(a, b *quarantine.Record) int {
+		if c := a.FirstSeen.Compare(b.FirstSeen.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DLQID, b.DLQID)
+	})
+	start := 0
+	if q.Cursor != "" {
+		start = len(matched)
+		for i, r := range matched {
+			if r.DLQID == q.Cursor {
+				start = i + 1
+				break
+			}
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var page quarantine.ListPage
+	for _, r := range matched[start:] {
+		if len(page.IDs) == limit {
+			page.Cursor = page.IDs[len(page.IDs)-1]
+			break
+		}
+		page.IDs = append(page.IDs, r.DLQID)
+	}
+	return page, nil
 }

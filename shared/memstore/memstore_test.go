@@ -16,3 +16,8 @@ func TestPayloadsContract(t *testing.T) {
 	p := memstore.NewPayloads()
 	storetest.RunPayloads(t, p, func(t *testing.T, ref quarantine.ObjectRef, data []byte) { p.Overwrite(ref.Key, data) })
 }
+
+func TestListerContract(t *testing.T) {
+	s := memstore.New()
+	storetest.RunLister(t, s, s)
+}

@@ -1,6 +1,10 @@
 package quarantine
 
-import "context"
+import (
+	"context"
+	"slices"
+	"time"
+)
 
 // Store persists quarantine records. Every write is conditional: Create only
 // when the dlq_id is new, Replace only when the stored version still equals
@@ -23,4 +27,51 @@ type PayloadStore interface {
 	// GetPayload reads the object back and returns ErrPayloadMismatch when
 	// its bytes do not hash to ref.SHA256.
 	GetPayload(ctx context.Context, ref ObjectRef) ([]byte, error)
+}
+
+// ListQuery selects records through the status index, oldest first_seen first.
+type ListQuery struct {
+	Status Status
+	// Source restricts to one source queue ("" for all).
+	Source string
+	// FirstSeenFrom and FirstSeenTo bound first_seen, inclusive (zero: open).
+	FirstSeenFrom, FirstSeenTo time.Time
+	// Classes and Signatures restrict to these values (empty: any).
+	Classes    []Class
+	Signatures []string
+	// Limit bounds the records examined per page (0: the store's default).
+	Limit int
+	// Cursor continues a previous page ("" for the first).
+	Cursor string
+}
+
+// ListPage is one page of record ids; Cursor is "" on the last page.
+type ListPage struct {
+	IDs    []string
+	Cursor string
+}
+
+// Lister finds records by status without scanning the table.
+type Lister interface {
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+}
+
+// Matches reports whether r satisfies q's filters (not its cursor or limit).
+func (q ListQuery) Matches(r *Record) bool {
+	if r.Status != q.Status || (q.Source != "" && r.Source != q.Source) {
+		return false
+	}
+	if !q.FirstSeenFrom.IsZero() && r.FirstSeen.Before(q.FirstSeenFrom) {
+		return false
+	}
+	if !q.FirstSeenTo.IsZero() && r.FirstSeen.After(q.FirstSeenTo) {
+		return false
+	}
+	if len(q.Classes) > 0 && !slices.Contains(q.Classes, r.FailureClass) {
+		return false
+	}
+	if len(q.Signatures) > 0 && !slices.Contains(q.Signatures, r.FailureSignature) {
+		return false
+	}
+	return true
 }

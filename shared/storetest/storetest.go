@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,4 +180,72 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 			t.Fatalf("get tampered = %v", err)
 		}
 	})
+}
+
+// RunLister runs the Lister contract: l must list what s stores.
+func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
+	ctx := context.Background()
+	source := UniqueID("lsrc")
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var want []string
+	for i := range 7 {
+		r := Record(t, UniqueID("l"))
+		r.Source = source
+		r.DLQID = source + "#" + r.IdempotencyKey
+		// Deliberately out of order, and sub-second, to test the sort key.
+		r.FirstSeen = quarantine.At(base.Add(time.Duration((i*5)%7) * 1500 * time.Millisecond))
+		switch i {
+		case 5:
+			r.Status = quarantine.StatusParked
+		case 6:
+			r.FailureClass = quarantine.ClassValidation
+		}
+		if err := quarantine.SealRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 {
+			want = append(want, r.DLQID)
+		}
+	}
+	// Expected order: by first_seen.
+	byID := map[string]time.Time{}
+	for _, id := range want {
+		r, _ := s.Get(ctx, id)
+		byID[id] = r.FirstSeen.Time
+	}
+	slices.SortFunc(want, func(a, b string) int { return byID[a].Compare(byID[b]) })
+
+	list := func(q quarantine.ListQuery) []string {
+		var got []string
+		for {
+			page, err := l.List(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.IDs...)
+			if page.Cursor == "" {
+				return got
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Classes: []quarantine.Class{quarantine.ClassExhausted}, Limit: 2}
+	if got := list(q); !slices.Equal(got, want) {
+		t.Fatalf("List = %v\nwant %v", got, want)
+	}
+	q.FirstSeenFrom, q.FirstSeenTo = byID[want[1]], byID[want[3]]
+	if got := list(q); !slices.Equal(got, want[1:4]) {
+		t.Fatalf("List in window = %v\nwant %v", got, want[1:4])
+	}
+	q = quarantine.ListQuery{Status: quarantine.StatusParked, Source: source}
+	if got := list(q); len(got) != 1 {
+		t.Fatalf("parked = %v", got)
+	}
+	q = quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Signatures: []string{"nope|x|"}}
+	if got := list(q); len(got) != 0 {
+		t.Fatalf("signature filter = %v", got)
+	}
 }
