@@ -4,13 +4,10 @@
 package ingest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/schemas"
+	"github.com/dlqquarantine/dlqq/shared/sources"
 )
 
 // Config configures the ingest function. main fills it from the environment
@@ -32,30 +29,11 @@ type Config struct {
 	Concurrency int
 }
 
-// SourceConfig is one source queue's settings, as written in SOURCES.
-type SourceConfig struct {
-	ARN                string `json:"arn"`
-	DLQ                string `json:"dlq"`
-	IdempotencyPointer string `json:"idempotency_pointer,omitempty"`
-	// Schema names an embedded schema or a schema file; empty accepts any JSON.
-	Schema     string `json:"schema,omitempty"`
-	Opaque     bool   `json:"opaque,omitempty"`
-	RedriveCap int    `json:"redrive_cap,omitempty"`
-}
+// SourceConfig is one source queue's settings (see package sources).
+type SourceConfig = sources.Config
 
-// ParseSources decodes the SOURCES JSON object, rejecting unknown fields.
-func ParseSources(raw string) (map[string]SourceConfig, error) {
-	out := map[string]SourceConfig{}
-	if strings.TrimSpace(raw) == "" {
-		return out, nil
-	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("SOURCES: %w", err)
-	}
-	return out, nil
-}
+// ParseSources decodes the SOURCES JSON object.
+func ParseSources(raw string) (map[string]SourceConfig, error) { return sources.Parse(raw) }
 
 // Validate reports every configuration problem at once.
 func (c *Config) Validate() error {
@@ -66,53 +44,10 @@ func (c *Config) Validate() error {
 	if c.Concurrency < 0 || c.Concurrency > 100 {
 		errs = append(errs, fmt.Errorf("concurrency %d is outside 0..100", c.Concurrency))
 	}
-	dlqs := map[string]string{}
-	for name, s := range c.Sources {
-		if name == "" || strings.ContainsAny(name, "#:/") {
-			errs = append(errs, fmt.Errorf("source %q: not a queue name", name))
-		}
-		if s.DLQ == "" {
-			errs = append(errs, fmt.Errorf("source %q: dlq is required", name))
-		} else if other, dup := dlqs[s.DLQ]; dup {
-			errs = append(errs, fmt.Errorf("sources %q and %q share dlq %q", other, name, s.DLQ))
-		}
-		dlqs[s.DLQ] = name
-		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
-			errs = append(errs, fmt.Errorf("source %q: idempotency_pointer %q must start with /", name, s.IdempotencyPointer))
-		}
-		if s.RedriveCap < 0 {
-			errs = append(errs, fmt.Errorf("source %q: redrive_cap must not be negative", name))
-		}
-		if s.Schema != "" && s.Opaque {
-			errs = append(errs, fmt.Errorf("source %q: an opaque source cannot have a schema", name))
-		}
-		if s.Schema != "" {
-			if _, _, err := schemas.Compile(s.Schema); err != nil {
-				errs = append(errs, fmt.Errorf("source %q: %w", name, err))
-			}
-		}
+	if err := sources.Validate(c.Sources); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// BuildSources compiles each source's schema into quarantine.Sources.
-func BuildSources(cfg map[string]SourceConfig) (map[string]*quarantine.Source, error) {
-	out := make(map[string]*quarantine.Source, len(cfg))
-	for name, s := range cfg {
-		src := &quarantine.Source{
-			Name: name, ARN: s.ARN, DLQName: s.DLQ, IdempotencyPointer: s.IdempotencyPointer,
-			Opaque: s.Opaque, RedriveCap: s.RedriveCap,
-		}
-		if s.Schema != "" {
-			sch, version, err := schemas.Compile(s.Schema)
-			if err != nil {
-				return nil, fmt.Errorf("source %q: %w", name, err)
-			}
-			src.Schema, src.SchemaVersion = sch, version
-		}
-		out[name] = src
-	}
-	return out, nil
 }
 
 // ConfigFromEnv builds a Config from environment variables looked up with

@@ -8,6 +8,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/sources"
 )
 
 // Clients are the AWS clients ingest needs; nothing else is linked into its
@@ -19,7 +20,7 @@ type Clients struct {
 
 // New builds the ingest handler on real AWS clients.
 func New(cfg Config, clients Clients, log *slog.Logger, metrics io.Writer, now func() time.Time) (*Handler, error) {
-	sources, err := BuildSources(cfg.Sources)
+	srcs, err := sources.Build(cfg.Sources)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +29,7 @@ func New(cfg Config, clients Clients, log *slog.Logger, metrics io.Writer, now f
 		payloads = s3payload.New(clients.S3, cfg.PayloadBucket, cfg.PayloadKMSKeyID)
 	}
 	q := quarantine.NewQuarantiner(dynamostore.New(clients.DynamoDB, cfg.TableName), payloads, now, quarantine.Config{
-		Sources:      sources,
+		Sources:      srcs,
 		KeyAttribute: cfg.IdempotencyAttribute,
 	})
 	return NewHandler(q, log, metrics, now, cfg.Concurrency), nil

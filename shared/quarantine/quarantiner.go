@@ -256,11 +256,14 @@ func redriveHeaderNote(m Message, id string) string {
 	if !hasID && !hasCount {
 		return ""
 	}
-	if !hasID || !hasCount || rid.StringValue != id {
+	// Redrive adds the record id, and the count when there is room for it.
+	if !hasID || rid.StringValue != id {
 		return "forged redrive attributes ignored"
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(cnt.StringValue)); err != nil || n < 0 {
-		return "forged redrive attributes ignored"
+	if hasCount {
+		if n, err := strconv.Atoi(strings.TrimSpace(cnt.StringValue)); err != nil || n < 0 {
+			return "forged redrive attributes ignored"
+		}
 	}
 	return ""
 }

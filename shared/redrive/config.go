@@ -1,0 +1,100 @@
+package redrive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/sources"
+)
+
+// FunctionConfig configures the redrive function; main fills it from the
+// environment with ConfigFromEnv.
+type FunctionConfig struct {
+	// TableName is the quarantine table (TABLE_NAME). Required.
+	TableName string
+	// PayloadBucket holds claim-check bodies (PAYLOAD_BUCKET).
+	PayloadBucket string
+	// Sources are the source queues (SOURCES, JSON, as for ingest).
+	Sources map[string]sources.Config
+	// Service tunes leases, settling and approval (LEASE_SECONDS,
+	// SETTLE_WINDOW_SECONDS, APPROVAL_THRESHOLD).
+	Service Config
+}
+
+// ConfigFromEnv reads the configuration with getenv and validates it,
+// reporting every problem at once.
+func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
+	var errs []error
+	srcs, err := sources.Parse(getenv("SOURCES"))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), PayloadBucket: getenv("PAYLOAD_BUCKET"), Sources: srcs}
+	seconds := func(name string) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive number of seconds", name, v))
+		}
+		return time.Duration(n) * time.Second
+	}
+	cfg.Service.Lease = seconds("LEASE_SECONDS")
+	cfg.Service.SettleWindow = seconds("SETTLE_WINDOW_SECONDS")
+	if v := getenv("APPROVAL_THRESHOLD"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("APPROVAL_THRESHOLD=%q is not a positive number", v))
+		}
+		cfg.Service.ApprovalThreshold = n
+	}
+	if cfg.TableName == "" {
+		errs = append(errs, errors.New("TABLE_NAME is required"))
+	}
+	if len(srcs) == 0 && err == nil {
+		errs = append(errs, errors.New("SOURCES names no source queue"))
+	}
+	if err := sources.Validate(srcs); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// Clients are the AWS clients redrive needs.
+type Clients struct {
+	DynamoDB interface {
+		dynamostore.API
+		dynamostore.QueryAPI
+	}
+	S3  s3payload.API
+	SQS Sender
+}
+
+// NewFromConfig builds the service on real AWS clients.
+func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() time.Time) (*Service, error) {
+	srcs, err := sources.Build(cfg.Sources)
+	if err != nil {
+		return nil, err
+	}
+	var payloads quarantine.PayloadStore
+	if cfg.PayloadBucket != "" && c.S3 != nil {
+		payloads = s3payload.New(c.S3, cfg.PayloadBucket, "")
+	}
+	return New(dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName),
+		payloads, c.SQS, srcs, now, log, cfg.Service), nil
+}
+
+// LambdaHandler adapts Handle to lambda.Start's signature.
+func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Report, error) {
+	return s.Handle(ctx, raw)
+}

@@ -1,0 +1,54 @@
+package redrive
+
+import "time"
+
+// Outcome counts records with one outcome and lists their ids.
+type Outcome struct {
+	Count int      `json:"count"`
+	IDs   []string `json:"ids"`
+}
+
+func (o *Outcome) add(id string) {
+	o.Count++
+	o.IDs = append(o.IDs, id)
+}
+
+// Stop reasons.
+const (
+	StoppedDone        = "done"
+	StoppedMaxMessages = "max_messages"
+	StoppedDeadline    = "deadline"
+)
+
+// Report is the outcome of one run.
+type Report struct {
+	RunID       string `json:"run_id"`
+	Action      string `json:"action"`
+	Source      string `json:"source"`
+	RequestedBy string `json:"requested_by"`
+	DryRun      bool   `json:"dry_run"`
+	// DryRunReason says why a run that was not asked to be dry was dry
+	// (a high-risk replay without approval).
+	DryRunReason string `json:"dry_run_reason,omitempty"`
+
+	// Redriven were sent (or, in a dry run, would be).
+	Redriven Outcome `json:"redriven"`
+	// Skipped were in flight, already redriven or resolved, or no longer
+	// matched when read.
+	Skipped Outcome `json:"skipped"`
+	// Held failed the current schema and were not sent.
+	Held Outcome `json:"held"`
+	// Parked reached their redrive cap and were parked as poison.
+	Parked Outcome `json:"parked"`
+	// Failed could not be sent after retries; their claim was released.
+	Failed Outcome `json:"failed"`
+	// Settled were resolved: their replay did not come back in time.
+	Settled Outcome `json:"settled"`
+
+	// Remaining matching records this run did not reach.
+	Remaining int `json:"remaining"`
+	// Stopped says why the run ended.
+	Stopped    string    `json:"stopped"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}

@@ -1,0 +1,137 @@
+// Package redrive replays quarantined records into their source queue: the
+// request contract, the replay path (claim → validate → send → mark) in
+// batches of at most 50, the cap counter that parks poison, and the report.
+package redrive
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// Limits of a request.
+const (
+	MaxBatchSize       = 50
+	DefaultBatchSize   = 50
+	DefaultMaxMessages = 100
+	MaxMaxMessages     = 10000
+)
+
+// Actions a request may ask for.
+const (
+	ActionRedrive = "redrive"
+	ActionSettle  = "settle"
+)
+
+// Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
+// fields are an error.
+type Request struct {
+	// Action is "redrive" (the default) or "settle" (resolve REDRIVEN
+	// records whose replay did not come back within the settle window).
+	Action string `json:"action,omitempty"`
+	// Source is the source queue, by name or ARN.
+	Source string `json:"source"`
+	// Classes, Signatures, FirstSeenFrom/To and IDs select records.
+	Classes       []quarantine.Class `json:"classes,omitempty"`
+	Signatures    []string           `json:"signatures,omitempty"`
+	FirstSeenFrom *time.Time         `json:"first_seen_from,omitempty"`
+	FirstSeenTo   *time.Time         `json:"first_seen_to,omitempty"`
+	IDs           []string           `json:"ids,omitempty"`
+	// ClearedReasons is the allow-list of failure signatures whose root
+	// cause is marked fixed; when set, only those are replayed.
+	ClearedReasons []string `json:"cleared_reasons,omitempty"`
+	// MaxMessages bounds the records this run examines (default 100).
+	MaxMessages int `json:"max_messages,omitempty"`
+	// BatchSize is records per batch, at most 50 (default 50).
+	BatchSize int `json:"batch_size,omitempty"`
+	// DryRun reports what would happen and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Approve is required for high-risk replays (parked records, or more
+	// messages than the function's approval threshold).
+	Approve bool `json:"approve,omitempty"`
+	// IncludeParked also replays PARKED records (high risk).
+	IncludeParked bool `json:"include_parked,omitempty"`
+	// RequestedBy names who asked; it is recorded in each record's history.
+	RequestedBy string `json:"requested_by"`
+	// RatePerSecond caps sends per second, to protect the consumer (0: none).
+	RatePerSecond float64 `json:"rate_per_second,omitempty"`
+}
+
+// ParseRequest decodes a request strictly and fills defaults. It returns a
+// *RequestError listing every problem; nothing runs on a bad request.
+func ParseRequest(raw []byte) (Request, error) {
+	var r Request
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, &RequestError{Problems: []string{"malformed request: " + err.Error()}}
+	}
+	if dec.More() {
+		return Request{}, &RequestError{Problems: []string{"malformed request: trailing data after the JSON object"}}
+	}
+	return r, r.normalize()
+}
+
+// RequestError lists what is wrong with a request.
+type RequestError struct{ Problems []string }
+
+func (e *RequestError) Error() string {
+	return "invalid redrive request: " + strings.Join(e.Problems, "; ")
+}
+
+func (r *Request) normalize() error {
+	var p []string
+	if r.Action == "" {
+		r.Action = ActionRedrive
+	}
+	if r.Action != ActionRedrive && r.Action != ActionSettle {
+		p = append(p, fmt.Sprintf("action %q is not redrive or settle", r.Action))
+	}
+	if strings.TrimSpace(r.Source) == "" {
+		p = append(p, "source is required")
+	}
+	if strings.TrimSpace(r.RequestedBy) == "" {
+		p = append(p, "requested_by is required: it is recorded in each record's history")
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.BatchSize < 0 || r.BatchSize > MaxBatchSize {
+		p = append(p, fmt.Sprintf("batch_size %d is outside 1..%d", r.BatchSize, MaxBatchSize))
+	}
+	if r.MaxMessages == 0 {
+		r.MaxMessages = DefaultMaxMessages
+	}
+	if r.MaxMessages < 0 || r.MaxMessages > MaxMaxMessages {
+		p = append(p, fmt.Sprintf("max_messages %d is outside 1..%d", r.MaxMessages, MaxMaxMessages))
+	}
+	if r.RatePerSecond < 0 {
+		p = append(p, "rate_per_second must not be negative")
+	}
+	for _, c := range r.Classes {
+		if !slices.Contains([]quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}, c) {
+			p = append(p, fmt.Sprintf("class %q is not validation, exhausted or poison", c))
+		}
+	}
+	if r.FirstSeenFrom != nil && r.FirstSeenTo != nil && r.FirstSeenFrom.After(*r.FirstSeenTo) {
+		p = append(p, "first_seen_from is after first_seen_to")
+	}
+	for _, id := range r.IDs {
+		if !strings.Contains(id, "#") {
+			p = append(p, fmt.Sprintf("id %q is not a record id (<source>#<key>)", id))
+		}
+	}
+	if len(p) > 0 {
+		return &RequestError{Problems: p}
+	}
+	return nil
+}
+
+// errUnknownSource is returned when the request names no configured source.
+var errUnknownSource = errors.New("source is not configured")

@@ -1,0 +1,733 @@
+package redrive
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/time/rate"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// SQS limits for one SendMessageBatch call and one message.
+const (
+	MaxEntriesPerCall = 10
+	MaxCallBytes      = 1 << 20
+	MaxAttributes     = 10
+	// MaxRemainingCount bounds how far a run counts the records it did not
+	// reach; a report with this many remaining means "at least".
+	MaxRemainingCount = 10000
+)
+
+// Config tunes the service. Zero values take the defaults.
+type Config struct {
+	// Lease is how long a claim holds a record (default 15 minutes, longer
+	// than the function's timeout, so a live run never loses its claim).
+	Lease time.Duration
+	// SettleWindow is how long a replay must stay away from the DLQ before
+	// its record is RESOLVED (default 15 minutes).
+	SettleWindow time.Duration
+	// ApprovalThreshold is the most messages a run may replay without
+	// approve (default 100).
+	ApprovalThreshold int
+	// DeadlineMargin is the time left at which a run stops claiming
+	// (default 20 seconds).
+	DeadlineMargin time.Duration
+	// SendAttempts bounds tries per entry of a batch call (default 4).
+	SendAttempts int
+	// MaxBackoff caps the jittered backoff between tries (default 2 s).
+	MaxBackoff time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Lease <= 0 {
+		c.Lease = 15 * time.Minute
+	}
+	if c.SettleWindow <= 0 {
+		c.SettleWindow = 15 * time.Minute
+	}
+	if c.ApprovalThreshold <= 0 {
+		c.ApprovalThreshold = 100
+	}
+	if c.DeadlineMargin <= 0 {
+		c.DeadlineMargin = 20 * time.Second
+	}
+	if c.SendAttempts <= 0 {
+		c.SendAttempts = 4
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 2 * time.Second
+	}
+	return c
+}
+
+// Sender is the part of the SQS client redrive uses.
+type Sender interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+}
+
+// Service runs redrive requests.
+type Service struct {
+	store    quarantine.Store
+	lister   quarantine.Lister
+	payloads quarantine.PayloadStore
+	sqs      Sender
+	sources  map[string]*quarantine.Source
+	now      func() time.Time
+	log      *slog.Logger
+	cfg      Config
+}
+
+// New returns a Service. payloads may be nil when no record uses the claim
+// check; now may be nil for time.Now.
+func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.PayloadStore, sender Sender,
+	sources map[string]*quarantine.Source, now func() time.Time, log *slog.Logger, cfg Config) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, lister: lister, payloads: payloads, sqs: sender, sources: sources, now: now, log: log, cfg: cfg.withDefaults()}
+}
+
+// Handle is the Lambda entry point: a JSON request in, a report out. A bad
+// request is an error (a function error the caller sees), never a partial run.
+func (s *Service) Handle(ctx context.Context, raw []byte) (*Report, error) {
+	req, err := ParseRequest(raw)
+	if err != nil {
+		return nil, err
+	}
+	return s.Run(ctx, req)
+}
+
+// Run executes a normalized request.
+func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
+	if err := req.normalize(); err != nil {
+		return nil, err
+	}
+	src := s.source(req.Source)
+	if src == nil {
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, errUnknownSource)}}
+	}
+	for _, id := range req.IDs {
+		if !strings.HasPrefix(id, src.Name+"#") {
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("id %q does not belong to source %q", id, src.Name)}}
+		}
+	}
+	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
+	if req.Action == ActionRedrive && !req.Approve && !req.DryRun {
+		switch {
+		case req.IncludeParked:
+			rep.DryRun, rep.DryRunReason = true, "replaying parked records needs approve: true"
+		case req.MaxMessages > s.cfg.ApprovalThreshold:
+			rep.DryRun, rep.DryRunReason = true, fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, s.cfg.ApprovalThreshold)
+		}
+	}
+	r := &run{s: s, req: req, src: src, rep: rep}
+	err := r.execute(ctx)
+	rep.FinishedAt = s.now().UTC()
+	s.log.InfoContext(ctx, "redrive run finished",
+		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
+		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
+		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
+		"remaining", rep.Remaining, "stopped", rep.Stopped)
+	return rep, err
+}
+
+func (s *Service) source(nameOrARN string) *quarantine.Source {
+	if src, ok := s.sources[nameOrARN]; ok {
+		return src
+	}
+	for _, src := range s.sources {
+		if src.ARN == nameOrARN {
+			return src
+		}
+	}
+	return nil
+}
+
+func runID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// run is the state of one invocation.
+type run struct {
+	s        *Service
+	req      Request
+	src      *quarantine.Source
+	rep      *Report
+	queueURL string
+	limiter  *rate.Limiter
+	examined int
+}
+
+func (r *run) execute(ctx context.Context) error {
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
+	if r.req.Action == ActionSettle {
+		return nil
+	}
+	if r.req.RatePerSecond > 0 {
+		r.limiter = rate.NewLimiter(rate.Limit(r.req.RatePerSecond), MaxEntriesPerCall)
+	}
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := r.batch(ctx, batch)
+		batch = batch[:0]
+		return err
+	}
+	stopped := false
+	err := r.candidates(ctx, func(id string) (bool, error) {
+		if stopped || r.examined >= r.req.MaxMessages {
+			if !stopped {
+				r.rep.Stopped = StoppedMaxMessages
+			}
+			stopped = true
+			r.rep.Remaining++
+			// Counting the rest costs index reads: stop at a bound.
+			return r.rep.Remaining < MaxRemainingCount, nil
+		}
+		if r.deadlineNear(ctx) {
+			stopped = true
+			r.rep.Stopped = StoppedDeadline
+			r.rep.Remaining++
+			return r.rep.Remaining < MaxRemainingCount, nil
+		}
+		r.examined++
+		batch = append(batch, id)
+		if len(batch) == r.req.BatchSize {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+func (r *run) deadlineNear(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < r.s.cfg.DeadlineMargin
+}
+
+// candidates calls yield with the id of every record the request selects:
+// the explicit ids, or the status index for QUARANTINED (and PARKED when
+// asked), plus REDRIVING records whose lease expired.
+func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error)) error {
+	if len(r.req.IDs) > 0 {
+		for _, id := range r.req.IDs {
+			more, err := yield(id)
+			if err != nil || !more {
+				return err
+			}
+		}
+		return nil
+	}
+	statuses := []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined}
+	if r.req.IncludeParked {
+		statuses = append(statuses, quarantine.StatusParked)
+	}
+	for _, st := range statuses {
+		q := r.listQuery(st)
+		for {
+			page, err := r.s.lister.List(ctx, q)
+			if err != nil {
+				return fmt.Errorf("list %s records: %w", st, err)
+			}
+			for _, id := range page.IDs {
+				if st == quarantine.StatusRedriving && !r.leaseExpired(ctx, id) {
+					continue
+				}
+				more, err := yield(id)
+				if err != nil || !more {
+					return err
+				}
+			}
+			if page.Cursor == "" {
+				break
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	return nil
+}
+
+func (r *run) listQuery(st quarantine.Status) quarantine.ListQuery {
+	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: r.req.Signatures, Limit: 200}
+	if r.req.FirstSeenFrom != nil {
+		q.FirstSeenFrom = *r.req.FirstSeenFrom
+	}
+	if r.req.FirstSeenTo != nil {
+		q.FirstSeenTo = *r.req.FirstSeenTo
+	}
+	if st == quarantine.StatusParked {
+		// Parked records are poison: a class filter would hide them.
+		q.Classes = nil
+	}
+	return q
+}
+
+func (r *run) leaseExpired(ctx context.Context, id string) bool {
+	rec, err := r.s.store.Get(ctx, id)
+	return err == nil && rec.Status == quarantine.StatusRedriving && rec.LeaseUntil != nil && !r.s.now().Before(rec.LeaseUntil.Time)
+}
+
+// eligible re-checks the request's filters on the full record, and the
+// cleared-reasons allow-list.
+func (r *run) eligible(rec *quarantine.Record) (bool, string) {
+	st := rec.Status
+	if st == quarantine.StatusRedriving {
+		st = quarantine.StatusQuarantined
+	}
+	if st == quarantine.StatusParked && !r.req.IncludeParked {
+		return false, "parked"
+	}
+	q := r.listQuery(st)
+	q.Status = st
+	probe := *rec
+	probe.Status = st
+	if !q.Matches(&probe) {
+		return false, "no longer matches the filters"
+	}
+	if len(r.req.ClearedReasons) > 0 && !contains(r.req.ClearedReasons, rec.FailureSignature) {
+		return false, "signature not in cleared_reasons"
+	}
+	return true, ""
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// claimed is one record holding a claim, with what it will send.
+type claimed struct {
+	rec   *quarantine.Record
+	body  []byte
+	attrs map[string]sqstypes.MessageAttributeValue
+	size  int
+}
+
+// batch runs the replay path for up to BatchSize records.
+func (r *run) batch(ctx context.Context, ids []string) error {
+	var ready []*claimed
+	for _, id := range ids {
+		c, err := r.claim(ctx, id)
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			ready = append(ready, c)
+		}
+	}
+	if len(ready) == 0 || r.rep.DryRun {
+		return nil
+	}
+	return r.send(ctx, ready)
+}
+
+// claim reads one record and takes it (or, in a dry run, says what would
+// happen). It returns nil when the record is not to be sent.
+func (r *run) claim(ctx context.Context, id string) (*claimed, error) {
+	s, actor := r.s, r.req.RequestedBy
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, quarantine.ErrNotFound) {
+		r.rep.Skipped.add(id)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record: %w", err)
+	}
+	if ok, _ := r.eligible(rec); !ok {
+		r.rep.Skipped.add(id)
+		return nil, nil
+	}
+	now := s.now()
+	var next *quarantine.Record
+	if rec.Status == quarantine.StatusParked {
+		next, err = rec.ClaimParked(actor, now, s.cfg.Lease)
+	} else {
+		next, err = rec.Claim(actor, now, s.cfg.Lease)
+	}
+	switch {
+	case errors.Is(err, quarantine.ErrCapReached):
+		if !r.rep.DryRun {
+			parked, perr := rec.ParkPoison(actor, now)
+			if perr != nil {
+				return nil, perr
+			}
+			if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
+				if errors.Is(perr, quarantine.ErrVersionConflict) {
+					r.rep.Skipped.add(id)
+					return nil, nil
+				}
+				return nil, fmt.Errorf("park record: %w", perr)
+			}
+		}
+		r.rep.Parked.add(id)
+		return nil, nil
+	case errors.Is(err, quarantine.ErrNotClaimable):
+		r.rep.Skipped.add(id)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+
+	body, berr := quarantine.LoadBody(ctx, s.payloads, rec)
+	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
+	var verdict quarantine.Verdict
+	if berr == nil {
+		verdict = r.src.Check(body)
+	}
+	if r.rep.DryRun {
+		switch {
+		case berr != nil || aerr != nil:
+			r.rep.Failed.add(id)
+		case !verdict.Valid:
+			r.rep.Held.add(id)
+		default:
+			r.rep.Redriven.add(id)
+		}
+		return nil, nil
+	}
+	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
+		if errors.Is(err, quarantine.ErrVersionConflict) {
+			r.rep.Skipped.add(id) // another run claimed it first
+			return nil, nil
+		}
+		return nil, fmt.Errorf("claim record: %w", err)
+	}
+	if berr != nil || aerr != nil {
+		return nil, r.release(ctx, next, "payload unreadable: "+errKind(errors.Join(berr, aerr)), nil, &r.rep.Failed)
+	}
+	if !verdict.Valid {
+		// The same gate as ingest: a payload that fails the current schema
+		// is never sent.
+		c := quarantine.Classify(r.src, nil, verdict)
+		return nil, r.release(ctx, next, "held: "+c.Reason, &c, &r.rep.Held)
+	}
+	msgAttrs := messageAttributes(attrs, next)
+	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
+}
+
+// release gives a claim back, retrying on concurrent changes.
+func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string, held *quarantine.Classification, out *Outcome) error {
+	for attempt := 0; ; attempt++ {
+		next, err := rec.Release(r.req.RequestedBy, reason, r.s.now(), held)
+		if errors.Is(err, quarantine.ErrNotClaimable) {
+			out.add(rec.DLQID) // it changed hands (its message came back, say)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = r.s.store.Replace(ctx, next, rec.Version)
+		if err == nil {
+			out.add(rec.DLQID)
+			return nil
+		}
+		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 5 {
+			return fmt.Errorf("release claim: %w", err)
+		}
+		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
+			return fmt.Errorf("release claim: %w", err)
+		}
+	}
+}
+
+// send replays the claimed records in SendMessageBatch calls of at most 10
+// entries and 1 MiB, retrying failed entries with jittered backoff, then
+// marks each record REDRIVEN or releases its claim.
+func (r *run) send(ctx context.Context, ready []*claimed) error {
+	url, err := r.queue(ctx)
+	if err != nil {
+		for _, c := range ready {
+			if rerr := r.release(ctx, c.rec, "source queue unavailable", nil, &r.rep.Failed); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+		}
+		return nil
+	}
+	for len(ready) > 0 {
+		n, bytes := 0, 0
+		for n < len(ready) && n < MaxEntriesPerCall && bytes+ready[n].size <= MaxCallBytes {
+			bytes += ready[n].size
+			n++
+		}
+		if n == 0 { // one message above the call limit can never be sent
+			if err := r.release(ctx, ready[0].rec, "message exceeds the SQS size limit", nil, &r.rep.Failed); err != nil {
+				return err
+			}
+			ready = ready[1:]
+			continue
+		}
+		if err := r.sendCall(ctx, url, ready[:n]); err != nil {
+			return err
+		}
+		ready = ready[n:]
+	}
+	return nil
+}
+
+func (r *run) sendCall(ctx context.Context, url string, group []*claimed) error {
+	if r.limiter != nil {
+		if err := r.limiter.WaitN(ctx, len(group)); err != nil {
+			return err
+		}
+	}
+	pending := map[string]*claimed{}
+	for i, c := range group {
+		pending[strconv.Itoa(i)] = c
+	}
+	sent := map[string]string{} // entry id → message id
+	lastCode := map[string]string{}
+	backoff := retry.NewExponentialJitterBackoff(r.s.cfg.MaxBackoff)
+	for attempt := 1; len(pending) > 0 && attempt <= r.s.cfg.SendAttempts; attempt++ {
+		if attempt > 1 {
+			d, _ := backoff.BackoffDelay(attempt-1, nil)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}
+		for id, c := range pending {
+			in.Entries = append(in.Entries, r.entry(id, c))
+		}
+		out, err := r.s.sqs.SendMessageBatch(ctx, in)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			for id := range pending {
+				lastCode[id] = errKind(err)
+			}
+			continue
+		}
+		for _, ok := range out.Successful {
+			id := aws.ToString(ok.Id)
+			if _, mine := pending[id]; mine {
+				sent[id] = aws.ToString(ok.MessageId)
+				delete(pending, id)
+			}
+		}
+		for _, f := range out.Failed {
+			id := aws.ToString(f.Id)
+			lastCode[id] = aws.ToString(f.Code)
+			if f.SenderFault {
+				// The request itself is wrong: retrying cannot help.
+				if c, mine := pending[id]; mine {
+					delete(pending, id)
+					if err := r.release(ctx, c.rec, "send refused: "+aws.ToString(f.Code), nil, &r.rep.Failed); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	for id, c := range pending {
+		if err := r.release(ctx, c.rec, "send failed after retries: "+lastCode[id], nil, &r.rep.Failed); err != nil {
+			return err
+		}
+	}
+	for id, msgID := range sent {
+		if err := r.mark(ctx, group[entryIndex(id)], msgID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryIndex turns a batch entry id back into the index it was made from.
+func entryIndex(id string) int {
+	i, _ := strconv.Atoi(id)
+	return i
+}
+
+// mark records a completed send. If the record changed since the claim (its
+// message already failed again and came back), the send is still written to
+// its history.
+func (r *run) mark(ctx context.Context, c *claimed, messageID string) error {
+	rec := c.rec
+	round := rec.RedriveCount
+	for attempt := 0; ; attempt++ {
+		var next *quarantine.Record
+		var err error
+		if rec.Status == quarantine.StatusRedriving && rec.RedriveCount == round {
+			next, err = rec.MarkRedriven(r.req.RequestedBy, messageID, r.s.now())
+		} else {
+			next, err = rec.NoteSent(r.req.RequestedBy, messageID, round, r.s.now())
+		}
+		if err != nil {
+			return err
+		}
+		err = r.s.store.Replace(ctx, next, rec.Version)
+		if err == nil {
+			r.rep.Redriven.add(rec.DLQID)
+			return nil
+		}
+		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 10 {
+			return fmt.Errorf("mark redriven: %w", err)
+		}
+		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
+			return fmt.Errorf("mark redriven: %w", err)
+		}
+	}
+}
+
+func (r *run) entry(id string, c *claimed) sqstypes.SendMessageBatchRequestEntry {
+	e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(c.body)), MessageAttributes: c.attrs}
+	if strings.HasSuffix(r.src.Name, ".fifo") {
+		group := c.rec.MessageGroupID
+		if group == "" {
+			group = c.rec.IdempotencyKey
+		}
+		e.MessageGroupId = aws.String(group)
+		e.MessageDeduplicationId = aws.String(DeduplicationID(c.rec.DLQID, c.rec.RedriveCount))
+	}
+	return e
+}
+
+// DeduplicationID is the FIFO deduplication id of one replay round: stable
+// across retries and lease takeovers of that round, new for the next.
+func DeduplicationID(dlqID string, round int) string {
+	sum := sha256.Sum256([]byte(dlqID + "#" + strconv.Itoa(round)))
+	return hex.EncodeToString(sum[:])
+}
+
+// messageAttributes returns the original attributes plus the record id and
+// redrive count, within SQS's limit of 10: with 9 originals only the record
+// id is added, with 10 nothing is (the original attributes always win).
+func messageAttributes(orig map[string]quarantine.Attribute, rec *quarantine.Record) map[string]sqstypes.MessageAttributeValue {
+	out := make(map[string]sqstypes.MessageAttributeValue, len(orig)+2)
+	for k, a := range orig {
+		if k == quarantine.AttrRecordID || k == quarantine.AttrRedriveCount {
+			continue
+		}
+		v := sqstypes.MessageAttributeValue{DataType: aws.String(a.DataType)}
+		if strings.HasPrefix(a.DataType, "Binary") {
+			v.BinaryValue = a.BinaryValue
+		} else {
+			v.StringValue = aws.String(a.StringValue)
+		}
+		out[k] = v
+	}
+	if len(out) < MaxAttributes {
+		out[quarantine.AttrRecordID] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(rec.DLQID)}
+	}
+	if len(out) < MaxAttributes {
+		out[quarantine.AttrRedriveCount] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(rec.RedriveCount))}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// messageSize is what SQS counts against its size limit: body plus each
+// attribute's name, type and value.
+func messageSize(body []byte, attrs map[string]sqstypes.MessageAttributeValue) int {
+	n := len(body)
+	for k, v := range attrs {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+func (r *run) queue(ctx context.Context) (string, error) {
+	if r.queueURL != "" {
+		return r.queueURL, nil
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(r.src.Name)}
+	if parts := strings.Split(r.src.ARN, ":"); len(parts) == 6 {
+		in.QueueOwnerAWSAccountId = aws.String(parts[4])
+	}
+	out, err := r.s.sqs.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("source queue url: %w", err)
+	}
+	r.queueURL = aws.ToString(out.QueueUrl)
+	return r.queueURL, nil
+}
+
+// settle resolves this source's REDRIVEN records whose replay stayed away
+// from the DLQ for the settle window.
+func (r *run) settle(ctx context.Context) error {
+	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 200}
+	for {
+		page, err := r.s.lister.List(ctx, q)
+		if err != nil {
+			return fmt.Errorf("list redriven records: %w", err)
+		}
+		for _, id := range page.IDs {
+			if r.deadlineNear(ctx) {
+				r.rep.Stopped = StoppedDeadline
+				return nil
+			}
+			rec, err := r.s.store.Get(ctx, id)
+			if errors.Is(err, quarantine.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read record: %w", err)
+			}
+			next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
+			if err != nil {
+				continue // not yet due, or changed
+			}
+			if r.rep.DryRun {
+				r.rep.Settled.add(id)
+				continue
+			}
+			if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
+				if errors.Is(err, quarantine.ErrVersionConflict) {
+					continue // it came back meanwhile
+				}
+				return fmt.Errorf("settle record: %w", err)
+			}
+			r.rep.Settled.add(id)
+		}
+		if page.Cursor == "" {
+			return nil
+		}
+		q.Cursor = page.Cursor
+	}
+}
+
+// errKind names an error without its text (which may name a record).
+func errKind(err error) string {
+	var code interface{ ErrorCode() string }
+	if errors.As(err, &code) {
+		return code.ErrorCode()
+	}
+	switch {
+	case errors.Is(err, quarantine.ErrPayloadMismatch):
+		return "payload hash mismatch"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "deadline"
+	}
+	return "unavailable"
+}
