@@ -2,13 +2,13 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest
+FUNCTIONS := ingest redrive
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo fuzz clean test-localstack \
-	build-IngestFunction
+	build-IngestFunction build-RedriveFunction
 
 all: lint test build
 
@@ -63,3 +63,6 @@ demo:
 
 clean:
 	rm -rf $(BUILD)
+
+build-RedriveFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/redrive

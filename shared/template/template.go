@@ -196,6 +196,8 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", r.env.Region, r.env.Account, name)
 	case "AWS::IAM::Role.Arn":
 		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
+	case "AWS::Events::Rule.Arn":
+		return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", r.env.Region, r.env.Account, r.env.StackName, id)
 	case "AWS::Serverless::Function.Arn":
 		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
 	}

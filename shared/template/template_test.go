@@ -5,11 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
 
 	"github.com/dlqquarantine/dlqq/shared/ingest"
+	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/template"
 )
 
@@ -168,31 +170,42 @@ func TestPayloadBucket(t *testing.T) {
 	}
 }
 
-func TestIngestRoleIsLeastPrivilege(t *testing.T) {
-	tpl := open(t)
-	role, err := tpl.GetIAMRoleWithName("IngestRole")
+// grants returns, for a role, each action it allows and the resources it
+// allows it on; it fails on wildcard actions or resources.
+func grants(t *testing.T, tpl *cloudformation.Template, roleID string) map[string][]string {
+	t.Helper()
+	role, err := tpl.GetIAMRoleWithName(roleID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var actions []string
+	out := map[string][]string{}
 	for _, p := range role.Policies {
 		for _, st := range p.PolicyDocument.(map[string]any)["Statement"].([]any) {
 			st := st.(map[string]any)
-			for _, a := range st["Action"].([]any) {
-				actions = append(actions, a.(string))
-				if strings.Contains(a.(string), "*") {
-					t.Errorf("wildcard action %s", a)
-				}
+			if st["Effect"] != "Allow" {
+				continue
 			}
-			for _, r := range st["Resource"].([]any) {
-				if r == "*" || strings.Contains(r.(string), "unresolved") {
-					t.Errorf("statement %v has resource %v", st["Sid"], r)
+			for _, a := range st["Action"].([]any) {
+				if strings.Contains(a.(string), "*") {
+					t.Errorf("%s: wildcard action %s", roleID, a)
+				}
+				for _, r := range st["Resource"].([]any) {
+					if r == "*" || strings.Contains(r.(string), "unresolved") {
+						t.Errorf("%s: statement %v has resource %v", roleID, st["Sid"], r)
+					}
+					out[a.(string)] = append(out[a.(string)], r.(string))
 				}
 			}
 		}
 	}
+	return out
+}
+
+func TestIngestRoleIsLeastPrivilege(t *testing.T) {
+	tpl := open(t)
+	actions := grants(t, tpl, "IngestRole")
 	for _, forbidden := range []string{"sqs:SendMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:DeleteObject", "s3:DeleteObjectVersion"} {
-		if slices.Contains(actions, forbidden) {
+		if _, ok := actions[forbidden]; ok {
 			t.Errorf("ingest may %s", forbidden)
 		}
 	}
@@ -202,5 +215,50 @@ func TestIngestRoleIsLeastPrivilege(t *testing.T) {
 	}
 	if aws.ToInt(lg.RetentionInDays) == 0 || aws.ToString(lg.LogGroupName) != "/aws/lambda/prod-ingest" {
 		t.Fatalf("log group %v retention %v", aws.ToString(lg.LogGroupName), lg.RetentionInDays)
+	}
+}
+
+func TestRedriveFunction(t *testing.T) {
+	tpl := open(t)
+	actions := grants(t, tpl, "RedriveRole")
+	if got := actions["sqs:SendMessage"]; !slices.Equal(got, []string{"arn:aws:sqs:eu-west-1:111122223333:prod-source"}) {
+		t.Errorf("redrive may send to %v, want only the source queue", got)
+	}
+	for a := range actions {
+		if strings.HasPrefix(a, "sqs:") && a != "sqs:SendMessage" && a != "sqs:GetQueueUrl" {
+			t.Errorf("redrive may %s", a)
+		}
+	}
+	for _, forbidden := range []string{"sqs:DeleteMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:PutObject", "s3:DeleteObject"} {
+		if _, ok := actions[forbidden]; ok {
+			t.Errorf("redrive may %s", forbidden)
+		}
+	}
+	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil {
+		t.Fatalf("the redrive function's environment is not a valid configuration: %v", err)
+	}
+	if cfg.Service.Lease <= time.Duration(aws.ToInt(fn.Timeout))*time.Second {
+		t.Errorf("lease %s does not outlast the function timeout %ds", cfg.Service.Lease, aws.ToInt(fn.Timeout))
+	}
+	ingestFn, _ := tpl.GetServerlessFunctionWithName("IngestFunction")
+	if fn.Environment.Variables["SOURCES"] != ingestFn.Environment.Variables["SOURCES"] {
+		t.Error("ingest and redrive see different SOURCES")
+	}
+	rule, err := tpl.GetEventsRuleWithName("RedriveSettleRule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := rule.Targets[0]
+	if target.Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-redrive" {
+		t.Errorf("settle rule targets %s", target.Arn)
+	}
+	req, err := redrive.ParseRequest([]byte(aws.ToString(target.Input)))
+	if err != nil || req.Action != redrive.ActionSettle || req.Source != "prod-source" {
+		t.Errorf("settle rule input %s: %+v %v", aws.ToString(target.Input), req, err)
 	}
 }
