@@ -174,14 +174,15 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
-// HasMessage reports whether the retained history already holds an attempt
-// for the given SQS message id.
+// HasMessage reports whether the retained history already holds an arrival
+// of the given SQS message id. Only arrivals count: a replayed message that
+// fails again reaches the DLQ with the id redrive's send was given.
 func (r *Record) HasMessage(messageID string) bool {
 	if messageID == "" {
 		return false
 	}
 	for _, a := range r.Attempts {
-		if a.MessageID == messageID {
+		if a.MessageID == messageID && a.Actor == ActorIngest {
 			return true
 		}
 	}

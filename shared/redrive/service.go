@@ -29,6 +29,8 @@ const (
 	// MaxRemainingCount bounds how far a run counts the records it did not
 	// reach; a report with this many remaining means "at least".
 	MaxRemainingCount = 10000
+	// MaxSettlePerRun bounds the records one run settles.
+	MaxSettlePerRun = 5000
 )
 
 // Config tunes the service. Zero values take the defaults.
@@ -171,7 +173,6 @@ type run struct {
 	rep      *Report
 	queueURL string
 	limiter  *rate.Limiter
-	examined int
 }
 
 func (r *run) execute(ctx context.Context) error {
@@ -184,43 +185,41 @@ func (r *run) execute(ctx context.Context) error {
 	if r.req.RatePerSecond > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(r.req.RatePerSecond), MaxEntriesPerCall)
 	}
-	var batch []string
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := r.batch(ctx, batch)
-		batch = batch[:0]
-		return err
-	}
-	stopped := false
-	err := r.candidates(ctx, func(id string) (bool, error) {
-		if stopped || r.examined >= r.req.MaxMessages {
-			if !stopped {
-				r.rep.Stopped = StoppedMaxMessages
-			}
-			stopped = true
-			r.rep.Remaining++
-			// Counting the rest costs index reads: stop at a bound.
-			return r.rep.Remaining < MaxRemainingCount, nil
-		}
-		if r.deadlineNear(ctx) {
-			stopped = true
-			r.rep.Stopped = StoppedDeadline
-			r.rep.Remaining++
-			return r.rep.Remaining < MaxRemainingCount, nil
-		}
-		r.examined++
-		batch = append(batch, id)
-		if len(batch) == r.req.BatchSize {
-			return true, flush()
-		}
-		return true, nil
-	})
+	// Select first, then change: the index is not paged while records
+	// leave it.
+	ids, err := r.collect(ctx, r.candidates, r.req.MaxMessages)
 	if err != nil {
 		return err
 	}
-	return flush()
+	if r.rep.Remaining > 0 {
+		r.rep.Stopped = StoppedMaxMessages
+	}
+	for i := 0; i < len(ids); i += r.req.BatchSize {
+		if r.deadlineNear(ctx) {
+			r.rep.Stopped = StoppedDeadline
+			r.rep.Remaining += len(ids) - i
+			return nil
+		}
+		if err := r.batch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect gathers up to limit ids from list and counts the rest, up to
+// MaxRemainingCount, into the report's Remaining.
+func (r *run) collect(ctx context.Context, list func(context.Context, func(string) (bool, error)) error, limit int) ([]string, error) {
+	var ids []string
+	err := list(ctx, func(id string) (bool, error) {
+		if len(ids) < limit {
+			ids = append(ids, id)
+			return true, nil
+		}
+		r.rep.Remaining++
+		return r.rep.Remaining < MaxRemainingCount, nil
+	})
+	return ids, err
 }
 
 func (r *run) deadlineNear(ctx context.Context) bool {
@@ -674,47 +673,50 @@ func (r *run) queue(ctx context.Context) (string, error) {
 }
 
 // settle resolves this source's REDRIVEN records whose replay stayed away
-// from the DLQ for the settle window.
+// from the DLQ for the settle window, at most MaxSettlePerRun a run.
 func (r *run) settle(ctx context.Context) error {
+	var ids []string
 	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 200}
-	for {
+	for len(ids) < MaxSettlePerRun {
 		page, err := r.s.lister.List(ctx, q)
 		if err != nil {
 			return fmt.Errorf("list redriven records: %w", err)
 		}
-		for _, id := range page.IDs {
-			if r.deadlineNear(ctx) {
-				r.rep.Stopped = StoppedDeadline
-				return nil
-			}
-			rec, err := r.s.store.Get(ctx, id)
-			if errors.Is(err, quarantine.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("read record: %w", err)
-			}
-			next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
-			if err != nil {
-				continue // not yet due, or changed
-			}
-			if r.rep.DryRun {
-				r.rep.Settled.add(id)
-				continue
-			}
-			if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
-				if errors.Is(err, quarantine.ErrVersionConflict) {
-					continue // it came back meanwhile
-				}
-				return fmt.Errorf("settle record: %w", err)
-			}
-			r.rep.Settled.add(id)
-		}
+		ids = append(ids, page.IDs...)
 		if page.Cursor == "" {
-			return nil
+			break
 		}
 		q.Cursor = page.Cursor
 	}
+	for _, id := range ids[:min(len(ids), MaxSettlePerRun)] {
+		if r.deadlineNear(ctx) {
+			r.rep.Stopped = StoppedDeadline
+			return nil
+		}
+		rec, err := r.s.store.Get(ctx, id)
+		if errors.Is(err, quarantine.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read record: %w", err)
+		}
+		next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
+		if err != nil {
+			continue // not yet due, or changed
+		}
+		if r.rep.DryRun {
+			r.rep.Settled.add(id)
+			continue
+		}
+		if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
+			if errors.Is(err, quarantine.ErrVersionConflict) {
+				continue // it came back meanwhile
+			}
+			return fmt.Errorf("settle record: %w", err)
+		}
+		r.rep.Settled.add(id)
+	}
+	return nil
 }
 
 // errKind names an error without its text (which may name a record).
