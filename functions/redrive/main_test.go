@@ -1,0 +1,123 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/redrive"
+	"github.com/dlqquarantine/dlqq/shared/sources"
+)
+
+// Invocation as from the console and the AWS CLI: the real bootstrap runs
+// against kumo's Runtime API and is invoked through the Lambda Invoke API
+// with each redrive file from events/ (its source renamed to this stack's).
+func TestBootstrapServesEveryRedriveSample(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bin, err := lambdatest.Build(ctx, "redrive", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for k, v := range fn.Environment.Variables {
+		env = append(env, k+"="+v)
+	}
+	source := st.Names["SourceQueue"]
+
+	// Seed the records the samples name, as ingest would.
+	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := sources.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: srcs})
+	for i, id := range []string{"inv-000101", "inv-000102", "inv-000103"} {
+		body := `{"event_id":"` + id + `","ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
+		if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: id, Body: []byte(body), SourceARN: srcs[source].ARN}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // inv-000102 is parked as poison
+			r, _ := store.Get(ctx, source+"#"+id)
+			r.RedriveCount = r.RedriveCap
+			p, err := r.ParkPoison("test", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Replace(ctx, p, r.Version); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	f, err := lambdatest.Start(ctx, st, embedded.RandomName("redrive"), bin, env, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files, _ := filepath.Glob("../../events/redrive-*.json")
+	if len(files) < 5 {
+		t.Fatalf("only %d redrive samples", len(files))
+	}
+	want := map[string]func(*redrive.Report) bool{
+		"redrive-dry-run.json":           func(r *redrive.Report) bool { return r.DryRun && r.Redriven.Count == 2 },
+		"redrive-ids.json":               func(r *redrive.Report) bool { return r.Redriven.Count == 2 },
+		"redrive-parked-approved.json":   func(r *redrive.Report) bool { return r.Redriven.Count == 1 },
+		"redrive-cleared-exhausted.json": func(r *redrive.Report) bool { return r.Redriven.Count == 0 }, // all in flight by then
+		"redrive-settle.json":            func(r *redrive.Report) bool { return r.Action == "settle" },
+	}
+	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json"}
+	for _, name := range order {
+		raw, err := os.ReadFile(filepath.Join("../../events", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := strings.ReplaceAll(string(raw), "dlqq-source", source)
+		out, err := f.Invoke(ctx, []byte(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.FunctionError != nil {
+			t.Fatalf("%s: function error %s\n%s", name, out.Payload, f.Output())
+		}
+		var rep redrive.Report
+		if err := json.Unmarshal(out.Payload, &rep); err != nil {
+			t.Fatalf("%s: %s", name, out.Payload)
+		}
+		if !want[name](&rep) {
+			t.Fatalf("%s: unexpected report %s", name, out.Payload)
+		}
+	}
+	// A bad request is a function error with a clear message, not a partial run.
+	out, err := f.Invoke(ctx, []byte(`{"source":"`+source+`","requested_by":"me","batch_size":51}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "batch_size 51 is outside 1..50") {
+		t.Fatalf("batch_size 51: %s", out.Payload)
+	}
+	r, err := store.Get(ctx, source+"#inv-000102")
+	if err != nil || r.Status != quarantine.StatusRedriven || r.RedriveCap != r.RedriveCount || !strings.Contains(r.Attempts[len(r.Attempts)-2].Reason, "cap raised") || r.Attempts[len(r.Attempts)-1].Actor != "lead@example.com" {
+		t.Fatalf("approved parked replay: %+v %v", r, err)
+	}
+}
