@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -308,4 +309,59 @@ func in[T ~string](name string, values []T) expression.ConditionBuilder {
 		return expression.Name(name).Equal(ops[0].(expression.ValueBuilder))
 	}
 	return expression.Name(name).In(ops[0], ops[1:]...)
+}
+
+// BatchAPI is the part of the DynamoDB client GetMany uses.
+type BatchAPI interface {
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// maxBatchGet is DynamoDB's limit of keys per BatchGetItem call.
+const maxBatchGet = 100
+
+// GetMany implements quarantine.BatchGetter with consistent BatchGetItem
+// calls of at most 100 keys, retrying unprocessed keys. The store's client
+// must implement BatchAPI.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	api, ok := s.api.(BatchAPI)
+	if !ok {
+		return nil, errors.New("the DynamoDB client cannot BatchGetItem")
+	}
+	out := make(map[string]*quarantine.Record, len(ids))
+	for start := 0; start < len(ids); start += maxBatchGet {
+		var keys []map[string]types.AttributeValue
+		seen := map[string]bool{}
+		for _, id := range ids[start:min(start+maxBatchGet, len(ids))] {
+			if !seen[id] {
+				seen[id] = true
+				keys = append(keys, map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}})
+			}
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 8 {
+				return nil, fmt.Errorf("batch get: keys still unprocessed after %d tries", attempt)
+			}
+			res, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("batch get: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				r, err := Unmarshal(item)
+				if err != nil {
+					return nil, err
+				}
+				out[r.DLQID] = r
+			}
+			req = res.UnprocessedKeys
+			if len(req) > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -151,3 +151,16 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 	}
 	return page, nil
 }
+
+// GetMany implements quarantine.BatchGetter.
+func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*quarantine.Record, len(ids))
+	for _, id := range ids {
+		if r, ok := s.records[id]; ok {
+			out[id] = r.Clone()
+		}
+	}
+	return out, nil
+}

@@ -75,3 +75,9 @@ func (q ListQuery) Matches(r *Record) bool {
 	}
 	return true
 }
+
+// BatchGetter reads many records in few calls, with strongly consistent
+// reads. Records that do not exist are absent from the result.
+type BatchGetter interface {
+	GetMany(ctx context.Context, ids []string) (map[string]*Record, error)
+}

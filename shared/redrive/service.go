@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -167,6 +168,7 @@ func runID() string {
 
 // run is the state of one invocation.
 type run struct {
+	mu       sync.Mutex // guards rep while a batch works concurrently
 	s        *Service
 	req      Request
 	src      *quarantine.Source
@@ -270,7 +272,7 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 }
 
 func (r *run) listQuery(st quarantine.Status) quarantine.ListQuery {
-	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: r.req.Signatures, Limit: 200}
+	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: r.req.Signatures, Limit: 1000}
 	if r.req.FirstSeenFrom != nil {
 		q.FirstSeenFrom = *r.req.FirstSeenFrom
 	}
@@ -321,6 +323,35 @@ func contains(list []string, v string) bool {
 	return false
 }
 
+// note records an outcome for id.
+func (r *run) note(o *Outcome, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o.add(id)
+}
+
+// Concurrency is how many records of a batch are claimed or marked at once.
+const Concurrency = 8
+
+// each runs f for every index below n, Concurrency at a time, and returns
+// the errors joined.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, Concurrency)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // claimed is one record holding a claim, with what it will send.
 type claimed struct {
 	rec   *quarantine.Record
@@ -331,12 +362,23 @@ type claimed struct {
 
 // batch runs the replay path for up to BatchSize records.
 func (r *run) batch(ctx context.Context, ids []string) error {
-	var ready []*claimed
-	for _, id := range ids {
-		c, err := r.claim(ctx, id)
-		if err != nil {
-			return err
+	// One batch read instead of a read per record, where the store can.
+	var prefetched map[string]*quarantine.Record
+	if bg, ok := r.s.store.(quarantine.BatchGetter); ok {
+		var err error
+		if prefetched, err = bg.GetMany(ctx, ids); err != nil {
+			return fmt.Errorf("read records: %w", err)
 		}
+	}
+	slots := make([]*claimed, len(ids))
+	if err := each(len(ids), func(i int) (err error) {
+		slots[i], err = r.claim(ctx, ids[i], prefetched)
+		return err
+	}); err != nil {
+		return err
+	}
+	var ready []*claimed
+	for _, c := range slots {
 		if c != nil {
 			ready = append(ready, c)
 		}
@@ -347,20 +389,27 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 	return r.send(ctx, ready)
 }
 
-// claim reads one record and takes it (or, in a dry run, says what would
-// happen). It returns nil when the record is not to be sent.
-func (r *run) claim(ctx context.Context, id string) (*claimed, error) {
+// claim reads one record (or takes it from prefetched) and takes it (or, in
+// a dry run, says what would happen). It returns nil when the record is not
+// to be sent.
+func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
 	s, actor := r.s, r.req.RequestedBy
-	rec, err := s.store.Get(ctx, id)
+	rec, err := prefetched[id], error(nil)
+	switch {
+	case prefetched == nil:
+		rec, err = s.store.Get(ctx, id)
+	case rec == nil:
+		err = quarantine.ErrNotFound
+	}
 	if errors.Is(err, quarantine.ErrNotFound) {
-		r.rep.Skipped.add(id)
+		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read record: %w", err)
 	}
 	if ok, _ := r.eligible(rec); !ok {
-		r.rep.Skipped.add(id)
+		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	}
 	now := s.now()
@@ -379,16 +428,16 @@ func (r *run) claim(ctx context.Context, id string) (*claimed, error) {
 			}
 			if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
 				if errors.Is(perr, quarantine.ErrVersionConflict) {
-					r.rep.Skipped.add(id)
+					r.note(&r.rep.Skipped, id)
 					return nil, nil
 				}
 				return nil, fmt.Errorf("park record: %w", perr)
 			}
 		}
-		r.rep.Parked.add(id)
+		r.note(&r.rep.Parked, id)
 		return nil, nil
 	case errors.Is(err, quarantine.ErrNotClaimable):
-		r.rep.Skipped.add(id)
+		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -403,17 +452,17 @@ func (r *run) claim(ctx context.Context, id string) (*claimed, error) {
 	if r.rep.DryRun {
 		switch {
 		case berr != nil || aerr != nil:
-			r.rep.Failed.add(id)
+			r.note(&r.rep.Failed, id)
 		case !verdict.Valid:
-			r.rep.Held.add(id)
+			r.note(&r.rep.Held, id)
 		default:
-			r.rep.Redriven.add(id)
+			r.note(&r.rep.Redriven, id)
 		}
 		return nil, nil
 	}
 	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
-			r.rep.Skipped.add(id) // another run claimed it first
+			r.note(&r.rep.Skipped, id) // another run claimed it first
 			return nil, nil
 		}
 		return nil, fmt.Errorf("claim record: %w", err)
@@ -436,7 +485,7 @@ func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string
 	for attempt := 0; ; attempt++ {
 		next, err := rec.Release(r.req.RequestedBy, reason, r.s.now(), held)
 		if errors.Is(err, quarantine.ErrNotClaimable) {
-			out.add(rec.DLQID) // it changed hands (its message came back, say)
+			r.note(out, rec.DLQID) // it changed hands (its message came back, say)
 			return nil
 		}
 		if err != nil {
@@ -444,7 +493,7 @@ func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string
 		}
 		err = r.s.store.Replace(ctx, next, rec.Version)
 		if err == nil {
-			out.add(rec.DLQID)
+			r.note(out, rec.DLQID)
 			return nil
 		}
 		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 5 {
@@ -552,12 +601,13 @@ func (r *run) sendCall(ctx context.Context, url string, group []*claimed) error 
 			return err
 		}
 	}
-	for id, msgID := range sent {
-		if err := r.mark(ctx, group[entryIndex(id)], msgID); err != nil {
-			return err
-		}
+	var marks []string
+	for id := range sent {
+		marks = append(marks, id)
 	}
-	return nil
+	return each(len(marks), func(i int) error {
+		return r.mark(ctx, group[entryIndex(marks[i])], sent[marks[i]])
+	})
 }
 
 // entryIndex turns a batch entry id back into the index it was made from.
@@ -585,7 +635,7 @@ func (r *run) mark(ctx context.Context, c *claimed, messageID string) error {
 		}
 		err = r.s.store.Replace(ctx, next, rec.Version)
 		if err == nil {
-			r.rep.Redriven.add(rec.DLQID)
+			r.note(&r.rep.Redriven, rec.DLQID)
 			return nil
 		}
 		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 10 {
@@ -676,7 +726,7 @@ func (r *run) queue(ctx context.Context) (string, error) {
 // from the DLQ for the settle window, at most MaxSettlePerRun a run.
 func (r *run) settle(ctx context.Context) error {
 	var ids []string
-	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 200}
+	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 1000}
 	for len(ids) < MaxSettlePerRun {
 		page, err := r.s.lister.List(ctx, q)
 		if err != nil {
@@ -705,7 +755,7 @@ func (r *run) settle(ctx context.Context) error {
 			continue // not yet due, or changed
 		}
 		if r.rep.DryRun {
-			r.rep.Settled.add(id)
+			r.note(&r.rep.Settled, id)
 			continue
 		}
 		if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
@@ -714,7 +764,7 @@ func (r *run) settle(ctx context.Context) error {
 			}
 			return fmt.Errorf("settle record: %w", err)
 		}
-		r.rep.Settled.add(id)
+		r.note(&r.rep.Settled, id)
 	}
 	return nil
 }

@@ -126,6 +126,34 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		}
 	})
 
+	t.Run("get many", func(t *testing.T) {
+		t.Parallel()
+		bg, ok := s.(quarantine.BatchGetter)
+		if !ok {
+			t.Fatal("the store does not implement quarantine.BatchGetter")
+		}
+		var ids []string
+		for range 130 {
+			r := Record(t, UniqueID("many"))
+			if err := s.Create(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, r.DLQID)
+		}
+		got, err := bg.GetMany(ctx, append(ids, "src#"+UniqueID("absent")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids) {
+			t.Fatalf("got %d records, want %d", len(got), len(ids))
+		}
+		for _, id := range ids {
+			if err := quarantine.Verify(got[id]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
 	t.Run("concurrent creates have one winner", func(t *testing.T) {
 		t.Parallel()
 		id := UniqueID("race")
