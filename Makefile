@@ -2,13 +2,13 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive
+FUNCTIONS := ingest redrive sweeper
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo fuzz clean test-localstack \
-	build-IngestFunction build-RedriveFunction
+	build-IngestFunction build-RedriveFunction build-SweeperFunction
 
 all: lint test build
 
@@ -66,3 +66,6 @@ clean:
 
 build-RedriveFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/redrive
+
+build-SweeperFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper

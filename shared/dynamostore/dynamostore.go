@@ -258,6 +258,9 @@ func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, erro
 	if q.Source != "" {
 		conds = append(conds, expression.Name("source").Equal(expression.Value(q.Source)))
 	}
+	if !q.StatusSinceBefore.IsZero() {
+		conds = append(conds, expression.Name("status_since").LessThanEqual(expression.Value(quarantine.At(q.StatusSinceBefore).String())))
+	}
 	if len(q.Classes) > 0 {
 		conds = append(conds, in("failure_class", q.Classes))
 	}

@@ -104,6 +104,14 @@ func (p *Payloads) GetPayload(_ context.Context, ref quarantine.ObjectRef) ([]by
 	return append([]byte(nil), b...), nil
 }
 
+// DeletePayload implements quarantine.PayloadDeleter.
+func (p *Payloads) DeletePayload(_ context.Context, ref quarantine.ObjectRef) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.objects, ref.Key)
+	return nil
+}
+
 // Overwrite replaces an object's bytes behind the store's back, for tamper tests.
 func (p *Payloads) Overwrite(key string, data []byte) {
 	p.mu.Lock()

@@ -175,3 +175,37 @@ func (r *Record) Settle(now time.Time, window time.Duration) (*Record, error) {
 	n.setStatus(StatusResolved, now)
 	return n, n.reseal(r)
 }
+
+// StageArchive is the stage recorded when the sweeper archives a record.
+const StageArchive = "archive"
+
+// Archivable reports whether r is due for the archive at now: PARKED for
+// parkAge, or RESOLVED for resolvedAge.
+func (r *Record) Archivable(now time.Time, parkAge, resolvedAge time.Duration) bool {
+	age := now.Sub(r.StatusSince.Time)
+	switch r.Status {
+	case StatusParked:
+		return age >= parkAge
+	case StatusResolved:
+		return age >= resolvedAge
+	}
+	return false
+}
+
+// ArchiveStub turns r, whose current version was written to the archive
+// as ref, into an ARCHIVED stub: the payload (inline or claim-checked) is
+// dropped from the store; the hashes, history and seal chain stay, and the
+// stub's prev_seal is the archived version's seal.
+func (r *Record) ArchiveStub(actor string, ref ArchiveRef, now time.Time) (*Record, error) {
+	if r.Status != StatusParked && r.Status != StatusResolved {
+		return nil, ErrNotClaimable
+	}
+	if ref.Seal != r.Seal {
+		return nil, &SealError{ID: r.DLQID, Stored: r.Seal, Computed: ref.Seal, Chain: true}
+	}
+	n := r.next(now, Attempt{Stage: StageArchive, Reason: "archived to s3://" + ref.Bucket + "/" + ref.Key + " until " + ref.RetainUntil.String(), Actor: actor})
+	n.setStatus(StatusArchived, now)
+	n.Body, n.Attributes, n.BodyRef, n.AttributesRef = "", nil, nil, nil
+	n.Archive = &ref
+	return n, n.reseal(r)
+}

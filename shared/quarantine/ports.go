@@ -36,6 +36,9 @@ type ListQuery struct {
 	Source string
 	// FirstSeenFrom and FirstSeenTo bound first_seen, inclusive (zero: open).
 	FirstSeenFrom, FirstSeenTo time.Time
+	// StatusSinceBefore keeps records in their status since at most this
+	// instant (zero: any).
+	StatusSinceBefore time.Time
 	// Classes and Signatures restrict to these values (empty: any).
 	Classes    []Class
 	Signatures []string
@@ -67,6 +70,9 @@ func (q ListQuery) Matches(r *Record) bool {
 	if !q.FirstSeenTo.IsZero() && r.FirstSeen.After(q.FirstSeenTo) {
 		return false
 	}
+	if !q.StatusSinceBefore.IsZero() && r.StatusSince.After(q.StatusSinceBefore) {
+		return false
+	}
 	if len(q.Classes) > 0 && !slices.Contains(q.Classes, r.FailureClass) {
 		return false
 	}
@@ -74,6 +80,11 @@ func (q ListQuery) Matches(r *Record) bool {
 		return false
 	}
 	return true
+}
+
+// PayloadDeleter removes claim-check objects once their record is archived.
+type PayloadDeleter interface {
+	DeletePayload(ctx context.Context, ref ObjectRef) error
 }
 
 // BatchGetter reads many records in few calls, with strongly consistent

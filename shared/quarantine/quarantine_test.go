@@ -142,6 +142,12 @@ func mutate(t *testing.T, f reflect.Value) {
 				return
 			}
 			p.SHA256 += "x"
+		case *quarantine.ArchiveRef:
+			if p == nil {
+				f.Set(reflect.ValueOf(&quarantine.ArchiveRef{Bucket: "b", Key: "k", SHA256: "s"}))
+				return
+			}
+			p.SHA256 += "x"
 		default:
 			t.Fatalf("no mutation for %T", p)
 		}

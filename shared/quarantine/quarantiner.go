@@ -373,7 +373,7 @@ func (q *Quarantiner) offloadBody(ctx context.Context, r *Record) error {
 	if err != nil {
 		return err
 	}
-	ref, err := q.payloads.PutPayload(ctx, "bodies/"+r.Source+"/"+r.BodySHA256, raw)
+	ref, err := q.payloads.PutPayload(ctx, payloadKey("bodies", r, r.BodySHA256), raw)
 	if err != nil {
 		return fmt.Errorf("store body: %w", err)
 	}
@@ -385,7 +385,7 @@ func (q *Quarantiner) offloadAttributes(ctx context.Context, r *Record, raw []by
 	if q.payloads == nil {
 		return fmt.Errorf("attributes of %d bytes need a payload bucket: %w", len(raw), ErrItemTooLarge)
 	}
-	ref, err := q.payloads.PutPayload(ctx, "attributes/"+r.Source+"/"+BodySHA256(raw), raw)
+	ref, err := q.payloads.PutPayload(ctx, payloadKey("attributes", r, BodySHA256(raw)), raw)
 	if err != nil {
 		return fmt.Errorf("store attributes: %w", err)
 	}
@@ -405,6 +405,13 @@ func attributesSize(attrs map[string]Attribute) int {
 		n += 64 + 6*(len(k)+len(a.DataType)+len(a.StringValue)) + 2*len(a.BinaryValue)
 	}
 	return n
+}
+
+// payloadKey names a claim-check object: per record (so the sweeper may
+// delete it once archived without touching another record's) and per
+// content hash (so a retried write is idempotent).
+func payloadKey(kind string, r *Record, sum string) string {
+	return kind + "/" + r.Source + "/" + BodySHA256([]byte(r.DLQID))[:32] + "/" + sum
 }
 
 func recordSize(r *Record) (int, error) {

@@ -140,8 +140,26 @@ type Record struct {
 	// LastSentMessageID is the SQS message id of the latest replay.
 	LastSentMessageID string `json:"last_sent_message_id,omitempty"`
 
+	// Archive says where the sweeper archived the record; set on ARCHIVED
+	// stubs, whose payload then lives only in the archive.
+	Archive *ArchiveRef `json:"archive,omitempty"`
+
 	Seal     string `json:"seal,omitempty"`
 	PrevSeal string `json:"prev_seal,omitempty"`
+}
+
+// ArchiveRef locates the write-once archive object of a record version.
+type ArchiveRef struct {
+	Bucket      string `json:"bucket"`
+	Key         string `json:"key"`
+	VersionID   string `json:"version_id,omitempty"`
+	RetainUntil Time   `json:"retain_until"`
+	// SHA256 is the hex SHA-256 of the archive object's bytes.
+	SHA256 string `json:"sha256"`
+	// Seal is the seal of the archived record version; the stub's
+	// prev_seal equals it.
+	Seal       string `json:"seal"`
+	ArchivedAt Time   `json:"archived_at"`
 }
 
 // Clone returns a deep copy of r, so a transition never aliases the record it
@@ -170,6 +188,10 @@ func (r *Record) Clone() *Record {
 	if r.LeaseUntil != nil {
 		t := *r.LeaseUntil
 		c.LeaseUntil = &t
+	}
+	if r.Archive != nil {
+		a := *r.Archive
+		c.Archive = &a
 	}
 	return &c
 }

@@ -25,6 +25,11 @@ type API interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 }
 
+// DeleteAPI is what DeletePayload needs besides API.
+type DeleteAPI interface {
+	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+}
+
 // Store is a quarantine.PayloadStore on one bucket.
 type Store struct {
 	api      API
@@ -81,4 +86,20 @@ func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byt
 		return nil, fmt.Errorf("payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
 	}
 	return data, nil
+}
+
+// DeletePayload implements quarantine.PayloadDeleter. It deletes the key,
+// not a version: in the versioned payload bucket that leaves a delete
+// marker, and the bucket's lifecycle rule expires the noncurrent version
+// (the sweeper holds no s3:DeleteObjectVersion).
+func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
+	api, ok := s.api.(DeleteAPI)
+	if !ok {
+		return fmt.Errorf("delete payload %s: the S3 client cannot delete", ref.Key)
+	}
+	in := &s3.DeleteObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}
+	if _, err := api.DeleteObject(ctx, in); err != nil {
+		return fmt.Errorf("delete payload %s: %w", ref.Key, err)
+	}
+	return nil
 }

@@ -1,0 +1,50 @@
+package sweeper
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// FunctionConfig is the sweeper function's configuration.
+type FunctionConfig struct {
+	TableName     string
+	PayloadBucket string
+	Sweeper       Config
+}
+
+// ConfigFromEnv reads the configuration with getenv, reporting every
+// problem at once.
+func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
+	var errs []error
+	num := func(name string, def int) int {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a non-negative number", name, v))
+		}
+		return n
+	}
+	cfg := FunctionConfig{
+		TableName:     getenv("TABLE_NAME"),
+		PayloadBucket: getenv("PAYLOAD_BUCKET"),
+		Sweeper: Config{
+			Bucket:      getenv("ARCHIVE_BUCKET"),
+			KMSKeyID:    getenv("ARCHIVE_KMS_KEY_ID"),
+			Retention:   time.Duration(num("RETENTION_DAYS", 2557)) * 24 * time.Hour,
+			ParkAge:     time.Duration(num("PARK_AGE_SECONDS", 30*24*3600)) * time.Second,
+			ResolvedAge: time.Duration(num("RESOLVED_AGE_SECONDS", 7*24*3600)) * time.Second,
+		},
+	}
+	if cfg.TableName == "" {
+		errs = append(errs, errors.New("TABLE_NAME is required"))
+	}
+	if err := cfg.Sweeper.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
