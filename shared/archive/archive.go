@@ -117,8 +117,9 @@ var ErrMismatch = errors.New("archive mismatch")
 // Put writes raw under key with COMPLIANCE retention until retainUntil, an
 // S3-verified SHA-256 checksum and SSE-KMS, only if no object exists there
 // (If-None-Match: *). If one does (a crashed run wrote it), it must hold the
-// same bytes; its version is then returned. A different object is an error.
-func Put(ctx context.Context, api API, bucket, kmsKey, key string, raw []byte, sum string, retainUntil time.Time) (string, error) {
+// same bytes; its version and its actual retain-until are then returned. A
+// different object is an error.
+func Put(ctx context.Context, api API, bucket, kmsKey, key string, raw []byte, sum string, retainUntil time.Time) (string, time.Time, error) {
 	digest, _ := hex.DecodeString(sum)
 	in := &s3.PutObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(raw),
@@ -135,19 +136,26 @@ func Put(ctx context.Context, api API, bucket, kmsKey, key string, raw []byte, s
 	}
 	out, err := api.PutObject(ctx, in)
 	if err == nil {
-		return aws.ToString(out.VersionId), nil
+		return aws.ToString(out.VersionId), retainUntil, nil
 	}
 	if !preconditionFailed(err) {
-		return "", fmt.Errorf("put archive object %s: %w", key, err)
+		return "", time.Time{}, fmt.Errorf("put archive object %s: %w", key, err)
 	}
 	existing, version, err := get(ctx, api, bucket, key, "")
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	if got := sha256.Sum256(existing); hex.EncodeToString(got[:]) != sum {
-		return "", fmt.Errorf("archive object %s exists with other content: %w", key, ErrMismatch)
+		return "", time.Time{}, fmt.Errorf("archive object %s exists with other content: %w", key, ErrMismatch)
 	}
-	return version, nil
+	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: optional(version)})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("retention of archive object %s: %w", key, err)
+	}
+	if ret.Retention == nil || ret.Retention.Mode != types.ObjectLockRetentionModeCompliance || ret.Retention.RetainUntilDate == nil {
+		return "", time.Time{}, fmt.Errorf("archive object %s is not under COMPLIANCE retention: %w", key, ErrMismatch)
+	}
+	return version, ret.Retention.RetainUntilDate.UTC(), nil
 }
 
 func preconditionFailed(err error) bool {

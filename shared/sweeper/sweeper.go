@@ -107,13 +107,20 @@ type Archived struct {
 	RetainUntil time.Time `json:"retain_until"`
 }
 
+// Failure names a record the run could not archive and why.
+type Failure struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+}
+
 // Report is the outcome of one run.
 type Report struct {
 	Archived []Archived `json:"archived"`
 	// Skipped changed since they were selected, or were not yet due.
 	Skipped int `json:"skipped"`
 	// Failed could not be archived this run; they are retried next run.
-	Failed int `json:"failed"`
+	Failed   int       `json:"failed"`
+	Failures []Failure `json:"failures,omitempty"`
 	// Remaining due records this run did not reach.
 	Remaining        int     `json:"remaining"`
 	OldestParkedAgeS float64 `json:"oldest_parked_age_seconds"`
@@ -160,6 +167,7 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			rep.Skipped++
 		case err != nil:
 			rep.Failed++
+			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: errKind(err)})
 			s.log.WarnContext(ctx, "archive failed; retried next run", "record", ref(id), "error_kind", errKind(err))
 		default:
 			rep.Archived = append(rep.Archived, *a)
@@ -205,7 +213,7 @@ func (s *Service) archiveOne(ctx context.Context, id string) (*Archived, error) 
 	}
 	key := archive.Key(rec)
 	retain := now.Add(s.cfg.Retention).UTC().Truncate(time.Second)
-	version, err := archive.Put(ctx, s.s3, s.cfg.Bucket, s.cfg.KMSKeyID, key, raw, sum, retain)
+	version, retain, err := archive.Put(ctx, s.s3, s.cfg.Bucket, s.cfg.KMSKeyID, key, raw, sum, retain)
 	if err != nil {
 		return nil, err
 	}
