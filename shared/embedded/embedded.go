@@ -120,9 +120,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	s.S3Endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
 	s.External = s.Endpoint != ""
 	if s.Endpoint == "" {
-		srv := kumo.NewServer()
-		s.closers = append(s.closers, srv.Close)
-		s.Endpoint = srv.URL
+		s.Endpoint = kumoURL()
 	}
 	if s.S3Endpoint == "" && !o.NoS3 {
 		if s.External {
@@ -199,8 +197,8 @@ func (s *Stack) Environ() []string {
 	return env
 }
 
-// Close stops the emulators and removes temporary data. kumo keeps its state
-// process-wide, which is why every stack uses unique resource names.
+// Close stops the stack's versitygw and removes temporary data; the shared
+// kumo server stays up for the process's other stacks.
 func (s *Stack) Close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
@@ -214,6 +212,20 @@ func RandomName(prefix string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+var (
+	kumoOnce sync.Once
+	kumoSrv  *kumo.Server
+)
+
+// kumoURL returns the process's one kumo server, started on first use. kumo
+// keeps its state process-wide whatever the server, and starting servers
+// concurrently races inside kumo, so every stack of a process shares one
+// (and names its resources uniquely); it lives as long as the process.
+func kumoURL() string {
+	kumoOnce.Do(func() { kumoSrv = kumo.NewServer() })
+	return kumoSrv.URL
 }
 
 var (

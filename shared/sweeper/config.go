@@ -38,6 +38,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 			Retention:   time.Duration(num("RETENTION_DAYS", 2557)) * 24 * time.Hour,
 			ParkAge:     time.Duration(num("PARK_AGE_SECONDS", 30*24*3600)) * time.Second,
 			ResolvedAge: time.Duration(num("RESOLVED_AGE_SECONDS", 7*24*3600)) * time.Second,
+			Namespace:   getenv("METRICS_NAMESPACE"),
 		},
 	}
 	if cfg.TableName == "" {

@@ -25,7 +25,7 @@ import (
 // ActorSweeper is the actor recorded on archived stubs.
 const ActorSweeper = "sweeper"
 
-// Metric names the sweeper publishes (namespace DLQQuarantine, no dimension).
+// Metric names the sweeper publishes (Config.Namespace, no dimension).
 const (
 	MetricArchived       = "ArchivedRecords"
 	MetricFailures       = "ArchiveFailures"
@@ -50,6 +50,8 @@ type Config struct {
 	MaxPerRun int
 	// DeadlineMargin is the time left at which a run stops (default 20 s).
 	DeadlineMargin time.Duration
+	// Namespace of the published metrics (default DLQQuarantine).
+	Namespace string
 }
 
 // Validate reports every problem at once.
@@ -95,6 +97,9 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 	}
 	if cfg.DeadlineMargin <= 0 {
 		cfg.DeadlineMargin = defaultDeadlineSlack
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = emf.Namespace
 	}
 	return &Service{store: store, lister: lister, payloads: payloads, s3: s3, metrics: metrics, now: now, log: log, cfg: cfg}
 }
@@ -271,7 +276,7 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit}
 	}
 	_, err := s.metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{
-		Namespace: aws.String(emf.Namespace),
+		Namespace: aws.String(s.cfg.Namespace),
 		MetricData: []cwtypes.MetricDatum{
 			datum(MetricArchived, float64(len(rep.Archived)), cwtypes.StandardUnitCount),
 			datum(MetricFailures, float64(rep.Failed), cwtypes.StandardUnitCount),

@@ -69,6 +69,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) sweeper(store quarantine.Store, s3api archive.API) *sweeper.Service {
+	// Each stack its own namespace: the emulator's CloudWatch is process-wide.
 	if store == nil {
 		store = e.store
 	}
@@ -77,7 +78,7 @@ func (e *env) sweeper(store quarantine.Store, s3api archive.API) *sweeper.Servic
 	}
 	return sweeper.New(store, e.lister, e.payloads, s3api, e.st.Clients.CloudWatch, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: 2 * time.Hour, Retention: 365 * 24 * time.Hour})
+		sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: 2 * time.Hour, Retention: 365 * 24 * time.Hour, Namespace: e.st.Env.StackName})
 }
 
 // quarantine stores one record and returns it.
@@ -462,7 +463,7 @@ func TestMetricsPublished(t *testing.T) {
 	}
 	for name, want := range map[string]float64{sweeper.MetricArchived: 1, sweeper.MetricFailures: 0, sweeper.MetricOldestParkedS: rep.OldestParkedAgeS} {
 		out, err := e.st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
-			Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(name),
+			Namespace: aws.String(e.st.Env.StackName), MetricName: aws.String(name),
 			StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
 			Period: aws.Int32(60), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
 		})

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
@@ -39,6 +41,10 @@ func Path() string {
 // against env. Unresolvable references become the string
 // "unresolved:<expression>" so that a test can see them.
 func Open(path string, env Env) (*cloudformation.Template, error) {
+	// goformation registers its YAML tags in package state on every parse:
+	// parses must not overlap.
+	parseMu.Lock()
+	defer parseMu.Unlock()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read template: %w", err)
@@ -93,6 +99,8 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	}
 	return t, nil
 }
+
+var parseMu sync.Mutex
 
 // KeyAlias is the alias the embedded stack gives the KMS key with the given
 // logical id; Ref on the key resolves to it.
@@ -226,11 +234,19 @@ func (r *resolver) sub(in any) any {
 	return subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := m[2 : len(m)-1]
 		if v, ok := vars[name]; ok {
-			return fmt.Sprint(v)
+			return text(v)
 		}
 		if id, attr, ok := strings.Cut(name, "."); ok {
 			return r.attr(id, attr)
 		}
-		return fmt.Sprint(r.ref(name))
+		return text(r.ref(name))
 	})
+}
+
+// text renders a value as CloudFormation substitutes it: numbers in full.
+func text(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
