@@ -20,12 +20,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/dlqquarantine/dlqq/shared/archive"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/sweeper"
 )
 
 // Options size the scenario.
@@ -39,34 +42,45 @@ type Options struct {
 }
 
 // StackParams are the template parameters the demo deploys with: short
-// visibility timeouts so that retries happen in seconds, not minutes.
+// visibility timeouts and settle window so retries happen in seconds, and
+// parked records due for the archive at once.
 var StackParams = map[string]any{
 	"MaxReceiveCount":                3,
 	"SourceVisibilityTimeoutSeconds": 2,
 	"DLQVisibilityTimeoutSeconds":    2,
+	"SettleWindowSeconds":            1,
+	"ParkAgeSeconds":                 0,
 }
 
 // Report is what the scenario found.
 type Report struct {
 	Sent, Consumed, DeadLettered, Recalled int
-	Records                                []*quarantine.Record
-	ByClass                                map[quarantine.Class]int
-	BySignature                            map[string]int
-	Lost, Unexpected, SealFailures         []string
-	Ingest                                 localrunner.Stats
-	Elapsed                                time.Duration
+	// Records as quarantined, before any redrive.
+	Records     []*quarantine.Record
+	ByClass     map[quarantine.Class]int
+	BySignature map[string]int
+	Ingest      localrunner.Stats
+	// Redrive rounds after the outage cleared, and the final states.
+	Rounds                           []*redrive.Report
+	ClearedReasons                   []string
+	Final                            map[quarantine.Status]int
+	Sweep                            *sweeper.Report
+	Lost, Unexpected, SealFailures   []string
+	Duplicated, WrongState, BadStubs []string
+	Elapsed                          time.Duration
 }
 
 // OK reports whether every invariant held.
 func (r *Report) OK() bool {
-	return len(r.Lost) == 0 && len(r.Unexpected) == 0 && len(r.SealFailures) == 0 && len(r.Records) == r.DeadLettered
+	return len(r.Lost)+len(r.Unexpected)+len(r.SealFailures)+len(r.Duplicated)+len(r.WrongState)+len(r.BadStubs) == 0 &&
+		len(r.Records) == r.DeadLettered
 }
 
 // Run plays the scenario on st, whose resources come from the template.
 func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	start := time.Now()
 	if o.Timeout == 0 {
-		o.Timeout = 90 * time.Second
+		o.Timeout = 100 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -74,62 +88,144 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	log := slog.New(slog.NewJSONHandler(o.Log, nil))
-
-	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
+	fns, err := newFunctions(st, log, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	vars := fn.Environment.Variables
-	cfg, err := ingest.ConfigFromEnv(func(k string) string { return vars[k] })
-	if err != nil {
-		return nil, fmt.Errorf("ingest config from template: %w", err)
-	}
-	handler, err := ingest.New(cfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, o.Log, nil)
-	if err != nil {
-		return nil, err
-	}
-	mapping, err := localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region)
-	if err != nil {
-		return nil, err
-	}
-	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: mapping, Handler: handler.Handle, Log: log}
+	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.mapping, Handler: fns.ingest.Handle, Log: log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup
 	pollers.Add(1)
 	go func() { defer pollers.Done(); _ = poller.Run(pollCtx) }()
 	defer func() { stopPolling(); pollers.Wait() }()
 
+	// Phase 1: the consumer rejects malformed events, dead-letters recalled
+	// lots and cannot reach one facility's system.
 	gen := Generate(o.Seed, o.Events)
-	rep := &Report{Sent: len(gen), ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}}
+	rep := &Report{Sent: len(gen), ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}, Final: map[quarantine.Status]int{}}
 	if err := produce(ctx, st, gen); err != nil {
 		return nil, err
 	}
-	c := &consumer{st: st, byBody: map[string]Generated{}}
+	c := &consumer{st: st, byBody: map[string]Generated{}, seen: map[string]int{}}
+	c.outage.Store(true)
 	for _, g := range gen {
 		c.byBody[g.Body] = g
-	}
-	if err := c.run(ctx); err != nil {
-		return nil, err
-	}
-	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
-	for _, g := range gen {
 		if g.Kind != Good {
 			rep.DeadLettered++
 		}
 	}
-	// Wait for the DLQ to drain into the table.
+	if err := c.run(ctx); err != nil {
+		return nil, err
+	}
 	if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
 		return nil, err
 	}
+	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
+	if err := verify(ctx, st, fns.ingestCfg, gen, rep); err != nil {
+		return nil, err
+	}
+
+	// Phase 2: the outage clears; the on-call engineer marks its signature
+	// (and, mistakenly, the recall's) as cleared and replays. Outage events
+	// go through; recalled lots fail again until their cap parks them.
+	c.outage.Store(false)
+	rep.ClearedReasons = []string{"consumer|retries exhausted|v#", "allocation|lot under recall|v#"}
+	for round := 0; round <= fns.redriveCap; round++ {
+		rr, err := fns.redrive.Run(ctx, redrive.Request{
+			Source: fns.source, RequestedBy: "oncall@demo", ClearedReasons: rep.ClearedReasons,
+			MaxMessages: redrive.MaxMaxMessages, Approve: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redrive round %d: %w", round+1, err)
+		}
+		rep.Rounds = append(rep.Rounds, rr)
+		if err := c.run(ctx); err != nil {
+			return nil, err
+		}
+		if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
+			return nil, err
+		}
+		time.Sleep(fns.settle + 100*time.Millisecond) // let replays that stayed away settle
+	}
+	settled, err := fns.redrive.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: fns.source, RequestedBy: "schedule:settle"})
+	if err != nil {
+		return nil, err
+	}
+	rep.Rounds = append(rep.Rounds, settled)
 	stopPolling()
 	pollers.Wait()
 	rep.Ingest = poller.Stats()
 
-	if err := verify(ctx, st, cfg, gen, rep); err != nil {
+	// Phase 3: the sweeper ages parked records into the Object Lock archive.
+	if rep.Sweep, err = fns.sweeper.Run(ctx); err != nil {
+		return nil, err
+	}
+	if err := verifyFinal(ctx, st, fns, gen, c, rep); err != nil {
 		return nil, err
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// functions are the real handlers, configured from the template.
+type functions struct {
+	ingest     *ingest.Handler
+	ingestCfg  ingest.Config
+	mapping    localrunner.Mapping
+	redrive    *redrive.Service
+	sweeper    *sweeper.Service
+	source     string
+	redriveCap int
+	settle     time.Duration
+}
+
+func newFunctions(st *embedded.Stack, log *slog.Logger, metrics io.Writer) (*functions, error) {
+	env := func(id string) (func(string) string, error) {
+		fn, err := st.Template.GetServerlessFunctionWithName(id)
+		if err != nil {
+			return nil, err
+		}
+		return func(k string) string { return fn.Environment.Variables[k] }, nil
+	}
+	f := &functions{}
+	getenv, err := env("IngestFunction")
+	if err != nil {
+		return nil, err
+	}
+	if f.ingestCfg, err = ingest.ConfigFromEnv(getenv); err != nil {
+		return nil, fmt.Errorf("ingest config from template: %w", err)
+	}
+	if f.ingest, err = ingest.New(f.ingestCfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, metrics, nil); err != nil {
+		return nil, err
+	}
+	if f.mapping, err = localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+		return nil, err
+	}
+	if getenv, err = env("RedriveFunction"); err != nil {
+		return nil, err
+	}
+	rcfg, err := redrive.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("redrive config from template: %w", err)
+	}
+	if f.redrive, err = redrive.NewFromConfig(rcfg, redrive.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3, SQS: st.Clients.SQS}, log, nil); err != nil {
+		return nil, err
+	}
+	f.settle = rcfg.Service.SettleWindow
+	for name, s := range rcfg.Sources {
+		f.source, f.redriveCap = name, s.RedriveCap
+	}
+	if getenv, err = env("SweeperFunction"); err != nil {
+		return nil, err
+	}
+	scfg, err := sweeper.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("sweeper config from template: %w", err)
+	}
+	table := scfg.TableName
+	f.sweeper = sweeper.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table),
+		s3payload.New(st.Clients.S3, scfg.PayloadBucket, ""), st.Clients.S3, st.Clients.CloudWatch, nil, log, scfg.Sweeper)
+	return f, nil
 }
 
 func produce(ctx context.Context, st *embedded.Stack, gen []Generated) error {
@@ -155,6 +251,9 @@ type consumer struct {
 	st                 *embedded.Stack
 	byBody             map[string]Generated
 	consumed, recalled atomic.Int64
+	outage             atomic.Bool
+	mu                 sync.Mutex
+	seen               map[string]int // event id → successful deliveries
 }
 
 func (c *consumer) run(ctx context.Context) error {
@@ -200,7 +299,11 @@ func (c *consumer) run(ctx context.Context) error {
 func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) error {
 	g := c.byBody[aws.ToString(m.Body)]
 	sqsc := c.st.Clients.SQS
-	switch g.Kind {
+	kind := g.Kind
+	if kind == Outage && !c.outage.Load() {
+		kind = Good
+	}
+	switch kind {
 	case Malformed, Outage:
 		// Fail: give the message back at once; SQS counts the receive and
 		// the redrive policy dead-letters it after MaxReceiveCount.
@@ -222,6 +325,9 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 		c.recalled.Add(1)
 	default:
 		c.consumed.Add(1)
+		c.mu.Lock()
+		c.seen[g.ID]++
+		c.mu.Unlock()
 	}
 	_, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
 	return err
@@ -351,6 +457,28 @@ func (r *Report) Print(w io.Writer, sample int) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s…\n", rec.DLQID[:min(len(rec.DLQID), 48)], rec.FailureClass, rec.Status, rec.AttemptCount, rec.Seal[:16])
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\nthe outage clears; redrive with cleared reasons %v:\n", r.ClearedReasons)
+	for i, rr := range r.Rounds {
+		label := fmt.Sprintf("round %d", i+1)
+		if rr.Action == redrive.ActionSettle {
+			label = "settle"
+		}
+		fmt.Fprintf(tw, "  %s\tredriven %d\tskipped %d\theld %d\tparked as poison %d\tfailed %d\tsettled %d\n",
+			label, rr.Redriven.Count, rr.Skipped.Count, rr.Held.Count, rr.Parked.Count, rr.Failed.Count, rr.Settled.Count)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nfinal states of the dead-lettered events:\n")
+	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
+		fmt.Fprintf(tw, "  %s\t%d\n", st, r.Final[st])
+	}
+	tw.Flush()
+	if r.Sweep != nil {
+		fmt.Fprintf(w, "\nsweeper: %d parked records archived into Object Lock (COMPLIANCE), %d failed; first %d:\n", len(r.Sweep.Archived), r.Sweep.Failed, min(sample, len(r.Sweep.Archived)))
+		for _, a := range r.Sweep.Archived[:min(sample, len(r.Sweep.Archived))] {
+			fmt.Fprintf(tw, "  s3://%s/%s\tversion %s\tretained until %s\n", a.Bucket, a.Key, a.VersionID, a.RetainUntil.Format(time.DateOnly))
+		}
+		tw.Flush()
+	}
 	fmt.Fprintf(w, "\ninvariants:\n")
 	check := func(ok bool, what string, n int) {
 		mark := "ok  "
@@ -362,6 +490,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 	check(len(r.Lost) == 0, "no dead-lettered message lost", len(r.Lost))
 	check(len(r.Unexpected) == 0 && len(r.Records) == r.DeadLettered, "exactly one record per dead-lettered message", len(r.Records))
 	check(len(r.SealFailures) == 0, "every seal verifies and every body is verbatim", len(r.SealFailures))
+	check(len(r.Duplicated) == 0, "no event consumed twice", len(r.Duplicated))
+	check(len(r.WrongState) == 0, "outage events resolved, recalled lots poison-parked at the cap, malformed never replayed", len(r.WrongState))
+	check(len(r.BadStubs) == 0, "every archive object verifies (checksum, seal chain, COMPLIANCE lock)", len(r.BadStubs))
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs} {
+		for _, x := range l[:min(len(l), 5)] {
+			fmt.Fprintf(w, "    %s\n", x)
+		}
+	}
 	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(time.Millisecond))
 }
 
@@ -371,4 +507,59 @@ func (r *Report) MarshalSummary() ([]byte, error) {
 		"sent": r.Sent, "consumed": r.Consumed, "dead_lettered": r.DeadLettered, "records": len(r.Records),
 		"lost": len(r.Lost), "unexpected": len(r.Unexpected), "seal_failures": len(r.SealFailures), "by_class": r.ByClass,
 	})
+}
+
+// verifyFinal checks where every event ended: outage events RESOLVED and
+// consumed exactly once, recalled lots parked at their cap and archived
+// (stub and object verified), malformed events still quarantined and never
+// replayed, every good event consumed exactly once, every seal intact.
+func verifyFinal(ctx context.Context, st *embedded.Stack, fns *functions, gen []Generated, c *consumer, rep *Report) error {
+	store := dynamostore.New(st.Clients.DynamoDB, fns.ingestCfg.TableName)
+	src := quarantine.Source{Name: fns.source, ARN: fns.ingestCfg.Sources[fns.source].ARN, IdempotencyPointer: fns.ingestCfg.Sources[fns.source].IdempotencyPointer}
+	for _, g := range gen {
+		if g.Kind == Good {
+			if c.seen[g.ID] != 1 {
+				rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times", g.ID, c.seen[g.ID]))
+			}
+			continue
+		}
+		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
+		id := quarantine.RecordID(src.Name, key)
+		r, err := store.Get(ctx, id)
+		if err != nil {
+			rep.Lost = append(rep.Lost, id)
+			continue
+		}
+		rep.Final[r.Status]++
+		if err := quarantine.Verify(r); err != nil {
+			rep.SealFailures = append(rep.SealFailures, id)
+		}
+		wrong := func(format string, a ...any) { rep.WrongState = append(rep.WrongState, id+": "+fmt.Sprintf(format, a...)) }
+		switch g.Kind {
+		case Outage:
+			if r.Status != quarantine.StatusResolved || r.RedriveCount != 1 {
+				wrong("%s after %d redrives, want RESOLVED after 1", r.Status, r.RedriveCount)
+			}
+			if c.seen[g.ID] != 1 {
+				rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times after the replay", g.ID, c.seen[g.ID]))
+			}
+		case Recalled:
+			if r.Status != quarantine.StatusArchived {
+				wrong("%s, want ARCHIVED (parked as poison at the cap)", r.Status)
+				continue
+			}
+			problems, err := archive.VerifyStub(ctx, st.Clients.S3, r)
+			if err != nil || len(problems) > 0 {
+				rep.BadStubs = append(rep.BadStubs, fmt.Sprintf("%s: %v %v", id, problems, err))
+			}
+			if r.RedriveCount != fns.redriveCap {
+				wrong("archived after %d redrives, want %d", r.RedriveCount, fns.redriveCap)
+			}
+		case Malformed:
+			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || r.FailureClass != quarantine.ClassValidation {
+				wrong("%s class %s after %d redrives: malformed events are never replayed", r.Status, r.FailureClass, r.RedriveCount)
+			}
+		}
+	}
+	return nil
 }

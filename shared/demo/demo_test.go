@@ -28,7 +28,8 @@ func TestDemoScenarioHoldsInvariants(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("invariants violated:\n%s", out.String())
 	}
-	if rep.DeadLettered == 0 || rep.ByClass["validation"] == 0 || rep.ByClass["exhausted"] == 0 || rep.Recalled == 0 {
+	if rep.DeadLettered == 0 || rep.ByClass["validation"] == 0 || rep.ByClass["exhausted"] == 0 || rep.Recalled == 0 ||
+		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
 		t.Fatalf("the scenario did not exercise every path:\n%s", out.String())
 	}
 	if rep.Sent != rep.Consumed+rep.DeadLettered {

@@ -107,6 +107,7 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 // Archived is one record the run archived.
 type Archived struct {
 	ID          string    `json:"id"`
+	Bucket      string    `json:"bucket"`
 	Key         string    `json:"key"`
 	VersionID   string    `json:"version_id"`
 	RetainUntil time.Time `json:"retain_until"`
@@ -248,7 +249,7 @@ func (s *Service) archiveOne(ctx context.Context, id string) (*Archived, error) 
 			}
 		}
 	}
-	return &Archived{ID: id, Key: key, VersionID: version, RetainUntil: retain}, nil
+	return &Archived{ID: id, Bucket: s.cfg.Bucket, Key: key, VersionID: version, RetainUntil: retain}, nil
 }
 
 // oldestParked is the age, from first_seen, of the oldest PARKED record:
