@@ -161,13 +161,21 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		rep.Remaining, rep.Stopped = len(due)-s.cfg.MaxPerRun, "max_per_run"
 		due = due[:s.cfg.MaxPerRun]
 	}
+	var fresh map[string]*quarantine.Record
 	for i, id := range due {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
 			rep.Remaining += len(due) - i
 			rep.Stopped = "deadline"
 			break
 		}
-		a, err := s.archiveOne(ctx, id)
+		// Re-read after selection, 100 records a call where the store can.
+		if bg, ok := s.store.(quarantine.BatchGetter); ok && i%readAhead == 0 {
+			var err error
+			if fresh, err = bg.GetMany(ctx, due[i:min(i+readAhead, len(due))]); err != nil {
+				return nil, fmt.Errorf("read records: %w", err)
+			}
+		}
+		a, err := s.archiveOne(ctx, id, fresh)
 		switch {
 		case errors.Is(err, errSkip):
 			rep.Skipped++
@@ -192,13 +200,20 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 
 var errSkip = errors.New("record changed or not due")
 
-func (s *Service) archiveOne(ctx context.Context, id string) (*Archived, error) {
+// readAhead is how many selected records one batch read fetches.
+const readAhead = 100
+
+func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*quarantine.Record) (*Archived, error) {
 	now := s.now()
-	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, quarantine.ErrNotFound) {
+	var rec *quarantine.Record
+	var err error
+	if fresh != nil {
+		if rec = fresh[id]; rec == nil {
+			return nil, errSkip
+		}
+	} else if rec, err = s.store.Get(ctx, id); errors.Is(err, quarantine.ErrNotFound) {
 		return nil, errSkip
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
 	// Re-read after selection: a record that changed is archived in its
