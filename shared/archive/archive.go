@@ -200,7 +200,9 @@ type Problem struct {
 // object cannot be read at all.
 func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Problem, error) {
 	var out []Problem
-	bad := func(format string, a ...any) { out = append(out, Problem{ID: stub.DLQID, What: fmt.Sprintf(format, a...)}) }
+	bad := func(format string, a ...any) {
+		out = append(out, Problem{ID: stub.DLQID, What: fmt.Sprintf(format, a...)})
+	}
 	if err := quarantine.Verify(stub); err != nil {
 		bad("stub: %v", err)
 	}

@@ -534,7 +534,9 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *functions, gen []
 		if err := quarantine.Verify(r); err != nil {
 			rep.SealFailures = append(rep.SealFailures, id)
 		}
-		wrong := func(format string, a ...any) { rep.WrongState = append(rep.WrongState, id+": "+fmt.Sprintf(format, a...)) }
+		wrong := func(format string, a ...any) {
+			rep.WrongState = append(rep.WrongState, id+": "+fmt.Sprintf(format, a...))
+		}
 		switch g.Kind {
 		case Outage:
 			if r.Status != quarantine.StatusResolved || r.RedriveCount != 1 {

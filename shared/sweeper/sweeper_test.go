@@ -382,7 +382,9 @@ type unavailableS3 struct{ archive.API }
 
 type slowDown struct{}
 
-func (slowDown) Error() string     { return "api error SlowDown: Please reduce your request rate. StatusCode: 503" }
+func (slowDown) Error() string {
+	return "api error SlowDown: Please reduce your request rate. StatusCode: 503"
+}
 func (slowDown) ErrorCode() string { return "SlowDown" }
 
 func (unavailableS3) PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
