@@ -77,7 +77,6 @@ func BenchmarkSweeperThroughput(b *testing.B) {
 			key  string
 			body []byte
 			sum  string
-			item map[string]any
 			stub *quarantine.Record
 			prev int64
 		}

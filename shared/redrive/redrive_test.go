@@ -437,14 +437,10 @@ func TestMessageFidelity(t *testing.T) {
 		}
 		return a
 	}
-	want := map[int]int{8: 10, 9: 10, 10: 10}
-	var ids []string
-	for n := range want {
-		out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "m" + string(rune('0'+n)), SourceARN: e.src.ARN, Attributes: mk(n), Body: []byte(body(n, true))})
-		if err != nil {
+	for _, n := range []int{8, 9, 10} {
+		if _, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "m" + string(rune('0'+n)), SourceARN: e.src.ARN, Attributes: mk(n), Body: []byte(body(n, true))}); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, out.Record.DLQID)
 	}
 	if _, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10)); err != nil {
 		t.Fatal(err)
