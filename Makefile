@@ -42,6 +42,7 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/quarantine/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/redrive/
 
 # linux/arm64 bootstrap zips for provided.al2023.
 build: $(FUNCTIONS:%=$(BUILD)/%.zip)

@@ -483,3 +483,16 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// A rate-limited run still sends everything, through the limiter.
+func TestRateLimitedRunSendsEverything(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	ids := e.seed(t, 25, func(int) bool { return false })
+	req := e.request(100)
+	req.RatePerSecond = 500
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(context.Background(), req)
+	if err != nil || rep.Redriven.Count != len(ids) {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}
