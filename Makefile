@@ -7,7 +7,7 @@ BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
-.PHONY: all fmt vet lint test test-short bench build demo fuzz clean test-localstack \
+.PHONY: all fmt vet lint test test-short bench build demo local fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction
 
 all: lint test build
@@ -61,6 +61,10 @@ build-IngestFunction:
 
 demo:
 	$(GO) run ./cmd/dlqlocal demo
+
+# The stack with the functions running, until Ctrl-C.
+local:
+	$(GO) run ./cmd/dlqlocal local
 
 clean:
 	rm -rf $(BUILD)

@@ -2,43 +2,53 @@
 // account and no Docker.
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
+//	dlqlocal local [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
-// the report and exits 1 if any invariant was violated.
+// the report and exits 1 if any invariant was violated. local starts the
+// stack with the functions running (the DLQ event source and the template's
+// schedules) and keeps it up until Ctrl-C, for the AWS CLI and dlqctl.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
+	"sync"
 
 	"github.com/dlqquarantine/dlqq/shared/demo"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/localrunner"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE]"
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "demo" {
-		fmt.Fprintln(stderr, "usage: dlqlocal demo [-events N] [-seed S] [-log FILE]")
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	events := fs.Int("events", 3000, "inventory events to produce")
-	seed := fs.Uint64("seed", 20261129, "generator seed")
 	logPath := fs.String("log", "", "write the functions' JSON logs to this file")
+	events := fs.Int("events", 3000, "inventory events to produce (demo)")
+	seed := fs.Uint64("seed", 20261129, "generator seed (demo)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-
 	var logw io.Writer = io.Discard
 	if *logPath != "" {
 		f, err := os.Create(*logPath)
@@ -49,6 +59,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		logw = f
 	}
+	switch args[0] {
+	case "demo":
+		return runDemo(ctx, stdout, stderr, logw, *events, *seed)
+	case "local":
+		return runLocal(ctx, stdout, stderr, logw)
+	}
+	fmt.Fprintln(stderr, usage)
+	return 2
+}
+
+func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, seed uint64) int {
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
 	st, err := embedded.Start(ctx, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw})
 	if err != nil {
@@ -57,8 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	fmt.Fprintf(stdout, "stack %s up: AWS endpoint %s, S3 endpoint %s\n", st.Env.StackName, st.Endpoint, st.S3Endpoint)
-	fmt.Fprintf(stdout, "producing %d inventory events (seed %d) …\n", *events, *seed)
-	rep, err := demo.Run(ctx, st, demo.Options{Seed: *seed, Events: *events, Log: logw})
+	fmt.Fprintf(stdout, "producing %d inventory events (seed %d) …\n", events, seed)
+	rep, err := demo.Run(ctx, st, demo.Options{Seed: seed, Events: events, Log: logw})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -68,5 +89,73 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "an invariant was violated")
 		return 1
 	}
+	return 0
+}
+
+func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
+	st, err := embedded.Start(ctx, embedded.Options{StackName: "dlqq", Log: logw})
+	if err != nil {
+		fmt.Fprintln(stderr, "embedded stack:", err)
+		return 1
+	}
+	defer st.Close()
+	log := slog.New(slog.NewJSONHandler(logw, nil))
+	fns, err := localrunner.NewFunctions(st, log, logw)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	schedules, err := localrunner.SchedulesFromTemplate(st.Template)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	name := func(id string) string {
+		fn, err := st.Template.GetServerlessFunctionWithName(id)
+		if err != nil {
+			return ""
+		}
+		return *fn.FunctionName
+	}
+	handlers := map[string]func(context.Context, json.RawMessage) error{
+		name("RedriveFunction"): func(ctx context.Context, in json.RawMessage) error { _, err := fns.Redrive.Handle(ctx, in); return err },
+		name("SweeperFunction"): func(ctx context.Context, _ json.RawMessage) error { _, err := fns.Sweeper.Run(ctx); return err },
+	}
+	fmt.Fprintf(stdout, "DLQ Quarantine is running on the embedded stack (Ctrl-C to stop).\n\n")
+	fmt.Fprintf(stdout, "Point the AWS CLI or dlqctl at it:\n")
+	for _, e := range st.Environ() {
+		fmt.Fprintf(stdout, "  export %s\n", e)
+	}
+	fmt.Fprintf(stdout, "\nresources (from infra/template.yaml):\n")
+	var ids []string
+	for id := range st.Names {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(stdout, "  %-22s %s\n", id, st.Names[id])
+	}
+	fmt.Fprintf(stdout, "\nsource queue: %s\nDLQ:          %s\n", st.QueueURLs["SourceQueue"], st.QueueURLs["DeadLetterQueue"])
+	fmt.Fprintf(stdout, "ingest polls the DLQ (batch %d, window %s, partial batch failures %v);", fns.Mapping.BatchSize, fns.Mapping.Window, fns.Mapping.ReportBatchItemFailures)
+	var names []string
+	for _, s := range schedules {
+		names = append(names, fmt.Sprintf("%s every %s", s.Function, s.Every))
+	}
+	fmt.Fprintf(stdout, " schedules: %s\n", strings.Join(names, ", "))
+	fmt.Fprintf(stdout, "try: aws sqs send-message --queue-url %s --message-body '{\"event_id\":\"x\"}'\n", st.QueueURLs["DeadLetterQueue"])
+
+	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.Mapping, Handler: fns.Ingest.Handle, Log: log}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = poller.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		if err := localrunner.RunSchedules(ctx, schedules, handlers, log); err != nil {
+			fmt.Fprintln(stderr, err)
+		}
+	}()
+	<-ctx.Done()
+	wg.Wait()
+	fmt.Fprintln(stdout, "stopped")
 	return 0
 }

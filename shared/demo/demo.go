@@ -88,11 +88,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	log := slog.New(slog.NewJSONHandler(o.Log, nil))
-	fns, err := newFunctions(st, log, o.Log)
+	fns, err := localrunner.NewFunctions(st, log, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.mapping, Handler: fns.ingest.Handle, Log: log}
+	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.Mapping, Handler: fns.Ingest.Handle, Log: log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup
 	pollers.Add(1)
@@ -121,7 +121,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
-	if err := verify(ctx, st, fns.ingestCfg, gen, rep); err != nil {
+	if err := verify(ctx, st, fns.IngestConfig, gen, rep); err != nil {
 		return nil, err
 	}
 
@@ -130,9 +130,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// go through; recalled lots fail again until their cap parks them.
 	c.outage.Store(false)
 	rep.ClearedReasons = []string{"consumer|retries exhausted|v#", "allocation|lot under recall|v#"}
-	for round := 0; round <= fns.redriveCap; round++ {
-		rr, err := fns.redrive.Run(ctx, redrive.Request{
-			Source: fns.source, RequestedBy: "oncall@demo", ClearedReasons: rep.ClearedReasons,
+	for round := 0; round <= fns.RedriveCap; round++ {
+		rr, err := fns.Redrive.Run(ctx, redrive.Request{
+			Source: fns.Source, RequestedBy: "oncall@demo", ClearedReasons: rep.ClearedReasons,
 			MaxMessages: redrive.MaxMaxMessages, Approve: true,
 		})
 		if err != nil {
@@ -145,9 +145,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
 			return nil, err
 		}
-		time.Sleep(fns.settle + 100*time.Millisecond) // let replays that stayed away settle
+		time.Sleep(fns.Settle + 100*time.Millisecond) // let replays that stayed away settle
 	}
-	settled, err := fns.redrive.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: fns.source, RequestedBy: "schedule:settle"})
+	settled, err := fns.Redrive.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: fns.Source, RequestedBy: "schedule:settle"})
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	rep.Ingest = poller.Stats()
 
 	// Phase 3: the sweeper ages parked records into the Object Lock archive.
-	if rep.Sweep, err = fns.sweeper.Run(ctx); err != nil {
+	if rep.Sweep, err = fns.Sweeper.Run(ctx); err != nil {
 		return nil, err
 	}
 	if err := verifyFinal(ctx, st, fns, gen, c, rep); err != nil {
@@ -165,67 +165,6 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
-}
-
-// functions are the real handlers, configured from the template.
-type functions struct {
-	ingest     *ingest.Handler
-	ingestCfg  ingest.Config
-	mapping    localrunner.Mapping
-	redrive    *redrive.Service
-	sweeper    *sweeper.Service
-	source     string
-	redriveCap int
-	settle     time.Duration
-}
-
-func newFunctions(st *embedded.Stack, log *slog.Logger, metrics io.Writer) (*functions, error) {
-	env := func(id string) (func(string) string, error) {
-		fn, err := st.Template.GetServerlessFunctionWithName(id)
-		if err != nil {
-			return nil, err
-		}
-		return func(k string) string { return fn.Environment.Variables[k] }, nil
-	}
-	f := &functions{}
-	getenv, err := env("IngestFunction")
-	if err != nil {
-		return nil, err
-	}
-	if f.ingestCfg, err = ingest.ConfigFromEnv(getenv); err != nil {
-		return nil, fmt.Errorf("ingest config from template: %w", err)
-	}
-	if f.ingest, err = ingest.New(f.ingestCfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, metrics, nil); err != nil {
-		return nil, err
-	}
-	if f.mapping, err = localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
-		return nil, err
-	}
-	if getenv, err = env("RedriveFunction"); err != nil {
-		return nil, err
-	}
-	rcfg, err := redrive.ConfigFromEnv(getenv)
-	if err != nil {
-		return nil, fmt.Errorf("redrive config from template: %w", err)
-	}
-	if f.redrive, err = redrive.NewFromConfig(rcfg, redrive.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3, SQS: st.Clients.SQS}, log, nil); err != nil {
-		return nil, err
-	}
-	f.settle = rcfg.Service.SettleWindow
-	for name, s := range rcfg.Sources {
-		f.source, f.redriveCap = name, s.RedriveCap
-	}
-	if getenv, err = env("SweeperFunction"); err != nil {
-		return nil, err
-	}
-	scfg, err := sweeper.ConfigFromEnv(getenv)
-	if err != nil {
-		return nil, fmt.Errorf("sweeper config from template: %w", err)
-	}
-	table := scfg.TableName
-	f.sweeper = sweeper.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table),
-		s3payload.New(st.Clients.S3, scfg.PayloadBucket, ""), st.Clients.S3, st.Clients.CloudWatch, nil, log, scfg.Sweeper)
-	return f, nil
 }
 
 func produce(ctx context.Context, st *embedded.Stack, gen []Generated) error {
@@ -513,9 +452,9 @@ func (r *Report) MarshalSummary() ([]byte, error) {
 // consumed exactly once, recalled lots parked at their cap and archived
 // (stub and object verified), malformed events still quarantined and never
 // replayed, every good event consumed exactly once, every seal intact.
-func verifyFinal(ctx context.Context, st *embedded.Stack, fns *functions, gen []Generated, c *consumer, rep *Report) error {
-	store := dynamostore.New(st.Clients.DynamoDB, fns.ingestCfg.TableName)
-	src := quarantine.Source{Name: fns.source, ARN: fns.ingestCfg.Sources[fns.source].ARN, IdempotencyPointer: fns.ingestCfg.Sources[fns.source].IdempotencyPointer}
+func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
+	store := dynamostore.New(st.Clients.DynamoDB, fns.IngestConfig.TableName)
+	src := quarantine.Source{Name: fns.Source, ARN: fns.IngestConfig.Sources[fns.Source].ARN, IdempotencyPointer: fns.IngestConfig.Sources[fns.Source].IdempotencyPointer}
 	for _, g := range gen {
 		if g.Kind == Good {
 			if c.seen[g.ID] != 1 {
@@ -554,8 +493,8 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *functions, gen []
 			if err != nil || len(problems) > 0 {
 				rep.BadStubs = append(rep.BadStubs, fmt.Sprintf("%s: %v %v", id, problems, err))
 			}
-			if r.RedriveCount != fns.redriveCap {
-				wrong("archived after %d redrives, want %d", r.RedriveCount, fns.redriveCap)
+			if r.RedriveCount != fns.RedriveCap {
+				wrong("archived after %d redrives, want %d", r.RedriveCount, fns.RedriveCap)
 			}
 		case Malformed:
 			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || r.FailureClass != quarantine.ClassValidation {

@@ -1,0 +1,58 @@
+package localrunner_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/redrive"
+	"github.com/dlqquarantine/dlqq/shared/template"
+)
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]time.Duration{"rate(1 minute)": time.Minute, "rate(5 minutes)": 5 * time.Minute, "rate(1 hour)": time.Hour, "rate(2 days)": 48 * time.Hour} {
+		if got, err := localrunner.ParseRate(expr); err != nil || got != want {
+			t.Errorf("%s = %v, %v", expr, got, err)
+		}
+	}
+	for _, bad := range []string{"cron(0 * * * ? *)", "rate(0 minutes)", "rate(five minutes)", ""} {
+		if _, err := localrunner.ParseRate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The scheduler runs exactly the template's schedules: the sweeper, and the
+// redrive settle with its input.
+func TestSchedulesFromTemplate(t *testing.T) {
+	t.Parallel()
+	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: "us-east-1", Account: "000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheds, err := localrunner.SchedulesFromTemplate(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]localrunner.Schedule{}
+	for _, s := range scheds {
+		got[s.Function] = s
+	}
+	if s := got["dlqq-sweeper"]; s.Every != time.Hour {
+		t.Errorf("sweeper schedule %+v", s)
+	}
+	s := got["dlqq-redrive"]
+	if s.Every != 5*time.Minute {
+		t.Errorf("settle schedule %+v", s)
+	}
+	req, err := redrive.ParseRequest(s.Input)
+	if err != nil || req.Action != redrive.ActionSettle || req.Source != "dlqq-source" {
+		t.Errorf("settle input %s: %+v %v", s.Input, req, err)
+	}
+	if len(scheds) != 2 {
+		raw, _ := json.Marshal(scheds)
+		t.Errorf("schedules %s", raw)
+	}
+}
