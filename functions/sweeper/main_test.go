@@ -1,0 +1,90 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/dlqquarantine/dlqq/shared/archive"
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/sweeper"
+)
+
+// The real sweeper bootstrap, configured from the template, archives a
+// parked record when invoked with the scheduled event from events/.
+func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), Params: map[string]any{"ParkAgeSeconds": 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, err := os.ReadFile("../../events/sweeper-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.CloudWatchEvent
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.DetailType != "Scheduled Event" {
+		t.Fatalf("sample event: %+v %v", ev, err)
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{})
+	out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m1", Body: []byte(`{"event_id":"inv-1"}`), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + st.Names["SourceQueue"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := out.Record.ParkPoison("test", time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Replace(ctx, parked, out.Record.Version); err != nil {
+		t.Fatal(err)
+	}
+
+	bin, err := lambdatest.Build(ctx, "sweeper", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := st.Template.GetServerlessFunctionWithName("SweeperFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for k, v := range fn.Environment.Variables {
+		env = append(env, k+"="+v)
+	}
+	f, err := lambdatest.Start(ctx, st, embedded.RandomName("sweeper"), bin, env, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := f.Invoke(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FunctionError != nil {
+		t.Fatalf("function error: %s\n%s", res.Payload, f.Output())
+	}
+	var rep sweeper.Report
+	if err := json.Unmarshal(res.Payload, &rep); err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != parked.DLQID {
+		t.Fatalf("report %s: %v", res.Payload, err)
+	}
+	stub, err := store.Get(ctx, parked.DLQID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := archive.VerifyStub(ctx, st.Clients.S3, stub); err != nil || len(problems) != 0 {
+		t.Fatal(problems, err)
+	}
+	if strings.Contains(f.Output(), "inv-1") {
+		t.Fatal("a payload value reached the sweeper's logs")
+	}
+}
