@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/clock"
 	"github.com/dlqquarantine/dlqq/shared/memstore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/schemas"
@@ -31,27 +32,10 @@ func inventorySource(t testing.TB) *quarantine.Source {
 
 const validBody = `{"event_id":"evt-1","ndc":"12345-678-90","lot":"L1","quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newQ(t testing.TB) (*quarantine.Quarantiner, *memstore.Store, *memstore.Payloads, *clock) {
+func newQ(t testing.TB) (*quarantine.Quarantiner, *memstore.Store, *memstore.Payloads, *clock.Fake) {
 	t.Helper()
 	store, payloads := memstore.New(), memstore.NewPayloads()
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	src := inventorySource(t)
 	q := quarantine.NewQuarantiner(store, payloads, clk.Now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
 	return q, store, payloads, clk

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/dlqquarantine/dlqq/shared/clock"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
@@ -37,23 +37,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is one isolated source: its own queues (emulator state is global).
 type env struct {
 	src            *quarantine.Source
@@ -62,7 +45,7 @@ type env struct {
 	lister         *dynamostore.Lister
 	payloads       *s3payload.Store
 	q              *quarantine.Quarantiner
-	clock          *clock
+	clock          *clock.Fake
 }
 
 const cap3 = 3
@@ -103,7 +86,7 @@ func newEnv(t *testing.T, fifo bool) *env {
 		store:    dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
 		lister:   dynamostore.NewLister(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
 		payloads: s3payload.New(stack.Clients.S3, stack.Names["PayloadBucket"], ""),
-		clock:    &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)},
+		clock:    clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
 	}
 	e.q = quarantine.NewQuarantiner(e.store, e.payloads, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
 	return e

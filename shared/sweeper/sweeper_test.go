@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/dlqquarantine/dlqq/shared/clock"
 	"github.com/dlqquarantine/dlqq/shared/archive"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
@@ -24,18 +25,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // env is one stack per test: the sweeper works across the whole table.
 type env struct {
@@ -45,7 +34,7 @@ type env struct {
 	payloads *s3payload.Store
 	q        *quarantine.Quarantiner
 	src      *quarantine.Source
-	clock    *clock
+	clock    *clock.Fake
 	bucket   string
 }
 
@@ -61,7 +50,7 @@ func newEnv(t *testing.T) *env {
 		st: st, store: dynamostore.New(st.Clients.DynamoDB, table), lister: dynamostore.NewLister(st.Clients.DynamoDB, table),
 		payloads: s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
 		src:      &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3},
-		clock:    &clock{t: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)},
+		clock:    clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)),
 		bucket:   st.Names["ArchiveBucket"],
 	}
 	e.q = quarantine.NewQuarantiner(e.store, e.payloads, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{"inventory": e.src}})
