@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/dlqquarantine/dlqq/shared/clock"
 	"github.com/dlqquarantine/dlqq/shared/archive"
+	"github.com/dlqquarantine/dlqq/shared/clock"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
