@@ -227,11 +227,16 @@ func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Proble
 	if err := quarantine.Verify(rec); err != nil {
 		bad("archived record: %v", err)
 	}
-	if rec.Seal != a.Seal || stub.PrevSeal != rec.Seal {
-		bad("seal chain broken: stub prev_seal %s, archived seal %s, reference %s", stub.PrevSeal, rec.Seal, a.Seal)
+	// The stub was made from the archived version (its prev_seal is that
+	// seal); later arrivals may have added stub versions since.
+	if rec.Seal != a.Seal {
+		bad("seal chain broken: archived seal %s, the stub's reference %s", rec.Seal, a.Seal)
 	}
-	if rec.DLQID != stub.DLQID || rec.Version+1 != stub.Version {
-		bad("archived record %s v%d is not the stub's predecessor", rec.DLQID, rec.Version)
+	if rec.DLQID != stub.DLQID || rec.Version >= stub.Version || (stub.Version == rec.Version+1 && stub.PrevSeal != rec.Seal) {
+		bad("archived record %s v%d does not precede stub v%d (prev_seal %s)", rec.DLQID, rec.Version, stub.Version, stub.PrevSeal)
+	}
+	if rec.BodySHA256 != stub.BodySHA256 {
+		bad("archived body hash differs from the stub's")
 	}
 	if body, err := env.Body(); err != nil || quarantine.BodySHA256(body) != rec.BodySHA256 {
 		bad("archived body does not match body_sha256")

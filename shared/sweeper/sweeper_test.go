@@ -466,3 +466,32 @@ func TestMetricsPublished(t *testing.T) {
 		}
 	}
 }
+
+// A message that fails again after its record was archived is recorded on
+// the stub; the stub and its archive still verify.
+func TestArrivalAfterArchiveKeepsTheStubVerifiable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.park(t, e.quarantine(t, "z", inv("z", "")))
+	e.clock.Advance(2 * time.Hour)
+	if rep, err := e.sweeper(nil, nil).Run(ctx); err != nil || len(rep.Archived) != 1 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "again", SourceARN: e.src.ARN, Body: []byte(inv("z", ""))})
+	if err != nil || out.Result != quarantine.ResultAppended {
+		t.Fatalf("%+v %v", out, err)
+	}
+	stub := e.get(t, r.DLQID)
+	if stub.Status != quarantine.StatusArchived || stub.AttemptCount != r.AttemptCount+2 {
+		t.Fatalf("stub %s with %d attempts", stub.Status, stub.AttemptCount)
+	}
+	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) != 0 {
+		t.Fatal(problems, err)
+	}
+	// A swapped object is still caught.
+	stub.Archive.SHA256 = strings.Repeat("0", 64)
+	if problems, _ := archive.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) == 0 {
+		t.Fatal("a stub whose checksum does not match verifies")
+	}
+}
