@@ -109,6 +109,7 @@ type API interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	GetObjectRetention(ctx context.Context, in *s3.GetObjectRetentionInput, opts ...func(*s3.Options)) (*s3.GetObjectRetentionOutput, error)
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, opts ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // ErrMismatch means an archive object or its lock is not what the stub says.
@@ -240,6 +241,23 @@ func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Proble
 	}
 	if body, err := env.Body(); err != nil || quarantine.BodySHA256(body) != rec.BodySHA256 {
 		bad("archived body does not match body_sha256")
+	}
+	// The sweeper writes exactly one version per key, and COMPLIANCE keeps
+	// it: a second version means someone wrote beside it, and a stub that
+	// points at another version than the first was swapped.
+	vs, err := api.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(a.Bucket), Prefix: aws.String(a.Key)})
+	if err != nil {
+		bad("object versions unreadable: %s", errCode(err))
+	} else {
+		var ids []string
+		for _, v := range vs.Versions {
+			if aws.ToString(v.Key) == a.Key {
+				ids = append(ids, aws.ToString(v.VersionId))
+			}
+		}
+		if len(ids) != 1 || (a.VersionID != "" && ids[0] != a.VersionID) {
+			bad("archive key holds versions %v; the stub names %s", ids, a.VersionID)
+		}
 	}
 	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(a.Bucket), Key: aws.String(a.Key), VersionId: optional(a.VersionID)})
 	switch {

@@ -209,3 +209,47 @@ func (r *Record) ArchiveStub(actor string, ref ArchiveRef, now time.Time) (*Reco
 	n.Archive = &ref
 	return n, n.reseal(r)
 }
+
+// Stages of operator actions.
+const (
+	StageOperator = "operator"
+	StageAudit    = "audit"
+)
+
+// ParkManual parks a record by hand, with the operator's reason: it is not
+// replayed again until someone unparks it.
+func (r *Record) ParkManual(actor, reason string, now time.Time) (*Record, error) {
+	if r.Status != StatusQuarantined {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageOperator, Reason: "parked by hand: " + Clip(reason, 256), Actor: actor})
+	n.setStatus(StatusParked, now)
+	return n, n.reseal(r)
+}
+
+// Unpark returns a PARKED record to QUARANTINED, with the operator's
+// reason. A poison record becomes exhausted and, if it is at its cap, gets
+// one more replay: the cap is raised, in the sealed history.
+func (r *Record) Unpark(actor, reason string, now time.Time) (*Record, error) {
+	if r.Status != StatusParked {
+		return nil, ErrNotClaimable
+	}
+	why := "unparked by hand: " + Clip(reason, 256)
+	if r.RedriveCount >= r.RedriveCap {
+		why += fmt.Sprintf("; cap raised from %d to %d", r.RedriveCap, r.RedriveCount+1)
+	}
+	n := r.next(now, Attempt{Stage: StageOperator, Reason: why, Actor: actor})
+	n.setStatus(StatusQuarantined, now)
+	if n.FailureClass == ClassPoison {
+		n.FailureClass = ClassExhausted
+	}
+	n.RedriveCap = max(n.RedriveCap, n.RedriveCount+1)
+	return n, n.reseal(r)
+}
+
+// NotePayloadRead records that actor read the payload: payloads may hold
+// regulated data, so every read is in the sealed history.
+func (r *Record) NotePayloadRead(actor string, now time.Time) (*Record, error) {
+	n := r.next(now, Attempt{Stage: StageAudit, Reason: "payload read", Actor: actor})
+	return n, n.reseal(r)
+}

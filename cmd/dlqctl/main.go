@@ -1,0 +1,19 @@
+// Command dlqctl is the operator CLI for DLQ Quarantine: ls, show, buckets,
+// verify, redrive, park and unpark. Exit codes: 0 ok, 1 operation failed,
+// 2 usage, 3 verification mismatch.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := dlqctl.NewApp(os.Stdin, os.Stdout, os.Stderr).Main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

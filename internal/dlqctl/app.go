@@ -1,0 +1,198 @@
+// Package dlqctl is the operator CLI: triage (ls, buckets), forensics
+// (show), verification (verify), replay (redrive) and manual parking. Each
+// command is a file with an options struct and a run function that tests
+// call directly; the cobra commands only parse flags into them.
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/s3payload"
+)
+
+// Exit codes.
+const (
+	ExitOK       = 0
+	ExitFailure  = 1
+	ExitUsage    = 2
+	ExitMismatch = 3
+)
+
+// UsageError is a bad command line.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// MismatchError is a verification that found problems.
+type MismatchError struct{ Count int }
+
+func (e *MismatchError) Error() string { return fmt.Sprintf("%d verification problems", e.Count) }
+
+// ExitCode classifies an error into the CLI's exit code.
+func ExitCode(err error) int {
+	var u *UsageError
+	var m *MismatchError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &u):
+		return ExitUsage
+	case errors.As(err, &m):
+		return ExitMismatch
+	}
+	return ExitFailure
+}
+
+// Clients are the AWS clients the commands use.
+type Clients struct {
+	*awsclients.Clients
+	Lambda *lambda.Client
+}
+
+// App holds what every command shares: IO, the clock, the AWS clients and
+// the global flags.
+type App struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// IsTerminal reports whether a person is at the keyboard.
+	IsTerminal func() bool
+	Now        func() time.Time
+	// Connect builds the AWS clients (the standard config chain: profiles,
+	// region, AWS_ENDPOINT_URL); tests replace it.
+	Connect func(ctx context.Context, profile, region string) (*Clients, error)
+
+	Table, PayloadBucket, Function, Profile, Region, Output, Actor string
+
+	clients *Clients
+}
+
+// NewApp returns an App on the process's IO and the real AWS config chain.
+func NewApp(in io.Reader, out, errw io.Writer) *App {
+	return &App{In: in, Out: out, Err: errw, Now: time.Now, IsTerminal: stdinIsTerminal, Connect: connect}
+}
+
+func stdinIsTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func connect(ctx context.Context, profile, region string) (*Clients, error) {
+	var opts []func(*config.LoadOptions) error
+	if profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(profile))
+	}
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil, fmt.Errorf("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or run aws sso login): %w", err)
+	}
+	local := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL") != ""
+	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg)}, nil
+}
+
+func (a *App) connect(ctx context.Context) (*Clients, error) {
+	if a.clients == nil {
+		c, err := a.Connect(ctx, a.Profile, a.Region)
+		if err != nil {
+			return nil, err
+		}
+		a.clients = c
+	}
+	return a.clients, nil
+}
+
+func (a *App) store(ctx context.Context) (*dynamostore.Store, *dynamostore.Lister, quarantine.PayloadStore, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var payloads quarantine.PayloadStore
+	if a.PayloadBucket != "" {
+		payloads = s3payload.New(c.S3, a.PayloadBucket, "")
+	} else {
+		payloads = s3payload.New(c.S3, "", "") // references carry their bucket
+	}
+	return dynamostore.New(c.DynamoDB, a.Table), dynamostore.NewLister(c.DynamoDB, a.Table), payloads, nil
+}
+
+// Root builds the command tree.
+func (a *App) Root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "dlqctl",
+		Short:         "Triage, forensics, verification and redrive for DLQ Quarantine",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(a.In)
+	root.SetOut(a.Out)
+	root.SetErr(a.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.Table, "table", envOr("DLQQ_TABLE", "dlqq-quarantine"), "quarantine table (DLQQ_TABLE)")
+	pf.StringVar(&a.PayloadBucket, "payload-bucket", os.Getenv("DLQQ_PAYLOAD_BUCKET"), "claim-check bucket (DLQQ_PAYLOAD_BUCKET)")
+	pf.StringVar(&a.Function, "function", envOr("DLQQ_REDRIVE_FUNCTION", "dlqq-redrive"), "redrive function name (DLQQ_REDRIVE_FUNCTION)")
+	pf.StringVar(&a.Profile, "profile", "", "AWS profile")
+	pf.StringVar(&a.Region, "region", "", "AWS region")
+	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
+	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false))
+	return root
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Main runs the CLI and returns its exit code.
+func (a *App) Main(ctx context.Context, args []string) int {
+	root := a.Root()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		if _, usage := err.(*UsageError); !usage && isCobraUsage(err) {
+			err = &UsageError{err}
+		}
+		fmt.Fprintln(a.Err, "dlqctl:", err)
+	}
+	return ExitCode(err)
+}
+
+// isCobraUsage recognises cobra's own argument errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *App) checkOutput() error {
+	if a.Output != "table" && a.Output != "json" {
+		return &UsageError{fmt.Errorf("--output %q: want table or json", a.Output)}
+	}
+	return nil
+}

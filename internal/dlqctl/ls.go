@@ -1,0 +1,89 @@
+package dlqctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// LsOptions are the flags of dlqctl ls.
+type LsOptions struct {
+	Status    string
+	Class     string
+	Source    string
+	Signature string
+	OlderThan time.Duration
+	Limit     int
+}
+
+func (a *App) lsCmd() *cobra.Command {
+	var o LsOptions
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "List records (no payloads)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Ls(cmd.Context(), o) },
+	}
+	f := c.Flags()
+	f.StringVar(&o.Status, "status", "QUARANTINED", "status, comma-separated statuses, or all")
+	f.StringVar(&o.Class, "class", "", "failure class(es): validation, exhausted, poison")
+	f.StringVar(&o.Source, "source", "", "source queue")
+	f.StringVar(&o.Signature, "signature", "", "failure signature")
+	f.DurationVar(&o.OlderThan, "older-than", 0, "only records first seen at least this long ago")
+	f.IntVar(&o.Limit, "limit", 50, "most records to show (0: all)")
+	return c
+}
+
+// Ls runs dlqctl ls.
+func (a *App) Ls(ctx context.Context, o LsOptions) error {
+	if err := a.checkOutput(); err != nil {
+		return err
+	}
+	sts, err := statuses(o.Status)
+	if err != nil {
+		return err
+	}
+	cls, err := classes(o.Class)
+	if err != nil {
+		return err
+	}
+	if o.Limit < 0 || o.OlderThan < 0 {
+		return &UsageError{fmt.Errorf("--limit and --older-than must not be negative")}
+	}
+	q := quarantine.ListQuery{Source: o.Source, Classes: cls, Limit: 500}
+	if o.Signature != "" {
+		q.Signatures = []string{o.Signature}
+	}
+	if o.OlderThan > 0 {
+		q.FirstSeenTo = a.Now().Add(-o.OlderThan)
+	}
+	recs, err := a.list(ctx, sts, q, o.Limit)
+	if err != nil {
+		return err
+	}
+	out := make([]Summary, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, summarize(r))
+	}
+	if a.Output == "json" {
+		enc := json.NewEncoder(a.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(a.Out, "no records match")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tCLASS\tATTEMPTS\tREDRIVES\tFIRST SEEN\tSIGNATURE")
+	for _, s := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", s.ID, s.Status, s.Class, s.Attempts, s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
+	}
+	return tw.Flush()
+}

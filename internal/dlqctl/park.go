@@ -1,0 +1,75 @@
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
+
+// ParkOptions are the flags of dlqctl park and unpark.
+type ParkOptions struct {
+	ID     string
+	Reason string
+	Park   bool
+}
+
+func (a *App) parkCmd(park bool) *cobra.Command {
+	o := ParkOptions{Park: park}
+	use, short := "park ID --reason TEXT", "Park a quarantined record by hand"
+	if !park {
+		use, short = "unpark ID --reason TEXT", "Return a parked record to quarantine"
+	}
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ID = args[0]
+			return a.ParkRecord(cmd.Context(), o)
+		},
+	}
+	c.Flags().StringVar(&o.Reason, "reason", "", "why (required; recorded in the sealed history)")
+	return c
+}
+
+// ParkRecord runs dlqctl park or unpark with one conditional write.
+func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
+	if o.Reason == "" {
+		return &UsageError{errors.New("--reason is required: it is recorded in the sealed history")}
+	}
+	store, _, _, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := store.Get(ctx, o.ID)
+	if errors.Is(err, quarantine.ErrNotFound) {
+		return fmt.Errorf("no record %q in table %s", o.ID, a.Table)
+	}
+	if err != nil {
+		return describe(err, a.Table)
+	}
+	var next *quarantine.Record
+	if o.Park {
+		next, err = r.ParkManual(a.Actor, o.Reason, a.Now())
+	} else {
+		next, err = r.Unpark(a.Actor, o.Reason, a.Now())
+	}
+	if errors.Is(err, quarantine.ErrNotClaimable) {
+		return fmt.Errorf("record %s is %s: cannot %s it", o.ID, r.Status, map[bool]string{true: "park", false: "unpark"}[o.Park])
+	}
+	if err != nil {
+		return err
+	}
+	if err := store.Replace(ctx, next, r.Version); err != nil {
+		if errors.Is(err, quarantine.ErrVersionConflict) {
+			return fmt.Errorf("record %s changed meanwhile; look again and retry", o.ID)
+		}
+		return err
+	}
+	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, next.Status)
+	return nil
+}

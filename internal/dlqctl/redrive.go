@@ -1,0 +1,230 @@
+package dlqctl
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/redrive"
+)
+
+// RedriveOptions are the flags of dlqctl redrive.
+type RedriveOptions struct {
+	Source         string
+	Classes        string
+	Signatures     []string
+	ClearedReasons []string
+	Since, Until   string
+	IDs            []string
+	Max            int
+	BatchSize      int
+	Rate           float64
+	IncludeParked  bool
+	Yes            bool
+}
+
+func (a *App) redriveCmd() *cobra.Command {
+	var o RedriveOptions
+	c := &cobra.Command{
+		Use:   "redrive",
+		Short: "Replay records through the deployed redrive function (a dry run unless --yes)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Redrive(cmd.Context(), o) },
+	}
+	f := c.Flags()
+	f.StringVar(&o.Source, "source", "", "source queue name or ARN (required)")
+	f.StringVar(&o.Classes, "class", "", "failure class(es)")
+	f.StringSliceVar(&o.Signatures, "signature", nil, "failure signature(s)")
+	f.StringSliceVar(&o.ClearedReasons, "cleared", nil, "signature(s) whose root cause is fixed: only these are replayed")
+	f.StringVar(&o.Since, "since", "", "first seen at or after (RFC 3339, or a duration ago like 2h)")
+	f.StringVar(&o.Until, "until", "", "first seen at or before (RFC 3339, or a duration ago)")
+	f.StringSliceVar(&o.IDs, "id", nil, "record id(s)")
+	f.IntVar(&o.Max, "max", 100, "most records in all")
+	f.IntVar(&o.BatchSize, "batch-size", 50, "records per batch (at most 50)")
+	f.Float64Var(&o.Rate, "rate", 0, "sends per second (0: no limit)")
+	f.BoolVar(&o.IncludeParked, "include-parked", false, "also replay PARKED records (approval implied by --yes)")
+	f.BoolVar(&o.Yes, "yes", false, "execute (required when not on a terminal)")
+	return c
+}
+
+// Request builds the redrive request from the flags; now anchors relative
+// windows. It checks the flags as the function will.
+func (o RedriveOptions) Request(actor string, now time.Time) (redrive.Request, error) {
+	cls, err := classes(o.Classes)
+	if err != nil {
+		return redrive.Request{}, err
+	}
+	req := redrive.Request{
+		Source: o.Source, Classes: cls, Signatures: o.Signatures, ClearedReasons: o.ClearedReasons, IDs: o.IDs,
+		MaxMessages: o.Max, BatchSize: o.BatchSize, RatePerSecond: o.Rate, IncludeParked: o.IncludeParked, RequestedBy: actor,
+	}
+	for _, w := range []struct {
+		flag, v string
+		dst     **time.Time
+	}{{"--since", o.Since, &req.FirstSeenFrom}, {"--until", o.Until, &req.FirstSeenTo}} {
+		if w.v == "" {
+			continue
+		}
+		t, err := ParseWhen(w.v, now)
+		if err != nil {
+			return redrive.Request{}, &UsageError{fmt.Errorf("%s: %w", w.flag, err)}
+		}
+		*w.dst = &t
+	}
+	raw, _ := json.Marshal(req)
+	if _, err := redrive.ParseRequest(raw); err != nil {
+		return redrive.Request{}, &UsageError{err}
+	}
+	return req, nil
+}
+
+// ParseWhen reads an RFC 3339 time or a duration before now ("90m", "2h").
+func ParseWhen(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC(), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a positive duration", v)
+	}
+	return now.Add(-d).UTC(), nil
+}
+
+// Redrive runs dlqctl redrive: the plan as a dry run, then, with --yes (or a
+// yes at the terminal), the real run, repeated while the function says
+// records remain, up to --max.
+func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
+	if err := a.checkOutput(); err != nil {
+		return err
+	}
+	req, err := o.Request(a.Actor, a.Now())
+	if err != nil {
+		return err
+	}
+	plan := req
+	plan.DryRun = true
+	rep, err := a.invoke(ctx, plan)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Err, "plan (dry run): would redrive %d, hold %d, park %d as poison, skip %d; %d more match beyond --max\n",
+		rep.Redriven.Count, rep.Held.Count, rep.Parked.Count, rep.Skipped.Count, rep.Remaining)
+	if rep.Redriven.Count+rep.Parked.Count+rep.Held.Count == 0 {
+		fmt.Fprintln(a.Err, "nothing to redrive")
+		return a.print(rep)
+	}
+	if !o.Yes {
+		if !a.IsTerminal() {
+			fmt.Fprintln(a.Err, "not executed: pass --yes to execute when not on a terminal")
+			return a.print(rep)
+		}
+		fmt.Fprint(a.Err, "execute? [y/N] ")
+		line, _ := bufio.NewReader(a.In).ReadString('\n')
+		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
+			fmt.Fprintln(a.Err, "not executed")
+			return nil
+		}
+	}
+	req.Approve = true // the operator confirmed the plan above
+	total := &redrive.Report{}
+	for done := 0; done < o.Max; {
+		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
+		rep, err := a.invoke(ctx, req)
+		if err != nil {
+			return err
+		}
+		merge(total, rep)
+		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count
+		a.progress(done, o.Max, total)
+		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count == 0 {
+			total.Remaining = rep.Remaining
+			break
+		}
+		total.Remaining = rep.Remaining
+	}
+	return a.print(total)
+}
+
+func (a *App) invoke(ctx context.Context, req redrive.Request) (*redrive.Report, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	payload, _ := json.Marshal(req)
+	out, err := c.Lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(a.Function), Payload: payload})
+	if err != nil {
+		var code interface{ ErrorCode() string }
+		if errors.As(err, &code) && code.ErrorCode() == "ResourceNotFoundException" {
+			return nil, fmt.Errorf("redrive function %q not found (set --function or DLQQ_REDRIVE_FUNCTION): %w", a.Function, err)
+		}
+		return nil, fmt.Errorf("invoke %s: %w", a.Function, err)
+	}
+	if out.FunctionError != nil {
+		var fe struct {
+			ErrorMessage string `json:"errorMessage"`
+		}
+		_ = json.Unmarshal(out.Payload, &fe)
+		return nil, fmt.Errorf("redrive function refused the request: %s", cmpOr(fe.ErrorMessage, string(out.Payload)))
+	}
+	var rep redrive.Report
+	if err := json.Unmarshal(out.Payload, &rep); err != nil {
+		return nil, fmt.Errorf("redrive report: %w", err)
+	}
+	return &rep, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func merge(total, r *redrive.Report) {
+	for _, p := range []struct{ dst, src *redrive.Outcome }{
+		{&total.Redriven, &r.Redriven}, {&total.Skipped, &r.Skipped}, {&total.Held, &r.Held},
+		{&total.Parked, &r.Parked}, {&total.Failed, &r.Failed}, {&total.Settled, &r.Settled},
+	} {
+		p.dst.Count += p.src.Count
+		p.dst.IDs = append(p.dst.IDs, p.src.IDs...)
+	}
+	total.Source, total.RequestedBy, total.Stopped = r.Source, r.RequestedBy, r.Stopped
+}
+
+// progress shows a bar on a terminal and plain lines otherwise.
+func (a *App) progress(done, limit int, t *redrive.Report) {
+	if a.IsTerminal() {
+		width := 30
+		filled := min(width, width*done/max(limit, 1))
+		fmt.Fprintf(a.Err, "\r[%s%s] %d/%d redriven %d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, limit, t.Redriven.Count)
+		return
+	}
+	fmt.Fprintf(a.Err, "progress: %d/%d examined, %d redriven, %d held, %d parked, %d failed\n", done, limit, t.Redriven.Count, t.Held.Count, t.Parked.Count, t.Failed.Count)
+}
+
+func (a *App) print(r *redrive.Report) error {
+	if a.Output == "json" {
+		enc := json.NewEncoder(a.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(a.Out, "redriven %d, held %d, parked as poison %d, failed %d, skipped %d; remaining %d\n",
+		r.Redriven.Count, r.Held.Count, r.Parked.Count, r.Failed.Count, r.Skipped.Count, r.Remaining)
+	for _, o := range []struct {
+		name string
+		out  redrive.Outcome
+	}{{"held", r.Held}, {"parked", r.Parked}, {"failed", r.Failed}} {
+		for _, id := range o.out.IDs {
+			fmt.Fprintf(a.Out, "  %s %s\n", o.name, id)
+		}
+	}
+	return nil
+}
