@@ -23,6 +23,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/demo"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/localrunner"
@@ -85,7 +88,19 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 		return 1
 	}
 	rep.Print(stdout, 8)
-	if !rep.OK() {
+	// The operator's view of the same data: dlqctl buckets and verify.
+	ctl := dlqctl.NewApp(strings.NewReader(""), stdout, stderr)
+	ctl.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+		return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS)}, nil
+	}
+	base := []string{"--table", st.Names["QuarantineTable"], "--payload-bucket", st.Names["PayloadBucket"]}
+	fmt.Fprintf(stdout, "\n$ dlqctl buckets\n")
+	if code := ctl.Main(ctx, append(base, "buckets")); code != 0 {
+		return code
+	}
+	fmt.Fprintf(stdout, "\n$ dlqctl verify\n")
+	verified := ctl.Main(ctx, append(base, "verify"))
+	if !rep.OK() || verified != 0 {
 		fmt.Fprintln(stderr, "an invariant was violated")
 		return 1
 	}

@@ -1,0 +1,241 @@
+package dlqctl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/clock"
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/sweeper"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixture is a stack with a known data set: source "orders", fixed times.
+type fixture struct {
+	st    *embedded.Stack
+	store *dynamostore.Store
+	clock *clock.Fake
+	ids   map[string]string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	f := &fixture{st: st, store: dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]),
+		clock: clock.NewFake(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)), ids: map[string]string{}}
+	src := &quarantine.Source{Name: "orders", ARN: "arn:aws:sqs:us-east-1:000000000000:orders", IdempotencyPointer: "/id", RedriveCap: 3}
+	q := quarantine.NewQuarantiner(f.store, s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], ""), f.clock.Now,
+		quarantine.Config{Sources: map[string]*quarantine.Source{"orders": src}})
+	add := func(id, reason string) {
+		attrs := map[string]quarantine.Attribute{}
+		if reason != "" {
+			attrs[quarantine.AttrFailureReason] = quarantine.Attribute{DataType: "String", StringValue: reason}
+		}
+		out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m-" + id, SourceARN: src.ARN, Attributes: attrs, Body: []byte(`{"id":"` + id + `","secret":"PAYLOAD-VALUE-` + id + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.ids[id] = out.Record.DLQID
+		f.clock.Advance(time.Minute)
+	}
+	for _, id := range []string{"o1", "o2", "o3", "o4", "o5"} {
+		add(id, "timeout calling billing")
+	}
+	add("o6", "card declined")
+	add("o7", "card declined")
+	add("o8", "")
+	add("o9", "")
+	add("p1", "fraud hold")
+	// p1 is parked, then archived.
+	r, _ := f.store.Get(ctx, f.ids["p1"])
+	parked, err := r.ParkManual("test", "fraud team", f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Replace(ctx, parked, r.Version); err != nil {
+		t.Fatal(err)
+	}
+	sw := sweeper.New(f.store, dynamostore.NewLister(st.Clients.DynamoDB, st.Names["QuarantineTable"]), s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
+		st.Clients.S3, nil, f.clock.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 400 * 24 * time.Hour})
+	if rep, err := sw.Run(ctx); err != nil || len(rep.Archived) != 1 {
+		t.Fatalf("archive p1: %+v %v", rep, err)
+	}
+	return f
+}
+
+func (f *fixture) app(stdin string, now func() time.Time) (*dlqctl.App, *bytes.Buffer, *bytes.Buffer) {
+	var out, errw bytes.Buffer
+	a := dlqctl.NewApp(strings.NewReader(stdin), &out, &errw)
+	a.Now = now
+	a.IsTerminal = func() bool { return false }
+	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS)}, nil
+	}
+	return a, &out, &errw
+}
+
+func (f *fixture) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return f.runAt(t, f.clock.Now(), args...)
+}
+
+func (f *fixture) runAt(t *testing.T, now time.Time, args ...string) (string, string, int) {
+	t.Helper()
+	a, out, errw := f.app("", func() time.Time { return now })
+	base := []string{"--table", f.st.Names["QuarantineTable"], "--payload-bucket", f.st.Names["PayloadBucket"], "--actor", "alice"}
+	code := a.Main(context.Background(), append(base, args...))
+	return out.String(), errw.String(), code
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s differs from %s:\n%s", name, path, got)
+	}
+}
+
+func TestCommandsOnAKnownDataSet(t *testing.T) {
+	f := newFixture(t)
+
+	out, _, code := f.run(t, "ls")
+	if code != 0 {
+		t.Fatalf("ls exit %d", code)
+	}
+	golden(t, "ls", out)
+
+	out, _, code = f.run(t, "ls", "--status", "all", "--class", "exhausted", "-o", "json")
+	var sums []dlqctl.Summary
+	if err := json.Unmarshal([]byte(out), &sums); err != nil || code != 0 {
+		t.Fatalf("ls json: %v %s", err, out)
+	}
+	if len(sums) != 10 {
+		t.Fatalf("ls json: %d records", len(sums))
+	}
+
+	out, _, code = f.run(t, "buckets")
+	if code != 0 {
+		t.Fatalf("buckets exit %d", code)
+	}
+	golden(t, "buckets", out)
+	var buckets []dlqctl.Bucket
+	out, _, _ = f.run(t, "buckets", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &buckets); err != nil || len(buckets) != 3 || !buckets[0].Dominant || buckets[0].Count != 5 || buckets[1].Dominant {
+		t.Fatalf("buckets json: %v %s", err, out)
+	}
+
+	out, _, code = f.run(t, "show", f.ids["o6"])
+	if code != 0 || strings.Contains(out, "PAYLOAD-VALUE") || !strings.Contains(out, "(verifies)") {
+		t.Fatalf("show without --payload (exit %d):\n%s", code, out)
+	}
+	out, _, code = f.run(t, "show", f.ids["o6"], "--payload")
+	if code != 0 || !strings.Contains(out, "PAYLOAD-VALUE-o6") {
+		t.Fatalf("show --payload (exit %d):\n%s", code, out)
+	}
+	r, _ := f.store.Get(context.Background(), f.ids["o6"])
+	last := r.Attempts[len(r.Attempts)-1]
+	if last.Reason != "payload read" || last.Actor != "alice" || quarantine.Verify(r) != nil {
+		t.Fatalf("the payload read was not recorded: %+v", last)
+	}
+
+	out, _, code = f.run(t, "verify")
+	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stubs): 0 problems") {
+		t.Fatalf("verify (exit %d): %s", code, out)
+	}
+
+	if _, _, code = f.run(t, "park", f.ids["o9"], "--reason", "needs a human"); code != 0 {
+		t.Fatalf("park exit %d", code)
+	}
+	if _, errOut, code := f.run(t, "park", f.ids["o9"], "--reason", "again"); code != 1 || !strings.Contains(errOut, "is PARKED") {
+		t.Fatalf("park twice: %d %s", code, errOut)
+	}
+	if _, _, code = f.run(t, "unpark", f.ids["o9"], "--reason", "fixed upstream"); code != 0 {
+		t.Fatalf("unpark exit %d", code)
+	}
+	r, _ = f.store.Get(context.Background(), f.ids["o9"])
+	if r.Status != quarantine.StatusQuarantined || !strings.Contains(r.Attempts[len(r.Attempts)-2].Reason, "needs a human") {
+		t.Fatalf("park/unpark history: %+v", r.Attempts)
+	}
+	if _, errOut, code := f.run(t, "park", f.ids["o8"]); code != 2 || !strings.Contains(errOut, "--reason is required") {
+		t.Fatalf("park without reason: %d %s", code, errOut)
+	}
+	if _, errOut, code := f.run(t, "show", "orders#nope"); code != 1 || !strings.Contains(errOut, "no record") {
+		t.Fatalf("show missing: %d %s", code, errOut)
+	}
+	if out, _, code := f.run(t, "ls", "--source", "nobody"); code != 0 || !strings.Contains(out, "no records match") {
+		t.Fatalf("empty ls: %d %s", code, out)
+	}
+}
+
+// verify catches a record changed behind the store's back, and an archive
+// object swapped for another (even with the stub re-sealed to match).
+func TestVerifyDetectsTampering(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	table := f.st.Names["QuarantineTable"]
+	r, _ := f.store.Get(ctx, f.ids["o2"])
+	item, _ := dynamostore.Marshal(r)
+	item["failure_class"] = &ddbtypes.AttributeValueMemberS{Value: "validation"}
+	if _, err := f.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	stub, _ := f.store.Get(ctx, f.ids["p1"])
+	forged := []byte(`{"format":1,"record":{}}`)
+	put, err := f.st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(stub.Archive.Bucket), Key: aws.String(stub.Archive.Key), Body: bytes.NewReader(forged)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := stub.Clone()
+	swapped.Archive.VersionID = aws.ToString(put.VersionId)
+	swapped.Archive.SHA256 = quarantine.BodySHA256(forged)
+	if err := quarantine.SealRecord(swapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Replace(ctx, swapped, stub.Version); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := f.run(t, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("verify exit %d, want %d:\n%s", code, dlqctl.ExitMismatch, out)
+	}
+	for _, want := range []string{"MISMATCH " + f.ids["o2"] + ": record", "MISMATCH " + f.ids["p1"] + ": archive key holds versions"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("verify output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package dlqctl_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+)
+
+// Flag parsing, apart from the run functions: no AWS call is made.
+func TestFlagParsing(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	o := dlqctl.RedriveOptions{Source: "orders", Classes: "exhausted,validation", Since: "2h", Until: "2026-11-29T11:00:00Z", Max: 10, BatchSize: 50, ClearedReasons: []string{"a|b|"}}
+	req, err := o.Request("alice", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.FirstSeenFrom == nil || !req.FirstSeenFrom.Equal(now.Add(-2*time.Hour)) || req.FirstSeenTo == nil || req.FirstSeenTo.Hour() != 11 ||
+		len(req.Classes) != 2 || req.RequestedBy != "alice" || req.DryRun {
+		t.Fatalf("request %+v", req)
+	}
+	for _, bad := range []dlqctl.RedriveOptions{
+		{Source: "orders", Max: 10, BatchSize: 51},
+		{Source: "orders", Max: 10, BatchSize: 50, Classes: "maybe"},
+		{Source: "orders", Max: 10, BatchSize: 50, Since: "yesterday"},
+		{Max: 10, BatchSize: 50},
+		{Source: "orders", Max: 10, BatchSize: 50, IDs: []string{"no-hash"}},
+	} {
+		var u *dlqctl.UsageError
+		if _, err := bad.Request("alice", now); !errors.As(err, &u) {
+			t.Errorf("%+v: %v, want a usage error", bad, err)
+		}
+	}
+	if _, err := dlqctl.ParseWhen("-5m", now); err == nil {
+		t.Error("a negative duration was accepted")
+	}
+
+	// Usage errors exit 2 before any AWS call.
+	for _, args := range [][]string{{"nope"}, {"ls", "--status", "LOST"}, {"ls", "--bogus"}, {"show"}, {"ls", "-o", "yaml"}, {"redrive", "--source", "s", "--batch-size", "51"}} {
+		var out, errw bytes.Buffer
+		a := dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+		a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+			t.Fatalf("%v: connected to AWS for a usage error", args)
+			return nil, nil
+		}
+		if code := a.Main(context.Background(), args); code != dlqctl.ExitUsage {
+			t.Errorf("%v: exit %d (%s), want %d", args, code, errw.String(), dlqctl.ExitUsage)
+		}
+	}
+}
