@@ -200,6 +200,9 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 	if out, _, code := f.run(t, "ls", "--source", "nobody"); code != 0 || !strings.Contains(out, "no records match") {
 		t.Fatalf("empty ls: %d %s", code, out)
 	}
+	if _, errOut, code := f.run(t, "--table", "no-such-table", "ls"); code != 1 || !strings.Contains(errOut, `table "no-such-table" not found`) {
+		t.Fatalf("missing table: %d %s", code, errOut)
+	}
 }
 
 // verify catches a record changed behind the store's back, and an archive

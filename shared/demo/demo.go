@@ -87,8 +87,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	log := slog.New(slog.NewJSONHandler(o.Log, nil))
-	fns, err := localrunner.NewFunctions(st, log, o.Log)
+	// Invocations run concurrently here (one at a time in Lambda): their log
+	// and metric lines share one writer.
+	logw := &syncWriter{w: o.Log}
+	log := slog.New(slog.NewJSONHandler(logw, nil))
+	fns, err := localrunner.NewFunctions(st, log, logw)
 	if err != nil {
 		return nil, err
 	}
@@ -503,4 +506,16 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 		}
 	}
 	return nil
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
