@@ -113,7 +113,7 @@ type API interface {
 }
 
 // ErrMismatch means an archive object or its lock is not what the stub says.
-var ErrMismatch = errors.New("archive mismatch")
+var ErrMismatch = quarantine.ErrArchiveMismatch
 
 // Put writes raw under key with COMPLIANCE retention until retainUntil, an
 // S3-verified SHA-256 checksum and SSE-KMS, only if no object exists there

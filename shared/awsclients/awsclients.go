@@ -1,5 +1,7 @@
-// Package awsclients builds the SDK clients every function uses from one
-// aws.Config. Endpoints come only from the SDK's own configuration
+// Package awsclients builds every SDK client from one aws.Config, for the
+// embedded stack, the tests and dlqctl. (Each function's main builds only the
+// clients it needs, with the same two emulator options, to keep its binary
+// small.) Endpoints come only from the SDK's own configuration
 // (AWS_ENDPOINT_URL and per-service variants, or a profile's endpoint_url);
 // Local only adjusts what emulators need.
 package awsclients

@@ -2,9 +2,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/emf"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
@@ -95,7 +91,7 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
 	res.outcome, res.err = h.q.Quarantine(ctx, res.msg)
 	if res.err != nil {
 		h.log.ErrorContext(ctx, "quarantine failed; message will be redelivered",
-			"message_id", rec.MessageId, "event_source", rec.EventSourceARN, "error_kind", ErrorKind(res.err))
+			"message_id", rec.MessageId, "event_source", rec.EventSourceARN, "error_kind", quarantine.ErrorKind(res.err))
 		return res
 	}
 	r := res.outcome.Record
@@ -103,7 +99,7 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
 		"message_id", rec.MessageId,
 		"result", string(res.outcome.Result),
 		"source", r.Source,
-		"record", RecordRef(r.DLQID),
+		"record", quarantine.LogRef(r.DLQID),
 		"key_origin", string(r.KeyOrigin),
 		"status", string(r.Status),
 		"class", string(r.FailureClass),
@@ -113,33 +109,6 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
 		"version", r.Version,
 	)
 	return res
-}
-
-// RecordRef is how logs name a record: a short hash of its dlq_id, because
-// the id embeds the idempotency key, which may be a payload value.
-func RecordRef(dlqID string) string {
-	sum := sha256.Sum256([]byte(dlqID))
-	return hex.EncodeToString(sum[:8])
-}
-
-// ErrorKind classifies an error for logs and metrics without its text, which
-// may name a record.
-func ErrorKind(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, quarantine.ErrContention):
-		return "contention"
-	case errors.Is(err, quarantine.ErrItemTooLarge):
-		return "too_large"
-	case errors.Is(err, quarantine.ErrPayloadMismatch):
-		return "payload_mismatch"
-	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		return "aws:" + api.ErrorCode()
-	}
-	return "store_unavailable"
 }
 
 func (h *Handler) emit(results []result) {
@@ -179,14 +148,10 @@ func (h *Handler) emit(results []result) {
 // sourceOf names the source of a message that could not be stored, for the
 // failure metric: the DeadLetterQueueSourceArn's queue, else the DLQ's.
 func sourceOf(m quarantine.Message) string {
-	arn := m.SourceARN
-	if arn == "" {
-		arn = m.DLQARN
+	if m.SourceARN != "" {
+		return quarantine.ARNResource(m.SourceARN)
 	}
-	if i := strings.LastIndexByte(arn, ':'); i >= 0 {
-		return arn[i+1:]
-	}
-	return arn
+	return quarantine.ARNResource(m.DLQARN)
 }
 
 // ToMessage converts an aws-lambda-go SQS message into the core's Message,

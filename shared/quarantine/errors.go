@@ -1,6 +1,7 @@
 package quarantine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -49,4 +50,36 @@ func (e *SealError) Error() string {
 		what = "body hash"
 	}
 	return fmt.Sprintf("record %s: %s mismatch: stored %q, computed %q", e.ID, what, e.Stored, e.Computed)
+}
+
+// ErrArchiveMismatch means an archive object or its lock is not what its
+// stub says.
+var ErrArchiveMismatch = errors.New("archive mismatch")
+
+// ErrorKind is the one classifier of errors for logs, metrics and reports:
+// a short, low-cardinality name that never carries the error's text (which
+// may name a record, and so an idempotency key). AWS errors are named by
+// their code.
+func ErrorKind(err error) string {
+	var se *SealError
+	var code interface{ ErrorCode() string }
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, ErrContention):
+		return "contention"
+	case errors.Is(err, ErrItemTooLarge):
+		return "too_large"
+	case errors.Is(err, ErrPayloadMismatch):
+		return "payload_mismatch"
+	case errors.Is(err, ErrArchiveMismatch):
+		return "archive_mismatch"
+	case errors.As(err, &se):
+		return "seal_mismatch"
+	case errors.As(err, &code):
+		return "aws:" + code.ErrorCode()
+	}
+	return "unavailable"
 }

@@ -98,3 +98,9 @@ func BodySHA256(body []byte) string {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])
 }
+
+// LogRef is how logs name a record: a short hash of its dlq_id, because the
+// id embeds the idempotency key, which may be a payload value.
+func LogRef(dlqID string) string {
+	return BodySHA256([]byte(dlqID))[:16]
+}

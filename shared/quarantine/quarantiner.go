@@ -234,13 +234,13 @@ func backoff(ctx context.Context, attempt int) error {
 
 func (q *Quarantiner) resolveSource(m Message) (*Source, string) {
 	if m.SourceARN != "" {
-		name := arnResource(m.SourceARN)
+		name := ARNResource(m.SourceARN)
 		if s, ok := q.cfg.Sources[name]; ok {
 			return s, ""
 		}
 		return &Source{Name: name, ARN: m.SourceARN, RedriveCap: q.cfg.DefaultRedriveCap}, "source has no configuration"
 	}
-	dlq := arnResource(m.DLQARN)
+	dlq := ARNResource(m.DLQARN)
 	if s := q.cfg.sourceByDLQ(dlq); s != nil {
 		return s, ""
 	}
@@ -275,7 +275,8 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-func arnResource(arn string) string {
+// ARNResource is the last part of an ARN: a queue's name.
+func ARNResource(arn string) string {
 	if i := strings.LastIndexByte(arn, ':'); i >= 0 {
 		return arn[i+1:]
 	}

@@ -468,7 +468,7 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		return nil, fmt.Errorf("claim record: %w", err)
 	}
 	if berr != nil || aerr != nil {
-		return nil, r.release(ctx, next, "payload unreadable: "+errKind(errors.Join(berr, aerr)), nil, &r.rep.Failed)
+		return nil, r.release(ctx, next, "payload unreadable: "+quarantine.ErrorKind(errors.Join(berr, aerr)), nil, &r.rep.Failed)
 	}
 	if !verdict.Valid {
 		// The same gate as ingest: a payload that fails the current schema
@@ -571,7 +571,7 @@ func (r *run) sendCall(ctx context.Context, url string, group []*claimed) error 
 				return ctx.Err()
 			}
 			for id := range pending {
-				lastCode[id] = errKind(err)
+				lastCode[id] = quarantine.ErrorKind(err)
 			}
 			continue
 		}
@@ -767,19 +767,4 @@ func (r *run) settle(ctx context.Context) error {
 		r.note(&r.rep.Settled, id)
 	}
 	return nil
-}
-
-// errKind names an error without its text (which may name a record).
-func errKind(err error) string {
-	var code interface{ ErrorCode() string }
-	if errors.As(err, &code) {
-		return code.ErrorCode()
-	}
-	switch {
-	case errors.Is(err, quarantine.ErrPayloadMismatch):
-		return "payload hash mismatch"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "deadline"
-	}
-	return "unavailable"
 }

@@ -181,8 +181,8 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			rep.Skipped++
 		case err != nil:
 			rep.Failed++
-			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: errKind(err)})
-			s.log.WarnContext(ctx, "archive failed; retried next run", "record", ref(id), "error_kind", errKind(err))
+			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: quarantine.ErrorKind(err)})
+			s.log.WarnContext(ctx, "archive failed; retried next run", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
 		default:
 			rep.Archived = append(rep.Archived, *a)
 		}
@@ -259,7 +259,7 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 		for _, r := range []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef} {
 			if r != nil {
 				if err := del.DeletePayload(ctx, *r); err != nil {
-					s.log.WarnContext(ctx, "claim-check object not deleted", "record", ref(id), "error_kind", errKind(err))
+					s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
 				}
 			}
 		}
@@ -303,26 +303,4 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("publish metrics: %w", err)
 	}
 	return nil
-}
-
-func ref(id string) string {
-	return quarantine.BodySHA256([]byte(id))[:16]
-}
-
-func errKind(err error) string {
-	var code interface{ ErrorCode() string }
-	if errors.As(err, &code) {
-		return code.ErrorCode()
-	}
-	switch {
-	case errors.Is(err, archive.ErrMismatch):
-		return "archive_mismatch"
-	case errors.Is(err, quarantine.ErrPayloadMismatch):
-		return "payload_mismatch"
-	}
-	var se *quarantine.SealError
-	if errors.As(err, &se) {
-		return "seal_mismatch"
-	}
-	return "unavailable"
 }
