@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/archive"
@@ -54,6 +55,9 @@ func (a *App) Verify(ctx context.Context) error {
 			return describe(err, a.Table)
 		}
 		for _, item := range page.Items {
+			if k, ok := item["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok && quarantine.IsCounterKey(k.Value) {
+				continue // a metrics counter, not a record
+			}
 			r, err := dynamostore.Unmarshal(item)
 			if err != nil {
 				res.Problems = append(res.Problems, archive.Problem{ID: fmt.Sprint(item["dlq_id"]), What: "unreadable item: " + err.Error()})

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,6 +29,7 @@ const MaxItemBytes = 400 * 1024
 
 // Key attribute names and index names used in the template.
 const (
+	CounterAttr   = "n"
 	KeyAttr       = "dlq_id"
 	VersionAttr   = "version"
 	IndexByStatus = "status-first-seen"
@@ -36,6 +39,7 @@ const (
 type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // Store is a quarantine.Store on one DynamoDB table.
@@ -62,7 +66,8 @@ func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
 	return item, nil
 }
 
-// Unmarshal decodes a DynamoDB item into a record.
+// Unmarshal decodes a DynamoDB item into a record, marked as the state the
+// store holds.
 func Unmarshal(item map[string]types.AttributeValue) (*quarantine.Record, error) {
 	var r quarantine.Record
 	if err := attributevalue.UnmarshalMapWithOptions(item, &r, func(o *attributevalue.DecoderOptions) {
@@ -71,6 +76,7 @@ func Unmarshal(item map[string]types.AttributeValue) (*quarantine.Record, error)
 	}); err != nil {
 		return nil, fmt.Errorf("unmarshal record: %w", err)
 	}
+	r.MarkStored()
 	return &r, nil
 }
 
@@ -100,6 +106,10 @@ func (s *Store) Replace(ctx context.Context, r *quarantine.Record, expectedVersi
 
 var errConditionFailed = errors.New("condition failed")
 
+// put writes r under cond and, in the same transaction, the counter changes
+// the write makes (quarantine.Record.CounterDeltas). Transactions that lose
+// a race on a counter shard to another transaction are retried here: the
+// record's own condition did not fail.
 func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.ConditionBuilder) error {
 	item, err := Marshal(r)
 	if err != nil {
@@ -112,18 +122,68 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 	if err != nil {
 		return fmt.Errorf("build condition: %w", err)
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(s.table),
-		Item:                      item,
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return errConditionFailed
+	put := &types.Put{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}
-	return err
+	items := []types.TransactWriteItem{{Put: put}}
+	for _, d := range r.CounterDeltas() {
+		u, err := counterUpdate(s.table, d)
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Update: u})
+	}
+	for attempt := 0; ; attempt++ {
+		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		var tc *types.TransactionCanceledException
+		if !errors.As(err, &tc) {
+			break
+		}
+		if len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+			return errConditionFailed
+		}
+		if attempt >= 20 {
+			return fmt.Errorf("counters contended: %w", quarantine.ErrContention)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.IntN(5<<min(attempt, 5))+1) * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	r.MarkStored()
+	return nil
+}
+
+// counterUpdate adds d.N to one counter shard, creating it if need be.
+func counterUpdate(table string, d quarantine.CounterDelta) (*types.Update, error) {
+	upd := expression.Add(expression.Name(CounterAttr), expression.Value(d.N)).
+		Set(expression.Name("source"), expression.Value(d.Source)).
+		Set(expression.Name("counter_kind"), expression.Value(d.Kind))
+	if d.Signature != "" {
+		// Open-signature counters sit in the status index, one partition per
+		// source, so that the metrics function lists them with one query.
+		upd = upd.Set(expression.Name("status"), expression.Value(quarantine.OpenCounterPartition(d.Source))).
+			Set(expression.Name("first_seen"), expression.Value(d.Key)).
+			Set(expression.Name("failure_signature"), expression.Value(d.Signature))
+	}
+	if d.ExpiresAt != 0 {
+		upd = upd.Set(expression.Name("expires_at"), expression.Value(d.ExpiresAt))
+	}
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build counter update: %w", err)
+	}
+	return &types.Update{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: d.Key}},
+		// One line: kumo drops the clauses after a newline (docs/emulators.md).
+		UpdateExpression:         aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}, nil
 }
 
 // Get implements quarantine.Store with a strongly consistent read.
@@ -364,6 +424,83 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quaranti
 				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
 				}
 			}
+		}
+	}
+	return out, nil
+}
+
+// ReadCounters returns the values of the given counter keys (absent: 0),
+// with consistent BatchGetItem calls of at most 100 keys.
+func (s *Store) ReadCounters(ctx context.Context, keys []string) (map[string]int64, error) {
+	api, ok := s.api.(BatchAPI)
+	if !ok {
+		return nil, errors.New("the DynamoDB client cannot BatchGetItem")
+	}
+	out := make(map[string]int64, len(keys))
+	for start := 0; start < len(keys); start += maxBatchGet {
+		var ks []map[string]types.AttributeValue
+		for _, k := range keys[start:min(start+maxBatchGet, len(keys))] {
+			out[k] = 0
+			ks = append(ks, map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: k}})
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: ks, ConsistentRead: aws.Bool(true),
+			ProjectionExpression: aws.String("#k, #n"), ExpressionAttributeNames: map[string]string{"#k": KeyAttr, "#n": CounterAttr}}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 8 {
+				return nil, errors.New("read counters: keys still unprocessed")
+			}
+			res, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("read counters: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				var c struct {
+					Key string `dynamodbav:"dlq_id"`
+					N   int64  `dynamodbav:"n"`
+				}
+				if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+					return nil, fmt.Errorf("read counters: %w", err)
+				}
+				out[c.Key] = c.N
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// OpenSignatures returns a source's open records by failure signature: one
+// query of the source's counter partition in the status index, whose size
+// is the number of signatures times the shards, not the number of records.
+func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]int64, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key("status").Equal(expression.Value(quarantine.OpenCounterPartition(source)))).Build()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	p := dynamodb.NewQueryPaginator(l.api, &dynamodb.QueryInput{
+		TableName: aws.String(l.table), IndexName: aws.String(IndexByStatus),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("open signatures: %w", err)
+		}
+		for _, item := range page.Items {
+			var c struct {
+				Signature string `dynamodbav:"failure_signature"`
+				N         int64  `dynamodbav:"n"`
+			}
+			if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+				return nil, fmt.Errorf("open signatures: %w", err)
+			}
+			out[c.Signature] += c.N
+		}
+	}
+	for sig, n := range out {
+		if n == 0 {
+			delete(out, sig)
 		}
 	}
 	return out, nil

@@ -89,3 +89,9 @@ func TestListerContract(t *testing.T) {
 	table := stack.Names["QuarantineTable"]
 	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
 }
+
+func TestCountersContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
+	storetest.RunCounters(t, s, l, s, l)
+}

@@ -200,8 +200,9 @@ func (ft *faultTransport) Do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
-		if bytes.Contains(raw, []byte(ft.marker)) && strings.Contains(req.Header.Get("X-Amz-Target"), "PutItem") {
-			ft.hits.Store(req.Header.Get("X-Amz-Target"), true)
+		target := req.Header.Get("X-Amz-Target")
+		if bytes.Contains(raw, []byte(ft.marker)) && (strings.HasSuffix(target, ".PutItem") || strings.HasSuffix(target, ".TransactWriteItems")) {
+			ft.hits.Store("write", true)
 			return nil, errors.New("injected fault: connection reset")
 		}
 	}
@@ -232,7 +233,7 @@ func TestStoreFailureReportsExactlyThatMessage(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "the-bad-one" {
 		t.Fatalf("BatchItemFailures = %+v, want exactly the-bad-one", resp.BatchItemFailures)
 	}
-	if _, ok := ft.hits.Load("DynamoDB_20120810.PutItem"); !ok {
+	if _, ok := ft.hits.Load("write"); !ok {
 		t.Fatal("the fault was never injected")
 	}
 	for _, id := range ids {

@@ -13,15 +13,56 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 )
 
-// Store is an in-memory quarantine.Store.
+// Store is an in-memory quarantine.Store, with the same counters as the
+// DynamoDB store.
 type Store struct {
-	mu      sync.Mutex
-	records map[string]*quarantine.Record
+	mu       sync.Mutex
+	records  map[string]*quarantine.Record
+	counters map[string]int64
+	open     map[string]map[string]int64 // source → signature → count
 }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{records: make(map[string]*quarantine.Record)}
+	return &Store{records: make(map[string]*quarantine.Record), counters: map[string]int64{}, open: map[string]map[string]int64{}}
+}
+
+// apply records r's counter changes and marks it stored; s.mu is held.
+func (s *Store) apply(r *quarantine.Record) {
+	for _, d := range r.CounterDeltas() {
+		s.counters[d.Key] += d.N
+		if d.Signature != "" {
+			if s.open[d.Source] == nil {
+				s.open[d.Source] = map[string]int64{}
+			}
+			s.open[d.Source][d.Signature] += d.N
+		}
+	}
+	r.MarkStored()
+}
+
+// ReadCounters returns the values of the given counter keys (absent: 0).
+func (s *Store) ReadCounters(_ context.Context, keys []string) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(keys))
+	for _, k := range keys {
+		out[k] = s.counters[k]
+	}
+	return out, nil
+}
+
+// OpenSignatures returns a source's open records by failure signature.
+func (s *Store) OpenSignatures(_ context.Context, source string) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for sig, n := range s.open[source] {
+		if n != 0 {
+			out[sig] = n
+		}
+	}
+	return out, nil
 }
 
 // Create implements quarantine.Store.
@@ -31,6 +72,7 @@ func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
 	if _, ok := s.records[r.DLQID]; ok {
 		return quarantine.ErrExists
 	}
+	s.apply(r)
 	s.records[r.DLQID] = r.Clone()
 	return nil
 }
@@ -54,6 +96,7 @@ func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion
 	if !ok || cur.Version != expectedVersion {
 		return quarantine.ErrVersionConflict
 	}
+	s.apply(r)
 	s.records[r.DLQID] = r.Clone()
 	return nil
 }

@@ -21,3 +21,8 @@ func TestListerContract(t *testing.T) {
 	s := memstore.New()
 	storetest.RunLister(t, s, s)
 }
+
+func TestCountersContract(t *testing.T) {
+	s := memstore.New()
+	storetest.RunCounters(t, s, s, s, s)
+}

@@ -146,6 +146,10 @@ type Record struct {
 
 	Seal     string `json:"seal,omitempty"`
 	PrevSeal string `json:"prev_seal,omitempty"`
+
+	// stored is the state the store holds for this record (nil for a
+	// record never read or written): what its counters count.
+	stored *StoredState
 }
 
 // ArchiveRef locates the write-once archive object of a record version.

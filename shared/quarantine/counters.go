@@ -1,0 +1,121 @@
+package quarantine
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Counters keep the metrics function's cost independent of the table's
+// size: every record write also adjusts a few counter items in the same
+// transaction. Each counter is split into CounterShards items (by record) so
+// that concurrent writers rarely touch the same one; readers sum the shards.
+const CounterShards = 8
+
+// Counter kinds.
+const (
+	CounterState     = "state"    // records by status and class
+	CounterOpen      = "open"     // QUARANTINED records by failure signature
+	CounterArrivals  = "arrivals" // new records, per minute
+	CounterCameBack  = "cameback" // replays that failed again, per hour
+	CounterResolved  = "resolved" // replays that settled, per hour
+	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
+)
+
+// StoredState is what a record looked like when it was last read from or
+// written to the store: the counters it is counted in.
+type StoredState struct {
+	Status    Status
+	Class     Class
+	Signature string
+}
+
+// MarkStored records r's current state as the state the store holds. Store
+// adapters call it after every read and write.
+func (r *Record) MarkStored() {
+	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature}
+}
+
+// CounterDelta is one change to one counter shard.
+type CounterDelta struct {
+	Key    string
+	Source string
+	Kind   string
+	N      int64
+	// Signature is set on open-signature counters (they are listed by it).
+	Signature string
+	// ExpiresAt is set on time-bucket counters (a TTL in Unix seconds).
+	ExpiresAt int64
+}
+
+// CounterDeltas are the counter changes that writing r makes, given the
+// state the store holds for it (none for a new record).
+func (r *Record) CounterDeltas() []CounterDelta {
+	shard := r.shard()
+	var out []CounterDelta
+	add := func(d CounterDelta) {
+		d.Source = r.Source
+		out = append(out, d)
+	}
+	prev, cur := r.stored, &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature}
+	if prev == nil || prev.Status != cur.Status || prev.Class != cur.Class {
+		if prev != nil {
+			add(CounterDelta{Key: StateCounterKey(r.Source, prev.Status, prev.Class, shard), Kind: CounterState, N: -1})
+		}
+		add(CounterDelta{Key: StateCounterKey(r.Source, cur.Status, cur.Class, shard), Kind: CounterState, N: 1})
+	}
+	wasOpen := prev != nil && prev.Status == StatusQuarantined
+	isOpen := cur.Status == StatusQuarantined
+	if wasOpen != isOpen || (wasOpen && prev.Signature != cur.Signature) {
+		if wasOpen {
+			add(CounterDelta{Key: OpenCounterKey(r.Source, prev.Signature, shard), Kind: CounterOpen, N: -1, Signature: prev.Signature})
+		}
+		if isOpen {
+			add(CounterDelta{Key: OpenCounterKey(r.Source, cur.Signature, shard), Kind: CounterOpen, N: 1, Signature: cur.Signature})
+		}
+	}
+	switch {
+	case prev == nil:
+		at := r.FirstSeen.Truncate(time.Minute)
+		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterArrivals, at, shard), Kind: CounterArrivals, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+	case cur.Status == StatusQuarantined && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved):
+		at := r.LastSeen.Truncate(time.Hour)
+		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterCameBack, at, shard), Kind: CounterCameBack, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+	case cur.Status == StatusResolved && prev.Status == StatusRedriven:
+		at := r.StatusSince.Truncate(time.Hour)
+		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, at, shard), Kind: CounterResolved, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+	}
+	return out
+}
+
+func (r *Record) shard() int {
+	h := fnv.New32a()
+	h.Write([]byte(r.DLQID))
+	return int(h.Sum32() % CounterShards)
+}
+
+// StateCounterKey is the key of one shard of a status × class counter.
+func StateCounterKey(source string, st Status, c Class, shard int) string {
+	return fmt.Sprintf("%s%s#%s#%s#%s#%d", counterKeyPrefix, source, CounterState, st, c, shard)
+}
+
+// OpenCounterKey is the key of one shard of an open-signature counter.
+func OpenCounterKey(source, signature string, shard int) string {
+	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, CounterOpen, signature, shard)
+}
+
+// BucketCounterKey is the key of one shard of a time-bucket counter.
+func BucketCounterKey(source, kind string, at time.Time, shard int) string {
+	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, kind, at.UTC().Format("2006-01-02T15:04"), shard)
+}
+
+// OpenCounterPartition is the status-index partition that holds a source's
+// open-signature counters, so they are listed with one query.
+func OpenCounterPartition(source string) string {
+	return "CTR#OPEN#" + source
+}
+
+// IsCounterKey reports whether a table key names a counter, not a record.
+func IsCounterKey(id string) bool {
+	return len(id) >= len(counterKeyPrefix) && id[:len(counterKeyPrefix)] == counterKeyPrefix
+}
