@@ -19,6 +19,7 @@ const (
 	CounterArrivals  = "arrivals" // new records, per minute
 	CounterCameBack  = "cameback" // replays that failed again, per hour
 	CounterResolved  = "resolved" // replays that settled, per hour
+	CounterPoisoned  = "poisoned" // records newly parked as poison, per hour
 	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
 )
 
@@ -84,6 +85,9 @@ func (r *Record) CounterDeltas() []CounterDelta {
 	case cur.Status == StatusResolved && prev.Status == StatusRedriven:
 		at := r.StatusSince.Truncate(time.Hour)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, at, shard), Kind: CounterResolved, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+	case cur.Status == StatusParked && cur.Class == ClassPoison && prev.Status != StatusParked:
+		at := r.StatusSince.Truncate(time.Hour)
+		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterPoisoned, at, shard), Kind: CounterPoisoned, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
 	}
 	return out
 }
