@@ -119,12 +119,21 @@ func TestKnownScenario(t *testing.T) {
 	p1 := e.at(t, 2*time.Minute, "p1", "timeout", "")
 	r1 := e.at(t, 3*time.Minute, "r1", "timeout", "")
 	c1 := e.at(t, 3*time.Minute, "c1", "timeout", "")
-	e.step(t, p1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { r.RedriveCount = r.RedriveCap; return r.ParkPoison("t", t0.Add(5*time.Minute)) })
+	e.step(t, p1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		r.RedriveCount = r.RedriveCap
+		return r.ParkPoison("t", t0.Add(5*time.Minute))
+	})
 	for _, id := range []string{r1.DLQID, c1.DLQID} {
-		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("t", t0.Add(4*time.Minute), time.Minute) })
-		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("t", "m", t0.Add(4*time.Minute)) })
+		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Claim("t", t0.Add(4*time.Minute), time.Minute)
+		})
+		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven("t", "m", t0.Add(4*time.Minute))
+		})
 	}
-	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(t0.Add(6*time.Minute), time.Minute) })
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Settle(t0.Add(6*time.Minute), time.Minute)
+	})
 	e.at(t, 7*time.Minute, "c1", "timeout", "") // c1's replay came back
 	e.at(t, 9*time.Minute+10*time.Second, "a3", "timeout", "")
 	e.at(t, 9*time.Minute+20*time.Second, "b1", "", "not json")

@@ -20,7 +20,7 @@ const (
 	CounterCameBack  = "cameback" // replays that failed again, per hour
 	CounterResolved  = "resolved" // replays that settled, per hour
 	CounterPoisoned  = "poisoned" // records newly parked as poison, per hour
-	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
+	counterKeyPrefix = "#ctr#"    // no queue name starts with #, so no record id does
 )
 
 // StoredState is what a record looked like when it was last read from or
