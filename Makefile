@@ -2,13 +2,13 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive sweeper
+FUNCTIONS := ingest redrive sweeper metrics
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo local fuzz clean test-localstack \
-	build-IngestFunction build-RedriveFunction build-SweeperFunction
+	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction
 
 all: lint test build
 
@@ -74,3 +74,6 @@ build-RedriveFunction:
 
 build-SweeperFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper
+
+build-MetricsFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/metrics

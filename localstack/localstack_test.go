@@ -48,6 +48,7 @@ func TestComposeAndHookMatchTheTemplate(t *testing.T) {
 	need := map[string]string{
 		"AWS::SQS::Queue": "sqs", "AWS::DynamoDB::Table": "dynamodb", "AWS::S3::Bucket": "s3", "AWS::KMS::Key": "kms",
 		"AWS::Serverless::Function": "lambda", "AWS::IAM::Role": "iam", "AWS::Logs::LogGroup": "logs", "AWS::Events::Rule": "events",
+		"AWS::SNS::Topic": "sns", "AWS::CloudWatch::Alarm": "cloudwatch",
 	}
 	for _, res := range tpl.Resources {
 		if svc, ok := need[res.AWSCloudFormationType()]; ok && !slices.Contains(services, svc) {

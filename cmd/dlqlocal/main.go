@@ -135,6 +135,7 @@ func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
 	handlers := map[string]func(context.Context, json.RawMessage) error{
 		name("RedriveFunction"): func(ctx context.Context, in json.RawMessage) error { _, err := fns.Redrive.Handle(ctx, in); return err },
 		name("SweeperFunction"): func(ctx context.Context, _ json.RawMessage) error { _, err := fns.Sweeper.Run(ctx); return err },
+		name("MetricsFunction"): func(ctx context.Context, _ json.RawMessage) error { _, err := fns.Metrics.Run(ctx); return err },
 	}
 	fmt.Fprintf(stdout, "DLQ Quarantine is running on the embedded stack (Ctrl-C to stop).\n\n")
 	fmt.Fprintf(stdout, "Point the AWS CLI or dlqctl at it:\n")

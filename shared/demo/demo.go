@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -26,6 +28,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/metrics"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
@@ -68,7 +71,9 @@ type Report struct {
 	Sweep                            *sweeper.Report
 	Lost, Unexpected, SealFailures   []string
 	Duplicated, WrongState, BadStubs []string
-	Elapsed                          time.Duration
+	// Metrics as the emulator's CloudWatch holds them.
+	Metrics map[string]float64
+	Elapsed time.Duration
 }
 
 // OK reports whether every invariant held.
@@ -165,6 +170,13 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 	if err := verifyFinal(ctx, st, fns, gen, c, rep); err != nil {
+		return nil, err
+	}
+	// Phase 4: the metrics function publishes DLQ health; read it back.
+	if _, err := fns.Metrics.Run(ctx); err != nil {
+		return nil, err
+	}
+	if rep.Metrics, err = readMetrics(ctx, st, fns.Source); err != nil {
 		return nil, err
 	}
 	rep.Elapsed = time.Since(start)
@@ -425,6 +437,13 @@ func (r *Report) Print(w io.Writer, sample int) {
 		}
 		tw.Flush()
 	}
+	if len(r.Metrics) > 0 {
+		fmt.Fprintf(w, "\nDLQ health, as CloudWatch holds it (namespace DLQQuarantine):\n")
+		for _, name := range slices.Sorted(maps.Keys(r.Metrics)) {
+			fmt.Fprintf(tw, "  %s\t%g\n", name, r.Metrics[name])
+		}
+		tw.Flush()
+	}
 	fmt.Fprintf(w, "\ninvariants:\n")
 	check := func(ok bool, what string, n int) {
 		mark := "ok  "
@@ -522,4 +541,32 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// readMetrics reads back, from CloudWatch, what the metrics function
+// published for source, and the sweeper's archive counts.
+func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[string]float64, error) {
+	out := map[string]float64{}
+	src := []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(source)}}
+	for _, m := range []struct {
+		name string
+		dims []cwtypes.Dimension
+	}{
+		{metrics.MetricDLQDepth, src}, {metrics.MetricOldestAge, src}, {metrics.MetricArrivals, src}, {metrics.MetricSuccessRate, src},
+		{metrics.MetricPoison, src}, {metrics.MetricNewPoison, src}, {metrics.MetricDominantShare, src},
+		{sweeper.MetricArchived, nil}, {sweeper.MetricFailures, nil},
+	} {
+		res, err := st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
+			Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(m.name), Dimensions: m.dims,
+			StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+			Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read back %s: %w", m.name, err)
+		}
+		if len(res.Datapoints) > 0 {
+			out[m.name] = aws.ToFloat64(res.Datapoints[0].Maximum)
+		}
+	}
+	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
+	"github.com/dlqquarantine/dlqq/shared/metrics"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
@@ -23,6 +24,7 @@ type Functions struct {
 	Mapping Mapping
 	Redrive *redrive.Service
 	Sweeper *sweeper.Service
+	Metrics *metrics.Service
 	// Source is the template's source queue, with its redrive cap and the
 	// settle window.
 	Source     string
@@ -30,8 +32,8 @@ type Functions struct {
 	Settle     time.Duration
 }
 
-// NewFunctions builds them. metrics receives ingest's EMF lines.
-func NewFunctions(st *embedded.Stack, log *slog.Logger, metrics io.Writer) (*Functions, error) {
+// NewFunctions builds them. emfOut receives ingest's EMF lines.
+func NewFunctions(st *embedded.Stack, log *slog.Logger, emfOut io.Writer) (*Functions, error) {
 	env := func(id string) (func(string) string, error) {
 		fn, err := st.Template.GetServerlessFunctionWithName(id)
 		if err != nil {
@@ -47,7 +49,7 @@ func NewFunctions(st *embedded.Stack, log *slog.Logger, metrics io.Writer) (*Fun
 	if f.IngestConfig, err = ingest.ConfigFromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("ingest config from template: %w", err)
 	}
-	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, metrics, nil); err != nil {
+	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, emfOut, nil); err != nil {
 		return nil, err
 	}
 	if f.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
@@ -73,6 +75,16 @@ func NewFunctions(st *embedded.Stack, log *slog.Logger, metrics io.Writer) (*Fun
 	scfg, err := sweeper.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("sweeper config from template: %w", err)
+	}
+	if getenv, err = env("MetricsFunction"); err != nil {
+		return nil, err
+	}
+	mcfg, err := metrics.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("metrics config from template: %w", err)
+	}
+	if f.Metrics, err = metrics.NewFromConfig(mcfg, st.Clients.DynamoDB, st.Clients.SQS, st.Clients.CloudWatch, log, nil); err != nil {
+		return nil, err
 	}
 	table := scfg.TableName
 	f.Sweeper = sweeper.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table),

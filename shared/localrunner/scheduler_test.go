@@ -24,8 +24,8 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-// The scheduler runs exactly the template's schedules: the sweeper, and the
-// redrive settle with its input.
+// The scheduler runs exactly the template's schedules: the sweeper, the
+// metrics, and the redrive settle with its input.
 func TestSchedulesFromTemplate(t *testing.T) {
 	t.Parallel()
 	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: "us-east-1", Account: "000000000000"})
@@ -51,7 +51,10 @@ func TestSchedulesFromTemplate(t *testing.T) {
 	if err != nil || req.Action != redrive.ActionSettle || req.Source != "dlqq-source" {
 		t.Errorf("settle input %s: %+v %v", s.Input, req, err)
 	}
-	if len(scheds) != 2 {
+	if s := got["dlqq-metrics"]; s.Every != time.Minute {
+		t.Errorf("metrics schedule %+v", s)
+	}
+	if len(scheds) != 3 {
 		raw, _ := json.Marshal(scheds)
 		t.Errorf("schedules %s", raw)
 	}

@@ -158,6 +158,8 @@ func (r *resolver) ref(in any) any {
 	switch r.types[name] {
 	case "AWS::SQS::Queue":
 		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + r.names[name]
+	case "AWS::SNS::Topic":
+		return fmt.Sprintf("arn:aws:sns:%s:%s:%s-%s", r.env.Region, r.env.Account, r.env.StackName, strings.ToLower(name))
 	case "":
 		return "unresolved:" + name
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation"
 
 	"github.com/dlqquarantine/dlqq/shared/ingest"
+	"github.com/dlqquarantine/dlqq/shared/metrics"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
 	"github.com/dlqquarantine/dlqq/shared/template"
@@ -330,5 +331,85 @@ func TestArchiveBucketAndSweeper(t *testing.T) {
 	rule, err := tpl.GetEventsRuleWithName("SweeperSchedule")
 	if err != nil || aws.ToString(rule.ScheduleExpression) == "" || rule.Targets[0].Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-sweeper" {
 		t.Fatalf("sweeper schedule %+v %v", rule, err)
+	}
+}
+
+// Every alarm on the project's namespace watches a metric a function
+// publishes, with dimensions it publishes; the topic is KMS-encrypted.
+func TestAlarmsWatchPublishedMetrics(t *testing.T) {
+	tpl := open(t)
+	published := map[string][]string{ // metric → dimension names
+		metrics.MetricDLQDepth: {"Source"}, metrics.MetricDLQInFlight: {"Source"}, metrics.MetricOldestAge: {"Source"},
+		metrics.MetricArrivals: {"Source"}, metrics.MetricSuccessRate: {"Source"}, metrics.MetricPoison: {"Source"},
+		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
+		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
+		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
+	}
+	seen := map[string]bool{}
+	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+		if len(a.AlarmActions) != 1 || a.AlarmActions[0] != "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic" {
+			t.Errorf("%s notifies %v", id, a.AlarmActions)
+		}
+		ns, name := aws.ToString(a.Namespace), aws.ToString(a.MetricName)
+		seen[name] = true
+		if ns == "AWS/Lambda" {
+			continue
+		}
+		if ns != "DLQQuarantine" {
+			t.Errorf("%s watches namespace %s", id, ns)
+			continue
+		}
+		dims, ok := published[name]
+		if !ok {
+			t.Errorf("%s watches %s, which nothing publishes", id, name)
+		}
+		var got []string
+		for _, d := range a.Dimensions {
+			got = append(got, d.Name)
+			if d.Name == "Source" && d.Value != "prod-source" {
+				t.Errorf("%s watches source %s", id, d.Value)
+			}
+		}
+		if !slices.Equal(got, dims) {
+			t.Errorf("%s dimensions %v, published with %v", id, got, dims)
+		}
+	}
+	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures} {
+		if !seen[want] {
+			t.Errorf("no alarm on %s", want)
+		}
+	}
+	defaults := map[string]float64{"DepthAlarmThreshold": 100, "OldestAgeAlarmSeconds": 1800, "DominantShareAlarmPercent": 40}
+	for p, v := range defaults {
+		if got := param(t, tpl, p); got != v {
+			t.Errorf("%s default %v, want %v", p, got, v)
+		}
+	}
+	topic, err := tpl.GetSNSTopicWithName("AlarmTopic")
+	if err != nil || aws.ToString(topic.KmsMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
+		t.Fatalf("alarm topic %+v %v", topic, err)
+	}
+	fn, err := tpl.GetServerlessFunctionWithName("MetricsFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] }); err != nil {
+		t.Fatalf("the metrics function's environment is not a valid configuration: %v", err)
+	}
+	actions := grants(t, tpl, "MetricsRole")
+	if _, ok := actions["dynamodb:Scan"]; ok {
+		t.Error("the metrics function may scan")
+	}
+	dash, err := tpl.GetCloudWatchDashboardWithName("HealthDashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid([]byte(dash.DashboardBody)) {
+		t.Fatalf("dashboard body is not JSON: %s", dash.DashboardBody)
+	}
+	for _, m := range []string{"DLQDepth", "OldestQuarantinedAgeSeconds", "ArrivalsPerMinute", "RedriveSuccessRate", "PoisonRecords", "ArchivedRecords"} {
+		if !strings.Contains(dash.DashboardBody, `"`+m+`"`) {
+			t.Errorf("the dashboard does not show %s", m)
+		}
 	}
 }

@@ -1,0 +1,46 @@
+// Command metrics is the scheduled Lambda function that publishes DLQ
+// health to CloudWatch.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/shared/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/metrics"
+)
+
+func main() {
+	log := lambdalog.New(os.Stdout, slog.LevelInfo)
+	svc, err := build(log)
+	if err != nil {
+		log.Error("metrics init failed", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(func(ctx context.Context, _ events.CloudWatchEvent) ([]metrics.Report, error) {
+		return svc.Run(ctx)
+	})
+}
+
+func build(log *slog.Logger) (*metrics.Service, error) {
+	cfg, err := metrics.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
+	return metrics.NewFromConfig(cfg, ddb, sqs.NewFromConfig(awsCfg), cloudwatch.NewFromConfig(awsCfg), log, nil)
+}
