@@ -79,7 +79,7 @@ func (r *Record) CounterDeltas() []CounterDelta {
 	case prev == nil:
 		at := r.FirstSeen.Truncate(time.Minute)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterArrivals, at, shard), Kind: CounterArrivals, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
-	case cur.Status == StatusQuarantined && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved):
+	case cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved):
 		at := r.LastSeen.Truncate(time.Hour)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterCameBack, at, shard), Kind: CounterCameBack, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
 	case cur.Status == StatusResolved && prev.Status == StatusRedriven:
@@ -90,6 +90,12 @@ func (r *Record) CounterDeltas() []CounterDelta {
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterPoisoned, at, shard), Kind: CounterPoisoned, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
 	}
 	return out
+}
+
+// arrived reports whether the newest history entry is an arrival from the
+// DLQ (and not, say, redrive giving a claim back).
+func (r *Record) arrived() bool {
+	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].Actor == ActorIngest
 }
 
 func (r *Record) shard() int {

@@ -368,3 +368,54 @@ func TestConsumerAttributesWin(t *testing.T) {
 		t.Fatalf("got %+v", c)
 	}
 }
+
+// Only a message that fails again counts as a replay that came back; a
+// claim given back (the gate held the payload) does not.
+func TestCameBackCountsArrivalsOnly(t *testing.T) {
+	t.Parallel()
+	q, store, _, clk := newQ(t)
+	ctx := context.Background()
+	out, err := q.Quarantine(ctx, msg("m1", validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := func(kind string) int64 {
+		var keys []string
+		for s := range quarantine.CounterShards {
+			keys = append(keys, quarantine.BucketCounterKey("inventory", kind, clk.Now().Truncate(time.Hour), s))
+		}
+		got, _ := store.ReadCounters(ctx, keys)
+		var n int64
+		for _, v := range got {
+			n += v
+		}
+		return n
+	}
+	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
+		t.Helper()
+		r, err := store.Get(ctx, out.Record.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := f(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Replace(ctx, next, r.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Release("op", "held", clk.Now(), nil) })
+	if n := bucket(quarantine.CounterCameBack); n != 0 {
+		t.Fatalf("a released claim counted as came back: %d", n)
+	}
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("op", "sent-1", clk.Now()) })
+	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
+		t.Fatal(err)
+	}
+	if n := bucket(quarantine.CounterCameBack); n != 1 {
+		t.Fatalf("came back = %d, want 1", n)
+	}
+}
