@@ -411,7 +411,9 @@ func TestCameBackCountsArrivalsOnly(t *testing.T) {
 		t.Fatalf("a released claim counted as came back: %d", n)
 	}
 	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("op", "sent-1", clk.Now()) })
+	step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkRedriven("op", "sent-1", clk.Now())
+	})
 	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
 		t.Fatal(err)
 	}
