@@ -116,6 +116,16 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "batch_size 51 is outside 1..50") {
 		t.Fatalf("batch_size 51: %s", out.Payload)
 	}
+	// Its logs name no payload value: not the lot, the NDC, nor the event ids
+	// (which are the records' idempotency keys).
+	for _, v := range []string{"LOT-1", "00409-4888-02", "inv-000101", "inv-000102", "inv-000103"} {
+		if strings.Contains(f.Output(), v) {
+			t.Fatalf("payload value %q in the redrive function's logs:\n%s", v, f.Output())
+		}
+	}
+	if !strings.Contains(f.Output(), "redrive run finished") {
+		t.Fatalf("no outcome log line:\n%s", f.Output())
+	}
 	r, err := store.Get(ctx, source+"#inv-000102")
 	if err != nil || r.Status != quarantine.StatusRedriven || r.RedriveCap != r.RedriveCount || !strings.Contains(r.Attempts[len(r.Attempts)-2].Reason, "cap raised") || r.Attempts[len(r.Attempts)-1].Actor != "lead@example.com" {
 		t.Fatalf("approved parked replay: %+v %v", r, err)

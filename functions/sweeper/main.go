@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
 )
@@ -29,7 +30,12 @@ func main() {
 		os.Exit(1)
 	}
 	lambda.Start(func(ctx context.Context, _ events.CloudWatchEvent) (*sweeper.Report, error) {
-		return svc.Run(ctx)
+		out, err := svc.Run(ctx)
+		if err != nil {
+			// The runtime logs a function error's text: give it the kind only.
+			return out, fmt.Errorf("run failed: %s", quarantine.ErrorKind(err))
+		}
+		return out, nil
 	})
 }
 

@@ -94,7 +94,15 @@ func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() t
 		payloads, c.SQS, srcs, now, log, cfg.Service), nil
 }
 
-// LambdaHandler adapts Handle to lambda.Start's signature.
+// LambdaHandler adapts Handle to lambda.Start's signature. The runtime logs
+// a function error's text, so an operational error is returned by its kind
+// only (its text may name a record, and so an idempotency key); a request
+// error, which names request fields, is returned whole.
 func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Report, error) {
-	return s.Handle(ctx, raw)
+	rep, err := s.Handle(ctx, raw)
+	var re *RequestError
+	if err != nil && !errors.As(err, &re) {
+		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
+	}
+	return rep, err
 }

@@ -122,9 +122,11 @@ func (r *Request) normalize() error {
 	if r.FirstSeenFrom != nil && r.FirstSeenTo != nil && r.FirstSeenFrom.After(*r.FirstSeenTo) {
 		p = append(p, "first_seen_from is after first_seen_to")
 	}
-	for _, id := range r.IDs {
+	// Problems name ids by position: an id embeds an idempotency key, which
+	// may be a payload value, and function errors are logged.
+	for i, id := range r.IDs {
 		if !strings.Contains(id, "#") {
-			p = append(p, fmt.Sprintf("id %q is not a record id (<source>#<key>)", id))
+			p = append(p, fmt.Sprintf("ids[%d] is not a record id (<source>#<key>)", i))
 		}
 	}
 	if len(p) > 0 {

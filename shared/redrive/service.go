@@ -123,9 +123,9 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	if src == nil {
 		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, errUnknownSource)}}
 	}
-	for _, id := range req.IDs {
+	for i, id := range req.IDs {
 		if !strings.HasPrefix(id, src.Name+"#") {
-			return nil, &RequestError{Problems: []string{fmt.Sprintf("id %q does not belong to source %q", id, src.Name)}}
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("ids[%d] does not belong to source %q", i, src.Name)}}
 		}
 	}
 	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
@@ -144,7 +144,7 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
 		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
 		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
-		"remaining", rep.Remaining, "stopped", rep.Stopped)
+		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 	return rep, err
 }
 
