@@ -21,6 +21,10 @@ func (b brokenStore) Get(_ context.Context, id string) (*quarantine.Record, erro
 	return nil, errors.New("get " + id + ": connection reset")
 }
 
+func (b brokenStore) GetMany(_ context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	return nil, errors.New("batch get " + strings.Join(ids, ",") + ": connection reset")
+}
+
 // The runtime logs a function error's text: an operational error reaches it
 // by kind only, never naming a record (whose id embeds the idempotency key).
 func TestLambdaErrorsNameNoRecord(t *testing.T) {
