@@ -67,7 +67,9 @@ func (e *env) sweeper(store quarantine.Store, s3api archive.API) *sweeper.Servic
 	}
 	return sweeper.New(store, e.lister, e.payloads, s3api, e.st.Clients.CloudWatch, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: 2 * time.Hour, Retention: 365 * 24 * time.Hour, Namespace: e.st.Env.StackName})
+		// Retention is counted from the fake clock: ten years keeps its
+		// retain-until in the real future, as S3 requires.
+		sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: 2 * time.Hour, Retention: 3650 * 24 * time.Hour, Namespace: e.st.Env.StackName})
 }
 
 // quarantine stores one record and returns it.
@@ -296,7 +298,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 	}
 	// Changed after selection: archived in its current state.
 	svc := sweeper.New(e.store, &changingLister{Lister: e.lister, change: refail("1")}, e.payloads, e.st.Clients.S3, nil, e.clock.Now,
-		slog.New(slog.NewJSONHandler(io.Discard, nil)), sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 365 * 24 * time.Hour})
+		slog.New(slog.NewJSONHandler(io.Discard, nil)), sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 3650 * 24 * time.Hour})
 	rep, err := svc.Run(ctx)
 	if err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("%+v %v", rep, err)
