@@ -386,11 +386,26 @@ const maxBatchGet = 100
 // calls of at most 100 keys, retrying unprocessed keys. The store's client
 // must implement BatchAPI.
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	out := make(map[string]*quarantine.Record, len(ids))
+	err := s.batchGet(ctx, ids, nil, func(item map[string]types.AttributeValue) error {
+		r, err := Unmarshal(item)
+		if err != nil {
+			return err
+		}
+		out[r.DLQID] = r
+		return nil
+	})
+	return out, err
+}
+
+// batchGet reads the items with the given keys (duplicates read once) in
+// consistent BatchGetItem calls of at most 100 keys, retrying unprocessed
+// keys with a growing pause, and hands each item to each.
+func (s *Store) batchGet(ctx context.Context, ids []string, projection *expression.Expression, each func(map[string]types.AttributeValue) error) error {
 	api, ok := s.api.(BatchAPI)
 	if !ok {
-		return nil, errors.New("the DynamoDB client cannot BatchGetItem")
+		return errors.New("the DynamoDB client cannot BatchGetItem")
 	}
-	out := make(map[string]*quarantine.Record, len(ids))
 	for start := 0; start < len(ids); start += maxBatchGet {
 		var keys []map[string]types.AttributeValue
 		seen := map[string]bool{}
@@ -400,71 +415,61 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quaranti
 				keys = append(keys, map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}})
 			}
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		ka := types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}
+		if projection != nil {
+			ka.ProjectionExpression, ka.ExpressionAttributeNames = projection.Projection(), projection.Names()
+		}
+		req := map[string]types.KeysAndAttributes{s.table: ka}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt > 8 {
-				return nil, fmt.Errorf("batch get: keys still unprocessed after %d tries", attempt)
+				return fmt.Errorf("batch get: keys still unprocessed after %d tries", attempt)
 			}
 			res, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, fmt.Errorf("batch get: %w", err)
+				return fmt.Errorf("batch get: %w", err)
 			}
 			for _, item := range res.Responses[s.table] {
-				r, err := Unmarshal(item)
-				if err != nil {
-					return nil, err
+				if err := each(item); err != nil {
+					return err
 				}
-				out[r.DLQID] = r
 			}
 			req = res.UnprocessedKeys
 			if len(req) > 0 {
 				select {
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					return ctx.Err()
 				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
 				}
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // ReadCounters returns the values of the given counter keys (absent: 0),
 // with consistent BatchGetItem calls of at most 100 keys.
 func (s *Store) ReadCounters(ctx context.Context, keys []string) (map[string]int64, error) {
-	api, ok := s.api.(BatchAPI)
-	if !ok {
-		return nil, errors.New("the DynamoDB client cannot BatchGetItem")
-	}
 	out := make(map[string]int64, len(keys))
-	for start := 0; start < len(keys); start += maxBatchGet {
-		var ks []map[string]types.AttributeValue
-		for _, k := range keys[start:min(start+maxBatchGet, len(keys))] {
-			out[k] = 0
-			ks = append(ks, map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: k}})
+	for _, k := range keys {
+		out[k] = 0
+	}
+	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(KeyAttr), expression.Name(CounterAttr))).Build()
+	if err != nil {
+		return nil, err
+	}
+	err = s.batchGet(ctx, keys, &proj, func(item map[string]types.AttributeValue) error {
+		var c struct {
+			Key string `dynamodbav:"dlq_id"`
+			N   int64  `dynamodbav:"n"`
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: ks, ConsistentRead: aws.Bool(true),
-			ProjectionExpression: aws.String("#k, #n"), ExpressionAttributeNames: map[string]string{"#k": KeyAttr, "#n": CounterAttr}}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 8 {
-				return nil, errors.New("read counters: keys still unprocessed")
-			}
-			res, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read counters: %w", err)
-			}
-			for _, item := range res.Responses[s.table] {
-				var c struct {
-					Key string `dynamodbav:"dlq_id"`
-					N   int64  `dynamodbav:"n"`
-				}
-				if err := attributevalue.UnmarshalMap(item, &c); err != nil {
-					return nil, fmt.Errorf("read counters: %w", err)
-				}
-				out[c.Key] = c.N
-			}
-			req = res.UnprocessedKeys
+		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+			return fmt.Errorf("read counters: %w", err)
 		}
+		out[c.Key] = c.N
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
 	}
 	return out, nil
 }
