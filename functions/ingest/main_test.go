@@ -31,10 +31,6 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var envFile map[string]map[string]string
 	raw, err := os.ReadFile("../../events/ingest-env.json")
 	if err != nil {
@@ -43,9 +39,9 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 	if err := json.Unmarshal(raw, &envFile); err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
+	env, err := lambdatest.Env(st, "IngestFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
 	env = append(env, "SOURCES="+envFile["IngestFunction"]["SOURCES"])
 

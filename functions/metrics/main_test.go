@@ -50,9 +50,9 @@ func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
+	env, err := lambdatest.Env(st, "MetricsFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
 	f, err := lambdatest.Start(ctx, st, embedded.RandomName("metrics"), bin, env, 60*time.Second)
 	if err != nil {

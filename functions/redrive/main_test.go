@@ -35,9 +35,9 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
+	env, err := lambdatest.Env(st, "RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
 	source := st.Names["SourceQueue"]
 

@@ -53,13 +53,9 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn, err := st.Template.GetServerlessFunctionWithName("SweeperFunction")
+	env, err := lambdatest.Env(st, "SweeperFunction")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
 	}
 	f, err := lambdatest.Start(ctx, st, embedded.RandomName("sweeper"), bin, env, 60*time.Second)
 	if err != nil {

@@ -49,9 +49,9 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
+	env, err := lambdatest.Env(st, "RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
 	name := embedded.RandomName("redrive")
 	lf, err := lambdatest.Start(ctx, st, name, bin, env, 60*time.Second)

@@ -197,10 +197,9 @@ func BenchmarkIngestBootstrap(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	fn, _ := st.Template.GetServerlessFunctionWithName("IngestFunction")
-	var env []string
-	for k, v := range fn.Environment.Variables {
-		env = append(env, k+"="+v)
+	env, err := lambdatest.Env(st, "IngestFunction")
+	if err != nil {
+		b.Fatal(err)
 	}
 	for i := 0; i < b.N; i++ {
 		var starts []time.Duration

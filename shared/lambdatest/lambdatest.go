@@ -167,3 +167,19 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
 }
+
+// Env returns the environment the template gives the function with the
+// given logical id, as NAME=value pairs for Start.
+func Env(st *embedded.Stack, logicalID string) ([]string, error) {
+	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	if fn.Environment != nil {
+		for k, v := range fn.Environment.Variables {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env, nil
+}
