@@ -33,7 +33,7 @@ type FunctionConfig struct {
 // reporting every problem at once.
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
-	srcs, err := sources.Parse(getenv("SOURCES"))
+	srcs, err := sources.ParseRequired(getenv("SOURCES"))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -60,12 +60,6 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	}
 	if cfg.TableName == "" {
 		errs = append(errs, errors.New("TABLE_NAME is required"))
-	}
-	if len(srcs) == 0 && err == nil {
-		errs = append(errs, errors.New("SOURCES names no source queue"))
-	}
-	if err := sources.Validate(srcs); err != nil {
-		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -92,3 +92,16 @@ func Build(cfg map[string]Config) (map[string]*quarantine.Source, error) {
 	}
 	return out, nil
 }
+
+// ParseRequired decodes and validates SOURCES for a function that needs at
+// least one source (redrive, metrics), reporting every problem at once.
+func ParseRequired(raw string) (map[string]Config, error) {
+	srcs, err := Parse(raw)
+	if err != nil {
+		return srcs, err
+	}
+	if len(srcs) == 0 {
+		return srcs, errors.New("SOURCES names no source queue")
+	}
+	return srcs, Validate(srcs)
+}
