@@ -7,7 +7,7 @@ BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
-.PHONY: all fmt vet lint test test-short bench build demo local fuzz clean test-localstack \
+.PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction
 
 all: lint test build
@@ -61,6 +61,12 @@ build-IngestFunction:
 
 demo:
 	$(GO) run ./cmd/dlqlocal demo
+
+# 10,000 messages through the whole pipeline under injected AWS faults and
+# crashed redrive and sweeper processes; prints the table and fails if an
+# invariant breaks (make soak SOAK_FLAGS="-messages 2000").
+soak:
+	$(GO) run ./cmd/dlqlocal soak $(SOAK_FLAGS)
 
 # The stack with the functions running, until Ctrl-C.
 local:

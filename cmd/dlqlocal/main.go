@@ -3,11 +3,15 @@
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
 //	dlqlocal local [-log FILE]
+//	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
 // stack with the functions running (the DLQ event source and the template's
-// schedules) and keeps it up until Ctrl-C, for the AWS CLI and dlqctl.
+// schedules) and keeps it up until Ctrl-C, for the AWS CLI and dlqctl. soak
+// sends N messages through the whole pipeline while injecting AWS faults and
+// crashing redrive and sweeper processes, prints its table and exits 1 if an
+// invariant was violated.
 package main
 
 import (
@@ -35,7 +39,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -46,7 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	logPath := fs.String("log", "", "write the functions' JSON logs to this file")
 	events := fs.Int("events", 3000, "inventory events to produce (demo)")
-	seed := fs.Uint64("seed", 20261129, "generator seed (demo)")
+	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak)")
+	messages := fs.Int("messages", 10000, "messages to send (soak)")
+	faultRate := fs.Float64("fault-rate", 0.05, "share of AWS requests and batch entries that fail (soak)")
+	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -67,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, stdout, stderr, logw, *events, *seed)
 	case "local":
 		return runLocal(ctx, stdout, stderr, logw)
+	case "soak":
+		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare})
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2
@@ -107,6 +116,30 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 	return 0
 }
 
+func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOptions) int {
+	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
+	st, err := embedded.Start(ctx, embedded.Options{StackName: embedded.RandomName("soak"), Params: demo.SoakStackParams, Log: logw})
+	if err != nil {
+		fmt.Fprintln(stderr, "embedded stack:", err)
+		return 1
+	}
+	defer st.Close()
+	fmt.Fprintf(stdout, "soak: %d messages, seed %d, fault rate %.0f%%, %.0f%% of redrive and sweeper processes crash …\n",
+		o.Messages, o.Seed, 100*o.FaultRate, 100*o.CrashShare)
+	o.Log = logw
+	rep, err := demo.Soak(ctx, st, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "soak:", err)
+		return 1
+	}
+	rep.Print(stdout)
+	if !rep.OK() {
+		fmt.Fprintln(stderr, "an invariant was violated")
+		return 1
+	}
+	return 0
+}
+
 func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
 	st, err := embedded.Start(ctx, embedded.Options{StackName: "dlqq", Log: logw})
 	if err != nil {
@@ -115,7 +148,7 @@ func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
 	}
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(logw, nil))
-	fns, err := localrunner.NewFunctions(st, log, logw)
+	fns, err := localrunner.NewFunctions(st, nil, log, logw)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -187,6 +187,19 @@ func get(ctx context.Context, api API, bucket, key, version string) ([]byte, str
 	return raw, aws.ToString(out.VersionId), nil
 }
 
+// Read returns the envelope an archive reference points at.
+func Read(ctx context.Context, api API, ref *quarantine.ArchiveRef) (*Envelope, error) {
+	raw, _, err := get(ctx, api, ref.Bucket, ref.Key, ref.VersionID)
+	if err != nil {
+		return nil, err
+	}
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil || env.Record == nil {
+		return nil, fmt.Errorf("archive object %s is not an archive envelope", ref.Key)
+	}
+	return &env, nil
+}
+
 // Problem is one thing VerifyStub found wrong.
 type Problem struct {
 	ID   string

@@ -54,8 +54,17 @@ var (
 	recalled   = "LOT-RECALL-77"
 )
 
-// Generate returns n events from a seeded generator.
-func Generate(seed uint64, n int) []Generated {
+// Generate returns n events from a seeded generator, with one facility's
+// downstream system down.
+func Generate(seed uint64, n int) []Generated { return generate(seed, n, 1) }
+
+// generate returns n events with the downstream systems of outages
+// facilities (1 to 4, OutageFacility first) down.
+func generate(seed uint64, n, outages int) []Generated {
+	down := map[string]bool{}
+	for i := range min(max(outages, 1), len(facilities)) {
+		down[facilities[(2+i)%len(facilities)]] = true
+	}
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	out := make([]Generated, 0, n)
 	for i := range n {
@@ -87,7 +96,7 @@ func Generate(seed uint64, n int) []Generated {
 			e.Lot = recalled
 			kind = Recalled
 		}
-		if kind == Good && e.Facility == OutageFacility {
+		if kind == Good && down[e.Facility] {
 			kind = Outage
 		}
 		raw, _ := json.Marshal(e)

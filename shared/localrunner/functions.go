@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
@@ -30,10 +31,22 @@ type Functions struct {
 	Source     string
 	RedriveCap int
 	Settle     time.Duration
+	// Lease is how long a redrive claim holds a record.
+	Lease time.Duration
+	// ArchiveBucket is the sweeper's Object Lock bucket.
+	ArchiveBucket string
+
+	redriveConfig redrive.FunctionConfig
+	sweeperConfig sweeper.FunctionConfig
+	log           *slog.Logger
 }
 
-// NewFunctions builds them. emfOut receives ingest's EMF lines.
-func NewFunctions(st *embedded.Stack, log *slog.Logger, emfOut io.Writer) (*Functions, error) {
+// NewFunctions builds them on the stack's clients, or on clients when it is
+// not nil (the soak's faulty ones). emfOut receives ingest's EMF lines.
+func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Logger, emfOut io.Writer) (*Functions, error) {
+	if clients == nil {
+		clients = st.Clients
+	}
 	env := func(id string) (func(string) string, error) {
 		fn, err := st.Template.GetServerlessFunctionWithName(id)
 		if err != nil {
@@ -49,7 +62,7 @@ func NewFunctions(st *embedded.Stack, log *slog.Logger, emfOut io.Writer) (*Func
 	if f.IngestConfig, err = ingest.ConfigFromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("ingest config from template: %w", err)
 	}
-	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3}, log, emfOut, nil); err != nil {
+	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, log, emfOut, nil); err != nil {
 		return nil, err
 	}
 	if f.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
@@ -62,10 +75,11 @@ func NewFunctions(st *embedded.Stack, log *slog.Logger, emfOut io.Writer) (*Func
 	if err != nil {
 		return nil, fmt.Errorf("redrive config from template: %w", err)
 	}
-	if f.Redrive, err = redrive.NewFromConfig(rcfg, redrive.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3, SQS: st.Clients.SQS}, log, nil); err != nil {
+	f.redriveConfig, f.log = rcfg, log
+	if f.Redrive, err = f.NewRedrive(clients); err != nil {
 		return nil, err
 	}
-	f.Settle = rcfg.Service.SettleWindow
+	f.Settle, f.Lease = rcfg.Service.SettleWindow, rcfg.Service.Lease
 	for name, s := range rcfg.Sources {
 		f.Source, f.RedriveCap = name, s.RedriveCap
 	}
@@ -83,11 +97,23 @@ func NewFunctions(st *embedded.Stack, log *slog.Logger, emfOut io.Writer) (*Func
 	if err != nil {
 		return nil, fmt.Errorf("metrics config from template: %w", err)
 	}
-	if f.Metrics, err = metrics.NewFromConfig(mcfg, st.Clients.DynamoDB, st.Clients.SQS, st.Clients.CloudWatch, log, nil); err != nil {
+	if f.Metrics, err = metrics.NewFromConfig(mcfg, clients.DynamoDB, clients.SQS, clients.CloudWatch, log, nil); err != nil {
 		return nil, err
 	}
-	table := scfg.TableName
-	f.Sweeper = sweeper.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table),
-		s3payload.New(st.Clients.S3, scfg.PayloadBucket, ""), st.Clients.S3, st.Clients.CloudWatch, nil, log, scfg.Sweeper)
+	f.sweeperConfig, f.ArchiveBucket = scfg, scfg.Sweeper.Bucket
+	f.Sweeper = f.NewSweeper(clients)
 	return f, nil
+}
+
+// NewRedrive builds another redrive function, as configured from the
+// template, on other clients (one process of it, in the soak).
+func (f *Functions) NewRedrive(c *awsclients.Clients) (*redrive.Service, error) {
+	return redrive.NewFromConfig(f.redriveConfig, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS}, f.log, nil)
+}
+
+// NewSweeper builds another sweeper function on other clients.
+func (f *Functions) NewSweeper(c *awsclients.Clients) *sweeper.Service {
+	table := f.sweeperConfig.TableName
+	return sweeper.New(dynamostore.New(c.DynamoDB, table), dynamostore.NewLister(c.DynamoDB, table),
+		s3payload.New(c.S3, f.sweeperConfig.PayloadBucket, ""), c.S3, c.CloudWatch, nil, f.log, f.sweeperConfig.Sweeper)
 }
