@@ -3,8 +3,13 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
 	"github.com/dlqquarantine/dlqq/shared/demo"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
@@ -35,7 +40,44 @@ func TestDemoScenarioHoldsInvariants(t *testing.T) {
 	if rep.Sent != rep.Consumed+rep.DeadLettered {
 		t.Fatalf("sent %d != consumed %d + dead-lettered %d", rep.Sent, rep.Consumed, rep.DeadLettered)
 	}
-	if strings.Contains(logs.String(), "LOT-") || strings.Contains(logs.String(), "FAC-") {
-		t.Fatal("payload values in the functions' logs")
+	// Every function ran over events whose values are recognizable: none
+	// may appear in a log line, an EMF metric line, or a CloudWatch metric's
+	// name or dimensions.
+	var published strings.Builder
+	p := cloudwatch.NewListMetricsPaginator(st.Clients.CloudWatch, &cloudwatch.ListMetricsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Metrics {
+			fmt.Fprintf(&published, "%s %s", aws.ToString(m.Namespace), aws.ToString(m.MetricName))
+			for _, d := range m.Dimensions {
+				fmt.Fprintf(&published, " %s=%s", aws.ToString(d.Name), aws.ToString(d.Value))
+			}
+			published.WriteString("\n")
+		}
+	}
+	if !strings.Contains(published.String(), "DLQDepth") || !strings.Contains(logs.String(), "_aws") {
+		t.Fatalf("no metrics to check:\n%s", published.String())
+	}
+	checked := 0
+	for _, g := range demo.Generate(7, 400) {
+		var e demo.Event
+		if json.Unmarshal([]byte(g.Body), &e) != nil {
+			continue
+		}
+		for _, v := range []string{e.EventID, e.NDC, e.Lot, e.Facility} {
+			if len(v) < 5 {
+				continue
+			}
+			checked++
+			if strings.Contains(logs.String(), v) || strings.Contains(published.String(), v) {
+				t.Fatalf("payload value %q in the functions' logs or metrics", v)
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d payload values checked", checked)
 	}
 }
