@@ -3,7 +3,7 @@
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
 //	dlqlocal local [-log FILE]
-//	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-log FILE]
+//	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -39,7 +40,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -54,6 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	messages := fs.Int("messages", 10000, "messages to send (soak)")
 	faultRate := fs.Float64("fault-rate", 0.05, "share of AWS requests and batch entries that fail (soak)")
 	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
+	maxBackoff := fs.Duration("max-backoff", 200*time.Millisecond, "cap on the SDK retryer's backoff; 0 keeps the SDK's 20 s (soak)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -75,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "local":
 		return runLocal(ctx, stdout, stderr, logw)
 	case "soak":
-		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare})
+		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare, MaxBackoff: *maxBackoff})
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2
@@ -124,8 +126,8 @@ func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOpt
 		return 1
 	}
 	defer st.Close()
-	fmt.Fprintf(stdout, "soak: %d messages, seed %d, fault rate %.0f%%, %.0f%% of redrive and sweeper processes crash …\n",
-		o.Messages, o.Seed, 100*o.FaultRate, 100*o.CrashShare)
+	fmt.Fprintf(stdout, "soak: %d messages, seed %d, fault rate %.0f%%, %.0f%% of redrive and sweeper processes crash, SDK backoff cap %s …\n",
+		o.Messages, o.Seed, 100*o.FaultRate, 100*o.CrashShare, o.MaxBackoff)
 	o.Log = logw
 	rep, err := demo.Soak(ctx, st, o)
 	if err != nil {

@@ -70,6 +70,13 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		}
 	}
 
+	// inv-000104 failed the schema (an O for a zero in its NDC): the
+	// correct sample fixes it.
+	malformed := `{"event_id":"inv-000104","ndc":"OO409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
+	if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: "inv-000104", Body: []byte(malformed), SourceARN: srcs[source].ARN}); err != nil {
+		t.Fatal(err)
+	}
+
 	f, err := lambdatest.Start(ctx, st, embedded.RandomName("redrive"), bin, env, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +92,14 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		"redrive-parked-approved.json":   func(r *redrive.Report) bool { return r.Redriven.Count == 1 },
 		"redrive-cleared-exhausted.json": func(r *redrive.Report) bool { return r.Redriven.Count == 0 }, // all in flight by then
 		"redrive-settle.json":            func(r *redrive.Report) bool { return r.Action == "settle" },
+		"redrive-correct.json": func(r *redrive.Report) bool {
+			return r.Corrected.Count == 1 && r.Correction != nil && r.Correction.Actor == "pharmacist@example.com"
+		},
 	}
-	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json"}
+	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json", "redrive-correct.json"}
+	if len(files) != len(order) {
+		t.Fatalf("%d redrive samples, %d checked", len(files), len(order))
+	}
 	for _, name := range order {
 		raw, err := os.ReadFile(filepath.Join("../../events", name))
 		if err != nil {
@@ -118,7 +131,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	}
 	// Its logs name no payload value: not the lot, the NDC, nor the event ids
 	// (which are the records' idempotency keys).
-	for _, v := range []string{"LOT-1", "00409-4888-02", "inv-000101", "inv-000102", "inv-000103"} {
+	for _, v := range []string{"LOT-1", "00409-4888-02", "OO409", "inv-000101", "inv-000102", "inv-000103", "inv-000104", "invoice"} {
 		if strings.Contains(f.Output(), v) {
 			t.Fatalf("payload value %q in the redrive function's logs:\n%s", v, f.Output())
 		}

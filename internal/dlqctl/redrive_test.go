@@ -2,6 +2,8 @@ package dlqctl_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,48 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	}
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", "no-such-function", "--source", source, "--yes"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing function: %d %s", code, errOut)
+	}
+
+	// dlqctl fix: through the same function, so through the same gate.
+	bad := `{"event_id":"fx","ndc":"NDC?12","lot":"LOT-SECRET-7","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
+	m, err := q.Quarantine(ctx, quarantine.Message{MessageID: "mfx", Body: []byte(bad), SourceARN: srcs[source].ARN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := m.Record.DLQID
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stillBad := write("still-bad.json", strings.Replace(bad, "NDC?12", "12", 1))
+	if _, errOut, code := f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", stillBad, "--reason", "typo"); code != 1 || !strings.Contains(errOut, "fails the current schema") {
+		t.Fatalf("fix with an invalid payload (exit %d): %s", code, errOut)
+	}
+	if r, _ := store.Get(ctx, id); r.Version != m.Record.Version {
+		t.Fatal("a refused fix changed the record")
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", stillBad); code != 2 || !strings.Contains(errOut, "--reason") {
+		t.Fatalf("fix without --reason (exit %d): %s", code, errOut)
+	}
+	good := strings.Replace(bad, "NDC?12", "12345-678-90", 1)
+	out, errOut, code = f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", write("good.json", good), "--reason", "NDC typo")
+	if code != 0 || !strings.Contains(out, "correction 1 of "+id+" stored by alice") {
+		t.Fatalf("fix (exit %d): %s %s", code, out, errOut)
+	}
+	r, _ := store.Get(ctx, id)
+	if r.Body != bad || len(r.Corrections) != 1 || r.Corrections[0].Body != good || quarantine.Verify(r) != nil {
+		t.Fatal("the fix did not store the correction beside the original")
+	}
+	out, errOut, code = f.runAt(t, time.Now(), "show", id, "--diff")
+	if code != 0 || !strings.Contains(out, "replace  /ndc\n") || !strings.Contains(out, "1 correction(s)") || strings.Contains(out, "12345-678-90") || strings.Contains(out, "LOT-SECRET-7") {
+		t.Fatalf("show --diff (exit %d), want paths without values:\n%s %s", code, out, errOut)
+	}
+	out, _, code = f.runAt(t, time.Now(), "show", id, "--diff", "--payload")
+	if code != 0 || !strings.Contains(out, `replace  /ndc = "12345-678-90"`) || !strings.Contains(out, "correction 1:\n"+good) {
+		t.Fatalf("show --diff --payload (exit %d):\n%s", code, out)
 	}
 }

@@ -19,6 +19,9 @@ type ShowOptions struct {
 	// Payload prints the body and attributes; the read is recorded in the
 	// record's sealed history first.
 	Payload bool
+	// Diff prints each correction as a structural JSON diff from the body
+	// it corrects: operations and paths only, values too with Payload.
+	Diff bool
 }
 
 func (a *App) showCmd() *cobra.Command {
@@ -32,7 +35,8 @@ func (a *App) showCmd() *cobra.Command {
 			return a.Show(cmd.Context(), o)
 		},
 	}
-	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload (the read is recorded, who and when)")
+	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload and corrections (the read is recorded, who and when)")
+	c.Flags().BoolVar(&o.Diff, "diff", false, "print each correction as a JSON diff (paths only; values with --payload)")
 	return c
 }
 
@@ -82,14 +86,37 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 			}
 		}
 	}
+	var corrections []string
+	if o.Payload && r.Status != quarantine.StatusArchived {
+		for i := range r.Corrections {
+			b, err := quarantine.CorrectionBody(ctx, payloads, r, &r.Corrections[i])
+			if err != nil {
+				return err
+			}
+			corrections = append(corrections, string(b))
+		}
+	}
+	var diffs []correctionDiff
+	if o.Diff {
+		if diffs, err = diffCorrections(ctx, payloads, r, o.Payload); err != nil {
+			return err
+		}
+	}
 	sealErr := quarantine.Verify(r)
-	view := *r
+	view := r.Clone()
 	view.Body, view.Attributes = "", nil
+	for i := range view.Corrections {
+		view.Corrections[i].Body = ""
+	}
 	if a.Output == "json" {
-		out := map[string]any{"record": &view, "seal_verifies": sealErr == nil}
+		out := map[string]any{"record": view, "seal_verifies": sealErr == nil}
 		if o.Payload {
 			out["payload"] = string(body)
 			out["attributes"] = attrs
+			out["corrections"] = corrections
+		}
+		if o.Diff {
+			out["diffs"] = diffs
 		}
 		enc := json.NewEncoder(a.Out)
 		enc.SetIndent("", "  ")
@@ -123,11 +150,100 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", at.At.UTC().Format(time.RFC3339), at.Stage, at.Actor, at.Reason)
 	}
 	tw.Flush()
+	if len(r.Corrections) > 0 {
+		fmt.Fprintf(a.Out, "\noriginal body kept verbatim (sha256 %s); %d correction(s), replays send the latest:\n", r.BodySHA256, len(r.Corrections))
+		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  N\tAT\tACTOR\tREASON\tBYTES\tSHA256\tDIFF SHA256")
+		for _, c := range r.Corrections {
+			reason := c.Reason
+			if c.NewKey != "" {
+				reason += " (new idempotency key)"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.N, c.At.UTC().Format(time.RFC3339), c.Actor, reason, c.BodySize, c.BodySHA256[:16], c.DiffSHA256[:16])
+		}
+		tw.Flush()
+	}
+	for _, d := range diffs {
+		fmt.Fprintf(a.Out, "\ncorrection %d, from %s:\n", d.N, d.From)
+		if d.Unavailable != "" {
+			fmt.Fprintf(a.Out, "  (%s)\n", d.Unavailable)
+		}
+		for _, op := range d.Ops {
+			if op.Value != nil {
+				fmt.Fprintf(a.Out, "  %-8s %s = %s\n", op.Op, op.Path, op.Value)
+			} else {
+				fmt.Fprintf(a.Out, "  %-8s %s\n", op.Op, op.Path)
+			}
+		}
+	}
 	if o.Payload {
 		fmt.Fprintf(a.Out, "\npayload (read recorded as %s):\n%s\n", a.Actor, body)
 		for k, v := range attrs {
 			fmt.Fprintf(a.Out, "attribute %s (%s): %s%x\n", k, v.DataType, v.StringValue, v.BinaryValue)
 		}
+		for i, c := range corrections {
+			fmt.Fprintf(a.Out, "correction %d:\n%s\n", i+1, c)
+		}
 	}
 	return nil
+}
+
+// correctionDiff is one correction as a structural diff.
+type correctionDiff struct {
+	N           int      `json:"n"`
+	From        string   `json:"from"`
+	Ops         []diffOp `json:"ops"`
+	Unavailable string   `json:"unavailable,omitempty"`
+}
+
+type diffOp struct {
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// Value is the new value, as JSON, only when payloads may be shown.
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// diffCorrections diffs each correction against the body it corrects.
+// Values are left out unless withValues.
+func diffCorrections(ctx context.Context, payloads quarantine.PayloadStore, r *quarantine.Record, withValues bool) ([]correctionDiff, error) {
+	var out []correctionDiff
+	if len(r.Corrections) == 0 {
+		return nil, nil
+	}
+	if r.Status == quarantine.StatusArchived {
+		for _, c := range r.Corrections {
+			out = append(out, correctionDiff{N: c.N, From: "archive", Unavailable: "the bodies are in the archive object; diff sha256 " + c.DiffSHA256})
+		}
+		return out, nil
+	}
+	prev, err := quarantine.LoadBody(ctx, payloads, r)
+	if err != nil {
+		return nil, err
+	}
+	from := "the original"
+	for i := range r.Corrections {
+		c := &r.Corrections[i]
+		body, err := quarantine.CorrectionBody(ctx, payloads, r, c)
+		if err != nil {
+			return nil, err
+		}
+		ops, err := quarantine.Diff(prev, body)
+		if err != nil {
+			return nil, err
+		}
+		d := correctionDiff{N: c.N, From: from, Ops: []diffOp{}}
+		for _, op := range ops {
+			o := diffOp{Op: op.Type, Path: op.Path}
+			if op.From != "" {
+				o.Path = op.From + " -> " + op.Path
+			}
+			if withValues && op.Value != nil {
+				o.Value, _ = json.Marshal(op.Value)
+			}
+			d.Ops = append(d.Ops, o)
+		}
+		out = append(out, d)
+		prev, from = body, fmt.Sprintf("correction %d", c.N)
+	}
+	return out, nil
 }

@@ -39,6 +39,9 @@ type Envelope struct {
 	// Attributes are the message attributes when the record kept them in
 	// the claim-check store.
 	Attributes map[string]quarantine.Attribute `json:"attributes,omitempty"`
+	// Corrections are the bodies of corrections the record kept in the
+	// claim-check store, by correction number (the record holds the rest).
+	Corrections map[string]string `json:"corrections,omitempty"`
 }
 
 // Payload is a body copied from the claim-check store.
@@ -68,6 +71,20 @@ func Build(ctx context.Context, payloads quarantine.PayloadStore, r *quarantine.
 		} else {
 			env.Payload = &Payload{Encoding: quarantine.EncodingBase64, Data: base64.StdEncoding.EncodeToString(body)}
 		}
+	}
+	for i := range r.Corrections {
+		c := &r.Corrections[i]
+		if c.BodyRef == nil {
+			continue
+		}
+		body, err := quarantine.CorrectionBody(ctx, payloads, r, c)
+		if err != nil {
+			return nil, err
+		}
+		if env.Corrections == nil {
+			env.Corrections = map[string]string{}
+		}
+		env.Corrections[c.CorrectionNumber()] = string(body)
 	}
 	if r.AttributesRef != nil {
 		attrs, err := quarantine.LoadAttributes(ctx, payloads, r)
@@ -102,6 +119,28 @@ func (e *Envelope) Body() ([]byte, error) {
 		return base64.StdEncoding.DecodeString(r.Body)
 	}
 	return []byte(r.Body), nil
+}
+
+// CorrectionBody returns the archived body of correction n.
+func (e *Envelope) CorrectionBody(n int) ([]byte, error) {
+	for _, c := range e.Record.Corrections {
+		if c.N != n {
+			continue
+		}
+		body := c.Body
+		if c.BodyRef != nil {
+			b, ok := e.Corrections[c.CorrectionNumber()]
+			if !ok {
+				return nil, fmt.Errorf("correction %d is not in the archive", n)
+			}
+			body = b
+		}
+		if quarantine.BodySHA256([]byte(body)) != c.BodySHA256 {
+			return nil, fmt.Errorf("archived correction %d does not match its hash: %w", n, ErrMismatch)
+		}
+		return []byte(body), nil
+	}
+	return nil, fmt.Errorf("no correction %d", n)
 }
 
 // API is the part of the S3 client archiving and verification use.
@@ -254,6 +293,14 @@ func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Proble
 	}
 	if body, err := env.Body(); err != nil || quarantine.BodySHA256(body) != rec.BodySHA256 {
 		bad("archived body does not match body_sha256")
+	}
+	if len(rec.Corrections) != len(stub.Corrections) {
+		bad("archived record has %d corrections, the stub %d", len(rec.Corrections), len(stub.Corrections))
+	}
+	for _, c := range rec.Corrections {
+		if _, err := env.CorrectionBody(c.N); err != nil {
+			bad("%v", err)
+		}
 	}
 	// The sweeper writes exactly one version per key, and COMPLIANCE keeps
 	// it: a second version means someone wrote beside it, and a stub that

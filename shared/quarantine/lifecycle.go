@@ -206,6 +206,9 @@ func (r *Record) ArchiveStub(actor string, ref ArchiveRef, now time.Time) (*Reco
 	n := r.next(now, Attempt{Stage: StageArchive, Reason: "archived to s3://" + ref.Bucket + "/" + ref.Key + " until " + ref.RetainUntil.String(), Actor: actor})
 	n.setStatus(StatusArchived, now)
 	n.Body, n.Attributes, n.BodyRef, n.AttributesRef = "", nil, nil, nil
+	for i := range n.Corrections {
+		n.Corrections[i].Body, n.Corrections[i].BodyRef = "", nil
+	}
 	n.Archive = &ref
 	return n, n.reseal(r)
 }

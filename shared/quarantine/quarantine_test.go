@@ -64,6 +64,7 @@ func TestSealVerifiesAndDetectsEveryFieldChange(t *testing.T) {
 	rec.AttributesRef = &quarantine.ObjectRef{Bucket: "b", Key: "k2", SHA256: "s2", Size: 2}
 	rec.PrevSeal = "p"
 	rec.FailureDetail = "d"
+	rec.Corrections = []quarantine.Correction{{N: 1, Actor: "a", Reason: "r", BodyRef: &quarantine.ObjectRef{Bucket: "b", Key: "c1", SHA256: "s3", Size: 3}, BodySHA256: "s3", BodySize: 3}}
 	if err := quarantine.SealRecord(rec); err != nil {
 		t.Fatal(err)
 	}

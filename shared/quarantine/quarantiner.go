@@ -197,7 +197,8 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message
 		if cur.HasMessage(m.MessageID) {
 			return Outcome{Result: ResultDuplicate, Record: cur}, nil
 		}
-		if cur.BodySHA256 != rec.BodySHA256 {
+		if cur.BodySHA256 != rec.BodySHA256 && !cur.HasCorrection(rec.BodySHA256) {
+			// (A corrected replay coming back is the same event.)
 			return Outcome{}, errBodyConflict
 		}
 		next, err := cur.Arrive(att, class, q.cfg.MaxAttempts, att.At.Time)

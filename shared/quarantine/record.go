@@ -140,6 +140,10 @@ type Record struct {
 	// LastSentMessageID is the SQS message id of the latest replay.
 	LastSentMessageID string `json:"last_sent_message_id,omitempty"`
 
+	// Corrections are operator fixes of the payload, oldest first; a replay
+	// sends the latest. The original body above never changes.
+	Corrections []Correction `json:"corrections,omitempty"`
+
 	// Archive says where the sweeper archived the record; set on ARCHIVED
 	// stubs, whose payload then lives only in the archive.
 	Archive *ArchiveRef `json:"archive,omitempty"`
@@ -189,6 +193,15 @@ func (r *Record) Clone() *Record {
 		}
 	}
 	c.Attempts = append([]Attempt(nil), r.Attempts...)
+	if r.Corrections != nil {
+		c.Corrections = append([]Correction(nil), r.Corrections...)
+		for i := range c.Corrections {
+			if ref := c.Corrections[i].BodyRef; ref != nil {
+				cp := *ref
+				c.Corrections[i].BodyRef = &cp
+			}
+		}
+	}
 	if r.LeaseUntil != nil {
 		t := *r.LeaseUntil
 		c.LeaseUntil = &t

@@ -30,6 +30,12 @@ func CanonicalJSON(r *Record) ([]byte, error) {
 	body := *r
 	body.Seal = ""
 	body.Body = ""
+	if len(r.Corrections) > 0 {
+		body.Corrections = append([]Correction(nil), r.Corrections...)
+		for i := range body.Corrections {
+			body.Corrections[i].Body = "" // through its body_sha256, as the original
+		}
+	}
 	raw, err := json.Marshal(&body)
 	if err != nil {
 		return nil, fmt.Errorf("marshal record: %w", err)
@@ -72,6 +78,16 @@ func Verify(r *Record) error {
 		}
 		if sum := BodySHA256(raw); sum != r.BodySHA256 || int64(len(raw)) != r.BodySize {
 			return &SealError{ID: r.DLQID, Stored: r.BodySHA256, Computed: sum, Body: true}
+		}
+	}
+	for _, c := range r.Corrections {
+		if c.BodyRef != nil && c.Body != "" {
+			return &SealError{ID: r.DLQID, Stored: c.BodySHA256, Computed: fmt.Sprintf("correction %d both inline and in the payload store", c.N), Body: true}
+		}
+		if c.BodyRef == nil && r.Archive == nil {
+			if sum := BodySHA256([]byte(c.Body)); sum != c.BodySHA256 || int64(len(c.Body)) != c.BodySize {
+				return &SealError{ID: r.DLQID, Stored: c.BodySHA256, Computed: sum, Body: true}
+			}
 		}
 	}
 	return nil

@@ -50,6 +50,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 		return time.Duration(n) * time.Second
 	}
 	cfg.Service.Lease = seconds("LEASE_SECONDS")
+	cfg.Service.KeyAttribute = getenv("IDEMPOTENCY_ATTRIBUTE")
 	cfg.Service.SettleWindow = seconds("SETTLE_WINDOW_SECONDS")
 	if v := getenv("APPROVAL_THRESHOLD"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -95,7 +96,8 @@ func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() t
 func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Report, error) {
 	rep, err := s.Handle(ctx, raw)
 	var re *RequestError
-	if err != nil && !errors.As(err, &re) {
+	var ce *quarantine.CorrectionError
+	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, quarantine.ErrNotFound) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err

@@ -1,6 +1,10 @@
 package redrive
 
-import "time"
+import (
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/quarantine"
+)
 
 // Outcome counts records with one outcome and lists their ids.
 type Outcome struct {
@@ -44,6 +48,10 @@ type Report struct {
 	Failed Outcome `json:"failed"`
 	// Settled were resolved: their replay did not come back in time.
 	Settled Outcome `json:"settled"`
+	// Corrected is the record a correct action corrected, and Correction
+	// what was recorded (its body left out).
+	Corrected  Outcome                `json:"corrected"`
+	Correction *quarantine.Correction `json:"correction,omitempty"`
 
 	// Remaining matching records this run did not reach.
 	Remaining int `json:"remaining"`

@@ -27,6 +27,7 @@ const (
 const (
 	ActionRedrive = "redrive"
 	ActionSettle  = "settle"
+	ActionCorrect = "correct"
 )
 
 // Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
@@ -61,6 +62,16 @@ type Request struct {
 	RequestedBy string `json:"requested_by"`
 	// RatePerSecond caps sends per second, to protect the consumer (0: none).
 	RatePerSecond float64 `json:"rate_per_second,omitempty"`
+
+	// Payload is the corrected body of the one record in ids (action
+	// correct): a JSON string whose content is stored and sent byte for
+	// byte (a nested object would be re-encoded on the way).
+	Payload string `json:"payload,omitempty"`
+	// Reason says why the payload was corrected (action correct).
+	Reason string `json:"reason,omitempty"`
+	// NewKey accepts a correction that changes the event's identity
+	// (action correct); the new key is recorded.
+	NewKey bool `json:"new_key,omitempty"`
 }
 
 // ParseRequest decodes a request strictly and fills defaults. It returns a
@@ -90,8 +101,24 @@ func (r *Request) normalize() error {
 	if r.Action == "" {
 		r.Action = ActionRedrive
 	}
-	if r.Action != ActionRedrive && r.Action != ActionSettle {
-		p = append(p, fmt.Sprintf("action %q is not redrive or settle", r.Action))
+	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle or correct", r.Action))
+	}
+	if r.Action == ActionCorrect {
+		if len(r.IDs) != 1 {
+			p = append(p, "correct needs exactly one id in ids")
+		}
+		if len(r.Payload) == 0 {
+			p = append(p, "correct needs the corrected payload")
+		}
+		if strings.TrimSpace(r.Reason) == "" {
+			p = append(p, "correct needs a reason: it is recorded in the sealed history")
+		}
+		if r.DryRun {
+			p = append(p, "correct has no dry run: a refused correction changes nothing")
+		}
+	} else if len(r.Payload) > 0 || r.Reason != "" || r.NewKey {
+		p = append(p, "payload, reason and new_key belong to action correct")
 	}
 	if strings.TrimSpace(r.Source) == "" {
 		p = append(p, "source is required")

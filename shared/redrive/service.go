@@ -52,6 +52,10 @@ type Config struct {
 	SendAttempts int
 	// MaxBackoff caps the jittered backoff between tries (default 2 s).
 	MaxBackoff time.Duration
+	// KeyAttribute is the attribute ingest reads producer idempotency keys
+	// from (default "idempotency-key"); corrections of records keyed by
+	// body hash carry the key in it.
+	KeyAttribute string
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +141,9 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 			rep.DryRun, rep.DryRunReason = true, fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, s.cfg.ApprovalThreshold)
 		}
 	}
+	if req.Action == ActionCorrect {
+		return s.correct(ctx, req, src, rep)
+	}
 	r := &run{s: s, req: req, src: src, rep: rep}
 	err := r.execute(ctx)
 	rep.FinishedAt = s.now().UTC()
@@ -146,6 +153,27 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
 		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 	return rep, err
+}
+
+// correct stores a correction of the one record in req.IDs. A refusal
+// (*quarantine.CorrectionError) or a lost race (quarantine.ErrCorrectionConflict)
+// changes nothing.
+func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Source, rep *Report) (*Report, error) {
+	q := quarantine.NewQuarantiner(s.store, s.payloads, s.now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}, KeyAttribute: s.cfg.KeyAttribute})
+	rec, err := q.Correct(ctx, req.IDs[0], quarantine.CorrectionRequest{Actor: req.RequestedBy, Reason: req.Reason, Body: []byte(req.Payload), NewKey: req.NewKey})
+	rep.FinishedAt = s.now().UTC()
+	if err == nil {
+		rep.Corrected.add(rec.DLQID)
+		c := *rec.Latest()
+		c.Body = ""
+		rep.Correction = &c
+	}
+	s.log.InfoContext(ctx, "correction finished", "run_id", rep.RunID, "action", rep.Action, "source", rep.Source,
+		"record", quarantine.LogRef(req.IDs[0]), "corrected", rep.Corrected.Count, "error_kind", quarantine.ErrorKind(err))
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {
@@ -443,7 +471,8 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		return nil, err
 	}
 
-	body, berr := quarantine.LoadBody(ctx, s.payloads, rec)
+	// A corrected record sends its latest correction, never the original.
+	body, berr := quarantine.ReplayBody(ctx, s.payloads, rec)
 	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
 	var verdict quarantine.Verdict
 	if berr == nil {
@@ -673,7 +702,7 @@ func DeduplicationID(dlqID string, round int) string {
 func messageAttributes(orig map[string]quarantine.Attribute, rec *quarantine.Record) map[string]sqstypes.MessageAttributeValue {
 	out := make(map[string]sqstypes.MessageAttributeValue, len(orig)+2)
 	for k, a := range orig {
-		if k == quarantine.AttrRecordID || k == quarantine.AttrRedriveCount {
+		if k == quarantine.AttrRecordID || k == quarantine.AttrRedriveCount || k == quarantine.AttrCorrected {
 			continue
 		}
 		v := sqstypes.MessageAttributeValue{DataType: aws.String(a.DataType)}
@@ -683,6 +712,14 @@ func messageAttributes(orig map[string]quarantine.Attribute, rec *quarantine.Rec
 			v.StringValue = aws.String(a.StringValue)
 		}
 		out[k] = v
+	}
+	if c := rec.Latest(); c != nil {
+		// A corrected replay says so, and keeps the event identity the
+		// correction promised (room for both was checked when correcting).
+		out[quarantine.AttrCorrected] = sqstypes.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(c.CorrectionNumber())}
+		if c.KeyAttribute != "" {
+			out[c.KeyAttribute] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(rec.IdempotencyKey)}
+		}
 	}
 	if len(out) < MaxAttributes {
 		out[quarantine.AttrRecordID] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(rec.DLQID)}

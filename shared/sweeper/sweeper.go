@@ -256,7 +256,11 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 	// The archive copy is confirmed and the stub written: only now may the
 	// claim-check objects go.
 	if del, ok := s.payloads.(quarantine.PayloadDeleter); ok {
-		for _, r := range []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef} {
+		refs := []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef}
+		for _, c := range rec.Corrections {
+			refs = append(refs, c.BodyRef)
+		}
+		for _, r := range refs {
 			if r != nil {
 				if err := del.DeletePayload(ctx, *r); err != nil {
 					s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))

@@ -497,3 +497,63 @@ func TestArrivalAfterArchiveKeepsTheStubVerifiable(t *testing.T) {
 		t.Fatal("a stub whose checksum does not match verifies")
 	}
 }
+
+// The archive object of a corrected record holds the original, every
+// correction (one kept in the claim-check store for its size) and their
+// authors; the stub verifies against it.
+func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	orig := inv("ev-corr", "first")
+	r := e.quarantine(t, "ev-corr", orig)
+	small := inv("ev-corr", "fixed by hand")
+	if _, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "typo", Body: []byte(small)}); err != nil {
+		t.Fatal(err)
+	}
+	large := inv("ev-corr", strings.Repeat("n", 350<<10))
+	c2, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "lead@ops", Reason: "full note restored", Body: []byte(large)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Corrections[1].BodyRef == nil || c2.Corrections[0].BodyRef != nil {
+		t.Fatal("the large correction was not claim-checked, or the small one was")
+	}
+	p, err := c2.ParkManual("ops", "hold for audit", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, p, c2.Version); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	rep, err := e.sweeper(nil, nil).Run(ctx)
+	if err != nil || len(rep.Archived) != 1 {
+		t.Fatalf("sweep: %+v %v", rep, err)
+	}
+	stub := e.get(t, r.DLQID)
+	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) > 0 {
+		t.Fatalf("stub: %v %v", problems, err)
+	}
+	env, err := archive.Read(ctx, e.st.Clients.S3, stub.Archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := env.Body(); err != nil || string(b) != orig {
+		t.Fatal("the archive does not hold the original verbatim")
+	}
+	for i, want := range []string{small, large} {
+		b, err := env.CorrectionBody(i + 1)
+		if err != nil || string(b) != want {
+			t.Fatalf("correction %d: %v", i+1, err)
+		}
+	}
+	if a := env.Record.Corrections; len(a) != 2 || a[0].Actor != "fixer@ops" || a[1].Actor != "lead@ops" || a[1].Reason != "full note restored" {
+		t.Fatalf("archived corrections %+v", a)
+	}
+	// (The current object, not the version: the payload bucket keeps
+	// noncurrent versions until its lifecycle rule expires them.)
+	ref := c2.Corrections[1].BodyRef
+	if _, err := e.payloads.GetPayload(ctx, quarantine.ObjectRef{Bucket: ref.Bucket, Key: ref.Key, SHA256: ref.SHA256}); err == nil {
+		t.Fatal("the claim-checked correction outlived its archiving")
+	}
+}
