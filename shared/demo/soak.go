@@ -45,6 +45,11 @@ type SoakOptions struct {
 	// CrashShare is the share of redrive and sweeper invocations that crash
 	// at a random request (default 0.5).
 	CrashShare float64
+	// PerInvocation bounds the records one redrive invocation replays
+	// (default 500; a sweeper invocation archives a twentieth of it), so
+	// the work spreads over many processes that may crash, as Lambda's
+	// timeout spreads a large replay.
+	PerInvocation int
 	// MaxBackoff caps the SDK retryer's backoff (0: the SDK's default, as
 	// deployed); the short test lowers it to save time.
 	MaxBackoff time.Duration
@@ -69,6 +74,9 @@ func (o SoakOptions) withDefaults() SoakOptions {
 	}
 	if o.CrashShare == 0 {
 		o.CrashShare = 0.5
+	}
+	if o.PerInvocation <= 0 {
+		o.PerInvocation = 500
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 20 * time.Minute
@@ -223,7 +231,8 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	phase("quarantined by")
 	// Until a whole run has shown its size, crash points spread over an
 	// estimate of it: a few requests per record.
-	s.spans["redrive"], s.spans["settle"] = int64(4*rep.Quarantined), int64(2*rep.Quarantined)
+	s.spans["redrive"], s.spans["settle"] = int64(4*o.PerInvocation), int64(2*o.PerInvocation)
+	s.spans["sweeper"] = int64(8 * s.sweepPerRun())
 
 	// Phase 2: the outage clears; redrive replays the cleared reasons until
 	// nothing is left to replay, its processes crashing at random requests.
@@ -322,7 +331,7 @@ func (s *soak) redriveUntilDone(ctx context.Context, c *consumer) error {
 				return err
 			}
 			rr, err = svc.Run(ctx, redrive.Request{Source: s.fns.Source, RequestedBy: "soak", ClearedReasons: soakCleared,
-				MaxMessages: redrive.MaxMaxMessages, Approve: true})
+				MaxMessages: s.o.PerInvocation, Approve: true})
 			return err
 		})
 		if err := c.run(ctx); err != nil {
@@ -355,6 +364,8 @@ func (s *soak) redriveUntilDone(ctx context.Context, c *consumer) error {
 	}
 }
 
+func (s *soak) sweepPerRun() int { return max(s.o.PerInvocation/20, 1) }
+
 // inFlight reports whether any record is REDRIVING or REDRIVEN.
 func (s *soak) inFlight(ctx context.Context) (bool, error) {
 	l := dynamostore.NewLister(s.st.Clients.DynamoDB, s.fns.IngestConfig.TableName)
@@ -381,7 +392,7 @@ func (s *soak) sweepUntilDone(ctx context.Context) error {
 		var sr *sweeper.Report
 		crashed, err := s.invoke(ctx, "sweeper", func(ctx context.Context, cl *awsclients.Clients) error {
 			var err error
-			sr, err = s.fns.NewSweeper(cl).Run(ctx)
+			sr, err = s.fns.NewSweeper(cl, func(c *sweeper.Config) { c.MaxPerRun = s.sweepPerRun() }).Run(ctx)
 			return err
 		})
 		if crashed || err != nil || len(sr.Archived) > 0 || sr.Failed > 0 || sr.Remaining > 0 {

@@ -25,7 +25,7 @@ func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 	}
 	defer st.Close()
 	var logs bytes.Buffer
-	rep, err := demo.Soak(ctx, st, demo.SoakOptions{Seed: 11, Messages: 600, FaultRate: 0.05, CrashShare: 0.6,
+	rep, err := demo.Soak(ctx, st, demo.SoakOptions{Seed: 11, Messages: 600, FaultRate: 0.05, CrashShare: 0.6, PerInvocation: 60,
 		MaxBackoff: 100 * time.Millisecond, FailFirst: true, Log: &logs})
 	if err != nil {
 		t.Fatal(err)

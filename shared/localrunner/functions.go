@@ -111,9 +111,13 @@ func (f *Functions) NewRedrive(c *awsclients.Clients) (*redrive.Service, error) 
 	return redrive.NewFromConfig(f.redriveConfig, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS}, f.log, nil)
 }
 
-// NewSweeper builds another sweeper function on other clients.
-func (f *Functions) NewSweeper(c *awsclients.Clients) *sweeper.Service {
-	table := f.sweeperConfig.TableName
+// NewSweeper builds another sweeper function on other clients; adjust may
+// change its configuration (the soak bounds each run).
+func (f *Functions) NewSweeper(c *awsclients.Clients, adjust ...func(*sweeper.Config)) *sweeper.Service {
+	table, cfg := f.sweeperConfig.TableName, f.sweeperConfig.Sweeper
+	for _, a := range adjust {
+		a(&cfg)
+	}
 	return sweeper.New(dynamostore.New(c.DynamoDB, table), dynamostore.NewLister(c.DynamoDB, table),
-		s3payload.New(c.S3, f.sweeperConfig.PayloadBucket, ""), c.S3, c.CloudWatch, nil, f.log, f.sweeperConfig.Sweeper)
+		s3payload.New(c.S3, f.sweeperConfig.PayloadBucket, ""), c.S3, c.CloudWatch, nil, f.log, cfg)
 }
