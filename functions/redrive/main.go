@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -41,8 +42,9 @@ func build(log *slog.Logger) (*redrive.Service, error) {
 	}
 	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
 	return redrive.NewFromConfig(cfg, redrive.Clients{
-		DynamoDB: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local }),
-		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local }),
-		SQS:      sqs.NewFromConfig(awsCfg),
+		DynamoDB:   dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local }),
+		S3:         s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local }),
+		SQS:        sqs.NewFromConfig(awsCfg),
+		CloudWatch: cloudwatch.NewFromConfig(awsCfg),
 	}, log, nil)
 }

@@ -421,7 +421,7 @@ func scanRecords(ctx context.Context, st *embedded.Stack, table, source string) 
 			return nil, fmt.Errorf("scan records: %w", err)
 		}
 		for _, item := range page.Items {
-			if k, ok := item[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && quarantine.IsCounterKey(k.Value) {
+			if k, ok := item[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && !quarantine.IsRecordKey(k.Value) {
 				continue // a metrics counter, not a record
 			}
 			r, err := dynamostore.Unmarshal(item)

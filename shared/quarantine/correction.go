@@ -72,6 +72,9 @@ type CorrectionError struct {
 }
 
 func (e *CorrectionError) Error() string {
+	if e.ID == "" {
+		return "correction refused: " + strings.Join(e.Problems, "; ")
+	}
 	return fmt.Sprintf("correction of %s refused: %s", e.ID, strings.Join(e.Problems, "; "))
 }
 

@@ -14,13 +14,17 @@ const CounterShards = 8
 
 // Counter kinds.
 const (
-	CounterState     = "state"    // records by status and class
-	CounterOpen      = "open"     // QUARANTINED records by failure signature
-	CounterArrivals  = "arrivals" // new records, per minute
-	CounterCameBack  = "cameback" // replays that failed again, per hour
-	CounterResolved  = "resolved" // replays that settled, per hour
-	CounterPoisoned  = "poisoned" // records newly parked as poison, per hour
-	counterKeyPrefix = "#ctr#"    // no queue name starts with #, so no record id does
+	CounterState    = "state"    // records by status and class
+	CounterOpen     = "open"     // QUARANTINED records by failure signature
+	CounterArrivals = "arrivals" // new records, per minute
+	CounterCameBack = "cameback" // replays that failed again, per hour
+	CounterResolved = "resolved" // replays that settled, per hour
+	CounterPoisoned = "poisoned" // records newly parked as poison, per hour
+	// Per standing policy (actor "policy:<id>"): its replays sent, and
+	// those that came back to the DLQ before they settled.
+	CounterPolicySent     = "policy-sent"
+	CounterPolicyCameBack = "policy-cameback"
+	counterKeyPrefix      = "#ctr#" // no queue name starts with #, so no record id does
 )
 
 // StoredState is what a record looked like when it was last read from or
@@ -89,7 +93,49 @@ func (r *Record) CounterDeltas() []CounterDelta {
 		at := r.StatusSince.Truncate(time.Hour)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterPoisoned, at, shard), Kind: CounterPoisoned, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
 	}
+	// Standing policies' breakers: what each sent, and what came back.
+	if prev != nil {
+		if last := r.lastAttempt(); last != nil && last.Stage == StageRedrive && last.MessageID != "" {
+			if id, ok := PolicyOfActor(last.Actor); ok {
+				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicySent, shard), Kind: CounterPolicySent, N: 1})
+			}
+		}
+		if cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving) {
+			if id, ok := PolicyOfActor(r.RedrivenBy); ok {
+				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicyCameBack, shard), Kind: CounterPolicyCameBack, N: 1})
+			}
+		}
+	}
 	return out
+}
+
+func (r *Record) lastAttempt() *Attempt {
+	if len(r.Attempts) == 0 {
+		return nil
+	}
+	return &r.Attempts[len(r.Attempts)-1]
+}
+
+// PolicyActorPrefix starts the actor of a standing policy's replays.
+const PolicyActorPrefix = "policy:"
+
+// PolicyOfActor returns the policy id of a policy's actor.
+func PolicyOfActor(actor string) (string, bool) {
+	if len(actor) <= len(PolicyActorPrefix) || actor[:len(PolicyActorPrefix)] != PolicyActorPrefix {
+		return "", false
+	}
+	return actor[len(PolicyActorPrefix):], true
+}
+
+// PolicyCounterKey is the key of one shard of a standing policy's counter.
+func PolicyCounterKey(source, policyID, kind string, shard int) string {
+	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, kind, policyID, shard)
+}
+
+// IsRecordKey reports whether a table key names a record, not a counter
+// or a standing policy (their keys start with '#'; no queue name does).
+func IsRecordKey(id string) bool {
+	return id != "" && id[0] != '#'
 }
 
 // arrived reports whether the newest history entry is an arrival from the

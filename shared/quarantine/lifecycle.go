@@ -85,11 +85,11 @@ func (r *Record) Claim(actor string, now time.Time, lease time.Duration) (*Recor
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("claimed for round %d", r.RedriveCount+1), Actor: actor})
 		n.RedriveCount++
 		n.setStatus(StatusRedriving, now)
-		n.LeaseUntil, n.LeaseReclaimed = &until, false
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, actor
 		return n, n.reseal(r)
 	case r.Status == StatusRedriving && r.LeaseUntil != nil && !now.Before(r.LeaseUntil.Time):
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease expired; round %d reclaimed, a duplicate send is possible", r.RedriveCount), Actor: actor})
-		n.LeaseUntil, n.LeaseReclaimed = &until, true
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, actor
 		return n, n.reseal(r)
 	}
 	return nil, ErrNotClaimable
@@ -107,7 +107,7 @@ func (r *Record) ClaimParked(actor string, now time.Time, lease time.Duration) (
 	n.RedriveCount++
 	n.RedriveCap = max(n.RedriveCap, n.RedriveCount)
 	n.setStatus(StatusRedriving, now)
-	n.LeaseUntil, n.LeaseReclaimed = &until, false
+	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, actor
 	return n, n.reseal(r)
 }
 

@@ -137,6 +137,9 @@ type Record struct {
 	// LeaseReclaimed is true while a claim holds a round taken over from an
 	// expired lease: that round may already have been sent.
 	LeaseReclaimed bool `json:"lease_reclaimed,omitempty"`
+	// RedrivenBy is who claimed the latest replay (a person, or
+	// "policy:<id>" for a standing policy, whose breaker counts it).
+	RedrivenBy string `json:"redriven_by,omitempty"`
 	// LastSentMessageID is the SQS message id of the latest replay.
 	LastSentMessageID string `json:"last_sent_message_id,omitempty"`
 

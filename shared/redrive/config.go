@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/policy"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 	"github.com/dlqquarantine/dlqq/shared/sources"
@@ -73,6 +74,9 @@ type Clients struct {
 	}
 	S3  s3payload.API
 	SQS Sender
+	// CloudWatch, when set, enables standing policies (their breaker
+	// metrics).
+	CloudWatch MetricsAPI
 }
 
 // NewFromConfig builds the service on real AWS clients.
@@ -85,8 +89,12 @@ func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() t
 	if cfg.PayloadBucket != "" && c.S3 != nil {
 		payloads = s3payload.New(c.S3, cfg.PayloadBucket, "")
 	}
-	return New(dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName),
-		payloads, c.SQS, srcs, now, log, cfg.Service), nil
+	store := dynamostore.New(c.DynamoDB, cfg.TableName)
+	svc := New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, now, log, cfg.Service)
+	if c.CloudWatch != nil {
+		svc.WithPolicies(Policies{Store: policy.NewStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
+	}
+	return svc, nil
 }
 
 // LambdaHandler adapts Handle to lambda.Start's signature. The runtime logs
@@ -97,7 +105,7 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	rep, err := s.Handle(ctx, raw)
 	var re *RequestError
 	var ce *quarantine.CorrectionError
-	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, quarantine.ErrNotFound) {
+	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err

@@ -52,6 +52,8 @@ type Report struct {
 	// what was recorded (its body left out).
 	Corrected  Outcome                `json:"corrected"`
 	Correction *quarantine.Correction `json:"correction,omitempty"`
+	// Policies is what each standing policy did (action policies).
+	Policies []PolicyOutcome `json:"policies,omitempty"`
 
 	// Remaining matching records this run did not reach.
 	Remaining int `json:"remaining"`

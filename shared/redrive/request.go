@@ -72,6 +72,10 @@ type Request struct {
 	// NewKey accepts a correction that changes the event's identity
 	// (action correct); the new key is recorded.
 	NewKey bool `json:"new_key,omitempty"`
+
+	// policy is set on the runs a standing policy makes: only they may act
+	// as "policy:<id>", whose replays the policy's breaker counts.
+	policy string
 }
 
 // ParseRequest decodes a request strictly and fills defaults. It returns a
@@ -101,8 +105,11 @@ func (r *Request) normalize() error {
 	if r.Action == "" {
 		r.Action = ActionRedrive
 	}
-	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect {
-		p = append(p, fmt.Sprintf("action %q is not redrive, settle or correct", r.Action))
+	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect && r.Action != ActionPolicies {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct or policies", r.Action))
+	}
+	if _, ok := quarantine.PolicyOfActor(r.RequestedBy); ok && r.policy == "" {
+		p = append(p, "requested_by must not name a standing policy (policy:…); only the policy's own runs act as it")
 	}
 	if r.Action == ActionCorrect {
 		if len(r.IDs) != 1 {

@@ -96,6 +96,7 @@ type Service struct {
 	now      func() time.Time
 	log      *slog.Logger
 	cfg      Config
+	policies *Policies
 }
 
 // New returns a Service. payloads may be nil when no record uses the claim
@@ -141,8 +142,11 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 			rep.DryRun, rep.DryRunReason = true, fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, s.cfg.ApprovalThreshold)
 		}
 	}
-	if req.Action == ActionCorrect {
+	switch req.Action {
+	case ActionCorrect:
 		return s.correct(ctx, req, src, rep)
+	case ActionPolicies:
+		return s.applyPolicies(ctx, src, rep)
 	}
 	r := &run{s: s, req: req, src: src, rep: rep}
 	err := r.execute(ctx)
@@ -170,10 +174,20 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 	}
 	s.log.InfoContext(ctx, "correction finished", "run_id", rep.RunID, "action", rep.Action, "source", rep.Source,
 		"record", quarantine.LogRef(req.IDs[0]), "corrected", rep.Corrected.Count, "error_kind", quarantine.ErrorKind(err))
-	if err != nil {
-		return nil, err
+	// The runtime logs a function error's text: leave the record id (an
+	// idempotency key, maybe a payload value) out of it.
+	var ce *quarantine.CorrectionError
+	switch {
+	case err == nil:
+		return rep, nil
+	case errors.As(err, &ce):
+		return nil, &quarantine.CorrectionError{Problems: ce.Problems}
+	case errors.Is(err, quarantine.ErrCorrectionConflict):
+		return nil, quarantine.ErrCorrectionConflict
+	case errors.Is(err, quarantine.ErrNotFound):
+		return nil, &RequestError{Problems: []string{"ids[0] names no record"}}
 	}
-	return rep, nil
+	return nil, err
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {

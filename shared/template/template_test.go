@@ -238,10 +238,18 @@ func TestRedriveFunction(t *testing.T) {
 			t.Errorf("redrive may %s", a)
 		}
 	}
-	for _, forbidden := range []string{"sqs:DeleteMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:PutObject", "s3:DeleteObject"} {
+	for _, forbidden := range []string{"sqs:DeleteMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:DeleteObject"} {
 		if _, ok := actions[forbidden]; ok {
 			t.Errorf("redrive may %s", forbidden)
 		}
+	}
+	// It writes payload objects only for large corrections, beside the
+	// originals, never over them.
+	if got := actions["s3:PutObject"]; !slices.Equal(got, []string{"arn:aws:s3:::prod-payloads-111122223333/corrections/*"}) {
+		t.Errorf("redrive may put objects in %v, want only corrections/", got)
+	}
+	if rule, err := tpl.GetEventsRuleWithName("RedrivePolicyRule"); err != nil || !strings.Contains(aws.ToString(rule.Targets[0].Input), `"action":"policies"`) || rule.Targets[0].Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-redrive" {
+		t.Errorf("standing policy schedule %+v %v", rule, err)
 	}
 	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
 	if err != nil {
@@ -344,6 +352,8 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
 		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
+		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
+		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
 	}
 	seen := map[string]bool{}
 	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
@@ -374,7 +384,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 			t.Errorf("%s dimensions %v, published with %v", id, got, dims)
 		}
 	}
-	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures} {
+	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {
 		if !seen[want] {
 			t.Errorf("no alarm on %s", want)
 		}
