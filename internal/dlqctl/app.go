@@ -154,7 +154,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.Region, "region", "", "AWS region")
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
 	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
-	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false))
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false))
 	return root
 }
 

@@ -242,3 +242,49 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}
 	}
 }
+
+// dlqctl policy add, ls, rm and resume: each change recorded in the
+// policy's sealed history; bad policies are usage errors.
+func TestPolicyCommands(t *testing.T) {
+	f := newFixture(t)
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--max-per-run", "5"); code != 2 || !strings.Contains(errOut, "--expires") {
+		t.Fatalf("add without --expires (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--class", "poison", "--min-age", "10m", "--max-per-run", "5", "--expires", "24h"); code != 2 || !strings.Contains(errOut, "exhausted records only") {
+		t.Fatalf("a poison policy (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--max-per-run", "5", "--expires", "24h"); code != 2 || !strings.Contains(errOut, "must be narrow") {
+		t.Fatalf("an unbounded policy (exit %d): %s", code, errOut)
+	}
+	out, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h", "--note", "INC-1")
+	if code != 0 || !strings.Contains(out, "created by alice for orders") {
+		t.Fatalf("add (exit %d): %s %s", code, out, errOut)
+	}
+	id := strings.Fields(out)[1]
+	if !strings.HasPrefix(id, "pol-") {
+		t.Fatalf("policy id %q", id)
+	}
+	out, _, code = f.run(t, "policy", "ls", "--source", "orders")
+	if code != 0 || !strings.Contains(out, id+"  active") || !strings.Contains(out, "created by alice") {
+		t.Fatalf("ls (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := f.run(t, "policy", "rm", id, "--source", "orders"); code != 2 || !strings.Contains(errOut, "--reason") {
+		t.Fatalf("rm without a reason (exit %d): %s", code, errOut)
+	}
+	if out, errOut, code := f.run(t, "policy", "rm", id, "--source", "orders", "--reason", "outage over"); code != 0 || !strings.Contains(out, "revoked by alice") {
+		t.Fatalf("rm (exit %d): %s %s", code, out, errOut)
+	}
+	if _, errOut, code := f.run(t, "policy", "resume", id, "--source", "orders", "--reason", "again"); code != 1 || !strings.Contains(errOut, "only a suspended policy") {
+		t.Fatalf("resume a revoked policy (exit %d): %s", code, errOut)
+	}
+	out, _, code = f.run(t, "policy", "ls", "--source", "orders", "-o", "json")
+	var rows []struct {
+		ID      string                                 `json:"id"`
+		State   string                                 `json:"state"`
+		History []struct{ Actor, Action, Note string } `json:"history"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].State != "revoked" || len(rows[0].History) != 2 ||
+		rows[0].History[0].Note != "INC-1" || rows[0].History[1].Action != "revoked" || rows[0].History[1].Note != "outage over" {
+		t.Fatalf("ls -o json (exit %d):\n%s", code, out)
+	}
+}

@@ -1,0 +1,254 @@
+package dlqctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/policy"
+)
+
+// PolicyAddOptions are the flags of dlqctl policy add.
+type PolicyAddOptions struct {
+	Source     string
+	Classes    string
+	Signatures []string
+	// From and Until bound first_seen (RFC 3339 or a duration ago).
+	From, Until string
+	MinAge      time.Duration
+	MaxPerRun   int
+	Rate        float64
+	// Expires is an RFC 3339 time or a duration from now ("24h").
+	Expires   string
+	Threshold float64
+	MinSample int
+	Note      string
+}
+
+// PolicyChangeOptions are the flags of dlqctl policy rm and resume.
+type PolicyChangeOptions struct {
+	ID, Source, Reason string
+	Resume             bool
+}
+
+func (a *App) policyCmd() *cobra.Command {
+	c := &cobra.Command{Use: "policy", Short: "Standing redrive policies: pre-approved automatic replay with a breaker"}
+	var add PolicyAddOptions
+	addCmd := &cobra.Command{
+		Use:   "add --source Q (--signature S | --since T | --min-age D) --max-per-run N --expires T",
+		Short: "Create a standing policy (recorded, sealed)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.PolicyAdd(cmd.Context(), add) },
+	}
+	f := addCmd.Flags()
+	f.StringVar(&add.Source, "source", "", "source queue (required)")
+	f.StringVar(&add.Classes, "class", "", "failure class (exhausted only, the default)")
+	f.StringSliceVar(&add.Signatures, "signature", nil, "failure signature(s) it replays")
+	f.StringVar(&add.From, "since", "", "first seen at or after (RFC 3339 or a duration ago)")
+	f.StringVar(&add.Until, "until", "", "first seen at or before (RFC 3339 or a duration ago)")
+	f.DurationVar(&add.MinAge, "min-age", 0, "only records first seen at least this long ago")
+	f.IntVar(&add.MaxPerRun, "max-per-run", 0, "records replayed per scheduled run (required, at most 1000)")
+	f.Float64Var(&add.Rate, "rate", 0, "sends per second")
+	f.StringVar(&add.Expires, "expires", "", "RFC 3339 time or a duration from now, within 90 days (required)")
+	f.Float64Var(&add.Threshold, "threshold", 0, "share of replays that may come back before the breaker suspends it (default 0.2)")
+	f.IntVar(&add.MinSample, "min-sample", 0, "replays before the breaker judges (default 10)")
+	f.StringVar(&add.Note, "note", "", "why (an incident, a change ticket)")
+
+	var ls string
+	lsCmd := &cobra.Command{
+		Use:   "ls --source Q",
+		Short: "List a source's policies with their breakers",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.PolicyList(cmd.Context(), ls) },
+	}
+	lsCmd.Flags().StringVar(&ls, "source", "", "source queue (required)")
+
+	change := func(resume bool) *cobra.Command {
+		o := PolicyChangeOptions{Resume: resume}
+		use, short := "rm ID --source Q --reason R", "Revoke a policy (recorded)"
+		if resume {
+			use, short = "resume ID --source Q --reason R", "Resume a suspended policy; its breaker starts afresh (recorded)"
+		}
+		cc := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
+			o.ID = args[0]
+			return a.PolicyChange(cmd.Context(), o)
+		}}
+		cc.Flags().StringVar(&o.Source, "source", "", "source queue (required)")
+		cc.Flags().StringVar(&o.Reason, "reason", "", "why (required; recorded)")
+		return cc
+	}
+	c.AddCommand(addCmd, lsCmd, change(false), change(true))
+	return c
+}
+
+func (a *App) policyStore(ctx context.Context) (*policy.Store, policy.CounterReader, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, _, _, err := a.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return policy.NewStore(c.DynamoDB, a.Table), store, nil
+}
+
+// Spec turns the flags into a policy spec.
+func (o PolicyAddOptions) Spec(now time.Time) (policy.Spec, error) {
+	if o.Source == "" || o.MaxPerRun == 0 || o.Expires == "" {
+		return policy.Spec{}, &UsageError{errors.New("--source, --max-per-run and --expires are required")}
+	}
+	cls, err := classes(o.Classes)
+	if err != nil {
+		return policy.Spec{}, err
+	}
+	spec := policy.Spec{Source: o.Source, Classes: cls, Signatures: o.Signatures, MinAge: o.MinAge, MaxPerRun: o.MaxPerRun,
+		RatePerSecond: o.Rate, Threshold: o.Threshold, MinSample: o.MinSample, Note: o.Note}
+	for _, w := range []struct {
+		flag, v string
+		dst     **time.Time
+	}{{"--since", o.From, &spec.FirstSeenFrom}, {"--until", o.Until, &spec.FirstSeenTo}} {
+		if w.v == "" {
+			continue
+		}
+		t, err := ParseWhen(w.v, now)
+		if err != nil {
+			return policy.Spec{}, &UsageError{fmt.Errorf("%s: %w", w.flag, err)}
+		}
+		*w.dst = &t
+	}
+	if d, err := time.ParseDuration(o.Expires); err == nil {
+		spec.ExpiresAt = now.Add(d)
+	} else if t, err := time.Parse(time.RFC3339, o.Expires); err == nil {
+		spec.ExpiresAt = t
+	} else {
+		return policy.Spec{}, &UsageError{fmt.Errorf("--expires %q is neither RFC 3339 nor a duration", o.Expires)}
+	}
+	return spec, nil
+}
+
+// PolicyAdd runs dlqctl policy add.
+func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
+	spec, err := o.Spec(a.Now())
+	if err != nil {
+		return err
+	}
+	p, err := policy.New(spec, a.Actor, a.Now())
+	var pe *policy.Error
+	if errors.As(err, &pe) {
+		return &UsageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	store, _, err := a.policyStore(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.Create(ctx, p); err != nil {
+		return describe(err, a.Table)
+	}
+	if a.Output == "json" {
+		return json.NewEncoder(a.Out).Encode(p)
+	}
+	fmt.Fprintf(a.Out, "policy %s created by %s for %s: up to %d per run until %s; breaker at %.0f%% over %d replays\n",
+		p.ID, p.CreatedBy, p.Source, p.MaxPerRun, p.ExpiresAt.UTC().Format(time.RFC3339), 100*p.Threshold, p.MinSample)
+	return nil
+}
+
+// PolicyList runs dlqctl policy ls.
+func (a *App) PolicyList(ctx context.Context, source string) error {
+	if source == "" {
+		return &UsageError{errors.New("--source is required")}
+	}
+	store, counters, err := a.policyStore(ctx)
+	if err != nil {
+		return err
+	}
+	pols, err := store.List(ctx, source)
+	if err != nil {
+		return describe(err, a.Table)
+	}
+	type row struct {
+		*policy.Policy
+		Breaker policy.Breaker `json:"breaker"`
+	}
+	var rows []row
+	for _, p := range pols {
+		sent, back, err := policy.Counts(ctx, counters, source, p.ID)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{p, p.Judge(sent, back)})
+	}
+	if a.Output == "json" {
+		enc := json.NewEncoder(a.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(a.Out, "no policies for %s\n", source)
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSELECTS\tMAX/RUN\tEXPIRES\tSENT\tCAME BACK\tSHARE\tCREATED BY\tLAST CHANGE")
+	for _, r := range rows {
+		state := r.State
+		if state == policy.StateActive && r.Expired(a.Now()) {
+			state = "expired"
+		}
+		sel := strings.Join(r.Signatures, ",")
+		if r.MinAgeSeconds > 0 {
+			sel = strings.TrimPrefix(sel+fmt.Sprintf(",older than %s", time.Duration(r.MinAgeSeconds)*time.Second), ",")
+		}
+		if r.FirstSeenFrom != nil || r.FirstSeenTo != nil {
+			sel = strings.TrimPrefix(sel+",first seen in a window", ",")
+		}
+		last := r.History[len(r.History)-1]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%.0f%%\t%s\t%s by %s\n", r.ID, state, sel, r.MaxPerRun,
+			r.ExpiresAt.UTC().Format(time.RFC3339), r.Breaker.Sent, r.Breaker.CameBack, 100*r.Breaker.Share, r.CreatedBy, last.Action, last.Actor)
+	}
+	return tw.Flush()
+}
+
+// PolicyChange runs dlqctl policy rm and resume, with one conditional write.
+func (a *App) PolicyChange(ctx context.Context, o PolicyChangeOptions) error {
+	if o.Source == "" || strings.TrimSpace(o.Reason) == "" {
+		return &UsageError{errors.New("--source and --reason are required")}
+	}
+	store, counters, err := a.policyStore(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := store.Get(ctx, o.Source, o.ID)
+	if errors.Is(err, policy.ErrNotFound) {
+		return fmt.Errorf("no policy %q for %s", o.ID, o.Source)
+	}
+	if err != nil {
+		return describe(err, a.Table)
+	}
+	var next *policy.Policy
+	if o.Resume {
+		sent, back, err := policy.Counts(ctx, counters, o.Source, o.ID)
+		if err != nil {
+			return err
+		}
+		next, err = p.Resume(a.Actor, o.Reason, sent, back, a.Now())
+		if err != nil {
+			return err
+		}
+	} else if next, err = p.Revoke(a.Actor, o.Reason, a.Now()); err != nil {
+		return err
+	}
+	if err := store.Replace(ctx, next, p.Version); err != nil {
+		return describe(err, a.Table)
+	}
+	fmt.Fprintf(a.Out, "policy %s %s by %s\n", next.ID, next.History[len(next.History)-1].Action, a.Actor)
+	return nil
+}
