@@ -12,6 +12,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/policy"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/sources"
@@ -95,12 +96,28 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		"redrive-correct.json": func(r *redrive.Report) bool {
 			return r.Corrected.Count == 1 && r.Correction != nil && r.Correction.Actor == "pharmacist@example.com"
 		},
+		// One standing policy, for the corrected record's signature: it
+		// replays that record as its own actor.
+		"redrive-policies.json": func(r *redrive.Report) bool {
+			return len(r.Policies) == 1 && r.Policies[0].Outcome == "ran" && r.Policies[0].Redriven == 1
+		},
 	}
-	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json", "redrive-correct.json"}
+	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json",
+		"redrive-correct.json", "redrive-policies.json"}
 	if len(files) != len(order) {
 		t.Fatalf("%d redrive samples, %d checked", len(files), len(order))
 	}
 	for _, name := range order {
+		if name == "redrive-policies.json" {
+			p, err := policy.New(policy.Spec{Source: source, Signatures: []string{quarantine.Signature(quarantine.StageCorrection, quarantine.ReasonCorrection, srcs[source].SchemaVersion)},
+				MaxPerRun: 10, ExpiresAt: time.Now().Add(time.Hour)}, "lead@example.com", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := policy.NewStore(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		raw, err := os.ReadFile(filepath.Join("../../events", name))
 		if err != nil {
 			t.Fatal(err)
