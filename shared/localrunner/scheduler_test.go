@@ -25,7 +25,7 @@ func TestParseRate(t *testing.T) {
 }
 
 // The scheduler runs exactly the template's schedules: the sweeper, the
-// metrics, and the redrive settle with its input.
+// metrics, and the redrive settle and standing policies with their inputs.
 func TestSchedulesFromTemplate(t *testing.T) {
 	t.Parallel()
 	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: "us-east-1", Account: "000000000000"})
@@ -38,23 +38,25 @@ func TestSchedulesFromTemplate(t *testing.T) {
 	}
 	got := map[string]localrunner.Schedule{}
 	for _, s := range scheds {
-		got[s.Function] = s
+		got[s.Rule] = s
 	}
-	if s := got["dlqq-sweeper"]; s.Every != time.Hour {
+	if s := got["SweeperSchedule"]; s.Every != time.Hour || s.Function != "dlqq-sweeper" {
 		t.Errorf("sweeper schedule %+v", s)
 	}
-	s := got["dlqq-redrive"]
-	if s.Every != 5*time.Minute {
-		t.Errorf("settle schedule %+v", s)
+	for rule, action := range map[string]string{"RedriveSettleRule": redrive.ActionSettle, "RedrivePolicyRule": redrive.ActionPolicies} {
+		s := got[rule]
+		if s.Every != 5*time.Minute || s.Function != "dlqq-redrive" {
+			t.Errorf("%s schedule %+v", rule, s)
+		}
+		req, err := redrive.ParseRequest(s.Input)
+		if err != nil || req.Action != action || req.Source != "dlqq-source" {
+			t.Errorf("%s input %s: %+v %v", rule, s.Input, req, err)
+		}
 	}
-	req, err := redrive.ParseRequest(s.Input)
-	if err != nil || req.Action != redrive.ActionSettle || req.Source != "dlqq-source" {
-		t.Errorf("settle input %s: %+v %v", s.Input, req, err)
-	}
-	if s := got["dlqq-metrics"]; s.Every != time.Minute {
+	if s := got["MetricsScheduleRule"]; s.Every != time.Minute || s.Function != "dlqq-metrics" {
 		t.Errorf("metrics schedule %+v", s)
 	}
-	if len(scheds) != 3 {
+	if len(scheds) != 4 {
 		raw, _ := json.Marshal(scheds)
 		t.Errorf("schedules %s", raw)
 	}
