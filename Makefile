@@ -43,6 +43,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/quarantine/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/redrive/
+	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
 
 # linux/arm64 bootstrap zips for provided.al2023.
 build: $(FUNCTIONS:%=$(BUILD)/%.zip)
