@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlqquarantine/dlqq/shared/memstore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 )
 
@@ -117,5 +118,45 @@ func TestCorrectionWithANewKeyIsRecorded(t *testing.T) {
 	}
 	if r.Latest().NewKey != "evt-9b" || r.IdempotencyKey != "evt-9" {
 		t.Fatalf("new key %q, record key %q", r.Latest().NewKey, r.IdempotencyKey)
+	}
+}
+
+// A record keyed by its body's hash keeps its identity through a
+// correction: replays carry the key in the key attribute, and a corrected
+// replay that fails again lands on the same record, not beside it.
+func TestCorrectionKeepsABodyHashKey(t *testing.T) {
+	ctx := context.Background()
+	src := inventorySource(t)
+	src.IdempotencyPointer = "" // keyed by body hash
+	store := memstore.New()
+	q := quarantine.NewQuarantiner(store, memstore.NewPayloads(), nil, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	noID := badNDC
+	out, err := q.Quarantine(ctx, msg("m1", noID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Record.KeyOrigin != quarantine.KeyFromBodyHash {
+		t.Fatalf("key origin %s", out.Record.KeyOrigin)
+	}
+	fixedBody := strings.Replace(noID, `"NDC?1"`, `"12345-678-90"`, 1)
+	r, err := q.Correct(ctx, out.Record.DLQID, correctReq([]byte(fixedBody)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Latest(); c.KeyAttribute != quarantine.DefaultKeyAttribute || c.NewKey != "" {
+		t.Fatalf("correction %+v: want the key carried in %s", c, quarantine.DefaultKeyAttribute)
+	}
+	// The corrected replay comes back with the attribute redrive gives it.
+	m := msg("m2", fixedBody)
+	m.Attributes = map[string]quarantine.Attribute{quarantine.DefaultKeyAttribute: {DataType: "String", StringValue: r.IdempotencyKey}}
+	back, err := q.Quarantine(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Record.DLQID != r.DLQID || back.Result != quarantine.ResultAppended {
+		t.Fatalf("the corrected replay made %s (%s), want an arrival on %s", back.Record.DLQID, back.Result, r.DLQID)
+	}
+	if _, err := store.Get(ctx, r.DLQID+"#body-"+quarantine.BodySHA256([]byte(fixedBody))[:16]); !errors.Is(err, quarantine.ErrNotFound) {
+		t.Fatal("a conflict record was made for a corrected replay")
 	}
 }
