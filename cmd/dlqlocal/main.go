@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	messages := fs.Int("messages", 10000, "messages to send (soak)")
 	faultRate := fs.Float64("fault-rate", 0.05, "share of AWS requests and batch entries that fail (soak)")
 	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
-	maxBackoff := fs.Duration("max-backoff", 200*time.Millisecond, "cap on the SDK retryer's backoff; 0 keeps the SDK's 20 s (soak)")
+	maxBackoff := fs.Duration("max-backoff", 200*time.Millisecond, "cap on the backoff of the SDK retryer and of redrive's entry retries; 0 keeps the defaults (20 s, 2 s) (soak)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "local":
 		return runLocal(ctx, stdout, stderr, logw)
 	case "soak":
-		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare, MaxBackoff: *maxBackoff})
+		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2

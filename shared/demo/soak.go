@@ -50,13 +50,13 @@ type SoakOptions struct {
 	// the work spreads over many processes that may crash, as Lambda's
 	// timeout spreads a large replay.
 	PerInvocation int
-	// MaxBackoff caps the SDK retryer's backoff (0: the SDK's default, as
-	// deployed); the short test lowers it to save time.
+	// MaxBackoff caps the backoff of the SDK retryer and of redrive's
+	// retries of failed batch entries (0: the defaults, as deployed).
 	MaxBackoff time.Duration
 	// FailFirst makes the first request of each faulted kind fail, so a
 	// short run meets every kind of fault.
 	FailFirst bool
-	// Timeout bounds the whole run (default 20 minutes).
+	// Timeout bounds the whole run (default 45 minutes).
 	Timeout time.Duration
 	// Log receives the functions' JSON logs (discarded when nil).
 	Log io.Writer
@@ -79,7 +79,7 @@ func (o SoakOptions) withDefaults() SoakOptions {
 		o.PerInvocation = 500
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 20 * time.Minute
+		o.Timeout = 45 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -326,7 +326,7 @@ func (s *soak) redriveUntilDone(ctx context.Context, c *consumer) error {
 		}
 		var rr *redrive.Report
 		crashed, err := s.invoke(ctx, "redrive", func(ctx context.Context, cl *awsclients.Clients) error {
-			svc, err := s.fns.NewRedrive(cl)
+			svc, err := s.fns.NewRedrive(cl, s.redriveConfig)
 			if err != nil {
 				return err
 			}
@@ -342,7 +342,7 @@ func (s *soak) redriveUntilDone(ctx context.Context, c *consumer) error {
 		}
 		time.Sleep(s.fns.Settle + 100*time.Millisecond)
 		settleCrashed, settleErr := s.invoke(ctx, "settle", func(ctx context.Context, cl *awsclients.Clients) error {
-			svc, err := s.fns.NewRedrive(cl)
+			svc, err := s.fns.NewRedrive(cl, s.redriveConfig)
 			if err != nil {
 				return err
 			}
@@ -361,6 +361,14 @@ func (s *soak) redriveUntilDone(ctx context.Context, c *consumer) error {
 			return nil
 		}
 		time.Sleep(s.fns.Lease) // crashed runs' claims hold until their lease expires
+	}
+}
+
+// redriveConfig applies the soak's backoff cap to redrive's own retries of
+// failed batch entries too.
+func (s *soak) redriveConfig(c *redrive.Config) {
+	if s.o.MaxBackoff > 0 {
+		c.MaxBackoff = s.o.MaxBackoff
 	}
 }
 

@@ -107,8 +107,12 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 
 // NewRedrive builds another redrive function, as configured from the
 // template, on other clients (one process of it, in the soak).
-func (f *Functions) NewRedrive(c *awsclients.Clients) (*redrive.Service, error) {
-	return redrive.NewFromConfig(f.redriveConfig, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch}, f.log, nil)
+func (f *Functions) NewRedrive(c *awsclients.Clients, adjust ...func(*redrive.Config)) (*redrive.Service, error) {
+	cfg := f.redriveConfig
+	for _, a := range adjust {
+		a(&cfg.Service)
+	}
+	return redrive.NewFromConfig(cfg, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch}, f.log, nil)
 }
 
 // NewSweeper builds another sweeper function on other clients; adjust may
