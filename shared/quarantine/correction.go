@@ -65,10 +65,14 @@ type CorrectionRequest struct {
 	NewKey bool
 }
 
-// CorrectionError is a refused correction: nothing was changed.
+// CorrectionError is a refused correction: nothing was changed. Problems
+// name rules and fields, never values; Detail, the schema validator's own
+// words, may quote the payload and is for the operator's terminal only
+// (never logged, never in a function error).
 type CorrectionError struct {
 	ID       string
 	Problems []string
+	Detail   string
 }
 
 func (e *CorrectionError) Error() string {
@@ -132,11 +136,7 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 	}
 	v := src.Check(req.Body)
 	if !v.Valid {
-		p := []string{"the corrected body fails the current schema: " + v.Reason}
-		if v.Detail != "" {
-			p = append(p, v.Detail)
-		}
-		return nil, &CorrectionError{ID: r.DLQID, Problems: p}
+		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{"the corrected body fails the current schema: " + v.Reason}, Detail: v.Detail}
 	}
 	c := Correction{
 		N: len(r.Corrections) + 1, At: At(now), Actor: Clip(req.Actor, 256), Reason: Clip(req.Reason, 512),

@@ -36,8 +36,11 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	before := e.get(t, id)
 	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
 	var ce *quarantine.CorrectionError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema") {
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema: schema /ndc pattern") {
 		t.Fatalf("an invalid correction: %v", err)
+	}
+	if strings.Contains(err.Error(), "12-3") || strings.Contains(err.Error(), id) {
+		t.Fatalf("the function error, which the runtime logs, quotes the payload or the record id: %v", err)
 	}
 	if r := e.get(t, id); r.Version != before.Version || r.Seal != before.Seal {
 		t.Fatal("a refused correction changed the record")
