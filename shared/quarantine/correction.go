@@ -111,16 +111,8 @@ func (r *Record) HasCorrection(sum string) bool {
 // keyAttribute is the attribute ingest reads producer keys from; attrs are
 // the record's original attributes.
 func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attribute, prevBody []byte, req CorrectionRequest, now time.Time) (*Record, error) {
-	var problems []string
+	problems := r.uncorrectable()
 	refuse := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
-	switch {
-	case r.Status != StatusQuarantined:
-		refuse("the record is %s; only QUARANTINED records can be corrected", r.Status)
-	case r.RedriveCount >= r.RedriveCap:
-		refuse("the redrive cap %d is reached", r.RedriveCap)
-	case len(r.Corrections) >= r.RedriveCap:
-		refuse("%d corrections already; corrections are bounded by the redrive cap %d", len(r.Corrections), r.RedriveCap)
-	}
 	if strings.TrimSpace(req.Actor) == "" || strings.TrimSpace(req.Reason) == "" {
 		refuse("a correction needs who made it and why")
 	}
@@ -189,6 +181,19 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 	return n, n.reseal(r)
 }
 
+// uncorrectable says why r cannot take a correction now, if it cannot.
+func (r *Record) uncorrectable() []string {
+	switch {
+	case r.Status != StatusQuarantined:
+		return []string{fmt.Sprintf("the record is %s; only QUARANTINED records can be corrected", r.Status)}
+	case r.RedriveCount >= r.RedriveCap:
+		return []string{fmt.Sprintf("the redrive cap %d is reached", r.RedriveCap)}
+	case len(r.Corrections) >= r.RedriveCap:
+		return []string{fmt.Sprintf("%d corrections already; corrections are bounded by the redrive cap %d", len(r.Corrections), r.RedriveCap)}
+	}
+	return nil
+}
+
 // DiffOp is one operation of a structural JSON diff.
 type DiffOp = jsondiff.Operation
 
@@ -234,6 +239,10 @@ func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequ
 	src, ok := q.cfg.Sources[cur.Source]
 	if !ok {
 		return nil, &CorrectionError{ID: id, Problems: []string{"source " + cur.Source + " is not configured"}}
+	}
+	// Refuse before reading payloads an archived stub no longer holds.
+	if p := cur.uncorrectable(); p != nil {
+		return nil, &CorrectionError{ID: id, Problems: p}
 	}
 	prev, err := ReplayBody(ctx, q.payloads, cur)
 	if err != nil {

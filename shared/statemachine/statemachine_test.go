@@ -46,10 +46,12 @@ var legal = map[quarantine.Status][]quarantine.Status{
 
 // seen is the model's memory of one record.
 type seen struct {
-	status    quarantine.Status
-	version   int64
-	seal      string
-	firstSeen time.Time
+	status      quarantine.Status
+	version     int64
+	seal        string
+	firstSeen   time.Time
+	bodySHA256  string
+	corrections int
 }
 
 func TestLifecycleProperties(t *testing.T) {
@@ -95,7 +97,28 @@ func TestLifecycleProperties(t *testing.T) {
 		for range steps {
 			key := rapid.SampledFrom(keys).Draw(rt, "key")
 			now := clk.Now()
-			switch action := rapid.SampledFrom([]string{"ingest", "claim", "mark", "release", "settle", "park", "unpark", "sweep", "tick"}).Draw(rt, "action"); action {
+			switch action := rapid.SampledFrom([]string{"ingest", "claim", "mark", "release", "settle", "park", "unpark", "sweep", "tick", "correct", "comeback"}).Draw(rt, "action"); action {
+			case "correct":
+				msg++
+				_, err := q.Correct(ctx, quarantine.RecordID(name, key), quarantine.CorrectionRequest{Actor: "sm", Reason: "fix", Body: []byte(fmt.Sprintf(`{"k":%q,"fix":%d}`, key, msg))})
+				var ce *quarantine.CorrectionError
+				if err != nil && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrNotFound) {
+					rt.Fatal(err)
+				}
+			case "comeback":
+				// The latest correction's replay fails again and is dead-lettered.
+				r, err := store.Get(ctx, quarantine.RecordID(name, key))
+				if err != nil || r.Latest() == nil || r.Latest().Body == "" {
+					break
+				}
+				msg++
+				body := r.Latest().Body
+				if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(body)}); err != nil {
+					rt.Fatal(err)
+				}
+				if _, err := store.Get(ctx, quarantine.RecordID(name, key)+"#body-"+quarantine.BodySHA256([]byte(body))[:16]); !errors.Is(err, quarantine.ErrNotFound) {
+					rt.Fatalf("%s: a corrected replay made a conflict record (%v)", key, err)
+				}
 			case "ingest":
 				msg++
 				if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`)}); err != nil {
@@ -133,7 +156,8 @@ func TestLifecycleProperties(t *testing.T) {
 }
 
 // check compares every record with the model: only legal transitions, the
-// cap never exceeded, first_seen never changed, the seal and its chain intact.
+// cap never exceeded, first_seen and the original body never changed,
+// corrections only added, the seal and its chain intact.
 func check(rt *rapid.T, store quarantine.Store, source string, keys []string, model map[string]*seen) {
 	for _, key := range keys {
 		r, err := store.Get(context.Background(), quarantine.RecordID(source, key))
@@ -157,12 +181,21 @@ func check(rt *rapid.T, store quarantine.Store, source string, keys []string, mo
 			if r.Version != 1 || r.PrevSeal != "" {
 				rt.Fatalf("%s: first seen at version %d", key, r.Version)
 			}
-			model[key] = &seen{status: r.Status, version: r.Version, seal: r.Seal, firstSeen: r.FirstSeen.Time}
+			model[key] = &seen{status: r.Status, version: r.Version, seal: r.Seal, firstSeen: r.FirstSeen.Time, bodySHA256: r.BodySHA256}
 			continue
 		}
 		if !r.FirstSeen.Equal(m.firstSeen) {
 			rt.Fatalf("%s: first_seen changed from %s to %s", key, m.firstSeen, r.FirstSeen)
 		}
+		// Corrections sit beside the original: it never changes, and none
+		// is ever dropped or beyond the cap.
+		if r.BodySHA256 != m.bodySHA256 {
+			rt.Fatalf("%s: the original body changed", key)
+		}
+		if len(r.Corrections) < m.corrections || len(r.Corrections) > r.RedriveCap {
+			rt.Fatalf("%s: %d corrections after %d (cap %d)", key, len(r.Corrections), m.corrections, r.RedriveCap)
+		}
+		m.corrections = len(r.Corrections)
 		switch {
 		case r.Version == m.version:
 			if r.Seal != m.seal {
