@@ -550,6 +550,11 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 	if a := env.Record.Corrections; len(a) != 2 || a[0].Actor != "fixer@ops" || a[1].Actor != "lead@ops" || a[1].Reason != "full note restored" {
 		t.Fatalf("archived corrections %+v", a)
 	}
+	// An archived stub takes no correction.
+	var ce *quarantine.CorrectionError
+	if _, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "a", Reason: "r", Body: []byte(inv("ev-corr", "again"))}); !errors.As(err, &ce) {
+		t.Fatalf("correcting an archived stub: %v", err)
+	}
 	// (The current object, not the version: the payload bucket keeps
 	// noncurrent versions until its lifecycle rule expires them.)
 	ref := c2.Corrections[1].BodyRef
