@@ -225,6 +225,14 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 		return nil, err
 	}
 	rep.Quarantined = len(first.Records)
+	for _, l := range []struct {
+		dst *[]string
+		src []string
+	}{{&rep.Lost, first.Lost}, {&rep.Duplicates, first.Unexpected}, {&rep.SealFailures, first.SealFailures}} {
+		for _, x := range l.src {
+			*l.dst = append(*l.dst, "after ingest: "+x)
+		}
+	}
 	phase := func(name string) {
 		rep.Phases = append(rep.Phases, fmt.Sprintf("%s %s", name, time.Since(start).Round(time.Millisecond)))
 	}
