@@ -257,3 +257,34 @@ func TestRevokedPolicySendsNothingAndChangesAreAudited(t *testing.T) {
 		}
 	}
 }
+
+// Records whose cause is not cleared never fill a run's max_messages: the
+// cleared ones behind them are reached.
+func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
+	e := newEnv(t, false)
+	e.seedReason(t, 0, 8, "ledger locked") // older, not cleared
+	cleared := e.seedReason(t, 100, 3, "downstream 503")
+	svc := e.service(nil, nil, redrive.Config{})
+	rep, err := svc.Run(context.Background(), redrive.Request{Source: e.src.Name, RequestedBy: "ops", MaxMessages: 5,
+		ClearedReasons: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Redriven.Count != 3 || rep.Remaining != 0 {
+		t.Fatalf("redriven %d, remaining %d: want the 3 cleared records and nothing left", rep.Redriven.Count, rep.Remaining)
+	}
+	got := slices.Clone(rep.Redriven.IDs)
+	slices.Sort(got)
+	want := slices.Clone(cleared)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("redriven %v, want %v", got, want)
+	}
+	// Signatures and cleared reasons that do not meet select nothing.
+	rep, err = svc.Run(context.Background(), redrive.Request{Source: e.src.Name, RequestedBy: "ops", MaxMessages: 5,
+		Signatures:     []string{quarantine.Signature("consumer", "ledger locked", e.src.SchemaVersion)},
+		ClearedReasons: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)}})
+	if err != nil || rep.Redriven.Count+rep.Skipped.Count+rep.Remaining != 0 {
+		t.Fatalf("disjoint filters: %+v %v", rep, err)
+	}
+}

@@ -284,6 +284,9 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 		}
 		return nil
 	}
+	if _, ok := r.selected(); !ok {
+		return nil // no requested signature is cleared
+	}
 	statuses := []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined}
 	if r.req.IncludeParked {
 		statuses = append(statuses, quarantine.StatusParked)
@@ -313,8 +316,30 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 	return nil
 }
 
+// selected returns the signatures the listing is restricted to: the
+// request's, narrowed to cleared_reasons when those are given, so records
+// whose cause is not cleared never fill a run's max_messages and starve
+// the ones behind them. ok is false when nothing can match.
+func (r *run) selected() (sigs []string, ok bool) {
+	sigs = r.req.Signatures
+	if len(r.req.ClearedReasons) == 0 {
+		return sigs, true
+	}
+	if len(sigs) == 0 {
+		return r.req.ClearedReasons, true
+	}
+	var both []string
+	for _, s := range sigs {
+		if contains(r.req.ClearedReasons, s) {
+			both = append(both, s)
+		}
+	}
+	return both, len(both) > 0
+}
+
 func (r *run) listQuery(st quarantine.Status) quarantine.ListQuery {
-	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: r.req.Signatures, Limit: 1000}
+	sigs, _ := r.selected()
+	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: sigs, Limit: 1000}
 	if r.req.FirstSeenFrom != nil {
 		q.FirstSeenFrom = *r.req.FirstSeenFrom
 	}
