@@ -112,23 +112,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// lots and cannot reach one facility's system.
 	gen := Generate(o.Seed, o.Events)
 	rep := &Report{Sent: len(gen), ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}, Final: map[quarantine.Status]int{}}
-	if err := produce(ctx, st, gen); err != nil {
+	c, err := deadLetter(ctx, st, gen)
+	if err != nil {
 		return nil, err
 	}
-	c := newConsumer(st)
-	c.outage.Store(true)
-	for _, g := range gen {
-		c.byBody[g.Body] = g
-		if g.Kind != Good {
-			rep.DeadLettered++
-		}
-	}
-	if err := c.run(ctx); err != nil {
-		return nil, err
-	}
-	if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
-		return nil, err
-	}
+	rep.DeadLettered = c.deadLettered
 	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
 	if err := verify(ctx, st, fns.IngestConfig, gen, rep); err != nil {
 		return nil, err
@@ -183,6 +171,27 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// deadLetter sends gen to the source queue, runs the consumer through the
+// outage until the redrive policy has dead-lettered what it rejects, and
+// waits until ingest has taken everything off the DLQ.
+func deadLetter(ctx context.Context, st *embedded.Stack, gen []Generated) (*consumer, error) {
+	if err := produce(ctx, st, gen); err != nil {
+		return nil, err
+	}
+	c := newConsumer(st)
+	c.outage.Store(true)
+	for _, g := range gen {
+		c.byBody[g.Body] = g
+		if g.Kind != Good {
+			c.deadLettered++
+		}
+	}
+	if err := c.run(ctx); err != nil {
+		return nil, err
+	}
+	return c, waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"])
+}
+
 func produce(ctx context.Context, st *embedded.Stack, gen []Generated) error {
 	url := st.QueueURLs["SourceQueue"]
 	for i := 0; i < len(gen); i += 10 {
@@ -207,6 +216,7 @@ type consumer struct {
 	byBody             map[string]Generated
 	consumed, recalled atomic.Int64
 	outage             atomic.Bool
+	deadLettered       int // events the scenario makes fail
 	mu                 sync.Mutex
 	seen               map[string]map[string]bool // event id → message ids consumed
 	// sends maps a replay, by record id and round (the attributes redrive

@@ -203,23 +203,11 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	gen := generate(o.Seed, o.Messages, 2)
 	rep := s.rep
 	rep.Sent = len(gen)
-	if err := produce(ctx, st, gen); err != nil {
+	c, err := deadLetter(ctx, st, gen)
+	if err != nil {
 		return nil, err
 	}
-	c := newConsumer(st)
-	c.outage.Store(true)
-	for _, g := range gen {
-		c.byBody[g.Body] = g
-		if g.Kind != Good {
-			rep.DeadLettered++
-		}
-	}
-	if err := c.run(ctx); err != nil {
-		return nil, err
-	}
-	if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
-		return nil, err
-	}
+	rep.DeadLettered = c.deadLettered
 	first := &Report{ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}}
 	if err := verify(ctx, st, s.fns.IngestConfig, gen, first); err != nil {
 		return nil, err
