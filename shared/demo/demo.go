@@ -29,9 +29,11 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/metrics"
+	"github.com/dlqquarantine/dlqq/shared/policy"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/sources"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
 )
 
@@ -65,9 +67,13 @@ type Report struct {
 	BySignature map[string]int
 	Ingest      localrunner.Stats
 	// Redrive rounds after the outage cleared, and the final states.
-	Rounds                           []*redrive.Report
-	ClearedReasons                   []string
-	Final                            map[quarantine.Status]int
+	Rounds         []*redrive.Report
+	ClearedReasons []string
+	Final          map[quarantine.Status]int
+	// Corrected are the malformed events a pharmacist corrected, by event
+	// id; Policies what the standing policy did with them.
+	Corrected                        map[string]bool
+	Policies                         []redrive.PolicyOutcome
 	Sweep                            *sweeper.Report
 	Lost, Unexpected, SealFailures   []string
 	Duplicated, WrongState, BadStubs []string
@@ -143,6 +149,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 			return nil, err
 		}
 		time.Sleep(fns.Settle + 100*time.Millisecond) // let replays that stayed away settle
+	}
+	// Phase 2b: a pharmacist corrects the NDCs typed with a stray "NDC?"
+	// prefix, and a standing policy replays corrected records.
+	if err := correctAndPolicy(ctx, st, fns, gen, c, rep); err != nil {
+		return nil, err
 	}
 	settled, err := fns.Redrive.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: fns.Source, RequestedBy: "schedule:settle"})
 	if err != nil {
@@ -484,6 +495,12 @@ func (r *Report) Print(w io.Writer, sample int) {
 			label, rr.Redriven.Count, rr.Skipped.Count, rr.Held.Count, rr.Parked.Count, rr.Failed.Count, rr.Settled.Count)
 	}
 	tw.Flush()
+	if len(r.Corrected) > 0 {
+		fmt.Fprintf(w, "\na pharmacist corrected %d malformed NDCs (the redrive function's correct action, as dlqctl fix sends it; the originals kept and sealed);\n", len(r.Corrected))
+		for _, p := range r.Policies {
+			fmt.Fprintf(w, "standing policy %s (signature operator|payload corrected) replayed %d of them\n", p.ID, p.Redriven)
+		}
+	}
 	fmt.Fprintf(w, "\nfinal states of the dead-lettered events:\n")
 	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
 		fmt.Fprintf(tw, "  %s\t%d\n", st, r.Final[st])
@@ -582,11 +599,76 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 				wrong("archived after %d redrives, want %d", r.RedriveCount, fns.RedriveCap)
 			}
 		case Malformed:
+			if rep.Corrected[g.ID] {
+				// Corrected, replayed by the standing policy, consumed once,
+				// the original kept beside the correction.
+				if r.Status != quarantine.StatusResolved || r.RedriveCount != 1 || len(r.Corrections) != 1 || r.BodySHA256 != quarantine.BodySHA256([]byte(g.Body)) ||
+					r.RedrivenBy == "" || !strings.HasPrefix(r.RedrivenBy, quarantine.PolicyActorPrefix) {
+					wrong("corrected: %s after %d redrives by %q with %d corrections, want RESOLVED once by the policy", r.Status, r.RedriveCount, r.RedrivenBy, len(r.Corrections))
+				}
+				if n := c.consumedCount(g.ID); n != 1 {
+					rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times after its correction", g.ID, n))
+				}
+				continue
+			}
 			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || r.FailureClass != quarantine.ClassValidation {
 				wrong("%s class %s after %d redrives: malformed events are never replayed", r.Status, r.FailureClass, r.RedriveCount)
 			}
 		}
 	}
+	return nil
+}
+
+// MaxCorrections bounds the malformed events the demo's pharmacist fixes.
+const MaxCorrections = 5
+
+// correctAndPolicy corrects up to MaxCorrections malformed events through
+// the redrive function's correct action, creates a standing policy for
+// corrected records and applies it, then lets the consumer take the
+// replays and ingest drain the DLQ.
+func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
+	src := quarantine.Source{Name: fns.Source, ARN: fns.IngestConfig.Sources[fns.Source].ARN, IdempotencyPointer: fns.IngestConfig.Sources[fns.Source].IdempotencyPointer}
+	rep.Corrected = map[string]bool{}
+	for _, g := range gen {
+		if g.Kind != Malformed || !strings.Contains(g.Body, `"ndc":"NDC?`) || len(rep.Corrected) == MaxCorrections {
+			continue
+		}
+		fixed := strings.Replace(g.Body, `"ndc":"NDC?`, `"ndc":"`, 1)
+		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
+		req, _ := json.Marshal(redrive.Request{Action: redrive.ActionCorrect, Source: fns.Source, IDs: []string{quarantine.RecordID(fns.Source, key)},
+			RequestedBy: "pharmacist@demo", Reason: "NDC keyed with a stray prefix; corrected from the shipping manifest", Payload: fixed})
+		if _, err := fns.Redrive.Handle(ctx, req); err != nil {
+			return fmt.Errorf("correct: %w", err)
+		}
+		rep.Corrected[g.ID] = true
+		c.mu.Lock()
+		c.byBody[fixed] = Generated{ID: g.ID, Body: fixed, Kind: Good}
+		c.mu.Unlock()
+	}
+	schemaVersion := ""
+	if s, err := sources.Build(fns.IngestConfig.Sources); err == nil && s[fns.Source] != nil {
+		schemaVersion = s[fns.Source].SchemaVersion
+	}
+	p, err := policy.New(policy.Spec{Source: fns.Source, Signatures: []string{quarantine.Signature(quarantine.StageCorrection, quarantine.ReasonCorrection, schemaVersion)},
+		MaxPerRun: 50, ExpiresAt: time.Now().Add(time.Hour), Note: "replay what the pharmacists correct"}, "lead@demo", time.Now())
+	if err != nil {
+		return err
+	}
+	if err := policy.NewStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).Create(ctx, p); err != nil {
+		return err
+	}
+	out, err := fns.Redrive.Handle(ctx, []byte(`{"action":"policies","source":"`+fns.Source+`","requested_by":"schedule:policies"}`))
+	if err != nil {
+		return fmt.Errorf("standing policies: %w", err)
+	}
+	rep.Policies = out.Policies
+	if err := c.run(ctx); err != nil {
+		return err
+	}
+	if err := waitEmpty(ctx, st.Clients.SQS, st.QueueURLs["DeadLetterQueue"]); err != nil {
+		return err
+	}
+	time.Sleep(fns.Settle + 100*time.Millisecond)
 	return nil
 }
 

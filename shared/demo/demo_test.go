@@ -37,6 +37,9 @@ func TestDemoScenarioHoldsInvariants(t *testing.T) {
 		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
 		t.Fatalf("the scenario did not exercise every path:\n%s", out.String())
 	}
+	if len(rep.Corrected) == 0 || len(rep.Policies) != 1 || rep.Policies[0].Redriven != len(rep.Corrected) {
+		t.Fatalf("corrections %d, policies %+v: want every corrected record replayed by the policy", len(rep.Corrected), rep.Policies)
+	}
 	if rep.Sent != rep.Consumed+rep.DeadLettered {
 		t.Fatalf("sent %d != consumed %d + dead-lettered %d", rep.Sent, rep.Consumed, rep.DeadLettered)
 	}
