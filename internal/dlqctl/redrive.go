@@ -189,13 +189,7 @@ func cmpOr(a, b string) string {
 }
 
 func merge(total, r *redrive.Report) {
-	for _, p := range []struct{ dst, src *redrive.Outcome }{
-		{&total.Redriven, &r.Redriven}, {&total.Skipped, &r.Skipped}, {&total.Held, &r.Held},
-		{&total.Parked, &r.Parked}, {&total.Failed, &r.Failed}, {&total.Settled, &r.Settled},
-	} {
-		p.dst.Count += p.src.Count
-		p.dst.IDs = append(p.dst.IDs, p.src.IDs...)
-	}
+	total.AddOutcomes(r)
 	total.Source, total.RequestedBy, total.Stopped = r.Source, r.RequestedBy, r.Stopped
 }
 

@@ -170,8 +170,3 @@ func BucketCounterKey(source, kind string, at time.Time, shard int) string {
 func OpenCounterPartition(source string) string {
 	return "CTR#OPEN#" + source
 }
-
-// IsCounterKey reports whether a table key names a counter, not a record.
-func IsCounterKey(id string) bool {
-	return len(id) >= len(counterKeyPrefix) && id[:len(counterKeyPrefix)] == counterKeyPrefix
-}

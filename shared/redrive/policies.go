@@ -137,13 +137,7 @@ func (s *Service) applyPolicies(ctx context.Context, src *quarantine.Source, rep
 				break
 			}
 			o.Outcome, o.Redriven, o.RunID = "ran", rr.Redriven.Count, rr.RunID
-			for _, pair := range []struct{ dst, src *Outcome }{
-				{&rep.Redriven, &rr.Redriven}, {&rep.Skipped, &rr.Skipped}, {&rep.Held, &rr.Held}, {&rep.Parked, &rr.Parked},
-				{&rep.Failed, &rr.Failed}, {&rep.Settled, &rr.Settled},
-			} {
-				pair.dst.Count += pair.src.Count
-				pair.dst.IDs = append(pair.dst.IDs, pair.src.IDs...)
-			}
+			rep.AddOutcomes(rr)
 		}
 		if o.State == policy.StateSuspended {
 			suspended++

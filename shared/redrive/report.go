@@ -62,3 +62,15 @@ type Report struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 }
+
+// AddOutcomes adds r's per-outcome counts and ids to rep's (several runs
+// reported as one).
+func (rep *Report) AddOutcomes(r *Report) {
+	for _, p := range []struct{ dst, src *Outcome }{
+		{&rep.Redriven, &r.Redriven}, {&rep.Skipped, &r.Skipped}, {&rep.Held, &r.Held},
+		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled},
+	} {
+		p.dst.Count += p.src.Count
+		p.dst.IDs = append(p.dst.IDs, p.src.IDs...)
+	}
+}
