@@ -110,18 +110,8 @@ func (o PolicyAddOptions) Spec(now time.Time) (policy.Spec, error) {
 	}
 	spec := policy.Spec{Source: o.Source, Classes: cls, Signatures: o.Signatures, MinAge: o.MinAge, MaxPerRun: o.MaxPerRun,
 		RatePerSecond: o.Rate, Threshold: o.Threshold, MinSample: o.MinSample, Note: o.Note}
-	for _, w := range []struct {
-		flag, v string
-		dst     **time.Time
-	}{{"--since", o.From, &spec.FirstSeenFrom}, {"--until", o.Until, &spec.FirstSeenTo}} {
-		if w.v == "" {
-			continue
-		}
-		t, err := ParseWhen(w.v, now)
-		if err != nil {
-			return policy.Spec{}, &UsageError{fmt.Errorf("%s: %w", w.flag, err)}
-		}
-		*w.dst = &t
+	if spec.FirstSeenFrom, spec.FirstSeenTo, err = parseWindow(o.From, o.Until, now); err != nil {
+		return policy.Spec{}, err
 	}
 	if d, err := time.ParseDuration(o.Expires); err == nil {
 		spec.ExpiresAt = now.Add(d)

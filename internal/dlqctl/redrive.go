@@ -66,24 +66,32 @@ func (o RedriveOptions) Request(actor string, now time.Time) (redrive.Request, e
 		Source: o.Source, Classes: cls, Signatures: o.Signatures, ClearedReasons: o.ClearedReasons, IDs: o.IDs,
 		MaxMessages: o.Max, BatchSize: o.BatchSize, RatePerSecond: o.Rate, IncludeParked: o.IncludeParked, RequestedBy: actor,
 	}
-	for _, w := range []struct {
-		flag, v string
-		dst     **time.Time
-	}{{"--since", o.Since, &req.FirstSeenFrom}, {"--until", o.Until, &req.FirstSeenTo}} {
-		if w.v == "" {
-			continue
-		}
-		t, err := ParseWhen(w.v, now)
-		if err != nil {
-			return redrive.Request{}, &UsageError{fmt.Errorf("%s: %w", w.flag, err)}
-		}
-		*w.dst = &t
+	if req.FirstSeenFrom, req.FirstSeenTo, err = parseWindow(o.Since, o.Until, now); err != nil {
+		return redrive.Request{}, err
 	}
 	raw, _ := json.Marshal(req)
 	if _, err := redrive.ParseRequest(raw); err != nil {
 		return redrive.Request{}, &UsageError{err}
 	}
 	return req, nil
+}
+
+// parseWindow reads --since and --until (either may be empty).
+func parseWindow(since, until string, now time.Time) (from, to *time.Time, err error) {
+	for _, w := range []struct {
+		flag, v string
+		dst     **time.Time
+	}{{"--since", since, &from}, {"--until", until, &to}} {
+		if w.v == "" {
+			continue
+		}
+		t, err := ParseWhen(w.v, now)
+		if err != nil {
+			return nil, nil, &UsageError{fmt.Errorf("%s: %w", w.flag, err)}
+		}
+		*w.dst = &t
+	}
+	return from, to, nil
 }
 
 // ParseWhen reads an RFC 3339 time or a duration before now ("90m", "2h").
