@@ -1,8 +1,11 @@
 // Package dynamostore is the DynamoDB adapter for quarantine.Store. Every
-// write is one PutItem with a condition: attribute_not_exists on the key for
-// a new record, equality on version for a replacement. The whole item is
-// written each time, because partial update expressions are where emulators
-// (and hand-written expressions) go wrong.
+// write is one TransactWriteItems: the whole record as a Put with a
+// condition (attribute_not_exists on the key for a new record, equality on
+// version for a replacement), plus the counter updates the change makes.
+// The whole item is written each time, because partial update expressions
+// are where emulators (and hand-written expressions) go wrong. A write that
+// fails (its condition, or every try) is read back: if the item holds
+// exactly the version written, the write was applied and succeeds.
 package dynamostore
 
 import (
@@ -141,7 +144,8 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 			break
 		}
 		if len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			return errConditionFailed
+			err = errConditionFailed
+			break
 		}
 		if attempt >= 20 {
 			return fmt.Errorf("counters contended: %w", quarantine.ErrContention)
@@ -152,11 +156,24 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 		case <-time.After(time.Duration(rand.IntN(5<<min(attempt, 5))+1) * time.Millisecond):
 		}
 	}
+	if err != nil && ctx.Err() == nil && s.applied(ctx, r) {
+		// A retried write whose first try was applied fails its own
+		// condition (or the call ran out of tries after it was applied):
+		// the item holds exactly what we wrote, so the write succeeded.
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
 	r.MarkStored()
 	return nil
+}
+
+// applied reads r's item back and reports whether it is the version r
+// writes. A failed read says nothing: the write counts as not applied.
+func (s *Store) applied(ctx context.Context, r *quarantine.Record) bool {
+	cur, err := s.Get(ctx, r.DLQID)
+	return err == nil && quarantine.SameVersion(cur, r)
 }
 
 // counterUpdate adds d.N to one counter shard, creating it if need be.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
@@ -94,4 +98,85 @@ func TestCountersContract(t *testing.T) {
 	table := stack.Names["QuarantineTable"]
 	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
 	storetest.RunCounters(t, s, l, s, l)
+}
+
+// loseAnswers forwards every request and, for the first n
+// TransactWriteItems, throws the answer away and returns a 500: the write
+// was applied and the SDK retries it (kumo, like a retry past DynamoDB's
+// ClientRequestToken window, applies the condition again).
+type loseAnswers struct {
+	base aws.HTTPClient
+	mu   sync.Mutex
+	n    int
+	lost int
+}
+
+func (l *loseAnswers) Do(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.Do(req)
+	if err != nil || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.TransactWriteItems" {
+		return resp, err
+	}
+	l.mu.Lock()
+	lose := l.lost < l.n
+	if lose {
+		l.lost++
+	}
+	l.mu.Unlock()
+	if !lose {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost (injected)"}`
+	return &http.Response{StatusCode: 500, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}, Body: io.NopCloser(bytes.NewReader([]byte(body))),
+		ContentLength: int64(len(body)), Request: req}, nil
+}
+
+// A create and a replace whose first try was applied and unanswered: the
+// SDK's retry fails the condition, and the store recognizes the item as
+// its own write (not ErrExists, not ErrVersionConflict), counted once.
+func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
+	t.Parallel()
+	cfg := stack.AWS.Copy()
+	lose := &loseAnswers{base: cfg.HTTPClient, n: 2}
+	if lose.base == nil {
+		lose.base = http.DefaultClient
+	}
+	cfg.HTTPClient = lose
+	clients := awsclients.New(cfg, awsclients.Options{Local: true})
+	s := dynamostore.New(clients.DynamoDB, stack.Names["QuarantineTable"])
+	ctx := context.Background()
+	r := storetest.Record(t, storetest.UniqueID("lost"))
+	r.Source = storetest.UniqueID("lostsrc") // its own counters
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	r.WriteID = quarantine.NewWriteID()
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatalf("create whose answer was lost = %v", err)
+	}
+	next, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(time.Second)), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
+		quarantine.Classification{Class: quarantine.ClassValidation, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Replace(ctx, next, r.Version); err != nil {
+		t.Fatalf("replace whose answer was lost = %v", err)
+	}
+	if lose.lost != 2 {
+		t.Fatalf("%d answers lost", lose.lost)
+	}
+	got, err := s.Get(ctx, r.DLQID)
+	if err != nil || got.Seal != next.Seal {
+		t.Fatalf("stored %v: %v", got, err)
+	}
+	// Each write's counters were applied once.
+	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassValidation); n != 1 {
+		t.Fatalf("state counter %d, want 1", n)
+	}
+	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassExhausted); n != 0 {
+		t.Fatalf("old state counter %d, want 0", n)
+	}
 }

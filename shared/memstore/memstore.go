@@ -69,7 +69,11 @@ func (s *Store) OpenSignatures(_ context.Context, source string) (map[string]int
 func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.records[r.DLQID]; ok {
+	if cur, ok := s.records[r.DLQID]; ok {
+		if quarantine.SameVersion(cur, r) {
+			r.MarkStored() // a retried create whose first try was applied
+			return nil
+		}
 		return quarantine.ErrExists
 	}
 	s.apply(r)
@@ -93,6 +97,10 @@ func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[r.DLQID]
+	if ok && quarantine.SameVersion(cur, r) {
+		r.MarkStored() // a retried replace whose first try was applied
+		return nil
+	}
 	if !ok || cur.Version != expectedVersion {
 		return quarantine.ErrVersionConflict
 	}

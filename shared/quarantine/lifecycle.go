@@ -1,6 +1,8 @@
 package quarantine
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -40,7 +42,15 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 func (r *Record) reseal(prev *Record) error {
 	r.Version = prev.Version + 1
 	r.PrevSeal = prev.Seal
+	r.WriteID = NewWriteID()
 	return SealRecord(r)
+}
+
+// NewWriteID returns a fresh random write token (Record.WriteID).
+func NewWriteID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func appendBounded(list []Attempt, a Attempt, max int) []Attempt {
@@ -147,20 +157,19 @@ func (r *Record) Release(actor, reason string, now time.Time, held *Classificati
 
 // MarkRedriven records a completed send: REDRIVEN, with the new message id.
 func (r *Record) MarkRedriven(actor, messageID string, now time.Time) (*Record, error) {
-	if r.Status != StatusRedriving {
-		return nil, ErrNotClaimable
-	}
-	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("sent (round %d)", r.RedriveCount), MessageID: messageID, Actor: actor})
-	n.setStatus(StatusRedriven, now)
-	n.LeaseUntil, n.LeaseReclaimed = nil, false
-	n.LastSentMessageID = messageID
-	return n, n.reseal(r)
+	return r.MarkSent(actor, messageID, false, false, now)
 }
 
 // NoteSent records a send whose record changed meanwhile (its message
 // already came back, say): the history gets the send, the status stays.
 func (r *Record) NoteSent(actor, messageID string, round int, now time.Time) (*Record, error) {
-	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("sent (round %d) while the record changed", round), MessageID: messageID, Actor: actor})
+	return r.NoteSentWhileChanged(actor, messageID, round, false, false, now)
+}
+
+// NoteSentWhileChanged is NoteSent with MarkSent's note on an earlier try
+// that had no answer.
+func (r *Record) NoteSentWhileChanged(actor, messageID string, round int, maybeTwice, fifo bool, now time.Time) (*Record, error) {
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: sentReason(round, maybeTwice, fifo) + " while the record changed", MessageID: messageID, Actor: actor})
 	n.LastSentMessageID = messageID
 	return n, n.reseal(r)
 }
@@ -254,5 +263,73 @@ func (r *Record) Unpark(actor, reason string, now time.Time) (*Record, error) {
 // regulated data, so every read is in the sealed history.
 func (r *Record) NotePayloadRead(actor string, now time.Time) (*Record, error) {
 	n := r.next(now, Attempt{Stage: StageAudit, Reason: "payload read", Actor: actor})
+	return n, n.reseal(r)
+}
+
+// Reasons of the send outcomes, in the sealed history. PossiblySent marks
+// every entry that says a replay may have been enqueued although redrive
+// could not confirm it (a send that timed out or got a 5xx): the duplicate
+// it may cause is explained by it.
+const (
+	PossiblySent = "possibly sent"
+)
+
+// MarkSent records a completed send like MarkRedriven. maybeTwice says an
+// earlier try of the same round ended without an answer, so SQS may hold a
+// second copy: the history says so. fifo says SQS deduplicated such a copy
+// (same deduplication id within its 5-minute interval).
+func (r *Record) MarkSent(actor, messageID string, maybeTwice, fifo bool, now time.Time) (*Record, error) {
+	if r.Status != StatusRedriving {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: sentReason(r.RedriveCount, maybeTwice, fifo), MessageID: messageID, Actor: actor})
+	n.setStatus(StatusRedriven, now)
+	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	n.LastSentMessageID = messageID
+	return n, n.reseal(r)
+}
+
+func sentReason(round int, maybeTwice, fifo bool) string {
+	why := fmt.Sprintf("sent (round %d)", round)
+	switch {
+	case maybeTwice && fifo:
+		why += "; an earlier try had no answer, SQS drops its copy within the 5-minute deduplication interval"
+	case maybeTwice:
+		why += "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " twice"
+	}
+	return why
+}
+
+// SendUnknown records a round whose send could not be confirmed: every try
+// ended without an answer (a timeout, a 5xx), so SQS may have enqueued it.
+// The safe side is kept both ways: the round counts toward the cap (it may
+// have been replayed) and the record is QUARANTINED again (it may not have
+// been), so a later run replays it again rather than settle a message that
+// never left; the history says a duplicate is possible. A record that
+// changed meanwhile keeps its status and gets the history entry only.
+func (r *Record) SendUnknown(actor, code string, round int, now time.Time) (*Record, error) {
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("send outcome unknown (round %d, %s): %s; counted toward the cap", round, Clip(code, 64), PossiblySent), Actor: actor})
+	if r.Status == StatusRedriving && r.RedriveCount == round {
+		n.setStatus(StatusQuarantined, now)
+		n.LeaseUntil, n.LeaseReclaimed = nil, false
+	}
+	return n, n.reseal(r)
+}
+
+// ParkUnsendable parks a claimed record that no run could ever send as it
+// is (its payload cannot be read, or the message exceeds SQS's limits):
+// left QUARANTINED it would be claimed and released at the head of every
+// run. The round's count is given back, as for Release; an operator fixes
+// the record and unparks it.
+func (r *Record) ParkUnsendable(actor, reason string, now time.Time) (*Record, error) {
+	if r.Status != StatusRedriving {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: "parked, cannot be sent: " + Clip(reason, 256), Actor: actor})
+	if !r.LeaseReclaimed {
+		n.RedriveCount--
+	}
+	n.setStatus(StatusParked, now)
+	n.LeaseUntil, n.LeaseReclaimed = nil, false
 	return n, n.reseal(r)
 }

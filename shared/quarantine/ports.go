@@ -8,7 +8,11 @@ import (
 
 // Store persists quarantine records. Every write is conditional: Create only
 // when the dlq_id is new, Replace only when the stored version still equals
-// the expected one. Implementations: dynamostore (DynamoDB) and memstore.
+// the expected one. A writer recognizes its own applied write: when the
+// condition fails because the store already holds exactly r (the same
+// version and seal: a retried write whose first try was applied and whose
+// answer was lost), the write succeeds. Implementations: dynamostore
+// (DynamoDB) and memstore.
 type Store interface {
 	// Create stores a new record, or returns ErrExists.
 	Create(ctx context.Context, r *Record) error
@@ -91,4 +95,13 @@ type PayloadDeleter interface {
 // reads. Records that do not exist are absent from the result.
 type BatchGetter interface {
 	GetMany(ctx context.Context, ids []string) (map[string]*Record, error)
+}
+
+// SameVersion reports whether stored is exactly the version r would write:
+// the same id, version, write token and seal. The write token is random
+// per write (and under the seal), so no other writer produces it; a record
+// without one never matches.
+func SameVersion(stored, r *Record) bool {
+	return stored != nil && r != nil && r.WriteID != "" && r.Seal != "" &&
+		stored.DLQID == r.DLQID && stored.Version == r.Version && stored.WriteID == r.WriteID && stored.Seal == r.Seal
 }

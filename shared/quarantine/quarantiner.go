@@ -298,7 +298,7 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
 		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID,
 		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
-		RedriveCap: src.RedriveCap, Version: 1,
+		RedriveCap: src.RedriveCap, Version: 1, WriteID: NewWriteID(),
 	}
 	if r.RedriveCap <= 0 {
 		r.RedriveCap = q.cfg.DefaultRedriveCap

@@ -153,6 +153,11 @@ type Record struct {
 
 	Seal     string `json:"seal,omitempty"`
 	PrevSeal string `json:"prev_seal,omitempty"`
+	// WriteID is a random token of the write that stored this version, so
+	// that a writer whose answer was lost (a timeout, a retried request
+	// whose first try was applied) recognizes its own write instead of
+	// taking it for another writer's.
+	WriteID string `json:"write_id,omitempty"`
 
 	// stored is the state the store holds for this record (nil for a
 	// record never read or written): what its counters count.

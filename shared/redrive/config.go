@@ -105,8 +105,15 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	rep, err := s.Handle(ctx, raw)
 	var re *RequestError
 	var ce *quarantine.CorrectionError
-	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
+	var cfe *ConfigError
+	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.As(err, &cfe) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err
 }
+
+// ConfigError is a configuration that makes every run unsafe; it names
+// settings only, so a function error returns it whole.
+type ConfigError struct{ Problem string }
+
+func (e *ConfigError) Error() string { return "redrive misconfigured: " + e.Problem }

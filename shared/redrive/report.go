@@ -1,19 +1,40 @@
 package redrive
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 )
 
-// Outcome counts records with one outcome and lists their ids.
+// Outcome counts records with one outcome and lists their ids. Count is
+// always exact; IDs stops growing when the report's id lists reach
+// MaxReportIDBytes, and IDsTruncated then says so.
 type Outcome struct {
-	Count int      `json:"count"`
-	IDs   []string `json:"ids"`
+	Count        int      `json:"count"`
+	IDs          []string `json:"ids"`
+	IDsTruncated bool     `json:"ids_truncated,omitempty"`
 }
+
+// MaxReportIDBytes bounds the JSON of all id lists of one report, so that
+// a report stays well under Lambda's 6 MB response limit (10,000 ids of
+// the longest kind would not).
+const MaxReportIDBytes = 4 << 20
 
 func (o *Outcome) add(id string) {
 	o.Count++
+	o.IDs = append(o.IDs, id)
+}
+
+// note counts id under o and lists it while the id budget lasts.
+func (rep *Report) note(o *Outcome, id string) {
+	o.Count++
+	raw, _ := json.Marshal(id)
+	if rep.idBytes+len(raw)+1 > MaxReportIDBytes {
+		o.IDsTruncated = true
+		return
+	}
+	rep.idBytes += len(raw) + 1
 	o.IDs = append(o.IDs, id)
 }
 
@@ -44,8 +65,16 @@ type Report struct {
 	Held Outcome `json:"held"`
 	// Parked reached their redrive cap and were parked as poison.
 	Parked Outcome `json:"parked"`
-	// Failed could not be sent after retries; their claim was released.
+	// Failed could not be sent after retries (their claim was released), or
+	// hit an error of their own (the run went on with the others).
 	Failed Outcome `json:"failed"`
+	// Unknown were sent without an answer from SQS (a timeout, a 5xx): they
+	// may be enqueued. Each counts toward its cap, is QUARANTINED again and
+	// says "possibly sent" in its sealed history.
+	Unknown Outcome `json:"unknown"`
+	// Deferred were not sent to keep FIFO order: an earlier message of
+	// their group was not (surely) sent this run.
+	Deferred Outcome `json:"deferred"`
 	// Settled were resolved: their replay did not come back in time.
 	Settled Outcome `json:"settled"`
 	// Corrected is the record a correct action corrected, and Correction
@@ -61,6 +90,8 @@ type Report struct {
 	Stopped    string    `json:"stopped"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+
+	idBytes int // JSON bytes of the id lists so far
 }
 
 // AddOutcomes adds r's per-outcome counts and ids to rep's (several runs
@@ -69,8 +100,12 @@ func (rep *Report) AddOutcomes(r *Report) {
 	for _, p := range []struct{ dst, src *Outcome }{
 		{&rep.Redriven, &r.Redriven}, {&rep.Skipped, &r.Skipped}, {&rep.Held, &r.Held},
 		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled},
+		{&rep.Unknown, &r.Unknown}, {&rep.Deferred, &r.Deferred},
 	} {
-		p.dst.Count += p.src.Count
-		p.dst.IDs = append(p.dst.IDs, p.src.IDs...)
+		for _, id := range p.src.IDs {
+			rep.note(p.dst, id)
+		}
+		p.dst.Count += p.src.Count - len(p.src.IDs)
+		p.dst.IDsTruncated = p.dst.IDsTruncated || p.src.IDsTruncated
 	}
 }

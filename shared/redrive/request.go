@@ -90,7 +90,30 @@ func ParseRequest(raw []byte) (Request, error) {
 	if dec.More() {
 		return Request{}, &RequestError{Problems: []string{"malformed request: trailing data after the JSON object"}}
 	}
-	return r, r.normalize()
+	// Absent and zero are different: absent takes the default, an
+	// explicit 0 is outside the range (normalize alone cannot tell them
+	// apart).
+	var explicit struct {
+		BatchSize   *int `json:"batch_size"`
+		MaxMessages *int `json:"max_messages"`
+	}
+	_ = json.Unmarshal(raw, &explicit)
+	var zero []string
+	if explicit.BatchSize != nil && *explicit.BatchSize == 0 {
+		zero = append(zero, fmt.Sprintf("batch_size 0 is outside 1..%d (leave it out for the default %d)", MaxBatchSize, DefaultBatchSize))
+	}
+	if explicit.MaxMessages != nil && *explicit.MaxMessages == 0 {
+		zero = append(zero, fmt.Sprintf("max_messages 0 is outside 1..%d (leave it out for the default %d)", MaxMaxMessages, DefaultMaxMessages))
+	}
+	err := r.normalize()
+	if len(zero) > 0 {
+		var re *RequestError
+		if errors.As(err, &re) {
+			zero = append(zero, re.Problems...)
+		}
+		return Request{}, &RequestError{Problems: zero}
+	}
+	return r, err
 }
 
 // RequestError lists what is wrong with a request.

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 	"golang.org/x/time/rate"
 
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
@@ -50,6 +53,9 @@ type Config struct {
 	DeadlineMargin time.Duration
 	// SendAttempts bounds tries per entry of a batch call (default 4).
 	SendAttempts int
+	// SendTimeout bounds one SendMessageBatch call (default 10 s): a call
+	// that takes longer ends, and its entries count as possibly sent.
+	SendTimeout time.Duration
 	// MaxBackoff caps the jittered backoff between tries (default 2 s).
 	MaxBackoff time.Duration
 	// KeyAttribute is the attribute ingest reads producer idempotency keys
@@ -73,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SendAttempts <= 0 {
 		c.SendAttempts = 4
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 10 * time.Second
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 2 * time.Second
@@ -124,6 +133,12 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	if err := req.normalize(); err != nil {
 		return nil, err
 	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) >= s.cfg.Lease {
+		// A claim would expire while its run still holds it, and another
+		// run would send the record again.
+		return nil, &ConfigError{Problem: fmt.Sprintf("LEASE_SECONDS (%s) must exceed the function timeout (this invocation has %s left)",
+			s.cfg.Lease, time.Until(dl).Round(time.Second))}
+	}
 	src := s.source(req.Source)
 	if src == nil {
 		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, errUnknownSource)}}
@@ -150,11 +165,13 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	}
 	r := &run{s: s, req: req, src: src, rep: rep}
 	err := r.execute(ctx)
+	err = errors.Join(append([]error{err}, r.errs...)...)
 	rep.FinishedAt = s.now().UTC()
 	s.log.InfoContext(ctx, "redrive run finished",
 		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
 		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
 		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
+		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
 		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 	return rep, err
 }
@@ -217,6 +234,10 @@ type run struct {
 	rep      *Report
 	queueURL string
 	limiter  *rate.Limiter
+	// blocked are the FIFO message groups that send nothing more this run.
+	blocked map[string]bool
+	// errs are the per-record errors, returned when the run ends.
+	errs []error
 }
 
 func (r *run) execute(ctx context.Context) error {
@@ -394,7 +415,7 @@ func contains(list []string, v string) bool {
 func (r *run) note(o *Outcome, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o.add(id)
+	r.rep.note(o, id)
 }
 
 // Concurrency is how many records of a batch are claimed or marked at once.
@@ -427,7 +448,64 @@ type claimed struct {
 	size  int
 }
 
-// batch runs the replay path for up to BatchSize records.
+// group is the FIFO message group a record's replay is sent in.
+func group(rec *quarantine.Record) string {
+	if rec.MessageGroupID != "" {
+		return rec.MessageGroupID
+	}
+	return rec.IdempotencyKey
+}
+
+// fifo reports whether the run replays into a FIFO queue.
+func (r *run) fifo() bool { return strings.HasSuffix(r.src.Name, ".fifo") }
+
+// block stops every later replay of rec's message group in this run: an
+// earlier message of the group was not (or not surely) sent, and no later
+// one may go before it.
+func (r *run) block(rec *quarantine.Record) {
+	if !r.fifo() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.blocked == nil {
+		r.blocked = map[string]bool{}
+	}
+	r.blocked[group(rec)] = true
+}
+
+func (r *run) isBlocked(rec *quarantine.Record) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fifo() && r.blocked[group(rec)]
+}
+
+// fail records a per-record error: the record's outcome is Failed, the run
+// goes on with the others, and the error is returned when the run ends.
+func (r *run) fail(ctx context.Context, id string, op string, err error) {
+	r.s.log.WarnContext(ctx, "redrive step failed", "run_id", r.rep.RunID, "step", op, "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.note(&r.rep.Failed, id)
+	if len(r.errs) < 20 {
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", op, err))
+	}
+}
+
+// failLater records an error of a step after the outcome was noted (a mark
+// or release that could not be written: the record's lease takes it over).
+func (r *run) failLater(ctx context.Context, id string, op string, err error) {
+	r.s.log.WarnContext(ctx, "redrive step failed", "run_id", r.rep.RunID, "step", op, "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errs) < 20 {
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", op, err))
+	}
+}
+
+// batch runs the replay path for up to BatchSize records. One record's
+// failure is that record's outcome, never the batch's: the records already
+// claimed are still sent, marked or released.
 func (r *run) batch(ctx context.Context, ids []string) error {
 	// One batch read instead of a read per record, where the store can.
 	var prefetched map[string]*quarantine.Record
@@ -438,12 +516,18 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 		}
 	}
 	slots := make([]*claimed, len(ids))
-	if err := each(len(ids), func(i int) (err error) {
-		slots[i], err = r.claim(ctx, ids[i], prefetched)
-		return err
-	}); err != nil {
-		return err
-	}
+	_ = each(len(ids), func(i int) error {
+		c, err := r.claim(ctx, ids[i], prefetched)
+		if err != nil {
+			r.fail(ctx, ids[i], "claim", err)
+			if rec := prefetched[ids[i]]; rec != nil {
+				r.block(rec) // its claim may hold: no later message of its group goes first
+			}
+			return nil
+		}
+		slots[i] = c
+		return nil
+	})
 	var ready []*claimed
 	for _, c := range slots {
 		if c != nil {
@@ -453,12 +537,16 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 	if len(ready) == 0 || r.rep.DryRun {
 		return nil
 	}
-	return r.send(ctx, ready)
+	if r.fifo() {
+		inGroupOrder(ready)
+	}
+	r.send(ctx, ready)
+	return nil
 }
 
 // claim reads one record (or takes it from prefetched) and takes it (or, in
 // a dry run, says what would happen). It returns nil when the record is not
-// to be sent.
+// to be sent; an error is this record's failure only.
 func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
 	s, actor := r.s, r.req.RequestedBy
 	rec, err := prefetched[id], error(nil)
@@ -477,6 +565,10 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	}
 	if ok, _ := r.eligible(rec); !ok {
 		r.note(&r.rep.Skipped, id)
+		return nil, nil
+	}
+	if r.isBlocked(rec) {
+		r.note(&r.rep.Deferred, id)
 		return nil, nil
 	}
 	now := s.now()
@@ -504,6 +596,9 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		r.note(&r.rep.Parked, id)
 		return nil, nil
 	case errors.Is(err, quarantine.ErrNotClaimable):
+		if rec.Status == quarantine.StatusRedriving {
+			r.block(rec) // in flight in another run: its group waits for it
+		}
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	case err != nil:
@@ -531,12 +626,20 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			r.note(&r.rep.Skipped, id) // another run claimed it first
+			r.block(rec)
 			return nil, nil
 		}
 		return nil, fmt.Errorf("claim record: %w", err)
 	}
 	if berr != nil || aerr != nil {
-		return nil, r.release(ctx, next, "payload unreadable: "+quarantine.ErrorKind(errors.Join(berr, aerr)), nil, &r.rep.Failed)
+		r.block(next)
+		perr := errors.Join(berr, aerr)
+		if unreadable(perr) {
+			// It fails the same way on every run: park it for an operator
+			// instead of letting it sit at the head of every run.
+			return nil, r.park(ctx, next, "payload unreadable: "+quarantine.ErrorKind(perr))
+		}
+		return nil, r.release(ctx, next, "payload unreadable: "+quarantine.ErrorKind(perr), nil, &r.rep.Failed)
 	}
 	if !verdict.Valid {
 		// The same gate as ingest: a payload that fails the current schema
@@ -548,12 +651,67 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
 }
 
+// inGroupOrder puts the records of each FIFO message group into their
+// original order (the order the DLQ delivered them in), each group in the
+// places its records hold.
+func inGroupOrder(ready []*claimed) {
+	places := map[string][]int{}
+	for i, c := range ready {
+		places[group(c.rec)] = append(places[group(c.rec)], i)
+	}
+	for _, idx := range places {
+		members := make([]*claimed, len(idx))
+		for k, i := range idx {
+			members[k] = ready[i]
+		}
+		slices.SortStableFunc(members, func(a, b *claimed) int { return originalOrder(a.rec, b.rec) })
+		for k, i := range idx {
+			ready[i] = members[k]
+		}
+	}
+}
+
+// originalOrder compares two records of one message group by the order
+// they reached the DLQ in.
+func originalOrder(a, b *quarantine.Record) int {
+	return a.FirstSeen.Compare(b.FirstSeen.Time)
+}
+
+// unreadable reports whether a payload error is one no retry cures: the
+// object is gone or does not hash to the record's seal.
+func unreadable(err error) bool {
+	if errors.Is(err, quarantine.ErrPayloadMismatch) {
+		return true
+	}
+	switch quarantine.ErrorKind(err) {
+	case "aws:NoSuchKey", "aws:NoSuchVersion", "aws:NotFound", "aws:AccessDenied", "aws:InvalidObjectState":
+		return true
+	}
+	return false
+}
+
 // release gives a claim back, retrying on concurrent changes.
 func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string, held *quarantine.Classification, out *Outcome) error {
+	return r.rewrite(ctx, rec, out, "release claim", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.Release(r.req.RequestedBy, reason, r.s.now(), held)
+	})
+}
+
+// park parks a claimed record no run can send as it is.
+func (r *run) park(ctx context.Context, rec *quarantine.Record, reason string) error {
+	return r.rewrite(ctx, rec, &r.rep.Parked, "park unsendable", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.ParkUnsendable(r.req.RequestedBy, reason, r.s.now())
+	})
+}
+
+// rewrite applies step to rec and writes the result, re-reading and
+// retrying on concurrent changes. A record that left REDRIVING meanwhile
+// (its message came back, say) is noted under out unchanged.
+func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
 	for attempt := 0; ; attempt++ {
-		next, err := rec.Release(r.req.RequestedBy, reason, r.s.now(), held)
+		next, err := step(rec)
 		if errors.Is(err, quarantine.ErrNotClaimable) {
-			r.note(out, rec.DLQID) // it changed hands (its message came back, say)
+			r.note(out, rec.DLQID) // it changed hands
 			return nil
 		}
 		if err != nil {
@@ -565,171 +723,277 @@ func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string
 			return nil
 		}
 		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 5 {
-			return fmt.Errorf("release claim: %w", err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
-			return fmt.Errorf("release claim: %w", err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
 }
 
 // send replays the claimed records in SendMessageBatch calls of at most 10
-// entries and 1 MiB, retrying failed entries with jittered backoff, then
-// marks each record REDRIVEN or releases its claim.
-func (r *run) send(ctx context.Context, ready []*claimed) error {
+// entries and 1 MiB, then marks each record REDRIVEN, parks it, gives its
+// claim back or, when SQS may have enqueued it without saying so, records
+// that it was possibly sent. Every record gets its outcome, whatever
+// happens to the others. Into a FIFO queue a call carries at most one
+// message of each group, and a group whose message was not surely sent
+// sends nothing more this run: no later message of a group may go before
+// an earlier one, also when that one's send fails and is retried.
+func (r *run) send(ctx context.Context, ready []*claimed) {
 	url, err := r.queue(ctx)
 	if err != nil {
 		for _, c := range ready {
-			if rerr := r.release(ctx, c.rec, "source queue unavailable", nil, &r.rep.Failed); rerr != nil {
-				return errors.Join(err, rerr)
+			r.block(c.rec)
+			if rerr := r.release(ctx, c.rec, "source queue unavailable: "+quarantine.ErrorKind(err), nil, &r.rep.Failed); rerr != nil {
+				r.failLater(ctx, c.rec.DLQID, "release", rerr)
 			}
 		}
-		return nil
+		return
 	}
+	fifo := r.fifo()
 	for len(ready) > 0 {
-		n, bytes := 0, 0
-		for n < len(ready) && n < MaxEntriesPerCall && bytes+ready[n].size <= MaxCallBytes {
-			bytes += ready[n].size
-			n++
-		}
-		if n == 0 { // one message above the call limit can never be sent
-			if err := r.release(ctx, ready[0].rec, "message exceeds the SQS size limit", nil, &r.rep.Failed); err != nil {
-				return err
+		var call, rest []*claimed
+		taken := map[string]bool{}
+		bytes := 0
+		for _, c := range ready {
+			switch {
+			case r.isBlocked(c.rec):
+				if err := r.release(ctx, c.rec, "held back: an earlier message of its FIFO group was not sent", nil, &r.rep.Deferred); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "release", err)
+				}
+			case c.size > MaxCallBytes:
+				// One message above the call limit can never be sent.
+				r.block(c.rec)
+				if err := r.park(ctx, c.rec, "the message exceeds the SQS size limit"); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "park", err)
+				}
+			case len(call) < MaxEntriesPerCall && bytes+c.size <= MaxCallBytes && !(fifo && taken[group(c.rec)]):
+				call = append(call, c)
+				bytes += c.size
+				taken[group(c.rec)] = true
+			default:
+				rest = append(rest, c)
 			}
-			ready = ready[1:]
-			continue
 		}
-		if err := r.sendCall(ctx, url, ready[:n]); err != nil {
-			return err
+		if len(call) > 0 {
+			r.settleCall(ctx, call, r.sendCall(ctx, url, call))
 		}
-		ready = ready[n:]
+		ready = rest
 	}
-	return nil
 }
 
-func (r *run) sendCall(ctx context.Context, url string, group []*claimed) error {
+// sent is what the tries of one SendMessageBatch entry came to.
+type sent struct {
+	messageID string // SQS accepted it
+	maybe     bool   // a try ended without an answer: it may be enqueued
+	refused   bool   // SQS refused it as malformed: no retry can help
+	code      string // why the last try failed
+}
+
+// noSDKRetry turns the SDK's retries off for one call: a retried
+// SendMessageBatch whose first try was enqueued but unanswered enqueues it
+// again, and only redrive's own loop knows to record that.
+func noSDKRetry(o *sqs.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) }
+
+// sendCall sends group in one SendMessageBatch call, retrying the entries
+// that failed with jittered backoff, and says what became of each entry.
+// It writes nothing.
+func (r *run) sendCall(ctx context.Context, url string, group []*claimed) []sent {
+	res := make([]sent, len(group))
 	if r.limiter != nil {
 		if err := r.limiter.WaitN(ctx, len(group)); err != nil {
-			return err
+			for i := range res {
+				res[i].code = quarantine.ErrorKind(err)
+			}
+			return res
 		}
 	}
-	pending := map[string]*claimed{}
-	for i, c := range group {
-		pending[strconv.Itoa(i)] = c
+	pending := make([]int, len(group))
+	for i := range pending {
+		pending[i] = i
 	}
-	sent := map[string]string{} // entry id → message id
-	lastCode := map[string]string{}
 	backoff := retry.NewExponentialJitterBackoff(r.s.cfg.MaxBackoff)
 	for attempt := 1; len(pending) > 0 && attempt <= r.s.cfg.SendAttempts; attempt++ {
 		if attempt > 1 {
 			d, _ := backoff.BackoffDelay(attempt-1, nil)
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return res
 			case <-time.After(d):
 			}
 		}
 		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}
-		for id, c := range pending {
-			in.Entries = append(in.Entries, r.entry(id, c))
+		for _, i := range pending {
+			in.Entries = append(in.Entries, r.entry(strconv.Itoa(i), group[i]))
 		}
-		out, err := r.s.sqs.SendMessageBatch(ctx, in)
+		callCtx, cancel := context.WithTimeout(ctx, r.s.cfg.SendTimeout)
+		out, err := r.s.sqs.SendMessageBatch(callCtx, in, noSDKRetry)
+		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			maybe := mayHaveApplied(err)
+			for _, i := range pending {
+				res[i].code = quarantine.ErrorKind(err)
+				res[i].maybe = res[i].maybe || maybe
 			}
-			for id := range pending {
-				lastCode[id] = quarantine.ErrorKind(err)
+			if ctx.Err() != nil {
+				return res
 			}
 			continue
 		}
+		answered := map[int]bool{}
 		for _, ok := range out.Successful {
-			id := aws.ToString(ok.Id)
-			if _, mine := pending[id]; mine {
-				sent[id] = aws.ToString(ok.MessageId)
-				delete(pending, id)
+			if i, mine := entryIndex(aws.ToString(ok.Id), len(group)); mine {
+				res[i].messageID = aws.ToString(ok.MessageId)
+				answered[i] = true
 			}
 		}
 		for _, f := range out.Failed {
-			id := aws.ToString(f.Id)
-			lastCode[id] = aws.ToString(f.Code)
-			if f.SenderFault {
+			if i, mine := entryIndex(aws.ToString(f.Id), len(group)); mine && !answered[i] {
+				res[i].code = aws.ToString(f.Code)
 				// The request itself is wrong: retrying cannot help.
-				if c, mine := pending[id]; mine {
-					delete(pending, id)
-					if err := r.release(ctx, c.rec, "send refused: "+aws.ToString(f.Code), nil, &r.rep.Failed); err != nil {
-						return err
-					}
-				}
+				res[i].refused = f.SenderFault
+				answered[i] = true
 			}
 		}
+		var again []int
+		for _, i := range pending {
+			switch {
+			case !answered[i]:
+				// SQS answers every entry; one it left out may be enqueued.
+				res[i].maybe, res[i].code = true, "unanswered entry"
+				again = append(again, i)
+			case res[i].messageID == "" && !res[i].refused:
+				again = append(again, i)
+			}
+		}
+		pending = again
 	}
-	for id, c := range pending {
-		if err := r.release(ctx, c.rec, "send failed after retries: "+lastCode[id], nil, &r.rep.Failed); err != nil {
-			return err
+	return res
+}
+
+// mayHaveApplied reports whether a failed call may still have been carried
+// out: anything but a 4xx answer (SQS refused it) or a connection that
+// never opened. A timeout, a reset connection, a 5xx: SQS may have
+// enqueued the messages and the answer was lost.
+func mayHaveApplied(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 400 && status.HTTPStatusCode() < 500 {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var params *smithy.InvalidParamsError
+	var ser *smithy.SerializationError
+	return !errors.As(err, &params) && !errors.As(err, &ser)
+}
+
+// settleCall writes the outcome of each entry of one call: marks first (a
+// sent record must never stay claimed while others are released), then
+// the records whose send is unknown, then the ones given back.
+func (r *run) settleCall(ctx context.Context, call []*claimed, res []sent) {
+	var marks []int
+	for i := range call {
+		if res[i].messageID != "" {
+			marks = append(marks, i)
 		}
 	}
-	var marks []string
-	for id := range sent {
-		marks = append(marks, id)
-	}
-	return each(len(marks), func(i int) error {
-		return r.mark(ctx, group[entryIndex(marks[i])], sent[marks[i]])
+	_ = each(len(marks), func(k int) error {
+		i := marks[k]
+		if err := r.mark(ctx, call[i], res[i].messageID, res[i].maybe); err != nil {
+			r.failLater(ctx, call[i].rec.DLQID, "mark", err)
+		}
+		return nil
 	})
+	for i, c := range call {
+		var err error
+		switch {
+		case res[i].messageID != "":
+			continue
+		case res[i].maybe:
+			// Possibly enqueued: never "not sent", never the count back.
+			r.block(c.rec)
+			err = r.unknown(ctx, c, res[i].code)
+		case res[i].refused:
+			r.block(c.rec)
+			err = r.park(ctx, c.rec, "send refused: "+res[i].code)
+		default:
+			r.block(c.rec)
+			err = r.release(ctx, c.rec, "send failed after retries: "+res[i].code, nil, &r.rep.Failed)
+		}
+		if err != nil {
+			r.failLater(ctx, c.rec.DLQID, "record send outcome", err)
+		}
+	}
 }
 
 // entryIndex turns a batch entry id back into the index it was made from.
-func entryIndex(id string) int {
-	i, _ := strconv.Atoi(id)
-	return i
+func entryIndex(id string, n int) (int, bool) {
+	i, err := strconv.Atoi(id)
+	return i, err == nil && i >= 0 && i < n
 }
 
 // mark records a completed send. If the record changed since the claim (its
 // message already failed again and came back), the send is still written to
 // its history.
-func (r *run) mark(ctx context.Context, c *claimed, messageID string) error {
-	rec := c.rec
-	round := rec.RedriveCount
-	for attempt := 0; ; attempt++ {
-		var next *quarantine.Record
-		var err error
-		if rec.Status == quarantine.StatusRedriving && rec.RedriveCount == round {
-			next, err = rec.MarkRedriven(r.req.RequestedBy, messageID, r.s.now())
-		} else {
-			next, err = rec.NoteSent(r.req.RequestedBy, messageID, round, r.s.now())
+func (r *run) mark(ctx context.Context, c *claimed, messageID string, maybeTwice bool) error {
+	round, fifo := c.rec.RedriveCount, r.fifo()
+	r.note(&r.rep.Redriven, c.rec.DLQID)
+	return r.rewriteHistory(ctx, c.rec, "mark redriven", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		if cur.Status == quarantine.StatusRedriving && cur.RedriveCount == round {
+			return cur.MarkSent(r.req.RequestedBy, messageID, maybeTwice, fifo, r.s.now())
 		}
+		return cur.NoteSentWhileChanged(r.req.RequestedBy, messageID, round, maybeTwice, fifo, r.s.now())
+	})
+}
+
+// unknown records a send whose outcome no try could learn.
+func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
+	round := c.rec.RedriveCount
+	r.note(&r.rep.Unknown, c.rec.DLQID)
+	return r.rewriteHistory(ctx, c.rec, "record unknown send", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.SendUnknown(r.req.RequestedBy, code, round, r.s.now())
+	})
+}
+
+// rewriteHistory writes step's successor of rec, re-reading and retrying
+// on concurrent changes: what it records (a send) happened whatever the
+// record did meanwhile.
+func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
+	for attempt := 0; ; attempt++ {
+		next, err := step(rec)
 		if err != nil {
 			return err
 		}
 		err = r.s.store.Replace(ctx, next, rec.Version)
 		if err == nil {
-			r.note(&r.rep.Redriven, rec.DLQID)
 			return nil
 		}
 		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 10 {
-			return fmt.Errorf("mark redriven: %w", err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
-			return fmt.Errorf("mark redriven: %w", err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
 }
 
 func (r *run) entry(id string, c *claimed) sqstypes.SendMessageBatchRequestEntry {
 	e := sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(c.body)), MessageAttributes: c.attrs}
-	if strings.HasSuffix(r.src.Name, ".fifo") {
-		group := c.rec.MessageGroupID
-		if group == "" {
-			group = c.rec.IdempotencyKey
-		}
-		e.MessageGroupId = aws.String(group)
+	if r.fifo() {
+		e.MessageGroupId = aws.String(group(c.rec))
 		e.MessageDeduplicationId = aws.String(DeduplicationID(c.rec.DLQID, c.rec.RedriveCount))
 	}
 	return e
 }
 
-// DeduplicationID is the FIFO deduplication id of one replay round: stable
-// across retries and lease takeovers of that round, new for the next.
+// DeduplicationID is the FIFO deduplication id of one replay round: the
+// same for every try of the round. SQS drops a copy with an id it saw
+// within its 5-minute deduplication interval, so the tries of one run
+// (seconds apart) never enqueue a round twice. A takeover after an expired
+// lease (16 minutes by default) is past that interval: SQS accepts its
+// copy, and the record's history says that a duplicate send is possible.
 func DeduplicationID(dlqID string, round int) string {
 	sum := sha256.Sum256([]byte(dlqID + "#" + strconv.Itoa(round)))
 	return hex.EncodeToString(sum[:])

@@ -121,8 +121,27 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := quarantine.VerifyChain(r, got); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, next, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
-			t.Fatalf("replay of the same replace = %v", err)
+		// A replay of the very write already stored is that write, applied
+		// (a retried request whose answer was lost), not a conflict; any
+		// other successor of the same version is.
+		if err := s.Replace(ctx, next, r.Version); err != nil {
+			t.Fatalf("replay of the same replace = %v, want nil: the store holds exactly this write", err)
+		}
+		other, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(2 * time.Second)), Stage: "s", Reason: "r", MessageID: "m3", Actor: "ingest"},
+			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, other, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+			t.Fatalf("another successor of the same version = %v, want ErrVersionConflict", err)
+		}
+		same := next.Clone()
+		same.WriteID = quarantine.NewWriteID()
+		if err := quarantine.SealRecord(same); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, same, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+			t.Fatalf("the same content by another writer = %v, want ErrVersionConflict", err)
 		}
 	})
 
