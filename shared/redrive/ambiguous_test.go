@@ -466,12 +466,13 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 	e := newEnv(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	_, err := e.service(nil, nil, redrive.Config{Lease: 14 * time.Minute}).Run(ctx, e.request(1))
+	raw := []byte(fmt.Sprintf(`{"source":%q,"requested_by":"test@ops","max_messages":1}`, e.src.Name))
+	_, err := e.service(nil, nil, redrive.Config{Lease: 14 * time.Minute}).LambdaHandler(ctx, raw)
 	var ce *redrive.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "LEASE_SECONDS") {
-		t.Fatalf("run = %v", err)
+		t.Fatalf("invocation = %v", err)
 	}
-	if _, err := e.service(nil, nil, redrive.Config{Lease: 16 * time.Minute}).Run(ctx, e.request(1)); err != nil {
+	if _, err := e.service(nil, nil, redrive.Config{Lease: 16 * time.Minute}).LambdaHandler(ctx, raw); err != nil {
 		t.Fatal(err)
 	}
 }

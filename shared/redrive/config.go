@@ -102,6 +102,9 @@ func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() t
 // only (its text may name a record, and so an idempotency key); a request
 // error, which names request fields, is returned whole.
 func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Report, error) {
+	if err := s.checkLease(ctx); err != nil {
+		return nil, err
+	}
 	rep, err := s.Handle(ctx, raw)
 	var re *RequestError
 	var ce *quarantine.CorrectionError
@@ -110,6 +113,17 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err
+}
+
+// checkLease refuses an invocation that could outlive its claims: the
+// invocation's deadline is the function's timeout, and a claim that expired
+// while its run still holds it would let another run send the record again.
+func (s *Service) checkLease(ctx context.Context) error {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) >= s.cfg.Lease {
+		return &ConfigError{Problem: fmt.Sprintf("LEASE_SECONDS (%s) must exceed the function timeout (this invocation has %s left)",
+			s.cfg.Lease, time.Until(dl).Round(time.Second))}
+	}
+	return nil
 }
 
 // ConfigError is a configuration that makes every run unsafe; it names

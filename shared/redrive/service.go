@@ -133,12 +133,6 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	if err := req.normalize(); err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) >= s.cfg.Lease {
-		// A claim would expire while its run still holds it, and another
-		// run would send the record again.
-		return nil, &ConfigError{Problem: fmt.Sprintf("LEASE_SECONDS (%s) must exceed the function timeout (this invocation has %s left)",
-			s.cfg.Lease, time.Until(dl).Round(time.Second))}
-	}
 	src := s.source(req.Source)
 	if src == nil {
 		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, errUnknownSource)}}
