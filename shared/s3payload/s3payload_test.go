@@ -18,6 +18,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3fake"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/storetest"
 )
 
 const bucket = "payloads"
@@ -311,4 +312,13 @@ func TestGetPayloadWhenThePinnedVersionIsForbidden(t *testing.T) {
 	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" {
 		t.Fatalf("get = %q %v", got, err)
 	}
+}
+
+// The PayloadStore contract, on the fake (versioned, lifecycle-aware); it
+// also runs on versitygw (dynamostore) and the in-memory twin.
+func TestPayloadsContractOnFake(t *testing.T) {
+	f := s3fake.New(t0, 7)
+	storetest.RunPayloads(t, s3payload.New(f, bucket, ""), func(t *testing.T, ref quarantine.ObjectRef, data []byte) {
+		rawPut(t, f, ref.Key, data, false)
+	})
 }
