@@ -73,9 +73,10 @@ const putAttempts = 5
 // again, so no version a record pins becomes noncurrent. An existing object
 // with other bytes is an error wrapping quarantine.ErrPayloadMismatch.
 //
-// After the sweeper's delete (a delete marker is current) the create
-// succeeds as a new version; ingest uploads nothing for a record that
-// already exists, so that happens only for a record that needs the object.
+// After the sweeper's delete (a delete marker is current) S3 creates a new
+// version; a store that answers 412 there (versitygw) makes this fail after
+// its attempts. Neither is on a path that matters: ingest uploads nothing
+// for a record that exists, and only archived records' objects are deleted.
 func (s *Store) PutPayload(ctx context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
 	sum := sha256.Sum256(data)
 	ref := quarantine.ObjectRef{Bucket: s.bucket, Key: key, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
