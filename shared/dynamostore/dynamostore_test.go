@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +52,72 @@ func TestPayloadsContract(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// lossyTransport forwards requests, and for the first conditional PutObject
+// to key it lets S3 apply the put and then answers 500 in its place: the
+// answer was lost. The SDK retries.
+type lossyTransport struct {
+	next http.RoundTripper
+	key  string
+	mu   sync.Mutex
+	puts int
+}
+
+func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/"+l.key) || req.Header.Get("If-None-Match") != "*" {
+		return l.next.RoundTrip(req)
+	}
+	l.mu.Lock()
+	l.puts++
+	first := l.puts == 1
+	l.mu.Unlock()
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || !first {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the first put was not applied: %d", resp.StatusCode)
+	}
+	body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>`
+	return &http.Response{
+		StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req,
+	}, nil
+}
+
+// On versitygw, through the real SDK: S3 applies a conditional put and its
+// answer is lost (500); the SDK retries, gets 412, and PutPayload returns a
+// reference to the one version the first attempt made.
+func TestPayloadPutAppliedThenAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	bucket := stack.Names["PayloadBucket"]
+	key := "bodies/src/" + storetest.UniqueID("lost")
+	lossy := &lossyTransport{next: http.DefaultTransport, key: key}
+	cfg := stack.AWS.Copy()
+	cfg.HTTPClient = &http.Client{Transport: lossy}
+	p := s3payload.New(awsclients.New(cfg, awsclients.Options{Local: true}).S3, bucket, "")
+	data := bytes.Repeat([]byte("lost answer "), 20000)
+	ref, err := p.PutPayload(ctx, key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lossy.puts != 2 {
+		t.Fatalf("%d conditional puts reached S3, want the lost one and the SDK's retry", lossy.puts)
+	}
+	out, err := stack.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket), Prefix: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Versions) != 1 || len(out.DeleteMarkers) != 0 || aws.ToString(out.Versions[0].VersionId) != ref.VersionID {
+		t.Fatalf("versions %+v, ref %+v", out.Versions, ref)
+	}
+	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get: %v", err)
+	}
 }
 
 func TestItemSizeGuard(t *testing.T) {

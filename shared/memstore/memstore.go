@@ -4,6 +4,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -133,11 +134,19 @@ func NewPayloads() *Payloads {
 	return &Payloads{objects: make(map[string][]byte), Bucket: "memory"}
 }
 
-// PutPayload implements quarantine.PayloadStore.
+// PutPayload implements quarantine.PayloadStore. As s3payload does, it
+// writes a key once: a key that already holds the same bytes is reused, one
+// that holds other bytes is an error.
 func (p *Payloads) PutPayload(_ context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.objects[key] = append([]byte(nil), data...)
+	if old, ok := p.objects[key]; ok {
+		if !bytes.Equal(old, data) {
+			return quarantine.ObjectRef{}, fmt.Errorf("put payload %s: holds other bytes: %w", key, quarantine.ErrPayloadMismatch)
+		}
+	} else {
+		p.objects[key] = append([]byte(nil), data...)
+	}
 	return quarantine.ObjectRef{Bucket: p.Bucket, Key: key, SHA256: quarantine.BodySHA256(data), Size: int64(len(data))}, nil
 }
 

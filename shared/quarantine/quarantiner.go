@@ -169,6 +169,17 @@ var errBodyConflict = errors.New("idempotency key reused with a different body")
 
 func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message, att Attempt, class Classification) (Outcome, error) {
 	created := false
+	if q.payloads != nil && q.mayOffload(rec) {
+		// Upload nothing for a record that exists: its claim-check objects
+		// are stored, and an archived stub's were deleted on purpose (a new
+		// upload over the delete marker would outlive the archive).
+		switch _, err := q.store.Get(ctx, rec.DLQID); {
+		case err == nil:
+			created = true
+		case !errors.Is(err, ErrNotFound):
+			return Outcome{}, fmt.Errorf("read record: %w", err)
+		}
+	}
 	for i := 0; i < q.cfg.MaxWriteRetries; i++ {
 		if !created {
 			if err := q.offload(ctx, rec); err != nil {
@@ -312,6 +323,12 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		r.Body, r.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), EncodingBase64
 	}
 	return r
+}
+
+// mayOffload bounds offload from above: false means it uploads nothing.
+func (q *Quarantiner) mayOffload(r *Record) bool {
+	return len(r.Body) > q.cfg.BodyInlineMax || attributesSize(r.Attributes) > q.cfg.AttributesInlineMax ||
+		len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+q.cfg.MaxAttempts*maxAttemptJSON > ItemBudget
 }
 
 // offload moves the body and attributes to the payload store when they would

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -127,6 +128,17 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		msgs = append(msgs, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: body, EventSource: "aws:sqs", EventSourceARN: st.QueueARNs["DeadLetterQueue"],
 			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": src.ARN}})
 	}
+	// e3's body is claim-checked. Its object is there already, as after a
+	// crash between the upload and the record's write (or a put whose
+	// answer was lost): ingest's conditional put gets 412 and reads the
+	// existing object to verify it (HeadObject, maybe GetObject).
+	e3 := msgs[2].Body
+	if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(f.IngestConfig.PayloadBucket), Body: strings.NewReader(e3),
+		Key: aws.String("bodies/" + f.Source + "/" + quarantine.BodySHA256([]byte(quarantine.RecordID(f.Source, "e3")))[:32] + "/" + quarantine.BodySHA256([]byte(e3))),
+	}); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := f.Ingest.Handle(ctx, events.SQSEvent{Records: msgs})
 	if err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("ingest: %+v %v", resp, err)
@@ -173,6 +185,9 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if !recs["IngestRole"].actions["s3:GetObject"] {
+		t.Fatal("ingest did not read the existing claim-check object: the 412 path was not driven")
+	}
 	for role, rec := range recs {
 		granted := grants(t, st.Template, role)
 		used := slices.Sorted(maps.Keys(rec.actions))
