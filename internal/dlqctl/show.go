@@ -150,6 +150,15 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", at.At.UTC().Format(time.RFC3339), at.Stage, at.Actor, at.Reason)
 	}
 	tw.Flush()
+	if r.ReadCount > 0 {
+		fmt.Fprintf(a.Out, "\npayload reads (%d, newest %d kept):\n", r.ReadCount, len(r.Reads))
+		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tACTOR")
+		for _, rd := range r.Reads {
+			fmt.Fprintf(tw, "  %s\t%s\n", rd.At.UTC().Format(time.RFC3339), rd.Actor)
+		}
+		tw.Flush()
+	}
 	if len(r.Corrections) > 0 {
 		fmt.Fprintf(a.Out, "\noriginal body kept verbatim (sha256 %s); %d correction(s), replays send the latest:\n", r.BodySHA256, len(r.Corrections))
 		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)

@@ -61,6 +61,14 @@ func TestItemSizeGuard(t *testing.T) {
 	}
 }
 
+// DynamoDB refuses items over 400 KB (dynamostore checks it, as kumo
+// does not): a message with huge texts must still be stored.
+func TestBoundedTexts(t *testing.T) {
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	p := s3payload.New(stack.Clients.S3, stack.Names["PayloadBucket"], stack.Names["QuarantineKey"])
+	storetest.RunBoundedTexts(t, s, p)
+}
+
 // Times are stored fixed-width, so the index's sort key sorts as time does.
 func TestTimesSortAsStored(t *testing.T) {
 	t.Parallel()
