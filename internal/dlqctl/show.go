@@ -143,7 +143,7 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		row("seal", r.Seal+" (verifies)")
 	}
 	tw.Flush()
-	fmt.Fprintf(a.Out, "\nhistory (%d attempts, newest %d kept):\n", r.AttemptCount, len(r.Attempts))
+	fmt.Fprintf(a.Out, "\nhistory (%d entries, %d kept: the first arrival and the newest):\n", r.AttemptCount, len(r.Attempts))
 	tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tSTAGE\tACTOR\tREASON")
 	for _, at := range r.Attempts {

@@ -134,3 +134,49 @@ func TestTrimmedHistoryKeepsTheFirstArrival(t *testing.T) {
 		t.Fatalf("history %+v", rec.Attempts)
 	}
 }
+
+// A payload read after a policy's send is not another send: the policy's
+// breaker counts the send once.
+func TestPayloadReadDoesNotRecountAPolicySend(t *testing.T) {
+	t.Parallel()
+	q, store, _, clk := newQ(t)
+	ctx := context.Background()
+	out, err := q.Quarantine(ctx, msg("m-p", `{"event_id":"evt-p"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := out.Record
+	claimed, err := rec.Claim("policy:p1", clk.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Replace(ctx, claimed, rec.Version); err != nil {
+		t.Fatal(err)
+	}
+	sent, err := claimed.MarkRedriven("policy:p1", "m-sent", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	policySent := func(r *quarantine.Record) int {
+		n := 0
+		for _, d := range r.CounterDeltas() {
+			if d.Kind == quarantine.CounterPolicySent {
+				n++
+			}
+		}
+		return n
+	}
+	if n := policySent(sent); n != 1 {
+		t.Fatalf("the send counts %d times", n)
+	}
+	if err := store.Replace(ctx, sent, claimed.Version); err != nil {
+		t.Fatal(err)
+	}
+	read, err := sent.NotePayloadRead("alice", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := policySent(read); n != 0 {
+		t.Fatalf("a payload read counts as %d policy sends", n)
+	}
+}

@@ -308,7 +308,7 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		FailureReason: c.Reason, FailureDetail: c.Detail, SchemaVersion: src.SchemaVersion,
 		BodySHA256: att.BodySHA256, BodySize: int64(len(m.Body)),
 		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
-		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID,
+		TraceHeader: Clip(m.TraceHeader, MaxDetailBytes), MessageGroupID: m.MessageGroupID,
 		Attempts: appendBounded(nil, att, q.cfg.MaxAttempts), AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
 		RedriveCap: src.RedriveCap, Version: 1,
 	}

@@ -241,6 +241,7 @@ func (r *Record) HasMessage(messageID string) bool {
 	if messageID == "" {
 		return false
 	}
+	messageID = Clip(messageID, MaxMessageIDBytes) // as stored
 	for _, a := range r.Attempts {
 		if a.MessageID == messageID && a.IsArrival() {
 			return true
