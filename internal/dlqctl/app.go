@@ -154,6 +154,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.Region, "region", "", "AWS region")
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
 	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.checkActor() }
 	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false))
 	return root
 }
@@ -188,6 +189,20 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// checkActor refuses an --actor (or DLQQ_ACTOR) that is empty, too long or
+// a name the system uses for itself: the audit history must say who acted.
+func (a *App) checkActor() error {
+	switch {
+	case strings.TrimSpace(a.Actor) == "":
+		return &UsageError{fmt.Errorf("--actor is empty: name yourself for the audit history (DLQQ_ACTOR)")}
+	case len(a.Actor) > quarantine.MaxActorBytes:
+		return &UsageError{fmt.Errorf("--actor is longer than %d bytes", quarantine.MaxActorBytes)}
+	case quarantine.ReservedActor(a.Actor):
+		return &UsageError{fmt.Errorf("--actor %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name yourself (DLQQ_ACTOR)", a.Actor)}
+	}
+	return nil
 }
 
 func (a *App) checkOutput() error {

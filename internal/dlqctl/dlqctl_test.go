@@ -168,9 +168,14 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 		t.Fatalf("show --payload (exit %d):\n%s", code, out)
 	}
 	r, _ := f.store.Get(context.Background(), f.ids["o6"])
-	last := r.Attempts[len(r.Attempts)-1]
-	if last.Reason != "payload read" || last.Actor != "alice" || quarantine.Verify(r) != nil {
-		t.Fatalf("the payload read was not recorded: %+v", last)
+	if len(r.Reads) != 1 || r.ReadCount != 1 || r.Reads[0].Actor != "alice" || quarantine.Verify(r) != nil {
+		t.Fatalf("the payload read was not recorded: %+v", r.Reads)
+	}
+	if last := r.Attempts[len(r.Attempts)-1]; last.Stage == quarantine.StageAudit {
+		t.Fatalf("the payload read is in the failure history: %+v", last)
+	}
+	if out, _, _ = f.run(t, "show", f.ids["o6"]); !strings.Contains(out, "payload reads (1, newest 1 kept)") {
+		t.Fatalf("show does not list the payload read:\n%s", out)
 	}
 
 	out, _, code = f.run(t, "verify")

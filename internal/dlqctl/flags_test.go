@@ -53,3 +53,24 @@ func TestFlagParsing(t *testing.T) {
 		}
 	}
 }
+
+// An --actor (or DLQQ_ACTOR) that names the system itself, or is empty or
+// too long, is refused before any AWS call: the audit history must say who
+// acted, and a send by "ingest" would pass for an arrival.
+func TestReservedActorIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, actor := range []string{"ingest", " Ingest ", "settler", "SWEEPER", "breaker", "policy:p1", "Policy:x", "schedule:settle", "", "   ", strings.Repeat("a", 129)} {
+		for _, cmd := range [][]string{{"show", "s#k", "--payload"}, {"park", "s#k", "--reason", "r"}, {"redrive", "--source", "s"}} {
+			var out, errw bytes.Buffer
+			a := dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+			a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+				t.Fatalf("--actor %q %v: connected to AWS", actor, cmd)
+				return nil, nil
+			}
+			args := append([]string{"--actor", actor}, cmd...)
+			if code := a.Main(context.Background(), args); code != dlqctl.ExitUsage || !strings.Contains(errw.String(), "actor") {
+				t.Errorf("--actor %q %v: exit %d (%s), want %d", actor, cmd, code, errw.String(), dlqctl.ExitUsage)
+			}
+		}
+	}
+}

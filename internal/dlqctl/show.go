@@ -143,13 +143,22 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		row("seal", r.Seal+" (verifies)")
 	}
 	tw.Flush()
-	fmt.Fprintf(a.Out, "\nhistory (%d attempts, newest %d kept):\n", r.AttemptCount, len(r.Attempts))
+	fmt.Fprintf(a.Out, "\nhistory (%d entries, %d kept: the first arrival and the newest):\n", r.AttemptCount, len(r.Attempts))
 	tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tSTAGE\tACTOR\tREASON")
 	for _, at := range r.Attempts {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", at.At.UTC().Format(time.RFC3339), at.Stage, at.Actor, at.Reason)
 	}
 	tw.Flush()
+	if r.ReadCount > 0 {
+		fmt.Fprintf(a.Out, "\npayload reads (%d, newest %d kept):\n", r.ReadCount, len(r.Reads))
+		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tACTOR")
+		for _, rd := range r.Reads {
+			fmt.Fprintf(tw, "  %s\t%s\n", rd.At.UTC().Format(time.RFC3339), rd.Actor)
+		}
+		tw.Flush()
+	}
 	if len(r.Corrections) > 0 {
 		fmt.Fprintf(a.Out, "\noriginal body kept verbatim (sha256 %s); %d correction(s), replays send the latest:\n", r.BodySHA256, len(r.Corrections))
 		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)

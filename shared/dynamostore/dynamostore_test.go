@@ -20,6 +20,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/memstore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
 	"github.com/dlqquarantine/dlqq/shared/storetest"
@@ -130,6 +131,65 @@ func TestItemSizeGuard(t *testing.T) {
 	}
 	if err := s.Create(context.Background(), r); !errors.Is(err, quarantine.ErrItemTooLarge) {
 		t.Fatalf("oversized create = %v", err)
+	}
+}
+
+// DynamoDB refuses items over 400 KB (dynamostore checks it, as kumo
+// does not): a message with huge texts must still be stored.
+func TestBoundedTexts(t *testing.T) {
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	p := s3payload.New(stack.Clients.S3, stack.Names["PayloadBucket"], stack.Names["QuarantineKey"])
+	storetest.RunBoundedTexts(t, s, p)
+}
+
+// A record that passed the quarantiner's budget stays under the item limit
+// however it grows: a full history of arrivals and actions, every text at
+// its bound, and a full list of reads.
+func TestRecordGrowthStaysUnderTheItemLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, maxAttempts := range []int{0, quarantine.MaxMaxAttempts} {
+		store, payloads := memstore.New(), memstore.NewPayloads()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		src := &quarantine.Source{Name: "grow", ARN: "arn:aws:sqs:us-east-1:000000000000:grow", DLQName: "grow-dlq", Opaque: true, RedriveCap: 1000}
+		q := quarantine.NewQuarantiner(store, payloads, func() time.Time { return now }, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}, MaxAttempts: maxAttempts})
+		body := strings.Repeat("b", quarantine.DefaultBodyInlineMax)
+		long := strings.Repeat("r", 4<<10)
+		var rec *quarantine.Record
+		for i := 0; i < quarantine.MaxMaxAttempts+5; i++ {
+			out, err := q.Quarantine(ctx, quarantine.Message{
+				MessageID: fmt.Sprintf("%d-%s", i, long), Body: []byte(body), DLQARN: "arn:aws:sqs:us-east-1:000000000000:grow-dlq",
+				Attributes: map[string]quarantine.Attribute{
+					"idempotency-key":            {DataType: "String", StringValue: "k"},
+					quarantine.AttrFailureReason: {DataType: "String", StringValue: fmt.Sprintf("%d %s", i, long)},
+					quarantine.AttrFailureStage:  {DataType: "String", StringValue: long},
+					"pad":                        {DataType: "String", StringValue: strings.Repeat("p", 20<<10)},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec = out.Record
+		}
+		for i := 0; i < quarantine.DefaultMaxReads+5; i++ {
+			next, err := rec.NotePayloadRead(long, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Replace(ctx, next, rec.Version); err != nil {
+				t.Fatal(err)
+			}
+			rec = next
+		}
+		item, err := dynamostore.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := dynamostore.ItemSize(item)
+		t.Logf("max attempts %d: %d bytes, %d attempts kept, body inline %v, attributes inline %v", maxAttempts, n, len(rec.Attempts), rec.BodyRef == nil, rec.AttributesRef == nil)
+		if n > dynamostore.MaxItemBytes {
+			t.Fatalf("max attempts %d: the record grew to %d bytes (%d attempts kept, body inline %v)", maxAttempts, n, len(rec.Attempts), rec.BodyRef == nil)
+		}
 	}
 }
 

@@ -26,3 +26,7 @@ func TestCountersContract(t *testing.T) {
 	s := memstore.New()
 	storetest.RunCounters(t, s, s, s, s)
 }
+
+func TestBoundedTexts(t *testing.T) {
+	storetest.RunBoundedTexts(t, memstore.New(), memstore.NewPayloads())
+}

@@ -57,12 +57,12 @@ func Classify(src *Source, attrs map[string]Attribute, v Verdict) Classification
 		case "validation", "permanent", "invalid", "schema":
 			class = ClassValidation
 		}
-		c := Classification{Class: class, Stage: Clip(stage, maxSignaturePart), Reason: Clip(reason, 512)}
+		c := Classification{Class: class, Stage: Clip(stage, MaxStageBytes), Reason: Clip(reason, MaxReasonBytes)}
 		c.Signature = Signature(c.Stage, c.Reason, schemaVersion)
 		return c
 	}
 	if !v.Valid {
-		c := Classification{Class: ClassValidation, Stage: v.Stage, Reason: v.Reason, Detail: Clip(v.Detail, 2048)}
+		c := Classification{Class: ClassValidation, Stage: Clip(v.Stage, MaxStageBytes), Reason: Clip(v.Reason, MaxReasonBytes), Detail: Clip(v.Detail, MaxDetailBytes)}
 		c.Signature = Signature(c.Stage, c.Reason, schemaVersion)
 		return c
 	}

@@ -260,7 +260,7 @@ func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequ
 	if err != nil {
 		return nil, err
 	}
-	if size+q.cfg.MaxAttempts*maxAttemptJSON > ItemBudget {
+	if size+growthReserve(q.cfg.MaxAttempts) > ItemBudget {
 		if q.payloads == nil {
 			return nil, fmt.Errorf("correction of %d bytes needs a payload bucket: %w", len(req.Body), ErrItemTooLarge)
 		}

@@ -33,12 +33,15 @@ type StoredState struct {
 	Status    Status
 	Class     Class
 	Signature string
+	// AttemptCount tells whether a write appended an attempt (a payload
+	// read, say, appends none).
+	AttemptCount int
 }
 
 // MarkStored records r's current state as the state the store holds. Store
 // adapters call it after every read and write.
 func (r *Record) MarkStored() {
-	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature}
+	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature, AttemptCount: r.AttemptCount}
 }
 
 // CounterDelta is one change to one counter shard.
@@ -95,7 +98,7 @@ func (r *Record) CounterDeltas() []CounterDelta {
 	}
 	// Standing policies' breakers: what each sent, and what came back.
 	if prev != nil {
-		if last := r.lastAttempt(); last != nil && last.Stage == StageRedrive && last.MessageID != "" {
+		if last := r.lastAttempt(); last != nil && r.AttemptCount != prev.AttemptCount && last.Stage == StageRedrive && last.MessageID != "" {
 			if id, ok := PolicyOfActor(last.Actor); ok {
 				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicySent, shard), Kind: CounterPolicySent, N: 1})
 			}
@@ -141,7 +144,7 @@ func IsRecordKey(id string) bool {
 // arrived reports whether the newest history entry is an arrival from the
 // DLQ (and not, say, redrive giving a claim back).
 func (r *Record) arrived() bool {
-	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].Actor == ActorIngest
+	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].IsArrival()
 }
 
 func (r *Record) shard() int {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -92,14 +94,19 @@ func (s *Source) Check(body []byte) Verdict {
 		if !errors.As(err, &ve) {
 			return Verdict{Stage: StageGate, Reason: "schema error", Detail: err.Error(), Doc: doc}
 		}
-		return Verdict{Stage: StageGate, Reason: schemaReason(ve), Detail: ve.Error(), Doc: doc}
+		return Verdict{Stage: StageGate, Reason: Clip(schemaReason(s.Schema, ve, doc), MaxReasonBytes), Detail: ve.Error(), Doc: doc}
 	}
 	return Verdict{Valid: true, Doc: doc}
 }
 
 // schemaReason names the first failing leaf by instance location and
-// keyword, never by value, so the signature stays low-cardinality.
-func schemaReason(ve *jsonschema.ValidationError) string {
+// keyword, never by value, so the signature stays low-cardinality. The
+// location names only what the schema itself names: an object key that no
+// "properties" of the schema declares (a map key, under
+// additionalProperties or patternProperties) is payload data and becomes
+// "*"; array indices stay.
+func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc any) string {
+	names := declaredProperties(sch)
 	var leaves []string
 	var walk func(*jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
@@ -110,7 +117,7 @@ func schemaReason(ve *jsonschema.ValidationError) string {
 				kind := fmt.Sprintf("%T", e.ErrorKind)
 				kw = strings.ToLower(kind[strings.LastIndexByte(kind, '.')+1:])
 			}
-			leaves = append(leaves, "schema /"+strings.Join(e.InstanceLocation, "/")+" "+kw)
+			leaves = append(leaves, "schema /"+strings.Join(maskLocation(e.InstanceLocation, doc, names), "/")+" "+kw)
 			return
 		}
 		for _, c := range e.Causes {
@@ -120,6 +127,101 @@ func schemaReason(ve *jsonschema.ValidationError) string {
 	walk(ve)
 	sort.Strings(leaves)
 	return leaves[0]
+}
+
+// maskLocation returns loc with every object key the schema does not
+// declare replaced by "*". It follows loc through doc to tell object keys
+// from array indices; a segment it cannot follow is masked too.
+func maskLocation(loc []string, doc any, names map[string]bool) []string {
+	out := make([]string, len(loc))
+	cur, known := doc, true
+	for i, seg := range loc {
+		out[i] = "*"
+		if !known {
+			continue
+		}
+		switch v := cur.(type) {
+		case []any:
+			if n, err := strconv.Atoi(seg); err == nil && n >= 0 && n < len(v) && strconv.Itoa(n) == seg {
+				out[i], cur = seg, v[n]
+				continue
+			}
+		case map[string]any:
+			if names[seg] {
+				out[i] = seg
+			}
+			if next, ok := v[seg]; ok {
+				cur = next
+				continue
+			}
+		}
+		known = false
+	}
+	return out
+}
+
+// declared caches, per compiled schema, the property names its graph
+// declares.
+var declared sync.Map // *jsonschema.Schema → map[string]bool
+
+// declaredProperties returns the property names declared anywhere in the
+// graph of sch (every "properties" key of every schema reachable from it),
+// walked once per schema with cycle protection.
+func declaredProperties(sch *jsonschema.Schema) map[string]bool {
+	if v, ok := declared.Load(sch); ok {
+		return v.(map[string]bool)
+	}
+	names := map[string]bool{}
+	seen := map[*jsonschema.Schema]bool{}
+	stack := []*jsonschema.Schema{sch}
+	push := func(ss ...*jsonschema.Schema) {
+		for _, s := range ss {
+			if s != nil && !seen[s] {
+				seen[s] = true
+				stack = append(stack, s)
+			}
+		}
+	}
+	pushAny := func(v any) {
+		switch t := v.(type) {
+		case *jsonschema.Schema:
+			push(t)
+		case []*jsonschema.Schema:
+			push(t...)
+		}
+	}
+	seen[sch] = true
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for name, p := range s.Properties {
+			names[name] = true
+			push(p)
+		}
+		push(s.Ref, s.RecursiveRef, s.Not, s.If, s.Then, s.Else, s.PropertyNames, s.UnevaluatedProperties,
+			s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema)
+		if s.DynamicRef != nil {
+			push(s.DynamicRef.Ref)
+		}
+		push(s.AllOf...)
+		push(s.AnyOf...)
+		push(s.OneOf...)
+		push(s.PrefixItems...)
+		for _, p := range s.PatternProperties {
+			push(p)
+		}
+		for _, p := range s.DependentSchemas {
+			push(p)
+		}
+		for _, d := range s.Dependencies {
+			pushAny(d)
+		}
+		pushAny(s.AdditionalProperties)
+		pushAny(s.Items)
+		pushAny(s.AdditionalItems)
+	}
+	v, _ := declared.LoadOrStore(sch, names)
+	return v.(map[string]bool)
 }
 
 // decodeJSON decodes body in one streaming pass, checking syntax, nesting

@@ -17,6 +17,7 @@ const ActorIngest = "ingest"
 // sealed and chained to r; r itself is not modified.
 func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time.Time) (*Record, error) {
 	next := r.Clone()
+	att.Kind = AttemptArrival
 	next.Attempts = appendBounded(next.Attempts, att, maxAttempts)
 	next.AttemptCount++
 	next.LastSeen = At(now)
@@ -29,6 +30,7 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 	// A parked poison record stays poison, and an archived stub stays a stub:
 	// the arrival is recorded in their history only.
 	if next.Status == StatusQuarantined {
+		c = c.bound()
 		next.FailureClass = c.Class
 		next.FailureStage = c.Stage
 		next.FailureReason = c.Reason
@@ -53,12 +55,26 @@ func NewWriteID() string {
 	return hex.EncodeToString(b)
 }
 
+// appendBounded appends a, its texts clipped, and keeps the newest max
+// entries, except that the first arrival (the original failure, with its
+// message id) is never evicted: it is kept with the newest max-1.
 func appendBounded(list []Attempt, a Attempt, max int) []Attempt {
-	list = append(list, a)
-	if max > 0 && len(list) > max {
-		list = append([]Attempt(nil), list[len(list)-max:]...)
+	list = append(list, a.bound())
+	if max <= 0 || len(list) <= max {
+		return list
 	}
-	return list
+	keep := list[len(list)-max:]
+	if max > 1 {
+		for i := range list {
+			if list[i].IsArrival() {
+				if i < len(list)-max {
+					keep = append([]Attempt{list[i]}, list[len(list)-max+1:]...)
+				}
+				break
+			}
+		}
+	}
+	return append([]Attempt(nil), keep...)
 }
 
 // Stages and actors recorded by the redrive transitions.
@@ -71,6 +87,7 @@ const (
 func (r *Record) next(now time.Time, att Attempt) *Record {
 	n := r.Clone()
 	att.At = At(now)
+	att.Kind = "" // only an arrival is an arrival
 	n.Attempts = appendBounded(n.Attempts, att, DefaultMaxAttempts)
 	n.AttemptCount++
 	return n
@@ -95,11 +112,11 @@ func (r *Record) Claim(actor string, now time.Time, lease time.Duration) (*Recor
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("claimed for round %d", r.RedriveCount+1), Actor: actor})
 		n.RedriveCount++
 		n.setStatus(StatusRedriving, now)
-		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, actor
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(actor, MaxActorBytes)
 		return n, n.reseal(r)
 	case r.Status == StatusRedriving && r.LeaseUntil != nil && !now.Before(r.LeaseUntil.Time):
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease expired; round %d reclaimed, a duplicate send is possible", r.RedriveCount), Actor: actor})
-		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, actor
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, Clip(actor, MaxActorBytes)
 		return n, n.reseal(r)
 	}
 	return nil, ErrNotClaimable
@@ -117,7 +134,7 @@ func (r *Record) ClaimParked(actor string, now time.Time, lease time.Duration) (
 	n.RedriveCount++
 	n.RedriveCap = max(n.RedriveCap, n.RedriveCount)
 	n.setStatus(StatusRedriving, now)
-	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, actor
+	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(actor, MaxActorBytes)
 	return n, n.reseal(r)
 }
 
@@ -149,6 +166,8 @@ func (r *Record) Release(actor, reason string, now time.Time, held *Classificati
 	n.setStatus(StatusQuarantined, now)
 	n.LeaseUntil, n.LeaseReclaimed = nil, false
 	if held != nil {
+		b := held.bound()
+		held = &b
 		n.FailureClass, n.FailureStage, n.FailureReason = held.Class, held.Stage, held.Reason
 		n.FailureDetail, n.FailureSignature = held.Detail, held.Signature
 	}
@@ -170,7 +189,7 @@ func (r *Record) NoteSent(actor, messageID string, round int, now time.Time) (*R
 // that had no answer.
 func (r *Record) NoteSentWhileChanged(actor, messageID string, round int, maybeTwice, fifo bool, now time.Time) (*Record, error) {
 	n := r.next(now, Attempt{Stage: StageRedrive, Reason: sentReason(round, maybeTwice, fifo) + " while the record changed", MessageID: messageID, Actor: actor})
-	n.LastSentMessageID = messageID
+	n.LastSentMessageID = Clip(messageID, MaxMessageIDBytes)
 	return n, n.reseal(r)
 }
 
@@ -259,10 +278,22 @@ func (r *Record) Unpark(actor, reason string, now time.Time) (*Record, error) {
 	return n, n.reseal(r)
 }
 
+// DefaultMaxReads bounds the payload reads a record lists (ReadCount
+// keeps the total).
+const DefaultMaxReads = 20
+
 // NotePayloadRead records that actor read the payload: payloads may hold
-// regulated data, so every read is in the sealed history.
+// regulated data, so every read is in the sealed record. Reads are kept
+// apart from the attempts (the newest DefaultMaxReads, with the total in
+// ReadCount), so that they never evict the failure history nor count as
+// attempts.
 func (r *Record) NotePayloadRead(actor string, now time.Time) (*Record, error) {
-	n := r.next(now, Attempt{Stage: StageAudit, Reason: "payload read", Actor: actor})
+	n := r.Clone()
+	n.Reads = append(n.Reads, Read{At: At(now), Actor: Clip(actor, MaxActorBytes)})
+	if len(n.Reads) > DefaultMaxReads {
+		n.Reads = append([]Read(nil), n.Reads[len(n.Reads)-DefaultMaxReads:]...)
+	}
+	n.ReadCount++
 	return n, n.reseal(r)
 }
 
@@ -285,7 +316,7 @@ func (r *Record) MarkSent(actor, messageID string, maybeTwice, fifo bool, now ti
 	n := r.next(now, Attempt{Stage: StageRedrive, Reason: sentReason(r.RedriveCount, maybeTwice, fifo), MessageID: messageID, Actor: actor})
 	n.setStatus(StatusRedriven, now)
 	n.LeaseUntil, n.LeaseReclaimed = nil, false
-	n.LastSentMessageID = messageID
+	n.LastSentMessageID = Clip(messageID, MaxMessageIDBytes)
 	return n, n.reseal(r)
 }
 

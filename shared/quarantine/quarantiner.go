@@ -21,13 +21,23 @@ const (
 	DefaultBodyInlineMax       = 128 << 10
 	DefaultAttributesInlineMax = 32 << 10
 	DefaultMaxWriteRetries     = 64
-	// ItemBudget is the most a record may take in JSON, leaving room under
-	// DynamoDB's 400 KB item limit for attribute names and the attempt
-	// history growing to its bound.
+	// MaxMaxAttempts is the largest attempt history a record may keep:
+	// with every attempt's texts bounded, it keeps a record's growth within
+	// its reserve under DynamoDB's 400 KB item limit.
+	MaxMaxAttempts = 100
+	// ItemBudget is the most a record may take in JSON when it is written
+	// first, leaving room under DynamoDB's 400 KB item limit for attribute
+	// names and the history growing to its bound (growthReserve).
 	ItemBudget = 300 << 10
-	// maxAttemptJSON bounds one attempt entry in JSON.
-	maxAttemptJSON = 1 << 10
 )
+
+// growthReserve is what a record may grow by after it is created, in
+// DynamoDB's size units: a full attempt history and a full list of reads,
+// every entry at its bound. Failure fields are replaced, never appended,
+// and are bounded too.
+func growthReserve(maxAttempts int) int {
+	return maxAttempts*maxAttemptBytes + DefaultMaxReads*maxReadBytes
+}
 
 // Config configures a Quarantiner.
 type Config struct {
@@ -59,6 +69,7 @@ func (c *Config) withDefaults() Config {
 	if out.MaxAttempts <= 0 {
 		out.MaxAttempts = DefaultMaxAttempts
 	}
+	out.MaxAttempts = min(out.MaxAttempts, MaxMaxAttempts)
 	if out.DefaultRedriveCap <= 0 {
 		out.DefaultRedriveCap = DefaultRedriveCap
 	}
@@ -299,6 +310,7 @@ func ARNResource(arn string) string {
 }
 
 func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOrigin, c Classification, att Attempt, now time.Time) *Record {
+	c, att.Kind = c.bound(), AttemptArrival
 	r := &Record{
 		DLQID: RecordID(src.Name, key), Source: src.Name, SourceARN: src.ARN, DLQARN: m.DLQARN,
 		IdempotencyKey: key, KeyOrigin: origin,
@@ -307,8 +319,8 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		FailureReason: c.Reason, FailureDetail: c.Detail, SchemaVersion: src.SchemaVersion,
 		BodySHA256: att.BodySHA256, BodySize: int64(len(m.Body)),
 		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
-		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID,
-		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
+		TraceHeader: Clip(m.TraceHeader, MaxDetailBytes), MessageGroupID: m.MessageGroupID,
+		Attempts: appendBounded(nil, att, q.cfg.MaxAttempts), AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
 		RedriveCap: src.RedriveCap, Version: 1, WriteID: NewWriteID(),
 	}
 	if r.RedriveCap <= 0 {
@@ -328,7 +340,7 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 // mayOffload bounds offload from above: false means it uploads nothing.
 func (q *Quarantiner) mayOffload(r *Record) bool {
 	return len(r.Body) > q.cfg.BodyInlineMax || attributesSize(r.Attributes) > q.cfg.AttributesInlineMax ||
-		len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+q.cfg.MaxAttempts*maxAttemptJSON > ItemBudget
+		len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+growthReserve(q.cfg.MaxAttempts) > ItemBudget
 }
 
 // offload moves the body and attributes to the payload store when they would
@@ -351,14 +363,14 @@ func (q *Quarantiner) offload(ctx context.Context, r *Record) error {
 		}
 	}
 	// Cheap bound first: everything but body and attributes is small.
-	if len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+q.cfg.MaxAttempts*maxAttemptJSON <= ItemBudget {
+	if len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+growthReserve(q.cfg.MaxAttempts) <= ItemBudget {
 		return nil
 	}
 	size, err := recordSize(r)
 	if err != nil {
 		return err
 	}
-	if size+q.cfg.MaxAttempts*maxAttemptJSON <= ItemBudget {
+	if size+growthReserve(q.cfg.MaxAttempts) <= ItemBudget {
 		return nil
 	}
 	if r.BodyRef == nil && r.Body != "" {
@@ -378,7 +390,10 @@ func (q *Quarantiner) offload(ctx context.Context, r *Record) error {
 	if size, err = recordSize(r); err != nil {
 		return err
 	}
-	if size+q.cfg.MaxAttempts*maxAttemptJSON > ItemBudget {
+	if size+growthReserve(q.cfg.MaxAttempts) > ItemBudget {
+		// Unreachable while every stored text is bounded (actors.go): what
+		// stays in the item once body and attributes are in the payload
+		// store is far below the budget.
 		return fmt.Errorf("record %s is %d bytes after offloading: %w", r.DLQID, size, ErrItemTooLarge)
 	}
 	return nil

@@ -74,6 +74,16 @@ type Attempt struct {
 	ReceiveCount int    `json:"receive_count,omitempty"`
 	BodySHA256   string `json:"body_sha256,omitempty"`
 	Note         string `json:"note,omitempty"`
+	// Kind is AttemptArrival on arrivals from the DLQ (older records leave
+	// it empty; see IsArrival).
+	Kind string `json:"kind,omitempty"`
+}
+
+// Read is one recorded read of a record's payload: an audit entry, kept
+// apart from the failure history so that reads never evict it.
+type Read struct {
+	At    Time   `json:"at"`
+	Actor string `json:"actor"`
 }
 
 // ObjectRef points at an object in S3 that holds part of a record (a claim check).
@@ -129,6 +139,11 @@ type Record struct {
 	AttemptCount int       `json:"attempt_count"`
 	FirstSeen    Time      `json:"first_seen"`
 	LastSeen     Time      `json:"last_seen"`
+
+	// Reads are the newest payload reads (at most DefaultMaxReads) and
+	// ReadCount their total; reads are not attempts.
+	Reads     []Read `json:"reads,omitempty"`
+	ReadCount int    `json:"read_count,omitempty"`
 
 	RedriveCount int   `json:"redrive_count"`
 	RedriveCap   int   `json:"redrive_cap"`
@@ -201,6 +216,9 @@ func (r *Record) Clone() *Record {
 		}
 	}
 	c.Attempts = append([]Attempt(nil), r.Attempts...)
+	if r.Reads != nil {
+		c.Reads = append([]Read(nil), r.Reads...)
+	}
 	if r.Corrections != nil {
 		c.Corrections = append([]Correction(nil), r.Corrections...)
 		for i := range c.Corrections {
@@ -228,8 +246,9 @@ func (r *Record) HasMessage(messageID string) bool {
 	if messageID == "" {
 		return false
 	}
+	messageID = Clip(messageID, MaxMessageIDBytes) // as stored
 	for _, a := range r.Attempts {
-		if a.MessageID == messageID && a.Actor == ActorIngest {
+		if a.MessageID == messageID && a.IsArrival() {
 			return true
 		}
 	}

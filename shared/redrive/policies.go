@@ -19,7 +19,7 @@ import (
 const ActionPolicies = "policies"
 
 // ActorBreaker is the actor of a breaker's suspension.
-const ActorBreaker = "breaker"
+const ActorBreaker = quarantine.ActorBreaker
 
 // Policy metric names (namespace DLQQuarantine; Source and Policy
 // dimensions, PoliciesSuspended by Source only, for the alarm).

@@ -131,9 +131,7 @@ func (r *Request) normalize() error {
 	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect && r.Action != ActionPolicies {
 		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct or policies", r.Action))
 	}
-	if _, ok := quarantine.PolicyOfActor(r.RequestedBy); ok && r.policy == "" {
-		p = append(p, "requested_by must not name a standing policy (policy:…); only the policy's own runs act as it")
-	}
+	p = append(p, r.actorProblems()...)
 	if r.Action == ActionCorrect {
 		if len(r.IDs) != 1 {
 			p = append(p, "correct needs exactly one id in ids")
@@ -190,6 +188,32 @@ func (r *Request) normalize() error {
 		return &RequestError{Problems: p}
 	}
 	return nil
+}
+
+// actorProblems refuses a requester name the system uses for itself
+// (quarantine.ReservedActor): a history entry must say truthfully who wrote
+// it, and a replay must never pass for an arrival or a settlement. Only a
+// standing policy's own runs act as "policy:<id>"; the schedules'
+// "schedule:…" names are accepted on the actions they send (settle and
+// policies), which record no requester in any record's history.
+func (r *Request) actorProblems() []string {
+	name := r.RequestedBy
+	if len(name) > quarantine.MaxActorBytes {
+		return []string{fmt.Sprintf("requested_by is longer than %d bytes", quarantine.MaxActorBytes)}
+	}
+	if !quarantine.ReservedActor(name) {
+		return nil
+	}
+	if r.policy != "" && name == quarantine.PolicyActorPrefix+r.policy {
+		return nil
+	}
+	if quarantine.ScheduleActor(name) && (r.Action == ActionSettle || r.Action == ActionPolicies) {
+		return nil
+	}
+	if _, ok := quarantine.PolicyOfActor(strings.ToLower(strings.TrimSpace(name))); ok {
+		return []string{"requested_by must not name a standing policy (policy:…); only the policy's own runs act as it"}
+	}
+	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
 }
 
 // errUnknownSource is returned when the request names no configured source.

@@ -23,7 +23,7 @@ import (
 )
 
 // ActorSweeper is the actor recorded on archived stubs.
-const ActorSweeper = "sweeper"
+const ActorSweeper = quarantine.ActorSweeper
 
 // Metric names the sweeper publishes (Config.Namespace, no dimension).
 const (
