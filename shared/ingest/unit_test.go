@@ -59,7 +59,7 @@ func TestFIFOFailureFailsTheRestOfItsGroup(t *testing.T) {
 	msg := func(id, group, key string) events.SQSMessage {
 		k := key
 		return events.SQSMessage{
-			MessageId: id, Body: `{"n":"` + id + `"}`, EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:orders-dlq.fifo",
+			MessageId: id, Body: `{"n":"` + id + `"}`, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:orders-dlq.fifo",
 			Attributes:        map[string]string{"MessageGroupId": group},
 			MessageAttributes: map[string]events.SQSMessageAttribute{"idempotency-key": {DataType: "String", StringValue: &k}},
 		}
