@@ -3,8 +3,10 @@ package quarantine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +28,9 @@ func archiveRecord(t *testing.T, store *memstore.Store, clk *clock.Fake, id stri
 	}
 	steps := []func(r *quarantine.Record) (*quarantine.Record, error){
 		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("ops", clk.Now(), time.Minute) },
-		func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("ops", "sent-"+r.DLQID, clk.Now()) },
+		func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven("ops", "sent-"+r.DLQID, clk.Now())
+		},
 		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 0) },
 		func(r *quarantine.Record) (*quarantine.Record, error) {
 			ref := quarantine.ArchiveRef{Bucket: "archive", Key: "archive/" + quarantine.LogRef(r.DLQID), VersionID: "v1",
@@ -473,4 +477,47 @@ func TestArrivalIsStampedAfterItsPredecessorInTheGroup(t *testing.T) {
 	if !seen[0].Equal(clk.Now()) || !seen[0].Before(seen[1]) || !seen[1].Before(seen[2]) {
 		t.Fatalf("first_seen %v in one clock tick", seen)
 	}
+}
+
+// Concurrent re-failures of an archived record open exactly one successor
+// and all land on it.
+func TestConcurrentArrivalsAfterArchiveShareOneSuccessor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, store, _, clk := newQ(t)
+	out, err := q.Quarantine(ctx, msg("m0", validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := archiveRecord(t, store, clk, out.Record.DLQID)
+	const n = 16
+	results := make([]quarantine.Result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := q.Quarantine(ctx, msg(fmt.Sprint("c", i), validBody))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = out.Result
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, r := range results {
+		if r == quarantine.ResultCreated {
+			created++
+		}
+	}
+	succ := mustGet(t, store, stub.DLQID+"#r1")
+	if created != 1 || succ.AttemptCount != n || len(store.All()) != 2 {
+		t.Fatalf("%d created, successor with %d attempts, %d records", created, succ.AttemptCount, len(store.All()))
+	}
+	if got := mustGet(t, store, stub.DLQID); got.Version != stub.Version {
+		t.Fatal("the stub changed")
+	}
+	checkCounters(t, store, "inventory")
 }
