@@ -25,7 +25,7 @@ func main() {
 		log.Error("ingest init failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(h.HandleRaw)
 }
 
 func build() (*ingest.Handler, error) {

@@ -108,4 +108,19 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 		}
 	}
 	fmt.Fprintln(os.Stderr, "ingest bootstrap start-up to first poll:", f.StartUp)
+
+	// An S3 notification sent to ingest is a function error, not a batch
+	// of "unresolved" records.
+	s3ev, err := json.Marshal(events.S3Event{Records: []events.S3EventRecord{{EventSource: "aws:s3", AWSRegion: "us-east-1", EventName: "ObjectCreated:Put",
+		S3: events.S3Entity{Bucket: events.S3Bucket{Name: "dlqq-archive"}, Object: events.S3Object{Key: "archive/x.json"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = f.Invoke(ctx, s3ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "not an SQS batch") {
+		t.Fatalf("an S3 notification was taken: %s", out.Payload)
+	}
 }

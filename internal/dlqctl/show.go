@@ -136,6 +136,9 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if r.Archive != nil {
 		row("archive", fmt.Sprintf("s3://%s/%s (version %s) until %s", r.Archive.Bucket, r.Archive.Key, r.Archive.VersionID, r.Archive.RetainUntil))
 	}
+	if p := r.Predecessor; p != nil {
+		row("successor of", fmt.Sprintf("%s (%s; its seal %s)", p.ID, p.Reason, p.Seal))
+	}
 	row("version", r.Version)
 	if sealErr != nil {
 		row("seal", "DOES NOT VERIFY: "+sealErr.Error())

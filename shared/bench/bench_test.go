@@ -100,7 +100,7 @@ func BenchmarkIngestThroughput(b *testing.B) {
 			var ev events.SQSEvent
 			for j := n; j < n+batchSize; j++ {
 				ev.Records = append(ev.Records, events.SQSMessage{
-					MessageId: fmt.Sprintf("m-%d", j), Body: inventory(j), EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source + "-dlq",
+					MessageId: fmt.Sprintf("m-%d", j), Body: inventory(j), EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source + "-dlq",
 					Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": cfg.Sources[source].ARN},
 				})
 			}

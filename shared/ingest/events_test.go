@@ -43,7 +43,7 @@ func TestSampleDLQBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := h.Handle(context.Background(), ev)
+	resp, err := h.HandleRaw(context.Background(), raw) // as the Lambda runtime passes it
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
 	}

@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,34 +47,108 @@ type result struct {
 	msg     quarantine.Message
 	outcome quarantine.Outcome
 	err     error
+	// deferred is set on a FIFO message not attempted because an earlier
+	// message of its group was not stored (err is set too).
+	deferred bool
+}
+
+// ErrNotSQSBatch is the function error for an event that is not an SQS
+// batch (a redrive request or an S3 notification sent to ingest, say):
+// nothing of it is written.
+var ErrNotSQSBatch = errors.New("not an SQS batch")
+
+var errDeferred = errors.New("an earlier message of its FIFO group was not stored")
+
+// HandleRaw is the Lambda entry point: it takes the raw event, so that an
+// event of another shape is refused (ErrNotSQSBatch) instead of being
+// decoded into an empty or half-filled SQS batch.
+func (h *Handler) HandleRaw(ctx context.Context, raw json.RawMessage) (events.SQSEventResponse, error) {
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		h.log.ErrorContext(ctx, "event refused", "error_kind", "not_sqs_batch")
+		return events.SQSEventResponse{}, fmt.Errorf("%w: the event does not decode as one", ErrNotSQSBatch)
+	}
+	return h.Handle(ctx, ev)
+}
+
+// CheckEvent reports why ev is not a batch from an SQS event source
+// mapping, or nil: it has records, each from "aws:sqs" with a message id
+// and an SQS queue ARN. The error names fields, never values.
+func CheckEvent(ev events.SQSEvent) error {
+	if len(ev.Records) == 0 {
+		return fmt.Errorf("%w: no Records", ErrNotSQSBatch)
+	}
+	for i, r := range ev.Records {
+		switch {
+		case r.EventSource != "aws:sqs":
+			return fmt.Errorf("%w: record %d: eventSource is not aws:sqs", ErrNotSQSBatch, i)
+		case r.MessageId == "":
+			return fmt.Errorf("%w: record %d: no messageId", ErrNotSQSBatch, i)
+		case !isQueueARN(r.EventSourceARN):
+			return fmt.Errorf("%w: record %d: eventSourceARN is not an SQS queue ARN", ErrNotSQSBatch, i)
+		}
+	}
+	return nil
+}
+
+// isQueueARN reports whether arn has the shape arn:<partition>:sqs:<region>:<account>:<queue>.
+func isQueueARN(arn string) bool {
+	p := strings.Split(arn, ":")
+	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || p[4] == "" || p[5] == "" || len(p[5]) > 80 {
+		return false
+	}
+	for _, c := range p[4] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return !strings.ContainsAny(p[5], "#/ ")
 }
 
 // Handle stores every message of the batch and returns the ids of those not
-// durably stored. It never fails the whole batch for one message.
+// durably stored. It never fails the whole batch for one message; it
+// refuses, writing nothing, an event that is not an SQS batch.
+//
+// Messages are stored concurrently, except on a FIFO queue: there each
+// message group's messages are stored one after the other in batch order
+// (groups run concurrently), each stamped after the one before it, and a
+// group stops at its first failure: the rest of it is returned unattempted,
+// so the group is redelivered, and recorded, in order.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if err := CheckEvent(ev); err != nil {
+		h.log.ErrorContext(ctx, "event refused", "error_kind", "not_sqs_batch")
+		return events.SQSEventResponse{}, err
+	}
 	results := make([]result, len(ev.Records))
 	sem := make(chan struct{}, h.concurrency)
 	var wg sync.WaitGroup
-	for i, rec := range ev.Records {
+	for _, lane := range lanes(ev) {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = h.one(ctx, rec)
+			var after time.Time
+			for k, i := range lane {
+				rec := ev.Records[i]
+				m := ToMessage(rec)
+				if k > 0 && results[lane[k-1]].err != nil {
+					results[i] = result{msg: m, err: errDeferred, deferred: true}
+					h.log.WarnContext(ctx, "message deferred: an earlier message of its FIFO group was not stored",
+						"message_id", rec.MessageId, "event_source", rec.EventSourceARN)
+					continue
+				}
+				m.After = after
+				results[i] = h.one(ctx, rec, m)
+				after = results[i].outcome.At
+			}
 		}()
 	}
 	wg.Wait()
 
 	var resp events.SQSEventResponse
-	failedGroups := map[string]bool{}
-	fifo := len(ev.Records) > 0 && strings.HasSuffix(ev.Records[0].EventSourceARN, ".fifo")
 	for i, r := range results {
-		group := ev.Records[i].Attributes["MessageGroupId"]
-		// On a FIFO queue, everything after a failure in the same group is
-		// returned too, so the group is redelivered in order.
-		if r.err != nil || (fifo && failedGroups[group]) {
-			failedGroups[group] = true
+		if r.err != nil {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
@@ -80,8 +156,32 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return resp, nil
 }
 
-func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
-	res.msg = ToMessage(rec)
+// lanes splits a batch into runs of record indexes stored one after the
+// other: one per message group of a FIFO queue, in batch order; one per
+// message otherwise.
+func lanes(ev events.SQSEvent) [][]int {
+	type group struct{ queue, id string }
+	var out [][]int
+	byGroup := map[group]int{}
+	for i, r := range ev.Records {
+		if !strings.HasSuffix(r.EventSourceARN, ".fifo") {
+			out = append(out, []int{i})
+			continue
+		}
+		g := group{r.EventSourceARN, r.Attributes["MessageGroupId"]}
+		j, ok := byGroup[g]
+		if !ok {
+			j = len(out)
+			byGroup[g] = j
+			out = append(out, nil)
+		}
+		out[j] = append(out[j], i)
+	}
+	return out
+}
+
+func (h *Handler) one(ctx context.Context, rec events.SQSMessage, m quarantine.Message) (res result) {
+	res.msg = m
 	defer func() {
 		if p := recover(); p != nil {
 			res.err = fmt.Errorf("panic while quarantining message %s", rec.MessageId)
@@ -95,7 +195,7 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
 		return res
 	}
 	r := res.outcome.Record
-	h.log.InfoContext(ctx, "message quarantined",
+	attrs := []any{
 		"message_id", rec.MessageId,
 		"result", string(res.outcome.Result),
 		"source", r.Source,
@@ -107,7 +207,15 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage) (res result) {
 		"body_sha256", quarantine.BodySHA256(res.msg.Body),
 		"attempt_count", r.AttemptCount,
 		"version", r.Version,
-	)
+	}
+	if p := r.Predecessor; p != nil && res.outcome.Result == quarantine.ResultCreated {
+		attrs = append(attrs, "predecessor", quarantine.LogRef(p.ID), "predecessor_reason", p.Reason)
+	}
+	h.log.InfoContext(ctx, "message quarantined", attrs...)
+	if p := r.Predecessor; p != nil && p.Reason == quarantine.LinkSealMismatch && res.outcome.Result == quarantine.ResultCreated {
+		h.log.ErrorContext(ctx, "record fails its seal; set aside, the arrival is stored in a successor",
+			"record", quarantine.LogRef(p.ID), "successor", quarantine.LogRef(r.DLQID), "error_kind", "seal_mismatch")
+	}
 	return res
 }
 
@@ -123,6 +231,8 @@ func (h *Handler) emit(results []result) {
 	}
 	for _, r := range results {
 		switch {
+		case r.deferred:
+			bump(sourceOf(r.msg), "Deferred")
 		case r.err != nil:
 			bump(sourceOf(r.msg), "StoreFailures")
 		case r.outcome.Result == quarantine.ResultDuplicate:
@@ -165,6 +275,7 @@ func ToMessage(rec events.SQSMessage) quarantine.Message {
 		SourceARN:      rec.Attributes["DeadLetterQueueSourceArn"],
 		TraceHeader:    rec.Attributes["AWSTraceHeader"],
 		MessageGroupID: rec.Attributes["MessageGroupId"],
+		SequenceNumber: rec.Attributes["SequenceNumber"],
 	}
 	if v, err := strconv.ParseInt(rec.Attributes["SentTimestamp"], 10, 64); err == nil {
 		m.SentTimestamp = v

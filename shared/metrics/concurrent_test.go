@@ -85,7 +85,8 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 
 	// Full recount against the counters.
 	want := map[string]int64{}
-	total := int64(0)
+	keys := map[string]int{}
+	var successors []*quarantine.Record
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
 		lq := quarantine.ListQuery{Status: stt, Source: name}
@@ -100,7 +101,10 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 					t.Fatal(err)
 				}
 				want[string(r.Status)+"/"+string(r.FailureClass)]++
-				total++
+				keys[r.IdempotencyKey]++
+				if r.Predecessor != nil {
+					successors = append(successors, r)
+				}
 			}
 			if page.Cursor == "" {
 				break
@@ -108,8 +112,22 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 			lq.Cursor = page.Cursor
 		}
 	}
-	if total != 60 {
-		t.Fatalf("%d records, want 60", total)
+	// One record per key, plus one successor for each re-failure of an
+	// archived record (linked to it).
+	if len(keys) != 60 {
+		t.Fatalf("records for %d keys, want 60", len(keys))
+	}
+	n := 0
+	for _, c := range keys {
+		n += c
+	}
+	if n != 60+len(successors) {
+		t.Fatalf("%d records for 60 keys and %d successors", n, len(successors))
+	}
+	for _, r := range successors {
+		if p, err := store.Get(ctx, r.Predecessor.ID); err != nil || p.Status != quarantine.StatusArchived || p.Seal != r.Predecessor.Seal {
+			t.Fatalf("successor linked to a record that is not its archived predecessor: %v", err)
+		}
 	}
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
@@ -119,5 +137,5 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("recount %v", want)
+	t.Logf("recount %v, %d successors", want, len(successors))
 }

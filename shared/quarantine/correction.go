@@ -169,6 +169,9 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 	if c.KeyAttribute != "" {
 		room++
 	}
+	if c.NewKey != "" {
+		room++ // dlq-record-id: how its comeback finds this record again
+	}
 	if room > 10 {
 		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{fmt.Sprintf("the message has %d attributes; a corrected replay needs room for %d more within SQS's 10", len(attrs), room-len(attrs))}}
 	}

@@ -27,8 +27,12 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 		next.StatusSince = At(now)
 		next.LeaseUntil = nil
 	}
-	// A parked poison record stays poison, and an archived stub stays a stub:
-	// the arrival is recorded in their history only.
+	// A parked poison record stays poison: the arrival is recorded in its
+	// history only. An archived stub takes no arrival: ingest opens a
+	// successor record for it instead, and the stub stays as archived.
+	if next.Status == StatusArchived {
+		return nil, ErrNotClaimable
+	}
 	if next.Status == StatusQuarantined {
 		c = c.bound()
 		next.FailureClass = c.Class

@@ -132,6 +132,12 @@ func mutate(t *testing.T, f reflect.Value) {
 				return
 			}
 			p.SHA256 += "x"
+		case *quarantine.RecordLink:
+			if p == nil {
+				f.Set(reflect.ValueOf(&quarantine.RecordLink{ID: "i", Seal: "s", Reason: "r"}))
+				return
+			}
+			p.Seal += "x"
 		case *quarantine.ArchiveRef:
 			if p == nil {
 				f.Set(reflect.ValueOf(&quarantine.ArchiveRef{Bucket: "b", Key: "k", SHA256: "s"}))

@@ -108,6 +108,12 @@ type Message struct {
 	ReceiveCount   int
 	TraceHeader    string
 	MessageGroupID string
+	// SequenceNumber is the SQS sequence number (FIFO queues).
+	SequenceNumber string
+	// After, when set, is the stamp of the previous message of the same
+	// FIFO group in this batch: this one is stamped strictly after it, so
+	// first_seen follows the DLQ order even within one clock tick.
+	After time.Time
 }
 
 // Result says what quarantining one message did.
@@ -124,6 +130,8 @@ const (
 type Outcome struct {
 	Result Result
 	Record *Record
+	// At is the instant the arrival was stamped with.
+	At time.Time
 }
 
 // Quarantiner turns dead-lettered messages into sealed records: one per
@@ -147,22 +155,39 @@ func NewQuarantiner(store Store, payloads PayloadStore, now func() time.Time, cf
 
 // Quarantine stores m durably. It returns an error only when the message was
 // not durably stored and must be delivered again.
+//
+// The record for m is the one at its key's id, unless that record cannot
+// take arrivals any more (it is ARCHIVED, or fails its seal): then m goes to
+// a successor record at "<id>#r<n>", linked to it, and the record itself is
+// left untouched. A corrected replay sent under a new key comes back to the
+// record it was corrected in (see correctedComeback).
 func (q *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, error) {
 	now := q.now().UTC()
+	if !m.After.IsZero() && !now.After(m.After) {
+		// The previous message of this FIFO group was stamped in this very
+		// clock tick (or the clock stepped back): stay after it.
+		now = m.After.UTC().Add(time.Nanosecond)
+	}
 	src, note := q.resolveSource(m)
 	verdict := src.Check(m.Body)
 	class := Classify(src, m.Attributes, verdict)
 	key, origin := DeriveKey(src, q.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
 
-	if n := redriveHeaderNote(m, RecordID(src.Name, key)); n != "" {
-		note = joinNote(note, n)
-	}
 	att := Attempt{
 		At: At(now), Stage: class.Stage, Reason: class.Reason, MessageID: m.MessageID,
 		Actor: ActorIngest, ReceiveCount: m.ReceiveCount, BodySHA256: BodySHA256(m.Body), Note: note,
 	}
 	rec := q.newRecord(src, m, key, origin, class, att, now)
-	out, err := q.createOrAppend(ctx, rec, m, att, class)
+	start := rec.DLQID
+	target, err := q.correctedComeback(ctx, src, m, key, att.BodySHA256)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if target != nil {
+		// The event keeps the identity of the record it was corrected in.
+		start, rec.IdempotencyKey, rec.KeyOrigin = target.DLQID, target.IdempotencyKey, target.KeyOrigin
+	}
+	out, err := q.createOrAppend(ctx, start, rec, m, att, class)
 	if errors.Is(err, errBodyConflict) {
 		// The producer reused an idempotency key for a different body. Keep
 		// the new body as its own record beside the original: never drop it.
@@ -170,29 +195,148 @@ func (q *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, error
 		c.Signature = Signature(c.Stage, c.Reason, src.SchemaVersion)
 		att.Stage, att.Reason = c.Stage, c.Reason
 		rec = q.newRecord(src, m, key, origin, c, att, now)
-		rec.DLQID = RecordID(src.Name, key) + "#body-" + att.BodySHA256[:16]
-		out, err = q.createOrAppend(ctx, rec, m, att, c)
+		out, err = q.createOrAppend(ctx, RecordID(src.Name, key)+"#body-"+att.BodySHA256[:16], rec, m, att, c)
 	}
+	out.At = now
 	return out, err
 }
 
 var errBodyConflict = errors.New("idempotency key reused with a different body")
 
-func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message, att Attempt, class Classification) (Outcome, error) {
-	created := false
-	if q.payloads != nil && q.mayOffload(rec) {
-		// Upload nothing for a record that exists: its claim-check objects
-		// are stored, and an archived stub's were deleted on purpose (a new
-		// upload over the delete marker would outlive the archive).
-		switch _, err := q.store.Get(ctx, rec.DLQID); {
-		case err == nil:
-			created = true
-		case !errors.Is(err, ErrNotFound):
-			return Outcome{}, fmt.Errorf("read record: %w", err)
+// ErrChainTooLong means a key has more successor records than ingest walks.
+var ErrChainTooLong = errors.New("too many successor records for one key")
+
+// maxChain bounds the successor records walked for one key (one is opened
+// per archive of the key's current record, so chains stay short).
+const maxChain = 256
+
+// chainID is the id of position pos of the chain that starts at start: the
+// start itself, then its successors "<start>#r<pos>".
+func chainID(start string, pos int) string {
+	if pos == 0 {
+		return start
+	}
+	return start + "#r" + strconv.Itoa(pos)
+}
+
+// maxRecordIDBytes bounds a record id taken from a message attribute
+// (DynamoDB allows 2048 bytes in a partition key).
+const maxRecordIDBytes = 2048
+
+// correctedComeback returns the record a corrected replay sent under a new
+// key belongs to, or nil. The attributes redrive adds (dlq-record-id,
+// dlq-corrected) are never trusted by themselves: the record must exist,
+// verify, belong to the source, and hold that correction with exactly this
+// new key and this body.
+func (q *Quarantiner) correctedComeback(ctx context.Context, src *Source, m Message, key, sum string) (*Record, error) {
+	rid, hasID := m.Attributes[AttrRecordID]
+	cn, hasN := m.Attributes[AttrCorrected]
+	if !hasID || !hasN || !strings.HasPrefix(rid.DataType, "String") || !strings.HasPrefix(cn.DataType, "Number") {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(cn.StringValue))
+	id := rid.StringValue
+	if err != nil || n < 1 || id == RecordID(src.Name, key) || !strings.HasPrefix(id, src.Name+"#") ||
+		len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
+		return nil, nil
+	}
+	r, err := q.store.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read corrected record: %w", err)
+	}
+	if err := Verify(r); err != nil {
+		var se *SealError
+		if errors.As(err, &se) {
+			return nil, nil // its corrections cannot be trusted
+		}
+		return nil, err
+	}
+	if r.Source != src.Name || n > len(r.Corrections) {
+		return nil, nil
+	}
+	c := r.Corrections[n-1]
+	if c.N != n || c.NewKey == "" || c.NewKey != key || c.BodySHA256 != sum {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// link is how a record on a key's chain stands towards an arrival.
+type link int
+
+const (
+	linkOpen    link = iota // takes the arrival
+	linkClosed              // archived: the arrival goes to its successor
+	linkBroken              // fails its seal: nothing in it is trusted
+	linkForeign             // another key's record that happens to sit at this id
+)
+
+// standing says how cur, at position pos of the chain, stands towards an
+// arrival for proto's key; prev is the chain's last closed or broken record.
+func standing(cur, prev, proto *Record, pos int) (link, error) {
+	if err := Verify(cur); err != nil {
+		var se *SealError
+		if errors.As(err, &se) {
+			return linkBroken, nil
+		}
+		return 0, err
+	}
+	if cur.IdempotencyKey != proto.IdempotencyKey {
+		return linkForeign, nil
+	}
+	if pos > 0 {
+		// A successor names the record before it; anything else at a
+		// successor's id belongs to a key that ends in "#r<n>".
+		want, got := "", ""
+		if prev != nil {
+			want = prev.DLQID
+		}
+		if cur.Predecessor != nil {
+			got = cur.Predecessor.ID
+		}
+		if got != want {
+			return linkForeign, nil
 		}
 	}
-	for i := 0; i < q.cfg.MaxWriteRetries; i++ {
-		if !created {
+	if cur.Status == StatusArchived {
+		return linkClosed, nil
+	}
+	return linkOpen, nil
+}
+
+// createOrAppend stores the arrival on the chain of records that starts at
+// start: appended to the first record that takes arrivals, or created as a
+// new record (proto, at the first free position, linked to the last record
+// that could not take it). A duplicate delivery found anywhere on the chain
+// is a no-op.
+func (q *Quarantiner) createOrAppend(ctx context.Context, start string, proto *Record, m Message, att Attempt, class Classification) (Outcome, error) {
+	baseNote := att.Note
+	var (
+		pos      int
+		prev     *Record // the chain's last record that cannot take arrivals
+		prevLink link
+		accepted = map[string]bool{} // the bodies the chain's records hold
+	)
+	ours := func(id string) bool {
+		for i := 0; i <= pos; i++ {
+			if chainID(start, i) == id {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < q.cfg.MaxWriteRetries; {
+		if pos >= maxChain {
+			return Outcome{}, fmt.Errorf("record %s: %w", LogRef(start), ErrChainTooLong)
+		}
+		id := chainID(start, pos)
+		att.Note = joinNote(baseNote, redriveHeaderNote(m, ours))
+		cur, err := q.store.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			rec := q.successor(proto, id, prev, prevLink, att)
 			if err := q.offload(ctx, rec); err != nil {
 				return Outcome{}, err
 			}
@@ -206,24 +350,50 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message
 			if !errors.Is(err, ErrExists) {
 				return Outcome{}, fmt.Errorf("create record: %w", err)
 			}
-			created = true
-		}
-		cur, err := q.store.Get(ctx, rec.DLQID)
-		if errors.Is(err, ErrNotFound) {
-			created = false
+			i++ // another writer created it: read it
 			continue
 		}
 		if err != nil {
 			return Outcome{}, fmt.Errorf("read record: %w", err)
 		}
+		st, err := standing(cur, prev, proto, pos)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if st == linkForeign {
+			pos++
+			continue
+		}
+		if st == linkBroken {
+			// Set aside, untouched: its history may be forged, so it
+			// proves no duplicate either.
+			prev, prevLink = cur, st
+			pos++
+			continue
+		}
 		if cur.HasMessage(m.MessageID) {
 			return Outcome{Result: ResultDuplicate, Record: cur}, nil
 		}
-		if cur.BodySHA256 != rec.BodySHA256 && !cur.HasCorrection(rec.BodySHA256) {
+		accepted[cur.BodySHA256] = true
+		for _, c := range cur.Corrections {
 			// (A corrected replay coming back is the same event.)
+			accepted[c.BodySHA256] = true
+		}
+		if !accepted[proto.BodySHA256] {
 			return Outcome{}, errBodyConflict
 		}
+		if st == linkClosed {
+			prev, prevLink = cur, st
+			pos++
+			continue
+		}
 		next, err := cur.Arrive(att, class, q.cfg.MaxAttempts, att.At.Time)
+		var se *SealError
+		if errors.As(err, &se) {
+			prev, prevLink = cur, linkBroken
+			pos++
+			continue
+		}
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -237,8 +407,36 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, rec *Record, m Message
 		if err := backoff(ctx, i); err != nil {
 			return Outcome{}, err
 		}
+		i++
 	}
 	return Outcome{}, ErrContention
+}
+
+// successor returns the new record to create at id: proto itself, linked to
+// prev when prev could not take the arrival. A successor of an archived
+// record carries its redrive count on, so the cap holds across the chain.
+func (q *Quarantiner) successor(proto *Record, id string, prev *Record, how link, att Attempt) *Record {
+	rec := proto.Clone()
+	rec.DLQID = id
+	att.Kind = AttemptArrival
+	if prev == nil {
+		rec.Attempts = appendBounded(nil, att, q.cfg.MaxAttempts)
+		return rec
+	}
+	reason := LinkArchived
+	if how == linkBroken {
+		reason = LinkSealMismatch
+	}
+	rec.Predecessor = &RecordLink{ID: prev.DLQID, Seal: prev.Seal, Reason: reason}
+	if how == linkClosed {
+		rec.RedriveCount = prev.RedriveCount
+		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap)
+		att.Note = joinNote(att.Note, fmt.Sprintf("successor of an archived record; redrive count %d of cap %d carried on", rec.RedriveCount, rec.RedriveCap))
+	} else {
+		att.Note = joinNote(att.Note, "successor of a record that fails its seal (set aside, untouched)")
+	}
+	rec.Attempts = appendBounded(nil, att, q.cfg.MaxAttempts)
+	return rec
 }
 
 // backoff sleeps with full jitter, growing from 2 ms to 100 ms.
@@ -271,16 +469,18 @@ func (q *Quarantiner) resolveSource(m Message) (*Source, string) {
 }
 
 // redriveHeaderNote flags redrive attributes that do not belong to this
-// message. They are never trusted either way: the record id comes from the
-// derived key and the redrive count from the store.
-func redriveHeaderNote(m Message, id string) string {
+// message: their record id must be one of the records the arrival's chain
+// holds (ours). They are never trusted either way: the record comes from
+// the derived key (or a verified correction) and the redrive count from the
+// store.
+func redriveHeaderNote(m Message, ours func(id string) bool) string {
 	rid, hasID := m.Attributes[AttrRecordID]
 	cnt, hasCount := m.Attributes[AttrRedriveCount]
 	if !hasID && !hasCount {
 		return ""
 	}
 	// Redrive adds the record id, and the count when there is room for it.
-	if !hasID || rid.StringValue != id {
+	if !hasID || !ours(rid.StringValue) {
 		return "forged redrive attributes ignored"
 	}
 	if hasCount {
@@ -319,9 +519,9 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		FailureReason: c.Reason, FailureDetail: c.Detail, SchemaVersion: src.SchemaVersion,
 		BodySHA256: att.BodySHA256, BodySize: int64(len(m.Body)),
 		Attributes: m.Attributes, SentTimestamp: m.SentTimestamp, ReceiveCount: m.ReceiveCount,
-		TraceHeader: Clip(m.TraceHeader, MaxDetailBytes), MessageGroupID: m.MessageGroupID,
-		Attempts: appendBounded(nil, att, q.cfg.MaxAttempts), AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
-		RedriveCap: src.RedriveCap, Version: 1, WriteID: NewWriteID(),
+		TraceHeader: m.TraceHeader, MessageGroupID: m.MessageGroupID, SequenceNumber: m.SequenceNumber,
+		Attempts: []Attempt{att}, AttemptCount: 1, FirstSeen: At(now), LastSeen: At(now),
+		RedriveCap: src.RedriveCap, Version: 1,
 	}
 	if r.RedriveCap <= 0 {
 		r.RedriveCap = q.cfg.DefaultRedriveCap
@@ -335,12 +535,6 @@ func (q *Quarantiner) newRecord(src *Source, m Message, key string, origin KeyOr
 		r.Body, r.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), EncodingBase64
 	}
 	return r
-}
-
-// mayOffload bounds offload from above: false means it uploads nothing.
-func (q *Quarantiner) mayOffload(r *Record) bool {
-	return len(r.Body) > q.cfg.BodyInlineMax || attributesSize(r.Attributes) > q.cfg.AttributesInlineMax ||
-		len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+growthReserve(q.cfg.MaxAttempts) > ItemBudget
 }
 
 // offload moves the body and attributes to the payload store when they would

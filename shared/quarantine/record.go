@@ -134,6 +134,10 @@ type Record struct {
 	ReceiveCount   int    `json:"receive_count,omitempty"`
 	TraceHeader    string `json:"aws_trace_header,omitempty"`
 	MessageGroupID string `json:"message_group_id,omitempty"`
+	// SequenceNumber is the SQS sequence number of the first arrival (FIFO
+	// queues only): with MessageGroupID, the order replays keep (see
+	// CompareSequence).
+	SequenceNumber string `json:"sequence_number,omitempty"`
 
 	Attempts     []Attempt `json:"attempts"`
 	AttemptCount int       `json:"attempt_count"`
@@ -166,6 +170,11 @@ type Record struct {
 	// stubs, whose payload then lives only in the archive.
 	Archive *ArchiveRef `json:"archive,omitempty"`
 
+	// Predecessor is set on a record opened for an arrival that the record
+	// at its id could not take: archived, or failing its seal. It names that
+	// record and the seal it had.
+	Predecessor *RecordLink `json:"predecessor,omitempty"`
+
 	Seal     string `json:"seal,omitempty"`
 	PrevSeal string `json:"prev_seal,omitempty"`
 	// WriteID is a random token of the write that stored this version, so
@@ -192,6 +201,20 @@ type ArchiveRef struct {
 	Seal       string `json:"seal"`
 	ArchivedAt Time   `json:"archived_at"`
 }
+
+// RecordLink names another record version: its id and seal, and why it is
+// linked.
+type RecordLink struct {
+	ID     string `json:"id"`
+	Seal   string `json:"seal"`
+	Reason string `json:"reason"`
+}
+
+// Reasons a successor record was opened (RecordLink.Reason).
+const (
+	LinkArchived     = "archived"
+	LinkSealMismatch = "seal mismatch"
+)
 
 // Clone returns a deep copy of r, so a transition never aliases the record it
 // started from.
@@ -235,6 +258,10 @@ func (r *Record) Clone() *Record {
 	if r.Archive != nil {
 		a := *r.Archive
 		c.Archive = &a
+	}
+	if r.Predecessor != nil {
+		l := *r.Predecessor
+		c.Predecessor = &l
 	}
 	return &c
 }

@@ -666,9 +666,9 @@ func inGroupOrder(ready []*claimed) {
 }
 
 // originalOrder compares two records of one message group by the order
-// they reached the DLQ in.
+// they reached the DLQ in: their SQS sequence number, then first_seen.
 func originalOrder(a, b *quarantine.Record) int {
-	return a.FirstSeen.Compare(b.FirstSeen.Time)
+	return quarantine.CompareFIFO(a, b)
 }
 
 // unreadable reports whether a payload error is one no retry cures: the

@@ -469,9 +469,10 @@ func TestMetricsPublished(t *testing.T) {
 	}
 }
 
-// A message that fails again after its record was archived is recorded on
-// the stub; the stub and its archive still verify.
-func TestArrivalAfterArchiveKeepsTheStubVerifiable(t *testing.T) {
+// A message that fails again after its record was archived opens a new
+// record, linked to the stub, which goes through the normal lifecycle; the
+// stub and its archive object are not touched and still verify.
+func TestArrivalAfterArchiveOpensASuccessorAndKeepsTheStub(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -480,13 +481,18 @@ func TestArrivalAfterArchiveKeepsTheStubVerifiable(t *testing.T) {
 	if rep, err := e.sweeper(nil, nil).Run(ctx); err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("%+v %v", rep, err)
 	}
+	before := e.get(t, r.DLQID)
 	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "again", SourceARN: e.src.ARN, Body: []byte(inv("z", ""))})
-	if err != nil || out.Result != quarantine.ResultAppended {
+	if err != nil || out.Result != quarantine.ResultCreated || out.Record.DLQID != r.DLQID+"#r1" {
 		t.Fatalf("%+v %v", out, err)
 	}
+	succ := e.get(t, out.Record.DLQID)
+	if succ.Status != quarantine.StatusQuarantined || succ.Predecessor == nil || succ.Predecessor.ID != r.DLQID || succ.Predecessor.Seal != before.Seal {
+		t.Fatalf("successor %s linked to %+v", succ.Status, succ.Predecessor)
+	}
 	stub := e.get(t, r.DLQID)
-	if stub.Status != quarantine.StatusArchived || stub.AttemptCount != r.AttemptCount+2 {
-		t.Fatalf("stub %s with %d attempts", stub.Status, stub.AttemptCount)
+	if stub.Status != quarantine.StatusArchived || stub.Seal != before.Seal || stub.Version != before.Version || stub.AttemptCount != before.AttemptCount {
+		t.Fatalf("stub %s v%d → v%d", stub.Status, before.Version, stub.Version)
 	}
 	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) != 0 {
 		t.Fatal(problems, err)
@@ -495,6 +501,17 @@ func TestArrivalAfterArchiveKeepsTheStubVerifiable(t *testing.T) {
 	stub.Archive.SHA256 = strings.Repeat("0", 64)
 	if problems, _ := archive.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) == 0 {
 		t.Fatal("a stub whose checksum does not match verifies")
+	}
+	// The successor is parked and archived in its turn, beside the stub.
+	e.park(t, succ)
+	e.clock.Advance(2 * time.Hour)
+	if rep, err := e.sweeper(nil, nil).Run(ctx); err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != succ.DLQID {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	for _, id := range []string{r.DLQID, succ.DLQID} {
+		if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, e.get(t, id)); err != nil || len(problems) != 0 {
+			t.Fatal(id, problems, err)
+		}
 	}
 }
 
