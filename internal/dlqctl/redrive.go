@@ -150,7 +150,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 			return err
 		}
 		merge(total, rep)
-		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count
+		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count + rep.Unknown.Count + rep.Deferred.Count
 		a.progress(done, o.Max, total)
 		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count == 0 {
 			total.Remaining = rep.Remaining
@@ -220,10 +220,14 @@ func (a *App) print(r *redrive.Report) error {
 	}
 	fmt.Fprintf(a.Out, "redriven %d, held %d, parked as poison %d, failed %d, skipped %d; remaining %d\n",
 		r.Redriven.Count, r.Held.Count, r.Parked.Count, r.Failed.Count, r.Skipped.Count, r.Remaining)
+	if r.Unknown.Count+r.Deferred.Count > 0 {
+		fmt.Fprintf(a.Out, "possibly sent (no answer from SQS; quarantined again, counted toward the cap) %d, deferred to keep FIFO order %d\n",
+			r.Unknown.Count, r.Deferred.Count)
+	}
 	for _, o := range []struct {
 		name string
 		out  redrive.Outcome
-	}{{"held", r.Held}, {"parked", r.Parked}, {"failed", r.Failed}} {
+	}{{"held", r.Held}, {"parked", r.Parked}, {"failed", r.Failed}, {"possibly sent", r.Unknown}, {"deferred", r.Deferred}} {
 		for _, id := range o.out.IDs {
 			fmt.Fprintf(a.Out, "  %s %s\n", o.name, id)
 		}
