@@ -26,3 +26,8 @@ func TestCountersContract(t *testing.T) {
 	s := memstore.New()
 	storetest.RunCounters(t, s, s, s, s)
 }
+
+func TestHoldContract(t *testing.T) {
+	s := memstore.New()
+	storetest.RunHold(t, s, s, s, func(_ *testing.T, id string, change func(*quarantine.Record)) { s.Tamper(id, change) })
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
 
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/metrics"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
@@ -141,6 +142,14 @@ func TestTable(t *testing.T) {
 	for _, g := range tb.GlobalSecondaryIndexes {
 		if g.IndexName == "status-first-seen" && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
 			found = true
+			// A filter on an index sees only what it projects: an
+			// unprojected integrity_hold would look absent, and held
+			// records would be listed (and replayed) again.
+			for _, a := range dynamostore.FilteredAttributes() {
+				if aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
+					t.Errorf("the status index does not project %s, which listings filter on", a)
+				}
+			}
 		}
 	}
 	if !found {
