@@ -46,6 +46,11 @@ type Report struct {
 	Parked Outcome `json:"parked"`
 	// Failed could not be sent after retries; their claim was released.
 	Failed Outcome `json:"failed"`
+	// Integrity failed verification (a sealed field, the inline body or a
+	// claim-checked object changed behind the seal): they were set aside
+	// by an integrity hold as found, never re-sealed, released or sent,
+	// and later runs no longer list them (dlqctl ls --held does).
+	Integrity Outcome `json:"held_integrity"`
 	// Settled were resolved: their replay did not come back in time.
 	Settled Outcome `json:"settled"`
 	// Corrected is the record a correct action corrected, and Correction
@@ -68,7 +73,7 @@ type Report struct {
 func (rep *Report) AddOutcomes(r *Report) {
 	for _, p := range []struct{ dst, src *Outcome }{
 		{&rep.Redriven, &r.Redriven}, {&rep.Skipped, &r.Skipped}, {&rep.Held, &r.Held},
-		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled},
+		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled}, {&rep.Integrity, &r.Integrity},
 	} {
 		p.dst.Count += p.src.Count
 		p.dst.IDs = append(p.dst.IDs, p.src.IDs...)

@@ -154,7 +154,7 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	s.log.InfoContext(ctx, "redrive run finished",
 		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
 		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
-		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
+		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
 		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 	return rep, err
 }
@@ -488,8 +488,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	}
 	switch {
 	case errors.Is(err, quarantine.ErrCapReached):
+		parked, perr := rec.ParkPoison(actor, now)
+		if quarantine.IsIntegrityFailure(perr) {
+			return nil, r.setAside(ctx, rec, perr)
+		}
 		if !r.rep.DryRun {
-			parked, perr := rec.ParkPoison(actor, now)
 			if perr != nil {
 				return nil, perr
 			}
@@ -506,6 +509,8 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	case errors.Is(err, quarantine.ErrNotClaimable):
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
+	case quarantine.IsIntegrityFailure(err):
+		return nil, r.setAside(ctx, rec, err)
 	case err != nil:
 		return nil, err
 	}
@@ -516,6 +521,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	var verdict quarantine.Verdict
 	if berr == nil {
 		verdict = r.src.Check(body)
+	}
+	if quarantine.IsIntegrityFailure(berr) || quarantine.IsIntegrityFailure(aerr) {
+		// A claim-checked object does not match its sealed hash: set the
+		// record aside unclaimed, as found.
+		return nil, r.setAside(ctx, rec, errors.Join(berr, aerr))
 	}
 	if r.rep.DryRun {
 		switch {
@@ -548,6 +558,29 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
 }
 
+// setAside holds rec, which failed verification (cause), at the version
+// read and exactly as found: it is never re-sealed, released or sent, and
+// listings leave it out from now on, so it neither fills max_messages nor
+// comes back every run. The hold is counted (IntegrityHolds, alarmed). A
+// dry run only reports it.
+func (r *run) setAside(ctx context.Context, rec *quarantine.Record, cause error) error {
+	reason := quarantine.HoldReason(cause)
+	if !r.rep.DryRun {
+		err := r.s.store.Hold(ctx, quarantine.IntegrityHold{ID: rec.DLQID, Version: rec.Version, Reason: reason, At: r.s.now().UTC()})
+		switch {
+		case errors.Is(err, quarantine.ErrVersionConflict), errors.Is(err, quarantine.ErrNotFound):
+			r.note(&r.rep.Skipped, rec.DLQID) // it changed since the read: the next run reads it again
+			return nil
+		case err != nil:
+			return fmt.Errorf("hold record: %w", err)
+		}
+	}
+	r.s.log.WarnContext(ctx, "record fails verification: held, never sent or re-sealed", "run_id", r.rep.RunID,
+		"source", r.src.Name, "record", quarantine.LogRef(rec.DLQID), "version", rec.Version, "reason", reason, "dry_run", r.rep.DryRun)
+	r.note(&r.rep.Integrity, rec.DLQID)
+	return nil
+}
+
 // release gives a claim back, retrying on concurrent changes.
 func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string, held *quarantine.Classification, out *Outcome) error {
 	for attempt := 0; ; attempt++ {
@@ -555,6 +588,9 @@ func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string
 		if errors.Is(err, quarantine.ErrNotClaimable) {
 			r.note(out, rec.DLQID) // it changed hands (its message came back, say)
 			return nil
+		}
+		if quarantine.IsIntegrityFailure(err) {
+			return r.setAside(ctx, rec, err)
 		}
 		if err != nil {
 			return err
@@ -698,6 +734,12 @@ func (r *run) mark(ctx context.Context, c *claimed, messageID string) error {
 		} else {
 			next, err = rec.NoteSent(r.req.RequestedBy, messageID, round, r.s.now())
 		}
+		if quarantine.IsIntegrityFailure(err) {
+			// Sent, but the version read since no longer verifies: the
+			// send is reported, never written under a new seal.
+			r.note(&r.rep.Redriven, rec.DLQID)
+			return r.setAside(ctx, rec, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -827,6 +869,12 @@ func (r *run) settle(ctx context.Context) error {
 			return fmt.Errorf("read record: %w", err)
 		}
 		next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
+		if quarantine.IsIntegrityFailure(err) {
+			if err := r.setAside(ctx, rec, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			continue // not yet due, or changed
 		}
