@@ -27,15 +27,15 @@ import (
 
 // Metric names (namespace Config.Namespace).
 const (
-	MetricDLQDepth       = "DLQDepth"
-	MetricDLQInFlight    = "DLQInFlight"
-	MetricRecords        = "Records"
-	MetricOldestAge      = "OldestQuarantinedAgeSeconds"
-	MetricArrivals       = "ArrivalsPerMinute"
-	MetricSuccessRate    = "RedriveSuccessRate"
-	MetricPoison         = "PoisonRecords"
-	MetricNewPoison      = "NewPoisonRecords"
-	MetricDominantShare  = "DominantSignatureShare"
+	MetricDLQDepth      = "DLQDepth"
+	MetricDLQInFlight   = "DLQInFlight"
+	MetricRecords       = "Records"
+	MetricOldestAge     = "OldestQuarantinedAgeSeconds"
+	MetricArrivals      = "ArrivalsPerMinute"
+	MetricSuccessRate   = "RedriveSuccessRate"
+	MetricPoison        = "PoisonRecords"
+	MetricNewPoison     = "NewPoisonRecords"
+	MetricDominantShare = "DominantSignatureShare"
 	// MetricIntegrityHolds counts the records set aside because they
 	// failed verification (alarmed above 0): never replayed, re-sealed
 	// or archived until an operator investigates (dlqctl ls --held).
