@@ -31,11 +31,11 @@ type Store interface {
 
 // IntegrityHold sets aside one record version that failed verification.
 type IntegrityHold struct {
-	ID      string
-	Version int64
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
 	// Reason is a low-cardinality kind (HoldReason), never error text.
-	Reason string
-	At     time.Time
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // HoldReason names what failed: seal_mismatch, chain_mismatch,

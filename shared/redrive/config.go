@@ -105,7 +105,7 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	rep, err := s.Handle(ctx, raw)
 	var re *RequestError
 	var ce *quarantine.CorrectionError
-	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
+	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, quarantine.ErrHeld) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err

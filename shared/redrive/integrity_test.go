@@ -2,6 +2,7 @@ package redrive_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"reflect"
@@ -307,4 +308,25 @@ func TestClaimCheckedBodyMismatchIsHeldNotReleased(t *testing.T) {
 	if n := storetest.HeldCount(t, store, src.Name); n != 2 {
 		t.Fatalf("held counter %d, want 2", n)
 	}
+}
+
+// A correction of a tampered record is refused, and the record is held as
+// found: a correction never re-seals a forgery.
+func TestCorrectionOfATamperedRecordHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
+	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Record.DLQID
+	tamper(t, e, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
+	before := rawItem(t, id)
+	svc := e.service(nil, nil, redrive.Config{})
+	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
+	if !errors.Is(err, quarantine.ErrHeld) || strings.Contains(err.Error(), id) {
+		t.Fatalf("correction of a tampered record: %v", err)
+	}
+	unchangedButHeld(t, id, before, "seal_mismatch")
 }

@@ -180,6 +180,8 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 	switch {
 	case err == nil:
 		return rep, nil
+	case quarantine.IsIntegrityFailure(err):
+		return nil, s.holdTampered(ctx, req.IDs[0], err)
 	case errors.As(err, &ce):
 		return nil, &quarantine.CorrectionError{Problems: ce.Problems}
 	case errors.Is(err, quarantine.ErrCorrectionConflict):
@@ -188,6 +190,31 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 		return nil, &RequestError{Problems: []string{"ids[0] names no record"}}
 	}
 	return nil, err
+}
+
+// holdTampered holds record id, whose correction was refused because it
+// failed verification (cause), if the version now stored still fails.
+func (s *Service) holdTampered(ctx context.Context, id string, cause error) error {
+	cur, err := s.store.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read record: %w", err)
+	}
+	still := quarantine.Verify(cur)
+	if still == nil && errors.Is(cause, quarantine.ErrPayloadMismatch) {
+		if _, err := quarantine.ReplayBody(ctx, s.payloads, cur); quarantine.IsIntegrityFailure(err) {
+			still = err
+		}
+	}
+	if still == nil {
+		return quarantine.ErrCorrectionConflict // it changed meanwhile: look again
+	}
+	reason := quarantine.HoldReason(still)
+	err = s.store.Hold(ctx, quarantine.IntegrityHold{ID: cur.DLQID, Version: cur.Version, Reason: reason, At: s.now().UTC()})
+	if err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+		return fmt.Errorf("hold record: %w", err)
+	}
+	s.log.WarnContext(ctx, "record fails verification: held, not corrected", "record", quarantine.LogRef(id), "reason", reason)
+	return fmt.Errorf("ids[0] (%s): %w", reason, quarantine.ErrHeld)
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {
