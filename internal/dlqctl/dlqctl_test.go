@@ -293,3 +293,40 @@ func TestPolicyCommands(t *testing.T) {
 		t.Fatalf("ls -o json (exit %d):\n%s", code, out)
 	}
 }
+
+// An operator command on a record changed behind its seal never re-seals
+// it: park, unpark and show --payload hold it as found and fail with the
+// mismatch code; verify names it, ls leaves it out and ls --held lists it.
+func TestOperatorCommandsHoldATamperedRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	table := f.st.Names["QuarantineTable"]
+	id := f.ids["o3"]
+	r, _ := f.store.Get(ctx, id)
+	item, _ := dynamostore.Marshal(r)
+	item["redrive_cap"] = &ddbtypes.AttributeValueMemberN{Value: "50"}
+	if _, err := f.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	found, _ := f.store.Get(ctx, id)
+	for _, args := range [][]string{{"show", id, "--payload"}, {"park", id, "--reason", "look"}, {"show", id, "--payload"}} {
+		out, errOut, code := f.run(t, args...)
+		if code != dlqctl.ExitMismatch || !strings.Contains(errOut, "fails verification (seal_mismatch): held as found") || strings.Contains(out, "PAYLOAD-VALUE") {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+	}
+	after, _ := f.store.Get(ctx, id)
+	if after.Seal != found.Seal || after.Version != found.Version || len(after.Attempts) != len(found.Attempts) || after.Status != quarantine.StatusQuarantined {
+		t.Fatal("an operator command changed the tampered record")
+	}
+	out, _, code := f.run(t, "verify")
+	if code != dlqctl.ExitMismatch || !strings.Contains(out, "MISMATCH "+id+": record") || !strings.Contains(out, "HELD "+id+": version 1, seal_mismatch") {
+		t.Fatalf("verify (exit %d):\n%s", code, out)
+	}
+	if out, _, _ := f.run(t, "ls"); strings.Contains(out, id) || !strings.Contains(out, f.ids["o4"]) {
+		t.Fatalf("ls lists the held record:\n%s", out)
+	}
+	if out, _, code := f.run(t, "ls", "--held"); code != 0 || !strings.Contains(out, id) || strings.Contains(out, f.ids["o4"]) {
+		t.Fatalf("ls --held (exit %d):\n%s", code, out)
+	}
+}

@@ -20,6 +20,9 @@ type LsOptions struct {
 	Signature string
 	OlderThan time.Duration
 	Limit     int
+	// Held lists the records under an integrity hold instead (every
+	// status unless --status is given); other listings leave them out.
+	Held bool
 }
 
 func (a *App) lsCmd() *cobra.Command {
@@ -28,7 +31,12 @@ func (a *App) lsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List records (no payloads)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Ls(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Held && !cmd.Flags().Changed("status") {
+				o.Status = "all"
+			}
+			return a.Ls(cmd.Context(), o)
+		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.Status, "status", "QUARANTINED", "status, comma-separated statuses, or all")
@@ -37,6 +45,7 @@ func (a *App) lsCmd() *cobra.Command {
 	f.StringVar(&o.Signature, "signature", "", "failure signature")
 	f.DurationVar(&o.OlderThan, "older-than", 0, "only records first seen at least this long ago")
 	f.IntVar(&o.Limit, "limit", 50, "most records to show (0: all)")
+	f.BoolVar(&o.Held, "held", false, "list the records set aside because they failed verification (every status unless --status)")
 	return c
 }
 
@@ -56,7 +65,7 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 	if o.Limit < 0 || o.OlderThan < 0 {
 		return &UsageError{fmt.Errorf("--limit and --older-than must not be negative")}
 	}
-	q := quarantine.ListQuery{Source: o.Source, Classes: cls, Limit: 500}
+	q := quarantine.ListQuery{Source: o.Source, Classes: cls, Limit: 500, Held: o.Held}
 	if o.Signature != "" {
 		q.Signatures = []string{o.Signature}
 	}

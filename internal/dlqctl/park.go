@@ -61,6 +61,9 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	if errors.Is(err, quarantine.ErrNotClaimable) {
 		return fmt.Errorf("record %s is %s: cannot %s it", o.ID, r.Status, map[bool]string{true: "park", false: "unpark"}[o.Park])
 	}
+	if quarantine.IsIntegrityFailure(err) {
+		return a.holdRecord(ctx, store, r, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -72,4 +75,17 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	}
 	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, next.Status)
 	return nil
+}
+
+// holdRecord sets aside r, which failed verification (cause), exactly as
+// found: no operator action re-seals a forged record. It returns a
+// *MismatchError, so the command fails with the mismatch exit code.
+func (a *App) holdRecord(ctx context.Context, store quarantine.Store, r *quarantine.Record, cause error) error {
+	reason := quarantine.HoldReason(cause)
+	err := store.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: r.Version, Reason: reason, At: a.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("record %s fails verification (%s) and could not be held: %w", r.DLQID, reason, err)
+	}
+	fmt.Fprintf(a.Err, "record %s fails verification (%s): held as found, not changed; see dlqctl verify and dlqctl ls --held\n", r.DLQID, reason)
+	return &MismatchError{Count: 1}
 }

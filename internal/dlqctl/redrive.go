@@ -125,7 +125,10 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	}
 	fmt.Fprintf(a.Err, "plan (dry run): would redrive %d, hold %d, park %d as poison, skip %d; %d more match beyond --max\n",
 		rep.Redriven.Count, rep.Held.Count, rep.Parked.Count, rep.Skipped.Count, rep.Remaining)
-	if rep.Redriven.Count+rep.Parked.Count+rep.Held.Count == 0 {
+	if rep.Integrity.Count > 0 {
+		fmt.Fprintf(a.Err, "%d records fail verification: they will be held as found, never sent (see dlqctl verify)\n", rep.Integrity.Count)
+	}
+	if rep.Redriven.Count+rep.Parked.Count+rep.Held.Count+rep.Integrity.Count == 0 {
 		fmt.Fprintln(a.Err, "nothing to redrive")
 		return a.print(rep)
 	}
@@ -150,9 +153,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 			return err
 		}
 		merge(total, rep)
-		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count + rep.Unknown.Count + rep.Deferred.Count
+		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count + rep.Unknown.Count + rep.Deferred.Count + rep.Integrity.Count
 		a.progress(done, o.Max, total)
-		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count == 0 {
+		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count+rep.Integrity.Count == 0 {
 			total.Remaining = rep.Remaining
 			break
 		}
@@ -227,7 +230,7 @@ func (a *App) print(r *redrive.Report) error {
 	for _, o := range []struct {
 		name string
 		out  redrive.Outcome
-	}{{"held", r.Held}, {"parked", r.Parked}, {"failed", r.Failed}, {"possibly sent", r.Unknown}, {"deferred", r.Deferred}} {
+	}{{"held", r.Held}, {"parked", r.Parked}, {"failed", r.Failed}, {"possibly sent", r.Unknown}, {"deferred", r.Deferred}, {"held_integrity", r.Integrity}} {
 		for _, id := range o.out.IDs {
 			fmt.Fprintf(a.Out, "  %s %s\n", o.name, id)
 		}

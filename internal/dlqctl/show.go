@@ -62,6 +62,9 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		// Record the read before showing anything.
 		for attempt := 0; ; attempt++ {
 			next, err := r.NotePayloadRead(a.Actor, a.Now())
+			if quarantine.IsIntegrityFailure(err) {
+				return a.holdRecord(ctx, store, r, err) // the read cannot be recorded under its seal
+			}
 			if err != nil {
 				return err
 			}
@@ -78,10 +81,14 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 			}
 		}
 		if r.Status != quarantine.StatusArchived {
-			if body, err = quarantine.LoadBody(ctx, payloads, r); err != nil {
+			if body, err = quarantine.LoadBody(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
+				return a.holdRecord(ctx, store, r, err)
+			} else if err != nil {
 				return err
 			}
-			if attrs, err = quarantine.LoadAttributes(ctx, payloads, r); err != nil {
+			if attrs, err = quarantine.LoadAttributes(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
+				return a.holdRecord(ctx, store, r, err)
+			} else if err != nil {
 				return err
 			}
 		}

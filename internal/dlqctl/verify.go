@@ -20,6 +20,10 @@ type VerifyResult struct {
 	Records  int               `json:"records"`
 	Archived int               `json:"archived"`
 	Problems []archive.Problem `json:"problems"`
+	// Held are the records set aside by an integrity hold (a transition
+	// found them failing verification); they are never replayed,
+	// re-sealed or archived.
+	Held []quarantine.IntegrityHold `json:"held"`
 }
 
 func (a *App) verifyCmd() *cobra.Command {
@@ -47,7 +51,7 @@ func (a *App) Verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := VerifyResult{Problems: []archive.Problem{}}
+	res := VerifyResult{Problems: []archive.Problem{}, Held: []quarantine.IntegrityHold{}}
 	p := dynamodb.NewScanPaginator(c.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(a.Table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -64,6 +68,9 @@ func (a *App) Verify(ctx context.Context) error {
 				continue
 			}
 			res.Records++
+			if h, held := dynamostore.HoldOf(item); held {
+				res.Held = append(res.Held, h)
+			}
 			if r.Status == quarantine.StatusArchived {
 				res.Archived++
 				probs, err := archive.VerifyStub(ctx, c.S3, r)
@@ -94,6 +101,9 @@ func (a *App) Verify(ctx context.Context) error {
 		fmt.Fprintf(a.Out, "verified %d records (%d archived stubs): %d problems\n", res.Records, res.Archived, len(res.Problems))
 		for _, pr := range res.Problems {
 			fmt.Fprintf(a.Out, "  MISMATCH %s: %s\n", pr.ID, pr.What)
+		}
+		for _, h := range res.Held {
+			fmt.Fprintf(a.Out, "  HELD %s: version %d, %s, since %s\n", h.ID, h.Version, h.Reason, quarantine.At(h.At))
 		}
 	}
 	if len(res.Problems) > 0 {

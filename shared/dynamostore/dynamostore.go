@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,12 @@ const (
 	KeyAttr       = "dlq_id"
 	VersionAttr   = "version"
 	IndexByStatus = "status-first-seen"
+	// HoldAttr and HoldAtAttr mark a record version set aside by an
+	// integrity hold (Store.Hold): the reason kind and when. They are not
+	// record fields (no seal covers them), and HoldAttr is projected into
+	// the status index, whose listings leave held records out.
+	HoldAttr   = "integrity_hold"
+	HoldAtAttr = "integrity_hold_at"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -97,14 +104,32 @@ func (s *Store) Create(ctx context.Context, r *quarantine.Record) error {
 
 // Replace implements quarantine.Store.
 func (s *Store) Replace(ctx context.Context, r *quarantine.Record, expectedVersion int64) error {
-	cond := expression.Name(VersionAttr).Equal(expression.Value(expectedVersion))
+	// A held record is never overwritten: its item is the evidence.
+	cond := expression.Name(VersionAttr).Equal(expression.Value(expectedVersion)).And(expression.AttributeNotExists(expression.Name(HoldAttr)))
 	if err := s.put(ctx, r, cond); err != nil {
 		if errors.Is(err, errConditionFailed) {
+			if held, herr := s.held(ctx, r.DLQID); herr == nil && held {
+				return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
+			}
 			return quarantine.ErrVersionConflict
 		}
 		return fmt.Errorf("replace %s: %w", r.DLQID, err)
 	}
 	return nil
+}
+
+// held reports whether id's item carries an integrity hold.
+func (s *Store) held(ctx context.Context, id string) (bool, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		Key:                      map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}},
+		ProjectionExpression:     aws.String("#h"),
+		ExpressionAttributeNames: map[string]string{"#h": HoldAttr},
+	})
+	if err != nil {
+		return false, err
+	}
+	return out.Item[HoldAttr] != nil, nil
 }
 
 var errConditionFailed = errors.New("condition failed")
@@ -137,6 +162,26 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 		}
 		items = append(items, types.TransactWriteItem{Update: u})
 	}
+	err = s.transact(ctx, items)
+	if err != nil && ctx.Err() == nil && s.applied(ctx, r) {
+		// A retried write whose first try was applied fails its own
+		// condition (or the call ran out of tries after it was applied):
+		// the item holds exactly what we wrote, so the write succeeded.
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	r.MarkStored()
+	return nil
+}
+
+// transact runs one transaction whose first item is the record's own
+// conditional write, retrying when it loses a race on a counter shard to
+// another transaction. It returns errConditionFailed when the record's
+// condition failed.
+func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	var err error
 	for attempt := 0; ; attempt++ {
 		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tc *types.TransactionCanceledException
@@ -156,17 +201,81 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 		case <-time.After(time.Duration(rand.IntN(5<<min(attempt, 5))+1) * time.Millisecond):
 		}
 	}
-	if err != nil && ctx.Err() == nil && s.applied(ctx, r) {
-		// A retried write whose first try was applied fails its own
-		// condition (or the call ran out of tries after it was applied):
-		// the item holds exactly what we wrote, so the write succeeded.
-		err = nil
+	return err
+}
+
+// Hold implements quarantine.Store: one transaction that sets the hold
+// attributes on the record item, only while it still holds h.Version and
+// no hold, and counts the hold in the source's counter. Nothing else of
+// the item is written.
+func (s *Store) Hold(ctx context.Context, h quarantine.IntegrityHold) error {
+	reason := h.Reason
+	if reason == "" {
+		reason = quarantine.HoldReason(nil)
 	}
+	cond := expression.AttributeExists(expression.Name(KeyAttr)).
+		And(expression.Name(VersionAttr).Equal(expression.Value(h.Version))).
+		And(expression.AttributeNotExists(expression.Name(HoldAttr)))
+	upd := expression.Set(expression.Name(HoldAttr), expression.Value(reason)).
+		Set(expression.Name(HoldAtAttr), expression.Value(quarantine.At(h.At).String()))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return fmt.Errorf("build hold: %w", err)
+	}
+	counter, err := counterUpdate(s.table, quarantine.HoldDelta(h.ID))
 	if err != nil {
 		return err
 	}
-	r.MarkStored()
-	return nil
+	items := []types.TransactWriteItem{{Update: &types.Update{
+		TableName: aws.String(s.table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: h.ID}},
+		UpdateExpression:    aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}}, {Update: counter}}
+	err = s.transact(ctx, items)
+	if !errors.Is(err, errConditionFailed) {
+		if err != nil {
+			return fmt.Errorf("hold %s: %w", h.ID, err)
+		}
+		return nil
+	}
+	// Why did the condition fail? Gone, already held, or another version.
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		Key:                      map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: h.ID}},
+		ProjectionExpression:     aws.String("#v, #h"),
+		ExpressionAttributeNames: map[string]string{"#v": VersionAttr, "#h": HoldAttr},
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("hold %s: %w", h.ID, err)
+	case len(out.Item) == 0:
+		return fmt.Errorf("hold %s: %w", h.ID, quarantine.ErrNotFound)
+	case out.Item[HoldAttr] != nil:
+		return nil // held already: once is enough, and counted once
+	}
+	return quarantine.ErrVersionConflict
+}
+
+// HoldOf returns the integrity hold an item carries, if any.
+func HoldOf(item map[string]types.AttributeValue) (quarantine.IntegrityHold, bool) {
+	reason, ok := item[HoldAttr].(*types.AttributeValueMemberS)
+	if !ok {
+		return quarantine.IntegrityHold{}, false
+	}
+	h := quarantine.IntegrityHold{Reason: reason.Value}
+	if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
+		h.ID = k.Value
+	}
+	if v, ok := item[VersionAttr].(*types.AttributeValueMemberN); ok {
+		fmt.Sscan(v.Value, &h.Version)
+	}
+	if at, ok := item[HoldAtAttr].(*types.AttributeValueMemberS); ok {
+		var t quarantine.Time
+		if t.UnmarshalText([]byte(at.Value)) == nil {
+			h.At = t.Time
+		}
+	}
+	return h, true
 }
 
 // applied reads r's item back and reports whether it is the version r
@@ -331,7 +440,12 @@ func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, erro
 		key = key.And(expression.Key("first_seen").LessThanEqual(expression.Value(quarantine.At(to).String())))
 	}
 	b := expression.NewBuilder().WithKeyCondition(key).WithProjection(expression.NamesList(expression.Name(KeyAttr)))
-	var conds []expression.ConditionBuilder
+	// Held records are left out of every listing but the one that asks
+	// for them (integrity_hold is projected into the index).
+	conds := []expression.ConditionBuilder{expression.AttributeNotExists(expression.Name(HoldAttr))}
+	if q.Held {
+		conds[0] = expression.AttributeExists(expression.Name(HoldAttr))
+	}
 	if q.Source != "" {
 		conds = append(conds, expression.Name("source").Equal(expression.Value(q.Source)))
 	}
@@ -344,11 +458,9 @@ func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, erro
 	if len(q.Signatures) > 0 {
 		conds = append(conds, in("failure_signature", q.Signatures))
 	}
-	switch len(conds) {
-	case 0:
-	case 1:
+	if len(conds) == 1 {
 		b = b.WithFilter(conds[0])
-	default:
+	} else {
 		b = b.WithFilter(expression.And(conds[0], conds[1], conds[2:]...))
 	}
 	expr, err := b.Build()
@@ -378,6 +490,26 @@ func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, erro
 		}
 	}
 	return input, nil
+}
+
+// FilteredAttributes names every attribute a List filters on, beyond the
+// index keys: the status index must project each of them, since a filter
+// on an index sees only the attributes the index holds (an attribute it
+// does not project looks absent, and attribute_not_exists holds).
+func FilteredAttributes() []string {
+	in, err := listInput("t", quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: "s", StatusSinceBefore: time.Unix(1, 0),
+		Classes: []quarantine.Class{quarantine.ClassExhausted}, Signatures: []string{"a"}})
+	if err != nil {
+		panic(err) // a fixed query: cannot fail
+	}
+	var out []string
+	for _, name := range in.ExpressionAttributeNames {
+		if name != "status" && name != "first_seen" && name != KeyAttr {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func in[T ~string](name string, values []T) expression.ConditionBuilder {

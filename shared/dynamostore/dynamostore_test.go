@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -307,4 +308,31 @@ func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassExhausted); n != 0 {
 		t.Fatalf("old state counter %d, want 0", n)
 	}
+}
+
+// TamperItem rewrites a record's item with one plain PutItem, as someone
+// with write access to the table would: no seal, no version bump, no
+// counters.
+func TamperItem(t *testing.T, id string, change func(*quarantine.Record)) {
+	t.Helper()
+	ctx := context.Background()
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(r)
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHoldContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
+	storetest.RunHold(t, s, l, s, TamperItem)
 }

@@ -21,11 +21,13 @@ type Store struct {
 	records  map[string]*quarantine.Record
 	counters map[string]int64
 	open     map[string]map[string]int64 // source → signature → count
+	holds    map[string]quarantine.IntegrityHold
 }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{records: make(map[string]*quarantine.Record), counters: map[string]int64{}, open: map[string]map[string]int64{}}
+	return &Store{records: make(map[string]*quarantine.Record), counters: map[string]int64{}, open: map[string]map[string]int64{},
+		holds: map[string]quarantine.IntegrityHold{}}
 }
 
 // apply records r's counter changes and marks it stored; s.mu is held.
@@ -98,16 +100,59 @@ func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[r.DLQID]
-	if ok && quarantine.SameVersion(cur, r) {
-		r.MarkStored() // a retried replace whose first try was applied
-		return nil
-	}
-	if !ok || cur.Version != expectedVersion {
+	if _, held := s.holds[r.DLQID]; !ok || held || cur.Version != expectedVersion {
+		// As DynamoDB's adapter: only a failed condition is compared with
+		// what is stored.
+		switch {
+		case ok && quarantine.SameVersion(cur, r):
+			r.MarkStored() // a retried replace whose first try was applied
+			return nil
+		case held:
+			return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
+		}
 		return quarantine.ErrVersionConflict
 	}
 	s.apply(r)
 	s.records[r.DLQID] = r.Clone()
 	return nil
+}
+
+// Hold implements quarantine.Store.
+func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[h.ID]
+	switch _, held := s.holds[h.ID]; {
+	case !ok:
+		return fmt.Errorf("hold %s: %w", h.ID, quarantine.ErrNotFound)
+	case held:
+		return nil
+	case cur.Version != h.Version:
+		return quarantine.ErrVersionConflict
+	}
+	s.holds[h.ID] = h
+	d := quarantine.HoldDelta(h.ID)
+	s.counters[d.Key] += d.N
+	return nil
+}
+
+// HoldOf returns the integrity hold of a record, if it is held.
+func (s *Store) HoldOf(id string) (quarantine.IntegrityHold, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.holds[id]
+	return h, ok
+}
+
+// Tamper changes a stored record behind the store's back (no seal, no
+// version check, no counters): what someone writing the item directly
+// does, for tamper tests.
+func (s *Store) Tamper(id string, change func(*quarantine.Record)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.records[id]; ok {
+		change(r)
+	}
 }
 
 // All returns copies of every record, for assertions.
@@ -185,7 +230,7 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 	defer s.mu.Unlock()
 	var matched []*quarantine.Record
 	for _, r := range s.records {
-		if q.Matches(r) {
+		if _, held := s.holds[r.DLQID]; held == q.Held && q.Matches(r) {
 			matched = append(matched, r)
 		}
 	}

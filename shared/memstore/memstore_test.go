@@ -30,3 +30,8 @@ func TestCountersContract(t *testing.T) {
 func TestBoundedTexts(t *testing.T) {
 	storetest.RunBoundedTexts(t, memstore.New(), memstore.NewPayloads())
 }
+
+func TestHoldContract(t *testing.T) {
+	s := memstore.New()
+	storetest.RunHold(t, s, s, s, func(_ *testing.T, id string, change func(*quarantine.Record)) { s.Tamper(id, change) })
+}

@@ -27,15 +27,19 @@ import (
 
 // Metric names (namespace Config.Namespace).
 const (
-	MetricDLQDepth       = "DLQDepth"
-	MetricDLQInFlight    = "DLQInFlight"
-	MetricRecords        = "Records"
-	MetricOldestAge      = "OldestQuarantinedAgeSeconds"
-	MetricArrivals       = "ArrivalsPerMinute"
-	MetricSuccessRate    = "RedriveSuccessRate"
-	MetricPoison         = "PoisonRecords"
-	MetricNewPoison      = "NewPoisonRecords"
-	MetricDominantShare  = "DominantSignatureShare"
+	MetricDLQDepth      = "DLQDepth"
+	MetricDLQInFlight   = "DLQInFlight"
+	MetricRecords       = "Records"
+	MetricOldestAge     = "OldestQuarantinedAgeSeconds"
+	MetricArrivals      = "ArrivalsPerMinute"
+	MetricSuccessRate   = "RedriveSuccessRate"
+	MetricPoison        = "PoisonRecords"
+	MetricNewPoison     = "NewPoisonRecords"
+	MetricDominantShare = "DominantSignatureShare"
+	// MetricIntegrityHolds counts the records set aside because they
+	// failed verification (alarmed above 0): never replayed, re-sealed
+	// or archived until an operator investigates (dlqctl ls --held).
+	MetricIntegrityHolds = "IntegrityHolds"
 	DimSource            = "Source"
 	DimStatus            = "Status"
 	DimClass             = "Class"
@@ -94,6 +98,7 @@ type Report struct {
 	DominantSignature  string           `json:"dominant_signature"`
 	DominantSharePct   float64          `json:"dominant_share_percent"`
 	OpenRecords        int64            `json:"open_records"`
+	IntegrityHolds     int64            `json:"integrity_holds"`
 }
 
 var (
@@ -114,7 +119,7 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 			return out, err
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
-			"open_records", rep.OpenRecords, "poison", rep.Poison, "dominant_signature", rep.DominantSignature,
+			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
 			"dominant_share_percent", rep.DominantSharePct, "oldest_quarantined_age_seconds", rep.OldestAgeSeconds)
 		out = append(out, *rep)
 	}
@@ -156,6 +161,8 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		keys, sum["arrivals"] = append(keys, k), append(sum["arrivals"], k)
 		k = quarantine.BucketCounterKey(src.Name, quarantine.CounterPoisoned, hours[0], shard)
 		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
+		k = quarantine.HeldCounterKey(src.Name, shard)
+		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
 		for _, h := range hours[:defaultSuccessWindow] {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				k := quarantine.BucketCounterKey(src.Name, kind, h, shard)
@@ -182,6 +189,7 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 	rep.ArrivalsPerMinute = total("arrivals")
 	rep.Poison = total(string(quarantine.StatusParked) + "/" + string(quarantine.ClassPoison))
 	rep.NewPoison = total("poisoned")
+	rep.IntegrityHolds = total(quarantine.CounterHeld)
 	if resolved, back := total(quarantine.CounterResolved), total(quarantine.CounterCameBack); resolved+back > 0 {
 		rate := 100 * float64(resolved) / float64(resolved+back)
 		rep.RedriveSuccessRate = &rate
@@ -258,6 +266,7 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 		datum(MetricPoison, float64(rep.Poison), cwtypes.StandardUnitCount),
 		datum(MetricNewPoison, float64(rep.NewPoison), cwtypes.StandardUnitCount),
 		datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent),
+		datum(MetricIntegrityHolds, float64(rep.IntegrityHolds), cwtypes.StandardUnitCount),
 	}
 	if rep.RedriveSuccessRate != nil {
 		data = append(data, datum(MetricSuccessRate, *rep.RedriveSuccessRate, cwtypes.StandardUnitPercent))

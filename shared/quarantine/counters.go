@@ -3,6 +3,7 @@ package quarantine
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 )
 
@@ -24,7 +25,9 @@ const (
 	// those that came back to the DLQ before they settled.
 	CounterPolicySent     = "policy-sent"
 	CounterPolicyCameBack = "policy-cameback"
-	counterKeyPrefix      = "#ctr#" // no queue name starts with #, so no record id does
+	// Records set aside by an integrity hold (Store.Hold), per source.
+	CounterHeld      = "held"
+	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
 )
 
 // StoredState is what a record looked like when it was last read from or
@@ -147,9 +150,11 @@ func (r *Record) arrived() bool {
 	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].IsArrival()
 }
 
-func (r *Record) shard() int {
+func (r *Record) shard() int { return shardOf(r.DLQID) }
+
+func shardOf(id string) int {
 	h := fnv.New32a()
-	h.Write([]byte(r.DLQID))
+	h.Write([]byte(id))
 	return int(h.Sum32() % CounterShards)
 }
 
@@ -172,4 +177,27 @@ func BucketCounterKey(source, kind string, at time.Time, shard int) string {
 // open-signature counters, so they are listed with one query.
 func OpenCounterPartition(source string) string {
 	return "CTR#OPEN#" + source
+}
+
+// HeldCounterKey is the key of one shard of a source's integrity-hold
+// counter.
+func HeldCounterKey(source string, shard int) string {
+	return fmt.Sprintf("%s%s#%s#%d", counterKeyPrefix, source, CounterHeld, shard)
+}
+
+// HoldDelta is the counter change an integrity hold of record id makes:
+// one more held record for the source the id names (the key cannot be
+// rewritten in the item; its source attribute can), in the record's shard.
+func HoldDelta(id string) CounterDelta {
+	source := SourceOfID(id)
+	return CounterDelta{Key: HeldCounterKey(source, shardOf(id)), Source: source, Kind: CounterHeld, N: 1}
+}
+
+// SourceOfID is the source queue a record id names (the part before the
+// first '#': queue names cannot hold one).
+func SourceOfID(id string) string {
+	if i := strings.IndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
 }

@@ -27,6 +27,9 @@ var (
 	// ErrContention means too many concurrent writers raced for one record;
 	// the caller should let the message be delivered again.
 	ErrContention = errors.New("too much contention on record")
+	// ErrHeld means the record failed verification and was set aside by
+	// an integrity hold (Store.Hold) instead of being changed.
+	ErrHeld = errors.New("the record fails verification: set aside by an integrity hold, not changed")
 )
 
 // SealError reports a record whose seal, or whose link to the previous
@@ -76,6 +79,8 @@ func ErrorKind(err error) string {
 		return "payload_mismatch"
 	case errors.Is(err, ErrArchiveMismatch):
 		return "archive_mismatch"
+	case errors.Is(err, ErrHeld):
+		return "integrity_hold"
 	case errors.As(err, &se):
 		return "seal_mismatch"
 	case errors.As(err, &code):

@@ -44,8 +44,15 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 	return next, next.reseal(r)
 }
 
-// reseal bumps the version, chains to prev and seals.
+// reseal bumps the version, chains to prev and seals. It refuses, with
+// prev's *SealError, a predecessor whose seal or inline body does not
+// verify: no transition re-seals what it cannot verify (a forged value
+// would otherwise sit under a valid seal). The caller sets such a record
+// aside (Store.Hold) and writes nothing.
 func (r *Record) reseal(prev *Record) error {
+	if err := Verify(prev); err != nil {
+		return err
+	}
 	r.Version = prev.Version + 1
 	r.PrevSeal = prev.Seal
 	r.WriteID = NewWriteID()

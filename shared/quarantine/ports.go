@@ -2,6 +2,7 @@ package quarantine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -19,8 +20,53 @@ type Store interface {
 	// Get reads a record with a strongly consistent read, or returns ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
 	// Replace stores r when the stored version equals expectedVersion, or
-	// returns ErrVersionConflict (ErrNotFound if the record is gone).
+	// returns ErrVersionConflict (ErrNotFound if the record is gone, ErrHeld
+	// if it is under an integrity hold: never overwritten).
 	Replace(ctx context.Context, r *Record, expectedVersion int64) error
+	// Hold sets aside the stored version h.Version of record h.ID, which
+	// failed verification: it marks that exact version with an unsealed
+	// integrity_hold attribute (the sealed fields stay exactly as found,
+	// the evidence), counts it once in its source's hold counter, and from
+	// then on the record is left out of List and refused by Replace. A
+	// second hold of a held record is a no-op. It returns
+	// ErrVersionConflict when the stored version is another, ErrNotFound
+	// when there is no such record.
+	Hold(ctx context.Context, h IntegrityHold) error
+}
+
+// IntegrityHold sets aside one record version that failed verification.
+type IntegrityHold struct {
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
+	// Reason is a low-cardinality kind (HoldReason), never error text.
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// HoldReason names what failed: seal_mismatch, chain_mismatch,
+// body_mismatch (the inline body against body_sha256) or payload_mismatch
+// (a claim-checked object against its hash).
+func HoldReason(err error) string {
+	var se *SealError
+	switch {
+	case errors.As(err, &se) && se.Chain:
+		return "chain_mismatch"
+	case errors.As(err, &se) && se.Body:
+		return "body_mismatch"
+	case errors.As(err, &se):
+		return "seal_mismatch"
+	case errors.Is(err, ErrPayloadMismatch):
+		return "payload_mismatch"
+	}
+	return "integrity"
+}
+
+// IsIntegrityFailure reports whether err says a record (or one of its
+// claim-checked objects) does not verify: a record to hold, never to
+// re-seal, release or send.
+func IsIntegrityFailure(err error) bool {
+	var se *SealError
+	return errors.As(err, &se) || errors.Is(err, ErrPayloadMismatch)
 }
 
 // PayloadStore keeps bodies and attribute sets too large for a store item
@@ -50,6 +96,10 @@ type ListQuery struct {
 	Limit int
 	// Cursor continues a previous page ("" for the first).
 	Cursor string
+	// Held lists only the records under an integrity hold (Store.Hold)
+	// instead; without it held records are left out, so that they never
+	// fill a run's max_messages or block the records behind them.
+	Held bool
 }
 
 // ListPage is one page of record ids; Cursor is "" on the last page.

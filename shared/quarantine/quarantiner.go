@@ -401,6 +401,15 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, start string, proto *R
 		if err == nil {
 			return Outcome{Result: ResultAppended, Record: next}, nil
 		}
+		if errors.Is(err, ErrHeld) {
+			// Set aside by an integrity hold (its claim-checked payload
+			// failed its hash, say): never written again, so the arrival
+			// goes to a successor instead of being retried until the DLQ's
+			// retention drops it.
+			prev, prevLink = cur, linkBroken
+			pos++
+			continue
+		}
 		if !errors.Is(err, ErrVersionConflict) && !errors.Is(err, ErrNotFound) {
 			return Outcome{}, fmt.Errorf("append attempt: %w", err)
 		}

@@ -521,3 +521,32 @@ func TestConcurrentArrivalsAfterArchiveShareOneSuccessor(t *testing.T) {
 	}
 	checkCounters(t, store, "inventory")
 }
+
+// A record set aside by an integrity hold whose seal still verifies (its
+// claim-checked payload failed its hash) refuses every write: an arrival
+// for it opens a successor instead of being retried until the DLQ's
+// retention drops the message.
+func TestArrivalForAHeldRecordOpensASuccessor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, store, _, clk := newQ(t)
+	out, err := q.Quarantine(ctx, msg("m1", validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := out.Record
+	if err := store.Hold(ctx, quarantine.IntegrityHold{ID: base.DLQID, Version: base.Version, Reason: "payload_mismatch", At: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	out, err = q.Quarantine(ctx, msg("m2", validBody))
+	if err != nil {
+		t.Fatalf("arrival for a held record: %v", err)
+	}
+	if out.Result != quarantine.ResultCreated || out.Record.DLQID != base.DLQID+"#r1" || out.Record.Predecessor == nil {
+		t.Fatalf("arrival for a held record: %+v", out)
+	}
+	if got := mustGet(t, store, base.DLQID); got.Seal != base.Seal || got.Version != base.Version {
+		t.Fatal("the held record was rewritten")
+	}
+}

@@ -109,7 +109,7 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	var re *RequestError
 	var ce *quarantine.CorrectionError
 	var cfe *ConfigError
-	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.As(err, &cfe) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
+	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.As(err, &cfe) && !errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, quarantine.ErrHeld) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err

@@ -75,6 +75,11 @@ type Report struct {
 	// Deferred were not sent to keep FIFO order: an earlier message of
 	// their group was not (surely) sent this run.
 	Deferred Outcome `json:"deferred"`
+	// Integrity failed verification (a sealed field, the inline body or a
+	// claim-checked object changed behind the seal): they were set aside
+	// by an integrity hold as found, never re-sealed, released or sent,
+	// and later runs no longer list them (dlqctl ls --held does).
+	Integrity Outcome `json:"held_integrity"`
 	// Settled were resolved: their replay did not come back in time.
 	Settled Outcome `json:"settled"`
 	// Corrected is the record a correct action corrected, and Correction
@@ -100,7 +105,7 @@ func (rep *Report) AddOutcomes(r *Report) {
 	for _, p := range []struct{ dst, src *Outcome }{
 		{&rep.Redriven, &r.Redriven}, {&rep.Skipped, &r.Skipped}, {&rep.Held, &r.Held},
 		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled},
-		{&rep.Unknown, &r.Unknown}, {&rep.Deferred, &r.Deferred},
+		{&rep.Unknown, &r.Unknown}, {&rep.Deferred, &r.Deferred}, {&rep.Integrity, &r.Integrity},
 	} {
 		for _, id := range p.src.IDs {
 			rep.note(p.dst, id)

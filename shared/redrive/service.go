@@ -164,7 +164,7 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	s.log.InfoContext(ctx, "redrive run finished",
 		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
 		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
-		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count,
+		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
 		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
 		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 	return rep, err
@@ -191,6 +191,8 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 	switch {
 	case err == nil:
 		return rep, nil
+	case quarantine.IsIntegrityFailure(err):
+		return nil, s.holdTampered(ctx, req.IDs[0], err)
 	case errors.As(err, &ce):
 		return nil, &quarantine.CorrectionError{Problems: ce.Problems}
 	case errors.Is(err, quarantine.ErrCorrectionConflict):
@@ -199,6 +201,31 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 		return nil, &RequestError{Problems: []string{"ids[0] names no record"}}
 	}
 	return nil, err
+}
+
+// holdTampered holds record id, whose correction was refused because it
+// failed verification (cause), if the version now stored still fails.
+func (s *Service) holdTampered(ctx context.Context, id string, cause error) error {
+	cur, err := s.store.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read record: %w", err)
+	}
+	still := quarantine.Verify(cur)
+	if still == nil && errors.Is(cause, quarantine.ErrPayloadMismatch) {
+		if _, err := quarantine.ReplayBody(ctx, s.payloads, cur); quarantine.IsIntegrityFailure(err) {
+			still = err
+		}
+	}
+	if still == nil {
+		return quarantine.ErrCorrectionConflict // it changed meanwhile: look again
+	}
+	reason := quarantine.HoldReason(still)
+	err = s.store.Hold(ctx, quarantine.IntegrityHold{ID: cur.DLQID, Version: cur.Version, Reason: reason, At: s.now().UTC()})
+	if err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+		return fmt.Errorf("hold record: %w", err)
+	}
+	s.log.WarnContext(ctx, "record fails verification: held, not corrected", "record", quarantine.LogRef(id), "reason", reason)
+	return fmt.Errorf("ids[0] (%s): %w", reason, quarantine.ErrHeld)
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {
@@ -574,8 +601,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	}
 	switch {
 	case errors.Is(err, quarantine.ErrCapReached):
+		parked, perr := rec.ParkPoison(actor, now)
+		if quarantine.IsIntegrityFailure(perr) {
+			return nil, r.setAside(ctx, rec, perr)
+		}
 		if !r.rep.DryRun {
-			parked, perr := rec.ParkPoison(actor, now)
 			if perr != nil {
 				return nil, perr
 			}
@@ -595,6 +625,8 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		}
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
+	case quarantine.IsIntegrityFailure(err):
+		return nil, r.setAside(ctx, rec, err)
 	case err != nil:
 		return nil, err
 	}
@@ -605,6 +637,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	var verdict quarantine.Verdict
 	if berr == nil {
 		verdict = r.src.Check(body)
+	}
+	if quarantine.IsIntegrityFailure(berr) || quarantine.IsIntegrityFailure(aerr) {
+		// A claim-checked object does not match its sealed hash: set the
+		// record aside unclaimed, as found.
+		return nil, r.setAside(ctx, rec, errors.Join(berr, aerr))
 	}
 	if r.rep.DryRun {
 		switch {
@@ -684,6 +721,30 @@ func unreadable(err error) bool {
 	return false
 }
 
+// setAside holds rec, which failed verification (cause), at the version
+// read and exactly as found: it is never re-sealed, released or sent, and
+// listings leave it out from now on, so it neither fills max_messages nor
+// comes back every run. The hold is counted (IntegrityHolds, alarmed). A
+// dry run only reports it.
+func (r *run) setAside(ctx context.Context, rec *quarantine.Record, cause error) error {
+	r.block(rec) // not sent: its FIFO group sends nothing after it this run
+	reason := quarantine.HoldReason(cause)
+	if !r.rep.DryRun {
+		err := r.s.store.Hold(ctx, quarantine.IntegrityHold{ID: rec.DLQID, Version: rec.Version, Reason: reason, At: r.s.now().UTC()})
+		switch {
+		case errors.Is(err, quarantine.ErrVersionConflict), errors.Is(err, quarantine.ErrNotFound):
+			r.note(&r.rep.Skipped, rec.DLQID) // it changed since the read: the next run reads it again
+			return nil
+		case err != nil:
+			return fmt.Errorf("hold record: %w", err)
+		}
+	}
+	r.s.log.WarnContext(ctx, "record fails verification: held, never sent or re-sealed", "run_id", r.rep.RunID,
+		"source", r.src.Name, "record", quarantine.LogRef(rec.DLQID), "version", rec.Version, "reason", reason, "dry_run", r.rep.DryRun)
+	r.note(&r.rep.Integrity, rec.DLQID)
+	return nil
+}
+
 // release gives a claim back, retrying on concurrent changes.
 func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string, held *quarantine.Classification, out *Outcome) error {
 	return r.rewrite(ctx, rec, out, "release claim", func(cur *quarantine.Record) (*quarantine.Record, error) {
@@ -708,10 +769,17 @@ func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome,
 			r.note(out, rec.DLQID) // it changed hands
 			return nil
 		}
+		if quarantine.IsIntegrityFailure(err) {
+			return r.setAside(ctx, rec, err)
+		}
 		if err != nil {
 			return err
 		}
 		err = r.s.store.Replace(ctx, next, rec.Version)
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
+			return nil
+		}
 		if err == nil {
 			r.note(out, rec.DLQID)
 			return nil
@@ -957,10 +1025,19 @@ func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
 func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
 	for attempt := 0; ; attempt++ {
 		next, err := step(rec)
+		if quarantine.IsIntegrityFailure(err) {
+			// The send is reported; the version read since no longer
+			// verifies, so nothing is written under a new seal.
+			return r.setAside(ctx, rec, err)
+		}
 		if err != nil {
 			return err
 		}
 		err = r.s.store.Replace(ctx, next, rec.Version)
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
+			return nil
+		}
 		if err == nil {
 			return nil
 		}
@@ -1085,6 +1162,12 @@ func (r *run) settle(ctx context.Context) error {
 			return fmt.Errorf("read record: %w", err)
 		}
 		next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
+		if quarantine.IsIntegrityFailure(err) {
+			if err := r.setAside(ctx, rec, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			continue // not yet due, or changed
 		}

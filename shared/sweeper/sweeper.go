@@ -127,6 +127,10 @@ type Report struct {
 	// Failed could not be archived this run; they are retried next run.
 	Failed   int       `json:"failed"`
 	Failures []Failure `json:"failures,omitempty"`
+	// Held failed verification (seal, inline body or a claim-checked
+	// object): they were set aside by an integrity hold, as found, never
+	// archived or re-sealed, and later runs no longer list them.
+	Held []Failure `json:"held_integrity,omitempty"`
 	// Remaining due records this run did not reach.
 	Remaining        int     `json:"remaining"`
 	OldestParkedAgeS float64 `json:"oldest_parked_age_seconds"`
@@ -176,9 +180,13 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			}
 		}
 		a, err := s.archiveOne(ctx, id, fresh)
+		var held *heldError
 		switch {
 		case errors.Is(err, errSkip):
 			rep.Skipped++
+		case errors.As(err, &held):
+			rep.Held = append(rep.Held, Failure{ID: id, Kind: held.reason})
+			s.log.WarnContext(ctx, "record fails verification: held, not archived", "record", quarantine.LogRef(id), "reason", held.reason)
 		case err != nil:
 			rep.Failed++
 			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: quarantine.ErrorKind(err)})
@@ -193,12 +201,30 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 	}
 	rep.OldestParkedAgeS = oldest.Seconds()
 	err = s.publish(ctx, rep)
-	s.log.InfoContext(ctx, "sweep finished", "archived", len(rep.Archived), "skipped", rep.Skipped, "failed", rep.Failed,
+	s.log.InfoContext(ctx, "sweep finished", "archived", len(rep.Archived), "skipped", rep.Skipped, "failed", rep.Failed, "held_integrity", len(rep.Held),
 		"remaining", rep.Remaining, "oldest_parked_age_seconds", rep.OldestParkedAgeS, "stopped", rep.Stopped)
 	return rep, err
 }
 
 var errSkip = errors.New("record changed or not due")
+
+// heldError says archiveOne set the record aside: it failed verification.
+type heldError struct{ reason string }
+
+func (e *heldError) Error() string { return "record held: " + e.reason }
+
+// hold sets rec aside, as found, for failing verification with cause.
+func (s *Service) hold(ctx context.Context, rec *quarantine.Record, cause error) error {
+	reason := quarantine.HoldReason(cause)
+	err := s.store.Hold(ctx, quarantine.IntegrityHold{ID: rec.DLQID, Version: rec.Version, Reason: reason, At: s.now().UTC()})
+	switch {
+	case errors.Is(err, quarantine.ErrVersionConflict), errors.Is(err, quarantine.ErrNotFound):
+		return errSkip // it changed since the read: the next run reads it again
+	case err != nil:
+		return fmt.Errorf("hold record: %w", err)
+	}
+	return &heldError{reason: reason}
+}
 
 // readAhead is how many selected records one batch read fetches.
 const readAhead = 100
@@ -222,9 +248,14 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 		return nil, errSkip
 	}
 	if err := quarantine.Verify(rec); err != nil {
-		return nil, err // never archive a record whose seal does not hold
+		// Never archive (or re-seal) a record whose seal does not hold:
+		// set it aside where an operator sees it, not failed every run.
+		return nil, s.hold(ctx, rec, err)
 	}
 	env, err := archive.Build(ctx, s.payloads, rec)
+	if quarantine.IsIntegrityFailure(err) {
+		return nil, s.hold(ctx, rec, err) // a claim-checked object changed
+	}
 	if err != nil {
 		return nil, err
 	}

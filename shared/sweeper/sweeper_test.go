@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/storetest"
 	"github.com/dlqquarantine/dlqq/shared/sweeper"
 )
 
@@ -577,5 +579,44 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 	ref := c2.Corrections[1].BodyRef
 	if _, err := e.payloads.GetPayload(ctx, quarantine.ObjectRef{Bucket: ref.Bucket, Key: ref.Key, SHA256: ref.SHA256}); err == nil {
 		t.Fatal("the claim-checked correction outlived its archiving")
+	}
+}
+
+// A PARKED record whose sealed field was changed in the table is held, as
+// found, instead of failing every run: never archived, counted once, and
+// not selected again; the records beside it are archived.
+func TestTamperedParkedRecordIsHeldNotFailedEveryRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	forged := e.park(t, e.quarantine(t, "t1", inv("t1", "")))
+	good := e.park(t, e.quarantine(t, "t2", inv("t2", "")))
+	// Someone with write access to the table changes the class back, and
+	// keeps the seal.
+	r := e.get(t, forged.DLQID)
+	r.FailureClass = quarantine.ClassExhausted
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.st.Names["QuarantineTable"]), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	rep, err := e.sweeper(nil, nil).Run(ctx)
+	if err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != good.DLQID || rep.Failed != 0 ||
+		len(rep.Held) != 1 || rep.Held[0].ID != forged.DLQID || rep.Held[0].Kind != "seal_mismatch" {
+		t.Fatalf("first run: %+v %v", rep, err)
+	}
+	rep, err = e.sweeper(nil, nil).Run(ctx)
+	if err != nil || len(rep.Archived) != 0 || rep.Failed != 0 || len(rep.Held) != 0 || rep.Skipped != 0 {
+		t.Fatalf("second run: %+v %v", rep, err)
+	}
+	after := e.get(t, forged.DLQID)
+	if after.Status != quarantine.StatusParked || after.Seal != r.Seal || after.Version != r.Version || after.FailureClass != quarantine.ClassExhausted || quarantine.Verify(after) == nil {
+		t.Fatalf("the held record changed: %+v", after)
+	}
+	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
+		t.Fatalf("held counter %d, want 1", n)
 	}
 }

@@ -124,6 +124,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		`{"event_id":"e2","ndc":"NDC?","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
 		`{"event_id":"e3","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z","note":"` + strings.Repeat("x", 200<<10) + `"}`,
 		`{"event_id":"e4","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
+		`{"event_id":"e5","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
 	} {
 		msgs = append(msgs, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: body, EventSource: "aws:sqs", EventSourceARN: st.QueueARNs["DeadLetterQueue"],
 			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": src.ARN}})
@@ -158,9 +159,23 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	if err := store.Replace(ctx, parked, rec.Version); err != nil {
 		t.Fatal(err)
 	}
+	// Tamper with e5 behind its seal: redrive holds it (a conditional
+	// update and a counter in one transaction).
+	forged, err := store.Get(ctx, id("e5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.RedriveCap = 99
+	item, err := dynamostore.Marshal(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.IngestConfig.TableName), Item: item}); err != nil {
+		t.Fatal(err)
+	}
 	r := fns["RedriveRole"].Redrive
 	for _, req := range []string{
-		`{"source":"` + f.Source + `","ids":["` + id("e1") + `","` + id("e3") + `"],"requested_by":"ops"}`,
+		`{"source":"` + f.Source + `","ids":["` + id("e1") + `","` + id("e3") + `","` + id("e5") + `"],"requested_by":"ops"}`,
 		`{"action":"settle","source":"` + f.Source + `","requested_by":"schedule:settle"}`,
 		`{"action":"correct","source":"` + f.Source + `","ids":["` + id("e2") + `"],"requested_by":"ops","reason":"typo","payload":"{\"event_id\":\"e2\",\"ndc\":\"12345-678-90\",\"lot\":\"L\",\"quantity_delta\":1,\"schedule\":\"CII\",\"facility\":\"F\",\"occurred_at\":\"2026-11-29T09:00:00Z\"}"}`,
 		`{"action":"policies","source":"` + f.Source + `","requested_by":"schedule:policies"}`,
@@ -174,8 +189,12 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := r.Handle(ctx, []byte(req)); err != nil {
+		rep, err := r.Handle(ctx, []byte(req))
+		if err != nil {
 			t.Fatalf("redrive %s: %v", req[:40], err)
+		}
+		if strings.Contains(req, id("e5")) && rep.Integrity.Count != 1 {
+			t.Fatalf("the tampered record was not held: %+v", rep)
 		}
 	}
 	if rep, err := fns["SweeperRole"].Sweeper.Run(ctx); err != nil || len(rep.Archived) != 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
 
+	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/ingest"
 	"github.com/dlqquarantine/dlqq/shared/metrics"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
@@ -141,6 +142,14 @@ func TestTable(t *testing.T) {
 	for _, g := range tb.GlobalSecondaryIndexes {
 		if g.IndexName == "status-first-seen" && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
 			found = true
+			// A filter on an index sees only what it projects: an
+			// unprojected integrity_hold would look absent, and held
+			// records would be listed (and replayed) again.
+			for _, a := range dynamostore.FilteredAttributes() {
+				if aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
+					t.Errorf("the status index does not project %s, which listings filter on", a)
+				}
+			}
 		}
 	}
 	if !found {
@@ -349,7 +358,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 	published := map[string][]string{ // metric → dimension names
 		metrics.MetricDLQDepth: {"Source"}, metrics.MetricDLQInFlight: {"Source"}, metrics.MetricOldestAge: {"Source"},
 		metrics.MetricArrivals: {"Source"}, metrics.MetricSuccessRate: {"Source"}, metrics.MetricPoison: {"Source"},
-		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
+		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricIntegrityHolds: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
 		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
@@ -384,7 +393,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 			t.Errorf("%s dimensions %v, published with %v", id, got, dims)
 		}
 	}
-	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {
+	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricIntegrityHolds, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {
 		if !seen[want] {
 			t.Errorf("no alarm on %s", want)
 		}
