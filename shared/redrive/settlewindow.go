@@ -22,11 +22,12 @@ const DefaultSettleMargin = 10 * time.Minute
 
 // MinSettleWindow is the shortest settle window that cannot resolve a
 // replay before it can come back, given the source queue's attributes (as
-// GetQueueAttributes returns them): a replay the consumer keeps failing is
-// received maxReceiveCount times, each time hidden for the visibility
-// timeout, before SQS moves it to the DLQ, and ingest then takes up to
-// margin to record it. A queue without a redrive policy dead-letters only
-// through its consumer, after one receive.
+// GetQueueAttributes returns them): a replay is first delivered after the
+// queue's DelaySeconds; one the consumer keeps failing is received
+// maxReceiveCount times, each time hidden for the visibility timeout,
+// before SQS moves it to the DLQ, and ingest then takes up to margin to
+// record it. A queue without a redrive policy dead-letters only through
+// its consumer, after one receive.
 func MinSettleWindow(attrs map[string]string, margin time.Duration) (time.Duration, error) {
 	v, ok := attrs[string(sqstypes.QueueAttributeNameVisibilityTimeout)]
 	if !ok {
@@ -35,6 +36,12 @@ func MinSettleWindow(attrs map[string]string, margin time.Duration) (time.Durati
 	vis, err := strconv.Atoi(v)
 	if err != nil || vis < 0 {
 		return 0, fmt.Errorf("VisibilityTimeout %q is not a number of seconds", v)
+	}
+	delay := 0
+	if d, ok := attrs[string(sqstypes.QueueAttributeNameDelaySeconds)]; ok {
+		if delay, err = strconv.Atoi(d); err != nil || delay < 0 {
+			return 0, fmt.Errorf("DelaySeconds %q is not a number of seconds", d)
+		}
 	}
 	receives := 1
 	if raw := attrs[string(sqstypes.QueueAttributeNameRedrivePolicy)]; raw != "" {
@@ -56,7 +63,7 @@ func MinSettleWindow(attrs map[string]string, margin time.Duration) (time.Durati
 		}
 		receives = n
 	}
-	return time.Duration(receives)*time.Duration(vis)*time.Second + margin, nil
+	return time.Duration(delay+receives*vis)*time.Second + margin, nil
 }
 
 // settleWindow is the window this run settles with: the configured one, or
@@ -70,7 +77,8 @@ func (r *run) settleWindow(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	out, err := r.s.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy, sqstypes.QueueAttributeNameVisibilityTimeout}})
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy, sqstypes.QueueAttributeNameVisibilityTimeout,
+			sqstypes.QueueAttributeNameDelaySeconds}})
 	if err != nil {
 		return 0, fmt.Errorf("source queue attributes: %w", err)
 	}

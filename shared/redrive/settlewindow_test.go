@@ -124,6 +124,8 @@ func TestMinSettleWindow(t *testing.T) {
 		{map[string]string{"VisibilityTimeout": "180", "RedrivePolicy": `{"deadLetterTargetArn":"arn:x","maxReceiveCount":5}`}, 900*time.Second + time.Minute, true},
 		{map[string]string{"VisibilityTimeout": "180", "RedrivePolicy": `{"deadLetterTargetArn":"arn:x","maxReceiveCount":"5"}`}, 900*time.Second + time.Minute, true},
 		{map[string]string{"VisibilityTimeout": "30"}, 30*time.Second + time.Minute, true},
+		{map[string]string{"VisibilityTimeout": "30", "DelaySeconds": "15", "RedrivePolicy": `{"maxReceiveCount":2}`}, 75*time.Second + time.Minute, true},
+		{map[string]string{"VisibilityTimeout": "30", "DelaySeconds": "-1"}, 0, false},
 		{map[string]string{"RedrivePolicy": `{"maxReceiveCount":5}`}, 0, false},
 		{map[string]string{"VisibilityTimeout": "x"}, 0, false},
 		{map[string]string{"VisibilityTimeout": "30", "RedrivePolicy": `{"maxReceiveCount":0}`}, 0, false},
