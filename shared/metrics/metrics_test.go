@@ -211,13 +211,17 @@ func TestComebackAfterResolvedIsNoSuccess(t *testing.T) {
 	if sent, cameBack, err := policy.Counts(ctx, e.store, e.src.Name, "p-late"); err != nil || sent != 1 || cameBack != 1 {
 		t.Fatalf("policy counters sent %d, came back %d (%v); want 1 and 1", sent, cameBack, err)
 	}
-	for _, st := range []quarantine.Status{quarantine.StatusResolved, quarantine.StatusQuarantined} {
-		want := int64(0)
-		if st == quarantine.StatusQuarantined {
-			want = 1
-		}
-		if got := storetest.StateCount(t, e.store, e.src.Name, st, quarantine.ClassExhausted); got != want {
-			t.Errorf("state counter %s = %d, recount %d", st, got, want)
+	// The recount: the one record is QUARANTINED/exhausted.
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
+		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
+		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
+			want := int64(0)
+			if st == back.Status && c == back.FailureClass {
+				want = 1
+			}
+			if got := storetest.StateCount(t, e.store, e.src.Name, st, c); got != want {
+				t.Errorf("state counter %s/%s = %d, recount %d", st, c, got, want)
+			}
 		}
 	}
 }
