@@ -3,7 +3,7 @@
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
 //	dlqlocal local [-log FILE]
-//	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-max-backoff D] [-log FILE]
+//	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
@@ -40,7 +40,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak)")
 	messages := fs.Int("messages", 10000, "messages to send (soak)")
 	faultRate := fs.Float64("fault-rate", 0.05, "share of AWS requests and batch entries that fail (soak)")
+	lostRate := fs.Float64("lost-rate", 0.03, "share of DynamoDB writes, S3 PutObjects and SendMessageBatch calls applied and then answered with a 500 or a timeout; 0 for none (soak)")
 	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
 	maxBackoff := fs.Duration("max-backoff", 200*time.Millisecond, "cap on the backoff of the SDK retryer and of redrive's entry retries; 0 keeps the defaults (20 s, 2 s) (soak)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -77,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "local":
 		return runLocal(ctx, stdout, stderr, logw)
 	case "soak":
-		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
+		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, LostRate: lost(*lostRate), CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
 	}
 	fmt.Fprintln(stderr, usage)
 	return 2
@@ -118,6 +119,15 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 	return 0
 }
 
+// lost maps the flag's 0 (none) to the soak's "none" (negative; its 0 is
+// the default).
+func lost(rate float64) float64 {
+	if rate == 0 {
+		return -1
+	}
+	return rate
+}
+
 func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOptions) int {
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
 	st, err := embedded.Start(ctx, embedded.Options{StackName: embedded.RandomName("soak"), Params: demo.SoakStackParams, Log: logw})
@@ -126,8 +136,8 @@ func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOpt
 		return 1
 	}
 	defer st.Close()
-	fmt.Fprintf(stdout, "soak: %d messages, seed %d, fault rate %.0f%%, %.0f%% of redrive and sweeper processes crash, SDK backoff cap %s …\n",
-		o.Messages, o.Seed, 100*o.FaultRate, 100*o.CrashShare, o.MaxBackoff)
+	fmt.Fprintf(stdout, "soak: %d messages, seed %d, fault rate %.0f%%, applied-then-lost rate %.0f%%, %.0f%% of redrive and sweeper processes crash, SDK backoff cap %s …\n",
+		o.Messages, o.Seed, 100*o.FaultRate, 100*max(o.LostRate, 0), 100*o.CrashShare, o.MaxBackoff)
 	o.Log = logw
 	rep, err := demo.Soak(ctx, st, o)
 	if err != nil {

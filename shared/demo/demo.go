@@ -54,8 +54,11 @@ var StackParams = map[string]any{
 	"MaxReceiveCount":                3,
 	"SourceVisibilityTimeoutSeconds": 2,
 	"DLQVisibilityTimeoutSeconds":    2,
-	"SettleWindowSeconds":            1,
-	"ParkAgeSeconds":                 0,
+	// At least MaxReceiveCount × visibility + margin (redrive would
+	// settle later anyway).
+	"SettleWindowSeconds": 7,
+	"SettleMarginSeconds": 1,
+	"ParkAgeSeconds":      0,
 }
 
 // Report is what the scenario found.

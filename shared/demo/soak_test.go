@@ -13,7 +13,9 @@ import (
 )
 
 // The soak in a shorter form: the whole pipeline under DynamoDB, S3 and SQS
-// faults and crashed redrive and sweeper processes keeps every invariant.
+// faults (requests refused, and requests applied whose answer is lost in a
+// live process) and crashed redrive and sweeper processes keeps every
+// invariant.
 // The first request of each faulted kind fails, so a small run is sure to
 // meet every kind of fault, and the SDK's backoff is capped lower than
 // deployed to save time; the checks do not depend on timing.
@@ -25,7 +27,7 @@ func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 	}
 	defer st.Close()
 	var logs bytes.Buffer
-	rep, err := demo.Soak(ctx, st, demo.SoakOptions{Seed: 11, Messages: 600, FaultRate: 0.05, CrashShare: 0.6, PerInvocation: 60,
+	rep, err := demo.Soak(ctx, st, demo.SoakOptions{Seed: 11, Messages: 600, FaultRate: 0.05, LostRate: 0.03, CrashShare: 0.6, PerInvocation: 60,
 		MaxBackoff: 100 * time.Millisecond, FailFirst: true, Log: &logs})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 		t.Fatalf("invariants violated:\n%s", out.String())
 	}
 	// The run must have met what it claims to survive.
-	for _, k := range []string{faults.DynamoDBThrottle, faults.DynamoDB5xx, faults.S3SlowDown, faults.SQSBatchEntry} {
+	for _, k := range append([]string{faults.DynamoDBThrottle, faults.DynamoDB5xx, faults.S3SlowDown, faults.SQSBatchEntry}, faults.LostKinds...) {
 		if rep.Faults[k] == 0 {
 			t.Errorf("no %s was injected", k)
 		}

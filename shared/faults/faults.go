@@ -1,15 +1,28 @@
 // Package faults injects AWS failures through the SDK clients, for the soak
 // and its test: DynamoDB throttling and 5xx, S3 503s, SQS SendMessageBatch
-// partial failures, and process crashes at a chosen request.
+// partial failures, writes applied whose answer is lost, and process
+// crashes at a chosen request.
 //
 // Throttles, 5xx and 503s are answered by the injector in place of the
 // service, before the request reaches it: that is what those responses mean
 // (the service did not apply the request), and the SDK's retryer sees
 // exactly the response a real endpoint sends. A partial batch failure drops
 // the failed entries from the request before it is sent and reports them in
-// the response's Failed list, so a failed entry was never enqueued. The
-// ambiguous case, a request applied whose response never arrives, is what a
-// Crash produces.
+// the response's Failed list, so a failed entry was never enqueued.
+//
+// The ambiguous case, a request applied whose answer is lost, comes in two
+// forms. In a live process (LostRate): a DynamoDB write (PutItem,
+// UpdateItem, DeleteItem, TransactWriteItems), an S3 PutObject or an SQS
+// SendMessageBatch is forwarded to the service, which applies it, and its
+// response is thrown away; the caller gets a 500 of that service or a
+// transport timeout instead, both of which the SDK's retryer retries, so
+// the retry meets the state the first try left (a conditional write fails
+// its condition, a batch is enqueued twice). On DynamoDB the SDK's
+// automatic ClientRequestToken makes its retry of a TransactWriteItems
+// succeed idempotently; the emulator ignores the token
+// (docs/emulators.md), so here the retry fails its condition, which is
+// what DynamoDB does too once the SDK's attempts are spent and the caller
+// retries: the harder case. And in a dying process: a Crash.
 package faults
 
 import (
@@ -20,6 +33,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +50,19 @@ const (
 	DynamoDB5xx      = "dynamodb internal error (500)"
 	S3SlowDown       = "s3 slow down (503)"
 	SQSBatchEntry    = "sqs SendMessageBatch entry failed"
+
+	// Applied, then the answer is lost: the caller gets a 500 or a timeout.
+	DynamoDBWriteLost500     = "dynamodb write applied, answer lost (500)"
+	DynamoDBWriteLostTimeout = "dynamodb write applied, answer lost (timeout)"
+	S3PutLost500             = "s3 PutObject applied, answer lost (500)"
+	S3PutLostTimeout         = "s3 PutObject applied, answer lost (timeout)"
+	SQSBatchLost500          = "sqs SendMessageBatch applied, answer lost (500)"
+	SQSBatchLostTimeout      = "sqs SendMessageBatch applied, answer lost (timeout)"
 )
+
+// LostKinds are the applied-but-unanswered kinds, in pairs (500, timeout)
+// by service.
+var LostKinds = []string{DynamoDBWriteLost500, DynamoDBWriteLostTimeout, S3PutLost500, S3PutLostTimeout, SQSBatchLost500, SQSBatchLostTimeout}
 
 // Injector fails a share of requests. It is safe for concurrent use.
 type Injector struct {
@@ -45,11 +71,16 @@ type Injector struct {
 	// SendMessageBatch entry whatever the rate, so a short run is sure to
 	// meet every kind of fault.
 	FailFirst bool
-	first     sync.Map // service → struct{}
-	mu        sync.Mutex
-	rng       *rand.Rand
-	counts    sync.Map // kind → *atomic.Int64
-	calls     sync.Map // service → *atomic.Int64
+	// LostRate (0..1) is the share of DynamoDB writes, S3 PutObjects and
+	// SQS SendMessageBatch calls that are applied and then answered with a
+	// 500 or a timeout (half each). With FailFirst, the first two such
+	// requests of each service meet one of each.
+	LostRate float64
+	first    sync.Map // service → struct{}
+	mu       sync.Mutex
+	rng      *rand.Rand
+	counts   sync.Map // kind → *atomic.Int64
+	calls    sync.Map // service → *atomic.Int64
 }
 
 // New returns an Injector that fails rate (0..1) of eligible requests, drawn
@@ -91,33 +122,128 @@ func (in *Injector) Counts() map[string]int64 { return snapshot(&in.counts) }
 // injector (faults included).
 func (in *Injector) Calls() map[string]int64 { return snapshot(&in.calls) }
 
+// lose decides whether an eligible request of svc is applied and its
+// answer lost, and which kind (the 500 or the timeout) it meets.
+func (in *Injector) lose(k500, kTimeout string) (string, bool) {
+	if in.FailFirst {
+		for _, k := range []string{k500, kTimeout} {
+			if _, seen := in.first.LoadOrStore(k, struct{}{}); !seen {
+				return k, true
+			}
+		}
+	}
+	in.mu.Lock()
+	lost, which := in.rng.Float64() < in.LostRate, in.rng.Float64()
+	in.mu.Unlock()
+	if !lost {
+		return "", false
+	}
+	if which < 0.5 {
+		return k500, true
+	}
+	return kTimeout, true
+}
+
+// dynamoDBWrites are the DynamoDB operations that change the table.
+var dynamoDBWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "TransactWriteItems": true, "BatchWriteItem": true}
+
+// lostKinds names the applied-but-unanswered kinds a request is eligible
+// for, if any.
+func lostKinds(svc string, req *http.Request) (k500, kTimeout string, ok bool) {
+	target := req.Header.Get("X-Amz-Target")
+	op := target[strings.LastIndexByte(target, '.')+1:]
+	switch {
+	case svc == "dynamodb" && dynamoDBWrites[op]:
+		return DynamoDBWriteLost500, DynamoDBWriteLostTimeout, true
+	case svc == "sqs" && op == "SendMessageBatch":
+		return SQSBatchLost500, SQSBatchLostTimeout, true
+	case svc == "s3" && req.Method == http.MethodPut && req.URL.Query().Get("x-id") == "PutObject":
+		return S3PutLost500, S3PutLostTimeout, true
+	}
+	return "", "", false
+}
+
+// Timeout is the transport error of a request whose answer did not arrive
+// in time (a net.Error, as the SDK's HTTP client returns, which its
+// retryer retries).
+type Timeout struct{}
+
+func (Timeout) Error() string   { return "injected: no answer in time (the request was applied)" }
+func (Timeout) Timeout() bool   { return true }
+func (Timeout) Temporary() bool { return true }
+
+// loseAnswer forwards req to base (the service applies it), throws the
+// response away and answers with kind's error instead.
+func (in *Injector) loseAnswer(base aws.HTTPClient, req *http.Request, svc, kind string) (*http.Response, error) {
+	resp, err := base.Do(req)
+	if err != nil {
+		return resp, err // it did not get there: nothing to lose
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	in.add(&in.counts, kind)
+	if strings.HasSuffix(kind, "(timeout)") {
+		return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: Timeout{}}
+	}
+	switch svc {
+	case "dynamodb":
+		return respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
+			`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (injected, the request was applied)."}`), nil
+	case "sqs":
+		r := respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
+			`{"__type":"com.amazonaws.sqs#InternalError","message":"We encountered an internal error. Please try again. (injected, the request was applied)"}`)
+		r.Header.Set("X-Amzn-Query-Error", "InternalError;Receiver")
+		return r, nil
+	}
+	return respond(req, http.StatusInternalServerError, "application/xml",
+		`<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again. (injected, the request was applied)</Message><RequestId>faults</RequestId></Error>`), nil
+}
+
 // HTTPClient wraps base: DynamoDB requests fail with a throttle or a 500,
-// S3 requests with a 503 SlowDown, each at the injector's rate.
+// S3 requests with a 503 SlowDown, each at the injector's rate and before
+// the service sees them; DynamoDB writes, S3 PutObjects and SQS
+// SendMessageBatch calls that get through are applied and lose their
+// answer at LostRate.
 func (in *Injector) HTTPClient(base aws.HTTPClient) aws.HTTPClient {
 	return doFunc(func(req *http.Request) (*http.Response, error) {
+		if resp := in.notApplied(req); resp != nil {
+			return resp, nil
+		}
 		svc := Service(req)
-		in.add(&in.calls, svc)
-		switch svc {
-		case "dynamodb":
-			if fail, which := in.roll(svc); fail {
-				if which < 0.5 {
-					in.add(&in.counts, DynamoDBThrottle)
-					return respond(req, http.StatusBadRequest, "application/x-amz-json-1.0",
-						`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput (injected)."}`), nil
-				}
-				in.add(&in.counts, DynamoDB5xx)
-				return respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
-					`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (injected)."}`), nil
-			}
-		case "s3":
-			if fail, _ := in.roll(svc); fail {
-				in.add(&in.counts, S3SlowDown)
-				return respond(req, http.StatusServiceUnavailable, "application/xml",
-					`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate (injected).</Message><RequestId>faults</RequestId></Error>`), nil
+		if k500, kTimeout, ok := lostKinds(svc, req); ok {
+			if kind, lost := in.lose(k500, kTimeout); lost {
+				return in.loseAnswer(base, req, svc, kind)
 			}
 		}
 		return base.Do(req)
 	})
+}
+
+// notApplied answers req in place of the service with a fault that means
+// the service did not apply it, at the injector's rate (nil: no fault).
+func (in *Injector) notApplied(req *http.Request) *http.Response {
+	svc := Service(req)
+	in.add(&in.calls, svc)
+	switch svc {
+	case "dynamodb":
+		if fail, which := in.roll(svc); fail {
+			if which < 0.5 {
+				in.add(&in.counts, DynamoDBThrottle)
+				return respond(req, http.StatusBadRequest, "application/x-amz-json-1.0",
+					`{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput (injected)."}`)
+			}
+			in.add(&in.counts, DynamoDB5xx)
+			return respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
+				`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (injected)."}`)
+		}
+	case "s3":
+		if fail, _ := in.roll(svc); fail {
+			in.add(&in.counts, S3SlowDown)
+			return respond(req, http.StatusServiceUnavailable, "application/xml",
+				`<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate (injected).</Message><RequestId>faults</RequestId></Error>`)
+		}
+	}
+	return nil
 }
 
 // Service is the SigV4 service name of a signed request ("dynamodb", "s3",

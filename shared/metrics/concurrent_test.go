@@ -34,14 +34,16 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	store, list := dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table)
 	payloads := s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], "")
 	name := embedded.RandomName("cc")
-	if _, err := st.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
+	// No redrive policy and no visibility timeout: the settle window the
+	// queue needs is the margin alone, so replays settle within the run.
+	if _, err := st.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{"VisibilityTimeout": "0"}}); err != nil {
 		t.Fatal(err)
 	}
 	src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, IdempotencyPointer: "/k", RedriveCap: 1}
 	srcs := map[string]*quarantine.Source{name: src}
 	q := quarantine.NewQuarantiner(store, payloads, nil, quarantine.Config{Sources: srcs})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	rd := redrive.New(store, list, payloads, st.Clients.SQS, srcs, nil, log, redrive.Config{ApprovalThreshold: 10000, SettleWindow: time.Millisecond})
+	rd := redrive.New(store, list, payloads, st.Clients.SQS, srcs, nil, log, redrive.Config{ApprovalThreshold: 10000, SettleWindow: time.Millisecond, SettleMargin: time.Millisecond})
 	sw := sweeper.New(store, list, payloads, st.Clients.S3, nil, nil, log, sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 30 * 24 * time.Hour})
 
 	var wg sync.WaitGroup

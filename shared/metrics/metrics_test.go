@@ -21,7 +21,9 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
 	"github.com/dlqquarantine/dlqq/shared/metrics"
+	"github.com/dlqquarantine/dlqq/shared/policy"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/storetest"
 )
 
 var stack *embedded.Stack
@@ -165,6 +167,61 @@ func TestKnownScenario(t *testing.T) {
 	}
 	if reps[0].DominantSignature != "consumer|timeout|" {
 		t.Errorf("dominant signature %q", reps[0].DominantSignature)
+	}
+}
+
+// A replay that settled (RESOLVED) and then came back after all is a
+// failure, not a success and a failure: the success rate over both hours is
+// 0, the standing policy that sent it sees the comeback, and the counters
+// still equal a recount. (It runs before TestCallsDoNotGrowWithTheTable,
+// whose 100,000 QUARANTINED records of another source the oldest-record
+// listing would read past on the emulator.)
+func TestComebackAfterResolvedIsNoSuccess(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r1 := e.at(t, 0, "r1", "timeout", "")
+	const actor = quarantine.PolicyActorPrefix + "p-late"
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Claim(actor, t0.Add(4*time.Minute), time.Minute)
+	})
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkRedriven(actor, "m-1", t0.Add(4*time.Minute))
+	})
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Settle(t0.Add(30*time.Minute), 15*time.Minute) // resolved in the 12:00 hour
+	})
+	back := e.at(t, 70*time.Minute, "r1", "timeout", "") // back in the 13:00 hour
+	if back.Status != quarantine.StatusQuarantined {
+		t.Fatalf("came back as %s", back.Status)
+	}
+	e.clock = clock.NewFake(t0.Add(80 * time.Minute))
+	reps, err := e.service(nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate := reps[0].RedriveSuccessRate; rate == nil || *rate != 0 {
+		got := "none"
+		if rate != nil {
+			got = fmt.Sprintf("%.0f %%", *rate)
+		}
+		t.Fatalf("success rate %s, want 0: the only replay came back", got)
+	}
+	if sent, cameBack, err := policy.Counts(ctx, e.store, e.src.Name, "p-late"); err != nil || sent != 1 || cameBack != 1 {
+		t.Fatalf("policy counters sent %d, came back %d (%v); want 1 and 1", sent, cameBack, err)
+	}
+	// The recount: the one record is QUARANTINED/exhausted.
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
+		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
+		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
+			want := int64(0)
+			if st == back.Status && c == back.FailureClass {
+				want = 1
+			}
+			if got := storetest.StateCount(t, e.store, e.src.Name, st, c); got != want {
+				t.Errorf("state counter %s/%s = %d, recount %d", st, c, got, want)
+			}
+		}
 	}
 }
 

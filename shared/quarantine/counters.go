@@ -19,10 +19,14 @@ const (
 	CounterOpen     = "open"     // QUARANTINED records by failure signature
 	CounterArrivals = "arrivals" // new records, per minute
 	CounterCameBack = "cameback" // replays that failed again, per hour
-	CounterResolved = "resolved" // replays that settled, per hour
+	// CounterResolved counts replays that settled, in the hour they
+	// settled. A replay that comes back after it settled is taken out of
+	// its hour again (and counted as came back), so resolved ÷ (resolved +
+	// came back) never counts one replay as both.
+	CounterResolved = "resolved"
 	CounterPoisoned = "poisoned" // records newly parked as poison, per hour
 	// Per standing policy (actor "policy:<id>"): its replays sent, and
-	// those that came back to the DLQ before they settled.
+	// those that came back to the DLQ, before or after they settled.
 	CounterPolicySent     = "policy-sent"
 	CounterPolicyCameBack = "policy-cameback"
 	// Records set aside by an integrity hold (Store.Hold), per source.
@@ -39,12 +43,15 @@ type StoredState struct {
 	// AttemptCount tells whether a write appended an attempt (a payload
 	// read, say, appends none).
 	AttemptCount int
+	// StatusSince is when the stored status began: for a RESOLVED record,
+	// the hour whose resolved counter counts it.
+	StatusSince Time
 }
 
 // MarkStored records r's current state as the state the store holds. Store
 // adapters call it after every read and write.
 func (r *Record) MarkStored() {
-	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature, AttemptCount: r.AttemptCount}
+	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature, AttemptCount: r.AttemptCount, StatusSince: r.StatusSince}
 }
 
 // CounterDelta is one change to one counter shard.
@@ -92,6 +99,11 @@ func (r *Record) CounterDeltas() []CounterDelta {
 	case cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved):
 		at := r.LastSeen.Truncate(time.Hour)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterCameBack, at, shard), Kind: CounterCameBack, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+		if prev.Status == StatusResolved {
+			// It settled too early: no longer a success of the hour it settled in.
+			was := prev.StatusSince.Truncate(time.Hour)
+			add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, was, shard), Kind: CounterResolved, N: -1, ExpiresAt: was.Add(48 * time.Hour).Unix()})
+		}
 	case cur.Status == StatusResolved && prev.Status == StatusRedriven:
 		at := r.StatusSince.Truncate(time.Hour)
 		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, at, shard), Kind: CounterResolved, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
@@ -106,7 +118,9 @@ func (r *Record) CounterDeltas() []CounterDelta {
 				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicySent, shard), Kind: CounterPolicySent, N: 1})
 			}
 		}
-		if cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving) {
+		// RedrivenBy stays set on a RESOLVED record: a replay that comes
+		// back after it settled counts against its policy too.
+		if cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved) {
 			if id, ok := PolicyOfActor(r.RedrivenBy); ok {
 				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicyCameBack, shard), Kind: CounterPolicyCameBack, N: 1})
 			}

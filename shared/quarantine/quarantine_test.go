@@ -433,3 +433,78 @@ func TestCameBackCountsArrivalsOnly(t *testing.T) {
 		t.Fatalf("came back = %d, want 1", n)
 	}
 }
+
+// A replay that settled and then comes back is taken out of the resolved
+// counter of the hour it settled in (not the hour it came back in) and is
+// counted as came back, for the source and for the standing policy that
+// sent it.
+func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
+	t.Parallel()
+	q, store, _, clk := newQ(t)
+	ctx := context.Background()
+	out, err := q.Quarantine(ctx, msg("m1", validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(key func(shard int) string) int64 {
+		var keys []string
+		for s := range quarantine.CounterShards {
+			keys = append(keys, key(s))
+		}
+		got, _ := store.ReadCounters(ctx, keys)
+		var n int64
+		for _, v := range got {
+			n += v
+		}
+		return n
+	}
+	bucket := func(kind string, hour time.Time) int64 {
+		return sum(func(s int) string { return quarantine.BucketCounterKey("inventory", kind, hour, s) })
+	}
+	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
+		t.Helper()
+		r, err := store.Get(ctx, out.Record.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := f(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Replace(ctx, next, r.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const actor = quarantine.PolicyActorPrefix + "p1"
+	noon := clk.Now().Truncate(time.Hour)
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim(actor, clk.Now(), time.Minute) })
+	step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkRedriven(actor, "sent-1", clk.Now())
+	})
+	clk.Advance(20 * time.Minute)
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 15*time.Minute) })
+	if n := bucket(quarantine.CounterResolved, noon); n != 1 {
+		t.Fatalf("resolved = %d, want 1", n)
+	}
+	clk.Advance(time.Hour) // it comes back in the next hour
+	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := store.Get(ctx, out.Record.DLQID); r.Status != quarantine.StatusQuarantined {
+		t.Fatalf("status %s after the comeback", r.Status)
+	}
+	if n := bucket(quarantine.CounterResolved, noon); n != 0 {
+		t.Errorf("resolved of the settle hour = %d after the comeback, want 0", n)
+	}
+	if n := bucket(quarantine.CounterResolved, noon.Add(time.Hour)); n != 0 {
+		t.Errorf("resolved of the comeback hour = %d, want 0", n)
+	}
+	if n := bucket(quarantine.CounterCameBack, noon.Add(time.Hour)); n != 1 {
+		t.Errorf("came back = %d, want 1", n)
+	}
+	if n := sum(func(s int) string {
+		return quarantine.PolicyCounterKey("inventory", "p1", quarantine.CounterPolicyCameBack, s)
+	}); n != 1 {
+		t.Errorf("policy came back = %d, want 1: its breaker must see a comeback after RESOLVED", n)
+	}
+}

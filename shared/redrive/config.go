@@ -26,7 +26,7 @@ type FunctionConfig struct {
 	// Sources are the source queues (SOURCES, JSON, as for ingest).
 	Sources map[string]sources.Config
 	// Service tunes leases, settling and approval (LEASE_SECONDS,
-	// SETTLE_WINDOW_SECONDS, APPROVAL_THRESHOLD).
+	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD).
 	Service Config
 }
 
@@ -53,6 +53,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	cfg.Service.Lease = seconds("LEASE_SECONDS")
 	cfg.Service.KeyAttribute = getenv("IDEMPOTENCY_ATTRIBUTE")
 	cfg.Service.SettleWindow = seconds("SETTLE_WINDOW_SECONDS")
+	cfg.Service.SettleMargin = seconds("SETTLE_MARGIN_SECONDS")
 	if v := getenv("APPROVAL_THRESHOLD"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

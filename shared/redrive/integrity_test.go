@@ -243,6 +243,13 @@ func (c *countingSender) SendMessageBatch(_ context.Context, in *sqs.SendMessage
 	return out, nil
 }
 
+func (c *countingSender) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		"RedrivePolicy":     `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:inv-dlq","maxReceiveCount":2}`,
+		"VisibilityTimeout": "30", "DelaySeconds": "0",
+	}}, nil
+}
+
 func (c *countingSender) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
 	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String("https://sqs.local/" + aws.ToString(in.QueueName))}, nil
 }

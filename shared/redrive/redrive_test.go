@@ -30,7 +30,9 @@ func TestRoundTripToResolvedAndPoison(t *testing.T) {
 			bad[id] = true
 		}
 	}
-	svc := e.service(nil, nil, redrive.Config{SettleWindow: time.Minute})
+	// The queue redelivers 2 × 30 s; with a one-second margin the settle
+	// window is 61 s, inside the two minutes between rounds.
+	svc := e.service(nil, nil, redrive.Config{SettleWindow: time.Minute, SettleMargin: time.Second})
 	sends := map[string]int{}
 	ctx := context.Background()
 	for round := 1; round <= cap3+2; round++ {

@@ -82,6 +82,13 @@ type Report struct {
 	Integrity Outcome `json:"held_integrity"`
 	// Settled were resolved: their replay did not come back in time.
 	Settled Outcome `json:"settled"`
+	// SettleWindowSeconds is the window the run settled with: the
+	// configured one or, when the source queue's redrive policy and
+	// visibility timeout need longer, that (0 when nothing was due).
+	SettleWindowSeconds int64 `json:"settle_window_seconds,omitempty"`
+	// SettleSkipped says why the run settled nothing (the source queue's
+	// attributes could not be read, so the window could not be checked).
+	SettleSkipped string `json:"settle_skipped,omitempty"`
 	// Corrected is the record a correct action corrected, and Correction
 	// what was recorded (its body left out).
 	Corrected  Outcome                `json:"corrected"`

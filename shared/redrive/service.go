@@ -43,8 +43,12 @@ type Config struct {
 	// than the function's timeout, so a live run never loses its claim).
 	Lease time.Duration
 	// SettleWindow is how long a replay must stay away from the DLQ before
-	// its record is RESOLVED (default 15 minutes).
+	// its record is RESOLVED (default 15 minutes). A run settles with the
+	// longer of it and MinSettleWindow of the source queue, read at run time.
 	SettleWindow time.Duration
+	// SettleMargin is the ingest lag MinSettleWindow allows (default
+	// DefaultSettleMargin).
+	SettleMargin time.Duration
 	// ApprovalThreshold is the most messages a run may replay without
 	// approve (default 100).
 	ApprovalThreshold int
@@ -71,6 +75,9 @@ func (c Config) withDefaults() Config {
 	if c.SettleWindow <= 0 {
 		c.SettleWindow = 15 * time.Minute
 	}
+	if c.SettleMargin <= 0 {
+		c.SettleMargin = DefaultSettleMargin
+	}
 	if c.ApprovalThreshold <= 0 {
 		c.ApprovalThreshold = 100
 	}
@@ -93,6 +100,9 @@ func (c Config) withDefaults() Config {
 type Sender interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	// GetQueueAttributes reads the source queue's redrive policy and
+	// visibility timeout, which bound the settle window.
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 // Service runs redrive requests.
@@ -1149,6 +1159,22 @@ func (r *run) settle(ctx context.Context) error {
 		}
 		q.Cursor = page.Cursor
 	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Never earlier than a failing replay can come back: if the source
+	// queue's attributes cannot be read, settle nothing this run.
+	window, err := r.settleWindow(ctx)
+	if err != nil {
+		r.rep.SettleSkipped = err.Error()
+		r.s.log.WarnContext(ctx, "settle skipped: the settle window cannot be checked against the source queue",
+			"run_id", r.rep.RunID, "source", r.src.Name, "error_kind", quarantine.ErrorKind(err))
+		if r.req.Action == ActionSettle {
+			return fmt.Errorf("settle window: %w", err)
+		}
+		return nil
+	}
+	r.rep.SettleWindowSeconds = int64(window / time.Second)
 	for _, id := range ids[:min(len(ids), MaxSettlePerRun)] {
 		if r.deadlineNear(ctx) {
 			r.rep.Stopped = StoppedDeadline
@@ -1161,7 +1187,7 @@ func (r *run) settle(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read record: %w", err)
 		}
-		next, err := rec.Settle(r.s.now(), r.s.cfg.SettleWindow)
+		next, err := rec.Settle(r.s.now(), window)
 		if quarantine.IsIntegrityFailure(err) {
 			if err := r.setAside(ctx, rec, err); err != nil {
 				return err

@@ -2,6 +2,7 @@ package template_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -243,9 +244,12 @@ func TestRedriveFunction(t *testing.T) {
 		t.Errorf("redrive may send to %v, want only the source queue", got)
 	}
 	for a := range actions {
-		if strings.HasPrefix(a, "sqs:") && a != "sqs:SendMessage" && a != "sqs:GetQueueUrl" {
+		if strings.HasPrefix(a, "sqs:") && a != "sqs:SendMessage" && a != "sqs:GetQueueUrl" && a != "sqs:GetQueueAttributes" {
 			t.Errorf("redrive may %s", a)
 		}
+	}
+	if got := actions["sqs:GetQueueAttributes"]; !slices.Equal(got, []string{"arn:aws:sqs:eu-west-1:111122223333:prod-source"}) {
+		t.Errorf("redrive may read the attributes of %v, want the source queue (its settle window)", got)
 	}
 	for _, forbidden := range []string{"sqs:DeleteMessage", "dynamodb:Scan", "dynamodb:DeleteItem", "s3:DeleteObject"} {
 		if _, ok := actions[forbidden]; ok {
@@ -430,5 +434,43 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		if !strings.Contains(dash.DashboardBody, `"`+m+`"`) {
 			t.Errorf("the dashboard does not show %s", m)
 		}
+	}
+}
+
+// The default settle window cannot resolve a replay before it can come
+// back: a replay the consumer keeps failing returns after MaxReceiveCount
+// receives, each hidden for the source visibility timeout, plus the ingest
+// lag (the DLQ batching window, an ingest invocation, two redeliveries
+// after the DLQ visibility timeout), which the settle margin must cover.
+// Redrive derives the same minimum from the live queue; the defaults agree.
+func TestSettleWindowDefaultsCoverAComeback(t *testing.T) {
+	tpl := open(t)
+	m, err := tpl.GetLambdaEventSourceMappingWithName("IngestDLQMapping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := float64(aws.ToInt(m.MaximumBatchingWindowInSeconds)) + param(t, tpl, "IngestTimeoutSeconds") + 2*param(t, tpl, "DLQVisibilityTimeoutSeconds")
+	margin := param(t, tpl, "SettleMarginSeconds")
+	if margin < lag {
+		t.Errorf("SettleMarginSeconds %v < ingest lag %v", margin, lag)
+	}
+	src, _ := tpl.GetSQSQueueWithName("SourceQueue")
+	rp := src.RedrivePolicy.(map[string]any)
+	receives, _ := rp["maxReceiveCount"].(float64)
+	vis := float64(aws.ToInt(src.VisibilityTimeout))
+	if window := param(t, tpl, "SettleWindowSeconds"); receives < 1 || window < receives*vis+margin {
+		t.Errorf("SettleWindowSeconds %v < maxReceiveCount %v × visibility %v s + margin %v s", window, receives, vis, margin)
+	}
+	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived, err := redrive.MinSettleWindow(map[string]string{"VisibilityTimeout": fmt.Sprint(vis), "RedrivePolicy": fmt.Sprintf(`{"maxReceiveCount":%v}`, receives)}, cfg.Service.SettleMargin)
+	if err != nil || cfg.Service.SettleWindow < derived || cfg.Service.SettleMargin != time.Duration(margin)*time.Second {
+		t.Errorf("the function settles after %s with margin %s; the queue needs %s (%v)", cfg.Service.SettleWindow, cfg.Service.SettleMargin, derived, err)
 	}
 }
