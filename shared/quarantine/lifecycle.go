@@ -25,7 +25,7 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 	case StatusRedriving, StatusRedriven, StatusResolved:
 		next.Status = StatusQuarantined
 		next.StatusSince = At(now)
-		next.LeaseUntil = nil
+		next.LeaseUntil, next.LeaseReclaimed, next.ParkedCap = nil, false, 0
 	}
 	// A parked poison record stays poison: the arrival is recorded in its
 	// history only. An archived stub takes no arrival: ingest opens a
@@ -143,6 +143,7 @@ func (r *Record) ClaimParked(actor string, now time.Time, lease time.Duration) (
 	until := At(now.Add(lease))
 	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("parked record claimed with approval; cap raised from %d to %d", r.RedriveCap, max(r.RedriveCap, r.RedriveCount+1)), Actor: actor})
 	n.RedriveCount++
+	n.ParkedCap = max(r.RedriveCap, 1)
 	n.RedriveCap = max(n.RedriveCap, n.RedriveCount)
 	n.setStatus(StatusRedriving, now)
 	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(actor, MaxActorBytes)
@@ -158,7 +159,7 @@ func (r *Record) ParkPoison(actor string, now time.Time) (*Record, error) {
 	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("redrive cap %d reached; parked as poison", r.RedriveCap), Actor: actor})
 	n.setStatus(StatusParked, now)
 	n.FailureClass = ClassPoison
-	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	n.LeaseUntil, n.LeaseReclaimed, n.ParkedCap = nil, false, 0
 	return n, n.reseal(r)
 }
 
@@ -176,6 +177,9 @@ func (r *Record) Release(actor, reason string, now time.Time, held *Classificati
 	}
 	n.setStatus(StatusQuarantined, now)
 	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	if n.backToParked() {
+		return n, n.reseal(r)
+	}
 	if held != nil {
 		b := held.bound()
 		held = &b
@@ -326,7 +330,7 @@ func (r *Record) MarkSent(actor, messageID string, maybeTwice, fifo bool, now ti
 	}
 	n := r.next(now, Attempt{Stage: StageRedrive, Reason: sentReason(r.RedriveCount, maybeTwice, fifo), MessageID: messageID, Actor: actor})
 	n.setStatus(StatusRedriven, now)
-	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	n.LeaseUntil, n.LeaseReclaimed, n.ParkedCap = nil, false, 0
 	n.LastSentMessageID = Clip(messageID, MaxMessageIDBytes)
 	return n, n.reseal(r)
 }
@@ -354,6 +358,11 @@ func (r *Record) SendUnknown(actor, code string, round int, now time.Time) (*Rec
 	if r.Status == StatusRedriving && r.RedriveCount == round {
 		n.setStatus(StatusQuarantined, now)
 		n.LeaseUntil, n.LeaseReclaimed = nil, false
+		if n.ParkedCap != 0 {
+			// An approved replay of a parked record: it stays parked (its
+			// cap counts this possibly sent round).
+			n.Status, n.ParkedCap = StatusParked, 0
+		}
 	}
 	return n, n.reseal(r)
 }
@@ -373,5 +382,19 @@ func (r *Record) ParkUnsendable(actor, reason string, now time.Time) (*Record, e
 	}
 	n.setStatus(StatusParked, now)
 	n.LeaseUntil, n.LeaseReclaimed = nil, false
+	n.backToParked() // an approved parked replay keeps its former cap
 	return n, n.reseal(r)
+}
+
+// backToParked returns a record whose claim came from an approved replay
+// of a PARKED record to PARKED under its former cap: a claim given back
+// never turns a poison record into one the next run replays unapproved.
+func (r *Record) backToParked() bool {
+	if r.ParkedCap == 0 {
+		return false
+	}
+	r.Status = StatusParked
+	r.RedriveCap = max(r.ParkedCap, min(r.RedriveCap, r.RedriveCount))
+	r.ParkedCap = 0
+	return true
 }

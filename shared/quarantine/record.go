@@ -156,6 +156,10 @@ type Record struct {
 	// LeaseReclaimed is true while a claim holds a round taken over from an
 	// expired lease: that round may already have been sent.
 	LeaseReclaimed bool `json:"lease_reclaimed,omitempty"`
+	// ParkedCap, while a claim holds an operator-approved replay of a
+	// PARKED record, is the cap the record had when parked: a claim given
+	// back returns it to PARKED under that cap, never to automatic replay.
+	ParkedCap int `json:"parked_cap,omitempty"`
 	// RedrivenBy is who claimed the latest replay (a person, or
 	// "policy:<id>" for a standing policy, whose breaker counts it).
 	RedrivenBy string `json:"redriven_by,omitempty"`
