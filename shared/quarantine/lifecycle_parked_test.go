@@ -26,7 +26,9 @@ func TestGivenBackParkedClaimStaysParked(t *testing.T) {
 		"unsendable": func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.ParkUnsendable("ops", "the message exceeds the SQS size limit", now)
 		},
-		"unknown": func(r *quarantine.Record) (*quarantine.Record, error) { return r.SendUnknown("ops", "deadline", r.RedriveCount, now) },
+		"unknown": func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.SendUnknown("ops", "deadline", r.RedriveCount, now)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

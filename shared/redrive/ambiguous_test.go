@@ -476,3 +476,68 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// heldStore answers every claim write with the hold another run set
+// meanwhile, as the DynamoDB store does (its text names the record).
+type heldStore struct{ quarantine.Store }
+
+func (h *heldStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+	if r.Status == quarantine.StatusRedriving {
+		return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
+	}
+	return h.Store.Replace(ctx, r, v)
+}
+
+// A record set aside while a run claims it is reported as held, not as a
+// failure, and no function error carries a record id (an idempotency key,
+// maybe a payload value).
+func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	ids := e.seed(t, 2, func(int) bool { return false })
+	fs := &failingStore{Store: &heldStore{Store: e.store}, fail: func(r *quarantine.Record) bool { return false }}
+	raw := []byte(fmt.Sprintf(`{"source":%q,"requested_by":"test@ops","max_messages":10}`, e.src.Name))
+	out, err := e.service(nil, fs, redrive.Config{}).LambdaHandler(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Integrity.Count != 2 || out.Failed.Count != 0 {
+		t.Fatalf("report: held %d failed %d", out.Integrity.Count, out.Failed.Count)
+	}
+	// A run whose records hit their own errors returns them joined: the
+	// function error names kinds only.
+	fs = &failingStore{Store: e.store, fail: func(*quarantine.Record) bool { return true }}
+	_, err = e.service(nil, fs, redrive.Config{}).LambdaHandler(context.Background(), raw)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, id := range ids {
+		if strings.Contains(err.Error(), id) || strings.Contains(err.Error(), quarantine.LogRef(id)) {
+			t.Fatalf("function error names a record: %v", err)
+		}
+	}
+}
+
+// A run too close to its deadline for a call and its retries sends
+// nothing more: its claims are given back, not left claimed until their
+// lease expires (after which a takeover could send a second copy).
+func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	ids := e.seed(t, 3, func(int) bool { return false })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	// Deadline margin 20 s + 4 tries × (10 s + 2 s): 68 s needed, 50 s left.
+	rep, err := e.service(nil, nil, redrive.Config{DeadlineMargin: 20 * time.Second, SendTimeout: 10 * time.Second, MaxBackoff: 2 * time.Second}).Run(ctx, e.request(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Redriven.Count != 0 || rep.Deferred.Count != 3 || rep.Stopped != redrive.StoppedDeadline {
+		t.Fatalf("report: redriven %d deferred %d stopped %s", rep.Redriven.Count, rep.Deferred.Count, rep.Stopped)
+	}
+	for _, id := range ids {
+		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
+			t.Fatalf("%s: %s count %d", id, r.Status, r.RedriveCount)
+		}
+	}
+}

@@ -110,7 +110,11 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	var re *RequestError
 	var ce *quarantine.CorrectionError
 	var cfe *ConfigError
-	if err != nil && !errors.As(err, &re) && !errors.As(err, &ce) && !errors.As(err, &cfe) && !errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, quarantine.ErrHeld) {
+	var he *HeldError
+	// Only an error that is one of these kinds as a whole passes: a joined
+	// error of a run may carry other records' ids.
+	whole := func(target any) bool { return errors.As(err, target) && !isJoined(err) }
+	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err
@@ -132,3 +136,20 @@ func (s *Service) checkLease(ctx context.Context) error {
 type ConfigError struct{ Problem string }
 
 func (e *ConfigError) Error() string { return "redrive misconfigured: " + e.Problem }
+
+// HeldError is a correction refused because its record fails verification;
+// the record was set aside by an integrity hold. It names the reason only.
+type HeldError struct{ Reason string }
+
+func (e *HeldError) Error() string {
+	return "ids[0] (" + e.Reason + "): " + quarantine.ErrHeld.Error()
+}
+
+// Unwrap makes errors.Is(err, quarantine.ErrHeld) hold.
+func (e *HeldError) Unwrap() error { return quarantine.ErrHeld }
+
+// isJoined reports whether err joins several errors.
+func isJoined(err error) bool {
+	_, ok := err.(interface{ Unwrap() []error })
+	return ok
+}

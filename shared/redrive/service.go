@@ -235,7 +235,7 @@ func (s *Service) holdTampered(ctx context.Context, id string, cause error) erro
 		return fmt.Errorf("hold record: %w", err)
 	}
 	s.log.WarnContext(ctx, "record fails verification: held, not corrected", "record", quarantine.LogRef(id), "reason", reason)
-	return fmt.Errorf("ids[0] (%s): %w", reason, quarantine.ErrHeld)
+	return &HeldError{Reason: reason}
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {
@@ -316,6 +316,14 @@ func (r *run) collect(ctx context.Context, list func(context.Context, func(strin
 		return r.rep.Remaining < MaxRemainingCount, nil
 	})
 	return ids, err
+}
+
+// timeForACall reports whether a SendMessageBatch call, with all its tries
+// and backoff, fits before the margin the run keeps to write outcomes.
+func (r *run) timeForACall(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	budget := time.Duration(r.s.cfg.SendAttempts)*(r.s.cfg.SendTimeout+r.s.cfg.MaxBackoff) + r.s.cfg.DeadlineMargin
+	return !ok || time.Until(dl) > budget
 }
 
 func (r *run) deadlineNear(ctx context.Context) bool {
@@ -624,6 +632,10 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 					r.note(&r.rep.Skipped, id)
 					return nil, nil
 				}
+				if errors.Is(perr, quarantine.ErrHeld) {
+					r.note(&r.rep.Integrity, id) // set aside meanwhile
+					return nil, nil
+				}
 				return nil, fmt.Errorf("park record: %w", perr)
 			}
 		}
@@ -667,6 +679,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			r.note(&r.rep.Skipped, id) // another run claimed it first
+			r.block(rec)
+			return nil, nil
+		}
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, id) // set aside meanwhile
 			r.block(rec)
 			return nil, nil
 		}
@@ -725,7 +742,9 @@ func unreadable(err error) bool {
 		return true
 	}
 	switch quarantine.ErrorKind(err) {
-	case "aws:NoSuchKey", "aws:NoSuchVersion", "aws:NotFound", "aws:AccessDenied", "aws:InvalidObjectState":
+	case "aws:NoSuchKey", "aws:NoSuchVersion", "aws:NotFound", "aws:InvalidObjectState":
+		// (Not AccessDenied: a KMS or IAM mistake would park every
+		// claim-checked record in one run.)
 		return true
 	}
 	return false
@@ -846,6 +865,19 @@ func (r *run) send(ctx context.Context, ready []*claimed) {
 			default:
 				rest = append(rest, c)
 			}
+		}
+		if len(call) > 0 && !r.timeForACall(ctx) {
+			// Not enough time left for a call and its retries: give the
+			// claims back unsent rather than be stopped mid-send (which
+			// leaves them claimed until their lease expires).
+			for _, c := range append(call, rest...) {
+				r.block(c.rec)
+				if err := r.release(ctx, c.rec, "not sent: the invocation's deadline is near", nil, &r.rep.Deferred); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "release", err)
+				}
+			}
+			r.rep.Stopped = StoppedDeadline
+			return
 		}
 		if len(call) > 0 {
 			r.settleCall(ctx, call, r.sendCall(ctx, url, call))
@@ -1204,6 +1236,10 @@ func (r *run) settle(ctx context.Context) error {
 		if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
 			if errors.Is(err, quarantine.ErrVersionConflict) {
 				continue // it came back meanwhile
+			}
+			if errors.Is(err, quarantine.ErrHeld) {
+				r.note(&r.rep.Integrity, id) // set aside meanwhile
+				continue
 			}
 			return fmt.Errorf("settle record: %w", err)
 		}
