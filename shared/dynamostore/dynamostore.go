@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,8 +215,11 @@ func (s *Store) Hold(ctx context.Context, h quarantine.IntegrityHold) error {
 		reason = quarantine.HoldReason(nil)
 	}
 	cond := expression.AttributeExists(expression.Name(KeyAttr)).
-		And(expression.Name(VersionAttr).Equal(expression.Value(h.Version))).
 		And(expression.AttributeNotExists(expression.Name(HoldAttr)))
+	if h.Version >= 0 {
+		// (A negative version holds an item whose version does not decode.)
+		cond = cond.And(expression.Name(VersionAttr).Equal(expression.Value(h.Version)))
+	}
 	upd := expression.Set(expression.Name(HoldAttr), expression.Value(reason)).
 		Set(expression.Name(HoldAtAttr), expression.Value(quarantine.At(h.At).String()))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -325,7 +329,31 @@ func (s *Store) Get(ctx context.Context, id string) (*quarantine.Record, error) 
 	if len(out.Item) == 0 {
 		return nil, fmt.Errorf("get %s: %w", id, quarantine.ErrNotFound)
 	}
-	return Unmarshal(out.Item)
+	return decode(out.Item), nil
+}
+
+// decode is Unmarshal for the store's reads: an item that does not decode
+// (changed outside the system) comes back as a stand-in that fails
+// verification, so that it is set aside like any tampered record instead
+// of failing every read, every run and every arrival for its key.
+func decode(item map[string]types.AttributeValue) *quarantine.Record {
+	r, err := Unmarshal(item)
+	if err == nil {
+		return r
+	}
+	str := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	version := int64(-1)
+	if v, ok := item[VersionAttr].(*types.AttributeValueMemberN); ok {
+		if n, perr := strconv.ParseInt(v.Value, 10, 64); perr == nil {
+			version = n
+		}
+	}
+	return quarantine.Undecodable(str(KeyAttr), str("source"), quarantine.Status(str("status")), str("seal"), version, "unmarshal: "+quarantine.ErrorKind(err))
 }
 
 // ItemSize computes an item's size by DynamoDB's rules: attribute names plus
@@ -537,10 +565,7 @@ const maxBatchGet = 100
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {
 	out := make(map[string]*quarantine.Record, len(ids))
 	err := s.batchGet(ctx, ids, nil, func(item map[string]types.AttributeValue) error {
-		r, err := Unmarshal(item)
-		if err != nil {
-			return err
-		}
+		r := decode(item)
 		out[r.DLQID] = r
 		return nil
 	})

@@ -127,7 +127,7 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 		return fmt.Errorf("hold %s: %w", h.ID, quarantine.ErrNotFound)
 	case held:
 		return nil
-	case cur.Version != h.Version:
+	case h.Version >= 0 && cur.Version != h.Version:
 		return quarantine.ErrVersionConflict
 	}
 	s.holds[h.ID] = h

@@ -190,6 +190,9 @@ type Record struct {
 	// stored is the state the store holds for this record (nil for a
 	// record never read or written): what its counters count.
 	stored *StoredState
+	// undecodable is set on a stand-in for a stored item that does not
+	// decode as a record (written outside the system): it never verifies.
+	undecodable string
 }
 
 // ArchiveRef locates the write-once archive object of a record version.
@@ -284,4 +287,14 @@ func (r *Record) HasMessage(messageID string) bool {
 		}
 	}
 	return false
+}
+
+// Undecodable returns a stand-in for the stored item of id that does not
+// decode as a record (an attribute of the wrong type, written outside the
+// system), with what could be read of it (version -1 when unknown). It
+// never verifies, so every transition refuses it and it is set aside like
+// any record that fails verification: an arrival for it opens a successor,
+// a run holds it instead of failing on it every time.
+func Undecodable(id, source string, status Status, seal string, version int64, why string) *Record {
+	return &Record{DLQID: id, Source: source, Status: status, Seal: seal, Version: version, undecodable: Clip(why, 256)}
 }

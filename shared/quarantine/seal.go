@@ -61,6 +61,9 @@ func SealRecord(r *Record) error {
 // body_sha256 (an archived stub's body is in its archive object, checked by
 // the archive's verification). It reports a *SealError when either differs.
 func Verify(r *Record) error {
+	if r.undecodable != "" {
+		return &SealError{ID: r.DLQID, Stored: r.Seal, Computed: "item does not decode as a record"}
+	}
 	got, err := ComputeSeal(r)
 	if err != nil {
 		return err

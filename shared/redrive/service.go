@@ -318,12 +318,12 @@ func (r *run) collect(ctx context.Context, list func(context.Context, func(strin
 	return ids, err
 }
 
-// timeForACall reports whether a SendMessageBatch call, with all its tries
-// and backoff, fits before the margin the run keeps to write outcomes.
+// timeForACall reports whether one SendMessageBatch try fits before the
+// margin the run keeps to write outcomes: no call is in flight when the
+// invocation ends.
 func (r *run) timeForACall(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
-	budget := time.Duration(r.s.cfg.SendAttempts)*(r.s.cfg.SendTimeout+r.s.cfg.MaxBackoff) + r.s.cfg.DeadlineMargin
-	return !ok || time.Until(dl) > budget
+	return !ok || time.Until(dl) > r.s.cfg.SendTimeout+r.s.cfg.DeadlineMargin
 }
 
 func (r *run) deadlineNear(ctx context.Context) bool {
@@ -601,6 +601,12 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read record: %w", err)
+	}
+	if verr := quarantine.Verify(rec); quarantine.IsIntegrityFailure(verr) {
+		// Checked before anything else about it: a record changed behind
+		// its seal (or that no longer decodes) is set aside, whatever its
+		// fields now claim.
+		return nil, r.setAside(ctx, rec, verr)
 	}
 	if ok, _ := r.eligible(rec); !ok {
 		r.note(&r.rep.Skipped, id)
@@ -925,6 +931,11 @@ func (r *run) sendCall(ctx context.Context, url string, group []*claimed) []sent
 				return res
 			case <-time.After(d):
 			}
+		}
+		if !r.timeForACall(ctx) {
+			// No retry past the deadline margin: what is pending stays
+			// unsent (or possibly sent, if a try had no answer).
+			return res
 		}
 		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}
 		for _, i := range pending {
