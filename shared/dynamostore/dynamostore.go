@@ -37,7 +37,7 @@ const (
 	CounterAttr   = "n"
 	KeyAttr       = "dlq_id"
 	VersionAttr   = "version"
-	IndexByStatus = "status-first-seen"
+	IndexByStatus = "status-first-seen-v2"
 	// HoldAttr and HoldAtAttr mark a record version set aside by an
 	// integrity hold (Store.Hold): the reason kind and when. They are not
 	// record fields (no seal covers them), and HoldAttr is projected into
@@ -443,6 +443,7 @@ func (l *Lister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.L
 	for _, item := range out.Items {
 		if v, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
 			page.IDs = append(page.IDs, v.Value)
+			page.Entries = append(page.Entries, entryOf(item))
 		}
 	}
 	if len(out.LastEvaluatedKey) > 0 {
@@ -467,7 +468,7 @@ func listInput(table string, q quarantine.ListQuery) (*dynamodb.QueryInput, erro
 	case !to.IsZero():
 		key = key.And(expression.Key("first_seen").LessThanEqual(expression.Value(quarantine.At(to).String())))
 	}
-	b := expression.NewBuilder().WithKeyCondition(key).WithProjection(expression.NamesList(expression.Name(KeyAttr)))
+	b := expression.NewBuilder().WithKeyCondition(key).WithProjection(entryProjection())
 	// Held records are left out of every listing but the one that asks
 	// for them (integrity_hold is projected into the index).
 	conds := []expression.ConditionBuilder{expression.AttributeNotExists(expression.Name(HoldAttr))}
@@ -538,6 +539,45 @@ func FilteredAttributes() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// entryAttrs are the attributes a listing entry is read from; the status
+// index projects each of them (TestTable checks the template).
+var entryAttrs = []string{KeyAttr, "status", "first_seen", "failure_class", "failure_signature", "message_group_id", "idempotency_key", "sequence_number", "lease_until"}
+
+// EntryAttributes are the attributes listing entries are read from.
+func EntryAttributes() []string { return append([]string(nil), entryAttrs...) }
+
+func entryProjection() expression.ProjectionBuilder {
+	names := make([]expression.NameBuilder, len(entryAttrs)-1)
+	for i, n := range entryAttrs[1:] {
+		names[i] = expression.Name(n)
+	}
+	return expression.NamesList(expression.Name(entryAttrs[0]), names...)
+}
+
+// entryOf reads a listing entry from an index item.
+func entryOf(item map[string]types.AttributeValue) quarantine.ListEntry {
+	str := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	e := quarantine.ListEntry{ID: str(KeyAttr), Status: quarantine.Status(str("status")), Class: quarantine.Class(str("failure_class")),
+		Signature: str("failure_signature"), Group: str("message_group_id"), Sequence: str("sequence_number")}
+	if e.Group == "" {
+		e.Group = str("idempotency_key")
+	}
+	var t quarantine.Time
+	if t.UnmarshalText([]byte(str("first_seen"))) == nil {
+		e.FirstSeen = t.Time
+	}
+	var lease quarantine.Time
+	if v := str("lease_until"); v != "" && lease.UnmarshalText([]byte(v)) == nil {
+		e.LeaseUntil = lease.Time
+	}
+	return e
 }
 
 func in[T ~string](name string, values []T) expression.ConditionBuilder {

@@ -261,6 +261,7 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 			break
 		}
 		page.IDs = append(page.IDs, r.DLQID)
+		page.Entries = append(page.Entries, quarantine.EntryOf(r))
 	}
 	return page, nil
 }

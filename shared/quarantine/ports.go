@@ -104,8 +104,39 @@ type ListQuery struct {
 
 // ListPage is one page of record ids; Cursor is "" on the last page.
 type ListPage struct {
-	IDs    []string
-	Cursor string
+	IDs []string
+	// Entries are what the listing knows of each id in IDs (same order)
+	// without reading the record: enough to keep a FIFO group in order.
+	Entries []ListEntry
+	Cursor  string
+}
+
+// ListEntry is a record as the status index holds it.
+type ListEntry struct {
+	ID        string
+	Status    Status
+	FirstSeen time.Time
+	Class     Class
+	Signature string
+	// Group is the FIFO message group a replay is sent in (the message
+	// group id, else the idempotency key); Sequence the SQS sequence
+	// number of the first arrival.
+	Group, Sequence string
+	// LeaseUntil is set while a claim holds a REDRIVING record.
+	LeaseUntil time.Time
+}
+
+// EntryOf is the listing entry of r.
+func EntryOf(r *Record) ListEntry {
+	e := ListEntry{ID: r.DLQID, Status: r.Status, FirstSeen: r.FirstSeen.Time, Class: r.FailureClass, Signature: r.FailureSignature,
+		Group: r.MessageGroupID, Sequence: r.SequenceNumber}
+	if e.Group == "" {
+		e.Group = r.IdempotencyKey
+	}
+	if r.LeaseUntil != nil {
+		e.LeaseUntil = r.LeaseUntil.Time
+	}
+	return e
 }
 
 // Lister finds records by status without scanning the table.

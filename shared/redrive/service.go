@@ -344,6 +344,9 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 		}
 		return nil
 	}
+	if r.fifo() {
+		return r.fifoCandidates(ctx, yield)
+	}
 	if _, ok := r.selected(); !ok {
 		return nil // no requested signature is cleared
 	}
@@ -374,6 +377,126 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 		}
 	}
 	return nil
+}
+
+// fifoCandidates walks every open record of a FIFO source, REDRIVING and
+// QUARANTINED (and PARKED when asked) merged in first_seen order, which
+// within a message group is the order the DLQ delivered them in. A group
+// replays only from its earliest open record on: a group whose earlier
+// record this run does not replay (not selected by the request, in flight
+// in another run) sends nothing after it; those later records are noted
+// as deferred. PARKED and held records are out of the stream and block
+// nothing. The listing entries come from the status index alone.
+func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, error)) error {
+	statuses := []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined}
+	if r.req.IncludeParked {
+		statuses = append(statuses, quarantine.StatusParked)
+	}
+	streams := make([]*entryStream, len(statuses))
+	for i, st := range statuses {
+		streams[i] = &entryStream{lister: r.s.lister, q: quarantine.ListQuery{Status: st, Source: r.src.Name, Limit: 1000}}
+	}
+	now := r.s.now()
+	for {
+		var next *entryStream
+		for _, st := range streams {
+			e, err := st.peek(ctx)
+			if err != nil {
+				return err
+			}
+			if e != nil && (next == nil || before(*e, *next.head())) {
+				next = st
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		e := next.pop()
+		rec := &quarantine.Record{DLQID: e.ID, MessageGroupID: e.Group, IdempotencyKey: e.Group}
+		switch {
+		case r.isBlocked(rec):
+			if e.Status != quarantine.StatusParked {
+				r.note(&r.rep.Deferred, e.ID)
+			}
+			continue
+		case e.Status == quarantine.StatusRedriving && now.Before(e.LeaseUntil):
+			r.block(rec) // in flight: nothing of its group may go before it
+			continue
+		case !r.selects(e):
+			if e.Status != quarantine.StatusParked {
+				r.block(rec) // an earlier open record this run does not replay
+			}
+			continue
+		}
+		more, err := yield(e.ID)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// before orders listing entries by first_seen, then sequence number, then
+// id: the order of a FIFO group.
+func before(a, b quarantine.ListEntry) bool {
+	if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+		return c < 0
+	}
+	if c := quarantine.CompareSequence(a.Sequence, b.Sequence); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
+// selects reports whether the request asks for the record e lists.
+func (r *run) selects(e quarantine.ListEntry) bool {
+	if len(r.req.IDs) > 0 {
+		return contains(r.req.IDs, e.ID)
+	}
+	sigs, ok := r.selected()
+	if !ok {
+		return false
+	}
+	st := e.Status
+	if st == quarantine.StatusRedriving {
+		st = quarantine.StatusQuarantined
+	}
+	q := r.listQuery(st)
+	probe := &quarantine.Record{Status: st, Source: r.src.Name, FirstSeen: quarantine.At(e.FirstSeen), StatusSince: quarantine.At(e.FirstSeen),
+		FailureClass: e.Class, FailureSignature: e.Signature}
+	q.Signatures = sigs
+	return q.Matches(probe)
+}
+
+// entryStream pages through one status of the index, an entry at a time.
+type entryStream struct {
+	lister quarantine.Lister
+	q      quarantine.ListQuery
+	buf    []quarantine.ListEntry
+	done   bool
+}
+
+func (s *entryStream) peek(ctx context.Context) (*quarantine.ListEntry, error) {
+	for len(s.buf) == 0 && !s.done {
+		page, err := s.lister.List(ctx, s.q)
+		if err != nil {
+			return nil, fmt.Errorf("list %s records: %w", s.q.Status, err)
+		}
+		s.buf, s.q.Cursor, s.done = page.Entries, page.Cursor, page.Cursor == ""
+	}
+	return s.head(), nil
+}
+
+func (s *entryStream) head() *quarantine.ListEntry {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	return &s.buf[0]
+}
+
+func (s *entryStream) pop() quarantine.ListEntry {
+	e := s.buf[0]
+	s.buf = s.buf[1:]
+	return e
 }
 
 // selected returns the signatures the listing is restricted to: the
@@ -609,6 +732,9 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		return nil, r.setAside(ctx, rec, verr)
 	}
 	if ok, _ := r.eligible(rec); !ok {
+		if rec.Status == quarantine.StatusQuarantined || rec.Status == quarantine.StatusRedriving {
+			r.block(rec) // still open, not replayed now: its group waits
+		}
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	}
@@ -709,6 +835,7 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		// The same gate as ingest: a payload that fails the current schema
 		// is never sent.
 		c := quarantine.Classify(r.src, nil, verdict)
+		r.block(next) // it waits for a correction; its group waits with it
 		return nil, r.release(ctx, next, "held: "+c.Reason, &c, &r.rep.Held)
 	}
 	msgAttrs := messageAttributes(attrs, next)

@@ -141,7 +141,7 @@ func TestTable(t *testing.T) {
 	}
 	found := false
 	for _, g := range tb.GlobalSecondaryIndexes {
-		if g.IndexName == "status-first-seen" && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
+		if g.IndexName == dynamostore.IndexByStatus && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
 			found = true
 			// A filter on an index sees only what it projects: an
 			// unprojected integrity_hold would look absent, and held
@@ -149,6 +149,12 @@ func TestTable(t *testing.T) {
 			for _, a := range dynamostore.FilteredAttributes() {
 				if aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
 					t.Errorf("the status index does not project %s, which listings filter on", a)
+				}
+			}
+			// Listing entries (FIFO order) are read from the index alone.
+			for _, a := range dynamostore.EntryAttributes() {
+				if a != "dlq_id" && a != "status" && a != "first_seen" && aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
+					t.Errorf("the status index does not project %s, which listing entries read", a)
 				}
 			}
 		}
