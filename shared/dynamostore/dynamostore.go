@@ -226,15 +226,18 @@ func (s *Store) Hold(ctx context.Context, h quarantine.IntegrityHold) error {
 	if err != nil {
 		return fmt.Errorf("build hold: %w", err)
 	}
-	counter, err := counterUpdate(s.table, quarantine.HoldDelta(h.ID))
-	if err != nil {
-		return err
-	}
 	items := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(s.table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: h.ID}},
 		UpdateExpression:    aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	}}, {Update: counter}}
+	}}}
+	for _, d := range quarantine.HoldDeltas(h.ID, h.At) {
+		counter, err := counterUpdate(s.table, d)
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Update: counter})
+	}
 	err = s.transact(ctx, items)
 	if !errors.Is(err, errConditionFailed) {
 		if err != nil {

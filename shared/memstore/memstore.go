@@ -131,8 +131,9 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 		return quarantine.ErrVersionConflict
 	}
 	s.holds[h.ID] = h
-	d := quarantine.HoldDelta(h.ID)
-	s.counters[d.Key] += d.N
+	for _, d := range quarantine.HoldDeltas(h.ID, h.At) {
+		s.counters[d.Key] += d.N
+	}
 	return nil
 }
 

@@ -40,10 +40,14 @@ const (
 	// failed verification (alarmed above 0): never replayed, re-sealed
 	// or archived until an operator investigates (dlqctl ls --held).
 	MetricIntegrityHolds = "IntegrityHolds"
-	DimSource            = "Source"
-	DimStatus            = "Status"
-	DimClass             = "Class"
-	defaultSuccessWindow = 2 // hours: this one and the last
+	// MetricNewIntegrityHolds counts the holds set this hour: the alarm
+	// watches it, so that each new hold notifies again (IntegrityHolds
+	// stays above 0 while any record is held).
+	MetricNewIntegrityHolds = "NewIntegrityHolds"
+	DimSource               = "Source"
+	DimStatus               = "Status"
+	DimClass                = "Class"
+	defaultSuccessWindow    = 2 // hours: this one and the last
 )
 
 // QueueAPI is the part of the SQS client the metrics function uses.
@@ -99,6 +103,7 @@ type Report struct {
 	DominantSharePct   float64          `json:"dominant_share_percent"`
 	OpenRecords        int64            `json:"open_records"`
 	IntegrityHolds     int64            `json:"integrity_holds"`
+	NewIntegrityHolds  int64            `json:"new_integrity_holds"`
 }
 
 var (
@@ -163,6 +168,8 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
 		k = quarantine.HeldCounterKey(src.Name, shard)
 		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
+		k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, hours[0], shard)
+		keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
 		for _, h := range hours[:defaultSuccessWindow] {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				k := quarantine.BucketCounterKey(src.Name, kind, h, shard)
@@ -190,6 +197,7 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 	rep.Poison = total(string(quarantine.StatusParked) + "/" + string(quarantine.ClassPoison))
 	rep.NewPoison = total("poisoned")
 	rep.IntegrityHolds = total(quarantine.CounterHeld)
+	rep.NewIntegrityHolds = total(quarantine.CounterNewHeld)
 	if resolved, back := total(quarantine.CounterResolved), total(quarantine.CounterCameBack); resolved+back > 0 {
 		rate := 100 * float64(resolved) / float64(resolved+back)
 		rep.RedriveSuccessRate = &rate
@@ -267,6 +275,7 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 		datum(MetricNewPoison, float64(rep.NewPoison), cwtypes.StandardUnitCount),
 		datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent),
 		datum(MetricIntegrityHolds, float64(rep.IntegrityHolds), cwtypes.StandardUnitCount),
+		datum(MetricNewIntegrityHolds, float64(rep.NewIntegrityHolds), cwtypes.StandardUnitCount),
 	}
 	if rep.RedriveSuccessRate != nil {
 		data = append(data, datum(MetricSuccessRate, *rep.RedriveSuccessRate, cwtypes.StandardUnitPercent))

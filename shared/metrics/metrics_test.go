@@ -401,4 +401,11 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	if got := readBack(t, metrics.MetricIntegrityHolds, e.src.Name); got != 1 {
 		t.Fatalf("%s = %v, want 1", metrics.MetricIntegrityHolds, got)
 	}
+	// The alarm watches new holds: this hour's count, published too.
+	if reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("new holds %d, want 1", reps[0].NewIntegrityHolds)
+	}
+	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
+	}
 }

@@ -31,6 +31,7 @@ const (
 	CounterPolicyCameBack = "policy-cameback"
 	// Records set aside by an integrity hold (Store.Hold), per source.
 	CounterHeld      = "held"
+	CounterNewHeld   = "held-new" // integrity holds set, per hour
 	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
 )
 
@@ -199,12 +200,18 @@ func HeldCounterKey(source string, shard int) string {
 	return fmt.Sprintf("%s%s#%s#%d", counterKeyPrefix, source, CounterHeld, shard)
 }
 
-// HoldDelta is the counter change an integrity hold of record id makes:
-// one more held record for the source the id names (the key cannot be
-// rewritten in the item; its source attribute can), in the record's shard.
-func HoldDelta(id string) CounterDelta {
-	source := SourceOfID(id)
-	return CounterDelta{Key: HeldCounterKey(source, shardOf(id)), Source: source, Kind: CounterHeld, N: 1}
+// HoldDeltas are the counter changes an integrity hold of record id at at
+// makes: one more held record for the source the id names (the key cannot
+// be rewritten in the item; its source attribute can), in the record's
+// shard, and one more new hold in the hour's bucket (what the alarm
+// watches, so that every new hold notifies, not only the first).
+func HoldDeltas(id string, at time.Time) []CounterDelta {
+	source, shard := SourceOfID(id), shardOf(id)
+	hour := at.Truncate(time.Hour)
+	return []CounterDelta{
+		{Key: HeldCounterKey(source, shard), Source: source, Kind: CounterHeld, N: 1},
+		{Key: BucketCounterKey(source, CounterNewHeld, hour, shard), Source: source, Kind: CounterNewHeld, N: 1, ExpiresAt: hour.Add(48 * time.Hour).Unix()},
+	}
 }
 
 // SourceOfID is the source queue a record id names (the part before the

@@ -368,7 +368,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 	published := map[string][]string{ // metric → dimension names
 		metrics.MetricDLQDepth: {"Source"}, metrics.MetricDLQInFlight: {"Source"}, metrics.MetricOldestAge: {"Source"},
 		metrics.MetricArrivals: {"Source"}, metrics.MetricSuccessRate: {"Source"}, metrics.MetricPoison: {"Source"},
-		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricIntegrityHolds: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
+		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricIntegrityHolds: {"Source"}, metrics.MetricNewIntegrityHolds: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
 		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
@@ -403,7 +403,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 			t.Errorf("%s dimensions %v, published with %v", id, got, dims)
 		}
 	}
-	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricIntegrityHolds, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {
+	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricNewIntegrityHolds, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {
 		if !seen[want] {
 			t.Errorf("no alarm on %s", want)
 		}
