@@ -32,7 +32,7 @@ const (
 	// Records set aside by an integrity hold (Store.Hold), per source.
 	CounterHeld      = "held"
 	CounterNewHeld   = "held-new" // integrity holds set, per hour
-	counterKeyPrefix = "#ctr#" // no queue name starts with #, so no record id does
+	counterKeyPrefix = "#ctr#"    // no queue name starts with #, so no record id does
 )
 
 // StoredState is what a record looked like when it was last read from or
