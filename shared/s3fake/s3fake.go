@@ -3,9 +3,11 @@
 // PutObject honours If-None-Match "*" (412 PreconditionFailed when the key
 // has a current object, success over a delete marker) and verifies a SHA-256
 // checksum; DeleteObject without a version leaves a delete marker; a version
-// removed by the lifecycle rule answers NoSuchVersion; and ApplyLifecycle
-// runs the payload bucket's rule (NoncurrentVersionExpiration) on the fake's
-// clock, which the emulator never does. Errors have the shapes the SDK
+// removed by the lifecycle rule answers NoSuchVersion; versions carry tags
+// (PutObjectTagging); and ApplyLifecycle (every noncurrent version) and
+// ApplyRules (tag-filtered rules, expired delete markers, as the template's
+// payload bucket declares them) run lifecycle rules on the fake's clock,
+// which the emulator never does. Errors have the shapes the SDK
 // returns (an operation error around an HTTP response error around the API
 // error), so code that classifies SDK errors classifies these the same way.
 //

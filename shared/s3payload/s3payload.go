@@ -6,8 +6,9 @@
 // an object is written once: PutPayload is a conditional create
 // (If-None-Match: *), and when the key already holds an object it verifies
 // that object's SHA-256 and returns a reference to THAT version. A second
-// upload would make the version a record pins noncurrent, and the payload
-// bucket's lifecycle rule expires noncurrent versions.
+// upload would make the version a record pins noncurrent. (The payload
+// bucket's lifecycle expires noncurrent versions only once DeletePayload has
+// tagged them archived.)
 package s3payload
 
 import (
