@@ -152,12 +152,23 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 // does not collide with its retained table and buckets.
 func TestRetainedNamesWorkForAnyStackName(t *testing.T) {
 	bucketName := regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-	for _, stack := range []string{"prod", "Prod-EU-West-Quarantine-For-Controlled-Substances-Movements"} {
+	// 56 characters with capitals: the longest the documented rule allows.
+	for _, stack := range []string{"prod", "Prod-EU-West-Quarantine-For-Controlled-Substances-Movesx"} {
 		e := env
 		e.StackName = stack
 		tpl, err := template.Open(template.Path(), e)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for id, fn := range tpl.GetAllServerlessFunctionResources() {
+			if n := len(aws.ToString(fn.FunctionName)); n > 64 {
+				t.Errorf("stack %s: function %s name has %d characters, Lambda allows 64", stack, id, n)
+			}
+		}
+		for id, q := range tpl.GetAllSQSQueueResources() {
+			if n := len(aws.ToString(q.QueueName)); n > 80 {
+				t.Errorf("stack %s: queue %s name has %d characters, SQS allows 80", stack, id, n)
+			}
 		}
 		for id, b := range tpl.GetAllS3BucketResources() {
 			name := aws.ToString(b.BucketName)
@@ -279,6 +290,26 @@ func TestFailuresThatNobodyWouldSee(t *testing.T) {
 	}
 	if !heartbeat {
 		t.Error("no heartbeat alarm on the metrics function's output (SampleCount below 1, missing data breaching)")
+	}
+	// An attached extra DLQ is watched the same way.
+	e := env
+	e.Params = map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "ExtraSourceQueueArn": "arn:aws:sqs:eu-west-1:111122223333:legacy"}
+	extra, err := template.Open(template.Path(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage"} {
+		n := 0
+		for _, a := range extra.GetAllCloudWatchAlarmResources() {
+			for _, d := range a.Dimensions {
+				if aws.ToString(a.Namespace) == "AWS/SQS" && aws.ToString(a.MetricName) == m && d.Name == "QueueName" && d.Value == "legacy-dlq" {
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("no AWS/SQS %s alarm on the extra DLQ", m)
+		}
 	}
 	for id, fn := range tpl.GetAllServerlessFunctionResources() {
 		for _, m := range []string{"Errors", "Throttles"} {

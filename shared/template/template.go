@@ -162,6 +162,9 @@ func (r *resolver) options() *intrinsics.ProcessorOptions {
 			"Fn::GetAtt": func(_ string, in, _ any) any { return r.getAtt(in) },
 			"Fn::Sub":    func(_ string, in, _ any) any { return r.sub(in) },
 			"Fn::If":     func(_ string, in, _ any) any { return r.fnIf(in) },
+			// goformation's own Fn::Split returns a []string, which its
+			// Fn::Select does not take.
+			"Fn::Split": func(_ string, in, _ any) any { return split(in) },
 		},
 	}
 }
@@ -245,6 +248,23 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
 	}
 	return "unresolved:" + id + "." + attr
+}
+
+func split(in any) any {
+	args, ok := in.([]any)
+	if !ok || len(args) != 2 {
+		return "unresolved:Fn::Split"
+	}
+	delim, ok1 := args[0].(string)
+	str, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return "unresolved:Fn::Split"
+	}
+	var out []any
+	for _, p := range strings.Split(str, delim) {
+		out = append(out, p)
+	}
+	return out
 }
 
 // fnIf picks the branch of an Fn::If by its named condition.
