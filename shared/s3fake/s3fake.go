@@ -3,9 +3,11 @@
 // PutObject honours If-None-Match "*" (412 PreconditionFailed when the key
 // has a current object, success over a delete marker) and verifies a SHA-256
 // checksum; DeleteObject without a version leaves a delete marker; a version
-// removed by the lifecycle rule answers NoSuchVersion; and ApplyLifecycle
-// runs the payload bucket's rule (NoncurrentVersionExpiration) on the fake's
-// clock, which the emulator never does. Errors have the shapes the SDK
+// removed by the lifecycle rule answers NoSuchVersion; versions carry tags
+// (PutObjectTagging); and ApplyLifecycle (every noncurrent version) and
+// ApplyRules (tag-filtered rules, expired delete markers, as the template's
+// payload bucket declares them) run lifecycle rules on the fake's clock,
+// which the emulator never does. Errors have the shapes the SDK
 // returns (an operation error around an HTTP response error around the API
 // error), so code that classifies SDK errors classifies these the same way.
 //
@@ -42,6 +44,22 @@ type Version struct {
 	// NoncurrentSince is when a newer version (or a delete marker) replaced
 	// it; zero while it is current. The lifecycle rule counts from here.
 	NoncurrentSince time.Time
+	// Tags is the version's tag set (PutObjectTagging); a delete marker
+	// has none.
+	Tags map[string]string
+}
+
+// Rule is one lifecycle rule as S3 applies it to a versioned bucket.
+type Rule struct {
+	// TagKey and TagValue filter the rule to versions carrying that tag
+	// (an empty TagKey: every version). Delete markers carry no tags.
+	TagKey, TagValue string
+	// NoncurrentDays removes noncurrent versions this many days after they
+	// became noncurrent (0: no such action).
+	NoncurrentDays int
+	// ExpiredObjectDeleteMarker removes a delete marker that is the only
+	// version left of its key.
+	ExpiredObjectDeleteMarker bool
 }
 
 // Fault lets a test intervene in a call: it runs with the operation name
@@ -121,6 +139,78 @@ func (f *S3) ApplyLifecycle() int {
 	return n
 }
 
+// ApplyRules runs the given lifecycle rules as of the fake's clock, as S3
+// does on a versioned bucket: a noncurrent version is removed for good when
+// a rule whose filter it matches has been due for it; an expired delete
+// marker (no other version of its key left) is removed by a rule that says
+// so. It returns how many versions and markers went.
+func (f *S3) ApplyRules(rules []Rule) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for k, vs := range f.objects {
+		kept := vs[:0]
+		for i, v := range vs {
+			if i < len(vs)-1 && !v.NoncurrentSince.IsZero() && f.expires(rules, v) {
+				n++
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if len(kept) == 1 && kept[0].DeleteMarker {
+			for _, r := range rules {
+				if r.ExpiredObjectDeleteMarker {
+					kept = kept[:0]
+					n++
+					break
+				}
+			}
+		}
+		f.objects[k] = kept
+	}
+	return n
+}
+
+func (f *S3) expires(rules []Rule, v *Version) bool {
+	for _, r := range rules {
+		if r.NoncurrentDays <= 0 || (r.TagKey != "" && (v.Tags == nil || v.Tags[r.TagKey] != r.TagValue)) {
+			continue
+		}
+		if r.TagKey == "" || !v.DeleteMarker {
+			if !f.now.Before(v.NoncurrentSince.Add(time.Duration(r.NoncurrentDays) * 24 * time.Hour)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PutObjectTagging replaces the tag set of a version (the current one
+// without a version id). A delete marker cannot be tagged (405).
+func (f *S3) PutObjectTagging(_ context.Context, in *s3.PutObjectTaggingInput, _ ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := aws.ToString(in.Key)
+	if err := f.enter("PutObjectTagging", key); err != nil {
+		return nil, err
+	}
+	v, err := f.find("PutObjectTagging", aws.ToString(in.Bucket), key, in.VersionId)
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]string{}
+	if in.Tagging != nil {
+		for _, t := range in.Tagging.TagSet {
+			tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+	}
+	v.Tags = tags
+	if err := f.leave("PutObjectTagging", key); err != nil {
+		return nil, err
+	}
+	return &s3.PutObjectTaggingOutput{VersionId: aws.String(v.ID)}, nil
+}
+
 // Versions returns the versions of bucket/key, oldest first (copies).
 func (f *S3) Versions(bucket, key string) []Version {
 	f.mu.Lock()
@@ -129,6 +219,12 @@ func (f *S3) Versions(bucket, key string) []Version {
 	for _, v := range f.objects[bucket+"/"+key] {
 		c := *v
 		c.Data = append([]byte(nil), v.Data...)
+		if v.Tags != nil {
+			c.Tags = map[string]string{}
+			for tk, tv := range v.Tags {
+				c.Tags[tk] = tv
+			}
+		}
 		out = append(out, c)
 	}
 	return out

@@ -6,8 +6,9 @@
 // an object is written once: PutPayload is a conditional create
 // (If-None-Match: *), and when the key already holds an object it verifies
 // that object's SHA-256 and returns a reference to THAT version. A second
-// upload would make the version a record pins noncurrent, and the payload
-// bucket's lifecycle rule expires noncurrent versions.
+// upload would make the version a record pins noncurrent. (The payload
+// bucket's lifecycle expires noncurrent versions only once DeletePayload has
+// tagged them archived.)
 package s3payload
 
 import (
@@ -43,7 +44,17 @@ type API interface {
 // DeleteAPI is what DeletePayload needs besides API.
 type DeleteAPI interface {
 	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	PutObjectTagging(ctx context.Context, in *s3.PutObjectTaggingInput, opts ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error)
 }
+
+// ArchivedTagKey and ArchivedTagValue mark a claim-check version whose
+// record is archived. The payload bucket's lifecycle removes noncurrent
+// versions only when they carry this tag (infra/template.yaml), and the
+// sweeper's role may set no other.
+const (
+	ArchivedTagKey   = "dlqq-archived"
+	ArchivedTagValue = "true"
+)
 
 // Store is a quarantine.PayloadStore on one bucket.
 type Store struct {
@@ -264,18 +275,54 @@ func pause(ctx context.Context, attempt int) error {
 	}
 }
 
-// DeletePayload implements quarantine.PayloadDeleter. It deletes the key,
-// not a version: in the versioned payload bucket that leaves a delete
-// marker, and the bucket's lifecycle rule expires the noncurrent version
-// (the sweeper holds no s3:DeleteObjectVersion).
+// DeletePayload implements quarantine.PayloadDeleter; the sweeper calls it
+// only after the record's ARCHIVED stub is written. It first tags the
+// version the reference pins as archived (ArchivedTagKey), then deletes the
+// key, not a version: in the versioned payload bucket that leaves a delete
+// marker, and the bucket's lifecycle rule removes the noncurrent version
+// because it carries the tag (the sweeper holds no s3:DeleteObjectVersion).
+// A version without the tag is never removed, delete marker or not. When
+// the tagging fails nothing is deleted.
 func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
 	api, ok := s.api.(DeleteAPI)
 	if !ok {
 		return fmt.Errorf("delete payload %s: the S3 client cannot delete", ref.Key)
+	}
+	tag := &s3.PutObjectTaggingInput{
+		Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String(ArchivedTagKey), Value: aws.String(ArchivedTagValue)}}},
+	}
+	if ref.VersionID != "" {
+		tag.VersionId = aws.String(ref.VersionID)
+	}
+	_, err := api.PutObjectTagging(ctx, tag)
+	if err != nil && ref.VersionID != "" && missing(err) {
+		// The pinned version is gone (see GetPayload): the archive was
+		// built from the key's current version, verified by its SHA-256;
+		// mark that very version, and only if it still holds those bytes.
+		var sum [32]byte
+		if d, derr := hex.DecodeString(ref.SHA256); derr == nil && len(d) == len(sum) {
+			copy(sum[:], d)
+			var version string
+			if version, err = s.existing(ctx, ref.Key, sum, ref.Size); err == nil {
+				tag.VersionId = optionalVersion(version)
+				_, err = api.PutObjectTagging(ctx, tag)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mark payload %s archived: %w", ref.Key, err)
 	}
 	in := &s3.DeleteObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}
 	if _, err := api.DeleteObject(ctx, in); err != nil {
 		return fmt.Errorf("delete payload %s: %w", ref.Key, err)
 	}
 	return nil
+}
+
+func optionalVersion(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return aws.String(v)
 }

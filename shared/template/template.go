@@ -5,6 +5,8 @@
 package template
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -56,11 +58,12 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	var probe struct {
 		Parameters map[string]struct{ Default any }
 		Resources  map[string]struct{ Type string }
+		Conditions map[string]any
 	}
 	if err := json.Unmarshal(long, &probe); err != nil {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
-	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}}
+	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}, conditions: probe.Conditions}
 	for id, res := range probe.Resources {
 		r.types[id] = res.Type
 	}
@@ -79,10 +82,10 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 		r.names[id] = deref(q.QueueName, strings.ToLower(env.StackName+"-"+id))
 	}
 	for id, t := range first.GetAllDynamoDBTableResources() {
-		r.names[id] = deref(t.TableName, strings.ToLower(env.StackName+"-"+id))
+		r.names[id] = deref(t.TableName, GeneratedName(env.StackName, id, 255))
 	}
 	for id, b := range first.GetAllS3BucketResources() {
-		r.names[id] = deref(b.BucketName, strings.ToLower(env.StackName+"-"+id))
+		r.names[id] = deref(b.BucketName, GeneratedName(env.StackName, id, 63))
 	}
 	for id, lg := range first.GetAllLogsLogGroupResources() {
 		r.names[id] = deref(lg.LogGroupName, "/aws/lambda/"+id)
@@ -97,10 +100,38 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve template: %w", err)
 	}
+	// A table or bucket without a name is named by CloudFormation (the
+	// stack name, the logical id and a suffix); here it gets the name the
+	// references above resolved to, so the embedded stack creates it so.
+	for id, tb := range t.GetAllDynamoDBTableResources() {
+		if tb.TableName == nil {
+			tb.TableName = &[]string{r.names[id]}[0]
+		}
+	}
+	for id, b := range t.GetAllS3BucketResources() {
+		if b.BucketName == nil {
+			b.BucketName = &[]string{r.names[id]}[0]
+		}
+	}
 	return t, nil
 }
 
 var parseMu sync.Mutex
+
+// GeneratedName is the name a resource without one gets, shaped as
+// CloudFormation generates it: the stack name and the logical id,
+// lowercased and shortened to fit max with a suffix unique to the pair
+// (CloudFormation's suffix is random; this one is stable, so a test can
+// tell a generated name from a declared one).
+func GeneratedName(stack, logicalID string, max int) string {
+	sum := sha256.Sum256([]byte(stack + "\x00" + logicalID))
+	suffix := "-" + hex.EncodeToString(sum[:])[:12]
+	base := strings.ToLower(stack + "-" + logicalID)
+	if len(base) > max-len(suffix) {
+		base = strings.TrimRight(base[:max-len(suffix)], "-")
+	}
+	return base + suffix
+}
 
 // KeyAlias is the alias the embedded stack gives the KMS key with the given
 // logical id; Ref on the key resolves to it.
@@ -116,10 +147,11 @@ func deref(s *string, def string) string {
 }
 
 type resolver struct {
-	env    Env
-	types  map[string]string
-	names  map[string]string
-	params map[string]any
+	env        Env
+	types      map[string]string
+	names      map[string]string
+	params     map[string]any
+	conditions map[string]any
 }
 
 func (r *resolver) options() *intrinsics.ProcessorOptions {
@@ -129,6 +161,10 @@ func (r *resolver) options() *intrinsics.ProcessorOptions {
 			"Ref":        func(_ string, in, _ any) any { return r.ref(in) },
 			"Fn::GetAtt": func(_ string, in, _ any) any { return r.getAtt(in) },
 			"Fn::Sub":    func(_ string, in, _ any) any { return r.sub(in) },
+			"Fn::If":     func(_ string, in, _ any) any { return r.fnIf(in) },
+			// goformation's own Fn::Split returns a []string, which its
+			// Fn::Select does not take.
+			"Fn::Split": func(_ string, in, _ any) any { return split(in) },
 		},
 	}
 }
@@ -212,6 +248,106 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
 	}
 	return "unresolved:" + id + "." + attr
+}
+
+func split(in any) any {
+	args, ok := in.([]any)
+	if !ok || len(args) != 2 {
+		return "unresolved:Fn::Split"
+	}
+	delim, ok1 := args[0].(string)
+	str, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return "unresolved:Fn::Split"
+	}
+	var out []any
+	for _, p := range strings.Split(str, delim) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// fnIf picks the branch of an Fn::If by its named condition.
+func (r *resolver) fnIf(in any) any {
+	args, ok := in.([]any)
+	if !ok || len(args) != 3 {
+		return "unresolved:Fn::If"
+	}
+	name, _ := args[0].(string)
+	v, ok := r.condition(name, 0)
+	if !ok {
+		return "unresolved:Fn::If " + name
+	}
+	if v {
+		return args[1]
+	}
+	return args[2]
+}
+
+// condition evaluates a named condition: Fn::Equals of references and
+// literals, Fn::Not, Fn::And, Fn::Or and Condition.
+func (r *resolver) condition(name string, depth int) (bool, bool) {
+	expr, ok := r.conditions[name]
+	if !ok || depth > 10 {
+		return false, false
+	}
+	return r.evalCondition(expr, depth+1)
+}
+
+func (r *resolver) evalCondition(expr any, depth int) (bool, bool) {
+	m, ok := expr.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false, false
+	}
+	for op, arg := range m {
+		args, _ := arg.([]any)
+		switch op {
+		case "Condition":
+			name, _ := arg.(string)
+			return r.condition(name, depth)
+		case "Fn::Not":
+			if len(args) != 1 {
+				return false, false
+			}
+			v, ok := r.evalCondition(args[0], depth)
+			return !v, ok
+		case "Fn::And", "Fn::Or":
+			all, anyTrue := true, false
+			for _, a := range args {
+				v, ok := r.evalCondition(a, depth)
+				if !ok {
+					return false, false
+				}
+				all, anyTrue = all && v, anyTrue || v
+			}
+			if op == "Fn::And" {
+				return all, len(args) > 0
+			}
+			return anyTrue, len(args) > 0
+		case "Fn::Equals":
+			if len(args) != 2 {
+				return false, false
+			}
+			a, okA := r.conditionValue(args[0])
+			b, okB := r.conditionValue(args[1])
+			return a == b, okA && okB
+		}
+	}
+	return false, false
+}
+
+func (r *resolver) conditionValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64, bool:
+		return text(x), true
+	case map[string]any:
+		if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+			return text(r.ref(name)), true
+		}
+	}
+	return "", false
 }
 
 var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
