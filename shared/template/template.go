@@ -93,6 +93,14 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	for id := range first.GetAllKMSKeyResources() {
 		r.names[id] = KeyAlias(env.StackName, id)
 	}
+	// Fn::If needs the conditions' values, which goformation evaluates but
+	// does not hand to Fn::If (it returns nil for every branch).
+	r.conditions = map[string]bool{}
+	for name, c := range first.Conditions {
+		if b, ok := c.(bool); ok {
+			r.conditions[name] = b
+		}
+	}
 	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
 		return nil, fmt.Errorf("resolve template: %w", err)
@@ -120,6 +128,8 @@ type resolver struct {
 	types  map[string]string
 	names  map[string]string
 	params map[string]any
+	// conditions holds each condition's value once known (second pass).
+	conditions map[string]bool
 }
 
 func (r *resolver) options() *intrinsics.ProcessorOptions {
@@ -129,6 +139,7 @@ func (r *resolver) options() *intrinsics.ProcessorOptions {
 			"Ref":        func(_ string, in, _ any) any { return r.ref(in) },
 			"Fn::GetAtt": func(_ string, in, _ any) any { return r.getAtt(in) },
 			"Fn::Sub":    func(_ string, in, _ any) any { return r.sub(in) },
+			"Fn::If":     func(_ string, in, _ any) any { return r.fnIf(in) },
 		},
 	}
 }
@@ -212,6 +223,24 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
 	}
 	return "unresolved:" + id + "." + attr
+}
+
+// fnIf picks the branch of its condition; AWS::NoValue (nil) is dropped
+// from lists by CloudFormation, and by the readers of these templates.
+func (r *resolver) fnIf(in any) any {
+	v, ok := in.([]any)
+	if !ok || len(v) != 3 || r.conditions == nil {
+		return nil
+	}
+	name, _ := v[0].(string)
+	c, ok := r.conditions[name]
+	if !ok {
+		return "unresolved:Fn::If " + name
+	}
+	if c {
+		return v[1]
+	}
+	return v[2]
 }
 
 var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)

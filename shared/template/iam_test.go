@@ -1,0 +1,687 @@
+package template_test
+
+// An IAM evaluator for the resolved template, small enough to read: it
+// decides whether a role's policies allow one request (action, resource
+// ARN, request context), the way IAM does for a principal and a resource in
+// the same account:
+//
+//   - an explicit Deny in the identity policies, the bucket or queue policy
+//     or the key policy wins;
+//   - otherwise an identity policy must Allow (bucket and queue policies'
+//     Allows are not counted: the roles must not depend on them);
+//   - a KMS action also needs the key policy to allow it, either to the
+//     role itself or to the account (which delegates to IAM policies).
+//
+// Action and Resource use IAM's wildcards (* any run, ? one character;
+// actions case-insensitive). Conditions are evaluated against the keys the
+// checker models (see modeledKeys); a condition on any other key makes the
+// statement undecidable: it then grants nothing and, as a Deny, denies, and
+// the finding names the key so the checker can be taught it.
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/awslabs/goformation/v7/cloudformation"
+
+	"github.com/dlqquarantine/dlqq/shared/template"
+)
+
+// request is one authorization IAM makes: the function's own SDK call, a
+// KMS use the service makes with the caller's credentials on its behalf
+// (For names that call), or a call Lambda makes with the function's role
+// (an event source mapping's polling, the runtime's logs).
+type request struct {
+	Function string
+	// Op is the API operation ("" for a KMS use or a call on the
+	// function's behalf); the key uses depend on it.
+	Op       string
+	Action   string
+	Resource string
+	Context  map[string]string
+	For      string
+}
+
+func (q request) String() string {
+	s := fmt.Sprintf("%s on %s", q.Action, q.Resource)
+	if q.For != "" {
+		s += " (for " + q.For + ")"
+	}
+	return s
+}
+
+// modeledKeys are the condition keys the checker knows the value (or the
+// absence) of in every request it builds.
+var modeledKeys = map[string]bool{
+	"aws:securetransport": true, "aws:principalarn": true, "aws:principalaccount": true,
+	"aws:principaltype": true, "aws:sourceaccount": true, "aws:sourcearn": true,
+	"cloudwatch:namespace": true,
+	"s3:if-none-match":     true, "s3:if-match": true,
+	"s3:x-amz-server-side-encryption": true, "s3:x-amz-server-side-encryption-aws-kms-key-id": true,
+	"s3:object-lock-mode": true, "s3:object-lock-legal-hold": true,
+	"kms:viaservice": true, "kms:calleraccount": true,
+}
+
+// stack is the resolved template as plain JSON values, with what the
+// checker derives from it.
+type stack struct {
+	env       template.Env
+	resources map[string]map[string]any
+	cond      map[string]bool
+	// keyIDs maps every way the template names a key (Ref, Arn, alias) to
+	// the key's ARN; keyOf maps a queue, table or bucket ARN to the ARN of
+	// the key that encrypts it.
+	keyIDs map[string]string
+	keyOf  map[string]string
+	// keyLogical maps a key ARN to its logical id.
+	keyLogical map[string]string
+	// external declares keys of queues outside the template (ExtraDLQArn).
+	external map[string]string
+}
+
+func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
+	raw, err := json.Marshal(map[string]any{"Resources": tpl.Resources, "Conditions": tpl.Conditions})
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Resources  map[string]map[string]any
+		Conditions map[string]any
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}}
+	for k, v := range doc.Conditions {
+		b, _ := v.(bool)
+		s.cond[k] = b
+	}
+	s.derive()
+	return s, nil
+}
+
+// clone returns a deep copy a test may mutate.
+func (s *stack) clone() *stack {
+	raw, _ := json.Marshal(s.resources)
+	c := &stack{env: s.env, cond: s.cond, external: map[string]string{}}
+	_ = json.Unmarshal(raw, &c.resources)
+	for k, v := range s.external {
+		c.external[k] = v
+	}
+	c.derive()
+	return c
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// list reads a policy element that may be a string or a list.
+func list(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, e := range v {
+			if e != nil {
+				out = append(out, fmt.Sprint(e))
+			}
+		}
+		return out
+	case bool, float64:
+		return []string{fmt.Sprint(v)}
+	}
+	return nil
+}
+
+// exists reports whether a resource is created (its Condition holds).
+func (s *stack) exists(r map[string]any) bool {
+	c, ok := r["Condition"].(string)
+	return !ok || s.cond[c]
+}
+
+func (s *stack) of(typ string) []string {
+	var ids []string
+	for id, r := range s.resources {
+		if r["Type"] == typ && s.exists(r) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (s *stack) arn(service, rest string) string {
+	return fmt.Sprintf("arn:aws:%s:%s:%s:%s", service, s.env.Region, s.env.Account, rest)
+}
+
+func (s *stack) derive() {
+	s.keyIDs, s.keyOf, s.keyLogical = map[string]string{}, map[string]string{}, map[string]string{}
+	for _, id := range s.of("AWS::KMS::Key") {
+		alias := template.KeyAlias(s.env.StackName, id)
+		a := s.arn("kms", alias) // what !GetAtt Key.Arn resolves to
+		s.keyIDs[a], s.keyIDs[alias], s.keyLogical[a] = a, a, id
+	}
+	for _, id := range s.of("AWS::KMS::Alias") {
+		p := props(s.resources[id])
+		if k, ok := s.keyIDs[str(p["TargetKeyId"])]; ok {
+			name := str(p["AliasName"])
+			s.keyIDs[name], s.keyIDs[s.arn("kms", name)], s.keyIDs[s.env.StackName+"-"+id] = k, k, k
+		}
+	}
+	for _, id := range s.of("AWS::SQS::Queue") {
+		p := props(s.resources[id])
+		if k := str(p["KmsMasterKeyId"]); k != "" {
+			s.keyOf[s.arn("sqs", s.queueName(id))] = s.key(k)
+		}
+	}
+	for _, id := range s.of("AWS::DynamoDB::Table") {
+		p := props(s.resources[id])
+		sse, _ := p["SSESpecification"].(map[string]any)
+		if sse != nil && sse["SSEEnabled"] == true && str(sse["KMSMasterKeyId"]) != "" {
+			s.keyOf[s.arn("dynamodb", "table/"+str(p["TableName"]))] = s.key(str(sse["KMSMasterKeyId"]))
+		}
+	}
+	for _, id := range s.of("AWS::S3::Bucket") {
+		p := props(s.resources[id])
+		enc, _ := p["BucketEncryption"].(map[string]any)
+		rules, _ := enc["ServerSideEncryptionConfiguration"].([]any)
+		for _, r := range rules {
+			def, _ := r.(map[string]any)["ServerSideEncryptionByDefault"].(map[string]any)
+			if strings.HasPrefix(str(def["SSEAlgorithm"]), "aws:kms") && str(def["KMSMasterKeyID"]) != "" {
+				s.keyOf["arn:aws:s3:::"+str(p["BucketName"])] = s.key(str(def["KMSMasterKeyID"]))
+			}
+		}
+	}
+}
+
+// key returns the ARN of the key an identifier names.
+func (s *stack) key(id string) string {
+	if k, ok := s.keyIDs[id]; ok {
+		return k
+	}
+	return id
+}
+
+func (s *stack) queueName(id string) string {
+	if n := str(props(s.resources[id])["QueueName"]); n != "" {
+		return n
+	}
+	return strings.ToLower(s.env.StackName + "-" + id)
+}
+
+// encryptionKey returns the key that encrypts a queue, table (or index) or
+// bucket (or object) ARN, "" when none of the template's.
+func (s *stack) encryptionKey(arn string) string {
+	if k, ok := s.external[arn]; ok {
+		return k
+	}
+	switch {
+	case strings.HasPrefix(arn, "arn:aws:s3:::"):
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(arn, "arn:aws:s3:::"), "/")
+		return s.keyOf["arn:aws:s3:::"+bucket]
+	case strings.HasPrefix(arn, "arn:aws:dynamodb:"):
+		table, _, _ := strings.Cut(arn, "/index/")
+		return s.keyOf[table]
+	}
+	return s.keyOf[arn]
+}
+
+// statement is one policy statement with where it came from.
+type statement struct {
+	from string
+	st   map[string]any
+}
+
+// identityPolicies returns every statement attached to a role: its inline
+// policies, AWS::IAM::Policy / RolePolicy / ManagedPolicy resources naming
+// it, and the inline statements of SAM Policies on functions that use it.
+func (s *stack) identityPolicies(roleID string) ([]statement, []string) {
+	var out []statement
+	var problems []string
+	add := func(from string, doc any) {
+		d, _ := doc.(map[string]any)
+		switch st := d["Statement"].(type) {
+		case map[string]any:
+			out = append(out, statement{from, st})
+		case []any:
+			for i, e := range st {
+				if m, ok := e.(map[string]any); ok {
+					sid := str(m["Sid"])
+					if sid == "" {
+						sid = fmt.Sprint("#", i)
+					}
+					out = append(out, statement{from + "/" + sid, m})
+				}
+			}
+		}
+	}
+	role := s.resources[roleID]
+	p := props(role)
+	pols, _ := p["Policies"].([]any)
+	for _, e := range pols {
+		m, _ := e.(map[string]any)
+		add(roleID+"/"+str(m["PolicyName"]), m["PolicyDocument"])
+	}
+	roleRef := s.env.StackName + "-" + roleID // what the resolver gives Ref on a role
+	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::RolePolicy", "AWS::IAM::ManagedPolicy"} {
+		for _, id := range s.of(typ) {
+			pp := props(s.resources[id])
+			roles := list(pp["Roles"])
+			if r := str(pp["RoleName"]); r != "" {
+				roles = append(roles, r)
+			}
+			if slices.Contains(roles, roleRef) || slices.Contains(list(p["ManagedPolicyArns"]), s.env.StackName+"-"+id) {
+				add(id, pp["PolicyDocument"])
+			}
+		}
+	}
+	for _, m := range list(p["ManagedPolicyArns"]) {
+		if !strings.HasPrefix(m, s.env.StackName+"-") {
+			problems = append(problems, fmt.Sprintf("%s attaches managed policy %s, which the checker cannot read", roleID, m))
+		}
+	}
+	for _, fn := range s.functionsOf(roleID) {
+		fp := props(s.resources[fn])
+		sam, _ := fp["Policies"].(map[string]any)
+		for k, v := range sam {
+			switch k {
+			case "PolicyDocument":
+				add(fn+"/Policies", v)
+			case "PolicyDocumentArray", "Statements":
+				arr, _ := v.([]any)
+				for _, e := range arr {
+					add(fn+"/Policies", e)
+				}
+			case "String", "StringArray", "SAMPolicyTemplate", "SAMPolicyTemplateArray":
+				if v != nil {
+					problems = append(problems, fmt.Sprintf("%s uses SAM policy %s %v: expand it into the role so it can be checked", fn, k, v))
+				}
+			}
+		}
+	}
+	return out, problems
+}
+
+// functionsOf returns the functions that run with a role.
+func (s *stack) functionsOf(roleID string) []string {
+	arn := fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", s.env.Account, s.env.StackName, roleID)
+	var out []string
+	for _, typ := range []string{"AWS::Serverless::Function", "AWS::Lambda::Function"} {
+		for _, id := range s.of(typ) {
+			if str(props(s.resources[id])["Role"]) == arn {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func (s *stack) roleOf(fn string) string {
+	for _, id := range s.of("AWS::IAM::Role") {
+		if slices.Contains(s.functionsOf(id), fn) {
+			return id
+		}
+	}
+	return ""
+}
+
+func (s *stack) roleARN(roleID string) string {
+	return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", s.env.Account, s.env.StackName, roleID)
+}
+
+// resourcePolicies returns the bucket, queue or key policy statements that
+// apply to a resource ARN.
+func (s *stack) resourcePolicies(arn string) []statement {
+	var out []statement
+	add := func(from string, doc any) {
+		d, _ := doc.(map[string]any)
+		switch st := d["Statement"].(type) {
+		case map[string]any:
+			out = append(out, statement{from, st})
+		case []any:
+			for _, e := range st {
+				if m, ok := e.(map[string]any); ok {
+					out = append(out, statement{from + "/" + str(m["Sid"]), m})
+				}
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(arn, "arn:aws:s3:::"):
+		bucket, _, _ := strings.Cut(strings.TrimPrefix(arn, "arn:aws:s3:::"), "/")
+		for _, id := range s.of("AWS::S3::BucketPolicy") {
+			if p := props(s.resources[id]); str(p["Bucket"]) == bucket {
+				add(id, p["PolicyDocument"])
+			}
+		}
+	case strings.HasPrefix(arn, "arn:aws:sqs:"):
+		name := arn[strings.LastIndex(arn, ":")+1:]
+		for _, id := range s.of("AWS::SQS::QueuePolicy") {
+			p := props(s.resources[id])
+			for _, u := range list(p["Queues"]) {
+				if strings.HasSuffix(u, "/"+name) {
+					add(id, p["PolicyDocument"])
+				}
+			}
+		}
+	case strings.HasPrefix(arn, "arn:aws:kms:"):
+		if id, ok := s.keyLogical[arn]; ok {
+			add(id, props(s.resources[id])["KeyPolicy"])
+		}
+	}
+	return out
+}
+
+// match is IAM's wildcard match: * any run (also empty), ? one character.
+func match(pattern, value string) bool {
+	p, v := 0, 0
+	star, mark := -1, 0
+	for v < len(value) {
+		switch {
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == value[v]):
+			p++
+			v++
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, v
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			v = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+func anyMatch(patterns []string, value string, fold bool) bool {
+	for _, p := range patterns {
+		if fold && match(strings.ToLower(p), strings.ToLower(value)) || !fold && match(p, value) {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome of a statement for a request.
+type outcome int
+
+const (
+	noMatch outcome = iota
+	matches
+	undecidable
+)
+
+// applies reports whether a statement covers a request (action, resource,
+// principal when the statement has one, conditions); why says which
+// condition key could not be decided.
+func applies(st map[string]any, q request, principal string, account string) (outcome, string) {
+	if a, ok := st["Action"]; ok && !anyMatch(list(a), q.Action, true) {
+		return noMatch, ""
+	}
+	if a, ok := st["NotAction"]; ok && anyMatch(list(a), q.Action, true) {
+		return noMatch, ""
+	}
+	if r, ok := st["Resource"]; ok && !anyMatch(list(r), q.Resource, false) {
+		return noMatch, ""
+	}
+	if r, ok := st["NotResource"]; ok && anyMatch(list(r), q.Resource, false) {
+		return noMatch, ""
+	}
+	if p, ok := st["Principal"]; ok && !principalMatches(p, principal, account) {
+		return noMatch, ""
+	}
+	cond, _ := st["Condition"].(map[string]any)
+	for op, m := range cond {
+		kv, _ := m.(map[string]any)
+		for key, want := range kv {
+			o := condition(op, strings.ToLower(key), list(want), q.Context)
+			if o != matches {
+				return o, key
+			}
+		}
+	}
+	return matches, ""
+}
+
+func principalMatches(p any, principal, account string) bool {
+	if p == "*" {
+		return true
+	}
+	m, _ := p.(map[string]any)
+	for _, v := range list(m["AWS"]) {
+		if v == "*" || v == principal || v == account || v == "arn:aws:iam::"+account+":root" {
+			return true
+		}
+	}
+	return false
+}
+
+// condition evaluates one condition operator on one key.
+func condition(op, key string, want []string, ctx map[string]string) outcome {
+	if strings.Contains(op, ":") { // ForAnyValue:, ForAllValues: (multivalued keys)
+		return undecidable
+	}
+	if !modeledKeys[key] {
+		return undecidable
+	}
+	got, present := ctx[key]
+	base, ifExists := strings.CutSuffix(op, "IfExists")
+	if base == "Null" {
+		for _, w := range want {
+			if (w == "true") == !present {
+				return matches
+			}
+		}
+		return noMatch
+	}
+	negated := strings.Contains(base, "Not")
+	if !present {
+		if ifExists || negated {
+			return matches
+		}
+		return noMatch
+	}
+	hit := false
+	for _, w := range want {
+		switch base {
+		case "StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals":
+			hit = hit || got == w
+		case "StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase":
+			hit = hit || strings.EqualFold(got, w)
+		case "StringLike", "StringNotLike", "ArnLike", "ArnNotLike":
+			hit = hit || match(w, got)
+		case "Bool":
+			hit = hit || strings.EqualFold(got, w)
+		default:
+			return undecidable
+		}
+	}
+	if hit != negated {
+		return matches
+	}
+	return noMatch
+}
+
+// decide returns "" when the role may make the request, else why not.
+func (s *stack) decide(roleID string, q request) string {
+	ids, problems := s.identityPolicies(roleID)
+	if len(problems) > 0 {
+		return strings.Join(problems, "; ")
+	}
+	principal := s.roleARN(roleID)
+	res := s.resourcePolicies(q.Resource)
+	var undecided []string
+	// Explicit denies anywhere win.
+	for _, st := range append(slices.Clone(ids), res...) {
+		if st.st["Effect"] != "Deny" {
+			continue
+		}
+		switch o, key := applies(st.st, q, principal, s.env.Account); o {
+		case matches:
+			return "denied by " + st.from
+		case undecidable:
+			return fmt.Sprintf("%s may deny it: condition on %s is not modeled by the checker", st.from, key)
+		}
+	}
+	identity := false
+	for _, st := range ids {
+		if st.st["Effect"] != "Allow" {
+			continue
+		}
+		switch o, key := applies(st.st, q, principal, s.env.Account); o {
+		case matches:
+			identity = true
+		case undecidable:
+			undecided = append(undecided, fmt.Sprintf("%s (condition on %s not modeled)", st.from, key))
+		}
+	}
+	if strings.HasPrefix(q.Resource, "arn:aws:kms:") {
+		if _, ours := s.keyLogical[q.Resource]; ours {
+			direct, delegated := false, false
+			for _, st := range res {
+				if st.st["Effect"] != "Allow" {
+					continue
+				}
+				if o, _ := applies(st.st, q, principal, s.env.Account); o == matches {
+					m, _ := st.st["Principal"].(map[string]any)
+					if slices.Contains(list(m["AWS"]), principal) {
+						direct = true
+					} else {
+						delegated = true
+					}
+				}
+			}
+			switch {
+			case direct:
+				return ""
+			case !delegated:
+				return "the key policy allows it neither to the role nor to the account"
+			}
+		}
+	}
+	if identity {
+		return ""
+	}
+	if len(undecided) > 0 {
+		return "no statement allows it; undecidable: " + strings.Join(undecided, ", ")
+	}
+	return "no statement of the role allows it"
+}
+
+// withKMS adds the key uses AWS documents for a call on an encrypted
+// resource:
+//   - SQS SendMessage: kms:GenerateDataKey and kms:Decrypt; ReceiveMessage:
+//     kms:Decrypt (SQS developer guide, "Configuring AWS KMS permissions");
+//   - S3 PutObject with SSE-KMS: kms:GenerateDataKey; GetObject: kms:Decrypt
+//     (S3 user guide, "Using server-side encryption with AWS KMS keys");
+//   - DynamoDB with a customer managed key: every data-plane call needs
+//     kms:Decrypt of the table key, which DynamoDB makes with the caller's
+//     credentials (and caches); encrypting items uses the table key, not a
+//     new data key per call.
+func (s *stack) withKMS(q request) []request {
+	out := []request{q}
+	key := s.encryptionKey(q.Resource)
+	if key == "" || strings.Contains(key, ":alias/aws/") {
+		return out
+	}
+	var need []string
+	via := ""
+	switch {
+	case q.Op == "SendMessage" || q.Op == "SendMessageBatch":
+		need, via = []string{"kms:GenerateDataKey", "kms:Decrypt"}, "sqs"
+	case q.Op == "ReceiveMessage":
+		need, via = []string{"kms:Decrypt"}, "sqs"
+	case q.Op == "PutObject" && q.Action == "s3:PutObject":
+		need, via = []string{"kms:GenerateDataKey"}, "s3"
+		if k := q.Context["s3:x-amz-server-side-encryption-aws-kms-key-id"]; k != "" {
+			key = s.key(k)
+		}
+	case q.Op == "GetObject":
+		need, via = []string{"kms:Decrypt"}, "s3"
+	case strings.HasPrefix(q.Action, "dynamodb:") && q.Op != "":
+		need, via = []string{"kms:Decrypt"}, "dynamodb"
+	}
+	for _, a := range need {
+		out = append(out, request{Function: q.Function, Action: a, Resource: key, For: q.String(),
+			Context: map[string]string{"aws:securetransport": "true", "kms:viaservice": via + "." + s.env.Region + ".amazonaws.com", "kms:calleraccount": s.env.Account}})
+	}
+	return out
+}
+
+// onBehalf returns the calls Lambda makes with a function's role: the event
+// source mappings' polling of their queues (AWS documents sqs:ReceiveMessage,
+// sqs:DeleteMessage and sqs:GetQueueAttributes for the execution role, and
+// kms:Decrypt for an encrypted queue) and the runtime's log writes.
+func (s *stack) onBehalf(fn string) []request {
+	p := props(s.resources[fn])
+	name := str(p["FunctionName"])
+	var out []request
+	for _, id := range s.of("AWS::Lambda::EventSourceMapping") {
+		m := props(s.resources[id])
+		target := str(m["FunctionName"])
+		if target != name && !strings.HasSuffix(target, ":function:"+name) {
+			continue
+		}
+		src := str(m["EventSourceArn"])
+		if !strings.HasPrefix(src, "arn:aws:sqs:") {
+			out = append(out, request{Function: fn, Action: "unknown", Resource: src, For: id + " (only SQS sources are modeled)"})
+			continue
+		}
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
+			op := strings.TrimPrefix(a, "sqs:")
+			out = append(out, s.withKMS(request{Function: fn, Op: op, Action: a, Resource: src, For: id, Context: map[string]string{"aws:securetransport": "true"}})...)
+		}
+	}
+	group := "/aws/lambda/" + name
+	if lc, ok := p["LoggingConfig"].(map[string]any); ok && str(lc["LogGroup"]) != "" {
+		group = str(lc["LogGroup"])
+	}
+	for _, a := range []string{"logs:CreateLogStream", "logs:PutLogEvents"} {
+		out = append(out, request{Function: fn, Action: a, Resource: s.arn("logs", "log-group:"+group+":log-stream:2026/12/01/[$LATEST]0123456789abcdef"), For: "the Lambda runtime",
+			Context: map[string]string{"aws:securetransport": "true"}})
+	}
+	return out
+}
+
+// check returns one finding per request the function's role does not
+// allow: "function (role): action on resource: why".
+func (s *stack) check(fn string, calls []request) []string {
+	role := s.roleOf(fn)
+	if role == "" {
+		return []string{fn + ": no role in the template runs it"}
+	}
+	var all []request
+	for _, c := range calls {
+		all = append(all, s.withKMS(c)...)
+	}
+	all = append(all, s.onBehalf(fn)...)
+	seen := map[string]bool{}
+	var out []string
+	for _, q := range all {
+		ctx := map[string]string{"aws:principalarn": s.roleARN(role), "aws:principalaccount": s.env.Account, "aws:principaltype": "AssumedRole"}
+		for k, v := range q.Context {
+			ctx[k] = v
+		}
+		q.Context = ctx
+		if why := s.decide(role, q); why != "" {
+			f := fmt.Sprintf("%s (role %s): %s: %s", fn, role, q, why)
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
