@@ -396,6 +396,10 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		t.Logf("%s uses %v", fn, slices.Sorted(maps.Keys(actions)))
 	}
 
+	for _, f := range stk.checkServices() {
+		t.Error(f)
+	}
+
 	// The same calls against a template whose ingest role may write
 	// claim-check objects only under corrections/: the checker names the
 	// function, the action and the object.

@@ -181,6 +181,11 @@ func (s *stack) derive() {
 			s.keyOf[s.arn("sqs", s.queueName(id))] = s.key(k)
 		}
 	}
+	for _, id := range s.of("AWS::SNS::Topic") {
+		if k := str(props(s.resources[id])["KmsMasterKeyId"]); k != "" {
+			s.keyOf[s.topicARN(id)] = s.key(k)
+		}
+	}
 	for _, id := range s.of("AWS::DynamoDB::Table") {
 		p := props(s.resources[id])
 		sse, _ := p["SSESpecification"].(map[string]any)
@@ -207,6 +212,11 @@ func (s *stack) key(id string) string {
 		return k
 	}
 	return id
+}
+
+// topicARN is what Ref on a topic resolves to.
+func (s *stack) topicARN(id string) string {
+	return s.arn("sns", s.env.StackName+"-"+strings.ToLower(id))
 }
 
 func (s *stack) queueName(id string) string {
@@ -371,6 +381,13 @@ func (s *stack) resourcePolicies(arn string) []statement {
 				}
 			}
 		}
+	case strings.HasPrefix(arn, "arn:aws:sns:"):
+		for _, id := range s.of("AWS::SNS::TopicPolicy") {
+			p := props(s.resources[id])
+			if slices.Contains(list(p["Topics"]), arn) {
+				add(id, p["PolicyDocument"])
+			}
+		}
 	case strings.HasPrefix(arn, "arn:aws:kms:"):
 		if id, ok := s.keyLogical[arn]; ok {
 			add(id, props(s.resources[id])["KeyPolicy"])
@@ -460,6 +477,9 @@ func principalMatches(p any, principal, account string) bool {
 		return true
 	}
 	m, _ := p.(map[string]any)
+	if svc, ok := strings.CutPrefix(principal, "service:"); ok {
+		return slices.Contains(list(m["Service"]), svc) || slices.Contains(list(m["AWS"]), "*")
+	}
 	for _, v := range list(m["AWS"]) {
 		if v == "*" || v == principal || v == account || v == "arn:aws:iam::"+account+":root" {
 			return true
@@ -603,6 +623,8 @@ func (s *stack) withKMS(q request) []request {
 		need, via = []string{"kms:GenerateDataKey", "kms:Decrypt"}, "sqs"
 	case q.Op == "ReceiveMessage":
 		need, via = []string{"kms:Decrypt"}, "sqs"
+	case q.Op == "Publish":
+		need, via = []string{"kms:GenerateDataKey", "kms:Decrypt"}, "sns"
 	case q.Op == "PutObject" && q.Action == "s3:PutObject":
 		need, via = []string{"kms:GenerateDataKey"}, "s3"
 		if k := q.Context["s3:x-amz-server-side-encryption-aws-kms-key-id"]; k != "" {
@@ -644,6 +666,50 @@ func (s *stack) onBehalf(fn string) []request {
 			out = append(out, s.withKMS(request{Function: fn, Op: op, Action: a, Resource: src, For: id, Context: map[string]string{"aws:securetransport": "true"}})...)
 		}
 	}
+	// Asynchronous invocations' on-failure (and on-success) destinations
+	// and the function's dead-letter queue are written by Lambda with the
+	// function's execution role.
+	var targets []struct{ from, arn string }
+	dest := func(from string, cfg any) {
+		dc, _ := cfg.(map[string]any)
+		for _, k := range []string{"OnFailure", "OnSuccess"} {
+			if d, ok := dc[k].(map[string]any); ok && str(d["Destination"]) != "" {
+				targets = append(targets, struct{ from, arn string }{from + " " + k, str(d["Destination"])})
+			}
+		}
+	}
+	if eic, ok := p["EventInvokeConfig"].(map[string]any); ok {
+		dest(fn+" EventInvokeConfig", eic["DestinationConfig"])
+	}
+	for _, id := range s.of("AWS::Lambda::EventInvokeConfig") {
+		m := props(s.resources[id])
+		if t := str(m["FunctionName"]); t == name || strings.HasSuffix(t, ":function:"+name) {
+			dest(id, m["DestinationConfig"])
+		}
+	}
+	if dlq, ok := p["DeadLetterQueue"].(map[string]any); ok && str(dlq["TargetArn"]) != "" {
+		targets = append(targets, struct{ from, arn string }{fn + " DeadLetterQueue", str(dlq["TargetArn"])})
+	}
+	if dlc, ok := p["DeadLetterConfig"].(map[string]any); ok && str(dlc["TargetArn"]) != "" {
+		targets = append(targets, struct{ from, arn string }{fn + " DeadLetterConfig", str(dlc["TargetArn"])})
+	}
+	for _, t := range targets {
+		var q request
+		switch {
+		case strings.HasPrefix(t.arn, "arn:aws:sqs:"):
+			q = request{Op: "SendMessage", Action: "sqs:SendMessage"}
+		case strings.HasPrefix(t.arn, "arn:aws:sns:"):
+			q = request{Op: "Publish", Action: "sns:Publish"}
+		case strings.HasPrefix(t.arn, "arn:aws:lambda:"):
+			q = request{Op: "Invoke", Action: "lambda:InvokeFunction"}
+		case strings.HasPrefix(t.arn, "arn:aws:events:"):
+			q = request{Op: "PutEvents", Action: "events:PutEvents"}
+		default:
+			q = request{Action: "unknown"}
+		}
+		q.Function, q.Resource, q.For, q.Context = fn, t.arn, t.from, map[string]string{"aws:securetransport": "true"}
+		out = append(out, s.withKMS(q)...)
+	}
 	group := "/aws/lambda/" + name
 	if lc, ok := p["LoggingConfig"].(map[string]any); ok && str(lc["LogGroup"]) != "" {
 		group = str(lc["LogGroup"])
@@ -677,6 +743,115 @@ func (s *stack) check(fn string, calls []request) []string {
 		q.Context = ctx
 		if why := s.decide(role, q); why != "" {
 			f := fmt.Sprintf("%s (role %s): %s: %s", fn, role, q, why)
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// serviceRequest is a request an AWS service makes as its own service
+// principal on the stack's resources.
+type serviceRequest struct {
+	request
+	service string
+}
+
+// serviceRequests returns what the services the template wires up must be
+// allowed to do by resource policies (no role is involved):
+//   - CloudWatch publishes an alarm's notification to an encrypted topic:
+//     kms:GenerateDataKey and kms:Decrypt on the topic's key (SNS developer
+//     guide, "Enable compatibility between event sources from AWS services
+//     and encrypted topics"), and sns:Publish when a topic policy replaces
+//     the default one;
+//   - EventBridge sends an event it could not deliver to a target's
+//     dead-letter queue: sqs:SendMessage allowed by the queue's policy to
+//     events.amazonaws.com, and the key actions on an encrypted queue's key.
+func (s *stack) serviceRequests() []serviceRequest {
+	var out []serviceRequest
+	ctx := func(source string) map[string]string {
+		return map[string]string{"aws:securetransport": "true", "aws:sourcearn": source, "aws:sourceaccount": s.env.Account}
+	}
+	kmsFor := func(svc, arn, source, forWhat string) {
+		k := s.encryptionKey(arn)
+		if k == "" || strings.Contains(k, ":alias/aws/") {
+			return
+		}
+		for _, a := range []string{"kms:GenerateDataKey", "kms:Decrypt"} {
+			out = append(out, serviceRequest{request{Function: svc, Action: a, Resource: k, Context: ctx(source), For: forWhat}, svc})
+		}
+	}
+	for _, id := range s.of("AWS::CloudWatch::Alarm") {
+		p := props(s.resources[id])
+		name := str(p["AlarmName"])
+		if name == "" {
+			name = s.env.StackName + "-" + id + "-ABCDEFGHIJKL" // CloudFormation's generated name
+		}
+		alarm := s.arn("cloudwatch", "alarm:"+name)
+		var actions []string
+		for _, k := range []string{"AlarmActions", "OKActions", "InsufficientDataActions"} {
+			actions = append(actions, list(p[k])...)
+		}
+		for _, a := range actions {
+			if !strings.HasPrefix(a, "arn:aws:sns:") {
+				continue
+			}
+			forWhat := "alarm " + id + " notifying " + a
+			if len(s.resourcePolicies(a)) > 0 {
+				out = append(out, serviceRequest{request{Function: "cloudwatch.amazonaws.com", Action: "sns:Publish", Resource: a, Context: ctx(alarm), For: forWhat}, "cloudwatch.amazonaws.com"})
+			}
+			kmsFor("cloudwatch.amazonaws.com", a, alarm, forWhat)
+		}
+	}
+	for _, id := range s.of("AWS::Events::Rule") {
+		rule := s.arn("events", "rule/"+s.env.StackName+"-"+id)
+		targets, _ := props(s.resources[id])["Targets"].([]any)
+		for _, t := range targets {
+			dlc, _ := t.(map[string]any)["DeadLetterConfig"].(map[string]any)
+			q := str(dlc["Arn"])
+			if q == "" {
+				continue
+			}
+			forWhat := "rule " + id + "'s dead-letter queue"
+			out = append(out, serviceRequest{request{Function: "events.amazonaws.com", Action: "sqs:SendMessage", Resource: q, Context: ctx(rule), For: forWhat}, "events.amazonaws.com"})
+			kmsFor("events.amazonaws.com", q, rule, forWhat)
+		}
+	}
+	return out
+}
+
+// decideService returns "" when the resource's policy lets the service
+// make the request, else why not.
+func (s *stack) decideService(q serviceRequest) string {
+	principal := "service:" + q.service
+	allowed := false
+	for _, st := range s.resourcePolicies(q.Resource) {
+		o, key := applies(st.st, q.request, principal, s.env.Account)
+		switch {
+		case st.st["Effect"] == "Deny" && o == matches:
+			return "denied by " + st.from
+		case st.st["Effect"] == "Deny" && o == undecidable:
+			return fmt.Sprintf("%s may deny it: condition on %s is not modeled by the checker", st.from, key)
+		case st.st["Effect"] == "Allow" && o == matches:
+			allowed = true
+		}
+	}
+	if !allowed {
+		return "no statement of the resource's policy allows " + q.service
+	}
+	return ""
+}
+
+// checkServices returns one finding per service request the template's
+// resource policies do not allow.
+func (s *stack) checkServices() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, q := range s.serviceRequests() {
+		if why := s.decideService(q); why != "" {
+			f := fmt.Sprintf("%s: %s: %s", q.service, q.request, why)
 			if !seen[f] {
 				seen[f] = true
 				out = append(out, f)

@@ -101,6 +101,9 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 			t.Fatalf("the template as written: %q", found)
 		}
 	}
+	if found := base.checkServices(); len(found) > 0 {
+		t.Fatalf("the template as written: %q", found)
+	}
 	const key = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantinekey"
 	const dlq = "arn:aws:sqs:eu-west-1:111122223333:prod-dlq"
 	t.Run("resource", func(t *testing.T) {
@@ -175,6 +178,60 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 		s := base.clone()
 		setResource(t, s, "SweeperRole", "WriteLogs", "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/lambda/prod-other:*")
 		wantFinding(t, s.check("SweeperFunction", nil), "SweeperFunction (role SweeperRole): logs:PutLogEvents on arn:aws:logs:eu-west-1:111122223333:log-group:/aws/lambda/prod-sweeper:log-stream:", "no statement")
+	})
+	t.Run("on-failure destination", func(t *testing.T) {
+		s := base.clone()
+		s.resources["FailureQueue"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-failures", "KmsMasterKeyId": "alias/prod-quarantinekey"}}
+		s.resources["RedriveFailures"] = map[string]any{"Type": "AWS::Lambda::EventInvokeConfig", "Properties": map[string]any{"FunctionName": "prod-redrive", "Qualifier": "$LATEST",
+			"DestinationConfig": map[string]any{"OnFailure": map[string]any{"Destination": "arn:aws:sqs:eu-west-1:111122223333:prod-failures"}}}}
+		s.derive()
+		wantFinding(t, s.check("RedriveFunction", calls["RedriveFunction"]),
+			"RedriveFunction (role RedriveRole): sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:prod-failures (for RedriveFailures OnFailure)", "no statement")
+		st := stmt(t, s, "RedriveRole", "ReplayIntoTheSource")
+		st["Resource"] = append(st["Resource"].([]any), "arn:aws:sqs:eu-west-1:111122223333:prod-failures")
+		if found := s.check("RedriveFunction", calls["RedriveFunction"]); len(found) > 0 {
+			t.Fatalf("a granted destination: %q", found)
+		}
+		stmt(t, s, "RedriveRole", "UseTheKey")["Action"] = []any{"kms:Decrypt"}
+		wantFinding(t, s.check("RedriveFunction", calls["RedriveFunction"]),
+			"RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+key+" (for sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:prod-failures (for RedriveFailures OnFailure))", "no statement")
+	})
+	t.Run("alarms and the encrypted topic", func(t *testing.T) {
+		s := base.clone()
+		kp := props(s.resources["QuarantineKey"])["KeyPolicy"].(map[string]any)
+		var cw map[string]any
+		for _, st := range kp["Statement"].([]any) {
+			if m := st.(map[string]any); m["Sid"] == "AlarmsPublishToTheEncryptedTopic" {
+				cw = m
+			}
+		}
+		cw["Condition"] = map[string]any{"ArnLike": map[string]any{"aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod-*"}}
+		if found := s.checkServices(); len(found) > 0 {
+			t.Fatalf("alarms named after the stack: %q", found)
+		}
+		cw["Condition"] = map[string]any{"ArnLike": map[string]any{"aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:other-*"}}
+		wantFinding(t, s.checkServices(), "cloudwatch.amazonaws.com: kms:GenerateDataKey on "+key+" (for alarm DLQDepthAlarm notifying arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic)", "no statement of the resource's policy allows cloudwatch.amazonaws.com")
+		s = base.clone()
+		s.resources["AlarmTopicPolicy"] = map[string]any{"Type": "AWS::SNS::TopicPolicy", "Properties": map[string]any{"Topics": []any{"arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"},
+			"PolicyDocument": map[string]any{"Statement": []any{map[string]any{"Sid": "TLSOnly", "Effect": "Deny", "Principal": "*", "Action": "sns:Publish", "Resource": "*",
+				"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}}}}}}
+		wantFinding(t, s.checkServices(), "cloudwatch.amazonaws.com: sns:Publish on arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic (for alarm ", "no statement of the resource's policy allows cloudwatch.amazonaws.com")
+	})
+	t.Run("schedule dead-letter queue", func(t *testing.T) {
+		s := base.clone()
+		const q = "arn:aws:sqs:eu-west-1:111122223333:prod-schedule-dlq"
+		s.resources["ScheduleDLQ"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-schedule-dlq", "KmsMasterKeyId": "alias/prod-quarantinekey"}}
+		props(s.resources["SweeperSchedule"])["Targets"].([]any)[0].(map[string]any)["DeadLetterConfig"] = map[string]any{"Arn": q}
+		s.derive()
+		wantFinding(t, s.checkServices(), "events.amazonaws.com: sqs:SendMessage on "+q+" (for rule SweeperSchedule's dead-letter queue)", "no statement of the resource's policy allows events.amazonaws.com")
+		s.resources["ScheduleDLQPolicy"] = map[string]any{"Type": "AWS::SQS::QueuePolicy", "Properties": map[string]any{"Queues": []any{"https://sqs.eu-west-1.amazonaws.com/111122223333/prod-schedule-dlq"},
+			"PolicyDocument": map[string]any{"Statement": []any{map[string]any{"Sid": "Events", "Effect": "Allow", "Principal": map[string]any{"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage", "Resource": q,
+				"Condition": map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": "arn:aws:events:eu-west-1:111122223333:rule/prod-SweeperSchedule"}}}}}}}
+		found := s.checkServices()
+		wantFinding(t, found, "events.amazonaws.com: kms:GenerateDataKey on "+key+" (for rule SweeperSchedule's dead-letter queue)", "no statement of the resource's policy allows events.amazonaws.com")
+		if slices.ContainsFunc(found, func(f string) bool { return strings.Contains(f, "sqs:SendMessage") }) {
+			t.Fatalf("the queue policy allows the send: %q", found)
+		}
 	})
 	// The extra DLQ is polled with the ingest role under a separate
 	// AWS::IAM::Policy, with kms:Decrypt on its key behind an Fn::If.
