@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
@@ -57,6 +59,19 @@ func (r *recorder) has(action string) bool {
 	return slices.ContainsFunc(r.requests, func(q request) bool { return q.Action == action })
 }
 
+// tagContext is the request-tag condition keys of a request that sets
+// tags: s3:RequestObjectTag/<key> per tag, s3:RequestObjectTagKeys the set.
+func tagContext(tags []s3types.Tag) map[string]string {
+	ctx := map[string]string{}
+	var keys []string
+	for _, t := range tags {
+		ctx["s3:requestobjecttag/"+strings.ToLower(aws.ToString(t.Key))] = aws.ToString(t.Value)
+		keys = append(keys, aws.ToString(t.Key))
+	}
+	ctx["s3:requestobjecttagkeys"] = strings.Join(keys, "\x00")
+	return ctx
+}
+
 // describe returns the authorizations one SDK call needs, per the service
 // authorization reference and each API's "Permissions" section:
 //   - DynamoDB: the action of the operation's name on the table (or
@@ -68,7 +83,9 @@ func (r *recorder) has(action string) bool {
 //     (s3:DeleteObjectVersion with a versionId), ListObjectVersions
 //     s3:ListBucketVersions on the bucket, PutObject s3:PutObject plus
 //     s3:PutObjectRetention when it sets a retention and
-//     s3:PutObjectLegalHold when it sets a legal hold;
+//     s3:PutObjectLegalHold when it sets a legal hold; the tagging calls
+//     s3:PutObjectTagging / GetObjectTagging / DeleteObjectTagging (their
+//     Version variants with a versionId);
 //   - SQS: the action of the operation's name without "Batch" on the
 //     queue's ARN (GetQueueUrl on the ARN built from QueueName);
 //   - CloudWatch PutMetricData: no resource-level permissions ("*"), the
@@ -181,6 +198,25 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one("s3:GetObjectRetention", object(p.Bucket, p.Key), nil)}
 		case *s3.PutObjectRetentionInput:
 			return []request{one("s3:PutObjectRetention", object(p.Bucket, p.Key), map[string]string{"s3:object-lock-mode": string(p.Retention.Mode)})}
+		case *s3.PutObjectTaggingInput:
+			var tags []s3types.Tag
+			if p.Tagging != nil {
+				tags = p.Tagging.TagSet
+			}
+			if p.VersionId != nil {
+				return []request{one("s3:PutObjectVersionTagging", object(p.Bucket, p.Key), tagContext(tags))}
+			}
+			return []request{one("s3:PutObjectTagging", object(p.Bucket, p.Key), tagContext(tags))}
+		case *s3.GetObjectTaggingInput:
+			if p.VersionId != nil {
+				return []request{one("s3:GetObjectVersionTagging", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:GetObjectTagging", object(p.Bucket, p.Key), nil)}
+		case *s3.DeleteObjectTaggingInput:
+			if p.VersionId != nil {
+				return []request{one("s3:DeleteObjectVersionTagging", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:DeleteObjectTagging", object(p.Bucket, p.Key), nil)}
 		case *s3.ListObjectVersionsInput:
 			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
 		case *s3.ListObjectsV2Input:
@@ -204,6 +240,17 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			}
 			if p.ObjectLockLegalHoldStatus != "" {
 				ctx["s3:object-lock-legal-hold"] = string(p.ObjectLockLegalHoldStatus)
+			}
+			if p.Tagging != nil {
+				q, err := url.ParseQuery(*p.Tagging)
+				if err != nil {
+					return []request{one("unknown", "S3 PutObject with unreadable Tagging "+*p.Tagging, nil)}
+				}
+				var tags []s3types.Tag
+				for _, k := range slices.Sorted(maps.Keys(q)) {
+					tags = append(tags, s3types.Tag{Key: aws.String(k), Value: aws.String(q.Get(k))})
+				}
+				maps.Copy(ctx, tagContext(tags))
 			}
 			out := []request{one("s3:PutObject", object(p.Bucket, p.Key), ctx)}
 			if p.ObjectLockMode != "" || p.ObjectLockRetainUntilDate != nil {

@@ -122,7 +122,7 @@ func props(r map[string]any) map[string]any {
 func str(v any) string { s, _ := v.(string); return s }
 
 // list reads a policy element that may be a string or a list.
-func list(v any) []string {
+func strs(v any) []string {
 	switch v := v.(type) {
 	case string:
 		return []string{v}
@@ -283,16 +283,16 @@ func (s *stack) identityPolicies(roleID string) ([]statement, []string) {
 	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::RolePolicy", "AWS::IAM::ManagedPolicy"} {
 		for _, id := range s.of(typ) {
 			pp := props(s.resources[id])
-			roles := list(pp["Roles"])
+			roles := strs(pp["Roles"])
 			if r := str(pp["RoleName"]); r != "" {
 				roles = append(roles, r)
 			}
-			if slices.Contains(roles, roleRef) || slices.Contains(list(p["ManagedPolicyArns"]), s.env.StackName+"-"+id) {
+			if slices.Contains(roles, roleRef) || slices.Contains(strs(p["ManagedPolicyArns"]), s.env.StackName+"-"+id) {
 				add(id, pp["PolicyDocument"])
 			}
 		}
 	}
-	for _, m := range list(p["ManagedPolicyArns"]) {
+	for _, m := range strs(p["ManagedPolicyArns"]) {
 		if !strings.HasPrefix(m, s.env.StackName+"-") {
 			problems = append(problems, fmt.Sprintf("%s attaches managed policy %s, which the checker cannot read", roleID, m))
 		}
@@ -375,7 +375,7 @@ func (s *stack) resourcePolicies(arn string) []statement {
 		name := arn[strings.LastIndex(arn, ":")+1:]
 		for _, id := range s.of("AWS::SQS::QueuePolicy") {
 			p := props(s.resources[id])
-			for _, u := range list(p["Queues"]) {
+			for _, u := range strs(p["Queues"]) {
 				if strings.HasSuffix(u, "/"+name) {
 					add(id, p["PolicyDocument"])
 				}
@@ -384,7 +384,7 @@ func (s *stack) resourcePolicies(arn string) []statement {
 	case strings.HasPrefix(arn, "arn:aws:sns:"):
 		for _, id := range s.of("AWS::SNS::TopicPolicy") {
 			p := props(s.resources[id])
-			if slices.Contains(list(p["Topics"]), arn) {
+			if slices.Contains(strs(p["Topics"]), arn) {
 				add(id, p["PolicyDocument"])
 			}
 		}
@@ -444,16 +444,16 @@ const (
 // principal when the statement has one, conditions); why says which
 // condition key could not be decided.
 func applies(st map[string]any, q request, principal string, account string) (outcome, string) {
-	if a, ok := st["Action"]; ok && !anyMatch(list(a), q.Action, true) {
+	if a, ok := st["Action"]; ok && !anyMatch(strs(a), q.Action, true) {
 		return noMatch, ""
 	}
-	if a, ok := st["NotAction"]; ok && anyMatch(list(a), q.Action, true) {
+	if a, ok := st["NotAction"]; ok && anyMatch(strs(a), q.Action, true) {
 		return noMatch, ""
 	}
-	if r, ok := st["Resource"]; ok && !anyMatch(list(r), q.Resource, false) {
+	if r, ok := st["Resource"]; ok && !anyMatch(strs(r), q.Resource, false) {
 		return noMatch, ""
 	}
-	if r, ok := st["NotResource"]; ok && anyMatch(list(r), q.Resource, false) {
+	if r, ok := st["NotResource"]; ok && anyMatch(strs(r), q.Resource, false) {
 		return noMatch, ""
 	}
 	if p, ok := st["Principal"]; ok && !principalMatches(p, principal, account) {
@@ -463,7 +463,7 @@ func applies(st map[string]any, q request, principal string, account string) (ou
 	for op, m := range cond {
 		kv, _ := m.(map[string]any)
 		for key, want := range kv {
-			o := condition(op, strings.ToLower(key), list(want), q.Context)
+			o := condOutcome(op, strings.ToLower(key), strs(want), q.Context)
 			if o != matches {
 				return o, key
 			}
@@ -478,9 +478,9 @@ func principalMatches(p any, principal, account string) bool {
 	}
 	m, _ := p.(map[string]any)
 	if svc, ok := strings.CutPrefix(principal, "service:"); ok {
-		return slices.Contains(list(m["Service"]), svc) || slices.Contains(list(m["AWS"]), "*")
+		return slices.Contains(strs(m["Service"]), svc) || slices.Contains(strs(m["AWS"]), "*")
 	}
-	for _, v := range list(m["AWS"]) {
+	for _, v := range strs(m["AWS"]) {
 		if v == "*" || v == principal || v == account || v == "arn:aws:iam::"+account+":root" {
 			return true
 		}
@@ -488,16 +488,54 @@ func principalMatches(p any, principal, account string) bool {
 	return false
 }
 
-// condition evaluates one condition operator on one key.
-func condition(op, key string, want []string, ctx map[string]string) outcome {
-	if strings.Contains(op, ":") { // ForAnyValue:, ForAllValues: (multivalued keys)
+// multiValued are the modeled keys whose value is a set; the request
+// context holds it joined by "\x00" ("" for the empty set).
+var multiValued = map[string]bool{"s3:requestobjecttagkeys": true}
+
+// modeled reports whether the checker knows a key's value or absence in
+// every request it builds.
+func modeled(key string) bool {
+	return modeledKeys[key] || multiValued[key] || strings.HasPrefix(key, "s3:requestobjecttag/")
+}
+
+// condOutcome evaluates one condition operator on one key.
+func condOutcome(op, key string, want []string, ctx map[string]string) outcome {
+	if !modeled(key) {
 		return undecidable
 	}
-	if !modeledKeys[key] {
-		return undecidable
+	var set string
+	for _, q := range []string{"ForAllValues:", "ForAnyValue:"} {
+		if rest, ok := strings.CutPrefix(op, q); ok {
+			set, op = q, rest
+		}
 	}
-	got, present := ctx[key]
+	if (set != "") != multiValued[key] {
+		return undecidable // a set operator on a single value, or the reverse
+	}
 	base, ifExists := strings.CutSuffix(op, "IfExists")
+	negated := strings.Contains(base, "Not")
+	got, present := ctx[key]
+	if set != "" {
+		var values []string
+		if got != "" {
+			values = strings.Split(got, "\x00")
+		}
+		for _, v := range values {
+			hit, ok := compare(base, v, want)
+			switch {
+			case !ok:
+				return undecidable
+			case set == "ForAnyValue:" && hit != negated:
+				return matches
+			case set == "ForAllValues:" && hit == negated:
+				return noMatch
+			}
+		}
+		if set == "ForAllValues:" {
+			return matches // also for the empty set, as IAM has it
+		}
+		return noMatch
+	}
 	if base == "Null" {
 		for _, w := range want {
 			if (w == "true") == !present {
@@ -506,14 +544,26 @@ func condition(op, key string, want []string, ctx map[string]string) outcome {
 		}
 		return noMatch
 	}
-	negated := strings.Contains(base, "Not")
 	if !present {
 		if ifExists || negated {
 			return matches
 		}
 		return noMatch
 	}
-	hit := false
+	hit, ok := compare(base, got, want)
+	switch {
+	case !ok:
+		return undecidable
+	case hit != negated:
+		return matches
+	}
+	return noMatch
+}
+
+// compare reports whether a value matches any of the policy's values under
+// an operator (its negation is the caller's); ok is false for an operator
+// the checker does not implement.
+func compare(base, got string, want []string) (hit, ok bool) {
 	for _, w := range want {
 		switch base {
 		case "StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals":
@@ -525,13 +575,10 @@ func condition(op, key string, want []string, ctx map[string]string) outcome {
 		case "Bool":
 			hit = hit || strings.EqualFold(got, w)
 		default:
-			return undecidable
+			return false, false
 		}
 	}
-	if hit != negated {
-		return matches
-	}
-	return noMatch
+	return hit, true
 }
 
 // decide returns "" when the role may make the request, else why not.
@@ -576,7 +623,7 @@ func (s *stack) decide(roleID string, q request) string {
 				}
 				if o, _ := applies(st.st, q, principal, s.env.Account); o == matches {
 					m, _ := st.st["Principal"].(map[string]any)
-					if slices.Contains(list(m["AWS"]), principal) {
+					if slices.Contains(strs(m["AWS"]), principal) {
 						direct = true
 					} else {
 						delegated = true
@@ -792,7 +839,7 @@ func (s *stack) serviceRequests() []serviceRequest {
 		alarm := s.arn("cloudwatch", "alarm:"+name)
 		var actions []string
 		for _, k := range []string{"AlarmActions", "OKActions", "InsufficientDataActions"} {
-			actions = append(actions, list(p[k])...)
+			actions = append(actions, strs(p[k])...)
 		}
 		for _, a := range actions {
 			if !strings.HasPrefix(a, "arn:aws:sns:") {

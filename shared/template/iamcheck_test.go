@@ -55,6 +55,16 @@ func openStack(t *testing.T, params map[string]any) *stack {
 	return s
 }
 
+// indexName is the quarantine table's (first) global secondary index.
+func indexName(s *stack) string {
+	for _, id := range s.of("AWS::DynamoDB::Table") {
+		if gsis, ok := props(s.resources[id])["GlobalSecondaryIndexes"].([]any); ok && len(gsis) > 0 {
+			return str(gsis[0].(map[string]any)["IndexName"])
+		}
+	}
+	return ""
+}
+
 // sampleCalls are one call of each kind the functions make, built from SDK
 // inputs the way the recorder sees them.
 func sampleCalls(t *testing.T, s *stack) map[string][]request {
@@ -77,7 +87,7 @@ func sampleCalls(t *testing.T, s *stack) map[string][]request {
 		"RedriveFunction": slices.Concat(
 			d("RedriveFunction", "SQS", "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(src)}),
 			d("RedriveFunction", "SQS", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(src)}),
-			d("RedriveFunction", "DynamoDB", "Query", &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String("status-first-seen")})),
+			d("RedriveFunction", "DynamoDB", "Query", &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(indexName(s))})),
 		"MetricsFunction": d("MetricsFunction", "CloudWatch", "PutMetricData", &cloudwatch.PutMetricDataInput{Namespace: aws.String("DLQQuarantine")}),
 	}
 }
@@ -106,17 +116,22 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 	}
 	const key = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantinekey"
 	const dlq = "arn:aws:sqs:eu-west-1:111122223333:prod-dlq"
+	fnEnv := func(k string) string {
+		return str(props(base.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)[k])
+	}
+	bucket := "arn:aws:s3:::" + fnEnv("PAYLOAD_BUCKET")
+	table := "arn:aws:dynamodb:eu-west-1:111122223333:table/" + fnEnv("TABLE_NAME")
 	t.Run("resource", func(t *testing.T) {
 		s := base.clone()
-		setResource(t, s, "IngestRole", "ClaimCheckPayloads", "arn:aws:s3:::prod-payloads-111122223333/corrections/*")
+		setResource(t, s, "IngestRole", "ClaimCheckPayloads", bucket+"/corrections/*")
 		wantFinding(t, s.check("IngestFunction", calls["IngestFunction"]),
-			"IngestFunction (role IngestRole): s3:PutObject on arn:aws:s3:::prod-payloads-111122223333/bodies/prod-source/0123/abcd", "no statement")
+			"IngestFunction (role IngestRole): s3:PutObject on "+bucket+"/bodies/prod-source/0123/abcd", "no statement")
 	})
 	t.Run("index", func(t *testing.T) {
 		s := base.clone()
-		setResource(t, s, "RedriveRole", "ClaimAndMarkRecords", "arn:aws:dynamodb:eu-west-1:111122223333:table/prod-quarantine")
+		setResource(t, s, "RedriveRole", "ClaimAndMarkRecords", table)
 		wantFinding(t, s.check("RedriveFunction", calls["RedriveFunction"]),
-			"RedriveFunction (role RedriveRole): dynamodb:Query on arn:aws:dynamodb:eu-west-1:111122223333:table/prod-quarantine/index/status-first-seen", "no statement")
+			"RedriveFunction (role RedriveRole): dynamodb:Query on "+table+"/index/"+indexName(base), "no statement")
 	})
 	t.Run("kms for an encrypted queue", func(t *testing.T) {
 		s := base.clone()
@@ -128,7 +143,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 		s := base.clone()
 		setResource(t, s, "IngestRole", "UseTheKey", "arn:aws:kms:eu-west-1:111122223333:key/other")
 		wantFinding(t, s.check("IngestFunction", calls["IngestFunction"]),
-			"IngestFunction (role IngestRole): kms:Decrypt on "+key+" (for dynamodb:PutItem on arn:aws:dynamodb:eu-west-1:111122223333:table/prod-quarantine)", "no statement")
+			"IngestFunction (role IngestRole): kms:Decrypt on "+key+" (for dynamodb:PutItem on "+table+")", "no statement")
 	})
 	t.Run("key policy", func(t *testing.T) {
 		s := base.clone()
@@ -158,7 +173,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 		}
 		blind := slices.Clone(calls["IngestFunction"])
 		blind[0].Context = map[string]string{"aws:securetransport": "true"}
-		wantFinding(t, s.check("IngestFunction", blind), "IngestFunction (role IngestRole): s3:PutObject on arn:aws:s3:::prod-payloads-111122223333/bodies/", "denied by IngestRole/ingest/OnlyCreate")
+		wantFinding(t, s.check("IngestFunction", blind), "IngestFunction (role IngestRole): s3:PutObject on "+bucket+"/bodies/", "denied by IngestRole/ingest/OnlyCreate")
 	})
 	t.Run("bucket policy", func(t *testing.T) {
 		plain := slices.Clone(calls["IngestFunction"])
@@ -276,5 +291,52 @@ func TestIAMWildcards(t *testing.T) {
 	}
 	if !anyMatch([]string{"SQS:sendmessage"}, "sqs:SendMessage", true) || anyMatch([]string{"arn:aws:s3:::B/*"}, "arn:aws:s3:::b/x", false) {
 		t.Error("actions match case-insensitively, resources case-sensitively")
+	}
+}
+
+func TestIAMConditions(t *testing.T) {
+	tagged := func(keys ...string) map[string]string {
+		ctx := map[string]string{"s3:requestobjecttagkeys": strings.Join(keys, "\x00")}
+		for _, k := range keys {
+			ctx["s3:requestobjecttag/"+k] = "true"
+		}
+		return ctx
+	}
+	ns := map[string]string{"cloudwatch:namespace": "DLQQuarantine"}
+	for _, c := range []struct {
+		op, key string
+		want    []string
+		ctx     map[string]string
+		out     outcome
+	}{
+		{"StringEquals", "cloudwatch:namespace", []string{"DLQQuarantine"}, ns, matches},
+		{"StringEquals", "cloudwatch:namespace", []string{"Other", "DLQQuarantine"}, ns, matches},
+		{"StringEquals", "cloudwatch:namespace", []string{"Other"}, ns, noMatch},
+		{"StringEquals", "cloudwatch:namespace", []string{"DLQQuarantine"}, nil, noMatch},
+		{"StringNotEquals", "cloudwatch:namespace", []string{"DLQQuarantine"}, ns, noMatch},
+		{"StringNotEquals", "cloudwatch:namespace", []string{"Other"}, nil, matches},
+		{"StringEqualsIfExists", "cloudwatch:namespace", []string{"Other"}, nil, matches},
+		{"StringLike", "cloudwatch:namespace", []string{"DLQ*"}, ns, matches},
+		{"Null", "s3:if-none-match", []string{"true"}, nil, matches},
+		{"Null", "s3:if-none-match", []string{"true"}, map[string]string{"s3:if-none-match": "*"}, noMatch},
+		{"Bool", "aws:SecureTransport", []string{"false"}, map[string]string{"aws:securetransport": "true"}, noMatch},
+		{"StringEquals", "s3:RequestObjectTag/dlqq-archived", []string{"true"}, tagged("dlqq-archived"), matches},
+		{"StringEquals", "s3:RequestObjectTag/dlqq-archived", []string{"true"}, tagged("other"), noMatch},
+		{"ForAllValues:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, tagged("dlqq-archived"), matches},
+		{"ForAllValues:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, tagged("dlqq-archived", "other"), noMatch},
+		{"ForAllValues:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, nil, matches},
+		{"ForAnyValue:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, tagged("other", "dlqq-archived"), matches},
+		{"ForAnyValue:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, nil, noMatch},
+		{"ForAllValues:StringEquals", "cloudwatch:namespace", []string{"DLQQuarantine"}, ns, undecidable},
+		{"StringEquals", "aws:RequestTag/team", []string{"x"}, nil, undecidable},
+		{"NumericLessThan", "cloudwatch:namespace", []string{"1"}, ns, undecidable},
+	} {
+		ctx := map[string]string{}
+		for k, v := range c.ctx {
+			ctx[strings.ToLower(k)] = v
+		}
+		if got := condOutcome(c.op, strings.ToLower(c.key), c.want, ctx); got != c.out {
+			t.Errorf("%s %s %v with %v: %v, want %v", c.op, c.key, c.want, c.ctx, got, c.out)
+		}
 	}
 }
