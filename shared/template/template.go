@@ -56,11 +56,12 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	var probe struct {
 		Parameters map[string]struct{ Default any }
 		Resources  map[string]struct{ Type string }
+		Conditions map[string]any
 	}
 	if err := json.Unmarshal(long, &probe); err != nil {
 		return nil, fmt.Errorf("parse template: %w", err)
 	}
-	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}}
+	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}, conditions: probe.Conditions}
 	for id, res := range probe.Resources {
 		r.types[id] = res.Type
 	}
@@ -93,14 +94,6 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	for id := range first.GetAllKMSKeyResources() {
 		r.names[id] = KeyAlias(env.StackName, id)
 	}
-	// Fn::If needs the conditions' values, which goformation evaluates but
-	// does not hand to Fn::If (it returns nil for every branch).
-	r.conditions = map[string]bool{}
-	for name, c := range first.Conditions {
-		if b, ok := c.(bool); ok {
-			r.conditions[name] = b
-		}
-	}
 	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
 		return nil, fmt.Errorf("resolve template: %w", err)
@@ -124,12 +117,11 @@ func deref(s *string, def string) string {
 }
 
 type resolver struct {
-	env    Env
-	types  map[string]string
-	names  map[string]string
-	params map[string]any
-	// conditions holds each condition's value once known (second pass).
-	conditions map[string]bool
+	env        Env
+	types      map[string]string
+	names      map[string]string
+	params     map[string]any
+	conditions map[string]any
 }
 
 func (r *resolver) options() *intrinsics.ProcessorOptions {
@@ -225,22 +217,87 @@ func (r *resolver) attr(id, attr string) string {
 	return "unresolved:" + id + "." + attr
 }
 
-// fnIf picks the branch of its condition; AWS::NoValue (nil) is dropped
-// from lists by CloudFormation, and by the readers of these templates.
+// fnIf picks the branch of an Fn::If by its named condition.
 func (r *resolver) fnIf(in any) any {
-	v, ok := in.([]any)
-	if !ok || len(v) != 3 || r.conditions == nil {
-		return nil
+	args, ok := in.([]any)
+	if !ok || len(args) != 3 {
+		return "unresolved:Fn::If"
 	}
-	name, _ := v[0].(string)
-	c, ok := r.conditions[name]
+	name, _ := args[0].(string)
+	v, ok := r.condition(name, 0)
 	if !ok {
 		return "unresolved:Fn::If " + name
 	}
-	if c {
-		return v[1]
+	if v {
+		return args[1]
 	}
-	return v[2]
+	return args[2]
+}
+
+// condition evaluates a named condition: Fn::Equals of references and
+// literals, Fn::Not, Fn::And, Fn::Or and Condition.
+func (r *resolver) condition(name string, depth int) (bool, bool) {
+	expr, ok := r.conditions[name]
+	if !ok || depth > 10 {
+		return false, false
+	}
+	return r.evalCondition(expr, depth+1)
+}
+
+func (r *resolver) evalCondition(expr any, depth int) (bool, bool) {
+	m, ok := expr.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false, false
+	}
+	for op, arg := range m {
+		args, _ := arg.([]any)
+		switch op {
+		case "Condition":
+			name, _ := arg.(string)
+			return r.condition(name, depth)
+		case "Fn::Not":
+			if len(args) != 1 {
+				return false, false
+			}
+			v, ok := r.evalCondition(args[0], depth)
+			return !v, ok
+		case "Fn::And", "Fn::Or":
+			all, anyTrue := true, false
+			for _, a := range args {
+				v, ok := r.evalCondition(a, depth)
+				if !ok {
+					return false, false
+				}
+				all, anyTrue = all && v, anyTrue || v
+			}
+			if op == "Fn::And" {
+				return all, len(args) > 0
+			}
+			return anyTrue, len(args) > 0
+		case "Fn::Equals":
+			if len(args) != 2 {
+				return false, false
+			}
+			a, okA := r.conditionValue(args[0])
+			b, okB := r.conditionValue(args[1])
+			return a == b, okA && okB
+		}
+	}
+	return false, false
+}
+
+func (r *resolver) conditionValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64, bool:
+		return text(x), true
+	case map[string]any:
+		if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+			return text(r.ref(name)), true
+		}
+	}
+	return "", false
 }
 
 var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
