@@ -14,13 +14,19 @@ package template_test
 //
 // Action and Resource use IAM's wildcards (* any run, ? one character;
 // actions case-insensitive). Conditions are evaluated against the keys the
-// checker models (see modeledKeys); a condition on any other key makes the
-// statement undecidable: it then grants nothing and, as a Deny, denies, and
-// the finding names the key so the checker can be taught it.
+// checker models (see modeled); a condition on any other key, or an
+// operator it does not implement, makes the statement undecidable: it then
+// grants nothing and, as a Deny, denies, and the finding names the key so
+// the checker can be taught it.
+//
+// Besides the roles, decideService checks what AWS services acting as
+// their own principals (CloudWatch alarms, EventBridge rules) need from the
+// resource policies of the topic, queue and key the template wires them to.
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -105,11 +111,8 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 // clone returns a deep copy a test may mutate.
 func (s *stack) clone() *stack {
 	raw, _ := json.Marshal(s.resources)
-	c := &stack{env: s.env, cond: s.cond, external: map[string]string{}}
+	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external)}
 	_ = json.Unmarshal(raw, &c.resources)
-	for k, v := range s.external {
-		c.external[k] = v
-	}
 	c.derive()
 	return c
 }
@@ -121,7 +124,7 @@ func props(r map[string]any) map[string]any {
 
 func str(v any) string { s, _ := v.(string); return s }
 
-// list reads a policy element that may be a string or a list.
+// strs reads a policy element that may be a string or a list.
 func strs(v any) []string {
 	switch v := v.(type) {
 	case string:
@@ -291,6 +294,9 @@ func (s *stack) identityPolicies(roleID string) ([]statement, []string) {
 				add(id, pp["PolicyDocument"])
 			}
 		}
+	}
+	if p["PermissionsBoundary"] != nil {
+		problems = append(problems, fmt.Sprintf("%s has a permissions boundary, which the checker does not evaluate", roleID))
 	}
 	for _, m := range strs(p["ManagedPolicyArns"]) {
 		if !strings.HasPrefix(m, s.env.StackName+"-") {
@@ -623,7 +629,7 @@ func (s *stack) decide(roleID string, q request) string {
 				}
 				if o, _ := applies(st.st, q, principal, s.env.Account); o == matches {
 					m, _ := st.st["Principal"].(map[string]any)
-					if slices.Contains(strs(m["AWS"]), principal) {
+					if st.st["Principal"] == "*" || slices.Contains(strs(m["AWS"]), principal) || slices.Contains(strs(m["AWS"]), "*") {
 						direct = true
 					} else {
 						delegated = true
