@@ -356,7 +356,14 @@ func decode(item map[string]types.AttributeValue) *quarantine.Record {
 			version = n
 		}
 	}
-	return quarantine.Undecodable(str(KeyAttr), str("source"), quarantine.Status(str("status")), str("seal"), version, "unmarshal: "+quarantine.ErrorKind(err))
+	r = quarantine.Undecodable(str(KeyAttr), str("source"), quarantine.Status(str("status")), str("seal"), version, "unmarshal: "+quarantine.ErrorKind(err))
+	// What else still reads: its FIFO group (so the group waits for it)
+	// and its age (so metrics do not take it for a record of year 1).
+	r.MessageGroupID, r.IdempotencyKey = str("message_group_id"), str("idempotency_key")
+	for name, t := range map[string]*quarantine.Time{"first_seen": &r.FirstSeen, "status_since": &r.StatusSince, "last_seen": &r.LastSeen} {
+		_ = t.UnmarshalText([]byte(str(name)))
+	}
+	return r
 }
 
 // ItemSize computes an item's size by DynamoDB's rules: attribute names plus

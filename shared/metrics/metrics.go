@@ -40,7 +40,7 @@ const (
 	// failed verification (alarmed above 0): never replayed, re-sealed
 	// or archived until an operator investigates (dlqctl ls --held).
 	MetricIntegrityHolds = "IntegrityHolds"
-	// MetricNewIntegrityHolds counts the holds set this hour: the alarm
+	// MetricNewIntegrityHolds counts the holds set this hour and the last: the alarm
 	// watches it, so that each new hold notifies again (IntegrityHolds
 	// stays above 0 while any record is held).
 	MetricNewIntegrityHolds = "NewIntegrityHolds"
@@ -168,8 +168,12 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
 		k = quarantine.HeldCounterKey(src.Name, shard)
 		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
-		k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, hours[0], shard)
-		keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
+		// This hour and the last: a hold set after an hour's last run is
+		// still published as new (and alarmed) in the next.
+		for _, h := range hours {
+			k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, h, shard)
+			keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
+		}
 		for _, h := range hours[:defaultSuccessWindow] {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				k := quarantine.BucketCounterKey(src.Name, kind, h, shard)

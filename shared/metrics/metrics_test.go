@@ -408,4 +408,10 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
 		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
 	}
+	// A hold set after an hour's last run is still new in the next hour's
+	// first run: it is never missed by the alarm.
+	e.clock.Advance(time.Hour)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("the next hour: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+	}
 }

@@ -442,7 +442,13 @@ func (q *Quarantiner) successor(proto *Record, id string, prev *Record, how link
 		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap)
 		att.Note = joinNote(att.Note, fmt.Sprintf("successor of an archived record; redrive count %d of cap %d carried on", rec.RedriveCount, rec.RedriveCap))
 	} else {
-		att.Note = joinNote(att.Note, "successor of a record that fails its seal (set aside, untouched)")
+		// Nothing in the broken record can be trusted, its redrive count
+		// least of all: the successor is PARKED, so that no run replays it
+		// without an approval (which raises the cap in the sealed history).
+		att.Note = joinNote(att.Note, "successor of a record that fails its seal (set aside, untouched); parked: its redrive count cannot be trusted")
+		rec.Status = StatusParked
+		rec.RedriveCount = max(prev.RedriveCount, 0)
+		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap, rec.RedriveCount)
 	}
 	rec.Attempts = appendBounded(nil, att, q.cfg.MaxAttempts)
 	return rec

@@ -298,3 +298,7 @@ func (r *Record) HasMessage(messageID string) bool {
 func Undecodable(id, source string, status Status, seal string, version int64, why string) *Record {
 	return &Record{DLQID: id, Source: source, Status: status, Seal: seal, Version: version, undecodable: Clip(why, 256)}
 }
+
+// IsUndecodable reports whether r is a stand-in for an item that does not
+// decode (Undecodable).
+func (r *Record) IsUndecodable() bool { return r.undecodable != "" }

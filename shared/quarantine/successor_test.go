@@ -229,6 +229,9 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 	if out.Result != quarantine.ResultCreated || out.Record.DLQID != base+"#r1" || out.Record.Predecessor == nil || *out.Record.Predecessor != want {
 		t.Fatalf("arrival for a tampered record: %+v %v", out, err)
 	}
+	if out.Record.Status != quarantine.StatusParked {
+		t.Fatalf("successor of a tampered record is %s: its redrive count cannot be trusted, it must wait PARKED", out.Record.Status)
+	}
 	if err := quarantine.Verify(mustGet(t, store, out.Record.DLQID)); err != nil {
 		t.Fatal(err)
 	}

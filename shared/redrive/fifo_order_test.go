@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 )
@@ -24,7 +28,7 @@ func (e *env) seedGroup(t *testing.T, bodies []string) []string {
 		ids = append(ids, out.Record.DLQID)
 		e.clock.Advance(time.Millisecond)
 	}
-	e.clock.Advance(time.Second)
+	e.clock.Advance(time.Second + redrive.IndexSettleGuard)
 	return ids
 }
 
@@ -199,5 +203,142 @@ func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
 	if err != nil || rep.Redriven.Count != 0 {
 		t.Fatalf("unapproved run: %v redriven %v", err, rep.Redriven.IDs)
+	}
+}
+
+// Explicit ids go through the same walk: naming a later record does not
+// send it before an earlier open one, and naming them out of order sends
+// them in order.
+func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
+	t.Parallel()
+	t.Run("later only", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
+		s := newOrderSender()
+		req := e.request(10)
+		req.IDs = ids[1:]
+		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v, deferred %v", s.order["G"], rep.Deferred.IDs)
+		}
+	})
+	t.Run("out of order, one a batch", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
+		s := newOrderSender()
+		req := e.request(10)
+		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
+		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.order["G"]; strings.Join(got, ",") != strings.Join(ids, ",") {
+			t.Fatalf("sent %v, want %v", got, ids)
+		}
+	})
+}
+
+// A record set aside by an integrity hold is out of replay, and its group
+// waits for it (it may be released after the investigation): no later
+// record of the group goes ahead of it, in this run or the next.
+func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ids := e.seedGroup(t, []string{body(61, true), body(62, true)})
+	first := e.get(t, ids[0])
+	if err := e.store.Hold(context.Background(), quarantine.IntegrityHold{ID: first.DLQID, Version: first.Version, Reason: "seal_mismatch", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		s := newOrderSender()
+		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 {
+			t.Fatalf("run %d sent %v ahead of the held record", run+1, s.order["G"])
+		}
+	}
+}
+
+// A record stored a moment ago waits for the next run: the status index is
+// eventually consistent, and an earlier record of its group might not be
+// listed yet.
+func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: "fresh", Body: []byte(body(71, true)), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newOrderSender()
+	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil || len(s.order["G"]) != 0 {
+		t.Fatalf("fresh record sent at once: %v %v", s.order["G"], err)
+	}
+	e.clock.Advance(redrive.IndexSettleGuard + time.Second)
+	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil || len(s.order["G"]) != 1 || s.order["G"][0] != out.Record.DLQID {
+		t.Fatalf("after the guard: %v %v", s.order["G"], err)
+	}
+}
+
+// An earlier record of the group that no longer decodes is held, and its
+// group waits for it in the same run too.
+func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, true)
+	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
+	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
+		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: ids[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Item["attempt_count"] = &ddbtypes.AttributeValueMemberS{Value: "many"}
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: out.Item}); err != nil {
+		t.Fatal(err)
+	}
+	s := newOrderSender()
+	rep, err := e.service(s, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.order["G"]) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
+		t.Fatalf("sent %v, held %v", s.order["G"], rep.Integrity.IDs)
+	}
+}
+
+// The claim of an approved replay of a parked record whose run crashed is
+// not taken over by an unapproved run when its lease expires.
+func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, false)
+	ids := e.seed(t, 1, func(int) bool { return false })
+	r := e.get(t, ids[0])
+	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, parked, r.Version); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := parked.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, claimed, parked.Version); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil || rep.Redriven.Count != 0 {
+		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
+	}
+	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
+	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
+		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)
 	}
 }

@@ -335,6 +335,10 @@ func (r *run) deadlineNear(ctx context.Context) bool {
 // the explicit ids, or the status index for QUARANTINED (and PARKED when
 // asked), plus REDRIVING records whose lease expired.
 func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error)) error {
+	if r.fifo() {
+		// Explicit ids too: a group keeps its order whoever picks it.
+		return r.fifoCandidates(ctx, yield)
+	}
 	if len(r.req.IDs) > 0 {
 		for _, id := range r.req.IDs {
 			more, err := yield(id)
@@ -343,9 +347,6 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 			}
 		}
 		return nil
-	}
-	if r.fifo() {
-		return r.fifoCandidates(ctx, yield)
 	}
 	if _, ok := r.selected(); !ok {
 		return nil // no requested signature is cleared
@@ -388,16 +389,28 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 // as deferred. PARKED and held records are out of the stream and block
 // nothing. The listing entries come from the status index alone.
 func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, error)) error {
-	statuses := []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined}
-	if r.req.IncludeParked {
-		statuses = append(statuses, quarantine.StatusParked)
+	if _, ok := r.selected(); !ok && len(r.req.IDs) == 0 {
+		return nil // no requested signature is cleared: nothing to walk for
 	}
-	streams := make([]*entryStream, len(statuses))
-	for i, st := range statuses {
-		streams[i] = &entryStream{lister: r.s.lister, q: quarantine.ListQuery{Status: st, Source: r.src.Name, Limit: 1000}}
+	var streams []*entryStream
+	add := func(st quarantine.Status, held bool) {
+		streams = append(streams, &entryStream{lister: r.s.lister, held: held,
+			q: quarantine.ListQuery{Status: st, Source: r.src.Name, Limit: 1000, Held: held}})
+	}
+	for _, st := range []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined} {
+		add(st, false)
+		add(st, true) // held open records: out of replay, but their group waits for them
+	}
+	if r.req.IncludeParked {
+		add(quarantine.StatusParked, false)
 	}
 	now := r.s.now()
-	for {
+	for walked := 0; ; walked++ {
+		if walked >= MaxFIFOWalk || r.deadlineNear(ctx) {
+			// Bounded: the rest is for the next run (counted as remaining).
+			r.rep.Remaining++
+			return nil
+		}
 		var next *entryStream
 		for _, st := range streams {
 			e, err := st.peek(ctx)
@@ -411,13 +424,22 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 		if next == nil {
 			return nil
 		}
+		held := next.held
 		e := next.pop()
 		rec := &quarantine.Record{DLQID: e.ID, MessageGroupID: e.Group, IdempotencyKey: e.Group}
 		switch {
+		case held:
+			r.block(rec) // set aside as found: its group waits until it is resolved
+			continue
 		case r.isBlocked(rec):
 			if e.Status != quarantine.StatusParked {
 				r.note(&r.rep.Deferred, e.ID)
 			}
+			continue
+		case now.Sub(e.FirstSeen) < IndexSettleGuard && e.Status != quarantine.StatusParked:
+			// The status index is eventually consistent: an earlier record
+			// of this group written a moment ago may not be listed yet.
+			r.block(rec)
 			continue
 		case e.Status == quarantine.StatusRedriving && now.Before(e.LeaseUntil):
 			r.block(rec) // in flight: nothing of its group may go before it
@@ -434,6 +456,15 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 		}
 	}
 }
+
+// MaxFIFOWalk bounds the index entries one run of a FIFO source walks.
+const MaxFIFOWalk = 50000
+
+// IndexSettleGuard is how recent a record must be for a FIFO run to leave
+// its group for the next run: the status index is eventually consistent
+// (typically within a second), so an earlier record of the group written
+// just before may not be listed yet.
+const IndexSettleGuard = 10 * time.Second
 
 // before orders listing entries by first_seen, then sequence number, then
 // id: the order of a FIFO group.
@@ -473,6 +504,7 @@ type entryStream struct {
 	q      quarantine.ListQuery
 	buf    []quarantine.ListEntry
 	done   bool
+	held   bool // lists records under an integrity hold
 }
 
 func (s *entryStream) peek(ctx context.Context) (*quarantine.ListEntry, error) {
@@ -547,6 +579,11 @@ func (r *run) eligible(rec *quarantine.Record) (bool, string) {
 	st := rec.Status
 	if st == quarantine.StatusRedriving {
 		st = quarantine.StatusQuarantined
+		if rec.ParkedCap != 0 {
+			// An approved replay of a parked record, its lease expired:
+			// only another approved run of parked records takes it over.
+			st = quarantine.StatusParked
+		}
 	}
 	if st == quarantine.StatusParked && !r.req.IncludeParked {
 		return false, "parked"
@@ -863,9 +900,17 @@ func inGroupOrder(ready []*claimed) {
 }
 
 // originalOrder compares two records of one message group by the order
-// they reached the DLQ in: their SQS sequence number, then first_seen.
+// they reached the DLQ in, as the FIFO walk does: first_seen (which ingest
+// stamps in the DLQ's order within a group), then the SQS sequence number.
 func originalOrder(a, b *quarantine.Record) int {
-	return quarantine.CompareFIFO(a, b)
+	ea, eb := quarantine.EntryOf(a), quarantine.EntryOf(b)
+	switch {
+	case before(ea, eb):
+		return -1
+	case before(eb, ea):
+		return 1
+	}
+	return 0
 }
 
 // unreadable reports whether a payload error is one no retry cures: the
