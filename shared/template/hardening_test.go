@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/awslabs/goformation/v7/cloudformation"
+	"gopkg.in/yaml.v3"
 
 	"github.com/dlqquarantine/dlqq/shared/archive"
 	"github.com/dlqquarantine/dlqq/shared/metrics"
@@ -185,10 +187,11 @@ func TestRetainedNamesWorkForAnyStackName(t *testing.T) {
 			}
 		}
 	}
-	// Stacks deployed with fixed names keep them with NamePrefix, whose
-	// pattern keeps every bucket name within S3's rules.
+	// A stack deployed with the fixed names keeps them with NamingMode
+	// legacy, and NamingMode has no default: an update must choose, so a
+	// stack that predates it is never silently given new, empty stores.
 	e := env
-	e.Params = map[string]any{"NamePrefix": "prod"}
+	e.Params = map[string]any{"NamingMode": "legacy"}
 	tpl, err := template.Open(template.Path(), e)
 	if err != nil {
 		t.Fatal(err)
@@ -197,21 +200,22 @@ func TestRetainedNamesWorkForAnyStackName(t *testing.T) {
 	ab, _ := tpl.GetS3BucketWithName("ArchiveBucket")
 	tb, _ := tpl.GetDynamoDBTableWithName("QuarantineTable")
 	if aws.ToString(pb.BucketName) != "prod-payloads-111122223333" || aws.ToString(ab.BucketName) != "prod-archive-111122223333" || aws.ToString(tb.TableName) != "prod-quarantine" {
-		t.Errorf("with NamePrefix the names are %s, %s, %s", aws.ToString(pb.BucketName), aws.ToString(ab.BucketName), aws.ToString(tb.TableName))
+		t.Errorf("with NamingMode legacy the names are %s, %s, %s", aws.ToString(pb.BucketName), aws.ToString(ab.BucketName), aws.ToString(tb.TableName))
 	}
-	p := tpl.Parameters["NamePrefix"]
-	if p.AllowedPattern == nil {
-		t.Fatal("NamePrefix has no AllowedPattern")
+	// (The resolver fills parameters in; read the declaration itself.)
+	var decl struct {
+		Parameters map[string]map[string]any `yaml:"Parameters"`
 	}
-	allowed := regexp.MustCompile(*p.AllowedPattern)
-	for _, bad := range []string{"Prod", "prod_x", "-prod", strings.Repeat("a", 41)} {
-		if allowed.MatchString(bad) {
-			t.Errorf("NamePrefix accepts %q", bad)
-		}
+	raw, err := os.ReadFile(template.Path())
+	if err != nil {
+		t.Fatal(err)
 	}
-	longest := strings.Repeat("a", 40)
-	if !allowed.MatchString(longest) || !bucketName.MatchString(longest+"-payloads-111122223333") {
-		t.Errorf("the longest NamePrefix does not make a valid bucket name")
+	if err := yaml.Unmarshal(raw, &decl); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := decl.Parameters["NamingMode"]
+	if _, hasDefault := p["Default"]; !ok || hasDefault || fmt.Sprint(p["AllowedValues"]) != "[generated legacy]" {
+		t.Errorf("NamingMode: %v; want no default and generated|legacy", p)
 	}
 }
 
@@ -312,7 +316,13 @@ func TestFailuresThatNobodyWouldSee(t *testing.T) {
 		}
 	}
 	for id, fn := range tpl.GetAllServerlessFunctionResources() {
-		for _, m := range []string{"Errors", "Throttles"} {
+		// Redrive runs one at a time: its throttles are by design; what it
+		// loses is a dropped event.
+		want := []string{"Errors", "Throttles"}
+		if id == "RedriveFunction" {
+			want = []string{"Errors", "AsyncEventsDropped"}
+		}
+		for _, m := range want {
 			if len(find("AWS/Lambda", m, "FunctionName", aws.ToString(fn.FunctionName))) == 0 {
 				t.Errorf("no alarm on %s %s", id, m)
 			}
@@ -395,14 +405,33 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 	watched := false
 	for _, a := range tpl.GetAllCloudWatchAlarmResources() {
 		for _, d := range a.Dimensions {
-			if aws.ToString(a.Namespace) == "AWS/SQS" && aws.ToString(a.MetricName) == "ApproximateNumberOfMessagesVisible" && d.Name == "QueueName" && d.Value == name &&
-				a.ComparisonOperator == "GreaterThanThreshold" && aws.ToFloat64(a.Threshold) == 0 {
+			// Messages sent, not visible: a queue that keeps earlier records
+			// would hold the alarm in ALARM, and a later failure would notify
+			// nobody.
+			if aws.ToString(a.Namespace) == "AWS/SQS" && aws.ToString(a.MetricName) == "NumberOfMessagesSent" && d.Name == "QueueName" && d.Value == name &&
+				a.ComparisonOperator == "GreaterThanThreshold" && aws.ToFloat64(a.Threshold) == 0 && aws.ToString(a.Statistic) == "Sum" {
 				watched = true
 			}
 		}
 	}
 	if !watched {
-		t.Errorf("no alarm on the first message in %s", name)
+		t.Errorf("no alarm on each new message in %s", name)
+	}
+	// A failed invocation that Lambda cannot even deliver there.
+	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction"} {
+		f, err := tpl.GetServerlessFunctionWithName(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, a := range tpl.GetAllCloudWatchAlarmResources() {
+			for _, d := range a.Dimensions {
+				found = found || (aws.ToString(a.MetricName) == "DestinationDeliveryFailures" && d.Name == "FunctionName" && d.Value == aws.ToString(f.FunctionName))
+			}
+		}
+		if !found {
+			t.Errorf("no alarm on %s DestinationDeliveryFailures", fn)
+		}
 	}
 }
 
@@ -520,12 +549,15 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 	topic := "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"
 	var alarmArns []string
 	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
-		if !strings.HasPrefix(aws.ToString(a.AlarmName), "prod-") {
+		if !strings.HasPrefix(aws.ToString(a.AlarmName), "prod.") {
 			t.Errorf("alarm %s is named %q, outside the stack's prefix the key and topic grants use", id, aws.ToString(a.AlarmName))
 		}
 		alarmArns = append(alarmArns, "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:"+aws.ToString(a.AlarmName))
 	}
-	foreign := "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:other-stack-alarm"
+	// Another stack whose name starts with this one's ("prod-eu") must not
+	// be covered: stack names cannot hold the '.' alarm names put after it.
+	foreigns := []string{"arn:aws:cloudwatch:eu-west-1:111122223333:alarm:other-stack-alarm",
+		"arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod-eu.dlq-depth", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod-extra-dlq-depth"}
 	coversAlarms := func(what string, st map[string]any) {
 		patterns := condition(st, "ArnLike", "aws:SourceArn")
 		if len(patterns) == 0 {
@@ -537,8 +569,10 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 				t.Errorf("%s: alarm %s is not covered by %v", what, a, patterns)
 			}
 		}
-		if slices.ContainsFunc(patterns, func(p string) bool { return arnLike(p, foreign) }) {
-			t.Errorf("%s: another stack's alarm is covered by %v", what, patterns)
+		for _, foreign := range foreigns {
+			if slices.ContainsFunc(patterns, func(p string) bool { return arnLike(p, foreign) }) {
+				t.Errorf("%s: another stack's alarm %s is covered by %v", what, foreign, patterns)
+			}
 		}
 	}
 	topicOK, publish := false, false
@@ -597,6 +631,10 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 		arn := "arn:aws:logs:eu-west-1:111122223333:log-group:" + name
 		if !slices.ContainsFunc(logsPatterns, func(p string) bool { return arnLike(p, arn) }) {
 			t.Errorf("the key policy does not let CloudWatch Logs encrypt %s", name)
+		}
+		other := strings.Replace(arn, "/aws/lambda/prod-", "/aws/lambda/prod-eu-", 1)
+		if slices.ContainsFunc(logsPatterns, func(p string) bool { return arnLike(p, other) }) {
+			t.Errorf("the key policy lets CloudWatch Logs encrypt another stack's %s", other)
 		}
 	}
 	for id, fn := range tpl.GetAllServerlessFunctionResources() {

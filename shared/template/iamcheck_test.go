@@ -220,7 +220,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 				cw = m
 			}
 		}
-		cw["Condition"] = map[string]any{"ArnLike": map[string]any{"aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod-*"}}
+		cw["Condition"] = map[string]any{"ArnLike": map[string]any{"aws:SourceArn": "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.*"}}
 		if found := s.checkServices(); len(found) > 0 {
 			t.Fatalf("alarms named after the stack: %q", found)
 		}

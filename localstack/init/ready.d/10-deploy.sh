@@ -28,5 +28,5 @@ awslocal cloudformation deploy \
   --stack-name "${stack}" \
   --template-file /tmp/template.yaml \
   --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND \
-  --parameter-overrides MaxReceiveCount=3
+  --parameter-overrides MaxReceiveCount=3 NamingMode=generated
 awslocal cloudformation describe-stacks --stack-name "${stack}" --query 'Stacks[0].Outputs'
