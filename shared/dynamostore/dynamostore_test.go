@@ -21,6 +21,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/embedded"
+	"github.com/dlqquarantine/dlqq/shared/faults"
 	"github.com/dlqquarantine/dlqq/shared/memstore"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/s3payload"
@@ -229,48 +230,15 @@ func TestCountersContract(t *testing.T) {
 	storetest.RunCounters(t, s, l, s, l)
 }
 
-// loseAnswers forwards every request and, for the first n
-// TransactWriteItems, throws the answer away and returns a 500: the write
-// was applied and the SDK retries it (kumo, like a retry past DynamoDB's
-// ClientRequestToken window, applies the condition again).
-type loseAnswers struct {
-	base aws.HTTPClient
-	mu   sync.Mutex
-	n    int
-	lost int
-}
-
-func (l *loseAnswers) Do(req *http.Request) (*http.Response, error) {
-	resp, err := l.base.Do(req)
-	if err != nil || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.TransactWriteItems" {
-		return resp, err
-	}
-	l.mu.Lock()
-	lose := l.lost < l.n
-	if lose {
-		l.lost++
-	}
-	l.mu.Unlock()
-	if !lose {
-		return resp, nil
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost (injected)"}`
-	return &http.Response{StatusCode: 500, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}, Body: io.NopCloser(bytes.NewReader([]byte(body))),
-		ContentLength: int64(len(body)), Request: req}, nil
-}
-
 // A create and a replace whose first try was applied and unanswered: the
 // SDK's retry fails the condition, and the store recognizes the item as
 // its own write (not ErrExists, not ErrVersionConflict), counted once.
 func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	t.Parallel()
 	cfg := stack.AWS.Copy()
-	lose := &loseAnswers{base: cfg.HTTPClient, n: 2}
-	if lose.base == nil {
-		lose.base = http.DefaultClient
+	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 2}
+	if lose.Base == nil {
+		lose.Base = http.DefaultClient
 	}
 	cfg.HTTPClient = lose
 	clients := awsclients.New(cfg, awsclients.Options{Local: true})
@@ -294,8 +262,8 @@ func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	if err := s.Replace(ctx, next, r.Version); err != nil {
 		t.Fatalf("replace whose answer was lost = %v", err)
 	}
-	if lose.lost != 2 {
-		t.Fatalf("%d answers lost", lose.lost)
+	if lose.Lost() != 2 {
+		t.Fatalf("%d answers lost", lose.Lost())
 	}
 	got, err := s.Get(ctx, r.DLQID)
 	if err != nil || got.Seal != next.Seal {

@@ -379,3 +379,43 @@ func (c *Crash) Crashed() (bool, string) {
 
 // Requests is how many requests the process made (the crashing one included).
 func (c *Crash) Requests() int64 { return c.n.Load() }
+
+// LoseAnswers is an HTTP client that forwards every request and, for the
+// first N whose X-Amz-Target is Target, throws the answer away and returns
+// a DynamoDB 500 instead: the request was applied, and the SDK retries it.
+// Tests use it to make a write applied-but-unanswered deterministically.
+type LoseAnswers struct {
+	Base   aws.HTTPClient
+	Target string
+	N      int
+	mu     sync.Mutex
+	lost   int
+}
+
+// Do implements aws.HTTPClient.
+func (l *LoseAnswers) Do(req *http.Request) (*http.Response, error) {
+	resp, err := l.Base.Do(req)
+	if err != nil || req.Header.Get("X-Amz-Target") != l.Target {
+		return resp, err
+	}
+	l.mu.Lock()
+	lose := l.lost < l.N
+	if lose {
+		l.lost++
+	}
+	l.mu.Unlock()
+	if !lose {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
+		`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost (injected)"}`), nil
+}
+
+// Lost is how many answers were thrown away.
+func (l *LoseAnswers) Lost() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}

@@ -1,11 +1,9 @@
 package redrive_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/faults"
 	"github.com/dlqquarantine/dlqq/shared/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/redrive"
 )
@@ -232,38 +231,6 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 	})
 }
 
-// loseDynamoAnswer forwards DynamoDB requests and, for the first n
-// TransactWriteItems, throws the answer away and returns a 500: the write
-// was applied, and the SDK retries it.
-type loseDynamoAnswer struct {
-	base aws.HTTPClient
-	mu   sync.Mutex
-	n    int
-	lost int
-}
-
-func (l *loseDynamoAnswer) Do(req *http.Request) (*http.Response, error) {
-	resp, err := l.base.Do(req)
-	if err != nil || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.TransactWriteItems" {
-		return resp, err
-	}
-	l.mu.Lock()
-	lose := l.lost < l.n
-	if lose {
-		l.lost++
-	}
-	l.mu.Unlock()
-	if !lose {
-		return resp, nil
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost (injected)"}`
-	return &http.Response{StatusCode: 500, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}}, Body: io.NopCloser(bytes.NewReader([]byte(body))),
-		ContentLength: int64(len(body)), Request: req}, nil
-}
-
 // A claim whose first try was applied but unanswered is retried by the SDK
 // and fails its condition: the writer recognizes its own write instead of
 // calling it another run's, so the record is sent in this run (on main it
@@ -273,9 +240,9 @@ func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.seed(t, 1, func(int) bool { return false })
 	cfg := stack.AWS.Copy()
-	lose := &loseDynamoAnswer{base: cfg.HTTPClient, n: 1}
-	if lose.base == nil {
-		lose.base = http.DefaultClient
+	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 1}
+	if lose.Base == nil {
+		lose.Base = http.DefaultClient
 	}
 	cfg.HTTPClient = lose
 	clients := awsclients.New(cfg, awsclients.Options{Local: true})
@@ -284,8 +251,8 @@ func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lose.lost != 1 {
-		t.Fatalf("%d answers lost", lose.lost)
+	if lose.Lost() != 1 {
+		t.Fatalf("%d answers lost", lose.Lost())
 	}
 	if rep.Redriven.Count != 1 || rep.Skipped.Count != 0 {
 		t.Fatalf("report: redriven %d skipped %d", rep.Redriven.Count, rep.Skipped.Count)
