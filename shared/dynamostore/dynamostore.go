@@ -553,7 +553,7 @@ func FilteredAttributes() []string {
 
 // entryAttrs are the attributes a listing entry is read from; the status
 // index projects each of them (TestTable checks the template).
-var entryAttrs = []string{KeyAttr, "status", "first_seen", "failure_class", "failure_signature", "message_group_id", "idempotency_key", "sequence_number", "lease_until"}
+var entryAttrs = []string{KeyAttr, "status", "first_seen", "failure_class", "failure_signature", "message_group_id", "idempotency_key", "sequence_number", "lease_until", "status_since"}
 
 // EntryAttributes are the attributes listing entries are read from.
 func EntryAttributes() []string { return append([]string(nil), entryAttrs...) }
@@ -586,6 +586,10 @@ func entryOf(item map[string]types.AttributeValue) quarantine.ListEntry {
 	var lease quarantine.Time
 	if v := str("lease_until"); v != "" && lease.UnmarshalText([]byte(v)) == nil {
 		e.LeaseUntil = lease.Time
+	}
+	var since quarantine.Time
+	if since.UnmarshalText([]byte(str("status_since"))) == nil {
+		e.StatusSince = since.Time
 	}
 	return e
 }

@@ -40,7 +40,7 @@ const (
 	// failed verification (alarmed above 0): never replayed, re-sealed
 	// or archived until an operator investigates (dlqctl ls --held).
 	MetricIntegrityHolds = "IntegrityHolds"
-	// MetricNewIntegrityHolds counts the holds set this hour and the last: the alarm
+	// MetricNewIntegrityHolds counts the holds set this minute and the last: the alarm
 	// watches it, so that each new hold notifies again (IntegrityHolds
 	// stays above 0 while any record is held).
 	MetricNewIntegrityHolds = "NewIntegrityHolds"
@@ -168,10 +168,11 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
 		k = quarantine.HeldCounterKey(src.Name, shard)
 		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
-		// This hour and the last: a hold set after an hour's last run is
-		// still published as new (and alarmed) in the next.
-		for _, h := range hours {
-			k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, h, shard)
+		// This minute and the last (the function runs every minute): every
+		// hold is published as new by at least one run, and the alarm is
+		// OK again two minutes after the last, so the next one notifies.
+		for _, m := range []time.Time{now.Truncate(time.Minute), lastMinute} {
+			k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, m, shard)
 			keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
 		}
 		for _, h := range hours[:defaultSuccessWindow] {

@@ -408,10 +408,15 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
 		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
 	}
-	// A hold set after an hour's last run is still new in the next hour's
-	// first run: it is never missed by the alarm.
-	e.clock.Advance(time.Hour)
+	// A hold is still new in the next minute's run (never missed between
+	// two runs), and no longer after that, so the alarm returns to OK and
+	// the next hold notifies again.
+	e.clock.Advance(time.Minute)
 	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 {
-		t.Fatalf("the next hour: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+		t.Fatalf("the next minute: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 || reps[0].IntegrityHolds != 1 {
+		t.Fatalf("two minutes later: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
 	}
 }

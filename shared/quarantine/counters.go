@@ -31,7 +31,7 @@ const (
 	CounterPolicyCameBack = "policy-cameback"
 	// Records set aside by an integrity hold (Store.Hold), per source.
 	CounterHeld      = "held"
-	CounterNewHeld   = "held-new" // integrity holds set, per hour
+	CounterNewHeld   = "held-new" // integrity holds set, per minute
 	counterKeyPrefix = "#ctr#"    // no queue name starts with #, so no record id does
 )
 
@@ -203,14 +203,14 @@ func HeldCounterKey(source string, shard int) string {
 // HoldDeltas are the counter changes an integrity hold of record id at at
 // makes: one more held record for the source the id names (the key cannot
 // be rewritten in the item; its source attribute can), in the record's
-// shard, and one more new hold in the hour's bucket (what the alarm
-// watches, so that every new hold notifies, not only the first).
+// shard, and one more new hold in the minute's bucket (what the alarm
+// watches, so that a new hold notifies again once the alarm is back to OK).
 func HoldDeltas(id string, at time.Time) []CounterDelta {
 	source, shard := SourceOfID(id), shardOf(id)
-	hour := at.Truncate(time.Hour)
+	minute := at.Truncate(time.Minute)
 	return []CounterDelta{
 		{Key: HeldCounterKey(source, shard), Source: source, Kind: CounterHeld, N: 1},
-		{Key: BucketCounterKey(source, CounterNewHeld, hour, shard), Source: source, Kind: CounterNewHeld, N: 1, ExpiresAt: hour.Add(48 * time.Hour).Unix()},
+		{Key: BucketCounterKey(source, CounterNewHeld, minute, shard), Source: source, Kind: CounterNewHeld, N: 1, ExpiresAt: minute.Add(48 * time.Hour).Unix()},
 	}
 }
 

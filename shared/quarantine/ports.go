@@ -124,6 +124,9 @@ type ListEntry struct {
 	Group, Sequence string
 	// LeaseUntil is set while a claim holds a REDRIVING record.
 	LeaseUntil time.Time
+	// StatusSince is when the record entered its status (its index entry
+	// last moved).
+	StatusSince time.Time
 }
 
 // EntryOf is the listing entry of r.
@@ -136,6 +139,7 @@ func EntryOf(r *Record) ListEntry {
 	if r.LeaseUntil != nil {
 		e.LeaseUntil = r.LeaseUntil.Time
 	}
+	e.StatusSince = r.StatusSince.Time
 	return e
 }
 

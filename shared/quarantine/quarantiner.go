@@ -437,18 +437,26 @@ func (q *Quarantiner) successor(proto *Record, id string, prev *Record, how link
 		reason = LinkSealMismatch
 	}
 	rec.Predecessor = &RecordLink{ID: prev.DLQID, Seal: prev.Seal, Reason: reason}
+	// The same event: it keeps its place in its FIFO group (the order a
+	// replay walks a group in), as first_seen is kept on any re-failure.
+	if !prev.FirstSeen.IsZero() && prev.FirstSeen.Before(rec.FirstSeen.Time) {
+		rec.FirstSeen = prev.FirstSeen
+	}
+	if prev.SequenceNumber != "" {
+		rec.SequenceNumber = prev.SequenceNumber
+	}
 	if how == linkClosed {
 		rec.RedriveCount = prev.RedriveCount
 		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap)
 		att.Note = joinNote(att.Note, fmt.Sprintf("successor of an archived record; redrive count %d of cap %d carried on", rec.RedriveCount, rec.RedriveCap))
 	} else {
 		// Nothing in the broken record can be trusted, its redrive count
-		// least of all: the successor is PARKED, so that no run replays it
-		// without an approval (which raises the cap in the sealed history).
-		att.Note = joinNote(att.Note, "successor of a record that fails its seal (set aside, untouched); parked: its redrive count cannot be trusted")
-		rec.Status = StatusParked
-		rec.RedriveCount = max(prev.RedriveCount, 0)
-		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap, rec.RedriveCount)
+		// least of all: the successor starts at its cap, so the next run
+		// parks it as poison (alarmed) and no run replays it without an
+		// approval, which raises the cap in the sealed history.
+		att.Note = joinNote(att.Note, "successor of a record that fails its seal (set aside, untouched); at its cap: its redrive count cannot be trusted")
+		rec.RedriveCap = max(rec.RedriveCap, prev.RedriveCap)
+		rec.RedriveCount = max(prev.RedriveCount, rec.RedriveCap)
 	}
 	rec.Attempts = appendBounded(nil, att, q.cfg.MaxAttempts)
 	return rec

@@ -541,15 +541,16 @@ func TestUndecodableItemIsHeldAndItsArrivalsStored(t *testing.T) {
 		t.Fatalf("arrival: %s %+v", got.Result, got.Record.Predecessor)
 	}
 	// Its redrive count cannot be trusted (the cap could be bypassed
-	// through it): the successor waits PARKED for an approved replay.
-	if got.Record.Status != quarantine.StatusParked {
-		t.Fatalf("successor of a broken record is %s, want PARKED", got.Record.Status)
+	// through it): the successor starts at its cap, so a run parks it as
+	// poison instead of replaying it.
+	if got.Record.Status != quarantine.StatusQuarantined || got.Record.RedriveCount < got.Record.RedriveCap {
+		t.Fatalf("successor of a broken record: %s at %d of cap %d", got.Record.Status, got.Record.RedriveCount, got.Record.RedriveCap)
 	}
 	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if rep.Integrity.Count != 1 || rep.Integrity.IDs[0] != bad || rep.Redriven.Count != 2 || slices.Contains(rep.Redriven.IDs, got.Record.DLQID) {
+	if rep.Integrity.Count != 1 || rep.Integrity.IDs[0] != bad || rep.Redriven.Count != 2 || !slices.Contains(rep.Parked.IDs, got.Record.DLQID) {
 		t.Fatalf("report: held %v redriven %v", rep.Integrity.IDs, rep.Redriven.IDs)
 	}
 	// Held: the next run does not list it.

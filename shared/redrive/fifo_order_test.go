@@ -211,6 +211,25 @@ func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 // them in order.
 func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	t.Parallel()
+	t.Run("a parked one is reported", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(46, true)})
+		r := e.get(t, ids[0])
+		parked, err := r.ParkManual("ops", "wait", e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Replace(context.Background(), parked, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		req := e.request(10)
+		req.IDs = ids
+		rep, err := e.service(newOrderSender(), nil, redrive.Config{}).Run(context.Background(), req)
+		if err != nil || !slices.Contains(rep.Skipped.IDs, ids[0]) {
+			t.Fatalf("skipped %v, %v", rep.Skipped.IDs, err)
+		}
+	})
 	t.Run("later only", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
@@ -275,8 +294,12 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newOrderSender()
-	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil || len(s.order["G"]) != 0 {
+	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
+	if err != nil || len(s.order["G"]) != 0 {
 		t.Fatalf("fresh record sent at once: %v %v", s.order["G"], err)
+	}
+	if rep.Remaining != 1 {
+		t.Fatalf("remaining %d: a record left for the next run must be reported (dlqctl stops at 0)", rep.Remaining)
 	}
 	e.clock.Advance(redrive.IndexSettleGuard + time.Second)
 	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil || len(s.order["G"]) != 1 || s.order["G"][0] != out.Record.DLQID {

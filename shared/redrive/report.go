@@ -43,6 +43,8 @@ const (
 	StoppedDone        = "done"
 	StoppedMaxMessages = "max_messages"
 	StoppedDeadline    = "deadline"
+	// StoppedWalkBound: a FIFO run walked MaxFIFOWalk index entries.
+	StoppedWalkBound = "walk_bound"
 )
 
 // Report is the outcome of one run.

@@ -287,7 +287,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.rep.Remaining > 0 {
+	if r.rep.Remaining > 0 && r.rep.Stopped == StoppedDone && len(ids) >= r.req.MaxMessages {
 		r.rep.Stopped = StoppedMaxMessages
 	}
 	for i := 0; i < len(ids); i += r.req.BatchSize {
@@ -405,10 +405,24 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 		add(quarantine.StatusParked, false)
 	}
 	now := r.s.now()
+	yielded := map[string]bool{}
+	// Requested ids the walk did not hand on are reported, not dropped
+	// from the report (parked, held, another source's, gone).
+	defer func() {
+		for _, id := range r.req.IDs {
+			if !yielded[id] {
+				r.note(&r.rep.Skipped, id)
+			}
+		}
+	}()
 	for walked := 0; ; walked++ {
 		if walked >= MaxFIFOWalk || r.deadlineNear(ctx) {
 			// Bounded: the rest is for the next run (counted as remaining).
 			r.rep.Remaining++
+			r.rep.Stopped = StoppedWalkBound
+			if r.deadlineNear(ctx) {
+				r.rep.Stopped = StoppedDeadline
+			}
 			return nil
 		}
 		var next *entryStream
@@ -436,10 +450,12 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 				r.note(&r.rep.Deferred, e.ID)
 			}
 			continue
-		case now.Sub(e.FirstSeen) < IndexSettleGuard && e.Status != quarantine.StatusParked:
+		case now.Sub(latest(e.FirstSeen, e.StatusSince)) < IndexSettleGuard && e.Status != quarantine.StatusParked:
 			// The status index is eventually consistent: an earlier record
-			// of this group written a moment ago may not be listed yet.
+			// of this group written (or moved) a moment ago may not be
+			// listed yet. It waits for the next run, counted as remaining.
 			r.block(rec)
+			r.rep.Remaining++
 			continue
 		case e.Status == quarantine.StatusRedriving && now.Before(e.LeaseUntil):
 			r.block(rec) // in flight: nothing of its group may go before it
@@ -450,11 +466,19 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 			}
 			continue
 		}
+		yielded[e.ID] = true
 		more, err := yield(e.ID)
 		if err != nil || !more {
 			return err
 		}
 	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // MaxFIFOWalk bounds the index entries one run of a FIFO source walks.
