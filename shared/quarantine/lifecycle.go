@@ -398,3 +398,19 @@ func (r *Record) backToParked() bool {
 	r.ParkedCap = 0
 	return true
 }
+
+// ReturnExpiredParkedClaim returns the claim of an approved replay of a
+// PARKED record whose lease expired (its run ended without recording the
+// send) to PARKED: the round counts, since it may have been sent, and only
+// another approved run replays the record. Left REDRIVING, it would wait
+// for an approved run while holding back its FIFO group, alarmed by
+// nothing.
+func (r *Record) ReturnExpiredParkedClaim(actor string, now time.Time) (*Record, error) {
+	if r.Status != StatusRedriving || r.ParkedCap == 0 || r.LeaseUntil == nil || now.Before(r.LeaseUntil.Time) {
+		return nil, ErrNotClaimable
+	}
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease of an approved replay of a parked record expired (round %d): %s; back to PARKED", r.RedriveCount, PossiblySent), Actor: actor})
+	n.setStatus(StatusParked, now)
+	n.LeaseUntil, n.LeaseReclaimed, n.ParkedCap = nil, false, 0
+	return n, n.reseal(r)
+}

@@ -360,6 +360,11 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 	if err != nil || rep.Redriven.Count != 0 {
 		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
 	}
+	// It went back to PARKED, possibly sent (the round counts), instead of
+	// waiting REDRIVING for an approved run.
+	if got := e.get(t, ids[0]); got.Status != quarantine.StatusParked || got.RedriveCount != claimed.RedriveCount || !historyHas(got, quarantine.PossiblySent) {
+		t.Fatalf("after the unapproved run: %s count %d", got.Status, got.RedriveCount)
+	}
 	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
 	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
 		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)

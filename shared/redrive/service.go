@@ -792,6 +792,19 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		// fields now claim.
 		return nil, r.setAside(ctx, rec, verr)
 	}
+	if rec.Status == quarantine.StatusRedriving && rec.ParkedCap != 0 && !r.req.IncludeParked && !r.rep.DryRun {
+		// An approved replay of a parked record whose run ended without
+		// recording its send: back to PARKED (possibly sent), for an
+		// approved run to take up, instead of holding its group back.
+		back, err := rec.ReturnExpiredParkedClaim(r.req.RequestedBy, s.now())
+		if err == nil {
+			if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+				return nil, fmt.Errorf("return expired parked claim: %w", err)
+			}
+			r.note(&r.rep.Parked, id)
+			return nil, nil
+		}
+	}
 	if ok, _ := r.eligible(rec); !ok {
 		if rec.Status == quarantine.StatusQuarantined || rec.Status == quarantine.StatusRedriving {
 			r.block(rec) // still open, not replayed now: its group waits
