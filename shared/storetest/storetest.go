@@ -367,9 +367,15 @@ type SignatureReader interface {
 // StateCount sums a status × class counter over its shards.
 func StateCount(t testing.TB, cr CounterReader, source string, st quarantine.Status, c quarantine.Class) int64 {
 	t.Helper()
+	return sumShards(t, cr, func(shard int) string { return quarantine.StateCounterKey(source, st, c, shard) })
+}
+
+// sumShards reads the counter whose shard keys key names and sums them.
+func sumShards(t testing.TB, cr CounterReader, key func(shard int) string) int64 {
+	t.Helper()
 	var keys []string
 	for shard := range quarantine.CounterShards {
-		keys = append(keys, quarantine.StateCounterKey(source, st, c, shard))
+		keys = append(keys, key(shard))
 	}
 	got, err := cr.ReadCounters(context.Background(), keys)
 	if err != nil {
@@ -510,19 +516,7 @@ type Tamper func(t *testing.T, id string, change func(*quarantine.Record))
 // HeldCount sums a source's integrity-hold counter over its shards.
 func HeldCount(t testing.TB, cr CounterReader, source string) int64 {
 	t.Helper()
-	var keys []string
-	for shard := range quarantine.CounterShards {
-		keys = append(keys, quarantine.HeldCounterKey(source, shard))
-	}
-	got, err := cr.ReadCounters(context.Background(), keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, v := range got {
-		n += v
-	}
-	return n
+	return sumShards(t, cr, func(shard int) string { return quarantine.HeldCounterKey(source, shard) })
 }
 
 // RunHold runs the integrity-hold contract: a tampered record is held at
