@@ -464,8 +464,14 @@ func (q *Quarantiner) successor(proto *Record, id string, prev *Record, how link
 
 // backoff sleeps with full jitter, growing from 2 ms to 100 ms.
 func backoff(ctx context.Context, attempt int) error {
-	limit := 2 * time.Millisecond << min(attempt, 6)
-	limit = min(limit, 100*time.Millisecond)
+	return Backoff(ctx, attempt, 2*time.Millisecond, 100*time.Millisecond)
+}
+
+// Backoff sleeps before retry attempt (0 for the first retry) with full
+// jitter: up to first doubled per attempt, at most most, plus a
+// millisecond. It returns early with the context's error.
+func Backoff(ctx context.Context, attempt int, first, most time.Duration) error {
+	limit := min(first<<min(attempt, 16), most)
 	t := time.NewTimer(rand.N(limit) + time.Millisecond)
 	defer t.Stop()
 	select {

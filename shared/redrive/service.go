@@ -706,13 +706,8 @@ func (r *run) isBlocked(rec *quarantine.Record) bool {
 // fail records a per-record error: the record's outcome is Failed, the run
 // goes on with the others, and the error is returned when the run ends.
 func (r *run) fail(ctx context.Context, id string, op string, err error) {
-	r.s.log.WarnContext(ctx, "redrive step failed", "run_id", r.rep.RunID, "step", op, "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rep.note(&r.rep.Failed, id)
-	if len(r.errs) < 20 {
-		r.errs = append(r.errs, fmt.Errorf("%s: %w", op, err))
-	}
+	r.note(&r.rep.Failed, id)
+	r.failLater(ctx, id, op, err)
 }
 
 // failLater records an error of a step after the outcome was noted (a mark
@@ -951,11 +946,9 @@ func originalOrder(a, b *quarantine.Record) int {
 }
 
 // unreadable reports whether a payload error is one no retry cures: the
-// object is gone or does not hash to the record's seal.
+// object is gone. (One that does not hash to the record's seal never gets
+// here: it is an integrity failure, and the record is held.)
 func unreadable(err error) bool {
-	if errors.Is(err, quarantine.ErrPayloadMismatch) {
-		return true
-	}
 	switch quarantine.ErrorKind(err) {
 	case "aws:NoSuchKey", "aws:NoSuchVersion", "aws:NotFound", "aws:InvalidObjectState":
 		// (Not AccessDenied: a KMS or IAM mistake would park every

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -264,15 +263,7 @@ func missing(err error) bool {
 
 // pause waits with full jitter before the next conditional put.
 func pause(ctx context.Context, attempt int) error {
-	limit := 20 * time.Millisecond << min(attempt, 4)
-	t := time.NewTimer(rand.N(limit) + time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return quarantine.Backoff(ctx, attempt, 20*time.Millisecond, 320*time.Millisecond)
 }
 
 // DeletePayload implements quarantine.PayloadDeleter; the sweeper calls it
