@@ -37,12 +37,12 @@ test-localstack:
 	$(GO) test -count=1 -timeout 15m ./shared/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 ./shared/bench/
-	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/quarantine/
+	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/quarantine/
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/redrive/
+	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/domain/quarantine/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
 
 # linux/arm64 bootstrap zips for provided.al2023.

@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/dlqquarantine/dlqq/shared/template"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
 func TestComposeAndHookMatchTheTemplate(t *testing.T) {

@@ -31,9 +31,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
-	"github.com/dlqquarantine/dlqq/shared/demo"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/demo"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 )
 
 func main() {

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/dlqquarantine/dlqq/shared/ingest"
-	"github.com/dlqquarantine/dlqq/shared/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/runtime/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 func main() {
@@ -37,7 +37,7 @@ func build() (*ingest.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/runtime/awsclients
 	clients := ingest.Clients{
 		DynamoDB: dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local }),
 		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local }),

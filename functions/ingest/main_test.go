@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // The real bootstrap, configured from the template plus events/ingest-env.json

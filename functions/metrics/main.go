@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/dlqquarantine/dlqq/shared/lambdalog"
-	"github.com/dlqquarantine/dlqq/shared/metrics"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func build(log *slog.Logger) (*metrics.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/runtime/awsclients
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
 	return metrics.NewFromConfig(cfg, ddb, sqs.NewFromConfig(awsCfg), cloudwatch.NewFromConfig(awsCfg), log, nil)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/dlqquarantine/dlqq/shared/lambdalog"
-	"github.com/dlqquarantine/dlqq/shared/redrive"
+	"github.com/dlqquarantine/dlqq/shared/runtime/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func build(log *slog.Logger) (*redrive.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/runtime/awsclients
 	return redrive.NewFromConfig(cfg, redrive.Clients{
 		DynamoDB:   dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local }),
 		S3:         s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local }),

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/policy"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/redrive"
-	"github.com/dlqquarantine/dlqq/shared/sources"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // Invocation as from the console and the AWS CLI: the real bootstrap runs

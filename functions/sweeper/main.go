@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/lambdalog"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/s3payload"
-	"github.com/dlqquarantine/dlqq/shared/sweeper"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/lambdalog"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
 func main() {
@@ -48,9 +48,9 @@ func build(log *slog.Logger) (*sweeper.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/awsclients
+	local := os.Getenv("AWS_ENDPOINT_URL") != "" // emulators: see shared/runtime/awsclients
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = o.UsePathStyle || local })
 	return sweeper.New(dynamostore.New(ddb, cfg.TableName), dynamostore.NewLister(ddb, cfg.TableName),
-		s3payload.New(s3c, cfg.PayloadBucket, ""), s3c, cloudwatch.NewFromConfig(awsCfg), nil, log, cfg.Sweeper), nil
+		s3store.New(s3c, cfg.PayloadBucket, ""), s3c, cloudwatch.NewFromConfig(awsCfg), nil, log, cfg.Sweeper), nil
 }

@@ -10,12 +10,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/dlqquarantine/dlqq/shared/archive"
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/sweeper"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
 // The real sweeper bootstrap, configured from the template, archives a

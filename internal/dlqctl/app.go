@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/awsclients"
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/s3payload"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 )
 
 // Exit codes.
@@ -127,9 +127,9 @@ func (a *App) store(ctx context.Context) (*dynamostore.Store, *dynamostore.Liste
 	}
 	var payloads quarantine.PayloadStore
 	if a.PayloadBucket != "" {
-		payloads = s3payload.New(c.S3, a.PayloadBucket, "")
+		payloads = s3store.New(c.S3, a.PayloadBucket, "")
 	} else {
-		payloads = s3payload.New(c.S3, "", "") // references carry their bucket
+		payloads = s3store.New(c.S3, "", "") // references carry their bucket
 	}
 	return dynamostore.New(c.DynamoDB, a.Table), dynamostore.NewLister(c.DynamoDB, a.Table), payloads, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // DominantShare is the share at which one signature is flagged as the

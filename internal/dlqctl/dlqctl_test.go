@@ -20,12 +20,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
-	"github.com/dlqquarantine/dlqq/shared/clock"
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/s3payload"
-	"github.com/dlqquarantine/dlqq/shared/sweeper"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -49,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{st: st, store: dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]),
 		clock: clock.NewFake(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)), ids: map[string]string{}}
 	src := &quarantine.Source{Name: "orders", ARN: "arn:aws:sqs:us-east-1:000000000000:orders", IdempotencyPointer: "/id", RedriveCap: 3}
-	q := quarantine.NewQuarantiner(f.store, s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], ""), f.clock.Now,
+	q := quarantine.NewQuarantiner(f.store, s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""), f.clock.Now,
 		quarantine.Config{Sources: map[string]*quarantine.Source{"orders": src}})
 	add := func(id, reason string) {
 		attrs := map[string]quarantine.Attribute{}
@@ -80,7 +80,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := f.store.Replace(ctx, parked, r.Version); err != nil {
 		t.Fatal(err)
 	}
-	sw := sweeper.New(f.store, dynamostore.NewLister(st.Clients.DynamoDB, st.Names["QuarantineTable"]), s3payload.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
+	sw := sweeper.New(f.store, dynamostore.NewLister(st.Clients.DynamoDB, st.Names["QuarantineTable"]), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
 		st.Clients.S3, nil, f.clock.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 3650 * 24 * time.Hour})
 	if rep, err := sw.Run(ctx); err != nil || len(rep.Archived) != 1 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // FixOptions are the flags of dlqctl fix.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // LsOptions are the flags of dlqctl ls.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // ParkOptions are the flags of dlqctl park and unpark.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 )
 
 // PolicyAddOptions are the flags of dlqctl policy add.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // Summary is a record without its payload: what ls and buckets print.

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // RedriveOptions are the flags of dlqctl redrive.

@@ -12,11 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/embedded"
-	"github.com/dlqquarantine/dlqq/shared/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/sources"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
 
 // dlqctl redrive without --yes changes nothing; with --yes it drives the

@@ -10,9 +10,9 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/archive"
-	"github.com/dlqquarantine/dlqq/shared/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // VerifyResult is what dlqctl verify found.

@@ -1,0 +1,306 @@
+package dynamostore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/faults"
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+)
+
+var stack *embedded.Stack
+
+func TestMain(m *testing.M) {
+	st, err := embedded.Start(context.Background(), embedded.Options{})
+	if err != nil {
+		panic(err)
+	}
+	stack = st
+	code := m.Run()
+	st.Close()
+	os.Exit(code)
+}
+
+func TestStoreContract(t *testing.T) {
+	storetest.RunStore(t, dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]))
+}
+
+func TestPayloadsContract(t *testing.T) {
+	bucket := stack.Names["PayloadBucket"]
+	p := s3store.New(stack.Clients.S3, bucket, stack.Names["QuarantineKey"])
+	storetest.RunPayloads(t, p, func(t *testing.T, ref quarantine.ObjectRef, data []byte) {
+		if _, err := stack.Clients.S3.PutObject(context.Background(), &s3.PutObjectInput{
+			Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key), Body: bytes.NewReader(data),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// lossyTransport forwards requests, and for the first conditional PutObject
+// to key it lets S3 apply the put and then answers 500 in its place: the
+// answer was lost. The SDK retries.
+type lossyTransport struct {
+	next http.RoundTripper
+	key  string
+	mu   sync.Mutex
+	puts int
+}
+
+func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/"+l.key) || req.Header.Get("If-None-Match") != "*" {
+		return l.next.RoundTrip(req)
+	}
+	l.mu.Lock()
+	l.puts++
+	first := l.puts == 1
+	l.mu.Unlock()
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || !first {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the first put was not applied: %d", resp.StatusCode)
+	}
+	body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>`
+	return &http.Response{
+		StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req,
+	}, nil
+}
+
+// On versitygw, through the real SDK: S3 applies a conditional put and its
+// answer is lost (500); the SDK retries, gets 412, and PutPayload returns a
+// reference to the one version the first attempt made.
+func TestPayloadPutAppliedThenAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	bucket := stack.Names["PayloadBucket"]
+	key := "bodies/src/" + storetest.UniqueID("lost")
+	lossy := &lossyTransport{next: http.DefaultTransport, key: key}
+	cfg := stack.AWS.Copy()
+	cfg.HTTPClient = &http.Client{Transport: lossy}
+	p := s3store.New(awsclients.New(cfg, awsclients.Options{Local: true}).S3, bucket, "")
+	data := bytes.Repeat([]byte("lost answer "), 20000)
+	ref, err := p.PutPayload(ctx, key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lossy.puts != 2 {
+		t.Fatalf("%d conditional puts reached S3, want the lost one and the SDK's retry", lossy.puts)
+	}
+	out, err := stack.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket), Prefix: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Versions) != 1 || len(out.DeleteMarkers) != 0 || aws.ToString(out.Versions[0].VersionId) != ref.VersionID {
+		t.Fatalf("versions %+v, ref %+v", out.Versions, ref)
+	}
+	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get: %v", err)
+	}
+}
+
+func TestItemSizeGuard(t *testing.T) {
+	t.Parallel()
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	r := storetest.Record(t, storetest.UniqueID("big"))
+	r.Body = string(bytes.Repeat([]byte("x"), dynamostore.MaxItemBytes))
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(context.Background(), r); !errors.Is(err, quarantine.ErrItemTooLarge) {
+		t.Fatalf("oversized create = %v", err)
+	}
+}
+
+// DynamoDB refuses items over 400 KB (dynamostore checks it, as kumo
+// does not): a message with huge texts must still be stored.
+func TestBoundedTexts(t *testing.T) {
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	p := s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], stack.Names["QuarantineKey"])
+	storetest.RunBoundedTexts(t, s, p)
+}
+
+// A record that passed the quarantiner's budget stays under the item limit
+// however it grows: a full history of arrivals and actions, every text at
+// its bound, and a full list of reads.
+func TestRecordGrowthStaysUnderTheItemLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, maxAttempts := range []int{0, quarantine.MaxMaxAttempts} {
+		store, payloads := memstore.New(), memstore.NewPayloads()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		src := &quarantine.Source{Name: "grow", ARN: "arn:aws:sqs:us-east-1:000000000000:grow", DLQName: "grow-dlq", Opaque: true, RedriveCap: 1000}
+		q := quarantine.NewQuarantiner(store, payloads, func() time.Time { return now }, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}, MaxAttempts: maxAttempts})
+		body := strings.Repeat("b", quarantine.DefaultBodyInlineMax)
+		long := strings.Repeat("r", 4<<10)
+		var rec *quarantine.Record
+		for i := 0; i < quarantine.MaxMaxAttempts+5; i++ {
+			out, err := q.Quarantine(ctx, quarantine.Message{
+				MessageID: fmt.Sprintf("%d-%s", i, long), Body: []byte(body), DLQARN: "arn:aws:sqs:us-east-1:000000000000:grow-dlq",
+				Attributes: map[string]quarantine.Attribute{
+					"idempotency-key":            {DataType: "String", StringValue: "k"},
+					quarantine.AttrFailureReason: {DataType: "String", StringValue: fmt.Sprintf("%d %s", i, long)},
+					quarantine.AttrFailureStage:  {DataType: "String", StringValue: long},
+					"pad":                        {DataType: "String", StringValue: strings.Repeat("p", 20<<10)},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec = out.Record
+		}
+		for i := 0; i < quarantine.DefaultMaxReads+5; i++ {
+			next, err := rec.NotePayloadRead(long, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Replace(ctx, next, rec.Version); err != nil {
+				t.Fatal(err)
+			}
+			rec = next
+		}
+		item, err := dynamostore.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := dynamostore.ItemSize(item)
+		t.Logf("max attempts %d: %d bytes, %d attempts kept, body inline %v, attributes inline %v", maxAttempts, n, len(rec.Attempts), rec.BodyRef == nil, rec.AttributesRef == nil)
+		if n > dynamostore.MaxItemBytes {
+			t.Fatalf("max attempts %d: the record grew to %d bytes (%d attempts kept, body inline %v)", maxAttempts, n, len(rec.Attempts), rec.BodyRef == nil)
+		}
+	}
+}
+
+// Times are stored fixed-width, so the index's sort key sorts as time does.
+func TestTimesSortAsStored(t *testing.T) {
+	t.Parallel()
+	r := storetest.Record(t, "times")
+	r.FirstSeen = quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 100000000, time.UTC))
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := item["first_seen"].(*ddbtypes.AttributeValueMemberS).Value
+	if got != "2026-01-02T03:04:05.100000000Z" {
+		t.Fatalf("first_seen stored as %q", got)
+	}
+	later := quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)).String()
+	whole := quarantine.At(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).String()
+	if !(whole < got && got < later) {
+		t.Fatalf("stored times do not sort: %s %s %s", whole, got, later)
+	}
+	back, err := dynamostore.Unmarshal(item)
+	if err != nil || !back.FirstSeen.Equal(r.FirstSeen.Time) {
+		t.Fatalf("round trip: %v %v", back, err)
+	}
+}
+
+func TestListerContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
+}
+
+func TestCountersContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
+	storetest.RunCounters(t, s, l, s, l)
+}
+
+// A create and a replace whose first try was applied and unanswered: the
+// SDK's retry fails the condition, and the store recognizes the item as
+// its own write (not ErrExists, not ErrVersionConflict), counted once.
+func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
+	t.Parallel()
+	cfg := stack.AWS.Copy()
+	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 2}
+	if lose.Base == nil {
+		lose.Base = http.DefaultClient
+	}
+	cfg.HTTPClient = lose
+	clients := awsclients.New(cfg, awsclients.Options{Local: true})
+	s := dynamostore.New(clients.DynamoDB, stack.Names["QuarantineTable"])
+	ctx := context.Background()
+	r := storetest.Record(t, storetest.UniqueID("lost"))
+	r.Source = storetest.UniqueID("lostsrc") // its own counters
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	r.WriteID = quarantine.NewWriteID()
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatalf("create whose answer was lost = %v", err)
+	}
+	next, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(time.Second)), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
+		quarantine.Classification{Class: quarantine.ClassValidation, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Replace(ctx, next, r.Version); err != nil {
+		t.Fatalf("replace whose answer was lost = %v", err)
+	}
+	if lose.Lost() != 2 {
+		t.Fatalf("%d answers lost", lose.Lost())
+	}
+	got, err := s.Get(ctx, r.DLQID)
+	if err != nil || got.Seal != next.Seal {
+		t.Fatalf("stored %v: %v", got, err)
+	}
+	// Each write's counters were applied once.
+	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassValidation); n != 1 {
+		t.Fatalf("state counter %d, want 1", n)
+	}
+	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassExhausted); n != 0 {
+		t.Fatalf("old state counter %d, want 0", n)
+	}
+}
+
+// TamperItem rewrites a record's item with one plain PutItem, as someone
+// with write access to the table would: no seal, no version bump, no
+// counters.
+func TamperItem(t *testing.T, id string, change func(*quarantine.Record)) {
+	t.Helper()
+	ctx := context.Background()
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(r)
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHoldContract(t *testing.T) {
+	table := stack.Names["QuarantineTable"]
+	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
+	storetest.RunHold(t, s, l, s, TamperItem)
+}

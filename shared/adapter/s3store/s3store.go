@@ -1,0 +1,319 @@
+// Package s3payload is the S3 adapter for quarantine.PayloadStore: the claim
+// check for bodies and attribute sets too large for a DynamoDB item. Objects
+// are written with SSE-KMS and a SHA-256 checksum that S3 verifies on upload.
+//
+// Keys are content-addressed (the caller puts the SHA-256 in the key), and
+// an object is written once: PutPayload is a conditional create
+// (If-None-Match: *), and when the key already holds an object it verifies
+// that object's SHA-256 and returns a reference to THAT version. A second
+// upload would make the version a record pins noncurrent. (The payload
+// bucket's lifecycle expires noncurrent versions only once DeletePayload has
+// tagged them archived.)
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// API is the part of the S3 client the store uses.
+type API interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	HeadObject(ctx context.Context, in *s3.HeadObjectInput, opts ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
+}
+
+// DeleteAPI is what DeletePayload needs besides API.
+type DeleteAPI interface {
+	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	PutObjectTagging(ctx context.Context, in *s3.PutObjectTaggingInput, opts ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error)
+}
+
+// ArchivedTagKey and ArchivedTagValue mark a claim-check version whose
+// record is archived. The payload bucket's lifecycle removes noncurrent
+// versions only when they carry this tag (infra/template.yaml), and the
+// sweeper's role may set no other.
+const (
+	ArchivedTagKey   = "dlqq-archived"
+	ArchivedTagValue = "true"
+)
+
+// Store is a quarantine.PayloadStore on one bucket.
+type Store struct {
+	api      API
+	bucket   string
+	kmsKeyID string
+}
+
+// New returns a Store writing to bucket, encrypted with kmsKeyID (the
+// bucket's default key when empty).
+func New(api API, bucket, kmsKeyID string) *Store {
+	return &Store{api: api, bucket: bucket, kmsKeyID: kmsKeyID}
+}
+
+var errNoCurrent = errors.New("the key has no current object after the conditional put failed")
+
+// putAttempts bounds the conditional creates of one PutPayload: a 409
+// (a concurrent conditional write) or an object deleted between the 412
+// and the read of it starts again.
+const putAttempts = 5
+
+// PutPayload implements quarantine.PayloadStore. It creates the object only
+// when the key holds none (If-None-Match: *). When it holds one (412, also
+// the answer to the SDK's retry of a put that was applied but whose answer
+// was lost), the existing current version is read, its SHA-256 verified
+// against data, and the reference names that version: nothing is uploaded
+// again, so no version a record pins becomes noncurrent. An existing object
+// with other bytes is an error wrapping quarantine.ErrPayloadMismatch.
+//
+// After the sweeper's delete (a delete marker is current) S3 creates a new
+// version; a store that answers 412 there (versitygw) makes this fail after
+// its attempts. Neither is on a path that matters: ingest uploads nothing
+// for a record that exists, and only archived records' objects are deleted.
+func (s *Store) PutPayload(ctx context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
+	sum := sha256.Sum256(data)
+	ref := quarantine.ObjectRef{Bucket: s.bucket, Key: key, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+	var last error
+	for attempt := range putAttempts {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return quarantine.ObjectRef{}, fmt.Errorf("put payload %s: %w (after %w)", key, err, last)
+			}
+		}
+		in := &s3.PutObjectInput{
+			Bucket:               aws.String(s.bucket),
+			Key:                  aws.String(key),
+			Body:                 bytes.NewReader(data),
+			ContentLength:        aws.Int64(int64(len(data))),
+			ChecksumSHA256:       aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+			ServerSideEncryption: types.ServerSideEncryptionAwsKms,
+			IfNoneMatch:          aws.String("*"),
+		}
+		if s.kmsKeyID != "" {
+			in.SSEKMSKeyId = aws.String(s.kmsKeyID)
+		}
+		out, err := s.api.PutObject(ctx, in)
+		switch {
+		case err == nil:
+			ref.VersionID = aws.ToString(out.VersionId)
+			return ref, nil
+		case conditionConflict(err):
+			last = err
+			continue
+		case !preconditionFailed(err):
+			return quarantine.ObjectRef{}, fmt.Errorf("put payload %s: %w", key, err)
+		}
+		version, err := s.existing(ctx, key, sum, int64(len(data)))
+		if errors.Is(err, errNoCurrent) {
+			// Deleted between the 412 and the read: create it again.
+			last = err
+			continue
+		}
+		if err != nil {
+			return quarantine.ObjectRef{}, err
+		}
+		ref.VersionID = version
+		return ref, nil
+	}
+	return quarantine.ObjectRef{}, fmt.Errorf("put payload %s: %d attempts: %w", key, putAttempts, last)
+}
+
+// existing reads the current version of key and verifies it holds the bytes
+// whose SHA-256 is sum: from the checksum S3 verified at upload when it
+// reports one for the whole object, else by reading and hashing it. The
+// error wraps errNoCurrent when the key has no current object.
+func (s *Store) existing(ctx context.Context, key string, sum [32]byte, size int64) (string, error) {
+	head, err := s.api.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), ChecksumMode: types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		if missing(err) {
+			return "", fmt.Errorf("%w: %w", errNoCurrent, err)
+		}
+		return "", fmt.Errorf("read existing payload %s: %w", key, err)
+	}
+	version := aws.ToString(head.VersionId)
+	if head.ContentLength != nil && *head.ContentLength != size {
+		return "", fmt.Errorf("payload %s holds %d bytes, not the %d it is named for: %w", key, *head.ContentLength, size, quarantine.ErrPayloadMismatch)
+	}
+	want := base64.StdEncoding.EncodeToString(sum[:])
+	if c := aws.ToString(head.ChecksumSHA256); c != "" && head.ChecksumType != types.ChecksumTypeComposite && !strings.Contains(c, "-") {
+		if c != want {
+			return "", fmt.Errorf("payload %s holds other bytes than it is named for: %w", key, quarantine.ErrPayloadMismatch)
+		}
+		return version, nil
+	}
+	// No full-object checksum reported: read that very version and hash it.
+	in := &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)}
+	if version != "" {
+		in.VersionId = aws.String(version)
+	}
+	data, err := s.read(ctx, in)
+	if err != nil {
+		if missing(err) {
+			return "", fmt.Errorf("%w: %w", errNoCurrent, err)
+		}
+		return "", fmt.Errorf("read existing payload %s: %w", key, err)
+	}
+	if got := sha256.Sum256(data); got != sum {
+		return "", fmt.Errorf("payload %s holds other bytes than it is named for: %w", key, quarantine.ErrPayloadMismatch)
+	}
+	return version, nil
+}
+
+// GetPayload implements quarantine.PayloadStore. It reads the version the
+// reference pins. When that version is gone (records written before
+// PutPayload reused existing versions may pin one that a later upload made
+// noncurrent and the lifecycle rule expired), it reads the key's current
+// version instead and accepts it only if its SHA-256 equals ref.SHA256: the
+// key is content-addressed, so that version holds the same bytes.
+func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byte, error) {
+	in := &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}
+	if ref.VersionID != "" {
+		in.VersionId = aws.String(ref.VersionID)
+	}
+	data, err := s.read(ctx, in)
+	if err != nil && ref.VersionID != "" && missing(err) {
+		cur, curErr := s.read(ctx, &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)})
+		if curErr != nil {
+			return nil, fmt.Errorf("get payload %s: pinned version: %w; current version: %w", ref.Key, err, curErr)
+		}
+		data, err = cur, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get payload %s: %w", ref.Key, err)
+	}
+	if quarantine.BodySHA256(data) != ref.SHA256 {
+		return nil, fmt.Errorf("payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
+	}
+	return data, nil
+}
+
+func (s *Store) read(ctx context.Context, in *s3.GetObjectInput) ([]byte, error) {
+	out, err := s.api.GetObject(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return data, nil
+}
+
+func httpStatus(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// preconditionFailed: the key holds a current object (If-None-Match).
+func preconditionFailed(err error) bool {
+	return errorCode(err) == "PreconditionFailed" || httpStatus(err) == http.StatusPreconditionFailed
+}
+
+// conditionConflict: a concurrent conditional write on the key; S3 says to
+// retry the upload.
+func conditionConflict(err error) bool {
+	return errorCode(err) == "ConditionalRequestConflict" || httpStatus(err) == http.StatusConflict
+}
+
+// missing: the object or version does not exist. Without s3:ListBucket S3
+// answers a missing key or version with 403, not 404, so 403 counts too;
+// every read that follows is verified by its SHA-256.
+func missing(err error) bool {
+	switch errorCode(err) {
+	case "NoSuchKey", "NoSuchVersion", "NotFound", "AccessDenied", "Forbidden":
+		return true
+	}
+	switch httpStatus(err) {
+	case http.StatusNotFound, http.StatusForbidden:
+		return true
+	}
+	return false
+}
+
+// pause waits with full jitter before the next conditional put.
+func pause(ctx context.Context, attempt int) error {
+	return quarantine.Backoff(ctx, attempt, 20*time.Millisecond, 320*time.Millisecond)
+}
+
+// DeletePayload implements quarantine.PayloadDeleter; the sweeper calls it
+// only after the record's ARCHIVED stub is written. It first tags the
+// version the reference pins as archived (ArchivedTagKey), then deletes the
+// key, not a version: in the versioned payload bucket that leaves a delete
+// marker, and the bucket's lifecycle rule removes the noncurrent version
+// because it carries the tag (the sweeper holds no s3:DeleteObjectVersion).
+// A version without the tag is never removed, delete marker or not. When
+// the tagging fails nothing is deleted.
+func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
+	api, ok := s.api.(DeleteAPI)
+	if !ok {
+		return fmt.Errorf("delete payload %s: the S3 client cannot delete", ref.Key)
+	}
+	tag := &s3.PutObjectTaggingInput{
+		Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String(ArchivedTagKey), Value: aws.String(ArchivedTagValue)}}},
+	}
+	if ref.VersionID != "" {
+		tag.VersionId = aws.String(ref.VersionID)
+	}
+	_, err := api.PutObjectTagging(ctx, tag)
+	if err != nil && ref.VersionID != "" && missing(err) {
+		// The pinned version is gone (see GetPayload): the archive was
+		// built from the key's current version, verified by its SHA-256;
+		// mark that very version, and only if it still holds those bytes.
+		var sum [32]byte
+		if d, derr := hex.DecodeString(ref.SHA256); derr == nil && len(d) == len(sum) {
+			copy(sum[:], d)
+			var version string
+			if version, err = s.existing(ctx, ref.Key, sum, ref.Size); err == nil {
+				tag.VersionId = optionalVersion(version)
+				_, err = api.PutObjectTagging(ctx, tag)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mark payload %s archived: %w", ref.Key, err)
+	}
+	in := &s3.DeleteObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}
+	if _, err := api.DeleteObject(ctx, in); err != nil {
+		return fmt.Errorf("delete payload %s: %w", ref.Key, err)
+	}
+	return nil
+}
+
+func optionalVersion(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return aws.String(v)
+}

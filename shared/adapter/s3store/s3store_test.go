@@ -1,0 +1,324 @@
+package s3store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/s3fake"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+const bucket = "payloads"
+
+var (
+	t0  = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	day = 24 * time.Hour
+)
+
+// sdkRetry retries a PutObject answered with a 5xx, rewinding the body, as
+// the SDK's standard retryer does inside one PutObject call.
+type sdkRetry struct{ *s3fake.S3 }
+
+func (r sdkRetry) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	for i := 0; ; i++ {
+		out, err := r.S3.PutObject(ctx, in, opts...)
+		var re *awshttp.ResponseError
+		if err == nil || i == 2 || !errors.As(err, &re) || re.HTTPStatusCode() < 500 {
+			return out, err
+		}
+		if _, err := in.Body.(io.Seeker).Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// rawPut writes as the code before the fix did: no condition.
+func rawPut(t *testing.T, f *s3fake.S3, key string, data []byte, withChecksum bool) string {
+	t.Helper()
+	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}
+	if withChecksum {
+		in.ChecksumSHA256 = aws.String(b64sum(data))
+	}
+	out, err := f.PutObject(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.VersionId)
+}
+
+func b64sum(data []byte) string {
+	sum := sha256.Sum256(data)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+func oneVersion(t *testing.T, f *s3fake.S3, key, want string) {
+	t.Helper()
+	vs := f.Versions(bucket, key)
+	if len(vs) != 1 || vs[0].ID != want {
+		t.Fatalf("%s has %d versions (%+v), want only %s", key, len(vs), vs, want)
+	}
+}
+
+// A second put of the same key and bytes (a duplicate delivery) uploads
+// nothing and names the version the first made, so the lifecycle rule,
+// which expires only noncurrent versions, never takes it.
+func TestPutPayloadCreatesOnceAndReusesTheVersion(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	p := s3store.New(f, bucket, "key")
+	data := bytes.Repeat([]byte("x"), 200<<10)
+	first, err := p.PutPayload(ctx, "bodies/s/k", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		again, err := p.PutPayload(ctx, "bodies/s/k", data)
+		if err != nil || again != first {
+			t.Fatalf("second put = %+v %v, want %+v", again, err, first)
+		}
+	}
+	oneVersion(t, f, "bodies/s/k", first.VersionID)
+	f.Advance(8 * day)
+	f.ApplyLifecycle()
+	if got, err := p.GetPayload(ctx, first); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get after lifecycle: %v", err)
+	}
+}
+
+// A key holding other bytes than the caller's is never accepted, whether S3
+// reports the object's checksum or the bytes must be read and hashed.
+func TestPutPayloadRefusesAKeyHoldingOtherBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, withChecksum := range []bool{true, false} {
+		f := s3fake.New(t0, 7)
+		p := s3store.New(f, bucket, "")
+		rawPut(t, f, "k-same-size", []byte("tampered"), withChecksum)
+		rawPut(t, f, "k-other-size", []byte("much longer than the original"), withChecksum)
+		for _, k := range []string{"k-same-size", "k-other-size"} {
+			if ref, err := p.PutPayload(ctx, k, []byte("original")); !errors.Is(err, quarantine.ErrPayloadMismatch) {
+				t.Fatalf("checksum %v, %s: put over other bytes = %+v %v", withChecksum, k, ref, err)
+			}
+			if n := len(f.Versions(bucket, k)); n != 1 {
+				t.Fatalf("%d versions", n)
+			}
+		}
+	}
+}
+
+// An object stored without a checksum is verified by reading that very
+// version and hashing it.
+func TestPutPayloadVerifiesByHashingWhenNoChecksumIsReported(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	p := s3store.New(f, bucket, "")
+	v := rawPut(t, f, "k", []byte("same bytes"), false)
+	ref, err := p.PutPayload(ctx, "k", []byte("same bytes"))
+	if err != nil || ref.VersionID != v {
+		t.Fatalf("put = %+v %v, want version %s", ref, err, v)
+	}
+	if f.Calls("GetObject") != 1 {
+		t.Fatalf("%d GetObject calls, want the one that hashes", f.Calls("GetObject"))
+	}
+	oneVersion(t, f, "k", v)
+}
+
+// S3 applied the put and the answer was lost (a 500); the SDK retries the
+// same conditional put, which gets 412: the ref names the version the
+// first attempt made, and there is one version.
+func TestPutPayloadAppliedThenAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	lost := true
+	f.SetFault(s3fake.Fault{After: func(op, key string) error {
+		if op == "PutObject" && lost {
+			lost = false
+			return s3fake.Error(op, 500, "InternalError", "We encountered an internal error. Please try again.")
+		}
+		return nil
+	}})
+	p := s3store.New(sdkRetry{f}, bucket, "")
+	data := []byte(strings.Repeat("body", 50000))
+	ref, err := p.PutPayload(ctx, "bodies/s/lost", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Calls("PutObject") != 2 || f.Calls("HeadObject") != 1 {
+		t.Fatalf("%d puts, %d heads", f.Calls("PutObject"), f.Calls("HeadObject"))
+	}
+	oneVersion(t, f, "bodies/s/lost", ref.VersionID)
+	f.Advance(30 * day)
+	f.ApplyLifecycle()
+	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get: %v", err)
+	}
+}
+
+// Applied, then the call timed out for the caller (the SDK gave up): the
+// put fails, the message is delivered again, and the next put names the
+// version the first one made.
+func TestPutPayloadAppliedThenTimedOut(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	f.SetFault(s3fake.Fault{After: func(op, key string) error {
+		if op == "PutObject" {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}})
+	p := s3store.New(f, bucket, "")
+	data := []byte("applied but unanswered")
+	if _, err := p.PutPayload(ctx, "k", data); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first put = %v", err)
+	}
+	f.SetFault(s3fake.Fault{})
+	ref, err := p.PutPayload(ctx, "k", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneVersion(t, f, "k", ref.VersionID)
+}
+
+// 409 ConditionalRequestConflict (a concurrent conditional write) is
+// retried, as S3 asks.
+func TestPutPayloadRetriesConditionalConflict(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	conflicts := 2
+	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
+		if op == "PutObject" && conflicts > 0 {
+			conflicts--
+			return s3fake.Error(op, 409, "ConditionalRequestConflict", "A conflicting conditional operation is currently in progress against this resource.")
+		}
+		return nil
+	}})
+	p := s3store.New(f, bucket, "")
+	ref, err := p.PutPayload(ctx, "k", []byte("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Calls("PutObject") != 3 {
+		t.Fatalf("%d puts", f.Calls("PutObject"))
+	}
+	oneVersion(t, f, "k", ref.VersionID)
+}
+
+// Other errors are not mistaken for an existing object.
+func TestPutPayloadReportsOtherErrors(t *testing.T) {
+	f := s3fake.New(t0, 7)
+	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
+		return s3fake.Error(op, 403, "AccessDenied", "Access Denied")
+	}})
+	if _, err := s3store.New(f, bucket, "").PutPayload(context.Background(), "k", []byte("d")); err == nil {
+		t.Fatal("a denied put succeeded")
+	}
+	if f.Calls("HeadObject") != 0 {
+		t.Fatal("a denied put read the key")
+	}
+}
+
+// After the sweeper's delete (a delete marker is current), a put creates a
+// new current version, and a ref to it.
+func TestPutPayloadAfterDeleteMarker(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	p := s3store.New(f, bucket, "")
+	first, err := p.PutPayload(ctx, "k", []byte("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DeletePayload(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.PutPayload(ctx, "k", []byte("data"))
+	if err != nil || again.VersionID == first.VersionID {
+		t.Fatalf("put after delete = %+v %v", again, err)
+	}
+	f.Advance(8 * day)
+	f.ApplyLifecycle()
+	if got, err := p.GetPayload(ctx, again); err != nil || string(got) != "data" {
+		t.Fatalf("get: %v", err)
+	}
+}
+
+// A record written before the fix may pin a version a later upload made
+// noncurrent and the lifecycle rule then expired. The current version of
+// the content-addressed key holds the same bytes: it is read and accepted
+// after its SHA-256 is checked, never otherwise.
+func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
+	ctx := context.Background()
+	data := []byte("the body")
+	setup := func() (*s3fake.S3, quarantine.ObjectRef) {
+		f := s3fake.New(t0, 7)
+		v1 := rawPut(t, f, "k", data, true)
+		rawPut(t, f, "k", data, true) // the duplicate delivery's upload
+		f.Advance(8 * day)
+		if f.ApplyLifecycle() != 1 {
+			t.Fatal("v1 did not expire")
+		}
+		return f, quarantine.ObjectRef{Bucket: bucket, Key: "k", VersionID: v1, SHA256: quarantine.BodySHA256(data), Size: int64(len(data))}
+	}
+	f, ref := setup()
+	p := s3store.New(f, bucket, "")
+	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get = %q %v", got, err)
+	}
+	// Other bytes under the key are refused.
+	rawPut(t, f, "k", []byte("other bytes"), true)
+	if _, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) {
+		t.Fatalf("get over other bytes = %v", err)
+	}
+	// No current object: an error, not bytes.
+	f, ref = setup()
+	p = s3store.New(f, bucket, "")
+	if err := p.DeletePayload(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.GetPayload(ctx, ref); err == nil {
+		t.Fatalf("get after delete = %q", got)
+	}
+}
+
+// Without s3:ListBucket, S3 answers a missing version with 403: the fall
+// back to the verified current version covers that too.
+func TestGetPayloadWhenThePinnedVersionIsForbidden(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	p := s3store.New(f, bucket, "")
+	ref, err := p.PutPayload(ctx, "k", []byte("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := true
+	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
+		if op == "GetObject" && denied {
+			denied = false
+			return s3fake.Error(op, 403, "AccessDenied", "Access Denied")
+		}
+		return nil
+	}})
+	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" {
+		t.Fatalf("get = %q %v", got, err)
+	}
+}
+
+// The PayloadStore contract, on the fake (versioned, lifecycle-aware); it
+// also runs on versitygw (dynamostore) and the in-memory twin.
+func TestPayloadsContractOnFake(t *testing.T) {
+	f := s3fake.New(t0, 7)
+	storetest.RunPayloads(t, s3store.New(f, bucket, ""), func(t *testing.T, ref quarantine.ObjectRef, data []byte) {
+		rawPut(t, f, ref.Key, data, false)
+	})
+}

@@ -1,0 +1,86 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/demo"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+)
+
+// The demo scenario at a smaller size, asserting the same invariants.
+func TestDemoScenarioHoldsInvariants(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Params: demo.StackParams, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs bytes.Buffer
+	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out, 3)
+	if !rep.OK() {
+		t.Fatalf("invariants violated:\n%s", out.String())
+	}
+	if rep.DeadLettered == 0 || rep.ByClass["validation"] == 0 || rep.ByClass["exhausted"] == 0 || rep.Recalled == 0 ||
+		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
+		t.Fatalf("the scenario did not exercise every path:\n%s", out.String())
+	}
+	if len(rep.Corrected) == 0 || len(rep.Policies) != 1 || rep.Policies[0].Redriven != len(rep.Corrected) {
+		t.Fatalf("corrections %d, policies %+v: want every corrected record replayed by the policy", len(rep.Corrected), rep.Policies)
+	}
+	if rep.Sent != rep.Consumed+rep.DeadLettered {
+		t.Fatalf("sent %d != consumed %d + dead-lettered %d", rep.Sent, rep.Consumed, rep.DeadLettered)
+	}
+	// Every function ran over events whose values are recognizable: none
+	// may appear in a log line, an EMF metric line, or a CloudWatch metric's
+	// name or dimensions.
+	var published strings.Builder
+	p := cloudwatch.NewListMetricsPaginator(st.Clients.CloudWatch, &cloudwatch.ListMetricsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Metrics {
+			fmt.Fprintf(&published, "%s %s", aws.ToString(m.Namespace), aws.ToString(m.MetricName))
+			for _, d := range m.Dimensions {
+				fmt.Fprintf(&published, " %s=%s", aws.ToString(d.Name), aws.ToString(d.Value))
+			}
+			published.WriteString("\n")
+		}
+	}
+	if !strings.Contains(published.String(), "DLQDepth") || !strings.Contains(logs.String(), "_aws") {
+		t.Fatalf("no metrics to check:\n%s", published.String())
+	}
+	checked := 0
+	for _, g := range demo.Generate(7, 400) {
+		var e demo.Event
+		if json.Unmarshal([]byte(g.Body), &e) != nil {
+			continue
+		}
+		for _, v := range []string{e.EventID, e.NDC, e.Lot, e.Facility} {
+			if len(v) < 5 {
+				continue
+			}
+			checked++
+			if strings.Contains(logs.String(), v) || strings.Contains(published.String(), v) {
+				t.Fatalf("payload value %q in the functions' logs or metrics", v)
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d payload values checked", checked)
+	}
+}

@@ -1,0 +1,315 @@
+// Package embedded starts the embedded AWS stack used by tests, the demo and
+// `make local`: kumo in-process for SQS, DynamoDB, CloudWatch, KMS and the
+// Lambda Runtime API, and versitygw (built through the tools module with
+// `go tool`) for S3 with Object Lock. Every resource is created from
+// infra/template.yaml, so tests and template cannot drift.
+//
+// When AWS_ENDPOINT_URL is set (LocalStack, say), no emulator is started and
+// the resources are created there instead; AWS_ENDPOINT_URL_S3 does the same
+// for S3 alone.
+package embedded
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/sivchari/kumo"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+)
+
+// Credentials the embedded stack uses; versitygw checks them, kumo does not.
+const (
+	AccessKey = "dlqqtest"
+	SecretKey = "dlqqtestsecret"
+	Region    = "us-east-1"
+	// Account is the account id kumo and LocalStack report.
+	Account = "000000000000"
+	profile = "dlqq-embedded"
+)
+
+// Options configure Start.
+type Options struct {
+	// StackName prefixes every resource name; a random one when empty.
+	StackName string
+	// Template is the template path (default infra/template.yaml).
+	Template string
+	// Params override template parameter defaults.
+	Params map[string]any
+	// NoS3 skips S3 (no versitygw, no buckets).
+	NoS3 bool
+	// Dir holds versitygw's data and the SDK profile file (a temp dir when empty).
+	Dir string
+	// Log receives versitygw's output (discarded when nil).
+	Log io.Writer
+}
+
+// Stack is a running embedded stack with the template's resources.
+type Stack struct {
+	// AWS is an SDK config whose endpoints point at the stack.
+	AWS aws.Config
+	// Clients are built from AWS for the emulators.
+	Clients *awsclients.Clients
+	// Endpoint serves every service but S3; S3Endpoint serves S3.
+	Endpoint   string
+	S3Endpoint string
+	// External is true when the endpoints came from AWS_ENDPOINT_URL.
+	External bool
+	// Env is what the template was resolved against.
+	Env template.Env
+	// Template is the resolved template.
+	Template *cloudformation.Template
+	// Names maps logical ids to physical names.
+	Names map[string]string
+	// QueueURLs maps queue logical ids to queue URLs.
+	QueueURLs map[string]string
+	// QueueARNs maps queue logical ids to queue ARNs.
+	QueueARNs map[string]string
+	// ConfigFile is an AWS shared config file with the stack's endpoints,
+	// for child processes (AWS_CONFIG_FILE and AWS_PROFILE).
+	ConfigFile string
+
+	closers []func()
+}
+
+// Start starts the emulators (unless AWS_ENDPOINT_URL says otherwise) and
+// creates the template's queues, tables, buckets and keys.
+func Start(ctx context.Context, o Options) (st *Stack, err error) {
+	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if o.StackName == "" {
+		o.StackName = RandomName("dlqq")
+	}
+	if o.Template == "" {
+		o.Template = template.Path()
+	}
+	if o.Dir == "" {
+		dir, err := os.MkdirTemp("", "dlqq-stack-")
+		if err != nil {
+			return nil, err
+		}
+		o.Dir = dir
+		s.closers = append(s.closers, func() { os.RemoveAll(dir) })
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+
+	s.Endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	s.S3Endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
+	s.External = s.Endpoint != ""
+	if s.Endpoint == "" {
+		s.Endpoint = kumoURL()
+	}
+	if s.S3Endpoint == "" && !o.NoS3 {
+		if s.External {
+			s.S3Endpoint = s.Endpoint
+		} else {
+			url, stop, err := StartVersityGW(ctx, filepath.Join(o.Dir, "s3"), o.Log)
+			if err != nil {
+				return nil, err
+			}
+			s.closers = append(s.closers, stop)
+			s.S3Endpoint = url
+		}
+	}
+	if err := s.loadConfig(ctx, o.Dir); err != nil {
+		return nil, err
+	}
+	s.Clients = awsclients.New(s.AWS, awsclients.Options{Local: true})
+
+	s.Env = template.Env{StackName: o.StackName, Region: s.AWS.Region, Account: Account, Endpoint: s.Endpoint, Params: o.Params}
+	s.Template, err = template.Open(o.Template, s.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.createResources(ctx, !o.NoS3); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadConfig writes a shared config profile with the stack's endpoints and
+// loads the SDK config from it, so clients get their endpoints from the SDK's
+// own configuration, as in production.
+func (s *Stack) loadConfig(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[profile %s]\nregion = %s\nendpoint_url = %s\ndisable_request_compression = true\n", profile, Region, s.Endpoint)
+	fmt.Fprintf(&b, "aws_access_key_id = %s\naws_secret_access_key = %s\n", AccessKey, SecretKey)
+	if s.S3Endpoint != "" {
+		fmt.Fprintf(&b, "services = %s\n\n[services %s]\ns3 =\n  endpoint_url = %s\n", profile, profile, s.S3Endpoint)
+	}
+	s.ConfigFile = filepath.Join(dir, "aws-config")
+	if err := os.WriteFile(s.ConfigFile, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithSharedConfigFiles([]string{s.ConfigFile}),
+		config.WithSharedCredentialsFiles([]string{}),
+		config.WithSharedConfigProfile(profile),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
+	)
+	if err != nil {
+		return fmt.Errorf("load SDK config: %w", err)
+	}
+	s.AWS = cfg
+	return nil
+}
+
+// Environ returns environment variables that point a child process (a
+// function's bootstrap, the AWS CLI) at the stack.
+func (s *Stack) Environ() []string {
+	env := []string{
+		"AWS_ENDPOINT_URL=" + s.Endpoint,
+		"AWS_ACCESS_KEY_ID=" + AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + SecretKey,
+		"AWS_REGION=" + s.AWS.Region,
+		"AWS_DEFAULT_REGION=" + s.AWS.Region,
+		"AWS_DISABLE_REQUEST_COMPRESSION=true",
+	}
+	if s.S3Endpoint != "" {
+		env = append(env, "AWS_ENDPOINT_URL_S3="+s.S3Endpoint)
+	}
+	return env
+}
+
+// Close stops the stack's versitygw and removes temporary data; the shared
+// kumo server stays up for the process's other stacks.
+func (s *Stack) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// RandomName returns prefix plus 8 random hex characters, lower case, valid
+// for queues, tables and buckets.
+func RandomName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+var (
+	kumoOnce sync.Once
+	kumoSrv  *kumo.Server
+)
+
+// kumoURL returns the process's one kumo server, started on first use. kumo
+// keeps its state process-wide whatever the server, and starting servers
+// concurrently races inside kumo, so every stack of a process shares one
+// (and names its resources uniquely); it lives as long as the process.
+func kumoURL() string {
+	kumoOnce.Do(func() { kumoSrv = kumo.NewServer() })
+	return kumoSrv.URL
+}
+
+var (
+	vgwOnce sync.Once
+	vgwPath string
+	vgwErr  error
+)
+
+// VersityGWBinary builds (once per process, cached by the go command across
+// runs) and returns the versitygw binary pinned in tools/go.mod.
+func VersityGWBinary(ctx context.Context) (string, error) {
+	vgwOnce.Do(func() {
+		cmd := exec.CommandContext(ctx, "go", "tool", "-n", "versitygw")
+		cmd.Dir = filepath.Join(filepath.Dir(template.Path()), "..", "tools")
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, ee.Stderr)
+			}
+			vgwErr = fmt.Errorf("build versitygw through tools/go.mod: %w", err)
+			return
+		}
+		vgwPath = strings.TrimSpace(string(out))
+	})
+	return vgwPath, vgwErr
+}
+
+// StartVersityGW starts versitygw on a free loopback port with the posix
+// backend and a versioning directory under dir, and waits until it answers.
+func StartVersityGW(ctx context.Context, dir string, log io.Writer) (url string, stop func(), err error) {
+	bin, err := VersityGWBinary(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	data, versions := filepath.Join(dir, "data"), filepath.Join(dir, "versions")
+	for _, d := range []string{data, versions} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", nil, err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "--port", addr, "posix", "--versioning-dir", versions, data)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start versitygw: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop = func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	url = "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/")
+		if err == nil {
+			resp.Body.Close()
+			return url, stop, nil
+		}
+		select {
+		case <-done:
+			return "", nil, errors.New("versitygw exited before it answered")
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("versitygw did not answer on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

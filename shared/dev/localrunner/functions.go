@@ -1,0 +1,127 @@
+package localrunner
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// Functions are the real handlers of every function, configured from the
+// template's environment variables, on the stack's clients.
+type Functions struct {
+	Ingest       *ingest.Handler
+	IngestConfig ingest.Config
+	// Mapping is the DLQ's event source mapping.
+	Mapping Mapping
+	Redrive *redrive.Service
+	Sweeper *sweeper.Service
+	Metrics *metrics.Service
+	// Source is the template's source queue, with its redrive cap and the
+	// settle window.
+	Source     string
+	RedriveCap int
+	Settle     time.Duration
+	// Lease is how long a redrive claim holds a record.
+	Lease time.Duration
+	// ArchiveBucket is the sweeper's Object Lock bucket.
+	ArchiveBucket string
+
+	redriveConfig redrive.FunctionConfig
+	sweeperConfig sweeper.FunctionConfig
+	log           *slog.Logger
+}
+
+// NewFunctions builds them on the stack's clients, or on clients when it is
+// not nil (the soak's faulty ones). emfOut receives ingest's EMF lines.
+func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Logger, emfOut io.Writer) (*Functions, error) {
+	if clients == nil {
+		clients = st.Clients
+	}
+	env := func(id string) (func(string) string, error) {
+		fn, err := st.Template.GetServerlessFunctionWithName(id)
+		if err != nil {
+			return nil, err
+		}
+		return func(k string) string { return fn.Environment.Variables[k] }, nil
+	}
+	f := &Functions{}
+	getenv, err := env("IngestFunction")
+	if err != nil {
+		return nil, err
+	}
+	if f.IngestConfig, err = ingest.ConfigFromEnv(getenv); err != nil {
+		return nil, fmt.Errorf("ingest config from template: %w", err)
+	}
+	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, log, emfOut, nil); err != nil {
+		return nil, err
+	}
+	if f.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+		return nil, err
+	}
+	if getenv, err = env("RedriveFunction"); err != nil {
+		return nil, err
+	}
+	rcfg, err := redrive.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("redrive config from template: %w", err)
+	}
+	f.redriveConfig, f.log = rcfg, log
+	if f.Redrive, err = f.NewRedrive(clients); err != nil {
+		return nil, err
+	}
+	f.Settle, f.Lease = rcfg.Service.SettleWindow, rcfg.Service.Lease
+	for name, s := range rcfg.Sources {
+		f.Source, f.RedriveCap = name, s.RedriveCap
+	}
+	if getenv, err = env("SweeperFunction"); err != nil {
+		return nil, err
+	}
+	scfg, err := sweeper.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("sweeper config from template: %w", err)
+	}
+	if getenv, err = env("MetricsFunction"); err != nil {
+		return nil, err
+	}
+	mcfg, err := metrics.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("metrics config from template: %w", err)
+	}
+	if f.Metrics, err = metrics.NewFromConfig(mcfg, clients.DynamoDB, clients.SQS, clients.CloudWatch, log, nil); err != nil {
+		return nil, err
+	}
+	f.sweeperConfig, f.ArchiveBucket = scfg, scfg.Sweeper.Bucket
+	f.Sweeper = f.NewSweeper(clients)
+	return f, nil
+}
+
+// NewRedrive builds another redrive function, as configured from the
+// template, on other clients (one process of it, in the soak).
+func (f *Functions) NewRedrive(c *awsclients.Clients, adjust ...func(*redrive.Config)) (*redrive.Service, error) {
+	cfg := f.redriveConfig
+	for _, a := range adjust {
+		a(&cfg.Service)
+	}
+	return redrive.NewFromConfig(cfg, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch}, f.log, nil)
+}
+
+// NewSweeper builds another sweeper function on other clients; adjust may
+// change its configuration (the soak bounds each run).
+func (f *Functions) NewSweeper(c *awsclients.Clients, adjust ...func(*sweeper.Config)) *sweeper.Service {
+	table, cfg := f.sweeperConfig.TableName, f.sweeperConfig.Sweeper
+	for _, a := range adjust {
+		a(&cfg)
+	}
+	return sweeper.New(dynamostore.New(c.DynamoDB, table), dynamostore.NewLister(c.DynamoDB, table),
+		s3store.New(c.S3, f.sweeperConfig.PayloadBucket, ""), c.S3, c.CloudWatch, nil, f.log, cfg)
+}

@@ -1,0 +1,94 @@
+package localrunner_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+)
+
+// The runner honours partial batch failures and visibility: a stored item is
+// deleted and never seen again; a failed item comes back after the
+// visibility timeout, with a higher receive count.
+func TestPartialBatchFailuresAndVisibility(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: t.TempDir(), Params: map[string]any{"DLQVisibilityTimeoutSeconds": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.BatchSize != 10 || !m.ReportBatchItemFailures || m.Window != time.Second {
+		t.Fatalf("mapping from template = %+v", m)
+	}
+	m.Window = 200 * time.Millisecond
+	for _, body := range []string{"keep", "fail-once", "err-batch"} {
+		if _, err := st.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.QueueURL), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string][]string{} // body → receive counts seen
+	failedOnce := false
+	p := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: m, Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var resp events.SQSEventResponse
+		for _, r := range ev.Records {
+			seen[r.Body] = append(seen[r.Body], r.Attributes["ApproximateReceiveCount"])
+			if r.EventSourceARN != m.QueueARN || r.EventSource != "aws:sqs" {
+				t.Errorf("event record %+v", r)
+			}
+			if r.Body == "fail-once" && !failedOnce {
+				failedOnce = true
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			}
+			if r.Body == "err-batch" && len(seen["err-batch"]) == 1 {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: "not-in-this-batch"})
+			}
+		}
+		return resp, nil
+	}}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := p.PollOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		done := len(seen["fail-once"]) == 2 && len(seen["keep"]) >= 2 && len(seen["err-batch"]) >= 2
+		mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Drain whatever is left, then check nothing else comes back.
+	time.Sleep(1500 * time.Millisecond)
+	for range 3 {
+		if _, err := p.PollOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// An unknown id fails the whole first batch, so keep and err-batch are
+	// seen twice; fail-once is seen again with receive count 2; after their
+	// successful second delivery none of them comes back.
+	if len(seen["fail-once"]) != 2 || seen["fail-once"][1] != "2" {
+		t.Fatalf("fail-once receives %v", seen["fail-once"])
+	}
+	if len(seen["keep"]) != 2 || len(seen["err-batch"]) != 2 {
+		t.Fatalf("keep %v, err-batch %v", seen["keep"], seen["err-batch"])
+	}
+}

@@ -1,0 +1,63 @@
+package localrunner_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]time.Duration{"rate(1 minute)": time.Minute, "rate(5 minutes)": 5 * time.Minute, "rate(1 hour)": time.Hour, "rate(2 days)": 48 * time.Hour} {
+		if got, err := localrunner.ParseRate(expr); err != nil || got != want {
+			t.Errorf("%s = %v, %v", expr, got, err)
+		}
+	}
+	for _, bad := range []string{"cron(0 * * * ? *)", "rate(0 minutes)", "rate(five minutes)", ""} {
+		if _, err := localrunner.ParseRate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The scheduler runs exactly the template's schedules: the sweeper, the
+// metrics, and the redrive settle and standing policies with their inputs.
+func TestSchedulesFromTemplate(t *testing.T) {
+	t.Parallel()
+	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: "us-east-1", Account: "000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheds, err := localrunner.SchedulesFromTemplate(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]localrunner.Schedule{}
+	for _, s := range scheds {
+		got[s.Rule] = s
+	}
+	if s := got["SweeperSchedule"]; s.Every != time.Hour || s.Function != "dlqq-sweeper" {
+		t.Errorf("sweeper schedule %+v", s)
+	}
+	for rule, action := range map[string]string{"RedriveSettleRule": redrive.ActionSettle, "RedrivePolicyRule": redrive.ActionPolicies} {
+		s := got[rule]
+		if s.Every != 5*time.Minute || s.Function != "dlqq-redrive" {
+			t.Errorf("%s schedule %+v", rule, s)
+		}
+		req, err := redrive.ParseRequest(s.Input)
+		if err != nil || req.Action != action || req.Source != "dlqq-source" {
+			t.Errorf("%s input %s: %+v %v", rule, s.Input, req, err)
+		}
+	}
+	if s := got["MetricsScheduleRule"]; s.Every != time.Minute || s.Function != "dlqq-metrics" {
+		t.Errorf("metrics schedule %+v", s)
+	}
+	if len(scheds) != 4 {
+		raw, _ := json.Marshal(scheds)
+		t.Errorf("schedules %s", raw)
+	}
+}

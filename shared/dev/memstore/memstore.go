@@ -1,0 +1,281 @@
+// Package memstore holds in-memory twins of the quarantine ports for unit
+// tests. The contract tests in storetest run against them and against the
+// real adapters, so they cannot drift apart.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// Store is an in-memory quarantine.Store, with the same counters as the
+// DynamoDB store.
+type Store struct {
+	mu       sync.Mutex
+	records  map[string]*quarantine.Record
+	counters map[string]int64
+	open     map[string]map[string]int64 // source → signature → count
+	holds    map[string]quarantine.IntegrityHold
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{records: make(map[string]*quarantine.Record), counters: map[string]int64{}, open: map[string]map[string]int64{},
+		holds: map[string]quarantine.IntegrityHold{}}
+}
+
+// apply records r's counter changes and marks it stored; s.mu is held.
+func (s *Store) apply(r *quarantine.Record) {
+	for _, d := range r.CounterDeltas() {
+		s.counters[d.Key] += d.N
+		if d.Signature != "" {
+			if s.open[d.Source] == nil {
+				s.open[d.Source] = map[string]int64{}
+			}
+			s.open[d.Source][d.Signature] += d.N
+		}
+	}
+	r.MarkStored()
+}
+
+// ReadCounters returns the values of the given counter keys (absent: 0).
+func (s *Store) ReadCounters(_ context.Context, keys []string) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(keys))
+	for _, k := range keys {
+		out[k] = s.counters[k]
+	}
+	return out, nil
+}
+
+// OpenSignatures returns a source's open records by failure signature.
+func (s *Store) OpenSignatures(_ context.Context, source string) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for sig, n := range s.open[source] {
+		if n != 0 {
+			out[sig] = n
+		}
+	}
+	return out, nil
+}
+
+// Create implements quarantine.Store.
+func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.records[r.DLQID]; ok {
+		if quarantine.SameVersion(cur, r) {
+			r.MarkStored() // a retried create whose first try was applied
+			return nil
+		}
+		return quarantine.ErrExists
+	}
+	s.apply(r)
+	s.records[r.DLQID] = r.Clone()
+	return nil
+}
+
+// Get implements quarantine.Store.
+func (s *Store) Get(_ context.Context, id string) (*quarantine.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[id]
+	if !ok {
+		return nil, fmt.Errorf("get %s: %w", id, quarantine.ErrNotFound)
+	}
+	return r.Clone(), nil
+}
+
+// Replace implements quarantine.Store.
+func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[r.DLQID]
+	if _, held := s.holds[r.DLQID]; !ok || held || cur.Version != expectedVersion {
+		// As DynamoDB's adapter: only a failed condition is compared with
+		// what is stored.
+		switch {
+		case ok && quarantine.SameVersion(cur, r):
+			r.MarkStored() // a retried replace whose first try was applied
+			return nil
+		case held:
+			return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
+		}
+		return quarantine.ErrVersionConflict
+	}
+	s.apply(r)
+	s.records[r.DLQID] = r.Clone()
+	return nil
+}
+
+// Hold implements quarantine.Store.
+func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[h.ID]
+	switch _, held := s.holds[h.ID]; {
+	case !ok:
+		return fmt.Errorf("hold %s: %w", h.ID, quarantine.ErrNotFound)
+	case held:
+		return nil
+	case h.Version >= 0 && cur.Version != h.Version:
+		return quarantine.ErrVersionConflict
+	}
+	s.holds[h.ID] = h
+	for _, d := range quarantine.HoldDeltas(h.ID, h.At) {
+		s.counters[d.Key] += d.N
+	}
+	return nil
+}
+
+// HoldOf returns the integrity hold of a record, if it is held.
+func (s *Store) HoldOf(id string) (quarantine.IntegrityHold, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.holds[id]
+	return h, ok
+}
+
+// Tamper changes a stored record behind the store's back (no seal, no
+// version check, no counters): what someone writing the item directly
+// does, for tamper tests.
+func (s *Store) Tamper(id string, change func(*quarantine.Record)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.records[id]; ok {
+		change(r)
+	}
+}
+
+// All returns copies of every record, for assertions.
+func (s *Store) All() []*quarantine.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*quarantine.Record, 0, len(s.records))
+	for _, r := range s.records {
+		out = append(out, r.Clone())
+	}
+	return out
+}
+
+// Payloads is an in-memory quarantine.PayloadStore.
+type Payloads struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	// Bucket is reported in references (default "memory").
+	Bucket string
+}
+
+// NewPayloads returns an empty Payloads.
+func NewPayloads() *Payloads {
+	return &Payloads{objects: make(map[string][]byte), Bucket: "memory"}
+}
+
+// PutPayload implements quarantine.PayloadStore. As s3payload does, it
+// writes a key once: a key that already holds the same bytes is reused, one
+// that holds other bytes is an error.
+func (p *Payloads) PutPayload(_ context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.objects[key]; ok {
+		if !bytes.Equal(old, data) {
+			return quarantine.ObjectRef{}, fmt.Errorf("put payload %s: holds other bytes: %w", key, quarantine.ErrPayloadMismatch)
+		}
+	} else {
+		p.objects[key] = append([]byte(nil), data...)
+	}
+	return quarantine.ObjectRef{Bucket: p.Bucket, Key: key, SHA256: quarantine.BodySHA256(data), Size: int64(len(data))}, nil
+}
+
+// GetPayload implements quarantine.PayloadStore.
+func (p *Payloads) GetPayload(_ context.Context, ref quarantine.ObjectRef) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.objects[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("get payload %s: %w", ref.Key, quarantine.ErrNotFound)
+	}
+	if quarantine.BodySHA256(b) != ref.SHA256 {
+		return nil, fmt.Errorf("get payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// DeletePayload implements quarantine.PayloadDeleter.
+func (p *Payloads) DeletePayload(_ context.Context, ref quarantine.ObjectRef) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.objects, ref.Key)
+	return nil
+}
+
+// Overwrite replaces an object's bytes behind the store's back, for tamper tests.
+func (p *Payloads) Overwrite(key string, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.objects[key] = append([]byte(nil), data...)
+}
+
+// List implements quarantine.Lister; the cursor is the last id returned.
+func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var matched []*quarantine.Record
+	for _, r := range s.records {
+		if _, held := s.holds[r.DLQID]; held == q.Held && q.Matches(r) {
+			matched = append(matched, r)
+		}
+	}
+	slices.SortFunc(matched, func(a, b *quarantine.Record) int {
+		if c := a.FirstSeen.Compare(b.FirstSeen.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DLQID, b.DLQID)
+	})
+	start := 0
+	if q.Cursor != "" {
+		start = len(matched)
+		for i, r := range matched {
+			if r.DLQID == q.Cursor {
+				start = i + 1
+				break
+			}
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var page quarantine.ListPage
+	for _, r := range matched[start:] {
+		if len(page.IDs) == limit {
+			page.Cursor = page.IDs[len(page.IDs)-1]
+			break
+		}
+		page.IDs = append(page.IDs, r.DLQID)
+		page.Entries = append(page.Entries, quarantine.EntryOf(r))
+	}
+	return page, nil
+}
+
+// GetMany implements quarantine.BatchGetter.
+func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*quarantine.Record, len(ids))
+	for _, id := range ids {
+		if r, ok := s.records[id]; ok {
+			out[id] = r.Clone()
+		}
+	}
+	return out, nil
+}

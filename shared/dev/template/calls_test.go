@@ -1,0 +1,461 @@
+package template_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/demo"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+)
+
+// recorder notes the IAM authorization behind every SDK call a function
+// makes: action, target ARN and the request's condition keys.
+type recorder struct {
+	mu       sync.Mutex
+	fn       string
+	region   string
+	account  string
+	requests []request
+}
+
+func (r *recorder) option(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("record-iam-requests",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			qs := describe(r.fn, r.region, r.account, awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), in.Parameters)
+			r.mu.Lock()
+			r.requests = append(r.requests, qs...)
+			r.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+}
+
+func (r *recorder) has(action string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.requests, func(q request) bool { return q.Action == action })
+}
+
+// tagContext is the request-tag condition keys of a request that sets
+// tags: s3:RequestObjectTag/<key> per tag, s3:RequestObjectTagKeys the set.
+func tagContext(tags []s3types.Tag) map[string]string {
+	ctx := map[string]string{}
+	var keys []string
+	for _, t := range tags {
+		ctx["s3:requestobjecttag/"+strings.ToLower(aws.ToString(t.Key))] = aws.ToString(t.Value)
+		keys = append(keys, aws.ToString(t.Key))
+	}
+	ctx["s3:requestobjecttagkeys"] = strings.Join(keys, "\x00")
+	return ctx
+}
+
+// describe returns the authorizations one SDK call needs, per the service
+// authorization reference and each API's "Permissions" section:
+//   - DynamoDB: the action of the operation's name on the table (or
+//     index, for Query and Scan with IndexName); a TransactWriteItems is
+//     authorized item by item (PutItem, UpdateItem, DeleteItem,
+//     ConditionCheckItem), a TransactGetItems as GetItem per item;
+//   - S3: HeadObject needs s3:GetObject (s3:GetObjectVersion with a
+//     versionId), GetObject likewise, DeleteObject s3:DeleteObject
+//     (s3:DeleteObjectVersion with a versionId), ListObjectVersions
+//     s3:ListBucketVersions on the bucket, PutObject s3:PutObject plus
+//     s3:PutObjectRetention when it sets a retention and
+//     s3:PutObjectLegalHold when it sets a legal hold; the tagging calls
+//     s3:PutObjectTagging / GetObjectTagging / DeleteObjectTagging (their
+//     Version variants with a versionId);
+//   - SQS: the action of the operation's name without "Batch" on the
+//     queue's ARN (GetQueueUrl on the ARN built from QueueName);
+//   - CloudWatch PutMetricData: no resource-level permissions ("*"), the
+//     namespace as cloudwatch:namespace.
+//
+// An operation it does not know is reported as action "unknown" and fails
+// the check, so a new call cannot go unchecked.
+func describe(fn, region, account, svc, op string, params any) []request {
+	base := map[string]string{"aws:securetransport": "true"}
+	one := func(action, resource string, ctx map[string]string) request {
+		c := maps.Clone(base)
+		maps.Copy(c, ctx)
+		return request{Function: fn, Op: op, Action: action, Resource: resource, Context: c}
+	}
+	table := func(name *string) string {
+		n := aws.ToString(name)
+		if strings.HasPrefix(n, "arn:") {
+			return n
+		}
+		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", region, account, n)
+	}
+	queue := func(url *string) string {
+		u := strings.TrimRight(aws.ToString(url), "/")
+		parts := strings.Split(u, "/")
+		if len(parts) < 2 {
+			return "unknown-queue:" + u
+		}
+		return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, parts[len(parts)-2], parts[len(parts)-1])
+	}
+	object := func(bucket, key *string) string {
+		return "arn:aws:s3:::" + aws.ToString(bucket) + "/" + aws.ToString(key)
+	}
+	switch svc {
+	case "DynamoDB":
+		switch p := params.(type) {
+		case *dynamodb.GetItemInput:
+			return []request{one("dynamodb:GetItem", table(p.TableName), nil)}
+		case *dynamodb.PutItemInput:
+			return []request{one("dynamodb:PutItem", table(p.TableName), nil)}
+		case *dynamodb.UpdateItemInput:
+			return []request{one("dynamodb:UpdateItem", table(p.TableName), nil)}
+		case *dynamodb.DeleteItemInput:
+			return []request{one("dynamodb:DeleteItem", table(p.TableName), nil)}
+		case *dynamodb.QueryInput:
+			t := table(p.TableName)
+			if p.IndexName != nil {
+				t += "/index/" + *p.IndexName
+			}
+			return []request{one("dynamodb:Query", t, nil)}
+		case *dynamodb.ScanInput:
+			t := table(p.TableName)
+			if p.IndexName != nil {
+				t += "/index/" + *p.IndexName
+			}
+			return []request{one("dynamodb:Scan", t, nil)}
+		case *dynamodb.BatchGetItemInput:
+			var out []request
+			for _, name := range slices.Sorted(maps.Keys(p.RequestItems)) {
+				out = append(out, one("dynamodb:BatchGetItem", table(&name), nil))
+			}
+			return out
+		case *dynamodb.BatchWriteItemInput:
+			var out []request
+			for _, name := range slices.Sorted(maps.Keys(p.RequestItems)) {
+				out = append(out, one("dynamodb:BatchWriteItem", table(&name), nil))
+			}
+			return out
+		case *dynamodb.TransactWriteItemsInput:
+			var out []request
+			for _, it := range p.TransactItems {
+				switch {
+				case it.Put != nil:
+					out = append(out, one("dynamodb:PutItem", table(it.Put.TableName), nil))
+				case it.Update != nil:
+					out = append(out, one("dynamodb:UpdateItem", table(it.Update.TableName), nil))
+				case it.Delete != nil:
+					out = append(out, one("dynamodb:DeleteItem", table(it.Delete.TableName), nil))
+				case it.ConditionCheck != nil:
+					out = append(out, one("dynamodb:ConditionCheckItem", table(it.ConditionCheck.TableName), nil))
+				}
+			}
+			return out
+		case *dynamodb.TransactGetItemsInput:
+			var out []request
+			for _, it := range p.TransactItems {
+				if it.Get != nil {
+					out = append(out, one("dynamodb:GetItem", table(it.Get.TableName), nil))
+				}
+			}
+			return out
+		}
+	case "S3":
+		switch p := params.(type) {
+		case *s3.HeadObjectInput:
+			if p.VersionId != nil {
+				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+		case *s3.GetObjectInput:
+			if p.VersionId != nil {
+				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+		case *s3.DeleteObjectInput:
+			if p.VersionId != nil {
+				return []request{one("s3:DeleteObjectVersion", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:DeleteObject", object(p.Bucket, p.Key), nil)}
+		case *s3.GetObjectRetentionInput:
+			return []request{one("s3:GetObjectRetention", object(p.Bucket, p.Key), nil)}
+		case *s3.PutObjectRetentionInput:
+			return []request{one("s3:PutObjectRetention", object(p.Bucket, p.Key), map[string]string{"s3:object-lock-mode": string(p.Retention.Mode)})}
+		case *s3.PutObjectTaggingInput:
+			var tags []s3types.Tag
+			if p.Tagging != nil {
+				tags = p.Tagging.TagSet
+			}
+			if p.VersionId != nil {
+				return []request{one("s3:PutObjectVersionTagging", object(p.Bucket, p.Key), tagContext(tags))}
+			}
+			return []request{one("s3:PutObjectTagging", object(p.Bucket, p.Key), tagContext(tags))}
+		case *s3.GetObjectTaggingInput:
+			if p.VersionId != nil {
+				return []request{one("s3:GetObjectVersionTagging", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:GetObjectTagging", object(p.Bucket, p.Key), nil)}
+		case *s3.DeleteObjectTaggingInput:
+			if p.VersionId != nil {
+				return []request{one("s3:DeleteObjectVersionTagging", object(p.Bucket, p.Key), nil)}
+			}
+			return []request{one("s3:DeleteObjectTagging", object(p.Bucket, p.Key), nil)}
+		case *s3.ListObjectVersionsInput:
+			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
+		case *s3.ListObjectsV2Input:
+			return []request{one("s3:ListBucket", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
+		case *s3.PutObjectInput:
+			ctx := map[string]string{}
+			if p.IfNoneMatch != nil {
+				ctx["s3:if-none-match"] = *p.IfNoneMatch
+			}
+			if p.IfMatch != nil {
+				ctx["s3:if-match"] = *p.IfMatch
+			}
+			if p.ServerSideEncryption != "" {
+				ctx["s3:x-amz-server-side-encryption"] = string(p.ServerSideEncryption)
+			}
+			if p.SSEKMSKeyId != nil {
+				ctx["s3:x-amz-server-side-encryption-aws-kms-key-id"] = *p.SSEKMSKeyId
+			}
+			if p.ObjectLockMode != "" {
+				ctx["s3:object-lock-mode"] = string(p.ObjectLockMode)
+			}
+			if p.ObjectLockLegalHoldStatus != "" {
+				ctx["s3:object-lock-legal-hold"] = string(p.ObjectLockLegalHoldStatus)
+			}
+			if p.Tagging != nil {
+				q, err := url.ParseQuery(*p.Tagging)
+				if err != nil {
+					return []request{one("unknown", "S3 PutObject with unreadable Tagging "+*p.Tagging, nil)}
+				}
+				var tags []s3types.Tag
+				for _, k := range slices.Sorted(maps.Keys(q)) {
+					tags = append(tags, s3types.Tag{Key: aws.String(k), Value: aws.String(q.Get(k))})
+				}
+				maps.Copy(ctx, tagContext(tags))
+			}
+			out := []request{one("s3:PutObject", object(p.Bucket, p.Key), ctx)}
+			if p.ObjectLockMode != "" || p.ObjectLockRetainUntilDate != nil {
+				out = append(out, one("s3:PutObjectRetention", object(p.Bucket, p.Key), ctx))
+			}
+			if p.ObjectLockLegalHoldStatus != "" {
+				out = append(out, one("s3:PutObjectLegalHold", object(p.Bucket, p.Key), ctx))
+			}
+			return out
+		}
+	case "SQS":
+		action := "sqs:" + strings.TrimSuffix(op, "Batch")
+		switch p := params.(type) {
+		case *sqs.GetQueueUrlInput:
+			owner := account
+			if p.QueueOwnerAWSAccountId != nil {
+				owner = *p.QueueOwnerAWSAccountId
+			}
+			return []request{one(action, fmt.Sprintf("arn:aws:sqs:%s:%s:%s", region, owner, aws.ToString(p.QueueName)), nil)}
+		case *sqs.SendMessageInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.SendMessageBatchInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.GetQueueAttributesInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.ReceiveMessageInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.DeleteMessageInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.DeleteMessageBatchInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.ChangeMessageVisibilityInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
+		}
+	case "CloudWatch":
+		if p, ok := params.(*cloudwatch.PutMetricDataInput); ok {
+			return []request{one("cloudwatch:PutMetricData", "*", map[string]string{"cloudwatch:namespace": aws.ToString(p.Namespace)})}
+		}
+	}
+	return []request{one("unknown", fmt.Sprintf("%s %s (%T): teach describe this call", svc, op, params), nil)}
+}
+
+// Every AWS call each function makes, through every path the tests drive
+// (ingest with a claim-checked body, redrive, settle, correct, standing
+// policies, the sweeper, metrics), is granted by its role in the template.
+// The emulators enforce no IAM, so this is what stands between a green
+// suite and AccessDenied on the first deploy.
+func TestEveryCallIsGrantedByItsRole(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Params: demo.StackParams, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	recs := map[string]*recorder{}
+	fns := map[string]*localrunner.Functions{}
+	for _, name := range []string{"IngestFunction", "RedriveFunction", "SweeperFunction", "MetricsFunction"} {
+		recs[name] = &recorder{fn: name, region: st.Env.Region, account: st.Env.Account}
+		cfg := st.AWS.Copy()
+		cfg.APIOptions = append(cfg.APIOptions, recs[name].option)
+		if fns[name], err = localrunner.NewFunctions(st, awsclients.New(cfg, awsclients.Options{Local: true}), log, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := fns["IngestFunction"]
+	src := f.IngestConfig.Sources[f.Source]
+	var msgs []events.SQSMessage
+	for i, body := range []string{
+		`{"event_id":"e1","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
+		`{"event_id":"e2","ndc":"NDC?","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
+		`{"event_id":"e3","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z","note":"` + strings.Repeat("x", 200<<10) + `"}`,
+		`{"event_id":"e4","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
+		`{"event_id":"e5","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
+		`{"event_id":"e6","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z","note":"` + strings.Repeat("y", 200<<10) + `"}`,
+	} {
+		msgs = append(msgs, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: body, EventSource: "aws:sqs", EventSourceARN: st.QueueARNs["DeadLetterQueue"],
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": src.ARN}})
+	}
+	// e3's body is claim-checked. Its object is there already, as after a
+	// crash between the upload and the record's write (or a put whose
+	// answer was lost): ingest's conditional put gets 412 and reads the
+	// existing object to verify it (HeadObject, maybe GetObject).
+	e3 := msgs[2].Body
+	if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(f.IngestConfig.PayloadBucket), Body: strings.NewReader(e3),
+		Key: aws.String("bodies/" + f.Source + "/" + quarantine.BodySHA256([]byte(quarantine.RecordID(f.Source, "e3")))[:32] + "/" + quarantine.BodySHA256([]byte(e3))),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.Ingest.Handle(ctx, events.SQSEvent{Records: msgs})
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("ingest: %+v %v", resp, err)
+	}
+	id := func(key string) string { return quarantine.RecordID(f.Source, key) }
+
+	// Park two for the sweeper (parked records are due at once here).
+	store := dynamostore.New(st.Clients.DynamoDB, f.IngestConfig.TableName)
+	rec, err := store.Get(ctx, id("e4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := rec.ParkManual("ops", "audit", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Replace(ctx, parked, rec.Version); err != nil {
+		t.Fatal(err)
+	}
+	// And a claim-checked one: archiving it reads its object and deletes
+	// it from the payload bucket.
+	rec6, err := store.Get(ctx, id("e6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked6, err := rec6.ParkManual("ops", "audit", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Replace(ctx, parked6, rec6.Version); err != nil {
+		t.Fatal(err)
+	}
+	// Tamper with e5 behind its seal: redrive holds it (a conditional
+	// update and a counter in one transaction).
+	forged, err := store.Get(ctx, id("e5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.RedriveCap = 99
+	item, err := dynamostore.Marshal(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.IngestConfig.TableName), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	r := fns["RedriveFunction"].Redrive
+	for _, req := range []string{
+		`{"source":"` + f.Source + `","ids":["` + id("e1") + `","` + id("e3") + `","` + id("e5") + `"],"requested_by":"ops"}`,
+		`{"action":"settle","source":"` + f.Source + `","requested_by":"schedule:settle"}`,
+		`{"action":"correct","source":"` + f.Source + `","ids":["` + id("e2") + `"],"requested_by":"ops","reason":"typo","payload":"{\"event_id\":\"e2\",\"ndc\":\"12345-678-90\",\"lot\":\"L\",\"quantity_delta\":1,\"schedule\":\"CII\",\"facility\":\"F\",\"occurred_at\":\"2026-11-29T09:00:00Z\"}"}`,
+		`{"action":"policies","source":"` + f.Source + `","requested_by":"schedule:policies"}`,
+	} {
+		if strings.Contains(req, `"policies"`) {
+			p, err := policy.New(policy.Spec{Source: f.Source, MinAge: time.Nanosecond, MaxPerRun: 5, ExpiresAt: time.Now().Add(time.Hour)}, "lead", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := policy.NewStore(st.Clients.DynamoDB, f.IngestConfig.TableName).Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := r.Handle(ctx, []byte(req))
+		if err != nil {
+			t.Fatalf("redrive %s: %v", req[:40], err)
+		}
+		if strings.Contains(req, id("e5")) && rep.Integrity.Count != 1 {
+			t.Fatalf("the tampered record was not held: %+v", rep)
+		}
+	}
+	if rep, err := fns["SweeperFunction"].Sweeper.Run(ctx); err != nil || len(rep.Archived) != 2 {
+		t.Fatalf("sweeper: %+v %v", rep, err)
+	}
+	if _, err := fns["MetricsFunction"].Metrics.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if !recs["IngestFunction"].has("s3:GetObject") {
+		t.Fatal("ingest did not read the existing claim-check object: the 412 path was not driven")
+	}
+	if !recs["SweeperFunction"].has("s3:DeleteObject") {
+		t.Fatal("the sweeper did not delete an archived record's claim-check object: that path was not driven")
+	}
+	stk, err := newStack(st.Template, st.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range slices.Sorted(maps.Keys(recs)) {
+		rec := recs[fn]
+		if len(rec.requests) == 0 {
+			t.Fatalf("%s: no calls recorded", fn)
+		}
+		for _, f := range stk.check(fn, rec.requests) {
+			t.Error(f)
+		}
+		actions := map[string]bool{}
+		for _, q := range rec.requests {
+			actions[q.Action] = true
+		}
+		t.Logf("%s uses %v", fn, slices.Sorted(maps.Keys(actions)))
+	}
+
+	for _, f := range stk.checkServices() {
+		t.Error(f)
+	}
+
+	// The same calls against a template whose ingest role may write
+	// claim-check objects only under corrections/: the checker names the
+	// function, the action and the object.
+	narrowed := stk.clone()
+	setResource(t, narrowed, "IngestRole", "ClaimCheckPayloads", "arn:aws:s3:::"+f.IngestConfig.PayloadBucket+"/corrections/*")
+	found := narrowed.check("IngestFunction", recs["IngestFunction"].requests)
+	if !slices.ContainsFunc(found, func(s string) bool {
+		return strings.HasPrefix(s, "IngestFunction (role IngestRole): s3:PutObject on arn:aws:s3:::"+f.IngestConfig.PayloadBucket+"/bodies/")
+	}) {
+		t.Fatalf("a narrowed claim-check grant went unnoticed: %q", found)
+	}
+}

@@ -1,0 +1,390 @@
+// Package template reads infra/template.yaml with goformation and resolves
+// its intrinsic functions against a concrete environment (stack name, region,
+// account, parameter values), so the embedded stack, the local runner and
+// the tests build exactly what the template declares.
+package template
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/intrinsics"
+)
+
+// Env is the environment the template is resolved against.
+type Env struct {
+	StackName string
+	Region    string
+	Account   string
+	// Endpoint is used to build queue URLs (Ref on a queue).
+	Endpoint string
+	// Params overrides parameter defaults.
+	Params map[string]any
+}
+
+// Path returns the absolute path of infra/template.yaml in this repository.
+func Path() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "infra", "template.yaml")
+}
+
+// Open parses the template at path and resolves Ref, Fn::Sub and Fn::GetAtt
+// against env. Unresolvable references become the string
+// "unresolved:<expression>" so that a test can see them.
+func Open(path string, env Env) (*cloudformation.Template, error) {
+	// goformation registers its YAML tags in package state on every parse:
+	// parses must not overlap.
+	parseMu.Lock()
+	defer parseMu.Unlock()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	var probe struct {
+		Parameters map[string]struct{ Default any }
+		Resources  map[string]struct{ Type string }
+		Conditions map[string]any
+	}
+	if err := json.Unmarshal(long, &probe); err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}, conditions: probe.Conditions}
+	for id, res := range probe.Resources {
+		r.types[id] = res.Type
+	}
+	for name, p := range probe.Parameters {
+		r.params[name] = p.Default
+	}
+	for k, v := range env.Params {
+		r.params[k] = v
+	}
+	// Physical names come from the Name properties, resolved in a first pass.
+	first, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	if err != nil {
+		return nil, fmt.Errorf("resolve template: %w", err)
+	}
+	for id, q := range first.GetAllSQSQueueResources() {
+		r.names[id] = deref(q.QueueName, strings.ToLower(env.StackName+"-"+id))
+	}
+	for id, t := range first.GetAllDynamoDBTableResources() {
+		r.names[id] = deref(t.TableName, GeneratedName(env.StackName, id, 255))
+	}
+	for id, b := range first.GetAllS3BucketResources() {
+		r.names[id] = deref(b.BucketName, GeneratedName(env.StackName, id, 63))
+	}
+	for id, lg := range first.GetAllLogsLogGroupResources() {
+		r.names[id] = deref(lg.LogGroupName, "/aws/lambda/"+id)
+	}
+	for id, f := range first.GetAllServerlessFunctionResources() {
+		r.names[id] = deref(f.FunctionName, env.StackName+"-"+id)
+	}
+	for id := range first.GetAllKMSKeyResources() {
+		r.names[id] = KeyAlias(env.StackName, id)
+	}
+	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	if err != nil {
+		return nil, fmt.Errorf("resolve template: %w", err)
+	}
+	// A table or bucket without a name is named by CloudFormation (the
+	// stack name, the logical id and a suffix); here it gets the name the
+	// references above resolved to, so the embedded stack creates it so.
+	for id, tb := range t.GetAllDynamoDBTableResources() {
+		if tb.TableName == nil {
+			tb.TableName = &[]string{r.names[id]}[0]
+		}
+	}
+	for id, b := range t.GetAllS3BucketResources() {
+		if b.BucketName == nil {
+			b.BucketName = &[]string{r.names[id]}[0]
+		}
+	}
+	return t, nil
+}
+
+var parseMu sync.Mutex
+
+// GeneratedName is the name a resource without one gets, shaped as
+// CloudFormation generates it: the stack name and the logical id,
+// lowercased and shortened to fit max with a suffix unique to the pair
+// (CloudFormation's suffix is random; this one is stable, so a test can
+// tell a generated name from a declared one).
+func GeneratedName(stack, logicalID string, max int) string {
+	sum := sha256.Sum256([]byte(stack + "\x00" + logicalID))
+	suffix := "-" + hex.EncodeToString(sum[:])[:12]
+	base := strings.ToLower(stack + "-" + logicalID)
+	if len(base) > max-len(suffix) {
+		base = strings.TrimRight(base[:max-len(suffix)], "-")
+	}
+	return base + suffix
+}
+
+// KeyAlias is the alias the embedded stack gives the KMS key with the given
+// logical id; Ref on the key resolves to it.
+func KeyAlias(stack, logicalID string) string {
+	return "alias/" + stack + "-" + strings.ToLower(logicalID)
+}
+
+func deref(s *string, def string) string {
+	if s == nil || *s == "" || strings.HasPrefix(*s, "unresolved:") {
+		return def
+	}
+	return *s
+}
+
+type resolver struct {
+	env        Env
+	types      map[string]string
+	names      map[string]string
+	params     map[string]any
+	conditions map[string]any
+}
+
+func (r *resolver) options() *intrinsics.ProcessorOptions {
+	return &intrinsics.ProcessorOptions{
+		ParameterOverrides: r.params,
+		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
+			"Ref":        func(_ string, in, _ any) any { return r.ref(in) },
+			"Fn::GetAtt": func(_ string, in, _ any) any { return r.getAtt(in) },
+			"Fn::Sub":    func(_ string, in, _ any) any { return r.sub(in) },
+			"Fn::If":     func(_ string, in, _ any) any { return r.fnIf(in) },
+			// goformation's own Fn::Split returns a []string, which its
+			// Fn::Select does not take.
+			"Fn::Split": func(_ string, in, _ any) any { return split(in) },
+		},
+	}
+}
+
+func (r *resolver) ref(in any) any {
+	name, ok := in.(string)
+	if !ok {
+		return "unresolved:Ref"
+	}
+	switch name {
+	case "AWS::StackName":
+		return r.env.StackName
+	case "AWS::Region":
+		return r.env.Region
+	case "AWS::AccountId":
+		return r.env.Account
+	case "AWS::Partition":
+		return "aws"
+	case "AWS::URLSuffix":
+		return "amazonaws.com"
+	case "AWS::NoValue":
+		return nil
+	}
+	if v, ok := r.params[name]; ok {
+		return v
+	}
+	switch r.types[name] {
+	case "AWS::SQS::Queue":
+		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + r.names[name]
+	case "AWS::SNS::Topic":
+		return fmt.Sprintf("arn:aws:sns:%s:%s:%s-%s", r.env.Region, r.env.Account, r.env.StackName, strings.ToLower(name))
+	case "":
+		return "unresolved:" + name
+	}
+	if n, ok := r.names[name]; ok {
+		return n
+	}
+	// Other resources (roles, policies, mappings): a stable physical id.
+	return r.env.StackName + "-" + name
+}
+
+func (r *resolver) getAtt(in any) any {
+	var id, attr string
+	switch v := in.(type) {
+	case []any:
+		if len(v) == 2 {
+			id, _ = v[0].(string)
+			attr, _ = v[1].(string)
+		}
+	case string:
+		id, attr, _ = strings.Cut(v, ".")
+	}
+	return r.attr(id, attr)
+}
+
+func (r *resolver) attr(id, attr string) string {
+	name := r.names[id]
+	if name == "" {
+		name = strings.ToLower(r.env.StackName + "-" + id)
+	}
+	switch r.types[id] + "." + attr {
+	case "AWS::SQS::Queue.Arn":
+		return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", r.env.Region, r.env.Account, name)
+	case "AWS::SQS::Queue.QueueName":
+		return name
+	case "AWS::SQS::Queue.QueueUrl":
+		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + name
+	case "AWS::DynamoDB::Table.Arn":
+		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.env.Region, r.env.Account, name)
+	case "AWS::S3::Bucket.Arn":
+		return "arn:aws:s3:::" + name
+	case "AWS::KMS::Key.Arn":
+		return fmt.Sprintf("arn:aws:kms:%s:%s:%s", r.env.Region, r.env.Account, name)
+	case "AWS::Logs::LogGroup.Arn":
+		return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", r.env.Region, r.env.Account, name)
+	case "AWS::IAM::Role.Arn":
+		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
+	case "AWS::Events::Rule.Arn":
+		return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", r.env.Region, r.env.Account, r.env.StackName, id)
+	case "AWS::Serverless::Function.Arn":
+		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
+	}
+	return "unresolved:" + id + "." + attr
+}
+
+func split(in any) any {
+	args, ok := in.([]any)
+	if !ok || len(args) != 2 {
+		return "unresolved:Fn::Split"
+	}
+	delim, ok1 := args[0].(string)
+	str, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return "unresolved:Fn::Split"
+	}
+	var out []any
+	for _, p := range strings.Split(str, delim) {
+		out = append(out, p)
+	}
+	return out
+}
+
+// fnIf picks the branch of an Fn::If by its named condition.
+func (r *resolver) fnIf(in any) any {
+	args, ok := in.([]any)
+	if !ok || len(args) != 3 {
+		return "unresolved:Fn::If"
+	}
+	name, _ := args[0].(string)
+	v, ok := r.condition(name, 0)
+	if !ok {
+		return "unresolved:Fn::If " + name
+	}
+	if v {
+		return args[1]
+	}
+	return args[2]
+}
+
+// condition evaluates a named condition: Fn::Equals of references and
+// literals, Fn::Not, Fn::And, Fn::Or and Condition.
+func (r *resolver) condition(name string, depth int) (bool, bool) {
+	expr, ok := r.conditions[name]
+	if !ok || depth > 10 {
+		return false, false
+	}
+	return r.evalCondition(expr, depth+1)
+}
+
+func (r *resolver) evalCondition(expr any, depth int) (bool, bool) {
+	m, ok := expr.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false, false
+	}
+	for op, arg := range m {
+		args, _ := arg.([]any)
+		switch op {
+		case "Condition":
+			name, _ := arg.(string)
+			return r.condition(name, depth)
+		case "Fn::Not":
+			if len(args) != 1 {
+				return false, false
+			}
+			v, ok := r.evalCondition(args[0], depth)
+			return !v, ok
+		case "Fn::And", "Fn::Or":
+			all, anyTrue := true, false
+			for _, a := range args {
+				v, ok := r.evalCondition(a, depth)
+				if !ok {
+					return false, false
+				}
+				all, anyTrue = all && v, anyTrue || v
+			}
+			if op == "Fn::And" {
+				return all, len(args) > 0
+			}
+			return anyTrue, len(args) > 0
+		case "Fn::Equals":
+			if len(args) != 2 {
+				return false, false
+			}
+			a, okA := r.conditionValue(args[0])
+			b, okB := r.conditionValue(args[1])
+			return a == b, okA && okB
+		}
+	}
+	return false, false
+}
+
+func (r *resolver) conditionValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64, bool:
+		return text(x), true
+	case map[string]any:
+		if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+			return text(r.ref(name)), true
+		}
+	}
+	return "", false
+}
+
+var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)
+
+func (r *resolver) sub(in any) any {
+	var tmpl string
+	vars := map[string]any{}
+	switch v := in.(type) {
+	case string:
+		tmpl = v
+	case []any:
+		if len(v) != 2 {
+			return "unresolved:Fn::Sub"
+		}
+		tmpl, _ = v[0].(string)
+		if m, ok := v[1].(map[string]any); ok {
+			vars = m
+		}
+	default:
+		return "unresolved:Fn::Sub"
+	}
+	return subVar.ReplaceAllStringFunc(tmpl, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return text(v)
+		}
+		if id, attr, ok := strings.Cut(name, "."); ok {
+			return r.attr(id, attr)
+		}
+		return text(r.ref(name))
+	})
+}
+
+// text renders a value as CloudFormation substitutes it: numbers in full.
+func text(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,149 @@
+package quarantine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// in returns a sealed record in status st, as the store would hand it out.
+func in(t *testing.T, st quarantine.Status) *quarantine.Record {
+	t.Helper()
+	r := storetest.Record(t, "integrity")
+	r.Status = st
+	if st == quarantine.StatusRedriving {
+		lease := quarantine.At(r.FirstSeen.Add(time.Hour))
+		r.LeaseUntil, r.RedriveCount = &lease, 1
+	}
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Every transition verifies the version it read before it writes a
+// successor: a record whose sealed field, or whose inline body, was changed
+// behind the seal is refused with a *SealError, never re-sealed.
+func TestEveryTransitionRefusesATamperedPredecessor(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	transitions := []struct {
+		name string
+		from quarantine.Status
+		do   func(r *quarantine.Record) (*quarantine.Record, error)
+	}{
+		{"Arrive", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Arrive(quarantine.Attempt{Stage: "consumer", Reason: "x", Actor: quarantine.ActorIngest, MessageID: "m2"},
+				quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "x"}, 10, now)
+		}},
+		{"Claim", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("ops", now, time.Minute) }},
+		{"ClaimParked", quarantine.StatusParked, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ClaimParked("ops", now, time.Minute)
+		}},
+		{"ParkPoison", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("ops", now) }},
+		{"Release", quarantine.StatusRedriving, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Release("ops", "send failed", now, nil)
+		}},
+		{"MarkRedriven", quarantine.StatusRedriving, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven("ops", "mid", now)
+		}},
+		{"NoteSent", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) { return r.NoteSent("ops", "mid", 1, now) }},
+		{"Settle", quarantine.StatusRedriven, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(now, time.Minute) }},
+		{"ArchiveStub", quarantine.StatusParked, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "b", Key: "k", Seal: r.Seal, RetainUntil: quarantine.At(now)}, now)
+		}},
+		{"ParkManual", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ParkManual("ops", "audit", now)
+		}},
+		{"Unpark", quarantine.StatusParked, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Unpark("ops", "fixed", now) }},
+		{"NotePayloadRead", quarantine.StatusParked, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.NotePayloadRead("ops", now)
+		}},
+		{"Correct", quarantine.StatusQuarantined, func(r *quarantine.Record) (*quarantine.Record, error) {
+			src := &quarantine.Source{Name: r.Source, ARN: r.SourceARN}
+			return r.Correct(src, "", r.Attributes, []byte(r.Body), quarantine.CorrectionRequest{Actor: "fixer", Reason: "typo", Body: []byte(`{"a":"b"}`)}, now)
+		}},
+	}
+	tampers := []struct {
+		name   string
+		change func(r *quarantine.Record)
+		reason string
+	}{
+		{"sealed field", func(r *quarantine.Record) { r.FailureClass, r.RedriveCap = quarantine.ClassValidation, 99 }, "seal_mismatch"},
+		{"inline body", func(r *quarantine.Record) { r.Body = `{"a":"forged"}` }, "body_mismatch"},
+	}
+	for _, tr := range transitions {
+		for _, tp := range tampers {
+			t.Run(tr.name+"/"+tp.name, func(t *testing.T) {
+				good := in(t, tr.from)
+				if _, err := tr.do(good.Clone()); err != nil {
+					t.Fatalf("the untampered record is refused: %v", err)
+				}
+				bad := good.Clone()
+				tp.change(bad)
+				before := bad.Clone()
+				_, err := tr.do(bad)
+				var se *quarantine.SealError
+				if !errors.As(err, &se) || quarantine.ErrorKind(err) != "seal_mismatch" || quarantine.HoldReason(err) != tp.reason {
+					t.Fatalf("%s of a record with a forged %s = %v, want a seal error (%s)", tr.name, tp.name, err, tp.reason)
+				}
+				if bad.Seal != before.Seal || bad.Version != before.Version || bad.FailureClass != before.FailureClass || bad.Body != before.Body {
+					t.Fatal("the refused transition changed the record it read")
+				}
+			})
+		}
+	}
+}
+
+// An arrival for a tampered record never re-seals the forgery: the
+// message is stored in a successor record linked to it, and the tampered
+// record stays exactly as found.
+func TestArrivalForATamperedRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	q, store, _, _ := newQ(t)
+	first, err := q.Quarantine(ctx, msg("m1", badNDC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Record.DLQID
+	store.Tamper(id, func(r *quarantine.Record) { r.RedriveCount = 0; r.FailureClass = quarantine.ClassExhausted })
+	found, _ := store.Get(ctx, id)
+	if out, err := q.Quarantine(ctx, msg("m2", badNDC)); err != nil || out.Result != quarantine.ResultCreated || out.Record.Predecessor == nil || out.Record.Predecessor.ID != id {
+		t.Fatalf("arrival for a tampered record = %+v, %v; want a successor linked to it", out, err)
+	}
+	after, _ := store.Get(ctx, id)
+	if after.Seal != found.Seal || after.Version != found.Version || len(after.Attempts) != len(found.Attempts) {
+		t.Fatal("the arrival re-sealed the tampered record")
+	}
+}
+
+// A correction of a tampered record is refused: a sealed field changed, or
+// the body changed behind its hash.
+func TestCorrectionOfATamperedRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for name, change := range map[string]func(r *quarantine.Record){
+		"field": func(r *quarantine.Record) { r.FailureClass = quarantine.ClassExhausted },
+		"body":  func(r *quarantine.Record) { r.Body = fixedBody() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			q, store, _, _ := newQ(t)
+			out, err := q.Quarantine(ctx, msg("m1", badNDC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.Tamper(out.Record.DLQID, change)
+			found, _ := store.Get(ctx, out.Record.DLQID)
+			if _, err := q.Correct(ctx, out.Record.DLQID, correctReq(fixed("12345-678-90"))); !quarantine.IsIntegrityFailure(err) {
+				t.Fatalf("correction of a tampered record = %v", err)
+			}
+			if after, _ := store.Get(ctx, out.Record.DLQID); after.Seal != found.Seal || len(after.Corrections) != 0 {
+				t.Fatal("the correction was stored")
+			}
+		})
+	}
+}
+
+func fixedBody() string { return string(fixed("12345-678-90")) }

@@ -1,0 +1,68 @@
+// Package ingest is the ingest function: it turns an SQS event from a
+// dead-letter queue into sealed quarantine records and reports exactly the
+// messages it could not store durably as batch item failures.
+package ingest
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+)
+
+// Config configures the ingest function. main fills it from the environment
+// and calls Validate before building anything.
+type Config struct {
+	// TableName is the quarantine table (TABLE_NAME). Required.
+	TableName string
+	// PayloadBucket holds bodies too large for an item (PAYLOAD_BUCKET).
+	// Without it, oversized messages are reported as failures and redelivered.
+	PayloadBucket string
+	// PayloadKMSKeyID encrypts claim-check objects (PAYLOAD_KMS_KEY_ID).
+	PayloadKMSKeyID string
+	// IdempotencyAttribute names the producer-supplied key attribute
+	// (IDEMPOTENCY_ATTRIBUTE, default "idempotency-key").
+	IdempotencyAttribute string
+	// Sources maps source queue names to their settings (SOURCES, JSON).
+	Sources map[string]SourceConfig
+	// Concurrency bounds messages stored at once per batch (default 10).
+	Concurrency int
+}
+
+// SourceConfig is one source queue's settings (see package sources).
+type SourceConfig = sources.Config
+
+// ParseSources decodes the SOURCES JSON object.
+func ParseSources(raw string) (map[string]SourceConfig, error) { return sources.Parse(raw) }
+
+// Validate reports every configuration problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.TableName == "" {
+		errs = append(errs, errors.New("TABLE_NAME is required"))
+	}
+	if c.Concurrency < 0 || c.Concurrency > 100 {
+		errs = append(errs, fmt.Errorf("concurrency %d is outside 0..100", c.Concurrency))
+	}
+	if err := sources.Validate(c.Sources); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ConfigFromEnv builds a Config from environment variables looked up with
+// getenv: os.Getenv in main, the template's variables in the local runner.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	sources, err := ParseSources(getenv("SOURCES"))
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{
+		TableName:            getenv("TABLE_NAME"),
+		PayloadBucket:        getenv("PAYLOAD_BUCKET"),
+		PayloadKMSKeyID:      getenv("PAYLOAD_KMS_KEY_ID"),
+		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
+		Sources:              sources,
+	}
+	return cfg, cfg.Validate()
+}

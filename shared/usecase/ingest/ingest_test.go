@@ -1,0 +1,419 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+)
+
+// fixture is one isolated source (unique names: emulator state is global).
+type fixture struct {
+	source, dlq, sourceARN, dlqARN string
+	handler                        *ingest.Handler
+	metrics                        *syncBuffer
+	store                          *dynamostore.Store
+	payloads                       *s3store.Store
+}
+
+func newFixture(t *testing.T, clients *awsclients.Clients) *fixture {
+	t.Helper()
+	if clients == nil {
+		clients = stack.Clients
+	}
+	name := embedded.RandomName("inv")
+	f := &fixture{
+		source: name, dlq: name + "-dlq",
+		sourceARN: "arn:aws:sqs:us-east-1:000000000000:" + name,
+		dlqARN:    "arn:aws:sqs:us-east-1:000000000000:" + name + "-dlq",
+		metrics:   &syncBuffer{},
+	}
+	cfg := ingest.Config{
+		TableName:       stack.Names["QuarantineTable"],
+		PayloadBucket:   stack.Names["PayloadBucket"],
+		PayloadKMSKeyID: stack.Names["QuarantineKey"],
+		Sources: map[string]ingest.SourceConfig{
+			name: {ARN: f.sourceARN, DLQ: f.dlq, IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1", RedriveCap: 3},
+		},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ingest.New(cfg, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, testLogger(), f.metrics, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.handler = h
+	f.store = dynamostore.New(stack.Clients.DynamoDB, cfg.TableName)
+	f.payloads = s3store.New(stack.Clients.S3, cfg.PayloadBucket, "")
+	return f
+}
+
+func (f *fixture) message(id, body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId: id, Body: body, EventSource: "aws:sqs", EventSourceARN: f.dlqARN, AWSRegion: "us-east-1",
+		Attributes: map[string]string{
+			"ApproximateReceiveCount": "1", "SentTimestamp": "1764400000000",
+			"DeadLetterQueueSourceArn": f.sourceARN, "AWSTraceHeader": "Root=1-5759e988-bd862e3fe1be46a994272793",
+		},
+	}
+}
+
+func inventory(eventID, lot string) string {
+	return fmt.Sprintf(`{"event_id":%q,"ndc":"12345-678-90","lot":%q,"quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`, eventID, lot)
+}
+
+func (f *fixture) get(t *testing.T, key string) *quarantine.Record {
+	t.Helper()
+	r, err := f.store.Get(context.Background(), quarantine.RecordID(f.source, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quarantine.Verify(r); err != nil {
+		t.Fatalf("stored record does not verify: %v", err)
+	}
+	return r
+}
+
+func handle(t *testing.T, f *fixture, msgs ...events.SQSMessage) events.SQSEventResponse {
+	t.Helper()
+	resp, err := f.handler.Handle(context.Background(), events.SQSEvent{Records: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestDuplicateDeliveryOneRecordBatchAcknowledged(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id := secret("dup")
+	m := f.message("msg-1", inventory(id, secret("dup-lot")))
+	if resp := handle(t, f, m); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures: %+v", resp.BatchItemFailures)
+	}
+	// Delivered again (the ack was lost), and twice in one batch.
+	if resp := handle(t, f, m, m); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures on redelivery: %+v", resp.BatchItemFailures)
+	}
+	r := f.get(t, id)
+	if r.Version != 1 || r.AttemptCount != 1 {
+		t.Fatalf("duplicate delivery changed the record: version %d, attempts %d", r.Version, r.AttemptCount)
+	}
+	if !strings.Contains(f.metrics.String(), `"Duplicates":2`) {
+		t.Fatalf("duplicates metric missing: %s", f.metrics.String())
+	}
+}
+
+func TestConcurrentIngestsOfOneKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id := secret("conc")
+	body := inventory(id, "L1")
+	var wg sync.WaitGroup
+	failures := make(chan events.SQSEventResponse, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := f.handler.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{f.message(fmt.Sprintf("m-%d", i), body)}})
+			if err != nil {
+				t.Error(err)
+			}
+			failures <- resp
+		}()
+	}
+	wg.Wait()
+	close(failures)
+	for resp := range failures {
+		if len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("a concurrent ingest failed: %+v", resp.BatchItemFailures)
+		}
+	}
+	r := f.get(t, id)
+	if r.AttemptCount != 32 || r.Version != 32 {
+		t.Fatalf("attempt count %d, version %d; want 32, 32", r.AttemptCount, r.Version)
+	}
+	seen := map[string]bool{}
+	for _, a := range r.Attempts {
+		seen[a.MessageID] = true
+	}
+	if len(seen) != len(r.Attempts) {
+		t.Fatalf("an attempt was recorded twice")
+	}
+}
+
+func TestRefailureAppendsKeepsFirstSeenAndChains(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id := secret("refail")
+	body := inventory(id, "L1")
+	handle(t, f, f.message("first", body))
+	before := f.get(t, id)
+	time.Sleep(2 * time.Millisecond)
+	second := f.message("second", body)
+	second.Attributes["ApproximateReceiveCount"] = "4"
+	handle(t, f, second)
+	after := f.get(t, id)
+	if after.AttemptCount != 2 || !after.FirstSeen.Equal(before.FirstSeen.Time) || !after.LastSeen.After(before.LastSeen.Time) {
+		t.Fatalf("after re-failure: attempts %d first %v→%v last %v→%v", after.AttemptCount, before.FirstSeen, after.FirstSeen, before.LastSeen, after.LastSeen)
+	}
+	if err := quarantine.VerifyChain(before, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Attempts[1]; got.MessageID != "second" || got.ReceiveCount != 4 {
+		t.Fatalf("appended attempt = %+v", got)
+	}
+}
+
+// faultTransport fails every request whose body contains marker, the way a
+// dead connection would; everything else goes to the emulator.
+type faultTransport struct {
+	marker string
+	hits   sync.Map
+}
+
+func (ft *faultTransport) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		raw, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		target := req.Header.Get("X-Amz-Target")
+		if bytes.Contains(raw, []byte(ft.marker)) && (strings.HasSuffix(target, ".PutItem") || strings.HasSuffix(target, ".TransactWriteItems")) {
+			ft.hits.Store("write", true)
+			return nil, errors.New("injected fault: connection reset")
+		}
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func TestStoreFailureReportsExactlyThatMessage(t *testing.T) {
+	t.Parallel()
+	fail := secret("fault")
+	ft := &faultTransport{marker: fail}
+	cfg := stack.AWS.Copy()
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 3
+			o.Backoff = retry.NewExponentialJitterBackoff(20 * time.Millisecond)
+		})
+	}
+	f := newFixture(t, awsclients.New(cfg, awsclients.Options{Local: true, HTTPClient: ft}))
+	var msgs []events.SQSMessage
+	var ids []string
+	for i := range 5 {
+		id := secret(fmt.Sprintf("ok-%d", i))
+		ids = append(ids, id)
+		msgs = append(msgs, f.message(fmt.Sprintf("ok-%d", i), inventory(id, "L1")))
+	}
+	msgs = append(msgs[:2], append([]events.SQSMessage{f.message("the-bad-one", inventory(fail, "L1"))}, msgs[2:]...)...)
+	resp := handle(t, f, msgs...)
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "the-bad-one" {
+		t.Fatalf("BatchItemFailures = %+v, want exactly the-bad-one", resp.BatchItemFailures)
+	}
+	if _, ok := ft.hits.Load("write"); !ok {
+		t.Fatal("the fault was never injected")
+	}
+	for _, id := range ids {
+		f.get(t, id)
+	}
+	if _, err := f.store.Get(context.Background(), quarantine.RecordID(f.source, fail)); !errors.Is(err, quarantine.ErrNotFound) {
+		t.Fatalf("the failed message has a record: %v", err)
+	}
+	if !strings.Contains(f.metrics.String(), `"StoreFailures":1`) {
+		t.Fatalf("store failure metric missing: %s", f.metrics.String())
+	}
+}
+
+func TestBadInputIsQuarantinedVerbatim(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	tenAttrs := map[string]events.SQSMessageAttribute{}
+	for i := range 10 {
+		v := secret(fmt.Sprintf("attr-%d", i))
+		tenAttrs[fmt.Sprintf("a%d", i)] = events.SQSMessageAttribute{DataType: "String", StringValue: &v}
+	}
+	binAttrs := map[string]events.SQSMessageAttribute{
+		"blob": {DataType: "Binary", BinaryValue: []byte{0, 0xff, 0x10, 0x80}},
+		"note": {DataType: "String.custom", StringValue: aws.String(secret("note"))},
+	}
+	forgedID, forgedCount := "someone-else#key", "0"
+	forged := map[string]events.SQSMessageAttribute{
+		quarantine.AttrRecordID:     {DataType: "String", StringValue: &forgedID},
+		quarantine.AttrRedriveCount: {DataType: "Number", StringValue: &forgedCount},
+	}
+	deep := strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000)
+	big := `{"event_id":"` + secret("big") + `","pad":"` + strings.Repeat("x", 1<<20-64) + `"}`
+	tests := []struct {
+		name   string
+		body   string
+		attrs  map[string]events.SQSMessageAttribute
+		class  quarantine.Class
+		reason string
+		note   string
+	}{
+		{"not json", "not json " + secret("text"), nil, quarantine.ClassValidation, quarantine.ReasonNotJSON, ""},
+		{"invalid utf-8", "\xff\xfe" + secret("bin"), nil, quarantine.ClassValidation, quarantine.ReasonNotUTF8, ""},
+		{"empty", "", nil, quarantine.ClassValidation, quarantine.ReasonEmpty, ""},
+		{"1 MiB", big, nil, quarantine.ClassValidation, "schema / additionalProperties", ""},
+		{"10000 deep", deep, nil, quarantine.ClassValidation, quarantine.ReasonTooDeep, ""},
+		{"duplicate keys", `{"event_id":"x","event_id":"` + secret("dupkey") + `"}`, nil, quarantine.ClassValidation, quarantine.ReasonDuplicateKey, ""},
+		{"10 attributes", inventory(secret("ten"), "L1"), tenAttrs, quarantine.ClassExhausted, quarantine.ReasonExhausted, ""},
+		{"binary attributes", inventory(secret("binattr"), "L1"), binAttrs, quarantine.ClassExhausted, quarantine.ReasonExhausted, ""},
+		{"forged redrive attributes", inventory(secret("forged"), "L1"), forged, quarantine.ClassExhausted, quarantine.ReasonExhausted, "forged redrive attributes ignored"},
+	}
+	var msgs []events.SQSMessage
+	for i, tt := range tests {
+		m := f.message(fmt.Sprintf("bad-%d", i), tt.body)
+		m.MessageAttributes = tt.attrs
+		msgs = append(msgs, m)
+	}
+	// All of them in one batch: one bad message never fails the others.
+	resp := handle(t, f, msgs[:5]...)
+	resp2 := handle(t, f, msgs[5:]...)
+	if len(resp.BatchItemFailures)+len(resp2.BatchItemFailures) != 0 {
+		t.Fatalf("failures: %+v %+v", resp.BatchItemFailures, resp2.BatchItemFailures)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := ingest.ToMessage(msgs[i])
+			src := &quarantine.Source{Name: f.source, ARN: f.sourceARN, IdempotencyPointer: "/event_id"}
+			key, _ := quarantine.DeriveKey(src, quarantine.DefaultKeyAttribute, m.Attributes, src.Check(m.Body).Doc, f.sourceARN, m.Body)
+			r := f.get(t, key)
+			if r.FailureClass != tt.class || r.FailureReason != tt.reason {
+				t.Fatalf("class %s reason %q, want %s %q", r.FailureClass, r.FailureReason, tt.class, tt.reason)
+			}
+			body, err := quarantine.LoadBody(context.Background(), f.payloads, r)
+			if err != nil || !bytes.Equal(body, []byte(tt.body)) {
+				t.Fatalf("body not verbatim (%v)", err)
+			}
+			if len(r.Attributes) != len(tt.attrs) {
+				t.Fatalf("attributes: got %d, want %d", len(r.Attributes), len(tt.attrs))
+			}
+			for name, a := range tt.attrs {
+				got := r.Attributes[name]
+				if got.DataType != a.DataType || got.StringValue != aws.ToString(a.StringValue) || !bytes.Equal(got.BinaryValue, a.BinaryValue) {
+					t.Fatalf("attribute %s = %+v, want %+v", name, got, a)
+				}
+			}
+			if r.Attempts[0].Note != tt.note {
+				t.Fatalf("note %q, want %q", r.Attempts[0].Note, tt.note)
+			}
+		})
+	}
+}
+
+func TestLargeBodyGoesThroughS3(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id := secret("large")
+	body := `{"event_id":"` + id + `","ndc":"12345-678-90","lot":"L1","quantity_delta":1,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z","note":"` + strings.Repeat("n", 1000) + `"}`
+	body += strings.Repeat(" ", 900<<10-len(body))
+	handle(t, f, f.message("large-1", body))
+	r := f.get(t, id)
+	if r.BodyRef == nil || r.Body != "" {
+		t.Fatal("900 KB body was not stored through the S3 pointer")
+	}
+	out, err := stack.Clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(stack.Names["QuarantineTable"]),
+		Key:       map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: r.DLQID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dynamostore.ItemSize(out.Item); n >= dynamostore.MaxItemBytes {
+		t.Fatalf("item is %d bytes", n)
+	}
+	got, err := quarantine.LoadBody(context.Background(), f.payloads, r)
+	if err != nil || string(got) != body {
+		t.Fatalf("payload read back: %v", err)
+	}
+	if r.BodyRef.SHA256 != quarantine.BodySHA256([]byte(body)) {
+		t.Fatal("pointer hash differs from the body hash")
+	}
+}
+
+func TestTamperedRecordFailsVerify(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id := secret("tamper")
+	handle(t, f, f.message("t-1", inventory(id, "L1")))
+	r := f.get(t, id)
+	for _, field := range []string{"failure_class", "body", "first_seen", "status"} {
+		t.Run(field, func(t *testing.T) {
+			item, err := dynamostore.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			item[field] = &ddbtypes.AttributeValueMemberS{Value: "tampered"}
+			got, err := dynamostore.Unmarshal(item)
+			if err != nil {
+				// A wrong type is also detected, just earlier.
+				return
+			}
+			var se *quarantine.SealError
+			if err := quarantine.Verify(got); !errors.As(err, &se) {
+				t.Fatalf("tampered %s verifies: %v", field, err)
+			}
+		})
+	}
+	// Behind the store's back, in the table itself.
+	item, _ := dynamostore.Marshal(r)
+	item["lot_changed"] = &ddbtypes.AttributeValueMemberS{Value: "ignored"}
+	item["body"] = &ddbtypes.AttributeValueMemberS{Value: strings.Replace(r.Body, `"L1"`, `"L9"`, 1)}
+	if _, err := stack.Clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.store.Get(context.Background(), r.DLQID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quarantine.Verify(got); err == nil {
+		t.Fatal("a record changed in the table still verifies")
+	}
+}
+
+func TestEMFMetrics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	handle(t, f, f.message("e1", inventory(secret("emf1"), "L1")), f.message("e2", "nope "+secret("emf2")), f.message("e3", inventory(secret("emf3"), "L1")))
+	counts := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(f.metrics.String()), "\n") {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		meta := doc["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
+		if meta["Namespace"] != "DLQQuarantine" {
+			t.Fatalf("namespace %v", meta["Namespace"])
+		}
+		if v, ok := doc["Quarantined"]; ok {
+			counts[doc["Class"].(string)] += v.(float64)
+		}
+	}
+	if counts["exhausted"] != 2 || counts["validation"] != 1 {
+		t.Fatalf("Quarantined by class = %v", counts)
+	}
+}

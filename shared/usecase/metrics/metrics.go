@@ -1,0 +1,299 @@
+// Package metrics publishes DLQ health to CloudWatch: DLQ depth, records by
+// status and class, the oldest quarantined record's age, arrival rate,
+// redrive success rate, poison and the dominant failure signature's share.
+// Its AWS calls per run are the same for a thousand records as for a
+// hundred thousand: it reads counters kept in the record writes'
+// transactions, and the oldest record through one indexed query.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
+)
+
+// Metric names (namespace Config.Namespace).
+const (
+	MetricDLQDepth      = "DLQDepth"
+	MetricDLQInFlight   = "DLQInFlight"
+	MetricRecords       = "Records"
+	MetricOldestAge     = "OldestQuarantinedAgeSeconds"
+	MetricArrivals      = "ArrivalsPerMinute"
+	MetricSuccessRate   = "RedriveSuccessRate"
+	MetricPoison        = "PoisonRecords"
+	MetricNewPoison     = "NewPoisonRecords"
+	MetricDominantShare = "DominantSignatureShare"
+	// MetricIntegrityHolds counts the records set aside because they
+	// failed verification (alarmed above 0): never replayed, re-sealed
+	// or archived until an operator investigates (dlqctl ls --held).
+	MetricIntegrityHolds = "IntegrityHolds"
+	// MetricNewIntegrityHolds counts the holds set this minute and the last: the alarm
+	// watches it, so that each new hold notifies again (IntegrityHolds
+	// stays above 0 while any record is held).
+	MetricNewIntegrityHolds = "NewIntegrityHolds"
+	DimSource               = "Source"
+	DimStatus               = "Status"
+	DimClass                = "Class"
+	defaultSuccessWindow    = 2 // hours: this one and the last
+)
+
+// QueueAPI is the part of the SQS client the metrics function uses.
+type QueueAPI interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Counters reads counter shards.
+type Counters interface {
+	ReadCounters(ctx context.Context, keys []string) (map[string]int64, error)
+}
+
+// Signatures lists a source's open records by failure signature.
+type Signatures interface {
+	OpenSignatures(ctx context.Context, source string) (map[string]int64, error)
+}
+
+// MetricsAPI is the part of the CloudWatch client it uses.
+type MetricsAPI interface {
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
+}
+
+// Service publishes the metrics of every configured source.
+type Service struct {
+	SQS        QueueAPI
+	Counters   Counters
+	Signatures Signatures
+	Lister     quarantine.Lister
+	Store      quarantine.Store
+	CloudWatch MetricsAPI
+	Sources    map[string]*quarantine.Source
+	Namespace  string
+	Now        func() time.Time
+	Log        *slog.Logger
+
+	mu   sync.Mutex
+	urls map[string]string // DLQ name → URL, kept across warm invocations
+}
+
+// Report is what one run measured for one source.
+type Report struct {
+	Source             string           `json:"source"`
+	DLQDepth           int64            `json:"dlq_depth"`
+	DLQInFlight        int64            `json:"dlq_in_flight"`
+	Records            map[string]int64 `json:"records"` // "STATUS/class" → count
+	OldestAgeSeconds   float64          `json:"oldest_quarantined_age_seconds"`
+	ArrivalsPerMinute  int64            `json:"arrivals_per_minute"`
+	RedriveSuccessRate *float64         `json:"redrive_success_rate,omitempty"`
+	Poison             int64            `json:"poison"`
+	NewPoison          int64            `json:"new_poison"`
+	DominantSignature  string           `json:"dominant_signature"`
+	DominantSharePct   float64          `json:"dominant_share_percent"`
+	OpenRecords        int64            `json:"open_records"`
+	IntegrityHolds     int64            `json:"integrity_holds"`
+	NewIntegrityHolds  int64            `json:"new_integrity_holds"`
+}
+
+var (
+	allStatuses = []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
+		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived}
+	allClasses = []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}
+)
+
+// Run measures and publishes every source, in name order.
+func (s *Service) Run(ctx context.Context) ([]Report, error) {
+	var out []Report
+	for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
+		rep, err := s.source(ctx, s.Sources[name])
+		if err != nil {
+			return out, fmt.Errorf("source %s: %w", name, err)
+		}
+		if err := s.publish(ctx, rep); err != nil {
+			return out, err
+		}
+		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
+			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
+			"dominant_share_percent", rep.DominantSharePct, "oldest_quarantined_age_seconds", rep.OldestAgeSeconds)
+		out = append(out, *rep)
+	}
+	return out, nil
+}
+
+func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, error) {
+	now := s.Now().UTC()
+	rep := &Report{Source: src.Name, Records: map[string]int64{}}
+
+	url, err := s.queueURL(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return nil, fmt.Errorf("dlq depth: %w", err)
+	}
+	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessages"], &rep.DLQDepth)
+	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], &rep.DLQInFlight)
+
+	// Every counter this run needs, in one batch read.
+	var keys []string
+	sum := map[string][]string{} // what a sum is made of
+	for _, st := range allStatuses {
+		for _, c := range allClasses {
+			for shard := range quarantine.CounterShards {
+				k := quarantine.StateCounterKey(src.Name, st, c, shard)
+				keys = append(keys, k)
+				sum[string(st)+"/"+string(c)] = append(sum[string(st)+"/"+string(c)], k)
+			}
+		}
+	}
+	lastMinute := now.Truncate(time.Minute).Add(-time.Minute)
+	hours := []time.Time{now.Truncate(time.Hour), now.Truncate(time.Hour).Add(-time.Hour)}
+	for shard := range quarantine.CounterShards {
+		k := quarantine.BucketCounterKey(src.Name, quarantine.CounterArrivals, lastMinute, shard)
+		keys, sum["arrivals"] = append(keys, k), append(sum["arrivals"], k)
+		k = quarantine.BucketCounterKey(src.Name, quarantine.CounterPoisoned, hours[0], shard)
+		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
+		k = quarantine.HeldCounterKey(src.Name, shard)
+		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
+		// This minute and the last (the function runs every minute): every
+		// hold is published as new by at least one run, and the alarm is
+		// OK again two minutes after the last, so the next one notifies.
+		for _, m := range []time.Time{now.Truncate(time.Minute), lastMinute} {
+			k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, m, shard)
+			keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
+		}
+		for _, h := range hours[:defaultSuccessWindow] {
+			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
+				k := quarantine.BucketCounterKey(src.Name, kind, h, shard)
+				keys, sum[kind] = append(keys, k), append(sum[kind], k)
+			}
+		}
+	}
+	vals, err := s.Counters.ReadCounters(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	total := func(name string) int64 {
+		var n int64
+		for _, k := range sum[name] {
+			n += vals[k]
+		}
+		return n
+	}
+	for _, st := range allStatuses {
+		for _, c := range allClasses {
+			rep.Records[string(st)+"/"+string(c)] = total(string(st) + "/" + string(c))
+		}
+	}
+	rep.ArrivalsPerMinute = total("arrivals")
+	rep.Poison = total(string(quarantine.StatusParked) + "/" + string(quarantine.ClassPoison))
+	rep.NewPoison = total("poisoned")
+	rep.IntegrityHolds = total(quarantine.CounterHeld)
+	rep.NewIntegrityHolds = total(quarantine.CounterNewHeld)
+	if resolved, back := total(quarantine.CounterResolved), total(quarantine.CounterCameBack); resolved+back > 0 {
+		rate := 100 * float64(resolved) / float64(resolved+back)
+		rep.RedriveSuccessRate = &rate
+	}
+
+	open, err := s.Signatures.OpenSignatures(ctx, src.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, sig := range slices.Sorted(maps.Keys(open)) {
+		rep.OpenRecords += open[sig]
+		if open[sig] > open[rep.DominantSignature] || rep.DominantSignature == "" {
+			rep.DominantSignature = sig
+		}
+	}
+	if rep.OpenRecords > 0 {
+		rep.DominantSharePct = 100 * float64(open[rep.DominantSignature]) / float64(rep.OpenRecords)
+	}
+
+	// The oldest QUARANTINED record: the first of the status index. (The
+	// index is partitioned by status, so older records of other sources are
+	// read past: one query per page of them. With one source per table, as
+	// the template deploys, that is always one query.)
+	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: src.Name, Limit: 1}
+	page, err := s.Lister.List(ctx, q)
+	for err == nil && len(page.IDs) == 0 && page.Cursor != "" {
+		q.Cursor, q.Limit = page.Cursor, 100
+		page, err = s.Lister.List(ctx, q)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(page.IDs) > 0 {
+		r, err := s.Store.Get(ctx, page.IDs[0])
+		if err != nil {
+			return nil, err
+		}
+		rep.OldestAgeSeconds = now.Sub(r.FirstSeen.Time).Seconds()
+	}
+	return rep, nil
+}
+
+func (s *Service) queueURL(ctx context.Context, src *quarantine.Source) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u, ok := s.urls[src.DLQName]; ok {
+		return u, nil
+	}
+	out, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(src.DLQName)})
+	if err != nil {
+		return "", fmt.Errorf("dlq %s: %w", src.DLQName, err)
+	}
+	if s.urls == nil {
+		s.urls = map[string]string{}
+	}
+	s.urls[src.DLQName] = aws.ToString(out.QueueUrl)
+	return s.urls[src.DLQName], nil
+}
+
+func (s *Service) publish(ctx context.Context, rep *Report) error {
+	ns := s.Namespace
+	if ns == "" {
+		ns = emf.Namespace
+	}
+	src := cwtypes.Dimension{Name: aws.String(DimSource), Value: aws.String(rep.Source)}
+	datum := func(name string, v float64, unit cwtypes.StandardUnit, dims ...cwtypes.Dimension) cwtypes.MetricDatum {
+		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit, Dimensions: append([]cwtypes.Dimension{src}, dims...)}
+	}
+	data := []cwtypes.MetricDatum{
+		datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
+		datum(MetricDLQInFlight, float64(rep.DLQInFlight), cwtypes.StandardUnitCount),
+		datum(MetricOldestAge, rep.OldestAgeSeconds, cwtypes.StandardUnitSeconds),
+		datum(MetricArrivals, float64(rep.ArrivalsPerMinute), cwtypes.StandardUnitCount),
+		datum(MetricPoison, float64(rep.Poison), cwtypes.StandardUnitCount),
+		datum(MetricNewPoison, float64(rep.NewPoison), cwtypes.StandardUnitCount),
+		datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent),
+		datum(MetricIntegrityHolds, float64(rep.IntegrityHolds), cwtypes.StandardUnitCount),
+		datum(MetricNewIntegrityHolds, float64(rep.NewIntegrityHolds), cwtypes.StandardUnitCount),
+	}
+	if rep.RedriveSuccessRate != nil {
+		data = append(data, datum(MetricSuccessRate, *rep.RedriveSuccessRate, cwtypes.StandardUnitPercent))
+	}
+	for _, st := range allStatuses {
+		for _, c := range allClasses {
+			data = append(data, datum(MetricRecords, float64(rep.Records[string(st)+"/"+string(c)]), cwtypes.StandardUnitCount,
+				cwtypes.Dimension{Name: aws.String(DimStatus), Value: aws.String(string(st))},
+				cwtypes.Dimension{Name: aws.String(DimClass), Value: aws.String(string(c))}))
+		}
+	}
+	if _, err := s.CloudWatch.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(ns), MetricData: data}); err != nil {
+		return fmt.Errorf("publish metrics: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
+)
+
+var stack *embedded.Stack
+
+func TestMain(m *testing.M) {
+	st, err := embedded.Start(context.Background(), embedded.Options{NoS3: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stack = st
+	code := m.Run()
+	st.Close()
+	os.Exit(code)
+}
+
+type env struct {
+	src   *quarantine.Source
+	store *dynamostore.Store
+	list  *dynamostore.Lister
+	q     *quarantine.Quarantiner
+	clock *clock.Fake
+	dlq   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	name := embedded.RandomName("m")
+	out, err := stack.Clients.SQS.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := stack.Names["QuarantineTable"]
+	e := &env{
+		src:   &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, DLQName: name + "-dlq", IdempotencyPointer: "/k", RedriveCap: 1},
+		store: dynamostore.New(stack.Clients.DynamoDB, table), list: dynamostore.NewLister(stack.Clients.DynamoDB, table),
+		clock: clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), dlq: aws.ToString(out.QueueUrl),
+	}
+	e.q = quarantine.NewQuarantiner(e.store, nil, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{name: e.src}})
+	return e
+}
+
+func (e *env) service(c *counting) *metrics.Service {
+	s := &metrics.Service{SQS: stack.Clients.SQS, Counters: e.store, Signatures: e.list, Lister: e.list, Store: e.store,
+		CloudWatch: stack.Clients.CloudWatch, Sources: map[string]*quarantine.Source{e.src.Name: e.src}, Now: e.clock.Now,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	if c != nil {
+		c.wrap(s)
+	}
+	return s
+}
+
+// at quarantines key with the consumer's reason at the clock's time.
+func (e *env) at(t *testing.T, offset time.Duration, key, reason, body string) *quarantine.Record {
+	t.Helper()
+	e.clock = clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(offset))
+	e.q = quarantine.NewQuarantiner(e.store, nil, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
+	attrs := map[string]quarantine.Attribute{}
+	if reason != "" {
+		attrs[quarantine.AttrFailureReason] = quarantine.Attribute{DataType: "String", StringValue: reason}
+	}
+	if body == "" {
+		body = `{"k":"` + key + `"}`
+	}
+	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: key + offset.String(), SourceARN: e.src.ARN, Attributes: attrs, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Record
+}
+
+func (e *env) step(t *testing.T, id string, f func(r *quarantine.Record) (*quarantine.Record, error)) {
+	t.Helper()
+	r, err := e.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := f(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(context.Background(), next, r.Version); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A known scenario: each published metric, read back from the emulator's
+// CloudWatch, equals what the scenario implies.
+func TestKnownScenario(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a1 := e.at(t, 0, "a1", "timeout", "")
+	e.at(t, time.Minute, "a2", "timeout", "")
+	p1 := e.at(t, 2*time.Minute, "p1", "timeout", "")
+	r1 := e.at(t, 3*time.Minute, "r1", "timeout", "")
+	c1 := e.at(t, 3*time.Minute, "c1", "timeout", "")
+	e.step(t, p1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ParkPoison("t", t0.Add(5*time.Minute))
+	})
+	for _, id := range []string{r1.DLQID, c1.DLQID} {
+		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Claim("t", t0.Add(4*time.Minute), time.Minute)
+		})
+		e.step(t, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven("t", "m", t0.Add(4*time.Minute))
+		})
+	}
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Settle(t0.Add(6*time.Minute), time.Minute)
+	})
+	e.at(t, 7*time.Minute, "c1", "timeout", "") // c1's replay came back
+	e.at(t, 9*time.Minute+10*time.Second, "a3", "timeout", "")
+	e.at(t, 9*time.Minute+20*time.Second, "b1", "", "not json")
+	for range 3 {
+		if _, err := stack.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.dlq), MessageBody: aws.String("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock = clock.NewFake(t0.Add(10*time.Minute + 30*time.Second))
+	reps, err := e.service(nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = a1
+	want := map[string]float64{
+		metrics.MetricDLQDepth: 3, metrics.MetricDLQInFlight: 0, metrics.MetricOldestAge: 630, metrics.MetricArrivals: 2,
+		metrics.MetricSuccessRate: 50, metrics.MetricPoison: 1, metrics.MetricNewPoison: 1, metrics.MetricDominantShare: 80,
+	}
+	for name, v := range want {
+		if got := readBack(t, name, e.src.Name); got != v {
+			t.Errorf("%s = %v, want %v (report %+v)", name, got, v, reps[0])
+		}
+	}
+	for key, v := range map[[2]string]float64{
+		{"QUARANTINED", "exhausted"}: 4, {"QUARANTINED", "validation"}: 1, {"PARKED", "poison"}: 1, {"RESOLVED", "exhausted"}: 1, {"REDRIVEN", "exhausted"}: 0,
+	} {
+		if got := readBack(t, metrics.MetricRecords, e.src.Name, metrics.DimStatus, key[0], metrics.DimClass, key[1]); got != v {
+			t.Errorf("Records %v = %v, want %v", key, got, v)
+		}
+	}
+	if reps[0].DominantSignature != "consumer|timeout|" {
+		t.Errorf("dominant signature %q", reps[0].DominantSignature)
+	}
+}
+
+// A replay that settled (RESOLVED) and then came back after all is a
+// failure, not a success and a failure: the success rate over both hours is
+// 0, the standing policy that sent it sees the comeback, and the counters
+// still equal a recount. (It runs before TestCallsDoNotGrowWithTheTable,
+// whose 100,000 QUARANTINED records of another source the oldest-record
+// listing would read past on the emulator.)
+func TestComebackAfterResolvedIsNoSuccess(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r1 := e.at(t, 0, "r1", "timeout", "")
+	const actor = quarantine.PolicyActorPrefix + "p-late"
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Claim(actor, t0.Add(4*time.Minute), time.Minute)
+	})
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkRedriven(actor, "m-1", t0.Add(4*time.Minute))
+	})
+	e.step(t, r1.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Settle(t0.Add(30*time.Minute), 15*time.Minute) // resolved in the 12:00 hour
+	})
+	back := e.at(t, 70*time.Minute, "r1", "timeout", "") // back in the 13:00 hour
+	if back.Status != quarantine.StatusQuarantined {
+		t.Fatalf("came back as %s", back.Status)
+	}
+	e.clock = clock.NewFake(t0.Add(80 * time.Minute))
+	reps, err := e.service(nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate := reps[0].RedriveSuccessRate; rate == nil || *rate != 0 {
+		got := "none"
+		if rate != nil {
+			got = fmt.Sprintf("%.0f %%", *rate)
+		}
+		t.Fatalf("success rate %s, want 0: the only replay came back", got)
+	}
+	if sent, cameBack, err := policy.Counts(ctx, e.store, e.src.Name, "p-late"); err != nil || sent != 1 || cameBack != 1 {
+		t.Fatalf("policy counters sent %d, came back %d (%v); want 1 and 1", sent, cameBack, err)
+	}
+	// The recount: the one record is QUARANTINED/exhausted.
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
+		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
+		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
+			want := int64(0)
+			if st == back.Status && c == back.FailureClass {
+				want = 1
+			}
+			if got := storetest.StateCount(t, e.store, e.src.Name, st, c); got != want {
+				t.Errorf("state counter %s/%s = %d, recount %d", st, c, got, want)
+			}
+		}
+	}
+}
+
+func readBack(t *testing.T, name, source string, dims ...string) float64 {
+	t.Helper()
+	ds := []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(source)}}
+	for i := 0; i < len(dims); i += 2 {
+		ds = append(ds, cwtypes.Dimension{Name: aws.String(dims[i]), Value: aws.String(dims[i+1])})
+	}
+	out, err := stack.Clients.CloudWatch.GetMetricStatistics(context.Background(), &cloudwatch.GetMetricStatisticsInput{
+		Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(name), Dimensions: ds,
+		StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+		Period: aws.Int32(60), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Datapoints) != 1 {
+		t.Fatalf("%s %v: %d datapoints", name, dims, len(out.Datapoints))
+	}
+	return aws.ToFloat64(out.Datapoints[0].Maximum)
+}
+
+// counting wraps every client the service uses and counts its calls.
+type counting struct{ n atomic.Int64 }
+
+type countSQS struct {
+	metrics.QueueAPI
+	c *counting
+}
+
+func (s countSQS) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, o ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	s.c.n.Add(1)
+	return s.QueueAPI.GetQueueUrl(ctx, in, o...)
+}
+
+func (s countSQS) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, o ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	s.c.n.Add(1)
+	return s.QueueAPI.GetQueueAttributes(ctx, in, o...)
+}
+
+type countDDB struct {
+	*dynamodb.Client
+	c *counting
+}
+
+func (d countDDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	d.c.n.Add(1)
+	return d.Client.BatchGetItem(ctx, in, o...)
+}
+
+func (d countDDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	d.c.n.Add(1)
+	return d.Client.Query(ctx, in, o...)
+}
+
+func (d countDDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	d.c.n.Add(1)
+	return d.Client.GetItem(ctx, in, o...)
+}
+
+type countCW struct {
+	metrics.MetricsAPI
+	c *counting
+}
+
+func (w countCW) PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, o ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
+	w.c.n.Add(1)
+	return w.MetricsAPI.PutMetricData(ctx, in, o...)
+}
+
+func (c *counting) wrap(s *metrics.Service) {
+	ddb := countDDB{stack.Clients.DynamoDB, c}
+	table := stack.Names["QuarantineTable"]
+	store, list := dynamostore.New(ddb, table), dynamostore.NewLister(ddb, table)
+	s.SQS, s.CloudWatch = countSQS{s.SQS, c}, countCW{s.CloudWatch, c}
+	s.Counters, s.Signatures, s.Lister, s.Store = store, list, list, store
+}
+
+// seed writes n quarantined records of the source straight into the table.
+func (e *env) seed(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	table := stack.Names["QuarantineTable"]
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var batch []ddbtypes.WriteRequest
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		req := map[string][]ddbtypes.WriteRequest{table: batch}
+		for len(req) > 0 {
+			out, err := stack.Clients.DynamoDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req = out.UnprocessedItems
+		}
+		batch = nil
+	}
+	for i := range n {
+		batch = append(batch, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: map[string]ddbtypes.AttributeValue{
+			"dlq_id":     &ddbtypes.AttributeValueMemberS{Value: fmt.Sprintf("%s#k%07d", e.src.Name, i)},
+			"status":     &ddbtypes.AttributeValueMemberS{Value: "QUARANTINED"},
+			"source":     &ddbtypes.AttributeValueMemberS{Value: e.src.Name},
+			"first_seen": &ddbtypes.AttributeValueMemberS{Value: quarantine.At(base.Add(time.Duration(i) * time.Millisecond)).String()},
+		}}})
+		if len(batch) == 25 {
+			flush()
+		}
+	}
+	flush()
+}
+
+// The AWS calls of one run are the same with 1,000 and 100,000 records.
+func TestCallsDoNotGrowWithTheTable(t *testing.T) {
+	ctx := context.Background()
+	calls := map[int]int64{}
+	for i, n := range []int{1000, 100000} {
+		e := newEnv(t)
+		e.seed(t, n)
+		// The record the oldest-age query finds, a full record, older than
+		// anything else in the shared table (one source per table, as the
+		// template deploys; see the comment in metrics.go).
+		e.at(t, -time.Duration(30+i)*24*time.Hour, "oldest", "timeout", "")
+		c := &counting{}
+		svc := e.service(c)
+		if _, err := svc.Run(ctx); err != nil { // warm: the DLQ URL is cached
+			t.Fatal(err)
+		}
+		c.n.Store(0)
+		start := time.Now()
+		if _, err := svc.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		calls[n] = c.n.Load()
+		t.Logf("%d records: %d AWS calls in %s", n, calls[n], time.Since(start))
+	}
+	if calls[1000] != calls[100000] || calls[1000] == 0 {
+		t.Fatalf("calls per run: %v", calls)
+	}
+}
+
+// A record set aside by an integrity hold is counted once per source, from
+// the counter (no scan), however often it is held again.
+func TestIntegrityHoldsArePublished(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	// Older than anything else in the shared table, so the oldest-age
+	// query reads no other test's records (see the comment in metrics.go).
+	forged := e.at(t, -90*24*time.Hour, "h1", "timeout", "")
+	e.at(t, -90*24*time.Hour+time.Minute, "h2", "timeout", "")
+	r, err := e.store.Get(ctx, forged.DLQID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RedriveCap = 99 // behind the seal
+	item, err := dynamostore.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.store.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: r.Version, Reason: quarantine.HoldReason(quarantine.Verify(r)), At: e.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reps, err := e.service(nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps[0].IntegrityHolds != 1 {
+		t.Fatalf("report %+v", reps[0])
+	}
+	if got := readBack(t, metrics.MetricIntegrityHolds, e.src.Name); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.MetricIntegrityHolds, got)
+	}
+	// The alarm watches new holds: this hour's count, published too.
+	if reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("new holds %d, want 1", reps[0].NewIntegrityHolds)
+	}
+	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
+	}
+	// A hold is still new in the next minute's run (never missed between
+	// two runs), and no longer after that, so the alarm returns to OK and
+	// the next hold notifies again.
+	e.clock.Advance(time.Minute)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("the next minute: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 || reps[0].IntegrityHolds != 1 {
+		t.Fatalf("two minutes later: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
+	}
+}

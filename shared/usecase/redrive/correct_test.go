@@ -1,0 +1,169 @@
+package redrive_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+func correctRequest(e *env, id, reason, payload string) string {
+	return fmt.Sprintf(`{"action":"correct","source":%q,"ids":[%q],"requested_by":"fixer@ops","reason":%q,"payload":%q}`, e.src.Name, id, reason, payload)
+}
+
+// A malformed record: a correction that still fails the schema is refused
+// and changes nothing; a valid one is stored beside the original, which
+// stays byte-identical and sealed; the replay sends the correction, marked
+// as corrected, and when it comes back it lands on the same record.
+func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
+	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Record.DLQID
+	svc := e.service(nil, nil, redrive.Config{})
+	before := e.get(t, id)
+	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
+	var ce *quarantine.CorrectionError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema: schema /ndc pattern") {
+		t.Fatalf("an invalid correction: %v", err)
+	}
+	if strings.Contains(err.Error(), "12-3") || strings.Contains(err.Error(), id) {
+		t.Fatalf("the function error, which the runtime logs, quotes the payload or the record id: %v", err)
+	}
+	if r := e.get(t, id); r.Version != before.Version || r.Seal != before.Seal {
+		t.Fatal("a refused correction changed the record")
+	}
+	// Before the fix the gate holds it.
+	if rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"}); err != nil || rr.Held.Count != 1 {
+		t.Fatalf("redrive before the fix: %+v %v", rr, err)
+	}
+	good := body(1, true)
+	rep, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", good)))
+	if err != nil || rep.Corrected.Count != 1 || rep.Correction == nil || rep.Correction.Body != "" || rep.Correction.Actor != "fixer@ops" {
+		t.Fatalf("correct: %+v %v", rep, err)
+	}
+	r := e.get(t, id)
+	if r.Body != bad || r.BodySHA256 != before.BodySHA256 || r.FailureClass != quarantine.ClassExhausted || len(r.Corrections) != 1 {
+		t.Fatalf("after the correction: body kept %v, class %s, %d corrections", r.Body == bad, r.FailureClass, len(r.Corrections))
+	}
+	if orig, err := quarantine.LoadBody(ctx, e.payloads, r); err != nil || string(orig) != bad {
+		t.Fatal("the original is not byte-identical")
+	}
+
+	rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"})
+	if err != nil || rr.Redriven.Count != 1 {
+		t.Fatalf("redrive: %+v %v", rr, err)
+	}
+	res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(res.Messages) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(res.Messages), err)
+	}
+	m := res.Messages[0]
+	if aws.ToString(m.Body) != good {
+		t.Fatalf("the replay sent %q, want the correction", aws.ToString(m.Body))
+	}
+	if v := m.MessageAttributes[quarantine.AttrCorrected]; aws.ToString(v.StringValue) != "1" {
+		t.Fatalf("%s = %q, want 1", quarantine.AttrCorrected, aws.ToString(v.StringValue))
+	}
+	// The consumer fails it again: it comes back to the same record.
+	if _, err := stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, func(string) bool { return true })
+	if n := e.ingestDLQ(t); n != 1 {
+		t.Fatalf("%d came back", n)
+	}
+	r = e.get(t, id)
+	if r.Status != quarantine.StatusQuarantined || r.Attempts[len(r.Attempts)-1].BodySHA256 != quarantine.BodySHA256([]byte(good)) {
+		t.Fatalf("the corrected replay did not come back to its record: %s", r.Status)
+	}
+	if _, err := e.store.Get(ctx, id+"#body-"+quarantine.BodySHA256([]byte(good))[:16]); !errors.Is(err, quarantine.ErrNotFound) {
+		t.Fatalf("a corrected replay made a conflict record: %v", err)
+	}
+	// A second correction chains to the first and is what the next round sends.
+	better := strings.Replace(good, `"lot":"LOT-0001"`, `"lot":"LOT-0001A"`, 1)
+	if _, err := svc.Handle(ctx, []byte(correctRequest(e, id, "lot suffix", better))); err != nil {
+		t.Fatal(err)
+	}
+	if rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"}); err != nil || rr.Redriven.Count != 1 {
+		t.Fatalf("second redrive: %+v %v", rr, err)
+	}
+	res, err = stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(res.Messages) != 1 || aws.ToString(res.Messages[0].Body) != better ||
+		aws.ToString(res.Messages[0].MessageAttributes[quarantine.AttrCorrected].StringValue) != "2" {
+		t.Fatalf("the second round did not send correction 2: %v", err)
+	}
+	r = e.get(t, id)
+	if r.RedriveCount != 2 || len(r.Corrections) != 2 || r.Corrections[1].FromSHA256 != r.Corrections[0].BodySHA256 || r.Body != bad {
+		t.Fatalf("after two corrections: count %d, %d corrections", r.RedriveCount, len(r.Corrections))
+	}
+}
+
+// barrierStore holds each Get until two have happened, so two corrections
+// read the same version.
+type barrierStore struct {
+	quarantine.Store
+	wg *sync.WaitGroup
+}
+
+func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, error) {
+	r, err := b.Store.Get(ctx, id)
+	b.wg.Done()
+	b.wg.Wait()
+	return r, err
+}
+
+// Two concurrent corrections of one record: one wins, the other gets a
+// clear conflict error, and the record holds exactly the winner.
+func TestConcurrentCorrectionsOneWins(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	bad := strings.Replace(body(2, true), "12345-678-90", "NDC?", 1)
+	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-2", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Record.DLQID
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	fixes := []string{body(2, true), strings.Replace(body(2, true), "12345-678-90", "54321-876-09", 1)}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, fix := range fixes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			svc := e.service(nil, &barrierStore{Store: e.store, wg: &barrier}, redrive.Config{})
+			_, errs[i] = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, fmt.Sprintf("fix %d", i), fix)))
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winner = i
+		case !errors.Is(err, quarantine.ErrCorrectionConflict) || !strings.Contains(err.Error(), "changed while it was being corrected"):
+			t.Fatalf("correction %d: %v, want a clear conflict", i, err)
+		}
+	}
+	if winner < 0 || errs[1-winner] == nil {
+		t.Fatalf("errors %v: want exactly one winner", errs)
+	}
+	r := e.get(t, id)
+	if len(r.Corrections) != 1 || r.Corrections[0].Body != fixes[winner] {
+		t.Fatal("the record does not hold exactly the winning correction")
+	}
+}

@@ -1,0 +1,372 @@
+package redrive_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+// seedGroup quarantines bodies, in order, as one FIFO message group "G".
+func (e *env) seedGroup(t *testing.T, bodies []string) []string {
+	t.Helper()
+	var ids []string
+	for i, b := range bodies {
+		m := quarantine.Message{MessageID: "g-" + string(rune('a'+i)), Body: []byte(b), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"}
+		out, err := e.q.Quarantine(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		e.clock.Advance(time.Millisecond)
+	}
+	e.clock.Advance(time.Second + redrive.IndexSettleGuard)
+	return ids
+}
+
+func newOrderSender() *orderSender {
+	return &orderSender{Sender: stack.Clients.SQS, order: map[string][]string{}, fail: map[string]bool{}, failed: map[string]bool{}}
+}
+
+// A FIFO group replays only from its earliest open record on. Whatever
+// keeps that record from leaving in this run — the gate holds it, the
+// request does not select it, another run holds its claim — no later
+// record of the group leaves before it; and a later record left claimed
+// by a crashed run (lease expired) does not jump ahead of an earlier one.
+func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
+	t.Parallel()
+	t.Run("earlier held by the gate", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{`{"event_id":"ev-p1","lot":"x"}`, body(2, true)})
+		s := newOrderSender()
+		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 || !slices.Contains(rep.Held.IDs, ids[0]) || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v; held %v deferred %v", s.order["G"], rep.Held.IDs, rep.Deferred.IDs)
+		}
+	})
+	t.Run("earlier not selected", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(3, true), body(4, true)})
+		// Give the later record its own signature and select only that.
+		later := e.get(t, ids[1])
+		c := quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "downstream timeout"}
+		c.Signature = quarantine.Signature(c.Stage, c.Reason, e.src.SchemaVersion)
+		next, err := later.Arrive(quarantine.Attempt{Stage: c.Stage, Reason: c.Reason, MessageID: "g-b2", Actor: quarantine.ActorIngest}, c, 20, e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Replace(context.Background(), next, later.Version); err != nil {
+			t.Fatal(err)
+		}
+		s := newOrderSender()
+		req := e.request(10)
+		req.Signatures = []string{c.Signature}
+		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v while the earlier record stays open; deferred %v", s.order["G"], rep.Deferred.IDs)
+		}
+	})
+	t.Run("earlier in flight in another run", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(21, true), body(22, true)})
+		r1 := e.get(t, ids[0])
+		n, err := r1.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Replace(context.Background(), n, r1.Version); err != nil {
+			t.Fatal(err)
+		}
+		s := newOrderSender()
+		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v while the earlier record is claimed by another run", s.order["G"])
+		}
+	})
+	for _, mode := range []string{"max_messages 1", "batch_size 1", "one batch"} {
+		t.Run("later left claimed, "+mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, true)
+			ids := e.seedGroup(t, []string{body(11, true), body(12, true)})
+			r2 := e.get(t, ids[1])
+			n, err := r2.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.store.Replace(context.Background(), n, r2.Version); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(16 * time.Minute)
+			s := newOrderSender()
+			req := e.request(10)
+			switch mode {
+			case "max_messages 1":
+				req.MaxMessages = 1
+			case "batch_size 1":
+				req.BatchSize = 1
+			}
+			if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			want := ids
+			if mode == "max_messages 1" {
+				want = ids[:1]
+			}
+			if got := s.order["G"]; strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("sent %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// An earlier record of the group that is PARKED (out of the replay stream,
+// like a message moved to a DLQ) does not hold the group back.
+func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ids := e.seedGroup(t, []string{body(31, true), body(32, true)})
+	r1 := e.get(t, ids[0])
+	parked, err := r1.ParkManual("ops", "investigating", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(context.Background(), parked, r1.Version); err != nil {
+		t.Fatal(err)
+	}
+	s := newOrderSender()
+	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.order["G"]; len(got) != 1 || got[0] != ids[1] {
+		t.Fatalf("sent %v", got)
+	}
+}
+
+// An approved replay of a parked poison record whose send fails goes back
+// to PARKED: the next unapproved run does not replay it.
+func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, false)
+	ids := e.seed(t, 1, func(int) bool { return false })
+	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
+		t.Helper()
+		r := e.get(t, ids[0])
+		n, err := f(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Replace(ctx, n, r.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range cap3 { // three replays that came back, then parked at the cap
+		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Claim("op", e.clock.Now(), time.Minute)
+		})
+		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven("op", "m", e.clock.Now())
+		})
+		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+			c := quarantine.Classification{Class: r.FailureClass, Stage: r.FailureStage, Reason: r.FailureReason, Signature: r.FailureSignature}
+			return r.Arrive(quarantine.Attempt{Stage: "consumer", Reason: "x", MessageID: "back-" + string(rune('0'+i)), Actor: quarantine.ActorIngest}, c, 50, e.clock.Now())
+		})
+	}
+	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("op", e.clock.Now()) })
+	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
+	if _, err := e.service(&errSender{Sender: stack.Clients.SQS, err: &http4xx{}}, nil, redrive.Config{SendAttempts: 1}).Run(ctx, approved); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, ids[0]); got.Status != quarantine.StatusParked || got.RedriveCap != cap3 {
+		t.Fatalf("after the failed approved replay: %s cap %d", got.Status, got.RedriveCap)
+	}
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil || rep.Redriven.Count != 0 {
+		t.Fatalf("unapproved run: %v redriven %v", err, rep.Redriven.IDs)
+	}
+}
+
+// Explicit ids go through the same walk: naming a later record does not
+// send it before an earlier open one, and naming them out of order sends
+// them in order.
+func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
+	t.Parallel()
+	t.Run("a parked one is reported", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(46, true)})
+		r := e.get(t, ids[0])
+		parked, err := r.ParkManual("ops", "wait", e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Replace(context.Background(), parked, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		req := e.request(10)
+		req.IDs = ids
+		rep, err := e.service(newOrderSender(), nil, redrive.Config{}).Run(context.Background(), req)
+		if err != nil || !slices.Contains(rep.Skipped.IDs, ids[0]) {
+			t.Fatalf("skipped %v, %v", rep.Skipped.IDs, err)
+		}
+	})
+	t.Run("later only", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
+		s := newOrderSender()
+		req := e.request(10)
+		req.IDs = ids[1:]
+		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v, deferred %v", s.order["G"], rep.Deferred.IDs)
+		}
+	})
+	t.Run("out of order, one a batch", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, true)
+		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
+		s := newOrderSender()
+		req := e.request(10)
+		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
+		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.order["G"]; strings.Join(got, ",") != strings.Join(ids, ",") {
+			t.Fatalf("sent %v, want %v", got, ids)
+		}
+	})
+}
+
+// A record set aside by an integrity hold is out of replay, and its group
+// waits for it (it may be released after the investigation): no later
+// record of the group goes ahead of it, in this run or the next.
+func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ids := e.seedGroup(t, []string{body(61, true), body(62, true)})
+	first := e.get(t, ids[0])
+	if err := e.store.Hold(context.Background(), quarantine.IntegrityHold{ID: first.DLQID, Version: first.Version, Reason: "seal_mismatch", At: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		s := newOrderSender()
+		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.order["G"]) != 0 {
+			t.Fatalf("run %d sent %v ahead of the held record", run+1, s.order["G"])
+		}
+	}
+}
+
+// A record stored a moment ago waits for the next run: the status index is
+// eventually consistent, and an earlier record of its group might not be
+// listed yet.
+func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: "fresh", Body: []byte(body(71, true)), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newOrderSender()
+	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
+	if err != nil || len(s.order["G"]) != 0 {
+		t.Fatalf("fresh record sent at once: %v %v", s.order["G"], err)
+	}
+	if rep.Remaining != 1 {
+		t.Fatalf("remaining %d: a record left for the next run must be reported (dlqctl stops at 0)", rep.Remaining)
+	}
+	e.clock.Advance(redrive.IndexSettleGuard + time.Second)
+	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil || len(s.order["G"]) != 1 || s.order["G"][0] != out.Record.DLQID {
+		t.Fatalf("after the guard: %v %v", s.order["G"], err)
+	}
+}
+
+// An earlier record of the group that no longer decodes is held, and its
+// group waits for it in the same run too.
+func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, true)
+	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
+	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
+		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: ids[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Item["attempt_count"] = &ddbtypes.AttributeValueMemberS{Value: "many"}
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: out.Item}); err != nil {
+		t.Fatal(err)
+	}
+	s := newOrderSender()
+	rep, err := e.service(s, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.order["G"]) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
+		t.Fatalf("sent %v, held %v", s.order["G"], rep.Integrity.IDs)
+	}
+}
+
+// The claim of an approved replay of a parked record whose run crashed is
+// not taken over by an unapproved run when its lease expires.
+func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, false)
+	ids := e.seed(t, 1, func(int) bool { return false })
+	r := e.get(t, ids[0])
+	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, parked, r.Version); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := parked.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, claimed, parked.Version); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil || rep.Redriven.Count != 0 {
+		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
+	}
+	// It went back to PARKED, possibly sent (the round counts), instead of
+	// waiting REDRIVING for an approved run.
+	if got := e.get(t, ids[0]); got.Status != quarantine.StatusParked || got.RedriveCount != claimed.RedriveCount || !historyHas(got, quarantine.PossiblySent) {
+		t.Fatalf("after the unapproved run: %s count %d", got.Status, got.RedriveCount)
+	}
+	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
+	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
+		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)
+	}
+}

@@ -1,0 +1,246 @@
+package redrive_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
+	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+var stack *embedded.Stack
+
+func TestMain(m *testing.M) {
+	st, err := embedded.Start(context.Background(), embedded.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "embedded stack:", err)
+		os.Exit(1)
+	}
+	stack = st
+	code := m.Run()
+	st.Close()
+	os.Exit(code)
+}
+
+// env is one isolated source: its own queues (emulator state is global).
+type env struct {
+	src            *quarantine.Source
+	srcURL, dlqURL string
+	store          *dynamostore.Store
+	lister         *dynamostore.Lister
+	payloads       *s3store.Store
+	q              *quarantine.Quarantiner
+	clock          *clock.Fake
+}
+
+const cap3 = 3
+
+func newEnv(t *testing.T, fifo bool) *env {
+	t.Helper()
+	ctx := context.Background()
+	name := embedded.RandomName("rd")
+	suffix := ""
+	if fifo {
+		suffix = ".fifo"
+	}
+	attrs := map[string]string{}
+	if fifo {
+		attrs["FifoQueue"] = "true"
+	}
+	dlq, err := stack.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq" + suffix), Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqARN := "arn:aws:sqs:us-east-1:000000000000:" + name + "-dlq" + suffix
+	srcAttrs := map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `","maxReceiveCount":2}`}
+	if fifo {
+		srcAttrs["FifoQueue"] = "true"
+	}
+	src, err := stack.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + suffix), Attributes: srcAttrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, version, err := schemas.Compile("inventory-movement.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		src: &quarantine.Source{Name: name + suffix, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name + suffix, DLQName: name + "-dlq" + suffix,
+			IdempotencyPointer: "/event_id", Schema: sch, SchemaVersion: version, RedriveCap: cap3},
+		srcURL: aws.ToString(src.QueueUrl), dlqURL: aws.ToString(dlq.QueueUrl),
+		store:    dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
+		lister:   dynamostore.NewLister(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
+		payloads: s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], ""),
+		clock:    clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
+	}
+	e.q = quarantine.NewQuarantiner(e.store, e.payloads, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
+	return e
+}
+
+func (e *env) service(sender redrive.Sender, store quarantine.Store, cfg redrive.Config) *redrive.Service {
+	if sender == nil {
+		sender = stack.Clients.SQS
+	}
+	if store == nil {
+		store = e.store
+	}
+	if cfg.ApprovalThreshold == 0 {
+		cfg.ApprovalThreshold = 10000
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 20 * time.Millisecond
+	}
+	return redrive.New(store, e.lister, e.payloads, sender, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
+		slog.New(slog.NewJSONHandler(io.Discard, nil)), cfg)
+}
+
+func body(i int, good bool) string {
+	lot := fmt.Sprintf("LOT-%04d", i)
+	if !good {
+		lot = "LOT-BAD-" + strconv.Itoa(i) // the consumer keeps failing these
+	}
+	return fmt.Sprintf(`{"event_id":"ev-%05d","ndc":"12345-678-90","lot":%q,"quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`, i, lot)
+}
+
+// seed quarantines n records as ingest would; every k-th one is "bad".
+func (e *env) seed(t *testing.T, n int, bad func(i int) bool) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		m := quarantine.Message{MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(body(i, !bad(i))), SourceARN: e.src.ARN, ReceiveCount: 2}
+		if e.src.Name[len(e.src.Name)-5:] == ".fifo" {
+			m.MessageGroupID = fmt.Sprintf("group-%d", i%3)
+		}
+		out, err := e.q.Quarantine(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		// Distinct first_seen values: kumo's status-index pagination loses
+		// its place among equal sort keys (docs/emulators.md).
+		e.clock.Advance(time.Millisecond)
+	}
+	e.clock.Advance(time.Second)
+	if strings.HasSuffix(e.src.Name, ".fifo") {
+		// Past the guard a FIFO run keeps for the eventually consistent index.
+		e.clock.Advance(redrive.IndexSettleGuard)
+	}
+	return ids
+}
+
+// received is one message the consumer saw.
+type received struct {
+	recordID, messageID, groupID, dedupID string
+	count                                 string
+}
+
+// drain receives everything in the source queue. fail decides, per record
+// id, whether the consumer fails it (back to the queue until the redrive
+// policy dead-letters it); others are deleted.
+func (e *env) drain(t *testing.T, fail func(recordID string) bool) []received {
+	t.Helper()
+	ctx := context.Background()
+	var out []received
+	idle := 0
+	for idle < 3 {
+		res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Messages) == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		for _, m := range res.Messages {
+			rid := aws.ToString(m.MessageAttributes[quarantine.AttrRecordID].StringValue)
+			if m.Attributes["ApproximateReceiveCount"] == "1" {
+				out = append(out, received{recordID: rid, messageID: aws.ToString(m.MessageId), groupID: m.Attributes["MessageGroupId"],
+					dedupID: m.Attributes["MessageDeduplicationId"], count: aws.ToString(m.MessageAttributes[quarantine.AttrRedriveCount].StringValue)})
+			}
+			if fail(rid) {
+				_, err = stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+			} else {
+				_, err = stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// ingestDLQ quarantines whatever reached the DLQ, as the ingest function
+// would, and deletes it.
+func (e *env) ingestDLQ(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	for idle := 0; idle < 3; {
+		res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(e.dlqURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Messages) == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		for _, m := range res.Messages {
+			attrs := map[string]quarantine.Attribute{}
+			for k, v := range m.MessageAttributes {
+				attrs[k] = quarantine.Attribute{DataType: aws.ToString(v.DataType), StringValue: aws.ToString(v.StringValue), BinaryValue: v.BinaryValue}
+			}
+			if _, err := e.q.Quarantine(ctx, quarantine.Message{
+				MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, ReceiveCount: 1,
+				MessageGroupID: m.Attributes["MessageGroupId"],
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) get(t *testing.T, id string) *quarantine.Record {
+	t.Helper()
+	r, err := e.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quarantine.Verify(r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) request(max int) redrive.Request {
+	return redrive.Request{Source: e.src.Name, RequestedBy: "test@ops", MaxMessages: max}
+}

@@ -1,0 +1,198 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// ActionPolicies applies every live standing policy of the source (the
+// template's policy schedule sends it).
+const ActionPolicies = "policies"
+
+// ActorBreaker is the actor of a breaker's suspension.
+const ActorBreaker = quarantine.ActorBreaker
+
+// Policy metric names (namespace DLQQuarantine; Source and Policy
+// dimensions, PoliciesSuspended by Source only, for the alarm).
+const (
+	MetricPolicyReplayed  = "PolicyReplayed"
+	MetricPolicyCameBack  = "PolicyCameBack"
+	MetricPolicyShare     = "PolicyComebackShare"
+	MetricPolicySuspended = "PolicySuspended"
+	MetricPolicies        = "PoliciesSuspended"
+)
+
+// MetricsAPI is the part of the CloudWatch client policies publish with.
+type MetricsAPI interface {
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
+}
+
+// PolicyStore is where standing policies live.
+type PolicyStore interface {
+	List(ctx context.Context, source string) ([]*policy.Policy, error)
+	Replace(ctx context.Context, p *policy.Policy, version int64) error
+}
+
+// Policies configures standing policies.
+type Policies struct {
+	Store     PolicyStore
+	Counters  policy.CounterReader
+	Metrics   MetricsAPI
+	Namespace string
+}
+
+// WithPolicies enables the policies action.
+func (s *Service) WithPolicies(p Policies) *Service {
+	if p.Namespace == "" {
+		p.Namespace = "DLQQuarantine"
+	}
+	s.policies = &p
+	return s
+}
+
+// PolicyOutcome is what one policy did in a policies run.
+type PolicyOutcome struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// Outcome is ran, tripped (suspended by its breaker now), suspended,
+	// expired, revoked, changed (edited meanwhile; next run) or failed.
+	Outcome string `json:"outcome"`
+	// Sent and CameBack count the policy's replays since it was last
+	// resumed; Share is their ratio.
+	Sent     int64   `json:"sent"`
+	CameBack int64   `json:"came_back"`
+	Share    float64 `json:"share"`
+	Redriven int     `json:"redriven"`
+	RunID    string  `json:"run_id,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// applyPolicies reads the breaker of every live policy of src, suspends
+// those that tripped, and runs the others through Run: the same claim →
+// validate → send → mark path as a manual redrive, as the policy's actor,
+// never including PARKED records, within the per-record cap.
+func (s *Service) applyPolicies(ctx context.Context, src *quarantine.Source, rep *Report) (*Report, error) {
+	if s.policies == nil {
+		return nil, &RequestError{Problems: []string{"standing policies are not configured for this function"}}
+	}
+	pols, err := s.policies.Store.List(ctx, src.Name)
+	if err != nil {
+		return nil, err
+	}
+	var data []cwtypes.MetricDatum
+	suspended := 0
+	for _, p := range pols {
+		now := s.now().UTC()
+		o := PolicyOutcome{ID: p.ID, State: p.State}
+		if p.State == policy.StateRevoked {
+			o.Outcome = "revoked"
+			rep.Policies = append(rep.Policies, o)
+			continue
+		}
+		sent, back, err := policy.Counts(ctx, s.policies.Counters, src.Name, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		b := p.Judge(sent, back)
+		o.Sent, o.CameBack, o.Share = b.Sent, b.CameBack, b.Share
+		switch {
+		case p.State == policy.StateSuspended:
+			o.Outcome = "suspended"
+		case p.Expired(now):
+			o.Outcome = "expired"
+		case b.Trip:
+			next, err := p.Suspend(ActorBreaker, fmt.Sprintf("%d of %d replays came back to the DLQ (%.0f%%, above %.0f%%)",
+				b.CameBack, b.Sent, 100*b.Share, 100*p.Threshold), now)
+			if err == nil {
+				err = s.policies.Store.Replace(ctx, next, p.Version)
+			}
+			if errors.Is(err, policy.ErrConflict) {
+				o.Outcome = "changed"
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("suspend policy: %w", err)
+			}
+			o.Outcome, o.State = "tripped", policy.StateSuspended
+			s.log.WarnContext(ctx, "standing policy suspended by its breaker", "policy", p.ID, "source", src.Name,
+				"sent", b.Sent, "came_back", b.CameBack, "threshold", p.Threshold)
+		default:
+			req := policyRequest(p, now)
+			if req.FirstSeenFrom != nil && req.FirstSeenTo != nil && req.FirstSeenTo.Before(*req.FirstSeenFrom) {
+				o.Outcome = "ran" // its window holds nothing old enough yet
+				break
+			}
+			rr, err := s.Run(ctx, req)
+			if err != nil {
+				o.Outcome, o.Error = "failed", quarantine.ErrorKind(err)
+				break
+			}
+			o.Outcome, o.Redriven, o.RunID = "ran", rr.Redriven.Count, rr.RunID
+			rep.AddOutcomes(rr)
+		}
+		if o.State == policy.StateSuspended {
+			suspended++
+		}
+		rep.Policies = append(rep.Policies, o)
+		dims := []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(src.Name)}, {Name: aws.String("Policy"), Value: aws.String(p.ID)}}
+		flag := 0.0
+		if o.State == policy.StateSuspended {
+			flag = 1
+		}
+		for _, m := range []struct {
+			name string
+			v    float64
+			unit cwtypes.StandardUnit
+		}{
+			{MetricPolicyReplayed, float64(o.Redriven), cwtypes.StandardUnitCount},
+			{MetricPolicyCameBack, float64(o.CameBack), cwtypes.StandardUnitCount},
+			{MetricPolicyShare, o.Share, cwtypes.StandardUnitNone},
+			{MetricPolicySuspended, flag, cwtypes.StandardUnitNone},
+		} {
+			data = append(data, cwtypes.MetricDatum{MetricName: aws.String(m.name), Dimensions: dims, Value: aws.Float64(m.v), Unit: m.unit})
+		}
+	}
+	data = append(data, cwtypes.MetricDatum{MetricName: aws.String(MetricPolicies), Value: aws.Float64(float64(suspended)), Unit: cwtypes.StandardUnitCount,
+		Dimensions: []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(src.Name)}}})
+	for i := 0; i < len(data); i += 500 {
+		if _, err := s.policies.Metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(s.policies.Namespace), MetricData: data[i:min(i+500, len(data))]}); err != nil {
+			return nil, fmt.Errorf("publish policy metrics: %w", err)
+		}
+	}
+	rep.FinishedAt = s.now().UTC()
+	s.log.InfoContext(ctx, "standing policies applied", "run_id", rep.RunID, "source", src.Name, "policies", len(pols),
+		"suspended", suspended, "redriven", rep.Redriven.Count)
+	return rep, nil
+}
+
+// policyRequest is the redrive p makes at now.
+func policyRequest(p *policy.Policy, now time.Time) Request {
+	r := Request{
+		Source: p.Source, Classes: p.Classes, Signatures: p.Signatures, MaxMessages: p.MaxPerRun, BatchSize: MaxBatchSize,
+		RatePerSecond: p.RatePerSecond, RequestedBy: p.Actor(), Approve: true, policy: p.ID,
+	}
+	if p.FirstSeenFrom != nil {
+		t := p.FirstSeenFrom.Time
+		r.FirstSeenFrom = &t
+	}
+	if p.FirstSeenTo != nil {
+		t := p.FirstSeenTo.Time
+		r.FirstSeenTo = &t
+	}
+	if p.MinAgeSeconds > 0 {
+		t := now.Add(-time.Duration(p.MinAgeSeconds) * time.Second)
+		if r.FirstSeenTo == nil || t.Before(*r.FirstSeenTo) {
+			r.FirstSeenTo = &t
+		}
+	}
+	return r
+}

@@ -1,0 +1,290 @@
+package redrive_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+// seedReason quarantines n records whose consumer failed them with reason,
+// and returns their ids.
+func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
+	t.Helper()
+	var ids []string
+	for i := from; i < from+n; i++ {
+		out, err := e.q.Quarantine(context.Background(), quarantine.Message{
+			MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(body(i, true)), SourceARN: e.src.ARN, ReceiveCount: 2,
+			Attributes: map[string]quarantine.Attribute{
+				quarantine.AttrFailureStage:  {DataType: "String", StringValue: "consumer"},
+				quarantine.AttrFailureReason: {DataType: "String", StringValue: reason},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		e.clock.Advance(time.Millisecond)
+	}
+	e.clock.Advance(time.Second)
+	return ids
+}
+
+func (e *env) policies(t *testing.T) (*redrive.Service, *policy.Store, string) {
+	ns := embedded.RandomName("ns")
+	ps := policy.NewStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	svc := e.service(nil, nil, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
+	return svc, ps, ns
+}
+
+func (e *env) addPolicy(t *testing.T, ps *policy.Store, spec policy.Spec) *policy.Policy {
+	t.Helper()
+	spec.Source = e.src.Name
+	p, err := policy.New(spec, "lead@ops", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func applyPolicies(t *testing.T, svc *redrive.Service, e *env) *redrive.Report {
+	t.Helper()
+	rep, err := svc.Handle(context.Background(), []byte(`{"action":"policies","source":"`+e.src.Name+`","requested_by":"schedule:policies"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func outcome(rep *redrive.Report, id string) redrive.PolicyOutcome {
+	for _, o := range rep.Policies {
+		if o.ID == id {
+			return o
+		}
+	}
+	return redrive.PolicyOutcome{}
+}
+
+// A policy replays only the records it matches, at most max_per_run per
+// run, as its own actor, and nothing once it has expired.
+func TestPolicyReplaysWhatItMatchesWithinItsLimits(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	outage := e.seedReason(t, 0, 20, "downstream 503")
+	other := e.seedReason(t, 100, 6, "ledger locked")
+	svc, ps, _ := e.policies(t)
+	sig := quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)
+	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{sig}, MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
+	short := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "ledger locked", e.src.SchemaVersion)},
+		MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(10 * time.Minute), MinSample: 1000})
+	e.clock.Advance(11 * time.Minute) // the second policy has expired
+
+	var sent []string
+	for run, want := range []int{8, 8, 4, 0} {
+		rep := applyPolicies(t, svc, e)
+		if o := outcome(rep, p.ID); o.Outcome != "ran" || o.Redriven != want {
+			t.Fatalf("run %d: %+v, want %d redriven", run+1, o, want)
+		}
+		if o := outcome(rep, short.ID); o.Outcome != "expired" || o.Redriven != 0 {
+			t.Fatalf("run %d: the expired policy %+v", run+1, o)
+		}
+		for _, m := range e.drain(t, func(string) bool { return false }) {
+			sent = append(sent, m.recordID)
+		}
+	}
+	slices.Sort(sent)
+	want := slices.Clone(outage)
+	slices.Sort(want)
+	if !slices.Equal(sent, want) {
+		t.Fatalf("sent %d records, want exactly the %d matching ones", len(sent), len(want))
+	}
+	for _, id := range other {
+		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
+			t.Fatalf("%s was replayed by an expired policy", id)
+		}
+	}
+	r := e.get(t, outage[0])
+	if r.RedrivenBy != p.Actor() || r.Attempts[len(r.Attempts)-1].Actor != p.Actor() {
+		t.Fatalf("history actor %q, want %q", r.RedrivenBy, p.Actor())
+	}
+	if n, _, err := policy.Counts(ctx, e.store, e.src.Name, p.ID); err != nil || n != 20 {
+		t.Fatalf("policy sent counter %d, %v; want 20", n, err)
+	}
+}
+
+// A source whose consumer still fails: the breaker suspends the policy once
+// the share that came back passes the threshold over the minimum sample;
+// then nothing more is sent, the alarm metric says so, and only an operator
+// resumes it.
+func TestBreakerSuspendsAPolicyWhoseReplaysComeBack(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	e.seedReason(t, 0, 12, "downstream 503")
+	svc, ps, ns := e.policies(t)
+	sig := quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)
+	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{sig}, MaxPerRun: 5, MinSample: 5, ExpiresAt: e.clock.Now().Add(24 * time.Hour)})
+
+	if o := outcome(applyPolicies(t, svc, e), p.ID); o.Outcome != "ran" || o.Redriven != 5 {
+		t.Fatalf("first run: %+v", o)
+	}
+	// The consumer still fails: every replay comes back to the DLQ.
+	e.drain(t, func(string) bool { return true })
+	if n := e.ingestDLQ(t); n != 5 {
+		t.Fatalf("%d came back, want 5", n)
+	}
+	rep := applyPolicies(t, svc, e)
+	if o := outcome(rep, p.ID); o.Outcome != "tripped" || o.Sent != 5 || o.CameBack != 5 || o.Redriven != 0 {
+		t.Fatalf("second run: %+v, want the breaker tripped on 5 of 5", o)
+	}
+	for range 2 {
+		if o := outcome(applyPolicies(t, svc, e), p.ID); o.Outcome != "suspended" || o.Redriven != 0 {
+			t.Fatalf("a suspended policy ran: %+v", o)
+		}
+	}
+	if got := e.drain(t, func(string) bool { return false }); len(got) != 0 {
+		t.Fatalf("%d messages sent after the breaker tripped", len(got))
+	}
+	stored, err := ps.Get(ctx, e.src.Name, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := stored.History[len(stored.History)-1]
+	if stored.State != policy.StateSuspended || last.Actor != redrive.ActorBreaker || !strings.Contains(last.Note, "5 of 5 replays came back") {
+		t.Fatalf("stored policy %s, last change %+v", stored.State, last)
+	}
+	// The alarm's metric, read back from CloudWatch.
+	for _, m := range []struct {
+		name string
+		dims []cwtypes.Dimension
+	}{
+		{redrive.MetricPolicies, []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(e.src.Name)}}},
+		{redrive.MetricPolicySuspended, []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(e.src.Name)}, {Name: aws.String("Policy"), Value: aws.String(p.ID)}}},
+	} {
+		out, err := stack.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
+			Namespace: aws.String(ns), MetricName: aws.String(m.name), Dimensions: m.dims,
+			StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+			Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+		})
+		if err != nil || len(out.Datapoints) == 0 || aws.ToFloat64(out.Datapoints[0].Maximum) != 1 {
+			t.Fatalf("%s: %+v %v, want a maximum of 1", m.name, out, err)
+		}
+	}
+	// An operator resumes it: the breaker judges only what follows.
+	sent, back, err := policy.Counts(ctx, e.store, e.src.Name, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := stored.Resume("lead@ops", "consumer fixed", sent, back, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Replace(ctx, resumed, stored.Version); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcome(applyPolicies(t, svc, e), p.ID); o.Outcome != "ran" || o.Redriven != 5 || o.Sent != 0 {
+		t.Fatalf("after resume: %+v", o)
+	}
+}
+
+// A revoked policy sends nothing; every change is in the policy's sealed
+// history; nobody else may act as a policy.
+func TestRevokedPolicySendsNothingAndChangesAreAudited(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	ids := e.seedReason(t, 0, 4, "downstream 503")
+	svc, ps, _ := e.policies(t)
+	p := e.addPolicy(t, ps, policy.Spec{MinAge: time.Second, MaxPerRun: 10, ExpiresAt: e.clock.Now().Add(time.Hour), Note: "outage INC-7"})
+	revoked, err := p.Revoke("cso@ops", "outage over", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Replace(ctx, revoked, p.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Replace(ctx, revoked, p.Version); !errors.Is(err, policy.ErrConflict) {
+		t.Fatalf("a stale change: %v, want a conflict", err)
+	}
+	if o := outcome(applyPolicies(t, svc, e), p.ID); o.Outcome != "revoked" || o.Redriven != 0 {
+		t.Fatalf("revoked policy: %+v", o)
+	}
+	for _, id := range ids {
+		if r := e.get(t, id); r.RedriveCount != 0 {
+			t.Fatal("a revoked policy replayed a record")
+		}
+	}
+	got, err := ps.Get(ctx, e.src.Name, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.History) != 2 || got.History[0].Action != "created" || got.History[0].Actor != "lead@ops" || got.History[0].Note != "outage INC-7" ||
+		got.History[1].Action != "revoked" || got.History[1].Actor != "cso@ops" || got.PrevSeal != p.Seal || got.Verify() != nil {
+		t.Fatalf("history %+v", got.History)
+	}
+	got.History[0].Actor = "someone-else"
+	if got.Verify() == nil {
+		t.Fatal("an edited policy history verifies")
+	}
+	_, err = svc.Handle(ctx, []byte(`{"source":"`+e.src.Name+`","requested_by":"policy:`+p.ID+`"}`))
+	var re *redrive.RequestError
+	if !errors.As(err, &re) {
+		t.Fatalf("a manual run acting as a policy: %v", err)
+	}
+	// Poison, parked and over-broad policies are refused.
+	for _, spec := range []policy.Spec{
+		{Source: e.src.Name, Classes: []quarantine.Class{quarantine.ClassPoison}, MinAge: time.Minute, MaxPerRun: 1, ExpiresAt: e.clock.Now().Add(time.Hour)},
+		{Source: e.src.Name, MaxPerRun: 1, ExpiresAt: e.clock.Now().Add(time.Hour)},
+		{Source: e.src.Name, MinAge: time.Minute, MaxPerRun: 5000, ExpiresAt: e.clock.Now().Add(time.Hour)},
+		{Source: e.src.Name, MinAge: time.Minute, MaxPerRun: 1, ExpiresAt: e.clock.Now().Add(-time.Hour)},
+	} {
+		var pe *policy.Error
+		if _, err := policy.New(spec, "lead@ops", e.clock.Now()); !errors.As(err, &pe) {
+			t.Fatalf("policy %+v accepted", spec)
+		}
+	}
+}
+
+// Records whose cause is not cleared never fill a run's max_messages: the
+// cleared ones behind them are reached.
+func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
+	e := newEnv(t, false)
+	e.seedReason(t, 0, 8, "ledger locked") // older, not cleared
+	cleared := e.seedReason(t, 100, 3, "downstream 503")
+	svc := e.service(nil, nil, redrive.Config{})
+	rep, err := svc.Run(context.Background(), redrive.Request{Source: e.src.Name, RequestedBy: "ops", MaxMessages: 5,
+		ClearedReasons: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Redriven.Count != 3 || rep.Remaining != 0 {
+		t.Fatalf("redriven %d, remaining %d: want the 3 cleared records and nothing left", rep.Redriven.Count, rep.Remaining)
+	}
+	got := slices.Clone(rep.Redriven.IDs)
+	slices.Sort(got)
+	want := slices.Clone(cleared)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("redriven %v, want %v", got, want)
+	}
+	// Signatures and cleared reasons that do not meet select nothing.
+	rep, err = svc.Run(context.Background(), redrive.Request{Source: e.src.Name, RequestedBy: "ops", MaxMessages: 5,
+		Signatures:     []string{quarantine.Signature("consumer", "ledger locked", e.src.SchemaVersion)},
+		ClearedReasons: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)}})
+	if err != nil || rep.Redriven.Count+rep.Skipped.Count+rep.Remaining != 0 {
+		t.Fatalf("disjoint filters: %+v %v", rep, err)
+	}
+}

@@ -1,0 +1,125 @@
+package redrive
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// Outcome counts records with one outcome and lists their ids. Count is
+// always exact; IDs stops growing when the report's id lists reach
+// MaxReportIDBytes, and IDsTruncated then says so.
+type Outcome struct {
+	Count        int      `json:"count"`
+	IDs          []string `json:"ids"`
+	IDsTruncated bool     `json:"ids_truncated,omitempty"`
+}
+
+// MaxReportIDBytes bounds the JSON of all id lists of one report, so that
+// a report stays well under Lambda's 6 MB response limit (10,000 ids of
+// the longest kind would not).
+const MaxReportIDBytes = 4 << 20
+
+func (o *Outcome) add(id string) {
+	o.Count++
+	o.IDs = append(o.IDs, id)
+}
+
+// note counts id under o and lists it while the id budget lasts.
+func (rep *Report) note(o *Outcome, id string) {
+	o.Count++
+	raw, _ := json.Marshal(id)
+	if rep.idBytes+len(raw)+1 > MaxReportIDBytes {
+		o.IDsTruncated = true
+		return
+	}
+	rep.idBytes += len(raw) + 1
+	o.IDs = append(o.IDs, id)
+}
+
+// Stop reasons.
+const (
+	StoppedDone        = "done"
+	StoppedMaxMessages = "max_messages"
+	StoppedDeadline    = "deadline"
+	// StoppedWalkBound: a FIFO run walked MaxFIFOWalk index entries.
+	StoppedWalkBound = "walk_bound"
+)
+
+// Report is the outcome of one run.
+type Report struct {
+	RunID       string `json:"run_id"`
+	Action      string `json:"action"`
+	Source      string `json:"source"`
+	RequestedBy string `json:"requested_by"`
+	DryRun      bool   `json:"dry_run"`
+	// DryRunReason says why a run that was not asked to be dry was dry
+	// (a high-risk replay without approval).
+	DryRunReason string `json:"dry_run_reason,omitempty"`
+
+	// Redriven were sent (or, in a dry run, would be).
+	Redriven Outcome `json:"redriven"`
+	// Skipped were in flight, already redriven or resolved, or no longer
+	// matched when read.
+	Skipped Outcome `json:"skipped"`
+	// Held failed the current schema and were not sent.
+	Held Outcome `json:"held"`
+	// Parked reached their redrive cap and were parked as poison.
+	Parked Outcome `json:"parked"`
+	// Failed could not be sent after retries (their claim was released), or
+	// hit an error of their own (the run went on with the others).
+	Failed Outcome `json:"failed"`
+	// Unknown were sent without an answer from SQS (a timeout, a 5xx): they
+	// may be enqueued. Each counts toward its cap, is QUARANTINED again and
+	// says "possibly sent" in its sealed history.
+	Unknown Outcome `json:"unknown"`
+	// Deferred were not sent to keep FIFO order: an earlier message of
+	// their group was not (surely) sent this run.
+	Deferred Outcome `json:"deferred"`
+	// Integrity failed verification (a sealed field, the inline body or a
+	// claim-checked object changed behind the seal): they were set aside
+	// by an integrity hold as found, never re-sealed, released or sent,
+	// and later runs no longer list them (dlqctl ls --held does).
+	Integrity Outcome `json:"held_integrity"`
+	// Settled were resolved: their replay did not come back in time.
+	Settled Outcome `json:"settled"`
+	// SettleWindowSeconds is the window the run settled with: the
+	// configured one or, when the source queue's redrive policy and
+	// visibility timeout need longer, that (0 when nothing was due).
+	SettleWindowSeconds int64 `json:"settle_window_seconds,omitempty"`
+	// SettleSkipped says why the run settled nothing (the source queue's
+	// attributes could not be read, so the window could not be checked).
+	SettleSkipped string `json:"settle_skipped,omitempty"`
+	// Corrected is the record a correct action corrected, and Correction
+	// what was recorded (its body left out).
+	Corrected  Outcome                `json:"corrected"`
+	Correction *quarantine.Correction `json:"correction,omitempty"`
+	// Policies is what each standing policy did (action policies).
+	Policies []PolicyOutcome `json:"policies,omitempty"`
+
+	// Remaining matching records this run did not reach.
+	Remaining int `json:"remaining"`
+	// Stopped says why the run ended.
+	Stopped    string    `json:"stopped"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+
+	idBytes int // JSON bytes of the id lists so far
+}
+
+// AddOutcomes adds r's per-outcome counts and ids to rep's (several runs
+// reported as one).
+func (rep *Report) AddOutcomes(r *Report) {
+	for _, p := range []struct{ dst, src *Outcome }{
+		{&rep.Redriven, &r.Redriven}, {&rep.Skipped, &r.Skipped}, {&rep.Held, &r.Held},
+		{&rep.Parked, &r.Parked}, {&rep.Failed, &r.Failed}, {&rep.Settled, &r.Settled},
+		{&rep.Unknown, &r.Unknown}, {&rep.Deferred, &r.Deferred}, {&rep.Integrity, &r.Integrity},
+	} {
+		for _, id := range p.src.IDs {
+			rep.note(p.dst, id)
+		}
+		p.dst.Count += p.src.Count - len(p.src.IDs)
+		p.dst.IDsTruncated = p.dst.IDsTruncated || p.src.IDsTruncated
+	}
+}

@@ -1,0 +1,220 @@
+// Package redrive replays quarantined records into their source queue: the
+// request contract, the replay path (claim → validate → send → mark) in
+// batches of at most 50, the cap counter that parks poison, and the report.
+package redrive
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// Limits of a request.
+const (
+	MaxBatchSize       = 50
+	DefaultBatchSize   = 50
+	DefaultMaxMessages = 100
+	MaxMaxMessages     = 10000
+)
+
+// Actions a request may ask for.
+const (
+	ActionRedrive = "redrive"
+	ActionSettle  = "settle"
+	ActionCorrect = "correct"
+)
+
+// Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
+// fields are an error.
+type Request struct {
+	// Action is "redrive" (the default) or "settle" (resolve REDRIVEN
+	// records whose replay did not come back within the settle window).
+	Action string `json:"action,omitempty"`
+	// Source is the source queue, by name or ARN.
+	Source string `json:"source"`
+	// Classes, Signatures, FirstSeenFrom/To and IDs select records.
+	Classes       []quarantine.Class `json:"classes,omitempty"`
+	Signatures    []string           `json:"signatures,omitempty"`
+	FirstSeenFrom *time.Time         `json:"first_seen_from,omitempty"`
+	FirstSeenTo   *time.Time         `json:"first_seen_to,omitempty"`
+	IDs           []string           `json:"ids,omitempty"`
+	// ClearedReasons is the allow-list of failure signatures whose root
+	// cause is marked fixed; when set, only those are replayed.
+	ClearedReasons []string `json:"cleared_reasons,omitempty"`
+	// MaxMessages bounds the records this run examines (default 100).
+	MaxMessages int `json:"max_messages,omitempty"`
+	// BatchSize is records per batch, at most 50 (default 50).
+	BatchSize int `json:"batch_size,omitempty"`
+	// DryRun reports what would happen and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Approve is required for high-risk replays (parked records, or more
+	// messages than the function's approval threshold).
+	Approve bool `json:"approve,omitempty"`
+	// IncludeParked also replays PARKED records (high risk).
+	IncludeParked bool `json:"include_parked,omitempty"`
+	// RequestedBy names who asked; it is recorded in each record's history.
+	RequestedBy string `json:"requested_by"`
+	// RatePerSecond caps sends per second, to protect the consumer (0: none).
+	RatePerSecond float64 `json:"rate_per_second,omitempty"`
+
+	// Payload is the corrected body of the one record in ids (action
+	// correct): a JSON string whose content is stored and sent byte for
+	// byte (a nested object would be re-encoded on the way).
+	Payload string `json:"payload,omitempty"`
+	// Reason says why the payload was corrected (action correct).
+	Reason string `json:"reason,omitempty"`
+	// NewKey accepts a correction that changes the event's identity
+	// (action correct); the new key is recorded.
+	NewKey bool `json:"new_key,omitempty"`
+
+	// policy is set on the runs a standing policy makes: only they may act
+	// as "policy:<id>", whose replays the policy's breaker counts.
+	policy string
+}
+
+// ParseRequest decodes a request strictly and fills defaults. It returns a
+// *RequestError listing every problem; nothing runs on a bad request.
+func ParseRequest(raw []byte) (Request, error) {
+	var r Request
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, &RequestError{Problems: []string{"malformed request: " + err.Error()}}
+	}
+	if dec.More() {
+		return Request{}, &RequestError{Problems: []string{"malformed request: trailing data after the JSON object"}}
+	}
+	// Absent and zero are different: absent takes the default, an
+	// explicit 0 is outside the range (normalize alone cannot tell them
+	// apart).
+	var explicit struct {
+		BatchSize   *int `json:"batch_size"`
+		MaxMessages *int `json:"max_messages"`
+	}
+	_ = json.Unmarshal(raw, &explicit)
+	var zero []string
+	if explicit.BatchSize != nil && *explicit.BatchSize == 0 {
+		zero = append(zero, fmt.Sprintf("batch_size 0 is outside 1..%d (leave it out for the default %d)", MaxBatchSize, DefaultBatchSize))
+	}
+	if explicit.MaxMessages != nil && *explicit.MaxMessages == 0 {
+		zero = append(zero, fmt.Sprintf("max_messages 0 is outside 1..%d (leave it out for the default %d)", MaxMaxMessages, DefaultMaxMessages))
+	}
+	err := r.normalize()
+	if len(zero) > 0 {
+		var re *RequestError
+		if errors.As(err, &re) {
+			zero = append(zero, re.Problems...)
+		}
+		return Request{}, &RequestError{Problems: zero}
+	}
+	return r, err
+}
+
+// RequestError lists what is wrong with a request.
+type RequestError struct{ Problems []string }
+
+func (e *RequestError) Error() string {
+	return "invalid redrive request: " + strings.Join(e.Problems, "; ")
+}
+
+func (r *Request) normalize() error {
+	var p []string
+	if r.Action == "" {
+		r.Action = ActionRedrive
+	}
+	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect && r.Action != ActionPolicies {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct or policies", r.Action))
+	}
+	p = append(p, r.actorProblems()...)
+	if r.Action == ActionCorrect {
+		if len(r.IDs) != 1 {
+			p = append(p, "correct needs exactly one id in ids")
+		}
+		if len(r.Payload) == 0 {
+			p = append(p, "correct needs the corrected payload")
+		}
+		if strings.TrimSpace(r.Reason) == "" {
+			p = append(p, "correct needs a reason: it is recorded in the sealed history")
+		}
+		if r.DryRun {
+			p = append(p, "correct has no dry run: a refused correction changes nothing")
+		}
+	} else if len(r.Payload) > 0 || r.Reason != "" || r.NewKey {
+		p = append(p, "payload, reason and new_key belong to action correct")
+	}
+	if strings.TrimSpace(r.Source) == "" {
+		p = append(p, "source is required")
+	}
+	if strings.TrimSpace(r.RequestedBy) == "" {
+		p = append(p, "requested_by is required: it is recorded in each record's history")
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	if r.BatchSize < 0 || r.BatchSize > MaxBatchSize {
+		p = append(p, fmt.Sprintf("batch_size %d is outside 1..%d", r.BatchSize, MaxBatchSize))
+	}
+	if r.MaxMessages == 0 {
+		r.MaxMessages = DefaultMaxMessages
+	}
+	if r.MaxMessages < 0 || r.MaxMessages > MaxMaxMessages {
+		p = append(p, fmt.Sprintf("max_messages %d is outside 1..%d", r.MaxMessages, MaxMaxMessages))
+	}
+	if r.RatePerSecond < 0 {
+		p = append(p, "rate_per_second must not be negative")
+	}
+	for _, c := range r.Classes {
+		if !slices.Contains([]quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}, c) {
+			p = append(p, fmt.Sprintf("class %q is not validation, exhausted or poison", c))
+		}
+	}
+	if r.FirstSeenFrom != nil && r.FirstSeenTo != nil && r.FirstSeenFrom.After(*r.FirstSeenTo) {
+		p = append(p, "first_seen_from is after first_seen_to")
+	}
+	// Problems name ids by position: an id embeds an idempotency key, which
+	// may be a payload value, and function errors are logged.
+	for i, id := range r.IDs {
+		if !strings.Contains(id, "#") {
+			p = append(p, fmt.Sprintf("ids[%d] is not a record id (<source>#<key>)", i))
+		}
+	}
+	if len(p) > 0 {
+		return &RequestError{Problems: p}
+	}
+	return nil
+}
+
+// actorProblems refuses a requester name the system uses for itself
+// (quarantine.ReservedActor): a history entry must say truthfully who wrote
+// it, and a replay must never pass for an arrival or a settlement. Only a
+// standing policy's own runs act as "policy:<id>"; the schedules'
+// "schedule:…" names are accepted on the actions they send (settle and
+// policies), which record no requester in any record's history.
+func (r *Request) actorProblems() []string {
+	name := r.RequestedBy
+	if len(name) > quarantine.MaxActorBytes {
+		return []string{fmt.Sprintf("requested_by is longer than %d bytes", quarantine.MaxActorBytes)}
+	}
+	if !quarantine.ReservedActor(name) {
+		return nil
+	}
+	if r.policy != "" && name == quarantine.PolicyActorPrefix+r.policy {
+		return nil
+	}
+	if quarantine.ScheduleActor(name) && (r.Action == ActionSettle || r.Action == ActionPolicies) {
+		return nil
+	}
+	if _, ok := quarantine.PolicyOfActor(strings.ToLower(strings.TrimSpace(name))); ok {
+		return []string{"requested_by must not name a standing policy (policy:…); only the policy's own runs act as it"}
+	}
+	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
+}
+
+// errUnknownSource is returned when the request names no configured source.
+var errUnknownSource = errors.New("source is not configured")

@@ -1,0 +1,341 @@
+// Package sweeper ages PARKED and RESOLVED records into the S3 Object Lock
+// archive: it finds them through the status index (never a scan), writes
+// one write-once object per record version, turns each record into an
+// ARCHIVED stub with one conditional write, and only then deletes its
+// claim-check objects. It is bounded by the invocation deadline, resumable,
+// and safe to run beside itself, ingest and redrive.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
+)
+
+// ActorSweeper is the actor recorded on archived stubs.
+const ActorSweeper = quarantine.ActorSweeper
+
+// Metric names the sweeper publishes (Config.Namespace, no dimension).
+const (
+	MetricArchived       = "ArchivedRecords"
+	MetricFailures       = "ArchiveFailures"
+	MetricOldestParkedS  = "OldestParkedAgeSeconds"
+	defaultMaxPerRun     = 2000
+	defaultDeadlineSlack = 20 * time.Second
+)
+
+// Config configures the sweeper.
+type Config struct {
+	// Bucket is the Object Lock archive bucket (ARCHIVE_BUCKET). Required.
+	Bucket string
+	// KMSKeyID encrypts archive objects (ARCHIVE_KMS_KEY_ID).
+	KMSKeyID string
+	// ParkAge and ResolvedAge are how long a record stays PARKED or
+	// RESOLVED before it is archived (PARK_AGE_SECONDS, RESOLVED_AGE_SECONDS).
+	ParkAge, ResolvedAge time.Duration
+	// Retention is the COMPLIANCE retention of archive objects
+	// (RETENTION_DAYS, default 7 years).
+	Retention time.Duration
+	// MaxPerRun bounds the records one run archives (default 2000).
+	MaxPerRun int
+	// DeadlineMargin is the time left at which a run stops (default 20 s).
+	DeadlineMargin time.Duration
+	// Namespace of the published metrics (default DLQQuarantine).
+	Namespace string
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Bucket == "" {
+		errs = append(errs, errors.New("ARCHIVE_BUCKET is required"))
+	}
+	if c.ParkAge < 0 || c.ResolvedAge < 0 {
+		errs = append(errs, errors.New("ages must not be negative"))
+	}
+	if c.Retention < 24*time.Hour {
+		errs = append(errs, fmt.Errorf("retention %s is under a day", c.Retention))
+	}
+	return errors.Join(errs...)
+}
+
+// MetricsAPI is the part of the CloudWatch client the sweeper uses.
+type MetricsAPI interface {
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
+}
+
+// Service is the sweeper.
+type Service struct {
+	store    quarantine.Store
+	lister   quarantine.Lister
+	payloads quarantine.PayloadStore
+	s3       archive.API
+	metrics  MetricsAPI
+	now      func() time.Time
+	log      *slog.Logger
+	cfg      Config
+}
+
+// New returns a Service; now may be nil for time.Now.
+func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.PayloadStore, s3 archive.API, metrics MetricsAPI,
+	now func() time.Time, log *slog.Logger, cfg Config) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.MaxPerRun <= 0 {
+		cfg.MaxPerRun = defaultMaxPerRun
+	}
+	if cfg.DeadlineMargin <= 0 {
+		cfg.DeadlineMargin = defaultDeadlineSlack
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = emf.Namespace
+	}
+	return &Service{store: store, lister: lister, payloads: payloads, s3: s3, metrics: metrics, now: now, log: log, cfg: cfg}
+}
+
+// Archived is one record the run archived.
+type Archived struct {
+	ID          string    `json:"id"`
+	Bucket      string    `json:"bucket"`
+	Key         string    `json:"key"`
+	VersionID   string    `json:"version_id"`
+	RetainUntil time.Time `json:"retain_until"`
+}
+
+// Failure names a record the run could not archive and why.
+type Failure struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+}
+
+// Report is the outcome of one run.
+type Report struct {
+	Archived []Archived `json:"archived"`
+	// Skipped changed since they were selected, or were not yet due.
+	Skipped int `json:"skipped"`
+	// Failed could not be archived this run; they are retried next run.
+	Failed   int       `json:"failed"`
+	Failures []Failure `json:"failures,omitempty"`
+	// Held failed verification (seal, inline body or a claim-checked
+	// object): they were set aside by an integrity hold, as found, never
+	// archived or re-sealed, and later runs no longer list them.
+	Held []Failure `json:"held_integrity,omitempty"`
+	// Remaining due records this run did not reach.
+	Remaining        int     `json:"remaining"`
+	OldestParkedAgeS float64 `json:"oldest_parked_age_seconds"`
+	Stopped          string  `json:"stopped"`
+}
+
+// Run archives what is due. Failures of single records are counted and
+// retried next run; an error means the run could not select records or
+// publish its metrics.
+func (s *Service) Run(ctx context.Context) (*Report, error) {
+	now := s.now()
+	rep := &Report{Stopped: "done"}
+	var due []string
+	for _, q := range []quarantine.ListQuery{
+		{Status: quarantine.StatusParked, StatusSinceBefore: now.Add(-s.cfg.ParkAge), Limit: 1000},
+		{Status: quarantine.StatusResolved, StatusSinceBefore: now.Add(-s.cfg.ResolvedAge), Limit: 1000},
+	} {
+		// Select first, then change (docs/emulators.md).
+		for {
+			page, err := s.lister.List(ctx, q)
+			if err != nil {
+				return nil, fmt.Errorf("list %s records: %w", q.Status, err)
+			}
+			due = append(due, page.IDs...)
+			if page.Cursor == "" || len(due) > s.cfg.MaxPerRun {
+				break
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	if len(due) > s.cfg.MaxPerRun {
+		rep.Remaining, rep.Stopped = len(due)-s.cfg.MaxPerRun, "max_per_run"
+		due = due[:s.cfg.MaxPerRun]
+	}
+	var fresh map[string]*quarantine.Record
+	for i, id := range due {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
+			rep.Remaining += len(due) - i
+			rep.Stopped = "deadline"
+			break
+		}
+		// Re-read after selection, 100 records a call where the store can.
+		if bg, ok := s.store.(quarantine.BatchGetter); ok && i%readAhead == 0 {
+			var err error
+			if fresh, err = bg.GetMany(ctx, due[i:min(i+readAhead, len(due))]); err != nil {
+				return nil, fmt.Errorf("read records: %w", err)
+			}
+		}
+		a, err := s.archiveOne(ctx, id, fresh)
+		var held *heldError
+		switch {
+		case errors.Is(err, errSkip):
+			rep.Skipped++
+		case errors.As(err, &held):
+			rep.Held = append(rep.Held, Failure{ID: id, Kind: held.reason})
+			s.log.WarnContext(ctx, "record fails verification: held, not archived", "record", quarantine.LogRef(id), "reason", held.reason)
+		case err != nil:
+			rep.Failed++
+			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: quarantine.ErrorKind(err)})
+			s.log.WarnContext(ctx, "archive failed; retried next run", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
+		default:
+			rep.Archived = append(rep.Archived, *a)
+		}
+	}
+	oldest, err := s.oldestParked(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	rep.OldestParkedAgeS = oldest.Seconds()
+	err = s.publish(ctx, rep)
+	s.log.InfoContext(ctx, "sweep finished", "archived", len(rep.Archived), "skipped", rep.Skipped, "failed", rep.Failed, "held_integrity", len(rep.Held),
+		"remaining", rep.Remaining, "oldest_parked_age_seconds", rep.OldestParkedAgeS, "stopped", rep.Stopped)
+	return rep, err
+}
+
+var errSkip = errors.New("record changed or not due")
+
+// heldError says archiveOne set the record aside: it failed verification.
+type heldError struct{ reason string }
+
+func (e *heldError) Error() string { return "record held: " + e.reason }
+
+// hold sets rec aside, as found, for failing verification with cause.
+func (s *Service) hold(ctx context.Context, rec *quarantine.Record, cause error) error {
+	reason := quarantine.HoldReason(cause)
+	err := s.store.Hold(ctx, quarantine.IntegrityHold{ID: rec.DLQID, Version: rec.Version, Reason: reason, At: s.now().UTC()})
+	switch {
+	case errors.Is(err, quarantine.ErrVersionConflict), errors.Is(err, quarantine.ErrNotFound):
+		return errSkip // it changed since the read: the next run reads it again
+	case err != nil:
+		return fmt.Errorf("hold record: %w", err)
+	}
+	return &heldError{reason: reason}
+}
+
+// readAhead is how many selected records one batch read fetches.
+const readAhead = 100
+
+func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*quarantine.Record) (*Archived, error) {
+	now := s.now()
+	var rec *quarantine.Record
+	var err error
+	if fresh != nil {
+		if rec = fresh[id]; rec == nil {
+			return nil, errSkip
+		}
+	} else if rec, err = s.store.Get(ctx, id); errors.Is(err, quarantine.ErrNotFound) {
+		return nil, errSkip
+	} else if err != nil {
+		return nil, err
+	}
+	// Re-read after selection: a record that changed is archived in its
+	// current state or, if no longer due, not at all.
+	if !rec.Archivable(now, s.cfg.ParkAge, s.cfg.ResolvedAge) {
+		return nil, errSkip
+	}
+	if err := quarantine.Verify(rec); err != nil {
+		// Never archive (or re-seal) a record whose seal does not hold:
+		// set it aside where an operator sees it, not failed every run.
+		return nil, s.hold(ctx, rec, err)
+	}
+	env, err := archive.Build(ctx, s.payloads, rec)
+	if quarantine.IsIntegrityFailure(err) {
+		return nil, s.hold(ctx, rec, err) // a claim-checked object changed
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, sum, err := env.Encode()
+	if err != nil {
+		return nil, err
+	}
+	key := archive.Key(rec)
+	retain := now.Add(s.cfg.Retention).UTC().Truncate(time.Second)
+	version, retain, err := archive.Put(ctx, s.s3, s.cfg.Bucket, s.cfg.KMSKeyID, key, raw, sum, retain)
+	if err != nil {
+		return nil, err
+	}
+	stub, err := rec.ArchiveStub(ActorSweeper, quarantine.ArchiveRef{
+		Bucket: s.cfg.Bucket, Key: key, VersionID: version, RetainUntil: quarantine.At(retain),
+		SHA256: sum, Seal: rec.Seal, ArchivedAt: quarantine.At(now),
+	}, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Replace(ctx, stub, rec.Version); err != nil {
+		if errors.Is(err, quarantine.ErrVersionConflict) {
+			// It changed after the read: the next run archives the new
+			// version under its own key; no stub points at this object.
+			return nil, errSkip
+		}
+		return nil, fmt.Errorf("write stub: %w", err)
+	}
+	// The archive copy is confirmed and the stub written: only now may the
+	// claim-check objects go.
+	if del, ok := s.payloads.(quarantine.PayloadDeleter); ok {
+		refs := []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef}
+		for _, c := range rec.Corrections {
+			refs = append(refs, c.BodyRef)
+		}
+		for _, r := range refs {
+			if r != nil {
+				if err := del.DeletePayload(ctx, *r); err != nil {
+					s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
+				}
+			}
+		}
+	}
+	return &Archived{ID: id, Bucket: s.cfg.Bucket, Key: key, VersionID: version, RetainUntil: retain}, nil
+}
+
+// oldestParked is the age, from first_seen, of the oldest PARKED record:
+// one indexed query of one item.
+func (s *Service) oldestParked(ctx context.Context, now time.Time) (time.Duration, error) {
+	page, err := s.lister.List(ctx, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
+	if err != nil {
+		return 0, fmt.Errorf("oldest parked: %w", err)
+	}
+	if len(page.IDs) == 0 {
+		return 0, nil
+	}
+	rec, err := s.store.Get(ctx, page.IDs[0])
+	if err != nil {
+		return 0, fmt.Errorf("oldest parked: %w", err)
+	}
+	return now.Sub(rec.FirstSeen.Time), nil
+}
+
+func (s *Service) publish(ctx context.Context, rep *Report) error {
+	if s.metrics == nil {
+		return nil
+	}
+	datum := func(name string, v float64, unit cwtypes.StandardUnit) cwtypes.MetricDatum {
+		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit}
+	}
+	_, err := s.metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{
+		Namespace: aws.String(s.cfg.Namespace),
+		MetricData: []cwtypes.MetricDatum{
+			datum(MetricArchived, float64(len(rep.Archived)), cwtypes.StandardUnitCount),
+			datum(MetricFailures, float64(rep.Failed), cwtypes.StandardUnitCount),
+			datum(MetricOldestParkedS, rep.OldestParkedAgeS, cwtypes.StandardUnitSeconds),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("publish metrics: %w", err)
+	}
+	return nil
+}
