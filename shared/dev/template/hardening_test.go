@@ -235,10 +235,10 @@ func TestExtraDLQMapping(t *testing.T) {
 	}
 }
 
-// Item 4: the README's deploy steps find the template, and no invoke of a
+// Item 4: the deploy steps (docs/operations.md) find the template, and no invoke of a
 // 15-minute function retries after the CLI's 60 s read timeout.
 func TestReadmeDeployAndInvoke(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +249,15 @@ func TestReadmeDeployAndInvoke(t *testing.T) {
 		if strings.HasPrefix(l, "sam build") {
 			builds++
 			if !strings.Contains(l, "-t infra/template.yaml") && !strings.Contains(l, "--template-file infra/template.yaml") {
-				t.Errorf("README line %d: %q finds no template from the repository root", i+1, l)
+				t.Errorf("docs/operations.md line %d: %q finds no template from the repository root", i+1, l)
 			}
 		}
 		if strings.Contains(l, "aws lambda invoke") && !strings.Contains(l, "--cli-read-timeout 0") {
-			t.Errorf("README line %d: %q without --cli-read-timeout 0 retries a long run after 60 s and starts a duplicate", i+1, l)
+			t.Errorf("docs/operations.md line %d: %q without --cli-read-timeout 0 retries a long run after 60 s and starts a duplicate", i+1, l)
 		}
 	}
 	if builds == 0 {
-		t.Error("the README has no sam build step")
+		t.Error("docs/operations.md has no sam build step")
 	}
 }
 
