@@ -1,11 +1,17 @@
-// Package dynamostore is the DynamoDB adapter for quarantine.Store. Every
-// write is one TransactWriteItems: the whole record as a Put with a
-// condition (attribute_not_exists on the key for a new record, equality on
-// version for a replacement), plus the counter updates the change makes.
-// The whole item is written each time, because partial update expressions
-// are where emulators (and hand-written expressions) go wrong. A write that
-// fails (its condition, or every try) is read back: if the item holds
-// exactly the version written, the write was applied and succeeds.
+// Package dynamostore is the DynamoDB adapter for quarantine.Store. A record
+// write (Create, Replace) is one TransactWriteItems: the whole record as a
+// Put with a condition (attribute_not_exists on the key for a new record;
+// equality on version, and no integrity hold, for a replacement), plus one
+// Update per counter delta of the change (an ADD to one counter shard, its
+// clauses on one line: docs/emulators.md). The record item is written whole,
+// because partial update expressions are where emulators (and hand-written
+// expressions) go wrong. A transaction cancelled for another reason than the
+// record's condition (a race on a counter shard) is retried; a write that
+// still fails (its condition, or every try) is read back: if the item holds
+// exactly the version written, the write was applied and succeeds. Hold is
+// the one write that does not replace the item: one transaction that sets
+// the two hold attributes, on the condition that the item still holds the
+// version read and no hold, and counts the hold.
 package dynamostore
 
 import (
