@@ -123,3 +123,10 @@ func (rep *Report) AddOutcomes(r *Report) {
 		p.dst.IDsTruncated = p.dst.IDsTruncated || p.src.IDsTruncated
 	}
 }
+
+// note records an outcome for id.
+func (r *run) note(o *Outcome, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.note(o, id)
+}
