@@ -63,7 +63,7 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 // a dry run, says what would happen). It returns nil when the record is not
 // to be sent; an error is this record's failure only.
 func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
-	s, actor := r.s, r.req.RequestedBy
+	s := r.s
 	rec, err := prefetched[id], error(nil)
 	switch {
 	case prefetched == nil:
@@ -78,100 +78,77 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 	if err != nil {
 		return nil, fmt.Errorf("read record: %w", err)
 	}
-	if verr := quarantine.Verify(rec); quarantine.IsIntegrityFailure(verr) {
-		// Checked before anything else about it: a record changed behind
-		// its seal (or that no longer decodes) is set aside, whatever its
-		// fields now claim.
-		return nil, r.setAside(ctx, rec, verr)
-	}
-	if rec.Status == quarantine.StatusRedriving && rec.ParkedCap != 0 && !r.req.IncludeParked && !r.rep.DryRun {
-		// An approved replay of a parked record whose run ended without
-		// recording its send: back to PARKED (possibly sent), for an
-		// approved run to take up, instead of holding its group back.
-		back, err := rec.ReturnExpiredParkedClaim(r.req.RequestedBy, s.now())
-		if err == nil {
-			if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
-				return nil, fmt.Errorf("return expired parked claim: %w", err)
-			}
-			r.note(&r.rep.Parked, id)
-			return nil, nil
-		}
-	}
-	if ok, _ := r.eligible(rec); !ok {
-		if rec.Status == quarantine.StatusQuarantined || rec.Status == quarantine.StatusRedriving {
-			r.block(rec) // still open, not replayed now: its group waits
-		}
-		r.note(&r.rep.Skipped, id)
-		return nil, nil
-	}
-	if r.isBlocked(rec) {
-		r.note(&r.rep.Deferred, id)
-		return nil, nil
-	}
-	now := s.now()
-	var next *quarantine.Record
-	if rec.Status == quarantine.StatusParked {
-		next, err = rec.ClaimParked(actor, now, s.cfg.Lease)
-	} else {
-		next, err = rec.Claim(actor, now, s.cfg.Lease)
-	}
-	switch {
-	case errors.Is(err, quarantine.ErrCapReached):
-		parked, perr := rec.ParkPoison(actor, now)
-		if quarantine.IsIntegrityFailure(perr) {
-			return nil, r.setAside(ctx, rec, perr)
-		}
-		if !r.rep.DryRun {
-			if perr != nil {
-				return nil, perr
-			}
-			if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
-				if errors.Is(perr, quarantine.ErrVersionConflict) {
-					r.note(&r.rep.Skipped, id)
-					return nil, nil
-				}
-				if errors.Is(perr, quarantine.ErrHeld) {
-					r.note(&r.rep.Integrity, id) // set aside meanwhile
-					return nil, nil
-				}
-				return nil, fmt.Errorf("park record: %w", perr)
-			}
+	d := decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: s.now(), lease: s.cfg.Lease})
+	return r.applyClaim(ctx, id, rec, d)
+}
+
+// applyClaim carries out d, the decision for rec (read as id): it writes
+// what d says to write (nothing in a dry run) and notes the outcome.
+func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record, d claimDecision) (*claimed, error) {
+	s := r.s
+	switch d.action {
+	case claimHold:
+		return nil, r.setAside(ctx, rec, d.cause)
+	case claimReturn:
+		back := d.next
+		if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+			return nil, fmt.Errorf("return expired parked claim: %w", err)
 		}
 		r.note(&r.rep.Parked, id)
 		return nil, nil
-	case errors.Is(err, quarantine.ErrNotClaimable):
-		if rec.Status == quarantine.StatusRedriving {
-			r.block(rec) // in flight in another run: its group waits for it
+	case claimSkip:
+		if d.block {
+			r.block(rec)
 		}
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
-	case quarantine.IsIntegrityFailure(err):
-		return nil, r.setAside(ctx, rec, err)
-	case err != nil:
-		return nil, err
+	case claimDefer:
+		r.note(&r.rep.Deferred, id)
+		return nil, nil
+	case claimPark:
+		return nil, r.parkPoison(ctx, id, rec, d.next)
+	case claimFail:
+		return nil, d.cause
 	}
+	return r.take(ctx, id, rec, d.next)
+}
 
+// parkPoison writes parked, rec parked at its cap (nothing in a dry run).
+func (r *run) parkPoison(ctx context.Context, id string, rec, parked *quarantine.Record) error {
+	s := r.s
+	if !r.rep.DryRun {
+		if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
+			if errors.Is(perr, quarantine.ErrVersionConflict) {
+				r.note(&r.rep.Skipped, id)
+				return nil
+			}
+			if errors.Is(perr, quarantine.ErrHeld) {
+				r.note(&r.rep.Integrity, id) // set aside meanwhile
+				return nil
+			}
+			return fmt.Errorf("park record: %w", perr)
+		}
+	}
+	r.note(&r.rep.Parked, id)
+	return nil
+}
+
+// take reads rec's payload and claims it (next is its claimed successor),
+// then gives the claim back if the payload cannot be sent. A dry run only
+// says what would happen.
+func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record) (*claimed, error) {
+	s := r.s
 	// A corrected record sends its latest correction, never the original.
 	body, berr := quarantine.ReplayBody(ctx, s.payloads, rec)
 	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
-	var verdict quarantine.Verdict
-	if berr == nil {
-		verdict = r.src.Check(body)
-	}
-	if quarantine.IsIntegrityFailure(berr) || quarantine.IsIntegrityFailure(aerr) {
+	p := decidePayload(r.src, body, berr, aerr)
+	if p.action == payloadHold {
 		// A claim-checked object does not match its sealed hash: set the
 		// record aside unclaimed, as found.
-		return nil, r.setAside(ctx, rec, errors.Join(berr, aerr))
+		return nil, r.setAside(ctx, rec, p.cause)
 	}
 	if r.rep.DryRun {
-		switch {
-		case berr != nil || aerr != nil:
-			r.note(&r.rep.Failed, id)
-		case !verdict.Valid:
-			r.note(&r.rep.Held, id)
-		default:
-			r.note(&r.rep.Redriven, id)
-		}
+		r.note(p.dryOutcome(r.rep), id)
 		return nil, nil
 	}
 	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
@@ -187,38 +164,19 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		}
 		return nil, fmt.Errorf("claim record: %w", err)
 	}
-	if berr != nil || aerr != nil {
+	switch p.action {
+	case payloadPark:
 		r.block(next)
-		perr := errors.Join(berr, aerr)
-		if unreadable(perr) {
-			// It fails the same way on every run: park it for an operator
-			// instead of letting it sit at the head of every run.
-			return nil, r.park(ctx, next, "payload unreadable: "+quarantine.ErrorKind(perr))
-		}
-		return nil, r.release(ctx, next, "payload unreadable: "+quarantine.ErrorKind(perr), nil, &r.rep.Failed)
-	}
-	if !verdict.Valid {
-		// The same gate as ingest: a payload that fails the current schema
-		// is never sent.
-		c := quarantine.Classify(r.src, nil, verdict)
+		return nil, r.park(ctx, next, p.reason)
+	case payloadRelease:
+		r.block(next)
+		return nil, r.release(ctx, next, p.reason, nil, &r.rep.Failed)
+	case payloadInvalid:
 		r.block(next) // it waits for a correction; its group waits with it
-		return nil, r.release(ctx, next, "held: "+c.Reason, &c, &r.rep.Held)
+		return nil, r.release(ctx, next, p.reason, p.class, &r.rep.Held)
 	}
 	msgAttrs := messageAttributes(attrs, next)
 	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
-}
-
-// unreadable reports whether a payload error is one no retry cures: the
-// object is gone. (One that does not hash to the record's seal never gets
-// here: it is an integrity failure, and the record is held.)
-func unreadable(err error) bool {
-	switch quarantine.ErrorKind(err) {
-	case "aws:NoSuchKey", "aws:NoSuchVersion", "aws:NotFound", "aws:InvalidObjectState":
-		// (Not AccessDenied: a KMS or IAM mistake would park every
-		// claim-checked record in one run.)
-		return true
-	}
-	return false
 }
 
 // setAside holds rec, which failed verification (cause), at the version

@@ -238,31 +238,40 @@ func (s *entryStream) pop() quarantine.ListEntry {
 // request's, narrowed to cleared_reasons when those are given, so records
 // whose cause is not cleared never fill a run's max_messages and starve
 // the ones behind them. ok is false when nothing can match.
-func (r *run) selected() (sigs []string, ok bool) {
-	sigs = r.req.Signatures
-	if len(r.req.ClearedReasons) == 0 {
+func (r *run) selected() (sigs []string, ok bool) { return r.req.selected() }
+
+func (r *run) listQuery(st quarantine.Status) quarantine.ListQuery {
+	return r.req.listQuery(r.src.Name, st)
+}
+
+// selected is run.selected for a request.
+func (req *Request) selected() (sigs []string, ok bool) {
+	sigs = req.Signatures
+	if len(req.ClearedReasons) == 0 {
 		return sigs, true
 	}
 	if len(sigs) == 0 {
-		return r.req.ClearedReasons, true
+		return req.ClearedReasons, true
 	}
 	var both []string
 	for _, s := range sigs {
-		if contains(r.req.ClearedReasons, s) {
+		if contains(req.ClearedReasons, s) {
 			both = append(both, s)
 		}
 	}
 	return both, len(both) > 0
 }
 
-func (r *run) listQuery(st quarantine.Status) quarantine.ListQuery {
-	sigs, _ := r.selected()
-	q := quarantine.ListQuery{Status: st, Source: r.src.Name, Classes: r.req.Classes, Signatures: sigs, Limit: 1000}
-	if r.req.FirstSeenFrom != nil {
-		q.FirstSeenFrom = *r.req.FirstSeenFrom
+// listQuery is the index query of the request's records of status st in
+// source.
+func (req *Request) listQuery(source string, st quarantine.Status) quarantine.ListQuery {
+	sigs, _ := req.selected()
+	q := quarantine.ListQuery{Status: st, Source: source, Classes: req.Classes, Signatures: sigs, Limit: 1000}
+	if req.FirstSeenFrom != nil {
+		q.FirstSeenFrom = *req.FirstSeenFrom
 	}
-	if r.req.FirstSeenTo != nil {
-		q.FirstSeenTo = *r.req.FirstSeenTo
+	if req.FirstSeenTo != nil {
+		q.FirstSeenTo = *req.FirstSeenTo
 	}
 	if st == quarantine.StatusParked {
 		// Parked records are poison: a class filter would hide them.
@@ -277,8 +286,9 @@ func (r *run) leaseExpired(ctx context.Context, id string) bool {
 }
 
 // eligible re-checks the request's filters on the full record, and the
-// cleared-reasons allow-list.
-func (r *run) eligible(rec *quarantine.Record) (bool, string) {
+// cleared-reasons allow-list. It is pure: a claim decision (decideClaim)
+// calls it.
+func (req *Request) eligible(rec *quarantine.Record, source string) (bool, string) {
 	st := rec.Status
 	if st == quarantine.StatusRedriving {
 		st = quarantine.StatusQuarantined
@@ -288,17 +298,17 @@ func (r *run) eligible(rec *quarantine.Record) (bool, string) {
 			st = quarantine.StatusParked
 		}
 	}
-	if st == quarantine.StatusParked && !r.req.IncludeParked {
+	if st == quarantine.StatusParked && !req.IncludeParked {
 		return false, "parked"
 	}
-	q := r.listQuery(st)
+	q := req.listQuery(source, st)
 	q.Status = st
 	probe := *rec
 	probe.Status = st
 	if !q.Matches(&probe) {
 		return false, "no longer matches the filters"
 	}
-	if len(r.req.ClearedReasons) > 0 && !contains(r.req.ClearedReasons, rec.FailureSignature) {
+	if len(req.ClearedReasons) > 0 && !contains(req.ClearedReasons, rec.FailureSignature) {
 		return false, "signature not in cleared_reasons"
 	}
 	return true, ""
