@@ -106,6 +106,8 @@ type Report struct {
 	FinishedAt time.Time `json:"finished_at"`
 
 	idBytes int // JSON bytes of the id lists so far
+	// settleRan: the run's settle step ran (a policies tick settles once).
+	settleRan bool
 }
 
 // AddOutcomes adds r's per-outcome counts and ids to rep's (several runs

@@ -206,8 +206,11 @@ type run struct {
 }
 
 func (r *run) execute(ctx context.Context) error {
-	if err := r.settle(ctx); err != nil {
-		return err
+	if !r.req.noSettle {
+		r.rep.settleRan = true
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
 	}
 	if r.req.Action == ActionSettle {
 		return nil
