@@ -71,18 +71,7 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 	if _, ok := r.selected(); !ok && len(r.req.IDs) == 0 {
 		return nil // no requested signature is cleared: nothing to walk for
 	}
-	var streams []*entryStream
-	add := func(st quarantine.Status, held bool) {
-		streams = append(streams, &entryStream{lister: r.s.lister, held: held,
-			q: quarantine.ListQuery{Status: st, Source: r.src.Name, Limit: 1000, Held: held}})
-	}
-	for _, st := range []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined} {
-		add(st, false)
-		add(st, true) // held open records: out of replay, but their group waits for them
-	}
-	if r.req.IncludeParked {
-		add(quarantine.StatusParked, false)
-	}
+	streams := r.fifoStreams()
 	now := r.s.now()
 	yielded := map[string]bool{}
 	// Requested ids the walk did not hand on are reported, not dropped
@@ -104,45 +93,16 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 			}
 			return nil
 		}
-		var next *entryStream
-		for _, st := range streams {
-			e, err := st.peek(ctx)
-			if err != nil {
-				return err
-			}
-			if e != nil && (next == nil || before(*e, *next.head())) {
-				next = st
-			}
+		next, err := earliest(ctx, streams)
+		if err != nil {
+			return err
 		}
 		if next == nil {
 			return nil
 		}
 		held := next.held
 		e := next.pop()
-		rec := &quarantine.Record{DLQID: e.ID, MessageGroupID: e.Group, IdempotencyKey: e.Group}
-		switch {
-		case held:
-			r.block(rec) // set aside as found: its group waits until it is resolved
-			continue
-		case r.isBlocked(rec):
-			if e.Status != quarantine.StatusParked {
-				r.note(&r.rep.Deferred, e.ID)
-			}
-			continue
-		case now.Sub(latest(e.FirstSeen, e.StatusSince)) < IndexSettleGuard && e.Status != quarantine.StatusParked:
-			// The status index is eventually consistent: an earlier record
-			// of this group written (or moved) a moment ago may not be
-			// listed yet. It waits for the next run, counted as remaining.
-			r.block(rec)
-			r.rep.Remaining++
-			continue
-		case e.Status == quarantine.StatusRedriving && now.Before(e.LeaseUntil):
-			r.block(rec) // in flight: nothing of its group may go before it
-			continue
-		case !r.selects(e):
-			if e.Status != quarantine.StatusParked {
-				r.block(rec) // an earlier open record this run does not replay
-			}
+		if !r.handsOn(e, held, now) {
 			continue
 		}
 		yielded[e.ID] = true
@@ -151,6 +111,72 @@ func (r *run) fifoCandidates(ctx context.Context, yield func(id string) (bool, e
 			return err
 		}
 	}
+}
+
+// fifoStreams are the index listings the FIFO walk merges.
+func (r *run) fifoStreams() []*entryStream {
+	var streams []*entryStream
+	add := func(st quarantine.Status, held bool) {
+		streams = append(streams, &entryStream{lister: r.s.lister, held: held,
+			q: quarantine.ListQuery{Status: st, Source: r.src.Name, Limit: 1000, Held: held}})
+	}
+	for _, st := range []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusQuarantined} {
+		add(st, false)
+		add(st, true) // held open records: out of replay, but their group waits for them
+	}
+	if r.req.IncludeParked {
+		add(quarantine.StatusParked, false)
+	}
+	return streams
+}
+
+// earliest returns the stream whose next entry comes first in FIFO order,
+// or nil when every stream is done.
+func earliest(ctx context.Context, streams []*entryStream) (*entryStream, error) {
+	var next *entryStream
+	for _, st := range streams {
+		e, err := st.peek(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil && (next == nil || before(*e, *next.head())) {
+			next = st
+		}
+	}
+	return next, nil
+}
+
+// handsOn applies the walk's guards to e (listed as held or not) at now: it
+// reports whether the run may replay e, and otherwise blocks e's group
+// and notes e where the guard says so.
+func (r *run) handsOn(e quarantine.ListEntry, held bool, now time.Time) bool {
+	rec := &quarantine.Record{DLQID: e.ID, MessageGroupID: e.Group, IdempotencyKey: e.Group}
+	switch {
+	case held:
+		r.block(rec) // set aside as found: its group waits until it is resolved
+		return false
+	case r.isBlocked(rec):
+		if e.Status != quarantine.StatusParked {
+			r.note(&r.rep.Deferred, e.ID)
+		}
+		return false
+	case now.Sub(latest(e.FirstSeen, e.StatusSince)) < IndexSettleGuard && e.Status != quarantine.StatusParked:
+		// The status index is eventually consistent: an earlier record
+		// of this group written (or moved) a moment ago may not be
+		// listed yet. It waits for the next run, counted as remaining.
+		r.block(rec)
+		r.rep.Remaining++
+		return false
+	case e.Status == quarantine.StatusRedriving && now.Before(e.LeaseUntil):
+		r.block(rec) // in flight: nothing of its group may go before it
+		return false
+	case !r.selects(e):
+		if e.Status != quarantine.StatusParked {
+			r.block(rec) // an earlier open record this run does not replay
+		}
+		return false
+	}
+	return true
 }
 
 func latest(a, b time.Time) time.Time {

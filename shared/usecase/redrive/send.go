@@ -144,35 +144,41 @@ func (r *run) sendCall(ctx context.Context, url string, group []*claimed) []sent
 			}
 			continue
 		}
-		answered := map[int]bool{}
-		for _, ok := range out.Successful {
-			if i, mine := entryIndex(aws.ToString(ok.Id), len(group)); mine {
-				res[i].messageID = aws.ToString(ok.MessageId)
-				answered[i] = true
-			}
-		}
-		for _, f := range out.Failed {
-			if i, mine := entryIndex(aws.ToString(f.Id), len(group)); mine && !answered[i] {
-				res[i].code = aws.ToString(f.Code)
-				// The request itself is wrong: retrying cannot help.
-				res[i].refused = f.SenderFault
-				answered[i] = true
-			}
-		}
-		var again []int
-		for _, i := range pending {
-			switch {
-			case !answered[i]:
-				// SQS answers every entry; one it left out may be enqueued.
-				res[i].maybe, res[i].code = true, "unanswered entry"
-				again = append(again, i)
-			case res[i].messageID == "" && !res[i].refused:
-				again = append(again, i)
-			}
-		}
-		pending = again
+		pending = recordAnswer(out, len(group), pending, res)
 	}
 	return res
+}
+
+// recordAnswer writes into res what SQS answered for the pending entries
+// of one try of a call of n entries, and returns the entries to try again.
+func recordAnswer(out *sqs.SendMessageBatchOutput, n int, pending []int, res []sent) []int {
+	answered := map[int]bool{}
+	for _, ok := range out.Successful {
+		if i, mine := entryIndex(aws.ToString(ok.Id), n); mine {
+			res[i].messageID = aws.ToString(ok.MessageId)
+			answered[i] = true
+		}
+	}
+	for _, f := range out.Failed {
+		if i, mine := entryIndex(aws.ToString(f.Id), n); mine && !answered[i] {
+			res[i].code = aws.ToString(f.Code)
+			// The request itself is wrong: retrying cannot help.
+			res[i].refused = f.SenderFault
+			answered[i] = true
+		}
+	}
+	var again []int
+	for _, i := range pending {
+		switch {
+		case !answered[i]:
+			// SQS answers every entry; one it left out may be enqueued.
+			res[i].maybe, res[i].code = true, "unanswered entry"
+			again = append(again, i)
+		case res[i].messageID == "" && !res[i].refused:
+			again = append(again, i)
+		}
+	}
+	return again
 }
 
 // mayHaveApplied reports whether a failed call may still have been carried
