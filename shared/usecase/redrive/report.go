@@ -1,7 +1,9 @@
 package redrive
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -131,4 +133,14 @@ func (r *run) note(o *Outcome, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rep.note(o, id)
+}
+
+// logFinished writes the run's one log line: its counts, never its ids.
+func (rep *Report) logFinished(ctx context.Context, log *slog.Logger, err error) {
+	log.InfoContext(ctx, "redrive run finished",
+		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
+		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
+		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
+		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
+		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 }

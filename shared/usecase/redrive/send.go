@@ -17,6 +17,13 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
+// SQS limits for one SendMessageBatch call and one message.
+const (
+	MaxEntriesPerCall = 10
+	MaxCallBytes      = 1 << 20
+	MaxAttributes     = 10
+)
+
 // send replays the claimed records in SendMessageBatch calls of at most 10
 // entries and 1 MiB, then marks each record REDRIVEN, parks it, gives its
 // claim back or, when SQS may have enqueued it without saying so, records

@@ -17,17 +17,9 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
-// SQS limits for one SendMessageBatch call and one message.
-const (
-	MaxEntriesPerCall = 10
-	MaxCallBytes      = 1 << 20
-	MaxAttributes     = 10
-	// MaxRemainingCount bounds how far a run counts the records it did not
-	// reach; a report with this many remaining means "at least".
-	MaxRemainingCount = 10000
-	// MaxSettlePerRun bounds the records one run settles.
-	MaxSettlePerRun = 5000
-)
+// MaxRemainingCount bounds how far a run counts the records it did not
+// reach; a report with this many remaining means "at least".
+const MaxRemainingCount = 10000
 
 // Config tunes the service. Zero values take the defaults.
 type Config struct {
@@ -145,13 +137,8 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		}
 	}
 	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
-	if req.Action == ActionRedrive && !req.Approve && !req.DryRun {
-		switch {
-		case req.IncludeParked:
-			rep.DryRun, rep.DryRunReason = true, "replaying parked records needs approve: true"
-		case req.MaxMessages > s.cfg.ApprovalThreshold:
-			rep.DryRun, rep.DryRunReason = true, fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, s.cfg.ApprovalThreshold)
-		}
+	if why := unapproved(req, s.cfg.ApprovalThreshold); why != "" {
+		rep.DryRun, rep.DryRunReason = true, why
 	}
 	switch req.Action {
 	case ActionCorrect:
@@ -163,13 +150,24 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	err := r.execute(ctx)
 	err = errors.Join(append([]error{err}, r.errs...)...)
 	rep.FinishedAt = s.now().UTC()
-	s.log.InfoContext(ctx, "redrive run finished",
-		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
-		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
-		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
-		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
-		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
+	rep.logFinished(ctx, s.log, err)
 	return rep, err
+}
+
+// unapproved says why req, not approved, runs dry: a high-risk replay
+// (parked records, or more messages than threshold). It is "" for a run
+// that needs no approval.
+func unapproved(req Request, threshold int) string {
+	if req.Action != ActionRedrive || req.Approve || req.DryRun {
+		return ""
+	}
+	switch {
+	case req.IncludeParked:
+		return "replaying parked records needs approve: true"
+	case req.MaxMessages > threshold:
+		return fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, threshold)
+	}
+	return ""
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {

@@ -9,6 +9,9 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
+// MaxSettlePerRun bounds the records one run settles.
+const MaxSettlePerRun = 5000
+
 // settle resolves this source's REDRIVEN records whose replay stayed away
 // from the DLQ for the settle window, at most MaxSettlePerRun a run.
 func (r *run) settle(ctx context.Context) error {
