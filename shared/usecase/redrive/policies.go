@@ -144,7 +144,7 @@ func (t *policyTick) apply(ctx context.Context, p *policy.Policy) error {
 			return err
 		}
 	default:
-		t.run(ctx, p, now, &o)
+		t.runPolicy(ctx, p, now, &o)
 	}
 	if o.State == policy.StateSuspended {
 		t.suspended++
@@ -176,8 +176,8 @@ func (t *policyTick) trip(ctx context.Context, p *policy.Policy, b policy.Breake
 	return nil
 }
 
-// run makes p's redrive. Its failure is p's outcome, not the tick's.
-func (t *policyTick) run(ctx context.Context, p *policy.Policy, now time.Time, o *PolicyOutcome) {
+// runPolicy makes p's redrive. Its failure is p's outcome, not the tick's.
+func (t *policyTick) runPolicy(ctx context.Context, p *policy.Policy, now time.Time, o *PolicyOutcome) {
 	req := policyRequest(p, now)
 	if req.FirstSeenFrom != nil && req.FirstSeenTo != nil && req.FirstSeenTo.Before(*req.FirstSeenFrom) {
 		o.Outcome = "ran" // its window holds nothing old enough yet
