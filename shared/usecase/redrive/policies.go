@@ -79,7 +79,9 @@ type PolicyOutcome struct {
 // applyPolicies reads the breaker of every live policy of src, suspends
 // those that tripped, and runs the others through Run: the same claim →
 // validate → send → mark path as a manual redrive, as the policy's actor,
-// never including PARKED records, within the per-record cap.
+// never including PARKED records, within the per-record cap. The tick
+// settles once: the first policy run settles, as every run does, and the
+// later runs of the tick skip that step.
 func (s *Service) applyPolicies(ctx context.Context, src *quarantine.Source, rep *Report) (*Report, error) {
 	if s.policies == nil {
 		return nil, &RequestError{Problems: []string{"standing policies are not configured for this function"}}
@@ -88,90 +90,147 @@ func (s *Service) applyPolicies(ctx context.Context, src *quarantine.Source, rep
 	if err != nil {
 		return nil, err
 	}
-	var data []cwtypes.MetricDatum
-	suspended := 0
+	t := &policyTick{s: s, src: src, rep: rep}
 	for _, p := range pols {
-		now := s.now().UTC()
-		o := PolicyOutcome{ID: p.ID, State: p.State}
-		if p.State == policy.StateRevoked {
-			o.Outcome = "revoked"
-			rep.Policies = append(rep.Policies, o)
-			continue
-		}
-		sent, back, err := policy.Counts(ctx, s.policies.Counters, src.Name, p.ID)
-		if err != nil {
+		if err := t.apply(ctx, p); err != nil {
 			return nil, err
 		}
-		b := p.Judge(sent, back)
-		o.Sent, o.CameBack, o.Share = b.Sent, b.CameBack, b.Share
-		switch {
-		case p.State == policy.StateSuspended:
-			o.Outcome = "suspended"
-		case p.Expired(now):
-			o.Outcome = "expired"
-		case b.Trip:
-			next, err := p.Suspend(ActorBreaker, fmt.Sprintf("%d of %d replays came back to the DLQ (%.0f%%, above %.0f%%)",
-				b.CameBack, b.Sent, 100*b.Share, 100*p.Threshold), now)
-			if err == nil {
-				err = s.policies.Store.Replace(ctx, next, p.Version)
-			}
-			if errors.Is(err, policy.ErrConflict) {
-				o.Outcome = "changed"
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("suspend policy: %w", err)
-			}
-			o.Outcome, o.State = "tripped", policy.StateSuspended
-			s.log.WarnContext(ctx, "standing policy suspended by its breaker", "policy", p.ID, "source", src.Name,
-				"sent", b.Sent, "came_back", b.CameBack, "threshold", p.Threshold)
-		default:
-			req := policyRequest(p, now)
-			if req.FirstSeenFrom != nil && req.FirstSeenTo != nil && req.FirstSeenTo.Before(*req.FirstSeenFrom) {
-				o.Outcome = "ran" // its window holds nothing old enough yet
-				break
-			}
-			rr, err := s.Run(ctx, req)
-			if err != nil {
-				o.Outcome, o.Error = "failed", quarantine.ErrorKind(err)
-				break
-			}
-			o.Outcome, o.Redriven, o.RunID = "ran", rr.Redriven.Count, rr.RunID
-			rep.AddOutcomes(rr)
-		}
-		if o.State == policy.StateSuspended {
-			suspended++
-		}
-		rep.Policies = append(rep.Policies, o)
-		dims := []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(src.Name)}, {Name: aws.String("Policy"), Value: aws.String(p.ID)}}
-		flag := 0.0
-		if o.State == policy.StateSuspended {
-			flag = 1
-		}
-		for _, m := range []struct {
-			name string
-			v    float64
-			unit cwtypes.StandardUnit
-		}{
-			{MetricPolicyReplayed, float64(o.Redriven), cwtypes.StandardUnitCount},
-			{MetricPolicyCameBack, float64(o.CameBack), cwtypes.StandardUnitCount},
-			{MetricPolicyShare, o.Share, cwtypes.StandardUnitNone},
-			{MetricPolicySuspended, flag, cwtypes.StandardUnitNone},
-		} {
-			data = append(data, cwtypes.MetricDatum{MetricName: aws.String(m.name), Dimensions: dims, Value: aws.Float64(m.v), Unit: m.unit})
-		}
 	}
+	if err := t.publish(ctx); err != nil {
+		return nil, err
+	}
+	rep.FinishedAt = s.now().UTC()
+	s.log.InfoContext(ctx, "standing policies applied", "run_id", rep.RunID, "source", src.Name, "policies", len(pols),
+		"suspended", t.suspended, "redriven", rep.Redriven.Count)
+	return rep, nil
+}
+
+// policyTick is one policies action on a source.
+type policyTick struct {
+	s   *Service
+	src *quarantine.Source
+	rep *Report
+	// data are the policies' metrics, published when every policy is done.
+	data      []cwtypes.MetricDatum
+	suspended int
+	// settled: a run of this tick has settled; the later runs do not.
+	settled bool
+}
+
+// apply judges p, suspends it if its breaker tripped, or runs it, and
+// records its outcome and metrics. A revoked policy has an outcome only.
+func (t *policyTick) apply(ctx context.Context, p *policy.Policy) error {
+	s := t.s
+	now := s.now().UTC()
+	o := PolicyOutcome{ID: p.ID, State: p.State}
+	if p.State == policy.StateRevoked {
+		o.Outcome = "revoked"
+		t.rep.Policies = append(t.rep.Policies, o)
+		return nil
+	}
+	sent, back, err := policy.Counts(ctx, s.policies.Counters, t.src.Name, p.ID)
+	if err != nil {
+		return err
+	}
+	b := p.Judge(sent, back)
+	o.Sent, o.CameBack, o.Share = b.Sent, b.CameBack, b.Share
+	switch {
+	case p.State == policy.StateSuspended:
+		o.Outcome = "suspended"
+	case p.Expired(now):
+		o.Outcome = "expired"
+	case b.Trip:
+		if err := t.trip(ctx, p, b, now, &o); err != nil {
+			return err
+		}
+	default:
+		t.runPolicy(ctx, p, now, &o)
+	}
+	if o.State == policy.StateSuspended {
+		t.suspended++
+	}
+	t.rep.Policies = append(t.rep.Policies, o)
+	t.data = append(t.data, policyMetrics(t.src.Name, p.ID, o)...)
+	return nil
+}
+
+// trip suspends p, whose breaker b tripped, as the breaker. A policy
+// edited meanwhile is left for the next tick.
+func (t *policyTick) trip(ctx context.Context, p *policy.Policy, b policy.Breaker, now time.Time, o *PolicyOutcome) error {
+	s := t.s
+	next, err := p.Suspend(ActorBreaker, fmt.Sprintf("%d of %d replays came back to the DLQ (%.0f%%, above %.0f%%)",
+		b.CameBack, b.Sent, 100*b.Share, 100*p.Threshold), now)
+	if err == nil {
+		err = s.policies.Store.Replace(ctx, next, p.Version)
+	}
+	if errors.Is(err, policy.ErrConflict) {
+		o.Outcome = "changed"
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("suspend policy: %w", err)
+	}
+	o.Outcome, o.State = "tripped", policy.StateSuspended
+	s.log.WarnContext(ctx, "standing policy suspended by its breaker", "policy", p.ID, "source", t.src.Name,
+		"sent", b.Sent, "came_back", b.CameBack, "threshold", p.Threshold)
+	return nil
+}
+
+// runPolicy makes p's redrive. Its failure is p's outcome, not the tick's.
+func (t *policyTick) runPolicy(ctx context.Context, p *policy.Policy, now time.Time, o *PolicyOutcome) {
+	req := policyRequest(p, now)
+	if req.FirstSeenFrom != nil && req.FirstSeenTo != nil && req.FirstSeenTo.Before(*req.FirstSeenFrom) {
+		o.Outcome = "ran" // its window holds nothing old enough yet
+		return
+	}
+	req.noSettle = t.settled
+	rr, err := t.s.Run(ctx, req)
+	if rr != nil && rr.settleRan {
+		t.settled = true
+	}
+	if err != nil {
+		o.Outcome, o.Error = "failed", quarantine.ErrorKind(err)
+		return
+	}
+	o.Outcome, o.Redriven, o.RunID = "ran", rr.Redriven.Count, rr.RunID
+	t.rep.AddOutcomes(rr)
+}
+
+// policyMetrics are the metrics of one policy's outcome o.
+func policyMetrics(source, id string, o PolicyOutcome) []cwtypes.MetricDatum {
+	dims := []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(source)}, {Name: aws.String("Policy"), Value: aws.String(id)}}
+	flag := 0.0
+	if o.State == policy.StateSuspended {
+		flag = 1
+	}
+	var data []cwtypes.MetricDatum
+	for _, m := range []struct {
+		name string
+		v    float64
+		unit cwtypes.StandardUnit
+	}{
+		{MetricPolicyReplayed, float64(o.Redriven), cwtypes.StandardUnitCount},
+		{MetricPolicyCameBack, float64(o.CameBack), cwtypes.StandardUnitCount},
+		{MetricPolicyShare, o.Share, cwtypes.StandardUnitNone},
+		{MetricPolicySuspended, flag, cwtypes.StandardUnitNone},
+	} {
+		data = append(data, cwtypes.MetricDatum{MetricName: aws.String(m.name), Dimensions: dims, Value: aws.Float64(m.v), Unit: m.unit})
+	}
+	return data
+}
+
+// publish sends the tick's metrics, with the count of suspended policies
+// the alarm watches.
+func (t *policyTick) publish(ctx context.Context) error {
+	s, src, data, suspended := t.s, t.src, t.data, t.suspended
 	data = append(data, cwtypes.MetricDatum{MetricName: aws.String(MetricPolicies), Value: aws.Float64(float64(suspended)), Unit: cwtypes.StandardUnitCount,
 		Dimensions: []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(src.Name)}}})
 	for i := 0; i < len(data); i += 500 {
 		if _, err := s.policies.Metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(s.policies.Namespace), MetricData: data[i:min(i+500, len(data))]}); err != nil {
-			return nil, fmt.Errorf("publish policy metrics: %w", err)
+			return fmt.Errorf("publish policy metrics: %w", err)
 		}
 	}
-	rep.FinishedAt = s.now().UTC()
-	s.log.InfoContext(ctx, "standing policies applied", "run_id", rep.RunID, "source", src.Name, "policies", len(pols),
-		"suspended", suspended, "redriven", rep.Redriven.Count)
-	return rep, nil
+	return nil
 }
 
 // policyRequest is the redrive p makes at now.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,5 +289,63 @@ func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
 		ClearedReasons: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)}})
 	if err != nil || rep.Redriven.Count+rep.Skipped.Count+rep.Remaining != 0 {
 		t.Fatalf("disjoint filters: %+v %v", rep, err)
+	}
+}
+
+// countingLister counts the listings of REDRIVEN records, which only the
+// settle step makes.
+type countingLister struct {
+	quarantine.Lister
+	redriven atomic.Int64
+}
+
+func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
+		l.redriven.Add(1)
+	}
+	return l.Lister.List(ctx, q)
+}
+
+// A policies tick settles once, however many policies run in it: not once
+// per policy.
+func TestPoliciesTickSettlesOnce(t *testing.T) {
+	e := newEnv(t, false)
+	ids := e.seedReason(t, 0, 3, "downstream 503")
+	lister := &countingLister{Lister: e.lister}
+	ps := policy.NewStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
+		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
+		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
+	var pols []*policy.Policy
+	for _, reason := range []string{"downstream 503", "ledger locked", "timeout"} {
+		pols = append(pols, e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", reason, e.src.SchemaVersion)},
+			MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000}))
+	}
+	tick := func(round int) *redrive.Report {
+		t.Helper()
+		before := lister.redriven.Load()
+		rep := applyPolicies(t, svc, e)
+		for _, p := range pols {
+			if o := outcome(rep, p.ID); o.Outcome != "ran" {
+				t.Fatalf("tick %d: policy %+v did not run", round, o)
+			}
+		}
+		if n := lister.redriven.Load() - before; n != 1 {
+			t.Fatalf("tick %d of %d running policies settled %d times, want once", round, len(pols), n)
+		}
+		return rep
+	}
+	if rep := tick(1); rep.Redriven.Count != len(ids) || rep.Settled.Count != 0 {
+		t.Fatalf("tick 1: redriven %d, settled %d; want %d and 0", rep.Redriven.Count, rep.Settled.Count, len(ids))
+	}
+	e.drain(t, func(string) bool { return false })
+	e.clock.Advance(16 * time.Minute) // past the settle window
+	if rep := tick(2); rep.Redriven.Count != 0 || rep.Settled.Count != len(ids) {
+		t.Fatalf("tick 2: redriven %d, settled %d; want 0 and %d", rep.Redriven.Count, rep.Settled.Count, len(ids))
+	}
+	for _, id := range ids {
+		if r := e.get(t, id); r.Status != quarantine.StatusResolved {
+			t.Fatalf("%s is %s, want RESOLVED", id, r.Status)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package redrive
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -106,6 +108,8 @@ type Report struct {
 	FinishedAt time.Time `json:"finished_at"`
 
 	idBytes int // JSON bytes of the id lists so far
+	// settleRan: the run's settle step ran (a policies tick settles once).
+	settleRan bool
 }
 
 // AddOutcomes adds r's per-outcome counts and ids to rep's (several runs
@@ -122,4 +126,21 @@ func (rep *Report) AddOutcomes(r *Report) {
 		p.dst.Count += p.src.Count - len(p.src.IDs)
 		p.dst.IDsTruncated = p.dst.IDsTruncated || p.src.IDsTruncated
 	}
+}
+
+// note records an outcome for id.
+func (r *run) note(o *Outcome, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.note(o, id)
+}
+
+// logFinished writes the run's one log line: its counts, never its ids.
+func (rep *Report) logFinished(ctx context.Context, log *slog.Logger, err error) {
+	log.InfoContext(ctx, "redrive run finished",
+		"run_id", rep.RunID, "action", rep.Action, "source", rep.Source, "dry_run", rep.DryRun,
+		"redriven", rep.Redriven.Count, "skipped", rep.Skipped.Count, "held", rep.Held.Count,
+		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
+		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
+		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
 }

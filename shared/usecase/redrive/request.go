@@ -76,6 +76,9 @@ type Request struct {
 	// policy is set on the runs a standing policy makes: only they may act
 	// as "policy:<id>", whose replays the policy's breaker counts.
 	policy string
+	// noSettle is set on the runs of a policies tick after the first that
+	// settled: a tick settles once.
+	noSettle bool
 }
 
 // ParseRequest decodes a request strictly and fills defaults. It returns a

@@ -1,0 +1,252 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// claimed is one record holding a claim, with what it will send.
+type claimed struct {
+	rec   *quarantine.Record
+	body  []byte
+	attrs map[string]sqstypes.MessageAttributeValue
+	size  int
+}
+
+// batch runs the replay path for up to BatchSize records. One record's
+// failure is that record's outcome, never the batch's: the records already
+// claimed are still sent, marked or released.
+func (r *run) batch(ctx context.Context, ids []string) error {
+	// One batch read instead of a read per record, where the store can.
+	var prefetched map[string]*quarantine.Record
+	if bg, ok := r.s.store.(quarantine.BatchGetter); ok {
+		var err error
+		if prefetched, err = bg.GetMany(ctx, ids); err != nil {
+			return fmt.Errorf("read records: %w", err)
+		}
+	}
+	slots := make([]*claimed, len(ids))
+	_ = each(len(ids), func(i int) error {
+		c, err := r.claim(ctx, ids[i], prefetched)
+		if err != nil {
+			r.fail(ctx, ids[i], "claim", err)
+			if rec := prefetched[ids[i]]; rec != nil {
+				r.block(rec) // its claim may hold: no later message of its group goes first
+			}
+			return nil
+		}
+		slots[i] = c
+		return nil
+	})
+	var ready []*claimed
+	for _, c := range slots {
+		if c != nil {
+			ready = append(ready, c)
+		}
+	}
+	if len(ready) == 0 || r.rep.DryRun {
+		return nil
+	}
+	if r.fifo() {
+		inGroupOrder(ready)
+	}
+	r.send(ctx, ready)
+	return nil
+}
+
+// claim reads one record (or takes it from prefetched) and takes it (or, in
+// a dry run, says what would happen). It returns nil when the record is not
+// to be sent; an error is this record's failure only.
+func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
+	s := r.s
+	rec, err := prefetched[id], error(nil)
+	switch {
+	case prefetched == nil:
+		rec, err = s.store.Get(ctx, id)
+	case rec == nil:
+		err = quarantine.ErrNotFound
+	}
+	if errors.Is(err, quarantine.ErrNotFound) {
+		r.note(&r.rep.Skipped, id)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record: %w", err)
+	}
+	d := decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: s.now(), lease: s.cfg.Lease})
+	return r.applyClaim(ctx, id, rec, d)
+}
+
+// applyClaim carries out d, the decision for rec (read as id): it writes
+// what d says to write (nothing in a dry run) and notes the outcome.
+func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record, d claimDecision) (*claimed, error) {
+	s := r.s
+	switch d.action {
+	case claimHold:
+		return nil, r.setAside(ctx, rec, d.cause)
+	case claimReturn:
+		back := d.next
+		if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+			return nil, fmt.Errorf("return expired parked claim: %w", err)
+		}
+		r.note(&r.rep.Parked, id)
+		return nil, nil
+	case claimSkip:
+		if d.block {
+			r.block(rec)
+		}
+		r.note(&r.rep.Skipped, id)
+		return nil, nil
+	case claimDefer:
+		r.note(&r.rep.Deferred, id)
+		return nil, nil
+	case claimPark:
+		return nil, r.parkPoison(ctx, id, rec, d.next)
+	case claimFail:
+		return nil, d.cause
+	}
+	return r.take(ctx, id, rec, d.next)
+}
+
+// parkPoison writes parked, rec parked at its cap (nothing in a dry run).
+func (r *run) parkPoison(ctx context.Context, id string, rec, parked *quarantine.Record) error {
+	s := r.s
+	if !r.rep.DryRun {
+		if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
+			if errors.Is(perr, quarantine.ErrVersionConflict) {
+				r.note(&r.rep.Skipped, id)
+				return nil
+			}
+			if errors.Is(perr, quarantine.ErrHeld) {
+				r.note(&r.rep.Integrity, id) // set aside meanwhile
+				return nil
+			}
+			return fmt.Errorf("park record: %w", perr)
+		}
+	}
+	r.note(&r.rep.Parked, id)
+	return nil
+}
+
+// take reads rec's payload and claims it (next is its claimed successor),
+// then gives the claim back if the payload cannot be sent. A dry run only
+// says what would happen.
+func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record) (*claimed, error) {
+	s := r.s
+	// A corrected record sends its latest correction, never the original.
+	body, berr := quarantine.ReplayBody(ctx, s.payloads, rec)
+	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
+	p := decidePayload(r.src, body, berr, aerr)
+	if p.action == payloadHold {
+		// A claim-checked object does not match its sealed hash: set the
+		// record aside unclaimed, as found.
+		return nil, r.setAside(ctx, rec, p.cause)
+	}
+	if r.rep.DryRun {
+		r.note(p.dryOutcome(r.rep), id)
+		return nil, nil
+	}
+	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
+		if errors.Is(err, quarantine.ErrVersionConflict) {
+			r.note(&r.rep.Skipped, id) // another run claimed it first
+			r.block(rec)
+			return nil, nil
+		}
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, id) // set aside meanwhile
+			r.block(rec)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("claim record: %w", err)
+	}
+	switch p.action {
+	case payloadPark:
+		r.block(next)
+		return nil, r.park(ctx, next, p.reason)
+	case payloadRelease:
+		r.block(next)
+		return nil, r.release(ctx, next, p.reason, nil, &r.rep.Failed)
+	case payloadInvalid:
+		r.block(next) // it waits for a correction; its group waits with it
+		return nil, r.release(ctx, next, p.reason, p.class, &r.rep.Held)
+	}
+	msgAttrs := messageAttributes(attrs, next)
+	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
+}
+
+// setAside holds rec, which failed verification (cause), at the version
+// read and exactly as found: it is never re-sealed, released or sent, and
+// listings leave it out from now on, so it neither fills max_messages nor
+// comes back every run. The hold is counted (IntegrityHolds, alarmed). A
+// dry run only reports it.
+func (r *run) setAside(ctx context.Context, rec *quarantine.Record, cause error) error {
+	r.block(rec) // not sent: its FIFO group sends nothing after it this run
+	reason := quarantine.HoldReason(cause)
+	if !r.rep.DryRun {
+		err := r.s.store.Hold(ctx, quarantine.IntegrityHold{ID: rec.DLQID, Version: rec.Version, Reason: reason, At: r.s.now().UTC()})
+		switch {
+		case errors.Is(err, quarantine.ErrVersionConflict), errors.Is(err, quarantine.ErrNotFound):
+			r.note(&r.rep.Skipped, rec.DLQID) // it changed since the read: the next run reads it again
+			return nil
+		case err != nil:
+			return fmt.Errorf("hold record: %w", err)
+		}
+	}
+	r.s.log.WarnContext(ctx, "record fails verification: held, never sent or re-sealed", "run_id", r.rep.RunID,
+		"source", r.src.Name, "record", quarantine.LogRef(rec.DLQID), "version", rec.Version, "reason", reason, "dry_run", r.rep.DryRun)
+	r.note(&r.rep.Integrity, rec.DLQID)
+	return nil
+}
+
+// release gives a claim back, retrying on concurrent changes.
+func (r *run) release(ctx context.Context, rec *quarantine.Record, reason string, held *quarantine.Classification, out *Outcome) error {
+	return r.rewrite(ctx, rec, out, "release claim", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.Release(r.req.RequestedBy, reason, r.s.now(), held)
+	})
+}
+
+// park parks a claimed record no run can send as it is.
+func (r *run) park(ctx context.Context, rec *quarantine.Record, reason string) error {
+	return r.rewrite(ctx, rec, &r.rep.Parked, "park unsendable", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.ParkUnsendable(r.req.RequestedBy, reason, r.s.now())
+	})
+}
+
+// rewrite applies step to rec and writes the result, re-reading and
+// retrying on concurrent changes. A record that left REDRIVING meanwhile
+// (its message came back, say) is noted under out unchanged.
+func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
+	for attempt := 0; ; attempt++ {
+		next, err := step(rec)
+		if errors.Is(err, quarantine.ErrNotClaimable) {
+			r.note(out, rec.DLQID) // it changed hands
+			return nil
+		}
+		if quarantine.IsIntegrityFailure(err) {
+			return r.setAside(ctx, rec, err)
+		}
+		if err != nil {
+			return err
+		}
+		err = r.s.store.Replace(ctx, next, rec.Version)
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
+			return nil
+		}
+		if err == nil {
+			r.note(out, rec.DLQID)
+			return nil
+		}
+		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 5 {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+}

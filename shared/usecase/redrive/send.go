@@ -1,0 +1,322 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// SQS limits for one SendMessageBatch call and one message.
+const (
+	MaxEntriesPerCall = 10
+	MaxCallBytes      = 1 << 20
+	MaxAttributes     = 10
+)
+
+// send replays the claimed records in SendMessageBatch calls of at most 10
+// entries and 1 MiB, then marks each record REDRIVEN, parks it, gives its
+// claim back or, when SQS may have enqueued it without saying so, records
+// that it was possibly sent. Every record gets its outcome, whatever
+// happens to the others. Into a FIFO queue a call carries at most one
+// message of each group, and a group whose message was not surely sent
+// sends nothing more this run: no later message of a group may go before
+// an earlier one, also when that one's send fails and is retried.
+func (r *run) send(ctx context.Context, ready []*claimed) {
+	url, err := r.queue(ctx)
+	if err != nil {
+		for _, c := range ready {
+			r.block(c.rec)
+			if rerr := r.release(ctx, c.rec, "source queue unavailable: "+quarantine.ErrorKind(err), nil, &r.rep.Failed); rerr != nil {
+				r.failLater(ctx, c.rec.DLQID, "release", rerr)
+			}
+		}
+		return
+	}
+	fifo := r.fifo()
+	for len(ready) > 0 {
+		var call, rest []*claimed
+		taken := map[string]bool{}
+		bytes := 0
+		for _, c := range ready {
+			switch {
+			case r.isBlocked(c.rec):
+				if err := r.release(ctx, c.rec, "held back: an earlier message of its FIFO group was not sent", nil, &r.rep.Deferred); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "release", err)
+				}
+			case c.size > MaxCallBytes:
+				// One message above the call limit can never be sent.
+				r.block(c.rec)
+				if err := r.park(ctx, c.rec, "the message exceeds the SQS size limit"); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "park", err)
+				}
+			case len(call) < MaxEntriesPerCall && bytes+c.size <= MaxCallBytes && !(fifo && taken[group(c.rec)]):
+				call = append(call, c)
+				bytes += c.size
+				taken[group(c.rec)] = true
+			default:
+				rest = append(rest, c)
+			}
+		}
+		if len(call) > 0 && !r.timeForACall(ctx) {
+			// Not enough time left for a call and its retries: give the
+			// claims back unsent rather than be stopped mid-send (which
+			// leaves them claimed until their lease expires).
+			for _, c := range append(call, rest...) {
+				r.block(c.rec)
+				if err := r.release(ctx, c.rec, "not sent: the invocation's deadline is near", nil, &r.rep.Deferred); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "release", err)
+				}
+			}
+			r.rep.Stopped = StoppedDeadline
+			return
+		}
+		if len(call) > 0 {
+			r.settleCall(ctx, call, r.sendCall(ctx, url, call))
+		}
+		ready = rest
+	}
+}
+
+// sent is what the tries of one SendMessageBatch entry came to.
+type sent struct {
+	messageID string // SQS accepted it
+	maybe     bool   // a try ended without an answer: it may be enqueued
+	refused   bool   // SQS refused it as malformed: no retry can help
+	code      string // why the last try failed
+}
+
+// noSDKRetry turns the SDK's retries off for one call: a retried
+// SendMessageBatch whose first try was enqueued but unanswered enqueues it
+// again, and only redrive's own loop knows to record that.
+func noSDKRetry(o *sqs.Options) { o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 1) }
+
+// sendCall sends group in one SendMessageBatch call, retrying the entries
+// that failed with jittered backoff, and says what became of each entry.
+// It writes nothing.
+func (r *run) sendCall(ctx context.Context, url string, group []*claimed) []sent {
+	res := make([]sent, len(group))
+	if r.limiter != nil {
+		if err := r.limiter.WaitN(ctx, len(group)); err != nil {
+			for i := range res {
+				res[i].code = quarantine.ErrorKind(err)
+			}
+			return res
+		}
+	}
+	pending := make([]int, len(group))
+	for i := range pending {
+		pending[i] = i
+	}
+	backoff := retry.NewExponentialJitterBackoff(r.s.cfg.MaxBackoff)
+	for attempt := 1; len(pending) > 0 && attempt <= r.s.cfg.SendAttempts; attempt++ {
+		if attempt > 1 {
+			d, _ := backoff.BackoffDelay(attempt-1, nil)
+			select {
+			case <-ctx.Done():
+				return res
+			case <-time.After(d):
+			}
+		}
+		if !r.timeForACall(ctx) {
+			// No retry past the deadline margin: what is pending stays
+			// unsent (or possibly sent, if a try had no answer).
+			return res
+		}
+		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}
+		for _, i := range pending {
+			in.Entries = append(in.Entries, r.entry(strconv.Itoa(i), group[i]))
+		}
+		callCtx, cancel := context.WithTimeout(ctx, r.s.cfg.SendTimeout)
+		out, err := r.s.sqs.SendMessageBatch(callCtx, in, noSDKRetry)
+		cancel()
+		if err != nil {
+			maybe := mayHaveApplied(err)
+			for _, i := range pending {
+				res[i].code = quarantine.ErrorKind(err)
+				res[i].maybe = res[i].maybe || maybe
+			}
+			if ctx.Err() != nil {
+				return res
+			}
+			continue
+		}
+		pending = recordAnswer(out, len(group), pending, res)
+	}
+	return res
+}
+
+// recordAnswer writes into res what SQS answered for the pending entries
+// of one try of a call of n entries, and returns the entries to try again.
+func recordAnswer(out *sqs.SendMessageBatchOutput, n int, pending []int, res []sent) []int {
+	answered := map[int]bool{}
+	for _, ok := range out.Successful {
+		if i, mine := entryIndex(aws.ToString(ok.Id), n); mine {
+			res[i].messageID = aws.ToString(ok.MessageId)
+			answered[i] = true
+		}
+	}
+	for _, f := range out.Failed {
+		if i, mine := entryIndex(aws.ToString(f.Id), n); mine && !answered[i] {
+			res[i].code = aws.ToString(f.Code)
+			// The request itself is wrong: retrying cannot help.
+			res[i].refused = f.SenderFault
+			answered[i] = true
+		}
+	}
+	var again []int
+	for _, i := range pending {
+		switch {
+		case !answered[i]:
+			// SQS answers every entry; one it left out may be enqueued.
+			res[i].maybe, res[i].code = true, "unanswered entry"
+			again = append(again, i)
+		case res[i].messageID == "" && !res[i].refused:
+			again = append(again, i)
+		}
+	}
+	return again
+}
+
+// mayHaveApplied reports whether a failed call may still have been carried
+// out: anything but a 4xx answer (SQS refused it) or a connection that
+// never opened. A timeout, a reset connection, a 5xx: SQS may have
+// enqueued the messages and the answer was lost.
+func mayHaveApplied(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && status.HTTPStatusCode() >= 400 && status.HTTPStatusCode() < 500 {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var params *smithy.InvalidParamsError
+	var ser *smithy.SerializationError
+	return !errors.As(err, &params) && !errors.As(err, &ser)
+}
+
+// settleCall writes the outcome of each entry of one call: marks first (a
+// sent record must never stay claimed while others are released), then
+// the records whose send is unknown, then the ones given back.
+func (r *run) settleCall(ctx context.Context, call []*claimed, res []sent) {
+	var marks []int
+	for i := range call {
+		if res[i].messageID != "" {
+			marks = append(marks, i)
+		}
+	}
+	_ = each(len(marks), func(k int) error {
+		i := marks[k]
+		if err := r.mark(ctx, call[i], res[i].messageID, res[i].maybe); err != nil {
+			r.failLater(ctx, call[i].rec.DLQID, "mark", err)
+		}
+		return nil
+	})
+	for i, c := range call {
+		var err error
+		switch {
+		case res[i].messageID != "":
+			continue
+		case res[i].maybe:
+			// Possibly enqueued: never "not sent", never the count back.
+			r.block(c.rec)
+			err = r.unknown(ctx, c, res[i].code)
+		case res[i].refused:
+			r.block(c.rec)
+			err = r.park(ctx, c.rec, "send refused: "+res[i].code)
+		default:
+			r.block(c.rec)
+			err = r.release(ctx, c.rec, "send failed after retries: "+res[i].code, nil, &r.rep.Failed)
+		}
+		if err != nil {
+			r.failLater(ctx, c.rec.DLQID, "record send outcome", err)
+		}
+	}
+}
+
+// entryIndex turns a batch entry id back into the index it was made from.
+func entryIndex(id string, n int) (int, bool) {
+	i, err := strconv.Atoi(id)
+	return i, err == nil && i >= 0 && i < n
+}
+
+// mark records a completed send. If the record changed since the claim (its
+// message already failed again and came back), the send is still written to
+// its history.
+func (r *run) mark(ctx context.Context, c *claimed, messageID string, maybeTwice bool) error {
+	round, fifo := c.rec.RedriveCount, r.fifo()
+	r.note(&r.rep.Redriven, c.rec.DLQID)
+	return r.rewriteHistory(ctx, c.rec, "mark redriven", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		if cur.Status == quarantine.StatusRedriving && cur.RedriveCount == round {
+			return cur.MarkSent(r.req.RequestedBy, messageID, maybeTwice, fifo, r.s.now())
+		}
+		return cur.NoteSentWhileChanged(r.req.RequestedBy, messageID, round, maybeTwice, fifo, r.s.now())
+	})
+}
+
+// unknown records a send whose outcome no try could learn.
+func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
+	round := c.rec.RedriveCount
+	r.note(&r.rep.Unknown, c.rec.DLQID)
+	return r.rewriteHistory(ctx, c.rec, "record unknown send", func(cur *quarantine.Record) (*quarantine.Record, error) {
+		return cur.SendUnknown(r.req.RequestedBy, code, round, r.s.now())
+	})
+}
+
+// rewriteHistory writes step's successor of rec, re-reading and retrying
+// on concurrent changes: what it records (a send) happened whatever the
+// record did meanwhile.
+func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
+	for attempt := 0; ; attempt++ {
+		next, err := step(rec)
+		if quarantine.IsIntegrityFailure(err) {
+			// The send is reported; the version read since no longer
+			// verifies, so nothing is written under a new seal.
+			return r.setAside(ctx, rec, err)
+		}
+		if err != nil {
+			return err
+		}
+		err = r.s.store.Replace(ctx, next, rec.Version)
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
+			return nil
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 10 {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+}
+
+func (r *run) queue(ctx context.Context) (string, error) {
+	if r.queueURL != "" {
+		return r.queueURL, nil
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(r.src.Name)}
+	if parts := strings.Split(r.src.ARN, ":"); len(parts) == 6 {
+		in.QueueOwnerAWSAccountId = aws.String(parts[4])
+	}
+	out, err := r.s.sqs.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("source queue url: %w", err)
+	}
+	r.queueURL = aws.ToString(out.QueueUrl)
+	return r.queueURL, nil
+}

@@ -1,0 +1,103 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// MaxSettlePerRun bounds the records one run settles.
+const MaxSettlePerRun = 5000
+
+// settle resolves this source's REDRIVEN records whose replay stayed away
+// from the DLQ for the settle window, at most MaxSettlePerRun a run.
+func (r *run) settle(ctx context.Context) error {
+	ids, err := r.redriven(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Never earlier than a failing replay can come back: if the source
+	// queue's attributes cannot be read, settle nothing this run.
+	window, err := r.settleWindow(ctx)
+	if err != nil {
+		r.rep.SettleSkipped = err.Error()
+		r.s.log.WarnContext(ctx, "settle skipped: the settle window cannot be checked against the source queue",
+			"run_id", r.rep.RunID, "source", r.src.Name, "error_kind", quarantine.ErrorKind(err))
+		if r.req.Action == ActionSettle {
+			return fmt.Errorf("settle window: %w", err)
+		}
+		return nil
+	}
+	r.rep.SettleWindowSeconds = int64(window / time.Second)
+	for _, id := range ids[:min(len(ids), MaxSettlePerRun)] {
+		if r.deadlineNear(ctx) {
+			r.rep.Stopped = StoppedDeadline
+			return nil
+		}
+		if err := r.settleOne(ctx, id, window); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redriven lists the ids of this source's REDRIVEN records, a page past
+// MaxSettlePerRun at most.
+func (r *run) redriven(ctx context.Context) ([]string, error) {
+	var ids []string
+	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 1000}
+	for len(ids) < MaxSettlePerRun {
+		page, err := r.s.lister.List(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("list redriven records: %w", err)
+		}
+		ids = append(ids, page.IDs...)
+		if page.Cursor == "" {
+			break
+		}
+		q.Cursor = page.Cursor
+	}
+	return ids, nil
+}
+
+// settleOne resolves record id if its replay stayed away for window. A
+// record not yet due, or changed since it was listed, is left as it is; an
+// error ends the settle step.
+func (r *run) settleOne(ctx context.Context, id string, window time.Duration) error {
+	rec, err := r.s.store.Get(ctx, id)
+	if errors.Is(err, quarantine.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read record: %w", err)
+	}
+	next, err := rec.Settle(r.s.now(), window)
+	if quarantine.IsIntegrityFailure(err) {
+		return r.setAside(ctx, rec, err)
+	}
+	if err != nil {
+		return nil // not yet due, or changed
+	}
+	if r.rep.DryRun {
+		r.note(&r.rep.Settled, id)
+		return nil
+	}
+	if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
+		if errors.Is(err, quarantine.ErrVersionConflict) {
+			return nil // it came back meanwhile
+		}
+		if errors.Is(err, quarantine.ErrHeld) {
+			r.note(&r.rep.Integrity, id) // set aside meanwhile
+			return nil
+		}
+		return fmt.Errorf("settle record: %w", err)
+	}
+	r.note(&r.rep.Settled, id)
+	return nil
+}
