@@ -92,26 +92,20 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
 		lq := quarantine.ListQuery{Status: stt, Source: name}
-		for {
-			page, err := list.List(ctx, lq)
+		ids, err := quarantine.ListIDs(ctx, list, lq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			r, err := store.Get(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range page.IDs {
-				r, err := store.Get(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want[string(r.Status)+"/"+string(r.FailureClass)]++
-				keys[r.IdempotencyKey]++
-				if r.Predecessor != nil {
-					successors = append(successors, r)
-				}
+			want[string(r.Status)+"/"+string(r.FailureClass)]++
+			keys[r.IdempotencyKey]++
+			if r.Predecessor != nil {
+				successors = append(successors, r)
 			}
-			if page.Cursor == "" {
-				break
-			}
-			lq.Cursor = page.Cursor
 		}
 	}
 	// One record per key, plus one successor for each re-failure of an

@@ -149,16 +149,14 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		{Status: quarantine.StatusResolved, StatusSinceBefore: now.Add(-s.cfg.ResolvedAge), Limit: 1000},
 	} {
 		// Select first, then change (docs/emulators.md).
-		for {
-			page, err := s.lister.List(ctx, q)
+		for page, err := range quarantine.Pages(ctx, s.lister, q) {
 			if err != nil {
 				return nil, fmt.Errorf("list %s records: %w", q.Status, err)
 			}
 			due = append(due, page.IDs...)
-			if page.Cursor == "" || len(due) > s.cfg.MaxPerRun {
+			if len(due) > s.cfg.MaxPerRun {
 				break
 			}
-			q.Cursor = page.Cursor
 		}
 	}
 	if len(due) > s.cfg.MaxPerRun {
