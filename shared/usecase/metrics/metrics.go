@@ -22,6 +22,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 )
 
@@ -267,9 +268,9 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	if ns == "" {
 		ns = emf.Namespace
 	}
-	src := cwtypes.Dimension{Name: aws.String(DimSource), Value: aws.String(rep.Source)}
+	src := cwmetrics.Dim(DimSource, rep.Source)
 	datum := func(name string, v float64, unit cwtypes.StandardUnit, dims ...cwtypes.Dimension) cwtypes.MetricDatum {
-		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit, Dimensions: append([]cwtypes.Dimension{src}, dims...)}
+		return cwmetrics.Datum(name, v, unit, append([]cwtypes.Dimension{src}, dims...)...)
 	}
 	data := []cwtypes.MetricDatum{
 		datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
@@ -288,11 +289,10 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			data = append(data, datum(MetricRecords, float64(rep.Records[string(st)+"/"+string(c)]), cwtypes.StandardUnitCount,
-				cwtypes.Dimension{Name: aws.String(DimStatus), Value: aws.String(string(st))},
-				cwtypes.Dimension{Name: aws.String(DimClass), Value: aws.String(string(c))}))
+				cwmetrics.Dim(DimStatus, string(st)), cwmetrics.Dim(DimClass, string(c))))
 		}
 	}
-	if _, err := s.CloudWatch.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(ns), MetricData: data}); err != nil {
+	if err := cwmetrics.Put(ctx, s.CloudWatch, ns, data); err != nil {
 		return fmt.Errorf("publish metrics: %w", err)
 	}
 	return nil
