@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -138,12 +138,5 @@ func BenchmarkRedriveThroughput(b *testing.B) {
 // inParallel runs f for each index, redrive.Concurrency at a time, as the
 // service claims and marks the records of a batch.
 func inParallel(n int, f func(i int)) {
-	sem := make(chan struct{}, redrive.Concurrency)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() { defer wg.Done(); defer func() { <-sem }(); f(i) }()
-	}
-	wg.Wait()
+	fanout.Run(context.Background(), n, redrive.Concurrency, func(_ context.Context, i int) error { f(i); return nil })
 }
