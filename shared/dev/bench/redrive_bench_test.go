@@ -55,11 +55,7 @@ func seedSource(b *testing.B, st *embedded.Stack, n int) (*quarantine.Source, st
 // SendMessage per record, all in the same run.
 func BenchmarkRedriveThroughput(b *testing.B) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(b, embedded.Options{NoS3: true})
 	table := st.Names["QuarantineTable"]
 	for i := 0; i < b.N; i++ {
 		// The service.

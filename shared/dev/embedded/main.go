@@ -40,3 +40,27 @@ func run(m Runner, o Options, stack **Stack, after ...func(code int) int) int {
 	}
 	return code
 }
+
+// TB is the part of testing.TB that ForTest uses.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+// ForTest starts a stack of its own for one test or benchmark (when
+// o.Dir is empty, in tb's temporary directory), fails tb if it does not
+// start, and closes it when tb ends.
+func ForTest(tb TB, o Options) *Stack {
+	tb.Helper()
+	if o.Dir == "" {
+		o.Dir = tb.TempDir()
+	}
+	st, err := Start(context.Background(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	return st
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,19 @@ func TestMainExitsOneWhenTheStackDoesNotStart(t *testing.T) {
 		func(c int) int { called = true; return c })
 	if code != 1 || m.ran || called || stack != nil {
 		t.Fatalf("code %d, ran %v, after called %v, stack %v", code, m.ran, called, stack)
+	}
+}
+
+func TestForTestStartsAStackInTheTestsDir(t *testing.T) {
+	t.Parallel()
+	var st *Stack
+	t.Run("inner", func(t *testing.T) {
+		st = ForTest(t, Options{NoS3: true})
+		if st.Endpoint == "" || st.Names["QuarantineTable"] == "" || !strings.HasPrefix(st.ConfigFile, os.TempDir()) || !strings.Contains(st.ConfigFile, "TestForTest") {
+			t.Fatalf("stack %+v", st)
+		}
+	})
+	if st == nil {
+		t.Fatal("no stack")
 	}
 }

@@ -25,11 +25,7 @@ import (
 // work on the same records at once: compared with a full recount.
 func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{})
 	table := st.Names["QuarantineTable"]
 	store, list := dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table)
 	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
