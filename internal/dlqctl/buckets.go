@@ -3,10 +3,8 @@ package dlqctl
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,12 +34,7 @@ type Bucket struct {
 
 func (a *App) bucketsCmd() *cobra.Command {
 	var o BucketsOptions
-	c := &cobra.Command{
-		Use:   "buckets",
-		Short: "Open records grouped by failure signature, ranked",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Buckets(cmd.Context(), o) },
-	}
+	c := command("buckets", "Open records grouped by failure signature, ranked", func(ctx context.Context) error { return a.Buckets(ctx, o) })
 	c.Flags().StringVar(&o.Source, "source", "", "source queue (all when empty)")
 	return c
 }
@@ -90,16 +83,14 @@ func (a *App) Buckets(ctx context.Context, o BucketsOptions) error {
 	}
 	buckets := Group(recs)
 	if a.Output == "json" {
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(buckets)
+		return a.writeJSON(buckets)
 	}
 	if len(buckets) == 0 {
 		fmt.Fprintln(a.Out, "no open records")
 		return nil
 	}
 	fmt.Fprintf(a.Out, "%d open records in %d failure signatures\n\n", len(recs), len(buckets))
-	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "COUNT\tSHARE\tSIGNATURE\tFIRST SEEN\tLAST SEEN\tEXAMPLE")
 	for _, b := range buckets {
 		flag := ""

@@ -41,11 +41,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := embedded.ForTest(t, embedded.Options{})
 	f := &fixture{st: st, store: dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]),
 		clock: clock.NewFake(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)), ids: map[string]string{}}
 	src := &quarantine.Source{Name: "orders", ARN: "arn:aws:sqs:us-east-1:000000000000:orders", IdempotencyPointer: "/id", RedriveCap: 3}

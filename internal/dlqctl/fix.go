@@ -24,15 +24,11 @@ type FixOptions struct {
 
 func (a *App) fixCmd() *cobra.Command {
 	var o FixOptions
-	c := &cobra.Command{
-		Use:   "fix ID --payload-file F --reason TEXT",
-		Short: "Store a corrected payload beside the original (validated by the redrive function; redrive it after)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ID = args[0]
-			return a.Fix(cmd.Context(), o)
-		},
-	}
+	c := idCommand("fix ID --payload-file F --reason TEXT", "Store a corrected payload beside the original (validated by the redrive function; redrive it after)",
+		func(ctx context.Context, id string) error {
+			o.ID = id
+			return a.Fix(ctx, o)
+		})
 	c.Flags().StringVar(&o.PayloadFile, "payload-file", "", "file holding the corrected payload, exactly as it is to be sent (required)")
 	c.Flags().StringVar(&o.Reason, "reason", "", "why it was corrected (required; recorded in the sealed history)")
 	c.Flags().BoolVar(&o.NewKey, "new-key", false, "accept a correction that changes the event's idempotency key (recorded)")

@@ -2,9 +2,7 @@ package dlqctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,17 +25,13 @@ type LsOptions struct {
 
 func (a *App) lsCmd() *cobra.Command {
 	var o LsOptions
-	c := &cobra.Command{
-		Use:   "ls",
-		Short: "List records (no payloads)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Held && !cmd.Flags().Changed("status") {
-				o.Status = "all"
-			}
-			return a.Ls(cmd.Context(), o)
-		},
-	}
+	var c *cobra.Command
+	c = command("ls", "List records (no payloads)", func(ctx context.Context) error {
+		if o.Held && !c.Flags().Changed("status") {
+			o.Status = "all"
+		}
+		return a.Ls(ctx, o)
+	})
 	f := c.Flags()
 	f.StringVar(&o.Status, "status", "QUARANTINED", "status, comma-separated statuses, or all")
 	f.StringVar(&o.Class, "class", "", "failure class(es): validation, exhausted, poison")
@@ -81,15 +75,13 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 		out = append(out, summarize(r))
 	}
 	if a.Output == "json" {
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return a.writeJSON(out)
 	}
 	if len(out) == 0 {
 		fmt.Fprintln(a.Out, "no records match")
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "ID\tSTATUS\tCLASS\tATTEMPTS\tREDRIVES\tFIRST SEEN\tSIGNATURE")
 	for _, s := range out {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", s.ID, s.Status, s.Class, s.Attempts, s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)

@@ -23,15 +23,10 @@ func (a *App) parkCmd(park bool) *cobra.Command {
 	if !park {
 		use, short = "unpark ID --reason TEXT", "Return a parked record to quarantine"
 	}
-	c := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ID = args[0]
-			return a.ParkRecord(cmd.Context(), o)
-		},
-	}
+	c := idCommand(use, short, func(ctx context.Context, id string) error {
+		o.ID = id
+		return a.ParkRecord(ctx, o)
+	})
 	c.Flags().StringVar(&o.Reason, "reason", "", "why (required; recorded in the sealed history)")
 	return c
 }
@@ -45,12 +40,9 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := store.Get(ctx, o.ID)
-	if errors.Is(err, quarantine.ErrNotFound) {
-		return fmt.Errorf("no record %q in table %s", o.ID, a.Table)
-	}
+	r, err := a.getRecord(ctx, store, o.ID)
 	if err != nil {
-		return describe(err, a.Table)
+		return err
 	}
 	var next *quarantine.Record
 	if o.Park {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,12 +39,8 @@ type PolicyChangeOptions struct {
 func (a *App) policyCmd() *cobra.Command {
 	c := &cobra.Command{Use: "policy", Short: "Standing redrive policies: pre-approved automatic replay with a breaker"}
 	var add PolicyAddOptions
-	addCmd := &cobra.Command{
-		Use:   "add --source Q (--signature S | --since T | --min-age D) --max-per-run N --expires T",
-		Short: "Create a standing policy (recorded, sealed)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.PolicyAdd(cmd.Context(), add) },
-	}
+	addCmd := command("add --source Q (--signature S | --since T | --min-age D) --max-per-run N --expires T", "Create a standing policy (recorded, sealed)",
+		func(ctx context.Context) error { return a.PolicyAdd(ctx, add) })
 	f := addCmd.Flags()
 	f.StringVar(&add.Source, "source", "", "source queue (required)")
 	f.StringVar(&add.Classes, "class", "", "failure class (exhausted only, the default)")
@@ -61,12 +56,7 @@ func (a *App) policyCmd() *cobra.Command {
 	f.StringVar(&add.Note, "note", "", "why (an incident, a change ticket)")
 
 	var ls string
-	lsCmd := &cobra.Command{
-		Use:   "ls --source Q",
-		Short: "List a source's policies with their breakers",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.PolicyList(cmd.Context(), ls) },
-	}
+	lsCmd := command("ls --source Q", "List a source's policies with their breakers", func(ctx context.Context) error { return a.PolicyList(ctx, ls) })
 	lsCmd.Flags().StringVar(&ls, "source", "", "source queue (required)")
 
 	change := func(resume bool) *cobra.Command {
@@ -75,10 +65,10 @@ func (a *App) policyCmd() *cobra.Command {
 		if resume {
 			use, short = "resume ID --source Q --reason R", "Resume a suspended policy; its breaker starts afresh (recorded)"
 		}
-		cc := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
-			o.ID = args[0]
-			return a.PolicyChange(cmd.Context(), o)
-		}}
+		cc := idCommand(use, short, func(ctx context.Context, id string) error {
+			o.ID = id
+			return a.PolicyChange(ctx, o)
+		})
 		cc.Flags().StringVar(&o.Source, "source", "", "source queue (required)")
 		cc.Flags().StringVar(&o.Reason, "reason", "", "why (required; recorded)")
 		return cc
@@ -178,15 +168,13 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 		rows = append(rows, row{p, p.Judge(sent, back)})
 	}
 	if a.Output == "json" {
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return a.writeJSON(rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(a.Out, "no policies for %s\n", source)
 		return nil
 	}
-	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "ID\tSTATE\tSELECTS\tMAX/RUN\tEXPIRES\tSENT\tCAME BACK\tSHARE\tCREATED BY\tLAST CHANGE")
 	for _, r := range rows {
 		state := r.State

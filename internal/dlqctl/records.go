@@ -75,16 +75,14 @@ func (a *App) list(ctx context.Context, sts []quarantine.Status, q quarantine.Li
 	var ids []string
 	for _, st := range sts {
 		q.Status, q.Cursor = st, ""
-		for {
-			page, err := lister.List(ctx, q)
+		for page, err := range quarantine.Pages(ctx, lister, q) {
 			if err != nil {
 				return nil, describe(err, a.Table)
 			}
 			ids = append(ids, page.IDs...)
-			if page.Cursor == "" || (limit > 0 && len(ids) >= limit) {
+			if limit > 0 && len(ids) >= limit {
 				break
 			}
-			q.Cursor = page.Cursor
 		}
 		if limit > 0 && len(ids) >= limit {
 			ids = ids[:limit]

@@ -33,12 +33,7 @@ type RedriveOptions struct {
 
 func (a *App) redriveCmd() *cobra.Command {
 	var o RedriveOptions
-	c := &cobra.Command{
-		Use:   "redrive",
-		Short: "Replay records through the deployed redrive function (a dry run unless --yes)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Redrive(cmd.Context(), o) },
-	}
+	c := command("redrive", "Replay records through the deployed redrive function (a dry run unless --yes)", func(ctx context.Context) error { return a.Redrive(ctx, o) })
 	f := c.Flags()
 	f.StringVar(&o.Source, "source", "", "source queue name or ARN (required)")
 	f.StringVar(&o.Classes, "class", "", "failure class(es)")
@@ -217,9 +212,7 @@ func (a *App) progress(done, limit int, t *redrive.Report) {
 
 func (a *App) print(r *redrive.Report) error {
 	if a.Output == "json" {
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return a.writeJSON(r)
 	}
 	fmt.Fprintf(a.Out, "redriven %d, held %d, parked as poison %d, failed %d, skipped %d; remaining %d\n",
 		r.Redriven.Count, r.Held.Count, r.Parked.Count, r.Failed.Count, r.Skipped.Count, r.Remaining)

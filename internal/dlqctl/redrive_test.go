@@ -23,11 +23,7 @@ import (
 // real redrive function (its bootstrap on kumo's Runtime API) end to end.
 func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{})
 	fn, _ := st.Template.GetServerlessFunctionWithName("RedriveFunction")
 	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
 	if err != nil {

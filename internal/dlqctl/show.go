@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,21 +25,29 @@ type ShowOptions struct {
 
 func (a *App) showCmd() *cobra.Command {
 	var o ShowOptions
-	c := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a record and its history; the payload only with --payload (recorded)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ID = args[0]
-			return a.Show(cmd.Context(), o)
-		},
-	}
+	c := idCommand("show ID", "Show a record and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
+		o.ID = id
+		return a.Show(ctx, o)
+	})
 	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload and corrections (the read is recorded, who and when)")
 	c.Flags().BoolVar(&o.Diff, "diff", false, "print each correction as a JSON diff (paths only; values with --payload)")
 	return c
 }
 
-// Show runs dlqctl show.
+// shown is what show prints: the record as read (after its payload read
+// was recorded), the payload and corrections when asked for, the diffs
+// when asked for, and whether the seal verifies.
+type shown struct {
+	r           *quarantine.Record
+	body        []byte
+	attrs       map[string]quarantine.Attribute
+	corrections []string
+	diffs       []correctionDiff
+	sealErr     error
+}
+
+// Show runs dlqctl show: read the record, record a payload read before
+// anything is shown, load what was asked for, then print it.
 func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
@@ -49,87 +56,120 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := store.Get(ctx, o.ID)
-	if errors.Is(err, quarantine.ErrNotFound) {
-		return fmt.Errorf("no record %q in table %s", o.ID, a.Table)
-	}
+	r, err := a.getRecord(ctx, store, o.ID)
 	if err != nil {
-		return describe(err, a.Table)
+		return err
 	}
-	var body []byte
-	var attrs map[string]quarantine.Attribute
+	v := shown{r: r}
 	if o.Payload {
-		// Record the read before showing anything.
-		for attempt := 0; ; attempt++ {
-			next, err := r.NotePayloadRead(a.Actor, a.Now())
-			if quarantine.IsIntegrityFailure(err) {
-				return a.holdRecord(ctx, store, r, err) // the read cannot be recorded under its seal
-			}
-			if err != nil {
-				return err
-			}
-			err = store.Replace(ctx, next, r.Version)
-			if err == nil {
-				r = next
-				break
-			}
-			if !errors.Is(err, quarantine.ErrVersionConflict) || attempt > 5 {
-				return fmt.Errorf("record the payload read: %w", err)
-			}
-			if r, err = store.Get(ctx, o.ID); err != nil {
-				return err
-			}
+		if v.r, err = a.recordPayloadRead(ctx, store, r, o.ID); err != nil {
+			return err
 		}
-		if r.Status != quarantine.StatusArchived {
-			if body, err = quarantine.LoadBody(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
-				return a.holdRecord(ctx, store, r, err)
-			} else if err != nil {
-				return err
-			}
-			if attrs, err = quarantine.LoadAttributes(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
-				return a.holdRecord(ctx, store, r, err)
-			} else if err != nil {
-				return err
-			}
-		}
-	}
-	var corrections []string
-	if o.Payload && r.Status != quarantine.StatusArchived {
-		for i := range r.Corrections {
-			b, err := quarantine.CorrectionBody(ctx, payloads, r, &r.Corrections[i])
-			if err != nil {
-				return err
-			}
-			corrections = append(corrections, string(b))
-		}
-	}
-	var diffs []correctionDiff
-	if o.Diff {
-		if diffs, err = diffCorrections(ctx, payloads, r, o.Payload); err != nil {
+		if err := a.loadPayload(ctx, store, payloads, &v); err != nil {
 			return err
 		}
 	}
-	sealErr := quarantine.Verify(r)
-	view := r.Clone()
+	if o.Diff {
+		if v.diffs, err = diffCorrections(ctx, payloads, v.r, o.Payload); err != nil {
+			return err
+		}
+	}
+	v.sealErr = quarantine.Verify(v.r)
+	if a.Output == "json" {
+		return a.showJSON(v, o)
+	}
+	a.showText(v, o)
+	return nil
+}
+
+// recordPayloadRead notes the payload read in r's sealed history (one
+// conditional write, re-read and retried on a conflict) and returns the
+// record as written. A record that fails verification is held instead:
+// the read cannot be recorded under its seal.
+func (a *App) recordPayloadRead(ctx context.Context, store quarantine.Store, r *quarantine.Record, id string) (*quarantine.Record, error) {
+	for attempt := 0; ; attempt++ {
+		next, err := r.NotePayloadRead(a.Actor, a.Now())
+		if quarantine.IsIntegrityFailure(err) {
+			return nil, a.holdRecord(ctx, store, r, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = store.Replace(ctx, next, r.Version)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt > 5 {
+			return nil, fmt.Errorf("record the payload read: %w", err)
+		}
+		if r, err = store.Get(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// loadPayload loads v.r's body, attributes and correction bodies (an
+// archived record's are in its archive object: none are loaded). A body or
+// attributes that fail their hash hold the record.
+func (a *App) loadPayload(ctx context.Context, store quarantine.Store, payloads quarantine.PayloadStore, v *shown) error {
+	r := v.r
+	if r.Status == quarantine.StatusArchived {
+		return nil
+	}
+	var err error
+	if v.body, err = quarantine.LoadBody(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
+		return a.holdRecord(ctx, store, r, err)
+	} else if err != nil {
+		return err
+	}
+	if v.attrs, err = quarantine.LoadAttributes(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
+		return a.holdRecord(ctx, store, r, err)
+	} else if err != nil {
+		return err
+	}
+	for i := range r.Corrections {
+		b, err := quarantine.CorrectionBody(ctx, payloads, r, &r.Corrections[i])
+		if err != nil {
+			return err
+		}
+		v.corrections = append(v.corrections, string(b))
+	}
+	return nil
+}
+
+// showJSON prints v as one JSON document, the record without its bodies.
+func (a *App) showJSON(v shown, o ShowOptions) error {
+	view := v.r.Clone()
 	view.Body, view.Attributes = "", nil
 	for i := range view.Corrections {
 		view.Corrections[i].Body = ""
 	}
-	if a.Output == "json" {
-		out := map[string]any{"record": view, "seal_verifies": sealErr == nil}
-		if o.Payload {
-			out["payload"] = string(body)
-			out["attributes"] = attrs
-			out["corrections"] = corrections
-		}
-		if o.Diff {
-			out["diffs"] = diffs
-		}
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+	out := map[string]any{"record": view, "seal_verifies": v.sealErr == nil}
+	if o.Payload {
+		out["payload"] = string(v.body)
+		out["attributes"] = v.attrs
+		out["corrections"] = v.corrections
 	}
-	tw := tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	if o.Diff {
+		out["diffs"] = v.diffs
+	}
+	return a.writeJSON(out)
+}
+
+// showText prints v for a person, section by section.
+func (a *App) showText(v shown, o ShowOptions) {
+	a.showFields(v.r, v.sealErr)
+	a.showAttempts(v.r)
+	a.showReads(v.r)
+	a.showCorrections(v.r)
+	a.showDiffs(v.diffs)
+	if o.Payload {
+		a.showPayload(v)
+	}
+}
+
+func (a *App) showFields(r *quarantine.Record, sealErr error) {
+	tw := newTable(a.Out)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("id", r.DLQID)
 	row("source", r.Source)
@@ -153,35 +193,49 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		row("seal", r.Seal+" (verifies)")
 	}
 	tw.Flush()
+}
+
+func (a *App) showAttempts(r *quarantine.Record) {
 	fmt.Fprintf(a.Out, "\nhistory (%d entries, %d kept: the first arrival and the newest):\n", r.AttemptCount, len(r.Attempts))
-	tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
+	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "  AT\tSTAGE\tACTOR\tREASON")
 	for _, at := range r.Attempts {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", at.At.UTC().Format(time.RFC3339), at.Stage, at.Actor, at.Reason)
 	}
 	tw.Flush()
-	if r.ReadCount > 0 {
-		fmt.Fprintf(a.Out, "\npayload reads (%d, newest %d kept):\n", r.ReadCount, len(r.Reads))
-		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  AT\tACTOR")
-		for _, rd := range r.Reads {
-			fmt.Fprintf(tw, "  %s\t%s\n", rd.At.UTC().Format(time.RFC3339), rd.Actor)
-		}
-		tw.Flush()
+}
+
+func (a *App) showReads(r *quarantine.Record) {
+	if r.ReadCount == 0 {
+		return
 	}
-	if len(r.Corrections) > 0 {
-		fmt.Fprintf(a.Out, "\noriginal body kept verbatim (sha256 %s); %d correction(s), replays send the latest:\n", r.BodySHA256, len(r.Corrections))
-		tw = tabwriter.NewWriter(a.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  N\tAT\tACTOR\tREASON\tBYTES\tSHA256\tDIFF SHA256")
-		for _, c := range r.Corrections {
-			reason := c.Reason
-			if c.NewKey != "" {
-				reason += " (new idempotency key)"
-			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.N, c.At.UTC().Format(time.RFC3339), c.Actor, reason, c.BodySize, c.BodySHA256[:16], c.DiffSHA256[:16])
-		}
-		tw.Flush()
+	fmt.Fprintf(a.Out, "\npayload reads (%d, newest %d kept):\n", r.ReadCount, len(r.Reads))
+	tw := newTable(a.Out)
+	fmt.Fprintln(tw, "  AT\tACTOR")
+	for _, rd := range r.Reads {
+		fmt.Fprintf(tw, "  %s\t%s\n", rd.At.UTC().Format(time.RFC3339), rd.Actor)
 	}
+	tw.Flush()
+}
+
+func (a *App) showCorrections(r *quarantine.Record) {
+	if len(r.Corrections) == 0 {
+		return
+	}
+	fmt.Fprintf(a.Out, "\noriginal body kept verbatim (sha256 %s); %d correction(s), replays send the latest:\n", r.BodySHA256, len(r.Corrections))
+	tw := newTable(a.Out)
+	fmt.Fprintln(tw, "  N\tAT\tACTOR\tREASON\tBYTES\tSHA256\tDIFF SHA256")
+	for _, c := range r.Corrections {
+		reason := c.Reason
+		if c.NewKey != "" {
+			reason += " (new idempotency key)"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", c.N, c.At.UTC().Format(time.RFC3339), c.Actor, reason, c.BodySize, c.BodySHA256[:16], c.DiffSHA256[:16])
+	}
+	tw.Flush()
+}
+
+func (a *App) showDiffs(diffs []correctionDiff) {
 	for _, d := range diffs {
 		fmt.Fprintf(a.Out, "\ncorrection %d, from %s:\n", d.N, d.From)
 		if d.Unavailable != "" {
@@ -195,16 +249,16 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 			}
 		}
 	}
-	if o.Payload {
-		fmt.Fprintf(a.Out, "\npayload (read recorded as %s):\n%s\n", a.Actor, body)
-		for k, v := range attrs {
-			fmt.Fprintf(a.Out, "attribute %s (%s): %s%x\n", k, v.DataType, v.StringValue, v.BinaryValue)
-		}
-		for i, c := range corrections {
-			fmt.Fprintf(a.Out, "correction %d:\n%s\n", i+1, c)
-		}
+}
+
+func (a *App) showPayload(v shown) {
+	fmt.Fprintf(a.Out, "\npayload (read recorded as %s):\n%s\n", a.Actor, v.body)
+	for k, at := range v.attrs {
+		fmt.Fprintf(a.Out, "attribute %s (%s): %s%x\n", k, at.DataType, at.StringValue, at.BinaryValue)
 	}
-	return nil
+	for i, c := range v.corrections {
+		fmt.Fprintf(a.Out, "correction %d:\n%s\n", i+1, c)
+	}
 }
 
 // correctionDiff is one correction as a structural diff.

@@ -2,7 +2,6 @@ package dlqctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,12 +26,7 @@ type VerifyResult struct {
 }
 
 func (a *App) verifyCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify",
-		Short: "Recompute every seal; check every archived stub against its Object Lock object",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.Verify(cmd.Context()) },
-	}
+	return command("verify", "Recompute every seal; check every archived stub against its Object Lock object", a.Verify)
 }
 
 // Verify reads every record of the table (a forensic full read: the one
@@ -92,9 +86,7 @@ func (a *App) Verify(ctx context.Context) error {
 		}
 	}
 	if a.Output == "json" {
-		enc := json.NewEncoder(a.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := a.writeJSON(res); err != nil {
 			return err
 		}
 	} else {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,16 +29,7 @@ import (
 
 var stack *embedded.Stack
 
-func TestMain(m *testing.M) {
-	st, err := embedded.Start(context.Background(), embedded.Options{})
-	if err != nil {
-		panic(err)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
 
 func TestStoreContract(t *testing.T) {
 	storetest.RunStore(t, dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]))

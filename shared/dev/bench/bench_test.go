@@ -46,11 +46,7 @@ func inventory(i int) string {
 // flight (no batch barrier), for reference.
 func BenchmarkIngestThroughput(b *testing.B) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(b, embedded.Options{NoS3: true})
 	table := st.Names["QuarantineTable"]
 	for i := 0; i < b.N; i++ {
 		source := embedded.RandomName("bench")
@@ -192,11 +188,7 @@ func BenchmarkIngestBootstrap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(b, embedded.Options{NoS3: true})
 	env, err := lambdatest.Env(st, "IngestFunction")
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -55,11 +55,7 @@ func seedSource(b *testing.B, st *embedded.Stack, n int) (*quarantine.Source, st
 // SendMessage per record, all in the same run.
 func BenchmarkRedriveThroughput(b *testing.B) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(b, embedded.Options{NoS3: true})
 	table := st.Names["QuarantineTable"]
 	for i := 0; i < b.N; i++ {
 		// The service.
@@ -138,12 +134,5 @@ func BenchmarkRedriveThroughput(b *testing.B) {
 // inParallel runs f for each index, redrive.Concurrency at a time, as the
 // service claims and marks the records of a batch.
 func inParallel(n int, f func(i int)) {
-	sem := make(chan struct{}, redrive.Concurrency)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() { defer wg.Done(); defer func() { <-sem }(); f(i) }()
-	}
-	wg.Wait()
+	fanout.Run(context.Background(), n, redrive.Concurrency, func(_ context.Context, i int) error { f(i); return nil })
 }

@@ -53,11 +53,7 @@ func parkAll(b *testing.B, st *embedded.Stack, n int) []*quarantine.Record {
 // Object Lock PutObject and a conditional PutItem, in the same run.
 func BenchmarkSweeperThroughput(b *testing.B) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(b, embedded.Options{})
 	table, bucket := st.Names["QuarantineTable"], st.Names["ArchiveBucket"]
 	store := dynamostore.New(st.Clients.DynamoDB, table)
 	for i := 0; i < b.N; i++ {

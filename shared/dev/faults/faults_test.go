@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +26,7 @@ import (
 
 var stack *embedded.Stack
 
-func TestMain(m *testing.M) {
-	st, err := embedded.Start(context.Background(), embedded.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
 
 // clients with every request faulted and no SDK retries, so the injected
 // response is what the caller sees.

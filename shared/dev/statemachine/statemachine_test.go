@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -22,17 +21,7 @@ import (
 
 var stack *embedded.Stack
 
-func TestMain(m *testing.M) {
-	st, err := embedded.Start(context.Background(), embedded.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
 
 // legal lists, for each status, the statuses one action may lead to.
 var legal = map[quarantine.Status][]quarantine.Status{

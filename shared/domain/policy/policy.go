@@ -10,15 +10,12 @@ package policy
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/gowebpki/jcs"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -254,20 +251,12 @@ func (p *Policy) clone() *Policy {
 	return &c
 }
 
-// ComputeSeal is the SHA-256 of p's canonical JSON without its seal.
+// ComputeSeal is the SHA-256 of p's canonical JSON without its seal,
+// computed by the seal function records use (quarantine.CanonicalSHA256).
 func (p *Policy) ComputeSeal() (string, error) {
 	c := *p
 	c.Seal = ""
-	raw, err := json.Marshal(&c)
-	if err != nil {
-		return "", err
-	}
-	canon, err := jcs.Transform(raw)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return quarantine.CanonicalSHA256(&c)
 }
 
 func (p *Policy) seal() error {

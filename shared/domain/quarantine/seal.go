@@ -20,8 +20,34 @@ func ComputeSeal(r *Record) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	return sha256Hex(canon), nil
+}
+
+// Canonical returns the RFC 8785 (JCS) canonical form of v's encoding/json
+// encoding: the bytes every seal in the system is computed over (records
+// here, policies in package policy). Errors from json.Marshal and from the
+// canonicalizer are returned as they are.
+func Canonical(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(raw)
+}
+
+// CanonicalSHA256 returns the SHA-256, in hex, of Canonical(v): the one
+// seal function that records and policies share.
+func CanonicalSHA256(v any) (string, error) {
+	canon, err := Canonical(v)
+	if err != nil {
+		return "", err
+	}
+	return sha256Hex(canon), nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // CanonicalJSON returns the RFC 8785 canonical JSON of r without its seal:
@@ -36,11 +62,7 @@ func CanonicalJSON(r *Record) ([]byte, error) {
 			body.Corrections[i].Body = "" // through its body_sha256, as the original
 		}
 	}
-	raw, err := json.Marshal(&body)
-	if err != nil {
-		return nil, fmt.Errorf("marshal record: %w", err)
-	}
-	canon, err := jcs.Transform(raw)
+	canon, err := Canonical(&body)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize record: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 )
 
 // Handler is the ingest Lambda handler.
@@ -120,31 +120,27 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		return events.SQSEventResponse{}, err
 	}
 	results := make([]result, len(ev.Records))
-	sem := make(chan struct{}, h.concurrency)
-	var wg sync.WaitGroup
-	for _, lane := range lanes(ev) {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			var after time.Time
-			for k, i := range lane {
-				rec := ev.Records[i]
-				m := ToMessage(rec)
-				if k > 0 && results[lane[k-1]].err != nil {
-					results[i] = result{msg: m, err: errDeferred, deferred: true}
-					h.log.WarnContext(ctx, "message deferred: an earlier message of its FIFO group was not stored",
-						"message_id", rec.MessageId, "event_source", rec.EventSourceARN)
-					continue
-				}
-				m.After = after
-				results[i] = h.one(ctx, rec, m)
-				after = results[i].outcome.At
+	ls := lanes(ev)
+	// Every lane runs whatever becomes of ctx: a lane left out would leave
+	// its messages' results empty, which reads as stored.
+	fanout.Run(context.WithoutCancel(ctx), len(ls), h.concurrency, func(_ context.Context, l int) error {
+		lane := ls[l]
+		var after time.Time
+		for k, i := range lane {
+			rec := ev.Records[i]
+			m := ToMessage(rec)
+			if k > 0 && results[lane[k-1]].err != nil {
+				results[i] = result{msg: m, err: errDeferred, deferred: true}
+				h.log.WarnContext(ctx, "message deferred: an earlier message of its FIFO group was not stored",
+					"message_id", rec.MessageId, "event_source", rec.EventSourceARN)
+				continue
 			}
-		}()
-	}
-	wg.Wait()
+			m.After = after
+			results[i] = h.one(ctx, rec, m)
+			after = results[i].outcome.At
+		}
+		return nil
+	})
 
 	var resp events.SQSEventResponse
 	for i, r := range results {

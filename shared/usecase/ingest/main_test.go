@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -54,29 +53,20 @@ func testLogger() *slog.Logger {
 }
 
 func TestMain(m *testing.M) {
-	os.Setenv("AWS_ACCESS_KEY_ID", embedded.AccessKey)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", embedded.SecretKey)
-	os.Setenv("AWS_REGION", embedded.Region)
-	st, err := embedded.Start(context.Background(), embedded.Options{Log: io.Discard})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "embedded stack:", err)
-		os.Exit(1)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	all := logs.String()
-	// A whole run must have captured lines, or the check would prove nothing.
-	if strings.Count(all, "\n") == 0 && code == 0 && flag.Lookup("test.run").Value.String() == "" {
-		fmt.Fprintln(os.Stderr, "no log lines were captured: the leak check would prove nothing")
-		code = 1
-	}
-	payloads.Range(func(k, _ any) bool {
-		if strings.Contains(all, k.(string)) {
-			fmt.Fprintf(os.Stderr, "payload value %q appears in logs or metrics\n", k)
+	embedded.Main(m, embedded.Options{Log: io.Discard}, &stack, func(code int) int {
+		all := logs.String()
+		// A whole run must have captured lines, or the check would prove nothing.
+		if strings.Count(all, "\n") == 0 && code == 0 && flag.Lookup("test.run").Value.String() == "" {
+			fmt.Fprintln(os.Stderr, "no log lines were captured: the leak check would prove nothing")
 			code = 1
 		}
-		return true
+		payloads.Range(func(k, _ any) bool {
+			if strings.Contains(all, k.(string)) {
+				fmt.Fprintf(os.Stderr, "payload value %q appears in logs or metrics\n", k)
+				code = 1
+			}
+			return true
+		})
+		return code
 	})
-	os.Exit(code)
 }

@@ -22,6 +22,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 )
 
@@ -131,64 +132,97 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	return out, nil
 }
 
+// source measures one source: the DLQ's depth, the counters, the open
+// records' dominant signature and the oldest open record.
 func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, error) {
 	now := s.Now().UTC()
 	rep := &Report{Source: src.Name, Records: map[string]int64{}}
+	if err := s.dlqDepth(ctx, src, rep); err != nil {
+		return nil, err
+	}
+	if err := s.counts(ctx, src, now, rep); err != nil {
+		return nil, err
+	}
+	if err := s.dominant(ctx, src, rep); err != nil {
+		return nil, err
+	}
+	if err := s.oldest(ctx, src, now, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
 
+// dlqDepth reads the DLQ's visible and in-flight message counts.
+func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Report) error {
 	url, err := s.queueURL(ctx, src)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
 		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
-		return nil, fmt.Errorf("dlq depth: %w", err)
+		return fmt.Errorf("dlq depth: %w", err)
 	}
 	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessages"], &rep.DLQDepth)
 	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], &rep.DLQInFlight)
+	return nil
+}
 
-	// Every counter this run needs, in one batch read.
-	var keys []string
-	sum := map[string][]string{} // what a sum is made of
+// counterPlan is every counter shard one run reads, in the order read,
+// and which shards each reported sum is made of.
+type counterPlan struct {
+	keys []string
+	sum  map[string][]string
+}
+
+func (p *counterPlan) add(name, key string) {
+	p.keys, p.sum[name] = append(p.keys, key), append(p.sum[name], key)
+}
+
+// planCounters lists the counters of src a run at now reads: the state
+// counters, last minute's arrivals, this hour's new poison, the holds and
+// new holds, and the success window's resolved and came-back counts.
+func planCounters(src string, now time.Time) *counterPlan {
+	p := &counterPlan{sum: map[string][]string{}}
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			for shard := range quarantine.CounterShards {
-				k := quarantine.StateCounterKey(src.Name, st, c, shard)
-				keys = append(keys, k)
-				sum[string(st)+"/"+string(c)] = append(sum[string(st)+"/"+string(c)], k)
+				p.add(string(st)+"/"+string(c), quarantine.StateCounterKey(src, st, c, shard))
 			}
 		}
 	}
 	lastMinute := now.Truncate(time.Minute).Add(-time.Minute)
 	hours := []time.Time{now.Truncate(time.Hour), now.Truncate(time.Hour).Add(-time.Hour)}
 	for shard := range quarantine.CounterShards {
-		k := quarantine.BucketCounterKey(src.Name, quarantine.CounterArrivals, lastMinute, shard)
-		keys, sum["arrivals"] = append(keys, k), append(sum["arrivals"], k)
-		k = quarantine.BucketCounterKey(src.Name, quarantine.CounterPoisoned, hours[0], shard)
-		keys, sum["poisoned"] = append(keys, k), append(sum["poisoned"], k)
-		k = quarantine.HeldCounterKey(src.Name, shard)
-		keys, sum[quarantine.CounterHeld] = append(keys, k), append(sum[quarantine.CounterHeld], k)
+		p.add("arrivals", quarantine.BucketCounterKey(src, quarantine.CounterArrivals, lastMinute, shard))
+		p.add("poisoned", quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, hours[0], shard))
+		p.add(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
 		// This minute and the last (the function runs every minute): every
 		// hold is published as new by at least one run, and the alarm is
 		// OK again two minutes after the last, so the next one notifies.
 		for _, m := range []time.Time{now.Truncate(time.Minute), lastMinute} {
-			k = quarantine.BucketCounterKey(src.Name, quarantine.CounterNewHeld, m, shard)
-			keys, sum[quarantine.CounterNewHeld] = append(keys, k), append(sum[quarantine.CounterNewHeld], k)
+			p.add(quarantine.CounterNewHeld, quarantine.BucketCounterKey(src, quarantine.CounterNewHeld, m, shard))
 		}
 		for _, h := range hours[:defaultSuccessWindow] {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
-				k := quarantine.BucketCounterKey(src.Name, kind, h, shard)
-				keys, sum[kind] = append(keys, k), append(sum[kind], k)
+				p.add(kind, quarantine.BucketCounterKey(src, kind, h, shard))
 			}
 		}
 	}
-	vals, err := s.Counters.ReadCounters(ctx, keys)
+	return p
+}
+
+// counts reads every counter this run needs in one batch read and fills
+// the report's counts and success rate.
+func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
+	plan := planCounters(src.Name, now)
+	vals, err := s.Counters.ReadCounters(ctx, plan.keys)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	total := func(name string) int64 {
 		var n int64
-		for _, k := range sum[name] {
+		for _, k := range plan.sum[name] {
 			n += vals[k]
 		}
 		return n
@@ -207,10 +241,14 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		rate := 100 * float64(resolved) / float64(resolved+back)
 		rep.RedriveSuccessRate = &rate
 	}
+	return nil
+}
 
+// dominant finds the signature most open records share, and its share.
+func (s *Service) dominant(ctx context.Context, src *quarantine.Source, rep *Report) error {
 	open, err := s.Signatures.OpenSignatures(ctx, src.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, sig := range slices.Sorted(maps.Keys(open)) {
 		rep.OpenRecords += open[sig]
@@ -221,11 +259,14 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 	if rep.OpenRecords > 0 {
 		rep.DominantSharePct = 100 * float64(open[rep.DominantSignature]) / float64(rep.OpenRecords)
 	}
+	return nil
+}
 
-	// The oldest QUARANTINED record: the first of the status index. (The
-	// index is partitioned by status, so older records of other sources are
-	// read past: one query per page of them. With one source per table, as
-	// the template deploys, that is always one query.)
+// oldest measures the age of the oldest QUARANTINED record: the first of
+// the status index. (The index is partitioned by status, so older records
+// of other sources are read past: one query per page of them. With one
+// source per table, as the template deploys, that is always one query.)
+func (s *Service) oldest(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
 	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: src.Name, Limit: 1}
 	page, err := s.Lister.List(ctx, q)
 	for err == nil && len(page.IDs) == 0 && page.Cursor != "" {
@@ -233,16 +274,16 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 		page, err = s.Lister.List(ctx, q)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(page.IDs) > 0 {
 		r, err := s.Store.Get(ctx, page.IDs[0])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.OldestAgeSeconds = now.Sub(r.FirstSeen.Time).Seconds()
 	}
-	return rep, nil
+	return nil
 }
 
 func (s *Service) queueURL(ctx context.Context, src *quarantine.Source) (string, error) {
@@ -267,9 +308,9 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	if ns == "" {
 		ns = emf.Namespace
 	}
-	src := cwtypes.Dimension{Name: aws.String(DimSource), Value: aws.String(rep.Source)}
+	src := cwmetrics.Dim(DimSource, rep.Source)
 	datum := func(name string, v float64, unit cwtypes.StandardUnit, dims ...cwtypes.Dimension) cwtypes.MetricDatum {
-		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit, Dimensions: append([]cwtypes.Dimension{src}, dims...)}
+		return cwmetrics.Datum(name, v, unit, append([]cwtypes.Dimension{src}, dims...)...)
 	}
 	data := []cwtypes.MetricDatum{
 		datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
@@ -288,11 +329,10 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			data = append(data, datum(MetricRecords, float64(rep.Records[string(st)+"/"+string(c)]), cwtypes.StandardUnitCount,
-				cwtypes.Dimension{Name: aws.String(DimStatus), Value: aws.String(string(st))},
-				cwtypes.Dimension{Name: aws.String(DimClass), Value: aws.String(string(c))}))
+				cwmetrics.Dim(DimStatus, string(st)), cwmetrics.Dim(DimClass, string(c))))
 		}
 	}
-	if _, err := s.CloudWatch.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(ns), MetricData: data}); err != nil {
+	if err := cwmetrics.Put(ctx, s.CloudWatch, ns, data); err != nil {
 		return fmt.Errorf("publish metrics: %w", err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,17 +27,7 @@ import (
 
 var stack *embedded.Stack
 
-func TestMain(m *testing.M) {
-	st, err := embedded.Start(context.Background(), embedded.Options{NoS3: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{NoS3: true}, &stack) }
 
 type env struct {
 	src   *quarantine.Source

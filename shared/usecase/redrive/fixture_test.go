@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,17 +25,7 @@ import (
 
 var stack *embedded.Stack
 
-func TestMain(m *testing.M) {
-	st, err := embedded.Start(context.Background(), embedded.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "embedded stack:", err)
-		os.Exit(1)
-	}
-	stack = st
-	code := m.Run()
-	st.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
 
 // env is one isolated source: its own queues (emulator state is global).
 type env struct {

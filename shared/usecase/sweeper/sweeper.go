@@ -13,12 +13,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 )
 
@@ -149,16 +149,14 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		{Status: quarantine.StatusResolved, StatusSinceBefore: now.Add(-s.cfg.ResolvedAge), Limit: 1000},
 	} {
 		// Select first, then change (docs/emulators.md).
-		for {
-			page, err := s.lister.List(ctx, q)
+		for page, err := range quarantine.Pages(ctx, s.lister, q) {
 			if err != nil {
 				return nil, fmt.Errorf("list %s records: %w", q.Status, err)
 			}
 			due = append(due, page.IDs...)
-			if page.Cursor == "" || len(due) > s.cfg.MaxPerRun {
+			if len(due) > s.cfg.MaxPerRun {
 				break
 			}
-			q.Cursor = page.Cursor
 		}
 	}
 	if len(due) > s.cfg.MaxPerRun {
@@ -323,16 +321,10 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	if s.metrics == nil {
 		return nil
 	}
-	datum := func(name string, v float64, unit cwtypes.StandardUnit) cwtypes.MetricDatum {
-		return cwtypes.MetricDatum{MetricName: aws.String(name), Value: aws.Float64(v), Unit: unit}
-	}
-	_, err := s.metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{
-		Namespace: aws.String(s.cfg.Namespace),
-		MetricData: []cwtypes.MetricDatum{
-			datum(MetricArchived, float64(len(rep.Archived)), cwtypes.StandardUnitCount),
-			datum(MetricFailures, float64(rep.Failed), cwtypes.StandardUnitCount),
-			datum(MetricOldestParkedS, rep.OldestParkedAgeS, cwtypes.StandardUnitSeconds),
-		},
+	err := cwmetrics.Put(ctx, s.metrics, s.cfg.Namespace, []cwtypes.MetricDatum{
+		cwmetrics.Datum(MetricArchived, float64(len(rep.Archived)), cwtypes.StandardUnitCount),
+		cwmetrics.Datum(MetricFailures, float64(rep.Failed), cwtypes.StandardUnitCount),
+		cwmetrics.Datum(MetricOldestParkedS, rep.OldestParkedAgeS, cwtypes.StandardUnitSeconds),
 	})
 	if err != nil {
 		return fmt.Errorf("publish metrics: %w", err)

@@ -1,0 +1,124 @@
+package quarantine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// countingLister counts the List calls and fails the call numbered failAt
+// (0: never).
+type countingLister struct {
+	quarantine.Lister
+	calls, failAt int
+}
+
+var errList = errors.New("list failed")
+
+func (c *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	c.calls++
+	if c.calls == c.failAt {
+		return quarantine.ListPage{}, errList
+	}
+	return c.Lister.List(ctx, q)
+}
+
+func listStore(t *testing.T, n int) (*memstore.Store, []string) {
+	t.Helper()
+	q, store, _, clk := newQ(t)
+	var ids []string
+	for i := range n {
+		out, err := q.Quarantine(context.Background(), msg(fmt.Sprintf("m%d", i), fmt.Sprintf(`{"event_id":"evt-%d"}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		clk.Advance(time.Second)
+	}
+	return store, ids
+}
+
+func TestPagesFollowsTheCursorToTheLastPage(t *testing.T) {
+	t.Parallel()
+	store, want := listStore(t, 5)
+	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Limit: 2}
+	l := &countingLister{Lister: store}
+	var pages [][]string
+	for page, err := range quarantine.Pages(context.Background(), l, q) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, page.IDs)
+	}
+	if len(pages) != 3 || l.calls != 3 {
+		t.Fatalf("pages = %v after %d calls, want 3 pages of at most 2", pages, l.calls)
+	}
+	if got := slices.Concat(pages...); !slices.Equal(got, want) {
+		t.Fatalf("ids = %v, want %v", got, want)
+	}
+	got, err := quarantine.ListIDs(context.Background(), store, q)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ListIDs = %v, %v; want %v", got, err, want)
+	}
+	got, err = quarantine.ListIDs(context.Background(), store, quarantine.ListQuery{Status: quarantine.StatusParked})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("ListIDs of an empty status = %v, %v", got, err)
+	}
+}
+
+func TestPagesStopsWhenTheLoopBreaks(t *testing.T) {
+	t.Parallel()
+	store, want := listStore(t, 5)
+	l := &countingLister{Lister: store}
+	var got []string
+	for page, err := range quarantine.Pages(context.Background(), l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page.IDs...)
+		if len(got) >= 3 {
+			break
+		}
+	}
+	if l.calls != 2 || !slices.Equal(got, want[:4]) {
+		t.Fatalf("got %v after %d calls, want %v after 2", got, l.calls, want[:4])
+	}
+}
+
+func TestPagesYieldsAnErrorOnceAndEnds(t *testing.T) {
+	t.Parallel()
+	store, _ := listStore(t, 5)
+	l := &countingLister{Lister: store, failAt: 2}
+	var pages, errs int
+	for _, err := range quarantine.Pages(context.Background(), l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Limit: 2}) {
+		if err != nil {
+			if !errors.Is(err, errList) {
+				t.Fatalf("err = %v", err)
+			}
+			errs++
+			continue
+		}
+		pages++
+	}
+	if pages != 1 || errs != 1 || l.calls != 2 {
+		t.Fatalf("%d pages, %d errors, %d calls; want 1, 1, 2", pages, errs, l.calls)
+	}
+	if _, err := quarantine.ListIDs(context.Background(), &countingLister{Lister: store, failAt: 1}, quarantine.ListQuery{Status: quarantine.StatusQuarantined}); !errors.Is(err, errList) {
+		t.Fatalf("ListIDs err = %v", err)
+	}
+}
+
+func TestPagesStartsAtTheGivenCursor(t *testing.T) {
+	t.Parallel()
+	store, want := listStore(t, 4)
+	got, err := quarantine.ListIDs(context.Background(), store, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Limit: 3, Cursor: want[0]})
+	if err != nil || !slices.Equal(got, want[1:]) {
+		t.Fatalf("ListIDs from %s = %v, %v; want %v", want[0], got, err, want[1:])
+	}
+}
