@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 )
 
 // ActionPolicies applies every live standing policy of the source (the
@@ -32,9 +31,7 @@ const (
 )
 
 // MetricsAPI is the part of the CloudWatch client policies publish with.
-type MetricsAPI interface {
-	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
-}
+type MetricsAPI = cwmetrics.API
 
 // PolicyStore is where standing policies live.
 type PolicyStore interface {
@@ -198,7 +195,7 @@ func (t *policyTick) runPolicy(ctx context.Context, p *policy.Policy, now time.T
 
 // policyMetrics are the metrics of one policy's outcome o.
 func policyMetrics(source, id string, o PolicyOutcome) []cwtypes.MetricDatum {
-	dims := []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(source)}, {Name: aws.String("Policy"), Value: aws.String(id)}}
+	dims := []cwtypes.Dimension{cwmetrics.Dim("Source", source), cwmetrics.Dim("Policy", id)}
 	flag := 0.0
 	if o.State == policy.StateSuspended {
 		flag = 1
@@ -214,7 +211,7 @@ func policyMetrics(source, id string, o PolicyOutcome) []cwtypes.MetricDatum {
 		{MetricPolicyShare, o.Share, cwtypes.StandardUnitNone},
 		{MetricPolicySuspended, flag, cwtypes.StandardUnitNone},
 	} {
-		data = append(data, cwtypes.MetricDatum{MetricName: aws.String(m.name), Dimensions: dims, Value: aws.Float64(m.v), Unit: m.unit})
+		data = append(data, cwmetrics.Datum(m.name, m.v, m.unit, dims...))
 	}
 	return data
 }
@@ -223,12 +220,9 @@ func policyMetrics(source, id string, o PolicyOutcome) []cwtypes.MetricDatum {
 // the alarm watches.
 func (t *policyTick) publish(ctx context.Context) error {
 	s, src, data, suspended := t.s, t.src, t.data, t.suspended
-	data = append(data, cwtypes.MetricDatum{MetricName: aws.String(MetricPolicies), Value: aws.Float64(float64(suspended)), Unit: cwtypes.StandardUnitCount,
-		Dimensions: []cwtypes.Dimension{{Name: aws.String("Source"), Value: aws.String(src.Name)}}})
-	for i := 0; i < len(data); i += 500 {
-		if _, err := s.policies.Metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: aws.String(s.policies.Namespace), MetricData: data[i:min(i+500, len(data))]}); err != nil {
-			return fmt.Errorf("publish policy metrics: %w", err)
-		}
+	data = append(data, cwmetrics.Datum(MetricPolicies, float64(suspended), cwtypes.StandardUnitCount, cwmetrics.Dim("Source", src.Name)))
+	if err := cwmetrics.Put(ctx, s.policies.Metrics, s.policies.Namespace, data); err != nil {
+		return fmt.Errorf("publish policy metrics: %w", err)
 	}
 	return nil
 }

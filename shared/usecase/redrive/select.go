@@ -36,8 +36,7 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 	}
 	for _, st := range statuses {
 		q := r.listQuery(st)
-		for {
-			page, err := r.s.lister.List(ctx, q)
+		for page, err := range quarantine.Pages(ctx, r.s.lister, q) {
 			if err != nil {
 				return fmt.Errorf("list %s records: %w", st, err)
 			}
@@ -50,10 +49,6 @@ func (r *run) candidates(ctx context.Context, yield func(id string) (bool, error
 					return err
 				}
 			}
-			if page.Cursor == "" {
-				break
-			}
-			q.Cursor = page.Cursor
 		}
 	}
 	return nil

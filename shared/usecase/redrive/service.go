@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 )
 
 // MaxRemainingCount bounds how far a run counts the records it did not
@@ -272,20 +273,7 @@ const Concurrency = 8
 // each runs f for every index below n, Concurrency at a time, and returns
 // the errors joined.
 func each(n int, f func(i int) error) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, Concurrency)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(fanout.Run(context.Background(), n, Concurrency, func(_ context.Context, i int) error { return f(i) })...)
 }
 
 // fail records a per-record error: the record's outcome is Failed, the run

@@ -52,16 +52,14 @@ func (r *run) settle(ctx context.Context) error {
 func (r *run) redriven(ctx context.Context) ([]string, error) {
 	var ids []string
 	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 1000}
-	for len(ids) < MaxSettlePerRun {
-		page, err := r.s.lister.List(ctx, q)
+	for page, err := range quarantine.Pages(ctx, r.s.lister, q) {
 		if err != nil {
 			return nil, fmt.Errorf("list redriven records: %w", err)
 		}
 		ids = append(ids, page.IDs...)
-		if page.Cursor == "" {
+		if len(ids) >= MaxSettlePerRun {
 			break
 		}
-		q.Cursor = page.Cursor
 	}
 	return ids, nil
 }
