@@ -143,11 +143,11 @@ func BenchmarkIngestThroughput(b *testing.B) {
 // rawItems builds the DynamoDB items ingest would write, outside the timing.
 func rawItems(b *testing.B, source string) []map[string]ddbtypes.AttributeValue {
 	store := memstore.New()
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: map[string]*quarantine.Source{
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{
 		source: {Name: source, ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, DLQName: source + "-dlq", IdempotencyPointer: "/event_id"},
 	}})
 	for j := range messages {
-		if _, err := q.Quarantine(context.Background(), quarantine.Message{
+		if _, err := q.Quarantine(context.Background(), ingest.Message{
 			MessageID: fmt.Sprintf("m-%d", j), Body: []byte(inventory(j)), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source,
 		}); err != nil {
 			b.Fatal(err)

@@ -28,7 +28,7 @@ func New(cfg Config, clients Clients, log *slog.Logger, metrics io.Writer, now f
 	if cfg.PayloadBucket != "" {
 		payloads = s3store.New(clients.S3, cfg.PayloadBucket, cfg.PayloadKMSKeyID)
 	}
-	q := quarantine.NewQuarantiner(dynamostore.New(clients.DynamoDB, cfg.TableName), payloads, now, quarantine.Config{
+	q := NewQuarantiner(dynamostore.New(clients.DynamoDB, cfg.TableName), payloads, now, QuarantinerConfig{
 		Sources:      srcs,
 		KeyAttribute: cfg.IdempotencyAttribute,
 	})
