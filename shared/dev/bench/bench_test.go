@@ -26,6 +26,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
 const (
@@ -57,7 +58,7 @@ func BenchmarkIngestThroughput(b *testing.B) {
 		cfg := ingest.Config{TableName: table, Sources: map[string]ingest.SourceConfig{
 			source: {ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, DLQ: source + "-dlq", IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1"},
 		}}
-		h, err := ingest.New(cfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB}, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil)
+		h, err := wire.Ingest(context.Background(), cfg, &wire.Clients{DynamoDB: st.Clients.DynamoDB}, wire.Runtime{Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
 		if err != nil {
 			b.Fatal(err)
 		}
