@@ -13,8 +13,8 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
 
@@ -42,8 +42,8 @@ func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 	cfg, _ := sources.Parse(fn.Environment.Variables["SOURCES"])
 	srcs, _ := sources.Build(cfg)
 	source := st.Names["SourceQueue"]
-	q := quarantine.NewQuarantiner(dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]), nil, nil, quarantine.Config{Sources: srcs})
-	if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m1", SourceARN: srcs[source].ARN, Body: []byte(`{"event_id":"SECRET-PAYLOAD-1"}`)}); err != nil {
+	q := ingest.NewQuarantiner(dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]), nil, nil, ingest.QuarantinerConfig{Sources: srcs})
+	if _, err := q.Quarantine(ctx, ingest.Message{MessageID: "m1", SourceARN: srcs[source].ARN, Body: []byte(`{"event_id":"SECRET-PAYLOAD-1"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	bin, err := lambdatest.Build(ctx, "metrics", t.TempDir())

@@ -15,6 +15,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -52,10 +53,10 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: srcs})
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
 	for i, id := range []string{"inv-000101", "inv-000102", "inv-000103"} {
 		body := `{"event_id":"` + id + `","ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-		if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: id, Body: []byte(body), SourceARN: srcs[source].ARN}); err != nil {
+		if _, err := q.Quarantine(ctx, ingest.Message{MessageID: id, Body: []byte(body), SourceARN: srcs[source].ARN}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 1 { // inv-000102 is parked as poison
@@ -77,7 +78,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	// inv-000104 failed the schema (an O for a zero in its NDC): the
 	// correct sample fixes it.
 	malformed := `{"event_id":"inv-000104","ndc":"OO409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-	if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: "inv-000104", Body: []byte(malformed), SourceARN: srcs[source].ARN}); err != nil {
+	if _, err := q.Quarantine(ctx, ingest.Message{MessageID: "inv-000104", Body: []byte(malformed), SourceARN: srcs[source].ARN}); err != nil {
 		t.Fatal(err)
 	}
 

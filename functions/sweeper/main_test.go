@@ -14,7 +14,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
-	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -36,8 +36,8 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 		t.Fatalf("sample event: %+v %v", ev, err)
 	}
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{})
-	out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m1", Body: []byte(`{"event_id":"inv-1"}`), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + st.Names["SourceQueue"]})
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})
+	out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m1", Body: []byte(`{"event_id":"inv-1"}`), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + st.Names["SourceQueue"]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -45,14 +46,14 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{st: st, store: dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]),
 		clock: clock.NewFake(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)), ids: map[string]string{}}
 	src := &quarantine.Source{Name: "orders", ARN: "arn:aws:sqs:us-east-1:000000000000:orders", IdempotencyPointer: "/id", RedriveCap: 3}
-	q := quarantine.NewQuarantiner(f.store, s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""), f.clock.Now,
-		quarantine.Config{Sources: map[string]*quarantine.Source{"orders": src}})
+	q := ingest.NewQuarantiner(f.store, s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""), f.clock.Now,
+		ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"orders": src}})
 	add := func(id, reason string) {
 		attrs := map[string]quarantine.Attribute{}
 		if reason != "" {
 			attrs[quarantine.AttrFailureReason] = quarantine.Attribute{DataType: "String", StringValue: reason}
 		}
-		out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m-" + id, SourceARN: src.ARN, Attributes: attrs, Body: []byte(`{"id":"` + id + `","secret":"PAYLOAD-VALUE-` + id + `"}`)})
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m-" + id, SourceARN: src.ARN, Attributes: attrs, Body: []byte(`{"id":"` + id + `","secret":"PAYLOAD-VALUE-` + id + `"}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

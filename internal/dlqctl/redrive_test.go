@@ -17,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // dlqctl redrive without --yes changes nothing; with --yes it drives the
@@ -32,11 +33,11 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	srcs, _ := sources.Build(cfg)
 	source := st.Names["SourceQueue"]
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: srcs})
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
 	var ids []string
 	for i := range 12 {
 		body := `{"event_id":"e` + string(rune('a'+i)) + `","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-		out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m" + string(rune('a'+i)), Body: []byte(body), SourceARN: srcs[source].ARN})
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m" + string(rune('a'+i)), Body: []byte(body), SourceARN: srcs[source].ARN})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 
 	// dlqctl fix: through the same function, so through the same gate.
 	bad := `{"event_id":"fx","ndc":"NDC?12","lot":"LOT-SECRET-7","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-	m, err := q.Quarantine(ctx, quarantine.Message{MessageID: "mfx", Body: []byte(bad), SourceARN: srcs[source].ARN})
+	m, err := q.Quarantine(ctx, ingest.Message{MessageID: "mfx", Body: []byte(bad), SourceARN: srcs[source].ARN})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 var stack *embedded.Stack
@@ -144,12 +145,12 @@ func TestRecordGrowthStaysUnderTheItemLimit(t *testing.T) {
 		store, payloads := memstore.New(), memstore.NewPayloads()
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 		src := &quarantine.Source{Name: "grow", ARN: "arn:aws:sqs:us-east-1:000000000000:grow", DLQName: "grow-dlq", Opaque: true, RedriveCap: 1000}
-		q := quarantine.NewQuarantiner(store, payloads, func() time.Time { return now }, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}, MaxAttempts: maxAttempts})
+		q := ingest.NewQuarantiner(store, payloads, func() time.Time { return now }, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}, MaxAttempts: maxAttempts})
 		body := strings.Repeat("b", quarantine.DefaultBodyInlineMax)
 		long := strings.Repeat("r", 4<<10)
 		var rec *quarantine.Record
 		for i := 0; i < quarantine.MaxMaxAttempts+5; i++ {
-			out, err := q.Quarantine(ctx, quarantine.Message{
+			out, err := q.Quarantine(ctx, ingest.Message{
 				MessageID: fmt.Sprintf("%d-%s", i, long), Body: []byte(body), DLQARN: "arn:aws:sqs:us-east-1:000000000000:grow-dlq",
 				Attributes: map[string]quarantine.Attribute{
 					"idempotency-key":            {DataType: "String", StringValue: "k"},

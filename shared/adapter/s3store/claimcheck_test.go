@@ -10,13 +10,15 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/dev/s3fake"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 type claimEnv struct {
 	f     *s3fake.S3
 	p     *s3store.Store
 	store *memstore.Store
-	q     *quarantine.Quarantiner
+	q     *ingest.Quarantiner
+	k     quarantine.Corrector
 	src   *quarantine.Source
 }
 
@@ -29,7 +31,8 @@ func newClaimEnv(t *testing.T) *claimEnv {
 	}
 	e := &claimEnv{f: s3fake.New(t0, 7), store: memstore.New(), src: src}
 	e.p = s3store.New(e.f, bucket, "")
-	e.q = quarantine.NewQuarantiner(e.store, e.p, e.f.Now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	e.q = ingest.NewQuarantiner(e.store, e.p, e.f.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}})
+	e.k = quarantine.Corrector{Store: e.store, Payloads: e.p, Now: e.f.Now, Sources: map[string]*quarantine.Source{src.Name: src}}
 	return e
 }
 
@@ -37,9 +40,9 @@ func inv(id, note string) []byte {
 	return []byte(`{"event_id":"` + id + `","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-01T10:00:00Z","note":"` + note + `"}`)
 }
 
-func (e *claimEnv) arrive(t *testing.T, msgID string, body []byte, attrs map[string]quarantine.Attribute) quarantine.Outcome {
+func (e *claimEnv) arrive(t *testing.T, msgID string, body []byte, attrs map[string]quarantine.Attribute) ingest.Outcome {
 	t.Helper()
-	out, err := e.q.Quarantine(context.Background(), quarantine.Message{
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{
 		MessageID: msgID, Body: body, Attributes: attrs, SourceARN: e.src.ARN,
 		DLQARN: "arn:aws:sqs:us-east-1:000000000000:inventory-dlq", ReceiveCount: 3,
 	})
@@ -76,12 +79,12 @@ func TestClaimCheckSurvivesRedeliveryAndLifecycle(t *testing.T) {
 	body := inv("ev-big", strings.Repeat("b", 200<<10))
 	attrs := map[string]quarantine.Attribute{"blob": {DataType: "String", StringValue: strings.Repeat("a", 40<<10)}}
 	first := e.arrive(t, "m1", body, attrs)
-	if first.Result != quarantine.ResultCreated || first.Record.BodyRef == nil || first.Record.AttributesRef == nil {
+	if first.Result != ingest.ResultCreated || first.Record.BodyRef == nil || first.Record.AttributesRef == nil {
 		t.Fatalf("first arrival: %s, body ref %v, attributes ref %v", first.Result, first.Record.BodyRef, first.Record.AttributesRef)
 	}
 	id := first.Record.DLQID
 	e.f.Advance(day)
-	if out := e.arrive(t, "m2", body, attrs); out.Result != quarantine.ResultAppended {
+	if out := e.arrive(t, "m2", body, attrs); out.Result != ingest.ResultAppended {
 		t.Fatalf("duplicate delivery under another id: %s", out.Result)
 	}
 	e.f.Advance(day)
@@ -90,13 +93,13 @@ func TestClaimCheckSurvivesRedeliveryAndLifecycle(t *testing.T) {
 		quarantine.AttrRecordID:     {DataType: "String", StringValue: id},
 		quarantine.AttrRedriveCount: {DataType: "Number", StringValue: "1"},
 	}
-	if out := e.arrive(t, "m3", body, comeback); out.Result != quarantine.ResultAppended {
+	if out := e.arrive(t, "m3", body, comeback); out.Result != ingest.ResultAppended {
 		t.Fatalf("comeback: %s", out.Result)
 	}
 	e.f.Advance(day)
 	c1, c2 := inv("ev-big", strings.Repeat("c", 350<<10)), inv("ev-big", strings.Repeat("d", 350<<10))
 	for i, c := range [][]byte{c1, c2, c1} {
-		r, err := e.q.Correct(ctx, id, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "restore the note", Body: c})
+		r, err := e.k.Correct(ctx, id, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "restore the note", Body: c})
 		if err != nil {
 			t.Fatalf("correction %d: %v", i+1, err)
 		}
@@ -104,7 +107,7 @@ func TestClaimCheckSurvivesRedeliveryAndLifecycle(t *testing.T) {
 			t.Fatalf("correction %d was not claim-checked", i+1)
 		}
 	}
-	if out := e.arrive(t, "m4", body, attrs); out.Result != quarantine.ResultAppended {
+	if out := e.arrive(t, "m4", body, attrs); out.Result != ingest.ResultAppended {
 		t.Fatalf("arrival after the corrections: %s", out.Result)
 	}
 	e.onlyCurrentVersions(t)
@@ -164,7 +167,7 @@ func TestArchivedStubGetsNoNewClaimCheckObject(t *testing.T) {
 	// The comeback opens a successor record with its own claim-check
 	// object; nothing is uploaded over the stub's delete marker.
 	out := e.arrive(t, "m2", body, nil)
-	if out.Result != quarantine.ResultCreated || out.Record.Status != quarantine.StatusQuarantined || out.Record.Predecessor == nil {
+	if out.Result != ingest.ResultCreated || out.Record.Status != quarantine.StatusQuarantined || out.Record.Predecessor == nil {
 		t.Fatalf("comeback to a stub: %s %s", out.Result, out.Record.Status)
 	}
 	if out.Record.BodyRef == nil || out.Record.BodyRef.Key == rec.BodyRef.Key {

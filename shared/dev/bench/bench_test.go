@@ -26,6 +26,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
 const (
@@ -53,7 +54,7 @@ func BenchmarkIngestThroughput(b *testing.B) {
 		cfg := ingest.Config{TableName: table, Sources: map[string]ingest.SourceConfig{
 			source: {ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, DLQ: source + "-dlq", IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1"},
 		}}
-		h, err := ingest.New(cfg, ingest.Clients{DynamoDB: st.Clients.DynamoDB}, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil)
+		h, err := wire.Ingest(context.Background(), cfg, &wire.Clients{DynamoDB: st.Clients.DynamoDB}, wire.Runtime{Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -139,11 +140,11 @@ func BenchmarkIngestThroughput(b *testing.B) {
 // rawItems builds the DynamoDB items ingest would write, outside the timing.
 func rawItems(b *testing.B, source string) []map[string]ddbtypes.AttributeValue {
 	store := memstore.New()
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: map[string]*quarantine.Source{
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{
 		source: {Name: source, ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, DLQName: source + "-dlq", IdempotencyPointer: "/event_id"},
 	}})
 	for j := range messages {
-		if _, err := q.Quarantine(context.Background(), quarantine.Message{
+		if _, err := q.Quarantine(context.Background(), ingest.Message{
 			MessageID: fmt.Sprintf("m-%d", j), Body: []byte(inventory(j)), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source,
 		}); err != nil {
 			b.Fatal(err)

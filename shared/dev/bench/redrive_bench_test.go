@@ -18,6 +18,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -35,11 +36,11 @@ func seedSource(b *testing.B, st *embedded.Stack, n int) (*quarantine.Source, st
 	src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, DLQName: name + "-dlq", IdempotencyPointer: "/event_id", RedriveCap: 3}
 	clock := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := quarantine.NewQuarantiner(store, nil, func() time.Time { return clock }, quarantine.Config{Sources: map[string]*quarantine.Source{name: src}})
+	q := ingest.NewQuarantiner(store, nil, func() time.Time { return clock }, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
 	var recs []*quarantine.Record
 	for i := range n {
 		clock = clock.Add(time.Millisecond) // distinct first_seen (docs/emulators.md)
-		o, err := q.Quarantine(ctx, quarantine.Message{MessageID: strconv.Itoa(i), Body: []byte(inventory(i)), SourceARN: src.ARN})
+		o, err := q.Quarantine(ctx, ingest.Message{MessageID: strconv.Itoa(i), Body: []byte(inventory(i)), SourceARN: src.ARN})
 		if err != nil {
 			b.Fatal(err)
 		}

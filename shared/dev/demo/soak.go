@@ -405,8 +405,11 @@ func (s *soak) sweepUntilDone(ctx context.Context) error {
 		}
 		var sr *sweeper.Report
 		crashed, err := s.invoke(ctx, "sweeper", func(ctx context.Context, cl *awsclients.Clients) error {
-			var err error
-			sr, err = s.fns.NewSweeper(cl, func(c *sweeper.Config) { c.MaxPerRun = s.sweepPerRun() }).Run(ctx)
+			sw, err := s.fns.NewSweeper(cl, func(c *sweeper.Config) { c.MaxPerRun = s.sweepPerRun() })
+			if err != nil {
+				return err
+			}
+			sr, err = sw.Run(ctx)
 			return err
 		})
 		if crashed || err != nil || len(sr.Archived) > 0 || sr.Failed > 0 || sr.Remaining > 0 {

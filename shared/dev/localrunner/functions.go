@@ -1,23 +1,24 @@
 package localrunner
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
 // Functions are the real handlers of every function, configured from the
-// template's environment variables, on the stack's clients.
+// template's environment variables and wired as the functions' mains wire
+// them (package wire), on the stack's clients.
 type Functions struct {
 	Ingest       *ingest.Handler
 	IngestConfig ingest.Config
@@ -62,7 +63,7 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if f.IngestConfig, err = ingest.ConfigFromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("ingest config from template: %w", err)
 	}
-	if f.Ingest, err = ingest.New(f.IngestConfig, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, log, emfOut, nil); err != nil {
+	if f.Ingest, err = wire.Ingest(context.Background(), f.IngestConfig, wire.From(clients), wire.Runtime{Log: log, Metrics: emfOut}); err != nil {
 		return nil, err
 	}
 	if f.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
@@ -97,11 +98,13 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("metrics config from template: %w", err)
 	}
-	if f.Metrics, err = metrics.NewFromConfig(mcfg, clients.DynamoDB, clients.SQS, clients.CloudWatch, log, nil); err != nil {
+	if f.Metrics, err = wire.Metrics(context.Background(), mcfg, wire.From(clients), wire.Runtime{Log: log}); err != nil {
 		return nil, err
 	}
 	f.sweeperConfig, f.ArchiveBucket = scfg, scfg.Sweeper.Bucket
-	f.Sweeper = f.NewSweeper(clients)
+	if f.Sweeper, err = f.NewSweeper(clients); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -112,16 +115,15 @@ func (f *Functions) NewRedrive(c *awsclients.Clients, adjust ...func(*redrive.Co
 	for _, a := range adjust {
 		a(&cfg.Service)
 	}
-	return redrive.NewFromConfig(cfg, redrive.Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch}, f.log, nil)
+	return wire.Redrive(context.Background(), cfg, wire.From(c), wire.Runtime{Log: f.log})
 }
 
 // NewSweeper builds another sweeper function on other clients; adjust may
 // change its configuration (the soak bounds each run).
-func (f *Functions) NewSweeper(c *awsclients.Clients, adjust ...func(*sweeper.Config)) *sweeper.Service {
-	table, cfg := f.sweeperConfig.TableName, f.sweeperConfig.Sweeper
+func (f *Functions) NewSweeper(c *awsclients.Clients, adjust ...func(*sweeper.Config)) (*sweeper.Service, error) {
+	cfg := f.sweeperConfig
 	for _, a := range adjust {
-		a(&cfg)
+		a(&cfg.Sweeper)
 	}
-	return sweeper.New(dynamostore.New(c.DynamoDB, table), dynamostore.NewLister(c.DynamoDB, table),
-		s3store.New(c.S3, f.sweeperConfig.PayloadBucket, ""), c.S3, c.CloudWatch, nil, f.log, cfg)
+	return wire.Sweeper(context.Background(), cfg, wire.From(c), wire.Runtime{Log: f.log})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -54,7 +55,8 @@ func TestLifecycleProperties(t *testing.T) {
 		name := fmt.Sprintf("sm%d-%d", run, time.Now().UnixNano())
 		src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, IdempotencyPointer: "/k", RedriveCap: 2}
 		clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-		q := quarantine.NewQuarantiner(store, payloads, clk.Now, quarantine.Config{Sources: map[string]*quarantine.Source{name: src}})
+		q := ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
+		k := quarantine.Corrector{Store: store, Payloads: payloads, Now: clk.Now, Sources: map[string]*quarantine.Source{name: src}}
 		sw := sweeper.New(store, list, payloads, stack.Clients.S3, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			sweeper.Config{Bucket: stack.Names["ArchiveBucket"], Retention: 3650 * 24 * time.Hour})
 		model := map[string]*seen{}
@@ -89,7 +91,7 @@ func TestLifecycleProperties(t *testing.T) {
 			switch action := rapid.SampledFrom([]string{"ingest", "claim", "mark", "release", "settle", "park", "unpark", "sweep", "tick", "correct", "comeback"}).Draw(rt, "action"); action {
 			case "correct":
 				msg++
-				_, err := q.Correct(ctx, quarantine.RecordID(name, key), quarantine.CorrectionRequest{Actor: "sm", Reason: "fix", Body: []byte(fmt.Sprintf(`{"k":%q,"fix":%d}`, key, msg))})
+				_, err := k.Correct(ctx, quarantine.RecordID(name, key), quarantine.CorrectionRequest{Actor: "sm", Reason: "fix", Body: []byte(fmt.Sprintf(`{"k":%q,"fix":%d}`, key, msg))})
 				var ce *quarantine.CorrectionError
 				if err != nil && !errors.As(err, &ce) && !errors.Is(err, quarantine.ErrNotFound) {
 					rt.Fatal(err)
@@ -102,7 +104,7 @@ func TestLifecycleProperties(t *testing.T) {
 				}
 				msg++
 				body := r.Latest().Body
-				if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(body)}); err != nil {
+				if _, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(body)}); err != nil {
 					rt.Fatal(err)
 				}
 				if _, err := store.Get(ctx, quarantine.RecordID(name, key)+"#body-"+quarantine.BodySHA256([]byte(body))[:16]); !errors.Is(err, quarantine.ErrNotFound) {
@@ -110,7 +112,7 @@ func TestLifecycleProperties(t *testing.T) {
 				}
 			case "ingest":
 				msg++
-				if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`)}); err != nil {
+				if _, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("m", msg), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`)}); err != nil {
 					rt.Fatal(err)
 				}
 			case "claim":

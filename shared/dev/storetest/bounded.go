@@ -10,6 +10,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // maxItemBytes is DynamoDB's item size limit. A record's JSON is never
@@ -49,8 +50,8 @@ func RunBoundedTexts(t *testing.T, s quarantine.Store, payloads quarantine.Paylo
 	}
 	quarantineMsg := func(t *testing.T, src *quarantine.Source, id string, body string, attrs map[string]quarantine.Attribute) *quarantine.Record {
 		t.Helper()
-		q := quarantine.NewQuarantiner(s, payloads, func() time.Time { return now }, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
-		out, err := q.Quarantine(ctx, quarantine.Message{
+		q := ingest.NewQuarantiner(s, payloads, func() time.Time { return now }, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}})
+		out, err := q.Quarantine(ctx, ingest.Message{
 			MessageID: id, Body: []byte(body), Attributes: attrs, SourceARN: src.ARN,
 			DLQARN: "arn:aws:sqs:us-east-1:000000000000:" + src.DLQName, ReceiveCount: 1,
 		})

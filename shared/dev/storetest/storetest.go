@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // Record returns a sealed, valid first-version record with a unique id.
@@ -395,7 +396,7 @@ func RunCounters(t *testing.T, s quarantine.Store, l quarantine.Lister, cr Count
 	ctx := context.Background()
 	source := UniqueID("csrc")
 	src := &quarantine.Source{Name: source, ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, IdempotencyPointer: "/k", RedriveCap: 2}
-	q := quarantine.NewQuarantiner(s, nil, nil, quarantine.Config{Sources: map[string]*quarantine.Source{source: src}})
+	q := ingest.NewQuarantiner(s, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{source: src}})
 	reasons := []string{"timeout", "db down", "bad lot"}
 	var wg sync.WaitGroup
 	for w := range 16 {
@@ -405,7 +406,7 @@ func RunCounters(t *testing.T, s quarantine.Store, l quarantine.Lister, cr Count
 			for i := range 12 {
 				key := fmt.Sprintf("k%d", (w*7+i)%40) // keys shared between workers
 				reason := reasons[(w+i)%len(reasons)]
-				m := quarantine.Message{MessageID: fmt.Sprintf("m-%d-%d", w, i), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`),
+				m := ingest.Message{MessageID: fmt.Sprintf("m-%d-%d", w, i), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`),
 					Attributes: map[string]quarantine.Attribute{quarantine.AttrFailureReason: {DataType: "String", StringValue: reason}}}
 				out, err := q.Quarantine(ctx, m)
 				if err != nil {

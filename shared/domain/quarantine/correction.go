@@ -229,17 +229,48 @@ func diffSHA256(ops []DiffOp) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// Corrector stores corrections: a pure transition (Record.Correct) plus
+// the reads and the one conditional write around it.
+type Corrector struct {
+	Store Store
+	// Payloads holds claim-checked bodies and attributes, and corrections
+	// too large for the item; nil when no bucket is configured.
+	Payloads PayloadStore
+	// Now stamps the correction (nil: time.Now).
+	Now func() time.Time
+	// Sources are the configured sources by name; a record of any other
+	// source is refused.
+	Sources map[string]*Source
+	// KeyAttribute is the attribute ingest reads producer keys from
+	// (default DefaultKeyAttribute).
+	KeyAttribute string
+	// MaxAttempts is ingest's attempt history bound, whose growth the item
+	// budget reserves room for (default DefaultMaxAttempts).
+	MaxAttempts int
+}
+
 // Correct stores a correction of record id: the body it corrects is the
 // latest correction's, or the original. It writes once, conditional on the
 // version read, so of two concurrent corrections one wins and the other
 // gets ErrCorrectionConflict. A correction body that would make the item
 // too large goes to the payload store.
-func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequest) (*Record, error) {
-	cur, err := q.store.Get(ctx, id)
+func (k Corrector) Correct(ctx context.Context, id string, req CorrectionRequest) (*Record, error) {
+	now, keyAttribute, maxAttempts := k.Now, k.KeyAttribute, k.MaxAttempts
+	if now == nil {
+		now = time.Now
+	}
+	if keyAttribute == "" {
+		keyAttribute = DefaultKeyAttribute
+	}
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	maxAttempts = min(maxAttempts, MaxMaxAttempts)
+	cur, err := k.Store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	src, ok := q.cfg.Sources[cur.Source]
+	src, ok := k.Sources[cur.Source]
 	if !ok {
 		return nil, &CorrectionError{ID: id, Problems: []string{"source " + cur.Source + " is not configured"}}
 	}
@@ -247,28 +278,28 @@ func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequ
 	if p := cur.uncorrectable(); p != nil {
 		return nil, &CorrectionError{ID: id, Problems: p}
 	}
-	prev, err := ReplayBody(ctx, q.payloads, cur)
+	prev, err := ReplayBody(ctx, k.Payloads, cur)
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := LoadAttributes(ctx, q.payloads, cur)
+	attrs, err := LoadAttributes(ctx, k.Payloads, cur)
 	if err != nil {
 		return nil, err
 	}
-	next, err := cur.Correct(src, q.cfg.KeyAttribute, attrs, prev, req, q.now().UTC())
+	next, err := cur.Correct(src, keyAttribute, attrs, prev, req, now().UTC())
 	if err != nil {
 		return nil, err
 	}
-	size, err := recordSize(next)
+	size, err := RecordSize(next)
 	if err != nil {
 		return nil, err
 	}
-	if size+growthReserve(q.cfg.MaxAttempts) > ItemBudget {
-		if q.payloads == nil {
+	if size+GrowthReserve(maxAttempts) > ItemBudget {
+		if k.Payloads == nil {
 			return nil, fmt.Errorf("correction of %d bytes needs a payload bucket: %w", len(req.Body), ErrItemTooLarge)
 		}
 		c := next.Latest()
-		ref, err := q.payloads.PutPayload(ctx, payloadKey("corrections", next, c.BodySHA256), req.Body)
+		ref, err := k.Payloads.PutPayload(ctx, PayloadKey("corrections", next, c.BodySHA256), req.Body)
 		if err != nil {
 			return nil, fmt.Errorf("store correction: %w", err)
 		}
@@ -277,7 +308,7 @@ func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequ
 			return nil, err
 		}
 	}
-	if err := q.store.Replace(ctx, next, cur.Version); err != nil {
+	if err := k.Store.Replace(ctx, next, cur.Version); err != nil {
 		if errors.Is(err, ErrVersionConflict) || errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("correct %s: %w", id, ErrCorrectionConflict)
 		}

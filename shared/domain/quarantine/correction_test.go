@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 const badNDC = `{"event_id":"evt-9","ndc":"NDC?1","lot":"L1","quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`
@@ -129,7 +130,11 @@ func TestCorrectionKeepsABodyHashKey(t *testing.T) {
 	src := inventorySource(t)
 	src.IdempotencyPointer = "" // keyed by body hash
 	store := memstore.New()
-	q := quarantine.NewQuarantiner(store, memstore.NewPayloads(), nil, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	payloads, srcs := memstore.NewPayloads(), map[string]*quarantine.Source{src.Name: src}
+	q := &quarantiner{
+		ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs}),
+		quarantine.Corrector{Store: store, Payloads: payloads, Sources: srcs},
+	}
 	noID := badNDC
 	out, err := q.Quarantine(ctx, msg("m1", noID))
 	if err != nil {
@@ -153,7 +158,7 @@ func TestCorrectionKeepsABodyHashKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Record.DLQID != r.DLQID || back.Result != quarantine.ResultAppended {
+	if back.Record.DLQID != r.DLQID || back.Result != ingest.ResultAppended {
 		t.Fatalf("the corrected replay made %s (%s), want an arrival on %s", back.Record.DLQID, back.Result, r.DLQID)
 	}
 	if _, err := store.Get(ctx, r.DLQID+"#body-"+quarantine.BodySHA256([]byte(fixedBody))[:16]); !errors.Is(err, quarantine.ErrNotFound) {

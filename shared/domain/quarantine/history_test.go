@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // A send recorded with actor "ingest" (a redrive request that named itself
@@ -47,7 +48,7 @@ func TestSendByIngestIsNotAnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Result != quarantine.ResultAppended || back.Record.Status != quarantine.StatusQuarantined {
+	if back.Result != ingest.ResultAppended || back.Record.Status != quarantine.StatusQuarantined {
 		t.Fatalf("the replay's comeback: %s, %s; want appended, QUARANTINED", back.Result, back.Record.Status)
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // in returns a sealed record in status st, as the store would hand it out.
@@ -111,7 +112,7 @@ func TestArrivalForATamperedRecordIsRefused(t *testing.T) {
 	id := first.Record.DLQID
 	store.Tamper(id, func(r *quarantine.Record) { r.RedriveCount = 0; r.FailureClass = quarantine.ClassExhausted })
 	found, _ := store.Get(ctx, id)
-	if out, err := q.Quarantine(ctx, msg("m2", badNDC)); err != nil || out.Result != quarantine.ResultCreated || out.Record.Predecessor == nil || out.Record.Predecessor.ID != id {
+	if out, err := q.Quarantine(ctx, msg("m2", badNDC)); err != nil || out.Result != ingest.ResultCreated || out.Record.Predecessor == nil || out.Record.Predecessor.ID != id {
 		t.Fatalf("arrival for a tampered record = %+v, %v; want a successor linked to it", out, err)
 	}
 	after, _ := store.Get(ctx, id)

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 func inventorySource(t testing.TB) *quarantine.Source {
@@ -32,17 +33,28 @@ func inventorySource(t testing.TB) *quarantine.Source {
 
 const validBody = `{"event_id":"evt-1","ndc":"12345-678-90","lot":"L1","quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`
 
-func newQ(t testing.TB) (*quarantine.Quarantiner, *memstore.Store, *memstore.Payloads, *clock.Fake) {
+// quarantiner is ingest's use case with corrections beside it, on the
+// same store, payloads, clock and sources.
+type quarantiner struct {
+	*ingest.Quarantiner
+	quarantine.Corrector
+}
+
+func newQ(t testing.TB) (*quarantiner, *memstore.Store, *memstore.Payloads, *clock.Fake) {
 	t.Helper()
 	store, payloads := memstore.New(), memstore.NewPayloads()
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	src := inventorySource(t)
-	q := quarantine.NewQuarantiner(store, payloads, clk.Now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	srcs := map[string]*quarantine.Source{src.Name: src}
+	q := &quarantiner{
+		ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: srcs}),
+		quarantine.Corrector{Store: store, Payloads: payloads, Now: clk.Now, Sources: srcs},
+	}
 	return q, store, payloads, clk
 }
 
-func msg(id, body string) quarantine.Message {
-	return quarantine.Message{
+func msg(id, body string) ingest.Message {
+	return ingest.Message{
 		MessageID: id, Body: []byte(body), DLQARN: "arn:aws:sqs:us-east-1:000000000000:inventory-dlq",
 		SentTimestamp: 1764400000000, ReceiveCount: 1,
 	}
@@ -157,11 +169,11 @@ func TestDuplicateDeliveryIsANoOp(t *testing.T) {
 	q, store, _, _ := newQ(t)
 	ctx := context.Background()
 	first, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil || first.Result != quarantine.ResultCreated {
+	if err != nil || first.Result != ingest.ResultCreated {
 		t.Fatalf("first = %v, %v", first.Result, err)
 	}
 	dup, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil || dup.Result != quarantine.ResultDuplicate {
+	if err != nil || dup.Result != ingest.ResultDuplicate {
 		t.Fatalf("dup = %v, %v", dup.Result, err)
 	}
 	all := store.All()
@@ -180,7 +192,7 @@ func TestRefailureAppendsAndChains(t *testing.T) {
 	}
 	clk.Advance(time.Minute)
 	second, err := q.Quarantine(ctx, msg("m2", validBody))
-	if err != nil || second.Result != quarantine.ResultAppended {
+	if err != nil || second.Result != ingest.ResultAppended {
 		t.Fatalf("second = %v, %v", second.Result, err)
 	}
 	got, err := store.Get(ctx, first.Record.DLQID)

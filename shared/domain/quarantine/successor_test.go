@@ -14,6 +14,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // archiveRecord moves the record at id to RESOLVED through one replay round
@@ -105,7 +106,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 	stub := archiveRecord(t, store, clk, base)
 
 	// The archived record's own message, delivered again: a no-op.
-	if out, err := q.Quarantine(ctx, m1); err != nil || out.Result != quarantine.ResultDuplicate || out.Record.DLQID != base {
+	if out, err := q.Quarantine(ctx, m1); err != nil || out.Result != ingest.ResultDuplicate || out.Record.DLQID != base {
 		t.Fatalf("redelivery of the archived record's message: %+v %v", out, err)
 	}
 	// A genuine re-failure of the same event.
@@ -115,7 +116,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	succ := out.Record
-	if out.Result != quarantine.ResultCreated || succ.DLQID != base+"#r1" {
+	if out.Result != ingest.ResultCreated || succ.DLQID != base+"#r1" {
 		t.Fatalf("re-failure after archive: %s at %q, want a new record at %q", out.Result, succ.DLQID, base+"#r1")
 	}
 	want := quarantine.RecordLink{ID: base, Seal: stub.Seal, Reason: quarantine.LinkArchived}
@@ -137,13 +138,13 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 
 	// Redeliveries of either message change nothing; a third failure is
 	// appended to the successor.
-	for _, m := range []quarantine.Message{m1, m2} {
-		if out, err := q.Quarantine(ctx, m); err != nil || out.Result != quarantine.ResultDuplicate {
+	for _, m := range []ingest.Message{m1, m2} {
+		if out, err := q.Quarantine(ctx, m); err != nil || out.Result != ingest.ResultDuplicate {
 			t.Fatalf("redelivery of %s: %+v %v", m.MessageID, out, err)
 		}
 	}
 	clk.Advance(time.Second)
-	if out, err := q.Quarantine(ctx, msg("m3", validBody)); err != nil || out.Result != quarantine.ResultAppended || out.Record.DLQID != succ.DLQID {
+	if out, err := q.Quarantine(ctx, msg("m3", validBody)); err != nil || out.Result != ingest.ResultAppended || out.Record.DLQID != succ.DLQID {
 		t.Fatalf("third failure: %+v %v", out, err)
 	}
 
@@ -170,7 +171,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 		quarantine.AttrRedriveCount: {DataType: "Number", StringValue: "2"},
 	}
 	out, err = q.Quarantine(ctx, back)
-	if err != nil || out.Result != quarantine.ResultAppended || out.Record.DLQID != succ.DLQID || out.Record.Status != quarantine.StatusQuarantined {
+	if err != nil || out.Result != ingest.ResultAppended || out.Record.DLQID != succ.DLQID || out.Record.Status != quarantine.StatusQuarantined {
 		t.Fatalf("the successor's replay came back: %+v %v", out, err)
 	}
 	if last := out.Record.Attempts[len(out.Record.Attempts)-1]; strings.Contains(last.Note, "forged") {
@@ -181,7 +182,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 	// linked to #r1.
 	stub1 := archiveRecord(t, store, clk, succ.DLQID)
 	out, err = q.Quarantine(ctx, msg("m4", validBody))
-	if err != nil || out.Result != quarantine.ResultCreated || out.Record.DLQID != base+"#r2" ||
+	if err != nil || out.Result != ingest.ResultCreated || out.Record.DLQID != base+"#r2" ||
 		out.Record.Predecessor == nil || out.Record.Predecessor.ID != succ.DLQID || out.Record.Predecessor.Seal != stub1.Seal {
 		t.Fatalf("after the second archive: %+v %v", out, err)
 	}
@@ -189,7 +190,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 		t.Fatalf("redrive count %d carried on, want 3", out.Record.RedriveCount)
 	}
 	for _, id := range []string{"m1", "m2", "m3", "m4", "replay-1"} {
-		if out, err := q.Quarantine(ctx, msg(id, validBody)); err != nil || out.Result != quarantine.ResultDuplicate {
+		if out, err := q.Quarantine(ctx, msg(id, validBody)); err != nil || out.Result != ingest.ResultDuplicate {
 			t.Fatalf("redelivery of %s: %+v %v", id, out, err)
 		}
 	}
@@ -227,7 +228,7 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := quarantine.RecordLink{ID: base, Seal: r.Seal, Reason: quarantine.LinkSealMismatch}
-	if out.Result != quarantine.ResultCreated || out.Record.DLQID != base+"#r1" || out.Record.Predecessor == nil || *out.Record.Predecessor != want {
+	if out.Result != ingest.ResultCreated || out.Record.DLQID != base+"#r1" || out.Record.Predecessor == nil || *out.Record.Predecessor != want {
 		t.Fatalf("arrival for a tampered record: %+v %v", out, err)
 	}
 	if out.Record.RedriveCount < out.Record.RedriveCap {
@@ -243,12 +244,12 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 	if got.Seal != r.Seal || got.Version != r.Version || got.FailureReason != r.FailureReason || got.AttemptCount != 1 {
 		t.Fatal("the tampered record was rewritten")
 	}
-	if out, err := q.Quarantine(ctx, msg("m2", validBody)); err != nil || out.Result != quarantine.ResultDuplicate {
+	if out, err := q.Quarantine(ctx, msg("m2", validBody)); err != nil || out.Result != ingest.ResultDuplicate {
 		t.Fatalf("redelivery: %+v %v", out, err)
 	}
 	// The tampered record's history proves nothing: a redelivery of its
 	// message is recorded, with its id, in the successor.
-	if out, err := q.Quarantine(ctx, msg("m1", validBody)); err != nil || out.Result != quarantine.ResultAppended || out.Record.DLQID != base+"#r1" {
+	if out, err := q.Quarantine(ctx, msg("m1", validBody)); err != nil || out.Result != ingest.ResultAppended || out.Record.DLQID != base+"#r1" {
 		t.Fatalf("redelivery of the tampered record's message: %+v %v", out, err)
 	}
 }
@@ -271,13 +272,13 @@ func TestSuccessorChainSkipsAnotherKeysRecord(t *testing.T) {
 	}
 	archiveRecord(t, store, clk, base)
 	out, err = q.Quarantine(ctx, msg("a2", body("evt-1")))
-	if err != nil || out.Result != quarantine.ResultCreated || out.Record.DLQID != base+"#r2" || out.Record.Predecessor.ID != base {
+	if err != nil || out.Result != ingest.ResultCreated || out.Record.DLQID != base+"#r2" || out.Record.Predecessor.ID != base {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if r := mustGet(t, store, base+"#r1"); r.Version != other.Record.Version || r.AttemptCount != 1 {
 		t.Fatal("the other key's record was touched")
 	}
-	if out, err := q.Quarantine(ctx, msg("b2", body("evt-1#r1"))); err != nil || out.Result != quarantine.ResultAppended || out.Record.DLQID != base+"#r1" {
+	if out, err := q.Quarantine(ctx, msg("b2", body("evt-1#r1"))); err != nil || out.Result != ingest.ResultAppended || out.Record.DLQID != base+"#r1" {
 		t.Fatalf("%+v %v", out, err)
 	}
 }
@@ -292,7 +293,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 	ctx := context.Background()
 	bad := strings.Replace(validBody, "12345-678-90", "NDC?", 1)
 	fixed := strings.Replace(validBody, `"evt-1"`, `"evt-1-fixed"`, 1)
-	setup := func(t *testing.T) (*quarantine.Quarantiner, *memstore.Store, *clock.Fake, *quarantine.Record) {
+	setup := func(t *testing.T) (*quarantiner, *memstore.Store, *clock.Fake, *quarantine.Record) {
 		q, store, _, clk := newQ(t)
 		out, err := q.Quarantine(ctx, msg("m1", bad))
 		if err != nil {
@@ -325,7 +326,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 		}
 		return s
 	}
-	comeback := func(id string, round int, n string, body string) quarantine.Message {
+	comeback := func(id string, round int, n string, body string) ingest.Message {
 		m := msg("replay-"+id+"-"+n+"-"+string(rune('0'+round)), body)
 		m.Attributes = map[string]quarantine.Attribute{
 			quarantine.AttrRecordID:     {DataType: "String", StringValue: id},
@@ -347,7 +348,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Result != quarantine.ResultAppended || out.Record.DLQID != r.DLQID {
+			if out.Result != ingest.ResultAppended || out.Record.DLQID != r.DLQID {
 				t.Fatalf("round %d came back as %s at a record of its own", round, out.Result)
 			}
 			got := mustGet(t, store, r.DLQID)
@@ -365,13 +366,13 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 		checkCounters(t, store, "inventory")
 	})
 
-	forged := map[string]func(r *quarantine.Record) quarantine.Message{
-		"no such correction": func(r *quarantine.Record) quarantine.Message { return comeback(r.DLQID, 1, "2", fixed) },
-		"another body": func(r *quarantine.Record) quarantine.Message {
+	forged := map[string]func(r *quarantine.Record) ingest.Message{
+		"no such correction": func(r *quarantine.Record) ingest.Message { return comeback(r.DLQID, 1, "2", fixed) },
+		"another body": func(r *quarantine.Record) ingest.Message {
 			return comeback(r.DLQID, 1, "1", strings.Replace(fixed, `"L1"`, `"L2"`, 1))
 		},
-		"no such record": func(r *quarantine.Record) quarantine.Message { return comeback("inventory#evt-9", 1, "1", fixed) },
-		"another source": func(r *quarantine.Record) quarantine.Message {
+		"no such record": func(r *quarantine.Record) ingest.Message { return comeback("inventory#evt-9", 1, "1", fixed) },
+		"another source": func(r *quarantine.Record) ingest.Message {
 			return comeback(strings.Replace(r.DLQID, "inventory#", "payments#", 1), 1, "1", fixed)
 		},
 	}
@@ -385,7 +386,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Result != quarantine.ResultCreated || out.Record.DLQID != newKeyID {
+			if out.Result != ingest.ResultCreated || out.Record.DLQID != newKeyID {
 				t.Fatalf("%s: %s at %q, want a new record under the new key", name, out.Result, out.Record.DLQID)
 			}
 			if note := out.Record.Attempts[0].Note; !strings.Contains(note, "forged redrive attributes ignored") {
@@ -498,7 +499,7 @@ func TestConcurrentArrivalsAfterArchiveShareOneSuccessor(t *testing.T) {
 	}
 	stub := archiveRecord(t, store, clk, out.Record.DLQID)
 	const n = 16
-	results := make([]quarantine.Result, n)
+	results := make([]ingest.Result, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -515,7 +516,7 @@ func TestConcurrentArrivalsAfterArchiveShareOneSuccessor(t *testing.T) {
 	wg.Wait()
 	created := 0
 	for _, r := range results {
-		if r == quarantine.ResultCreated {
+		if r == ingest.ResultCreated {
 			created++
 		}
 	}
@@ -550,7 +551,7 @@ func TestArrivalForAHeldRecordOpensASuccessor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("arrival for a held record: %v", err)
 	}
-	if out.Result != quarantine.ResultCreated || out.Record.DLQID != base.DLQID+"#r1" || out.Record.Predecessor == nil {
+	if out.Result != ingest.ResultCreated || out.Record.DLQID != base.DLQID+"#r1" || out.Record.Predecessor == nil {
 		t.Fatalf("arrival for a held record: %+v", out)
 	}
 	if got := mustGet(t, store, base.DLQID); got.Seal != base.Seal || got.Version != base.Version {

@@ -11,6 +11,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
 // The sample batch in events/ (the one for `sam local invoke` and the
@@ -39,7 +40,7 @@ func TestSampleDLQBatch(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := ingest.New(cfg, ingest.Clients{DynamoDB: stack.Clients.DynamoDB, S3: stack.Clients.S3}, testLogger(), &logs, nil)
+	h, err := wire.Ingest(context.Background(), cfg, wire.From(stack.Clients), wire.Runtime{Log: testLogger(), Metrics: &logs})
 	if err != nil {
 		t.Fatal(err)
 	}

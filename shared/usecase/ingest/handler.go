@@ -21,7 +21,7 @@ import (
 
 // Handler is the ingest Lambda handler.
 type Handler struct {
-	q           *quarantine.Quarantiner
+	q           *Quarantiner
 	log         *slog.Logger
 	metrics     io.Writer
 	now         func() time.Time
@@ -30,7 +30,7 @@ type Handler struct {
 
 // NewHandler returns a Handler. Logs go to log; EMF metric documents go to
 // metrics (stdout in Lambda; io.Discard to drop them).
-func NewHandler(q *quarantine.Quarantiner, log *slog.Logger, metrics io.Writer, now func() time.Time, concurrency int) *Handler {
+func NewHandler(q *Quarantiner, log *slog.Logger, metrics io.Writer, now func() time.Time, concurrency int) *Handler {
 	if now == nil {
 		now = time.Now
 	}
@@ -44,8 +44,8 @@ func NewHandler(q *quarantine.Quarantiner, log *slog.Logger, metrics io.Writer, 
 }
 
 type result struct {
-	msg     quarantine.Message
-	outcome quarantine.Outcome
+	msg     Message
+	outcome Outcome
 	err     error
 	// deferred is set on a FIFO message not attempted because an earlier
 	// message of its group was not stored (err is set too).
@@ -176,7 +176,7 @@ func lanes(ev events.SQSEvent) [][]int {
 	return out
 }
 
-func (h *Handler) one(ctx context.Context, rec events.SQSMessage, m quarantine.Message) (res result) {
+func (h *Handler) one(ctx context.Context, rec events.SQSMessage, m Message) (res result) {
 	res.msg = m
 	defer func() {
 		if p := recover(); p != nil {
@@ -204,11 +204,11 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage, m quarantine.M
 		"attempt_count", r.AttemptCount,
 		"version", r.Version,
 	}
-	if p := r.Predecessor; p != nil && res.outcome.Result == quarantine.ResultCreated {
+	if p := r.Predecessor; p != nil && res.outcome.Result == ResultCreated {
 		attrs = append(attrs, "predecessor", quarantine.LogRef(p.ID), "predecessor_reason", p.Reason)
 	}
 	h.log.InfoContext(ctx, "message quarantined", attrs...)
-	if p := r.Predecessor; p != nil && p.Reason == quarantine.LinkSealMismatch && res.outcome.Result == quarantine.ResultCreated {
+	if p := r.Predecessor; p != nil && p.Reason == quarantine.LinkSealMismatch && res.outcome.Result == ResultCreated {
 		h.log.ErrorContext(ctx, "record fails its seal; set aside, the arrival is stored in a successor",
 			"record", quarantine.LogRef(p.ID), "successor", quarantine.LogRef(r.DLQID), "error_kind", "seal_mismatch")
 	}
@@ -231,7 +231,7 @@ func (h *Handler) emit(results []result) {
 			bump(sourceOf(r.msg), "Deferred")
 		case r.err != nil:
 			bump(sourceOf(r.msg), "StoreFailures")
-		case r.outcome.Result == quarantine.ResultDuplicate:
+		case r.outcome.Result == ResultDuplicate:
 			bump(r.outcome.Record.Source, "Duplicates")
 		default:
 			quarantined[key{r.outcome.Record.Source, string(r.outcome.Record.FailureClass)}]++
@@ -253,18 +253,18 @@ func (h *Handler) emit(results []result) {
 
 // sourceOf names the source of a message that could not be stored, for the
 // failure metric: the DeadLetterQueueSourceArn's queue, else the DLQ's.
-func sourceOf(m quarantine.Message) string {
+func sourceOf(m Message) string {
 	if m.SourceARN != "" {
-		return quarantine.ARNResource(m.SourceARN)
+		return ARNResource(m.SourceARN)
 	}
-	return quarantine.ARNResource(m.DLQARN)
+	return ARNResource(m.DLQARN)
 }
 
 // ToMessage converts an aws-lambda-go SQS message into the core's Message,
 // keeping every attribute. A string attribute that is not valid UTF-8 keeps
 // its bytes as a binary value so nothing is lost to re-encoding.
-func ToMessage(rec events.SQSMessage) quarantine.Message {
-	m := quarantine.Message{
+func ToMessage(rec events.SQSMessage) Message {
+	m := Message{
 		MessageID:      rec.MessageId,
 		Body:           []byte(rec.Body),
 		DLQARN:         rec.EventSourceARN,

@@ -25,6 +25,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
 // fixture is one isolated source (unique names: emulator state is global).
@@ -59,7 +60,7 @@ func newFixture(t *testing.T, clients *awsclients.Clients) *fixture {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := ingest.New(cfg, ingest.Clients{DynamoDB: clients.DynamoDB, S3: clients.S3}, testLogger(), f.metrics, nil)
+	h, err := wire.Ingest(context.Background(), cfg, wire.From(clients), wire.Runtime{Log: testLogger(), Metrics: f.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

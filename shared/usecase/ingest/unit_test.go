@@ -61,7 +61,7 @@ func TestFIFOFailureFailsTheRestOfItsGroup(t *testing.T) {
 	t.Parallel()
 	src := &quarantine.Source{Name: "orders.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:orders.fifo", DLQName: "orders-dlq.fifo"}
 	store := memstore.New()
-	q := quarantine.NewQuarantiner(failingStore{store, "key-bad"}, nil, nil, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	q := ingest.NewQuarantiner(failingStore{store, "key-bad"}, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}})
 	h := ingest.NewHandler(q, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil, 10)
 	msg := func(id, group, key string) events.SQSMessage {
 		k := key
@@ -130,7 +130,7 @@ func TestRefusesEventsThatAreNotSQSBatches(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			store := memstore.New()
 			var metrics bytes.Buffer
-			q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{})
+			q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})
 			h := ingest.NewHandler(q, slog.New(slog.NewJSONHandler(io.Discard, nil)), &metrics, nil, 10)
 			if resp, err := h.HandleRaw(context.Background(), raw); !errors.Is(err, ingest.ErrNotSQSBatch) || len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("HandleRaw = %+v, %v; want ErrNotSQSBatch", resp, err)
@@ -153,7 +153,7 @@ func TestRefusesEventsThatAreNotSQSBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		store := memstore.New()
-		q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{})
+		q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})
 		h := ingest.NewHandler(q, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil, 10)
 		resp, err := h.HandleRaw(context.Background(), raw)
 		if err != nil || len(resp.BatchItemFailures) != 0 || len(store.All()) != 6 {
@@ -171,7 +171,7 @@ func TestFIFOGroupsAreStoredInBatchOrder(t *testing.T) {
 	store := memstore.New()
 	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)) // never advanced: one clock tick
 	src := &quarantine.Source{Name: "orders.fifo", ARN: "arn:aws:sqs:us-east-1:000000000000:orders.fifo", DLQName: "orders-dlq.fifo"}
-	q := quarantine.NewQuarantiner(store, nil, clk.Now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	q := ingest.NewQuarantiner(store, nil, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}})
 	h := ingest.NewHandler(q, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil, 10)
 	var batch []events.SQSMessage
 	seq := map[string]string{}

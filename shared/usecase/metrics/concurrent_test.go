@@ -17,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
@@ -37,7 +38,7 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	}
 	src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, IdempotencyPointer: "/k", RedriveCap: 1}
 	srcs := map[string]*quarantine.Source{name: src}
-	q := quarantine.NewQuarantiner(store, payloads, nil, quarantine.Config{Sources: srcs})
+	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	rd := redrive.New(store, list, payloads, st.Clients.SQS, srcs, nil, log, redrive.Config{ApprovalThreshold: 10000, SettleWindow: time.Millisecond, SettleMargin: time.Millisecond})
 	sw := sweeper.New(store, list, payloads, st.Clients.S3, nil, nil, log, sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 30 * 24 * time.Hour})
@@ -50,7 +51,7 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 			defer wg.Done()
 			for i := range 40 {
 				key := fmt.Sprintf("k%02d", (w*13+i)%60)
-				if _, err := q.Quarantine(ctx, quarantine.Message{MessageID: fmt.Sprintf("m%d-%d", w, i), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`)}); err != nil {
+				if _, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprintf("m%d-%d", w, i), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`)}); err != nil {
 					t.Error(err)
 				}
 			}

@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"context"
 	"errors"
-	"log/slog"
-	"time"
+	"fmt"
 
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
 
@@ -31,23 +33,12 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// DynamoAPI is what the metrics function needs of DynamoDB.
-type DynamoAPI interface {
-	dynamostore.API
-	dynamostore.QueryAPI
-	dynamostore.BatchAPI
-}
-
-// NewFromConfig builds the service on real clients.
-func NewFromConfig(cfg FunctionConfig, ddb DynamoAPI, sqs QueueAPI, cw MetricsAPI, log *slog.Logger, now func() time.Time) (*Service, error) {
-	srcs, err := sources.Build(cfg.Sources)
+// LambdaHandler serves the schedule's events. The runtime logs a function
+// error's text: it gets the error's kind only.
+func (s *Service) LambdaHandler(ctx context.Context, _ events.CloudWatchEvent) ([]Report, error) {
+	out, err := s.Run(ctx)
 	if err != nil {
-		return nil, err
+		return out, fmt.Errorf("run failed: %s", quarantine.ErrorKind(err))
 	}
-	if now == nil {
-		now = time.Now
-	}
-	store, list := dynamostore.New(ddb, cfg.TableName), dynamostore.NewLister(ddb, cfg.TableName)
-	return &Service{SQS: sqs, Counters: store, Signatures: list, Lister: list, Store: store, CloudWatch: cw,
-		Sources: srcs, Namespace: cfg.Namespace, Now: now, Log: log}, nil
+	return out, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
 
@@ -33,7 +34,7 @@ type env struct {
 	src   *quarantine.Source
 	store *dynamostore.Store
 	list  *dynamostore.Lister
-	q     *quarantine.Quarantiner
+	q     *ingest.Quarantiner
 	clock *clock.Fake
 	dlq   string
 }
@@ -51,7 +52,7 @@ func newEnv(t *testing.T) *env {
 		store: dynamostore.New(stack.Clients.DynamoDB, table), list: dynamostore.NewLister(stack.Clients.DynamoDB, table),
 		clock: clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), dlq: aws.ToString(out.QueueUrl),
 	}
-	e.q = quarantine.NewQuarantiner(e.store, nil, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{name: e.src}})
+	e.q = ingest.NewQuarantiner(e.store, nil, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: e.src}})
 	return e
 }
 
@@ -69,7 +70,7 @@ func (e *env) service(c *counting) *metrics.Service {
 func (e *env) at(t *testing.T, offset time.Duration, key, reason, body string) *quarantine.Record {
 	t.Helper()
 	e.clock = clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(offset))
-	e.q = quarantine.NewQuarantiner(e.store, nil, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
+	e.q = ingest.NewQuarantiner(e.store, nil, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
 	attrs := map[string]quarantine.Attribute{}
 	if reason != "" {
 		attrs[quarantine.AttrFailureReason] = quarantine.Attribute{DataType: "String", StringValue: reason}
@@ -77,7 +78,7 @@ func (e *env) at(t *testing.T, offset time.Duration, key, reason, body string) *
 	if body == "" {
 		body = `{"k":"` + key + `"}`
 	}
-	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: key + offset.String(), SourceARN: e.src.ARN, Attributes: attrs, Body: []byte(body)})
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: key + offset.String(), SourceARN: e.src.ARN, Attributes: attrs, Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}

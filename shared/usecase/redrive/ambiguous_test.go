@@ -21,6 +21,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -533,11 +534,11 @@ func TestUndecodableItemIsHeldAndItsArrivalsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The arrival of a re-failure for its key is stored in a successor.
-	got, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "again-0", Body: []byte(body(0, true)), SourceARN: e.src.ARN, ReceiveCount: 2})
+	got, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "again-0", Body: []byte(body(0, true)), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {
 		t.Fatalf("arrival for an undecodable record: %v", err)
 	}
-	if got.Result != quarantine.ResultCreated || got.Record.Predecessor == nil || got.Record.Predecessor.ID != bad {
+	if got.Result != ingest.ResultCreated || got.Record.Predecessor == nil || got.Record.Predecessor.ID != bad {
 		t.Fatalf("arrival: %s %+v", got.Result, got.Record.Predecessor)
 	}
 	// Its redrive count cannot be trusted (the cap could be bypassed

@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
-	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
@@ -65,37 +61,6 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 		errs = append(errs, errors.New("TABLE_NAME is required"))
 	}
 	return cfg, errors.Join(errs...)
-}
-
-// Clients are the AWS clients redrive needs.
-type Clients struct {
-	DynamoDB interface {
-		dynamostore.API
-		dynamostore.QueryAPI
-	}
-	S3  s3store.API
-	SQS Sender
-	// CloudWatch, when set, enables standing policies (their breaker
-	// metrics).
-	CloudWatch MetricsAPI
-}
-
-// NewFromConfig builds the service on real AWS clients.
-func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() time.Time) (*Service, error) {
-	srcs, err := sources.Build(cfg.Sources)
-	if err != nil {
-		return nil, err
-	}
-	var payloads quarantine.PayloadStore
-	if cfg.PayloadBucket != "" && c.S3 != nil {
-		payloads = s3store.New(c.S3, cfg.PayloadBucket, "")
-	}
-	store := dynamostore.New(c.DynamoDB, cfg.TableName)
-	svc := New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, now, log, cfg.Service)
-	if c.CloudWatch != nil {
-		svc.WithPolicies(Policies{Store: policy.NewStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
-	}
-	return svc, nil
 }
 
 // LambdaHandler adapts Handle to lambda.Start's signature. The runtime logs

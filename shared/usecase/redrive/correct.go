@@ -12,8 +12,8 @@ import (
 // (*quarantine.CorrectionError) or a lost race (quarantine.ErrCorrectionConflict)
 // changes nothing.
 func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Source, rep *Report) (*Report, error) {
-	q := quarantine.NewQuarantiner(s.store, s.payloads, s.now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}, KeyAttribute: s.cfg.KeyAttribute})
-	rec, err := q.Correct(ctx, req.IDs[0], quarantine.CorrectionRequest{Actor: req.RequestedBy, Reason: req.Reason, Body: []byte(req.Payload), NewKey: req.NewKey})
+	k := quarantine.Corrector{Store: s.store, Payloads: s.payloads, Now: s.now, Sources: map[string]*quarantine.Source{src.Name: src}, KeyAttribute: s.cfg.KeyAttribute}
+	rec, err := k.Correct(ctx, req.IDs[0], quarantine.CorrectionRequest{Actor: req.RequestedBy, Reason: req.Reason, Body: []byte(req.Payload), NewKey: req.NewKey})
 	rep.FinishedAt = s.now().UTC()
 	if err == nil {
 		rep.Corrected.add(rec.DLQID)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -27,7 +28,7 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestConcurrentCorrectionsOneWins(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	bad := strings.Replace(body(2, true), "12345-678-90", "NDC?", 1)
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-2", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-2", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -20,7 +21,7 @@ func (e *env) seedGroup(t *testing.T, bodies []string) []string {
 	t.Helper()
 	var ids []string
 	for i, b := range bodies {
-		m := quarantine.Message{MessageID: "g-" + string(rune('a'+i)), Body: []byte(b), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"}
+		m := ingest.Message{MessageID: "g-" + string(rune('a'+i)), Body: []byte(b), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"}
 		out, err := e.q.Quarantine(context.Background(), m)
 		if err != nil {
 			t.Fatal(err)
@@ -289,7 +290,7 @@ func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
 func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: "fresh", Body: []byte(body(71, true)), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"})
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: "fresh", Body: []byte(body(71, true)), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "G"})
 	if err != nil {
 		t.Fatal(err)
 	}

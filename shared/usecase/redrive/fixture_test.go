@@ -20,6 +20,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -34,7 +35,7 @@ type env struct {
 	store          *dynamostore.Store
 	lister         *dynamostore.Lister
 	payloads       *s3store.Store
-	q              *quarantine.Quarantiner
+	q              *ingest.Quarantiner
 	clock          *clock.Fake
 }
 
@@ -78,7 +79,7 @@ func newEnv(t *testing.T, fifo bool) *env {
 		payloads: s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], ""),
 		clock:    clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
 	}
-	e.q = quarantine.NewQuarantiner(e.store, e.payloads, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
+	e.q = ingest.NewQuarantiner(e.store, e.payloads, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
 	return e
 }
 
@@ -112,7 +113,7 @@ func (e *env) seed(t *testing.T, n int, bad func(i int) bool) []string {
 	t.Helper()
 	var ids []string
 	for i := range n {
-		m := quarantine.Message{MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(body(i, !bad(i))), SourceARN: e.src.ARN, ReceiveCount: 2}
+		m := ingest.Message{MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(body(i, !bad(i))), SourceARN: e.src.ARN, ReceiveCount: 2}
 		if e.src.Name[len(e.src.Name)-5:] == ".fifo" {
 			m.MessageGroupID = fmt.Sprintf("group-%d", i%3)
 		}
@@ -203,7 +204,7 @@ func (e *env) ingestDLQ(t *testing.T) int {
 			for k, v := range m.MessageAttributes {
 				attrs[k] = quarantine.Attribute{DataType: aws.ToString(v.DataType), StringValue: aws.ToString(v.StringValue), BinaryValue: v.BinaryValue}
 			}
-			if _, err := e.q.Quarantine(ctx, quarantine.Message{
+			if _, err := e.q.Quarantine(ctx, ingest.Message{
 				MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, ReceiveCount: 1,
 				MessageGroupID: m.Attributes["MessageGroupId"],
 			}); err != nil {

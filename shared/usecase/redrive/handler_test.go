@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -31,8 +32,8 @@ func TestLambdaErrorsNameNoRecord(t *testing.T) {
 	t.Parallel()
 	store := memstore.New()
 	src := &quarantine.Source{Name: "orders", ARN: "arn:aws:sqs:us-east-1:000000000000:orders", IdempotencyPointer: "/k", RedriveCap: 3}
-	q := quarantine.NewQuarantiner(store, nil, nil, quarantine.Config{Sources: map[string]*quarantine.Source{"orders": src}})
-	if _, err := q.Quarantine(context.Background(), quarantine.Message{MessageID: "m", SourceARN: src.ARN, Body: []byte(`{"k":"SECRET-KEY-42"}`)}); err != nil {
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"orders": src}})
+	if _, err := q.Quarantine(context.Background(), ingest.Message{MessageID: "m", SourceARN: src.ARN, Body: []byte(`{"k":"SECRET-KEY-42"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	svc := redrive.New(brokenStore{store}, store, nil, nil, map[string]*quarantine.Source{"orders": src}, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{})

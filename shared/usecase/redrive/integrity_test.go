@@ -25,6 +25,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -266,11 +267,11 @@ func TestClaimCheckedBodyMismatchIsHeldNotReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &quarantine.Source{Name: "inv", ARN: "arn:aws:sqs:us-east-1:000000000000:inv", IdempotencyPointer: "/event_id", Schema: sch, SchemaVersion: version, RedriveCap: cap3}
-	q := quarantine.NewQuarantiner(store, payloads, clk.Now, quarantine.Config{Sources: map[string]*quarantine.Source{src.Name: src}})
+	q := ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{src.Name: src}})
 	big := strings.Replace(body(1, true), `"occurred_at"`, `"note":"`+strings.Repeat("x", 350<<10)+`","occurred_at"`, 1)
 	var ids []string
 	for i, b := range []string{big, body(2, true), body(3, true)} {
-		out, err := q.Quarantine(ctx, quarantine.Message{MessageID: "m" + string(rune('0'+i)), Body: []byte(b), SourceARN: src.ARN, ReceiveCount: 2})
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m" + string(rune('0'+i)), Body: []byte(b), SourceARN: src.ARN, ReceiveCount: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +324,7 @@ func TestCorrectionOfATamperedRecordHoldsIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

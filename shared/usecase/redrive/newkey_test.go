@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -23,7 +24,7 @@ func TestNewKeyCorrectionComesBackToItsRecordAndTheCapHolds(t *testing.T) {
 	e := newEnv(t, false)
 	wrong := strings.Replace(body(7, true), `"ev-00007"`, `"ev-0007"`, 1)
 	wrong = strings.Replace(wrong, "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "dlq-7", Body: []byte(wrong), SourceARN: e.src.ARN, ReceiveCount: 2})
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-7", Body: []byte(wrong), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

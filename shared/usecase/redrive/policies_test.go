@@ -19,6 +19,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -28,7 +29,7 @@ func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
 	t.Helper()
 	var ids []string
 	for i := from; i < from+n; i++ {
-		out, err := e.q.Quarantine(context.Background(), quarantine.Message{
+		out, err := e.q.Quarantine(context.Background(), ingest.Message{
 			MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(body(i, true)), SourceARN: e.src.ARN, ReceiveCount: 2,
 			Attributes: map[string]quarantine.Attribute{
 				quarantine.AttrFailureStage:  {DataType: "String", StringValue: "consumer"},

@@ -13,6 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -217,7 +218,7 @@ func TestSchemaFailureIsNeverSent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	ctx := context.Background()
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "x", SourceARN: e.src.ARN,
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "x", SourceARN: e.src.ARN,
 		Body: []byte(`{"event_id":"ev-x","ndc":"bad","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T10:00:00Z"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +441,7 @@ func TestMessageFidelity(t *testing.T) {
 		return a
 	}
 	for _, n := range []int{8, 9, 10} {
-		if _, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "m" + string(rune('0'+n)), SourceARN: e.src.ARN, Attributes: mk(n), Body: []byte(body(n, true))}); err != nil {
+		if _, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "m" + string(rune('0'+n)), SourceARN: e.src.ARN, Attributes: mk(n), Body: []byte(body(n, true))}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,10 +1,15 @@
 package sweeper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // FunctionConfig is the sweeper function's configuration.
@@ -48,4 +53,14 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// LambdaHandler serves the schedule's events. The runtime logs a function
+// error's text: it gets the error's kind only.
+func (s *Service) LambdaHandler(ctx context.Context, _ events.CloudWatchEvent) (*Report, error) {
+	out, err := s.Run(ctx)
+	if err != nil {
+		return out, fmt.Errorf("run failed: %s", quarantine.ErrorKind(err))
+	}
+	return out, nil
 }

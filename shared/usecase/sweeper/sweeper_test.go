@@ -25,6 +25,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -34,7 +35,8 @@ type env struct {
 	store    *dynamostore.Store
 	lister   *dynamostore.Lister
 	payloads *s3store.Store
-	q        *quarantine.Quarantiner
+	q        *ingest.Quarantiner
+	k        quarantine.Corrector
 	src      *quarantine.Source
 	clock    *clock.Fake
 	bucket   string
@@ -55,7 +57,8 @@ func newEnv(t *testing.T) *env {
 		clock:    clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)),
 		bucket:   st.Names["ArchiveBucket"],
 	}
-	e.q = quarantine.NewQuarantiner(e.store, e.payloads, e.clock.Now, quarantine.Config{Sources: map[string]*quarantine.Source{"inventory": e.src}})
+	e.q = ingest.NewQuarantiner(e.store, e.payloads, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": e.src}})
+	e.k = quarantine.Corrector{Store: e.store, Payloads: e.payloads, Now: e.clock.Now, Sources: map[string]*quarantine.Source{"inventory": e.src}}
 	return e
 }
 
@@ -77,7 +80,7 @@ func (e *env) sweeper(store quarantine.Store, s3api archive.API) *sweeper.Servic
 // quarantine stores one record and returns it.
 func (e *env) quarantine(t *testing.T, id, body string) *quarantine.Record {
 	t.Helper()
-	out, err := e.q.Quarantine(context.Background(), quarantine.Message{MessageID: "m-" + id, SourceARN: e.src.ARN, Body: []byte(body)})
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: "m-" + id, SourceARN: e.src.ARN, Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +296,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 	e.clock.Advance(2 * time.Hour)
 	refail := func(id string) func() {
 		return func() {
-			if _, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "again-" + id, SourceARN: e.src.ARN, Body: []byte(inv("d", ""))}); err != nil {
+			if _, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "again-" + id, SourceARN: e.src.ARN, Body: []byte(inv("d", ""))}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -484,8 +487,8 @@ func TestArrivalAfterArchiveOpensASuccessorAndKeepsTheStub(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	before := e.get(t, r.DLQID)
-	out, err := e.q.Quarantine(ctx, quarantine.Message{MessageID: "again", SourceARN: e.src.ARN, Body: []byte(inv("z", ""))})
-	if err != nil || out.Result != quarantine.ResultCreated || out.Record.DLQID != r.DLQID+"#r1" {
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "again", SourceARN: e.src.ARN, Body: []byte(inv("z", ""))})
+	if err != nil || out.Result != ingest.ResultCreated || out.Record.DLQID != r.DLQID+"#r1" {
 		t.Fatalf("%+v %v", out, err)
 	}
 	succ := e.get(t, out.Record.DLQID)
@@ -526,11 +529,11 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 	orig := inv("ev-corr", "first")
 	r := e.quarantine(t, "ev-corr", orig)
 	small := inv("ev-corr", "fixed by hand")
-	if _, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "typo", Body: []byte(small)}); err != nil {
+	if _, err := e.k.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "typo", Body: []byte(small)}); err != nil {
 		t.Fatal(err)
 	}
 	large := inv("ev-corr", strings.Repeat("n", 350<<10))
-	c2, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "lead@ops", Reason: "full note restored", Body: []byte(large)})
+	c2, err := e.k.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "lead@ops", Reason: "full note restored", Body: []byte(large)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +574,7 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 	}
 	// An archived stub takes no correction.
 	var ce *quarantine.CorrectionError
-	if _, err := e.q.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "a", Reason: "r", Body: []byte(inv("ev-corr", "again"))}); !errors.As(err, &ce) {
+	if _, err := e.k.Correct(ctx, r.DLQID, quarantine.CorrectionRequest{Actor: "a", Reason: "r", Body: []byte(inv("ev-corr", "again"))}); !errors.As(err, &ce) {
 		t.Fatalf("correcting an archived stub: %v", err)
 	}
 	// (The current object, not the version: the payload bucket keeps

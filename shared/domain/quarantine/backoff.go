@@ -1,0 +1,22 @@
+package quarantine
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff sleeps before retry attempt (0 for the first retry) with full
+// jitter: up to first doubled per attempt, at most most, plus a
+// millisecond. It returns early with the context's error.
+func Backoff(ctx context.Context, attempt int, first, most time.Duration) error {
+	limit := min(first<<min(attempt, 16), most)
+	t := time.NewTimer(rand.N(limit) + time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
