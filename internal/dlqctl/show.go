@@ -60,26 +60,24 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	var attrs map[string]quarantine.Attribute
 	if o.Payload {
 		// Record the read before showing anything.
-		for attempt := 0; ; attempt++ {
-			next, err := r.NotePayloadRead(a.Actor, a.Now())
-			if quarantine.IsIntegrityFailure(err) {
-				return a.holdRecord(ctx, store, r, err) // the read cannot be recorded under its seal
-			}
+		var failed *quarantine.Record // the version whose read cannot be recorded
+		var ferr error
+		next, err := store.Update(ctx, o.ID, func(cur *quarantine.Record) (*quarantine.Record, error) {
+			next, err := cur.NotePayloadRead(a.Actor, a.Now())
 			if err != nil {
-				return err
+				failed, ferr = cur, err
 			}
-			err = store.Replace(ctx, next, r.Version)
-			if err == nil {
-				r = next
-				break
-			}
-			if !errors.Is(err, quarantine.ErrVersionConflict) || attempt > 5 {
-				return fmt.Errorf("record the payload read: %w", err)
-			}
-			if r, err = store.Get(ctx, o.ID); err != nil {
-				return err
-			}
+			return next, err
+		})
+		switch {
+		case failed != nil && quarantine.IsIntegrityFailure(ferr):
+			return a.holdRecord(ctx, store, failed, ferr) // the read cannot be recorded under its seal
+		case failed != nil:
+			return ferr
+		case err != nil:
+			return fmt.Errorf("record the payload read: %w", err)
 		}
+		r = next
 		if r.Status != quarantine.StatusArchived {
 			if body, err = quarantine.LoadBody(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
 				return a.holdRecord(ctx, store, r, err)

@@ -108,10 +108,12 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, next, r.Version+5); !errors.Is(err, quarantine.ErrVersionConflict) {
+		stale := r.Clone()
+		stale.Version += 5
+		if err := s.Replace(ctx, stale, next); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("stale replace = %v", err)
 		}
-		if err := s.Replace(ctx, next, r.Version); err != nil {
+		if err := s.Replace(ctx, r, next); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, r.DLQID)
@@ -124,7 +126,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		// A replay of the very write already stored is that write, applied
 		// (a retried request whose answer was lost), not a conflict; any
 		// other successor of the same version is.
-		if err := s.Replace(ctx, next, r.Version); err != nil {
+		if err := s.Replace(ctx, r, next); err != nil {
 			t.Fatalf("replay of the same replace = %v, want nil: the store holds exactly this write", err)
 		}
 		other, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(2 * time.Second)), Stage: "s", Reason: "r", MessageID: "m3", Actor: "ingest"},
@@ -132,7 +134,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, other, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+		if err := s.Replace(ctx, r, other); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("another successor of the same version = %v, want ErrVersionConflict", err)
 		}
 		same := next.Clone()
@@ -140,17 +142,13 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := quarantine.SealRecord(same); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, same, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+		if err := s.Replace(ctx, r, same); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("the same content by another writer = %v, want ErrVersionConflict", err)
 		}
 	})
 
 	t.Run("get many", func(t *testing.T) {
 		t.Parallel()
-		bg, ok := s.(quarantine.BatchGetter)
-		if !ok {
-			t.Fatal("the store does not implement quarantine.BatchGetter")
-		}
 		var ids []string
 		for range 130 {
 			r := Record(t, UniqueID("many"))
@@ -159,7 +157,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 			}
 			ids = append(ids, r.DLQID)
 		}
-		got, err := bg.GetMany(ctx, append(ids, "src#"+UniqueID("absent")))
+		got, err := s.GetMany(ctx, append(ids, "src#"+UniqueID("absent")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +255,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 			t.Fatalf("put over other bytes = %+v %v", got, err)
 		}
 	})
-	if del, ok := p.(quarantine.PayloadDeleter); ok {
+	{
 		// The sweeper deletes a record's objects once it is archived
 		// (ingest then uploads nothing for the record). A put of the key
 		// after the delete may store the bytes again (S3 over a delete
@@ -271,7 +269,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := del.DeletePayload(ctx, ref); err != nil {
+			if err := p.DeletePayload(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
 			again, err := p.PutPayload(ctx, key, []byte("data"))
@@ -356,7 +354,7 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 
 // CounterReader reads counter shards (memstore.Store, dynamostore.Store).
 type CounterReader interface {
-	ReadCounters(ctx context.Context, keys []string) (map[string]int64, error)
+	ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
 }
 
 // SignatureReader lists a source's open records by signature.
@@ -367,13 +365,13 @@ type SignatureReader interface {
 // StateCount sums a status × class counter over its shards.
 func StateCount(t testing.TB, cr CounterReader, source string, st quarantine.Status, c quarantine.Class) int64 {
 	t.Helper()
-	return sumShards(t, cr, func(shard int) string { return quarantine.StateCounterKey(source, st, c, shard) })
+	return sumShards(t, cr, func(shard int) quarantine.CounterKey { return quarantine.StateCounterKey(source, st, c, shard) })
 }
 
 // sumShards reads the counter whose shard keys key names and sums them.
-func sumShards(t testing.TB, cr CounterReader, key func(shard int) string) int64 {
+func sumShards(t testing.TB, cr CounterReader, key func(shard int) quarantine.CounterKey) int64 {
 	t.Helper()
-	var keys []string
+	var keys []quarantine.CounterKey
 	for shard := range quarantine.CounterShards {
 		keys = append(keys, key(shard))
 	}
@@ -439,7 +437,7 @@ func RunCounters(t *testing.T, s quarantine.Store, l quarantine.Lister, cr Count
 						t.Error(err)
 						return
 					}
-					if err := s.Replace(ctx, next, r.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+					if err := s.Replace(ctx, r, next); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
 						t.Error(err)
 						return
 					}
@@ -516,7 +514,7 @@ type Tamper func(t *testing.T, id string, change func(*quarantine.Record))
 // HeldCount sums a source's integrity-hold counter over its shards.
 func HeldCount(t testing.TB, cr CounterReader, source string) int64 {
 	t.Helper()
-	return sumShards(t, cr, func(shard int) string { return quarantine.HeldCounterKey(source, shard) })
+	return sumShards(t, cr, func(shard int) quarantine.CounterKey { return quarantine.HeldCounterKey(source, shard) })
 }
 
 // RunHold runs the integrity-hold contract: a tampered record is held at
@@ -601,7 +599,7 @@ func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterRe
 	if err := quarantine.SealRecord(succ); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Replace(ctx, succ, after.Version); !errors.Is(err, quarantine.ErrHeld) {
+	if err := s.Replace(ctx, after, succ); !errors.Is(err, quarantine.ErrHeld) {
 		t.Fatalf("replace of a held record = %v, want ErrHeld", err)
 	}
 	if again, _ := s.Get(ctx, forged); again.Seal != found.Seal || again.Status != quarantine.StatusQuarantined {

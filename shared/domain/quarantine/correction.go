@@ -277,7 +277,7 @@ func (q *Quarantiner) Correct(ctx context.Context, id string, req CorrectionRequ
 			return nil, err
 		}
 	}
-	if err := q.store.Replace(ctx, next, cur.Version); err != nil {
+	if err := q.store.Replace(ctx, cur, next); err != nil {
 		if errors.Is(err, ErrVersionConflict) || errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("correct %s: %w", id, ErrCorrectionConflict)
 		}

@@ -397,7 +397,7 @@ func (q *Quarantiner) createOrAppend(ctx context.Context, start string, proto *R
 		if err != nil {
 			return Outcome{}, err
 		}
-		err = q.store.Replace(ctx, next, cur.Version)
+		err = q.store.Replace(ctx, cur, next)
 		if err == nil {
 			return Outcome{Result: ResultAppended, Record: next}, nil
 		}

@@ -58,7 +58,7 @@ type QueueAPI interface {
 
 // Counters reads counter shards.
 type Counters interface {
-	ReadCounters(ctx context.Context, keys []string) (map[string]int64, error)
+	ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
 }
 
 // Signatures lists a source's open records by failure signature.
@@ -148,8 +148,8 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, 
 	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], &rep.DLQInFlight)
 
 	// Every counter this run needs, in one batch read.
-	var keys []string
-	sum := map[string][]string{} // what a sum is made of
+	var keys []quarantine.CounterKey
+	sum := map[string][]quarantine.CounterKey{} // what a sum is made of
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			for shard := range quarantine.CounterShards {

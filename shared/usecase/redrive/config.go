@@ -11,7 +11,6 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
-	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
@@ -93,7 +92,7 @@ func NewFromConfig(cfg FunctionConfig, c Clients, log *slog.Logger, now func() t
 	store := dynamostore.New(c.DynamoDB, cfg.TableName)
 	svc := New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, now, log, cfg.Service)
 	if c.CloudWatch != nil {
-		svc.WithPolicies(Policies{Store: policy.NewStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
+		svc.WithPolicies(Policies{Store: dynamostore.NewPolicyStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
 	}
 	return svc, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -42,14 +43,14 @@ func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
 	return ids
 }
 
-func (e *env) policies(t *testing.T) (*redrive.Service, *policy.Store, string) {
+func (e *env) policies(t *testing.T) (*redrive.Service, *dynamostore.PolicyStore, string) {
 	ns := embedded.RandomName("ns")
-	ps := policy.NewStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	svc := e.service(nil, nil, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
 	return svc, ps, ns
 }
 
-func (e *env) addPolicy(t *testing.T, ps *policy.Store, spec policy.Spec) *policy.Policy {
+func (e *env) addPolicy(t *testing.T, ps *dynamostore.PolicyStore, spec policy.Spec) *policy.Policy {
 	t.Helper()
 	spec.Source = e.src.Name
 	p, err := policy.New(spec, "lead@ops", e.clock.Now())

@@ -726,12 +726,9 @@ func (r *run) failLater(ctx context.Context, id string, op string, err error) {
 // claimed are still sent, marked or released.
 func (r *run) batch(ctx context.Context, ids []string) error {
 	// One batch read instead of a read per record, where the store can.
-	var prefetched map[string]*quarantine.Record
-	if bg, ok := r.s.store.(quarantine.BatchGetter); ok {
-		var err error
-		if prefetched, err = bg.GetMany(ctx, ids); err != nil {
-			return fmt.Errorf("read records: %w", err)
-		}
+	prefetched, err := r.s.store.GetMany(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
 	}
 	slots := make([]*claimed, len(ids))
 	_ = each(len(ids), func(i int) error {
@@ -793,7 +790,7 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		// approved run to take up, instead of holding its group back.
 		back, err := rec.ReturnExpiredParkedClaim(r.req.RequestedBy, s.now())
 		if err == nil {
-			if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+			if err := s.store.Replace(ctx, rec, back); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
 				return nil, fmt.Errorf("return expired parked claim: %w", err)
 			}
 			r.note(&r.rep.Parked, id)
@@ -828,7 +825,7 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 			if perr != nil {
 				return nil, perr
 			}
-			if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
+			if perr := s.store.Replace(ctx, rec, parked); perr != nil {
 				if errors.Is(perr, quarantine.ErrVersionConflict) {
 					r.note(&r.rep.Skipped, id)
 					return nil, nil
@@ -877,7 +874,7 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 		}
 		return nil, nil
 	}
-	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
+	if err := s.store.Replace(ctx, rec, next); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			r.note(&r.rep.Skipped, id) // another run claimed it first
 			r.block(rec)
@@ -1012,7 +1009,7 @@ func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome,
 		if err != nil {
 			return err
 		}
-		err = r.s.store.Replace(ctx, next, rec.Version)
+		err = r.s.store.Replace(ctx, rec, next)
 		if errors.Is(err, quarantine.ErrHeld) {
 			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
 			return nil
@@ -1288,7 +1285,7 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 		if err != nil {
 			return err
 		}
-		err = r.s.store.Replace(ctx, next, rec.Version)
+		err = r.s.store.Replace(ctx, rec, next)
 		if errors.Is(err, quarantine.ErrHeld) {
 			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
 			return nil
@@ -1446,7 +1443,7 @@ func (r *run) settle(ctx context.Context) error {
 			r.note(&r.rep.Settled, id)
 			continue
 		}
-		if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
+		if err := r.s.store.Replace(ctx, rec, next); err != nil {
 			if errors.Is(err, quarantine.ErrVersionConflict) {
 				continue // it came back meanwhile
 			}
