@@ -22,7 +22,7 @@ type BatchAPI interface {
 // maxBatchGet is DynamoDB's limit of keys per BatchGetItem call.
 const maxBatchGet = 100
 
-// GetMany implements quarantine.BatchGetter with consistent BatchGetItem
+// GetMany implements quarantine.Store with consistent BatchGetItem
 // calls of at most 100 keys, retrying unprocessed keys. The store's client
 // must implement BatchAPI.
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {

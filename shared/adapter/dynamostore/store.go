@@ -59,6 +59,9 @@ func (s *Store) Create(ctx context.Context, r *quarantine.Record) error {
 
 // Replace implements quarantine.Store.
 func (s *Store) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if err := quarantine.CheckReplace(prev, r); err != nil {
+		return err
+	}
 	// A held record is never overwritten: its item is the evidence.
 	cond := expression.Name(VersionAttr).Equal(expression.Value(prev.Version)).And(expression.AttributeNotExists(expression.Name(HoldAttr)))
 	if err := s.put(ctx, prev, r, cond); err != nil {

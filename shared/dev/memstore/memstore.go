@@ -95,6 +95,9 @@ func (s *Store) Get(_ context.Context, id string) (*quarantine.Record, error) {
 
 // Replace implements quarantine.Store.
 func (s *Store) Replace(_ context.Context, prev, r *quarantine.Record) error {
+	if err := quarantine.CheckReplace(prev, r); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[r.DLQID]

@@ -197,6 +197,24 @@ func RunUpdate(t *testing.T, s quarantine.Store, cr CounterReader) {
 		}
 	})
 
+	t.Run("a replace of another record's version is refused", func(t *testing.T) {
+		t.Parallel()
+		r, other := create(t), create(t)
+		next, err := r.Claim("alice", now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, other, next); err == nil {
+			t.Fatal("replace with a prev of another record succeeded")
+		}
+		if err := s.Replace(ctx, nil, next); err == nil {
+			t.Fatal("replace without prev succeeded")
+		}
+		if got := get(t, r.DLQID); !sameVersion(got, r) {
+			t.Fatalf("stored v%d, want v%d untouched", got.Version, r.Version)
+		}
+	})
+
 	t.Run("a replace whose answer was lost counts once", func(t *testing.T) {
 		t.Parallel()
 		r := create(t)

@@ -3,6 +3,7 @@ package quarantine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -190,4 +191,18 @@ func (q ListQuery) Matches(r *Record) bool {
 func SameVersion(stored, r *Record) bool {
 	return stored != nil && r != nil && r.WriteID != "" && r.Seal != "" &&
 		stored.DLQID == r.DLQID && stored.Version == r.Version && stored.WriteID == r.WriteID && stored.Seal == r.Seal
+}
+
+// CheckReplace is what a Store checks before Replace writes anything: prev
+// is a version of next's record. The write's condition is on prev.Version
+// and its counter changes are CounterDeltas(prev, next), so a prev of
+// another record would count the change against the wrong counters.
+func CheckReplace(prev, next *Record) error {
+	switch {
+	case prev == nil || next == nil:
+		return errors.New("replace: prev and next are both required")
+	case prev.DLQID != next.DLQID:
+		return fmt.Errorf("replace %s: prev is a version of %s", next.DLQID, prev.DLQID)
+	}
+	return nil
 }
