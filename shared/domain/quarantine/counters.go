@@ -58,80 +58,61 @@ type CounterDelta struct {
 	N int64
 }
 
-// counted is what of a record its counters count.
-type counted struct {
-	Status       Status
-	Class        Class
-	Signature    string
-	AttemptCount int
-	StatusSince  Time
-}
-
-func countedOf(r *Record) *counted {
-	return &counted{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature, AttemptCount: r.AttemptCount, StatusSince: r.StatusSince}
-}
-
 // CounterDeltas are the counter changes that replacing prev, the version
 // the store holds, with next makes (prev nil: next is a new record). The
 // store applies them in the same transaction as the record, so a write
 // conditional on prev.Version counts each change exactly once; a retried
 // write found already applied (SameVersion) applies nothing again.
 func CounterDeltas(prev, next *Record) []CounterDelta {
-	r := next
-	shard := r.shard()
+	src, shard := next.Source, next.shard()
 	var out []CounterDelta
 	add := func(k CounterKey, n int64) {
 		out = append(out, CounterDelta{CounterKey: k, N: n})
 	}
-	var was *counted
-	if prev != nil {
-		was = countedOf(prev)
-	}
-	cur := countedOf(r)
-	if was == nil || was.Status != cur.Status || was.Class != cur.Class {
-		if was != nil {
-			add(StateCounterKey(r.Source, was.Status, was.Class, shard), -1)
+	if prev == nil || prev.Status != next.Status || prev.FailureClass != next.FailureClass {
+		if prev != nil {
+			add(StateCounterKey(src, prev.Status, prev.FailureClass, shard), -1)
 		}
-		add(StateCounterKey(r.Source, cur.Status, cur.Class, shard), 1)
+		add(StateCounterKey(src, next.Status, next.FailureClass, shard), 1)
 	}
-	wasOpen := was != nil && was.Status == StatusQuarantined
-	isOpen := cur.Status == StatusQuarantined
-	if wasOpen != isOpen || (wasOpen && was.Signature != cur.Signature) {
+	wasOpen := prev != nil && prev.Status == StatusQuarantined
+	isOpen := next.Status == StatusQuarantined
+	if wasOpen != isOpen || (wasOpen && prev.FailureSignature != next.FailureSignature) {
 		if wasOpen {
-			add(OpenCounterKey(r.Source, was.Signature, shard), -1)
+			add(OpenCounterKey(src, prev.FailureSignature, shard), -1)
 		}
 		if isOpen {
-			add(OpenCounterKey(r.Source, cur.Signature, shard), 1)
+			add(OpenCounterKey(src, next.FailureSignature, shard), 1)
 		}
 	}
-	cameBack := was != nil && cur.Status == StatusQuarantined && r.arrived() &&
-		(was.Status == StatusRedriven || was.Status == StatusRedriving || was.Status == StatusResolved)
+	cameBack := prev != nil && isOpen && next.arrived() &&
+		(prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved)
 	switch {
-	case was == nil:
-		add(BucketCounterKey(r.Source, CounterArrivals, r.FirstSeen.Truncate(time.Minute), shard), 1)
+	case prev == nil:
+		add(BucketCounterKey(src, CounterArrivals, next.FirstSeen.Truncate(time.Minute), shard), 1)
 	case cameBack:
-		add(BucketCounterKey(r.Source, CounterCameBack, r.LastSeen.Truncate(time.Hour), shard), 1)
-		if was.Status == StatusResolved {
+		add(BucketCounterKey(src, CounterCameBack, next.LastSeen.Truncate(time.Hour), shard), 1)
+		if prev.Status == StatusResolved {
 			// It settled too early: no longer a success of the hour it settled in.
-			add(BucketCounterKey(r.Source, CounterResolved, was.StatusSince.Truncate(time.Hour), shard), -1)
+			add(BucketCounterKey(src, CounterResolved, prev.StatusSince.Truncate(time.Hour), shard), -1)
 		}
-	case cur.Status == StatusResolved && was.Status == StatusRedriven:
-		add(BucketCounterKey(r.Source, CounterResolved, r.StatusSince.Truncate(time.Hour), shard), 1)
-	case cur.Status == StatusParked && cur.Class == ClassPoison && was.Status != StatusParked:
-		add(BucketCounterKey(r.Source, CounterPoisoned, r.StatusSince.Truncate(time.Hour), shard), 1)
+	case next.Status == StatusResolved && prev.Status == StatusRedriven:
+		add(BucketCounterKey(src, CounterResolved, next.StatusSince.Truncate(time.Hour), shard), 1)
+	case next.Status == StatusParked && next.FailureClass == ClassPoison && prev.Status != StatusParked:
+		add(BucketCounterKey(src, CounterPoisoned, next.StatusSince.Truncate(time.Hour), shard), 1)
 	}
 	// Standing policies' breakers: what each sent, and what came back.
-	if was != nil {
-		if last := r.lastAttempt(); last != nil && r.AttemptCount != was.AttemptCount && last.Stage == StageRedrive && last.MessageID != "" {
+	if prev != nil {
+		if last := next.lastAttempt(); last != nil && next.AttemptCount != prev.AttemptCount && last.Stage == StageRedrive && last.MessageID != "" {
 			if id, ok := PolicyOfActor(last.Actor); ok {
-				add(PolicyCounterKey(r.Source, id, CounterPolicySent, shard), 1)
+				add(PolicyCounterKey(src, id, CounterPolicySent, shard), 1)
 			}
 		}
 		// RedrivenBy stays set on a RESOLVED record: a replay that comes
 		// back after it settled counts against its policy too.
 		if cameBack {
-			if id, ok := PolicyOfActor(r.RedrivenBy); ok {
-				add(PolicyCounterKey(r.Source, id, CounterPolicyCameBack, shard), 1)
+			if id, ok := PolicyOfActor(next.RedrivenBy); ok {
+				add(PolicyCounterKey(src, id, CounterPolicyCameBack, shard), 1)
 			}
 		}
 	}
