@@ -69,7 +69,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Replace(ctx, p, r.Version); err != nil {
+			if err := store.Replace(ctx, r, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,7 +118,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := policy.NewStore(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, p); err != nil {
+			if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 		}

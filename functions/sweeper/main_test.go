@@ -45,7 +45,7 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, parked, out.Record.Version); err != nil {
+	if err := store.Replace(ctx, out.Record, parked); err != nil {
 		t.Fatal(err)
 	}
 

@@ -74,7 +74,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.Replace(ctx, parked, r.Version); err != nil {
+	if err := f.store.Replace(ctx, r, parked); err != nil {
 		t.Fatal(err)
 	}
 	sw := sweeper.New(f.store, dynamostore.NewLister(st.Clients.DynamoDB, st.Names["QuarantineTable"]), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
@@ -231,7 +231,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	if err := quarantine.SealRecord(swapped); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.Replace(ctx, swapped, stub.Version); err != nil {
+	if err := f.store.Replace(ctx, stub, swapped); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code := f.run(t, "verify")

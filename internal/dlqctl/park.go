@@ -59,7 +59,7 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Replace(ctx, next, r.Version); err != nil {
+	if err := store.Replace(ctx, r, next); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			return fmt.Errorf("record %s changed meanwhile; look again and retry", o.ID)
 		}

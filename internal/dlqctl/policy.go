@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 )
 
@@ -77,7 +78,7 @@ func (a *App) policyCmd() *cobra.Command {
 	return c
 }
 
-func (a *App) policyStore(ctx context.Context) (*policy.Store, policy.CounterReader, error) {
+func (a *App) policyStore(ctx context.Context) (*dynamostore.PolicyStore, policy.CounterReader, error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +87,7 @@ func (a *App) policyStore(ctx context.Context) (*policy.Store, policy.CounterRea
 	if err != nil {
 		return nil, nil, err
 	}
-	return policy.NewStore(c.DynamoDB, a.Table), store, nil
+	return dynamostore.NewPolicyStore(c.DynamoDB, a.Table), store, nil
 }
 
 // Spec turns the flags into a policy spec.

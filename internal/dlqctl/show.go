@@ -3,7 +3,6 @@ package dlqctl
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,7 +61,7 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	}
 	v := shown{r: r}
 	if o.Payload {
-		if v.r, err = a.recordPayloadRead(ctx, store, r, o.ID); err != nil {
+		if v.r, err = a.recordPayloadRead(ctx, store, o.ID); err != nil {
 			return err
 		}
 		if err := a.loadPayload(ctx, store, payloads, &v); err != nil {
@@ -82,30 +81,29 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	return nil
 }
 
-// recordPayloadRead notes the payload read in r's sealed history (one
+// recordPayloadRead notes the payload read in record id's sealed history (one
 // conditional write, re-read and retried on a conflict) and returns the
 // record as written. A record that fails verification is held instead:
 // the read cannot be recorded under its seal.
-func (a *App) recordPayloadRead(ctx context.Context, store quarantine.Store, r *quarantine.Record, id string) (*quarantine.Record, error) {
-	for attempt := 0; ; attempt++ {
-		next, err := r.NotePayloadRead(a.Actor, a.Now())
-		if quarantine.IsIntegrityFailure(err) {
-			return nil, a.holdRecord(ctx, store, r, err)
-		}
+func (a *App) recordPayloadRead(ctx context.Context, store quarantine.Store, id string) (*quarantine.Record, error) {
+	var failed *quarantine.Record // the version whose read cannot be recorded
+	var ferr error
+	next, err := store.Update(ctx, id, func(cur *quarantine.Record) (*quarantine.Record, error) {
+		next, err := cur.NotePayloadRead(a.Actor, a.Now())
 		if err != nil {
-			return nil, err
+			failed, ferr = cur, err
 		}
-		err = store.Replace(ctx, next, r.Version)
-		if err == nil {
-			return next, nil
-		}
-		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt > 5 {
-			return nil, fmt.Errorf("record the payload read: %w", err)
-		}
-		if r, err = store.Get(ctx, id); err != nil {
-			return nil, err
-		}
+		return next, err
+	})
+	switch {
+	case failed != nil && quarantine.IsIntegrityFailure(ferr):
+		return nil, a.holdRecord(ctx, store, failed, ferr) // the read cannot be recorded under its seal
+	case failed != nil:
+		return nil, ferr
+	case err != nil:
+		return nil, fmt.Errorf("record the payload read: %w", err)
 	}
+	return next, nil
 }
 
 // loadPayload loads v.r's body, attributes and correction bodies (an

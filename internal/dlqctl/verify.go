@@ -53,7 +53,7 @@ func (a *App) Verify(ctx context.Context) error {
 			return describe(err, a.Table)
 		}
 		for _, item := range page.Items {
-			if k, ok := item["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok && !quarantine.IsRecordKey(k.Value) {
+			if k, ok := item["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok && !dynamostore.IsRecordKey(k.Value) {
 				continue // a metrics counter, not a record
 			}
 			r, err := dynamostore.Unmarshal(item)

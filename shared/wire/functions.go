@@ -6,7 +6,6 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
-	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -63,7 +62,7 @@ func Redrive(ctx context.Context, cfg redrive.FunctionConfig, c *Clients, rt Run
 	store := dynamostore.New(c.DynamoDB, cfg.TableName)
 	svc := redrive.New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, rt.Now, rt.Log, cfg.Service)
 	if c.CloudWatch != nil {
-		svc.WithPolicies(redrive.Policies{Store: policy.NewStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
+		svc.WithPolicies(redrive.Policies{Store: dynamostore.NewPolicyStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
 	}
 	return svc, nil
 }

@@ -169,7 +169,7 @@ func TestRecordGrowthStaysUnderTheItemLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Replace(ctx, next, rec.Version); err != nil {
+			if err := store.Replace(ctx, rec, next); err != nil {
 				t.Fatal(err)
 			}
 			rec = next
@@ -215,6 +215,11 @@ func TestListerContract(t *testing.T) {
 	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
 }
 
+func TestUpdateContract(t *testing.T) {
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	storetest.RunUpdate(t, s, s)
+}
+
 func TestCountersContract(t *testing.T) {
 	table := stack.Names["QuarantineTable"]
 	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
@@ -250,7 +255,7 @@ func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Replace(ctx, next, r.Version); err != nil {
+	if err := s.Replace(ctx, r, next); err != nil {
 		t.Fatalf("replace whose answer was lost = %v", err)
 	}
 	if lose.Lost() != 2 {

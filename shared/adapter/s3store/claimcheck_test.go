@@ -151,14 +151,14 @@ func TestArchivedStubGetsNoNewClaimCheckObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, parked, rec.Version); err != nil {
+	if err := e.store.Replace(ctx, rec, parked); err != nil {
 		t.Fatal(err)
 	}
 	stub, err := parked.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "archive", Key: "a", Seal: parked.Seal, SHA256: strings.Repeat("0", 64)}, e.f.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, stub, parked.Version); err != nil {
+	if err := e.store.Replace(ctx, parked, stub); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.p.DeletePayload(ctx, *rec.BodyRef); err != nil {

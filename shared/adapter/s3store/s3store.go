@@ -266,7 +266,7 @@ func pause(ctx context.Context, attempt int) error {
 	return quarantine.Backoff(ctx, attempt, 20*time.Millisecond, 320*time.Millisecond)
 }
 
-// DeletePayload implements quarantine.PayloadDeleter; the sweeper calls it
+// DeletePayload implements quarantine.PayloadStore; the sweeper calls it
 // only after the record's ARCHIVED stub is written. It first tags the
 // version the reference pins as archived (ArchivedTagKey), then deletes the
 // key, not a version: in the versioned payload bucket that leaves a delete

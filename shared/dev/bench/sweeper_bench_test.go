@@ -39,7 +39,7 @@ func parkAll(b *testing.B, st *embedded.Stack, n int) []*quarantine.Record {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := store.Replace(ctx, p, r.Version); err != nil {
+		if err := store.Replace(ctx, r, p); err != nil {
 			b.Fatal(err)
 		}
 		out = append(out, p)

@@ -445,7 +445,7 @@ func scanRecords(ctx context.Context, st *embedded.Stack, table, source string) 
 			return nil, fmt.Errorf("scan records: %w", err)
 		}
 		for _, item := range page.Items {
-			if k, ok := item[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && !quarantine.IsRecordKey(k.Value) {
+			if k, ok := item[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && !dynamostore.IsRecordKey(k.Value) {
 				continue // a metrics counter, not a record
 			}
 			r, err := dynamostore.Unmarshal(item)
@@ -657,7 +657,7 @@ func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.
 	if err != nil {
 		return err
 	}
-	if err := policy.NewStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).Create(ctx, p); err != nil {
+	if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).Create(ctx, p); err != nil {
 		return err
 	}
 	out, err := fns.Redrive.Handle(ctx, []byte(`{"action":"policies","source":"`+fns.Source+`","requested_by":"schedule:policies"}`))

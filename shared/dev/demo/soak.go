@@ -515,7 +515,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
 		for _, cl := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
-			var keys []string
+			var keys []quarantine.CounterKey
 			for shard := range quarantine.CounterShards {
 				keys = append(keys, quarantine.StateCounterKey(fns.Source, stt, cl, shard))
 			}

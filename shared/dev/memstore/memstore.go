@@ -19,21 +19,21 @@ import (
 type Store struct {
 	mu       sync.Mutex
 	records  map[string]*quarantine.Record
-	counters map[string]int64
+	counters map[quarantine.CounterKey]int64
 	open     map[string]map[string]int64 // source → signature → count
 	holds    map[string]quarantine.IntegrityHold
 }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{records: make(map[string]*quarantine.Record), counters: map[string]int64{}, open: map[string]map[string]int64{},
+	return &Store{records: make(map[string]*quarantine.Record), counters: map[quarantine.CounterKey]int64{}, open: map[string]map[string]int64{},
 		holds: map[string]quarantine.IntegrityHold{}}
 }
 
-// apply records r's counter changes and marks it stored; s.mu is held.
-func (s *Store) apply(r *quarantine.Record) {
-	for _, d := range r.CounterDeltas() {
-		s.counters[d.Key] += d.N
+// apply applies the counter changes of a write; s.mu is held.
+func (s *Store) apply(deltas []quarantine.CounterDelta) {
+	for _, d := range deltas {
+		s.counters[d.CounterKey] += d.N
 		if d.Signature != "" {
 			if s.open[d.Source] == nil {
 				s.open[d.Source] = map[string]int64{}
@@ -41,14 +41,13 @@ func (s *Store) apply(r *quarantine.Record) {
 			s.open[d.Source][d.Signature] += d.N
 		}
 	}
-	r.MarkStored()
 }
 
-// ReadCounters returns the values of the given counter keys (absent: 0).
-func (s *Store) ReadCounters(_ context.Context, keys []string) (map[string]int64, error) {
+// ReadCounters returns the values of the given counters (absent: 0).
+func (s *Store) ReadCounters(_ context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int64, len(keys))
+	out := make(map[quarantine.CounterKey]int64, len(keys))
 	for _, k := range keys {
 		out[k] = s.counters[k]
 	}
@@ -74,12 +73,11 @@ func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
 	defer s.mu.Unlock()
 	if cur, ok := s.records[r.DLQID]; ok {
 		if quarantine.SameVersion(cur, r) {
-			r.MarkStored() // a retried create whose first try was applied
-			return nil
+			return nil // a retried create whose first try was applied
 		}
 		return quarantine.ErrExists
 	}
-	s.apply(r)
+	s.apply(quarantine.CounterDeltas(nil, r))
 	s.records[r.DLQID] = r.Clone()
 	return nil
 }
@@ -96,25 +94,32 @@ func (s *Store) Get(_ context.Context, id string) (*quarantine.Record, error) {
 }
 
 // Replace implements quarantine.Store.
-func (s *Store) Replace(_ context.Context, r *quarantine.Record, expectedVersion int64) error {
+func (s *Store) Replace(_ context.Context, prev, r *quarantine.Record) error {
+	if err := quarantine.CheckReplace(prev, r); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[r.DLQID]
-	if _, held := s.holds[r.DLQID]; !ok || held || cur.Version != expectedVersion {
+	if _, held := s.holds[r.DLQID]; !ok || held || cur.Version != prev.Version {
 		// As DynamoDB's adapter: only a failed condition is compared with
 		// what is stored.
 		switch {
 		case ok && quarantine.SameVersion(cur, r):
-			r.MarkStored() // a retried replace whose first try was applied
-			return nil
+			return nil // a retried replace whose first try was applied, and counted
 		case held:
 			return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
 		}
 		return quarantine.ErrVersionConflict
 	}
-	s.apply(r)
+	s.apply(quarantine.CounterDeltas(prev, r))
 	s.records[r.DLQID] = r.Clone()
 	return nil
+}
+
+// Update implements quarantine.Store with quarantine.Update.
+func (s *Store) Update(ctx context.Context, id string, fn func(cur *quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
+	return quarantine.Update(ctx, s, id, fn)
 }
 
 // Hold implements quarantine.Store.
@@ -131,9 +136,7 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 		return quarantine.ErrVersionConflict
 	}
 	s.holds[h.ID] = h
-	for _, d := range quarantine.HoldDeltas(h.ID, h.At) {
-		s.counters[d.Key] += d.N
-	}
+	s.apply(quarantine.HoldDeltas(h.ID, h.At))
 	return nil
 }
 
@@ -180,7 +183,7 @@ func NewPayloads() *Payloads {
 	return &Payloads{objects: make(map[string][]byte), Bucket: "memory"}
 }
 
-// PutPayload implements quarantine.PayloadStore. As s3payload does, it
+// PutPayload implements quarantine.PayloadStore. As s3store does, it
 // writes a key once: a key that already holds the same bytes is reused, one
 // that holds other bytes is an error.
 func (p *Payloads) PutPayload(_ context.Context, key string, data []byte) (quarantine.ObjectRef, error) {
@@ -210,7 +213,7 @@ func (p *Payloads) GetPayload(_ context.Context, ref quarantine.ObjectRef) ([]by
 	return append([]byte(nil), b...), nil
 }
 
-// DeletePayload implements quarantine.PayloadDeleter.
+// DeletePayload implements quarantine.PayloadStore.
 func (p *Payloads) DeletePayload(_ context.Context, ref quarantine.ObjectRef) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -267,7 +270,7 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 	return page, nil
 }
 
-// GetMany implements quarantine.BatchGetter.
+// GetMany implements quarantine.Store.
 func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*quarantine.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -35,3 +35,8 @@ func TestHoldContract(t *testing.T) {
 	s := memstore.New()
 	storetest.RunHold(t, s, s, s, func(_ *testing.T, id string, change func(*quarantine.Record)) { s.Tamper(id, change) })
 }
+
+func TestUpdateContract(t *testing.T) {
+	s := memstore.New()
+	storetest.RunUpdate(t, s, s)
+}

@@ -80,7 +80,7 @@ func TestLifecycleProperties(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if err := store.Replace(ctx, next, r.Version); err != nil {
+			if err := store.Replace(ctx, r, next); err != nil {
 				rt.Fatal(err)
 			}
 		}

@@ -129,21 +129,20 @@ func RunBoundedTexts(t *testing.T, s quarantine.Store, payloads quarantine.Paylo
 		src := newSource(t, "")
 		rec := quarantineMsg(t, src, huge, `{"sku":"a"}`, nil)
 		cur := stored(t, rec.DLQID, false)
-		step := func(next *quarantine.Record, err error) {
+		type record = quarantine.Record
+		step := func(fn func(cur *record) (*record, error)) {
 			t.Helper()
+			next, err := s.Update(ctx, cur.DLQID, fn)
 			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Replace(ctx, next, cur.Version); err != nil {
-				t.Fatalf("replace: %v, want it stored", err)
+				t.Fatalf("update: %v, want it stored", err)
 			}
 			cur = stored(t, next.DLQID, false)
 		}
-		step(cur.Claim(huge, now, time.Minute))
-		step(cur.Release(huge, huge, now, nil))
-		step(cur.Claim(huge, now, time.Minute))
-		step(cur.MarkRedriven(huge, huge, now))
-		step(cur.NotePayloadRead(huge, now))
+		step(func(c *record) (*record, error) { return c.Claim(huge, now, time.Minute) })
+		step(func(c *record) (*record, error) { return c.Release(huge, huge, now, nil) })
+		step(func(c *record) (*record, error) { return c.Claim(huge, now, time.Minute) })
+		step(func(c *record) (*record, error) { return c.MarkRedriven(huge, huge, now) })
+		step(func(c *record) (*record, error) { return c.NotePayloadRead(huge, now) })
 		if len(cur.RedrivenBy) > quarantine.MaxActorBytes || len(cur.LastSentMessageID) > quarantine.MaxMessageIDBytes {
 			t.Fatalf("redriven_by of %d bytes, last_sent_message_id of %d", len(cur.RedrivenBy), len(cur.LastSentMessageID))
 		}

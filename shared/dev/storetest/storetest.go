@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
 // Record returns a sealed, valid first-version record with a unique id.
@@ -109,10 +108,12 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, next, r.Version+5); !errors.Is(err, quarantine.ErrVersionConflict) {
+		stale := r.Clone()
+		stale.Version += 5
+		if err := s.Replace(ctx, stale, next); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("stale replace = %v", err)
 		}
-		if err := s.Replace(ctx, next, r.Version); err != nil {
+		if err := s.Replace(ctx, r, next); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, r.DLQID)
@@ -125,7 +126,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		// A replay of the very write already stored is that write, applied
 		// (a retried request whose answer was lost), not a conflict; any
 		// other successor of the same version is.
-		if err := s.Replace(ctx, next, r.Version); err != nil {
+		if err := s.Replace(ctx, r, next); err != nil {
 			t.Fatalf("replay of the same replace = %v, want nil: the store holds exactly this write", err)
 		}
 		other, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(2 * time.Second)), Stage: "s", Reason: "r", MessageID: "m3", Actor: "ingest"},
@@ -133,7 +134,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, other, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+		if err := s.Replace(ctx, r, other); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("another successor of the same version = %v, want ErrVersionConflict", err)
 		}
 		same := next.Clone()
@@ -141,17 +142,13 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := quarantine.SealRecord(same); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Replace(ctx, same, r.Version); !errors.Is(err, quarantine.ErrVersionConflict) {
+		if err := s.Replace(ctx, r, same); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("the same content by another writer = %v, want ErrVersionConflict", err)
 		}
 	})
 
 	t.Run("get many", func(t *testing.T) {
 		t.Parallel()
-		bg, ok := s.(quarantine.BatchGetter)
-		if !ok {
-			t.Fatal("the store does not implement quarantine.BatchGetter")
-		}
 		var ids []string
 		for range 130 {
 			r := Record(t, UniqueID("many"))
@@ -160,7 +157,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 			}
 			ids = append(ids, r.DLQID)
 		}
-		got, err := bg.GetMany(ctx, append(ids, "src#"+UniqueID("absent")))
+		got, err := s.GetMany(ctx, append(ids, "src#"+UniqueID("absent")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +255,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 			t.Fatalf("put over other bytes = %+v %v", got, err)
 		}
 	})
-	if del, ok := p.(quarantine.PayloadDeleter); ok {
+	{
 		// The sweeper deletes a record's objects once it is archived
 		// (ingest then uploads nothing for the record). A put of the key
 		// after the delete may store the bytes again (S3 over a delete
@@ -272,7 +269,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := del.DeletePayload(ctx, ref); err != nil {
+			if err := p.DeletePayload(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
 			again, err := p.PutPayload(ctx, key, []byte("data"))
@@ -352,263 +349,5 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 	q = quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Signatures: []string{"nope|x|"}}
 	if got := list(q); len(got) != 0 {
 		t.Fatalf("signature filter = %v", got)
-	}
-}
-
-// CounterReader reads counter shards (memstore.Store, dynamostore.Store).
-type CounterReader interface {
-	ReadCounters(ctx context.Context, keys []string) (map[string]int64, error)
-}
-
-// SignatureReader lists a source's open records by signature.
-type SignatureReader interface {
-	OpenSignatures(ctx context.Context, source string) (map[string]int64, error)
-}
-
-// StateCount sums a status × class counter over its shards.
-func StateCount(t testing.TB, cr CounterReader, source string, st quarantine.Status, c quarantine.Class) int64 {
-	t.Helper()
-	return sumShards(t, cr, func(shard int) string { return quarantine.StateCounterKey(source, st, c, shard) })
-}
-
-// sumShards reads the counter whose shard keys key names and sums them.
-func sumShards(t testing.TB, cr CounterReader, key func(shard int) string) int64 {
-	t.Helper()
-	var keys []string
-	for shard := range quarantine.CounterShards {
-		keys = append(keys, key(shard))
-	}
-	got, err := cr.ReadCounters(context.Background(), keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, v := range got {
-		n += v
-	}
-	return n
-}
-
-// RunCounters drives concurrent arrivals, re-failures, claims, sends,
-// settles and parks through s, then compares every counter with a full
-// recount of the records (read back through l).
-func RunCounters(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterReader, sr SignatureReader) {
-	ctx := context.Background()
-	source := UniqueID("csrc")
-	src := &quarantine.Source{Name: source, ARN: "arn:aws:sqs:us-east-1:000000000000:" + source, IdempotencyPointer: "/k", RedriveCap: 2}
-	q := ingest.NewQuarantiner(s, nil, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{source: src}})
-	reasons := []string{"timeout", "db down", "bad lot"}
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 12 {
-				key := fmt.Sprintf("k%d", (w*7+i)%40) // keys shared between workers
-				reason := reasons[(w+i)%len(reasons)]
-				m := ingest.Message{MessageID: fmt.Sprintf("m-%d-%d", w, i), SourceARN: src.ARN, Body: []byte(`{"k":"` + key + `"}`),
-					Attributes: map[string]quarantine.Attribute{quarantine.AttrFailureReason: {DataType: "String", StringValue: reason}}}
-				out, err := q.Quarantine(ctx, m)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				// Move the record along, as redrive, settle and operators do.
-				for attempt := 0; attempt < 5; attempt++ {
-					r, err := s.Get(ctx, out.Record.DLQID)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					now := time.Now()
-					var next *quarantine.Record
-					switch {
-					case r.Status == quarantine.StatusQuarantined && (w+i)%3 == 0:
-						next, err = r.Claim("w", now, time.Minute)
-						if errors.Is(err, quarantine.ErrCapReached) {
-							next, err = r.ParkPoison("w", now)
-						}
-					case r.Status == quarantine.StatusRedriving:
-						next, err = r.MarkRedriven("w", "sent", now)
-					case r.Status == quarantine.StatusRedriven && i%2 == 0:
-						next, err = r.Settle(now, 0)
-					default:
-						attempt = 5
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if err := s.Replace(ctx, next, r.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
-						t.Error(err)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-
-	// Full recount.
-	type sc struct {
-		st quarantine.Status
-		c  quarantine.Class
-	}
-	want := map[sc]int64{}
-	wantOpen := map[string]int64{}
-	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
-		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
-		lq := quarantine.ListQuery{Status: st, Source: source}
-		for {
-			page, err := l.List(ctx, lq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, id := range page.IDs {
-				r, err := s.Get(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want[sc{r.Status, r.FailureClass}]++
-				if r.Status == quarantine.StatusQuarantined {
-					wantOpen[r.FailureSignature]++
-				}
-			}
-			if page.Cursor == "" {
-				break
-			}
-			lq.Cursor = page.Cursor
-		}
-	}
-	total := int64(0)
-	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
-		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
-		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
-			got := StateCount(t, cr, source, st, c)
-			total += got
-			if got != want[sc{st, c}] {
-				t.Errorf("counter %s/%s = %d, recount %d", st, c, got, want[sc{st, c}])
-			}
-		}
-	}
-	if total != 40 {
-		t.Errorf("counters total %d records, want 40", total)
-	}
-	open, err := sr.OpenSignatures(ctx, source)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(open) != len(wantOpen) {
-		t.Errorf("open signatures %v, recount %v", open, wantOpen)
-	}
-	for sig, n := range wantOpen {
-		if open[sig] != n {
-			t.Errorf("open %q = %d, recount %d", sig, open[sig], n)
-		}
-	}
-}
-
-// Tamper changes a stored record's item directly, behind the store: no
-// seal, no version bump, no counters (someone with write access to the
-// table).
-type Tamper func(t *testing.T, id string, change func(*quarantine.Record))
-
-// HeldCount sums a source's integrity-hold counter over its shards.
-func HeldCount(t testing.TB, cr CounterReader, source string) int64 {
-	t.Helper()
-	return sumShards(t, cr, func(shard int) string { return quarantine.HeldCounterKey(source, shard) })
-}
-
-// RunHold runs the integrity-hold contract: a tampered record is held at
-// the version found, exactly as found, counted once, left out of listings
-// (but listed with Held), and never overwritten.
-func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterReader, tamper Tamper) {
-	ctx := context.Background()
-	source := UniqueID("hsrc")
-	base := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
-	var ids []string
-	for i := range 3 {
-		r := Record(t, UniqueID("h"))
-		r.Source, r.DLQID = source, source+"#"+r.IdempotencyKey
-		r.FirstSeen = quarantine.At(base.Add(time.Duration(i) * time.Second))
-		if err := quarantine.SealRecord(r); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Create(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, r.DLQID)
-	}
-	forged := ids[0]
-	tamper(t, forged, func(r *quarantine.Record) { r.FailureClass, r.RedriveCount = quarantine.ClassValidation, 0 })
-	found, err := s.Get(ctx, forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := quarantine.Verify(found); quarantine.HoldReason(err) != "seal_mismatch" {
-		t.Fatalf("tampered record verifies: %v", err)
-	}
-	if _, err := found.Claim("ops", base, time.Minute); !quarantine.IsIntegrityFailure(err) {
-		t.Fatalf("claim of a tampered record = %v, want a seal error", err)
-	}
-
-	if err := s.Hold(ctx, quarantine.IntegrityHold{ID: ids[1], Version: found.Version + 7, Reason: "seal_mismatch", At: base}); !errors.Is(err, quarantine.ErrVersionConflict) {
-		t.Fatalf("hold of another version = %v", err)
-	}
-	if err := s.Hold(ctx, quarantine.IntegrityHold{ID: source + "#nope", Version: 1, Reason: "seal_mismatch", At: base}); !errors.Is(err, quarantine.ErrNotFound) {
-		t.Fatalf("hold of a missing record = %v", err)
-	}
-	for range 2 { // the second is a no-op
-		if err := s.Hold(ctx, quarantine.IntegrityHold{ID: forged, Version: found.Version, Reason: quarantine.HoldReason(quarantine.Verify(found)), At: base}); err != nil {
-			t.Fatalf("hold: %v", err)
-		}
-	}
-	if n := HeldCount(t, cr, source); n != 1 {
-		t.Fatalf("held counter = %d, want 1", n)
-	}
-	after, err := s.Get(ctx, forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.Seal != found.Seal || after.Version != found.Version || after.FailureClass != quarantine.ClassValidation || quarantine.Verify(after) == nil {
-		t.Fatalf("the hold changed the evidence: %+v", after)
-	}
-
-	list := func(q quarantine.ListQuery) []string {
-		var got []string
-		for {
-			page, err := l.List(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, page.IDs...)
-			if page.Cursor == "" {
-				return got
-			}
-			q.Cursor = page.Cursor
-		}
-	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Limit: 1}); !slices.Equal(got, ids[1:]) {
-		t.Fatalf("listing = %v, want %v (the held record left out)", got, ids[1:])
-	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Held: true}); !slices.Equal(got, ids[:1]) {
-		t.Fatalf("held listing = %v, want %v", got, ids[:1])
-	}
-
-	// Even a correctly sealed successor never overwrites a held record.
-	succ := after.Clone()
-	succ.Version, succ.PrevSeal, succ.Status = after.Version+1, after.Seal, quarantine.StatusParked
-	if err := quarantine.SealRecord(succ); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Replace(ctx, succ, after.Version); !errors.Is(err, quarantine.ErrHeld) {
-		t.Fatalf("replace of a held record = %v, want ErrHeld", err)
-	}
-	if again, _ := s.Get(ctx, forged); again.Seal != found.Seal || again.Status != quarantine.StatusQuarantined {
-		t.Fatalf("held record overwritten: %+v", again)
-	}
-	if n := HeldCount(t, cr, source); n != 1 {
-		t.Fatalf("held counter = %d after the refused write, want 1", n)
 	}
 }

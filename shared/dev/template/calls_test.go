@@ -357,7 +357,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, parked, rec.Version); err != nil {
+	if err := store.Replace(ctx, rec, parked); err != nil {
 		t.Fatal(err)
 	}
 	// And a claim-checked one: archiving it reads its object and deletes
@@ -370,7 +370,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, parked6, rec6.Version); err != nil {
+	if err := store.Replace(ctx, rec6, parked6); err != nil {
 		t.Fatal(err)
 	}
 	// Tamper with e5 behind its seal: redrive holds it (a conditional
@@ -399,7 +399,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := policy.NewStore(st.Clients.DynamoDB, f.IngestConfig.TableName).Create(ctx, p); err != nil {
+			if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, f.IngestConfig.TableName).Create(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 		}

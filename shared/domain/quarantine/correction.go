@@ -308,7 +308,7 @@ func (k Corrector) Correct(ctx context.Context, id string, req CorrectionRequest
 			return nil, err
 		}
 	}
-	if err := k.Store.Replace(ctx, next, cur.Version); err != nil {
+	if err := k.Store.Replace(ctx, cur, next); err != nil {
 		if errors.Is(err, ErrVersionConflict) || errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("correct %s: %w", id, ErrCorrectionConflict)
 		}

@@ -1,7 +1,6 @@
 package quarantine
 
 import (
-	"fmt"
 	"hash/fnv"
 	"strings"
 	"time"
@@ -30,100 +29,90 @@ const (
 	CounterPolicySent     = "policy-sent"
 	CounterPolicyCameBack = "policy-cameback"
 	// Records set aside by an integrity hold (Store.Hold), per source.
-	CounterHeld      = "held"
-	CounterNewHeld   = "held-new" // integrity holds set, per minute
-	counterKeyPrefix = "#ctr#"    // no queue name starts with #, so no record id does
+	CounterHeld    = "held"
+	CounterNewHeld = "held-new" // integrity holds set, per minute
 )
 
-// StoredState is what a record looked like when it was last read from or
-// written to the store: the counters it is counted in.
-type StoredState struct {
-	Status    Status
-	Class     Class
+// CounterKey names one shard of one counter by what it counts. The store
+// adapter owns how it is written down (dynamostore's layout); keys compare
+// with ==, so the constructors below are the way to build one.
+type CounterKey struct {
+	Source string
+	Kind   string
+	// Status and Class are set on state counters.
+	Status Status
+	Class  Class
+	// Signature is set on open-signature counters (they are listed by it).
 	Signature string
-	// AttemptCount tells whether a write appended an attempt (a payload
-	// read, say, appends none).
-	AttemptCount int
-	// StatusSince is when the stored status began: for a RESOLVED record,
-	// the hour whose resolved counter counts it.
-	StatusSince Time
-}
-
-// MarkStored records r's current state as the state the store holds. Store
-// adapters call it after every read and write.
-func (r *Record) MarkStored() {
-	r.stored = &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature, AttemptCount: r.AttemptCount, StatusSince: r.StatusSince}
+	// Policy is set on a standing policy's counters.
+	Policy string
+	// Bucket is the minute a time-bucket counter counts (in UTC; an hour
+	// bucket is the minute the hour starts). Zero on the other counters.
+	Bucket time.Time
+	Shard  int
 }
 
 // CounterDelta is one change to one counter shard.
 type CounterDelta struct {
-	Key    string
-	Source string
-	Kind   string
-	N      int64
-	// Signature is set on open-signature counters (they are listed by it).
-	Signature string
-	// ExpiresAt is set on time-bucket counters (a TTL in Unix seconds).
-	ExpiresAt int64
+	CounterKey
+	N int64
 }
 
-// CounterDeltas are the counter changes that writing r makes, given the
-// state the store holds for it (none for a new record).
-func (r *Record) CounterDeltas() []CounterDelta {
-	shard := r.shard()
+// CounterDeltas are the counter changes that replacing prev, the version
+// the store holds, with next makes (prev nil: next is a new record). The
+// store applies them in the same transaction as the record, so a write
+// conditional on prev.Version counts each change exactly once; a retried
+// write found already applied (SameVersion) applies nothing again.
+func CounterDeltas(prev, next *Record) []CounterDelta {
+	src, shard := next.Source, next.shard()
 	var out []CounterDelta
-	add := func(d CounterDelta) {
-		d.Source = r.Source
-		out = append(out, d)
+	add := func(k CounterKey, n int64) {
+		out = append(out, CounterDelta{CounterKey: k, N: n})
 	}
-	prev, cur := r.stored, &StoredState{Status: r.Status, Class: r.FailureClass, Signature: r.FailureSignature}
-	if prev == nil || prev.Status != cur.Status || prev.Class != cur.Class {
+	if prev == nil || prev.Status != next.Status || prev.FailureClass != next.FailureClass {
 		if prev != nil {
-			add(CounterDelta{Key: StateCounterKey(r.Source, prev.Status, prev.Class, shard), Kind: CounterState, N: -1})
+			add(StateCounterKey(src, prev.Status, prev.FailureClass, shard), -1)
 		}
-		add(CounterDelta{Key: StateCounterKey(r.Source, cur.Status, cur.Class, shard), Kind: CounterState, N: 1})
+		add(StateCounterKey(src, next.Status, next.FailureClass, shard), 1)
 	}
 	wasOpen := prev != nil && prev.Status == StatusQuarantined
-	isOpen := cur.Status == StatusQuarantined
-	if wasOpen != isOpen || (wasOpen && prev.Signature != cur.Signature) {
+	isOpen := next.Status == StatusQuarantined
+	if wasOpen != isOpen || (wasOpen && prev.FailureSignature != next.FailureSignature) {
 		if wasOpen {
-			add(CounterDelta{Key: OpenCounterKey(r.Source, prev.Signature, shard), Kind: CounterOpen, N: -1, Signature: prev.Signature})
+			add(OpenCounterKey(src, prev.FailureSignature, shard), -1)
 		}
 		if isOpen {
-			add(CounterDelta{Key: OpenCounterKey(r.Source, cur.Signature, shard), Kind: CounterOpen, N: 1, Signature: cur.Signature})
+			add(OpenCounterKey(src, next.FailureSignature, shard), 1)
 		}
 	}
+	cameBack := prev != nil && isOpen && next.arrived() &&
+		(prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved)
 	switch {
 	case prev == nil:
-		at := r.FirstSeen.Truncate(time.Minute)
-		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterArrivals, at, shard), Kind: CounterArrivals, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
-	case cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved):
-		at := r.LastSeen.Truncate(time.Hour)
-		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterCameBack, at, shard), Kind: CounterCameBack, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+		add(BucketCounterKey(src, CounterArrivals, next.FirstSeen.Truncate(time.Minute), shard), 1)
+	case cameBack:
+		add(BucketCounterKey(src, CounterCameBack, next.LastSeen.Truncate(time.Hour), shard), 1)
 		if prev.Status == StatusResolved {
 			// It settled too early: no longer a success of the hour it settled in.
-			was := prev.StatusSince.Truncate(time.Hour)
-			add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, was, shard), Kind: CounterResolved, N: -1, ExpiresAt: was.Add(48 * time.Hour).Unix()})
+			add(BucketCounterKey(src, CounterResolved, prev.StatusSince.Truncate(time.Hour), shard), -1)
 		}
-	case cur.Status == StatusResolved && prev.Status == StatusRedriven:
-		at := r.StatusSince.Truncate(time.Hour)
-		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterResolved, at, shard), Kind: CounterResolved, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
-	case cur.Status == StatusParked && cur.Class == ClassPoison && prev.Status != StatusParked:
-		at := r.StatusSince.Truncate(time.Hour)
-		add(CounterDelta{Key: BucketCounterKey(r.Source, CounterPoisoned, at, shard), Kind: CounterPoisoned, N: 1, ExpiresAt: at.Add(48 * time.Hour).Unix()})
+	case next.Status == StatusResolved && prev.Status == StatusRedriven:
+		add(BucketCounterKey(src, CounterResolved, next.StatusSince.Truncate(time.Hour), shard), 1)
+	case next.Status == StatusParked && next.FailureClass == ClassPoison && prev.Status != StatusParked:
+		add(BucketCounterKey(src, CounterPoisoned, next.StatusSince.Truncate(time.Hour), shard), 1)
 	}
 	// Standing policies' breakers: what each sent, and what came back.
 	if prev != nil {
-		if last := r.lastAttempt(); last != nil && r.AttemptCount != prev.AttemptCount && last.Stage == StageRedrive && last.MessageID != "" {
+		if last := next.lastAttempt(); last != nil && next.AttemptCount != prev.AttemptCount && last.Stage == StageRedrive && last.MessageID != "" {
 			if id, ok := PolicyOfActor(last.Actor); ok {
-				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicySent, shard), Kind: CounterPolicySent, N: 1})
+				add(PolicyCounterKey(src, id, CounterPolicySent, shard), 1)
 			}
 		}
 		// RedrivenBy stays set on a RESOLVED record: a replay that comes
 		// back after it settled counts against its policy too.
-		if cur.Status == StatusQuarantined && r.arrived() && (prev.Status == StatusRedriven || prev.Status == StatusRedriving || prev.Status == StatusResolved) {
-			if id, ok := PolicyOfActor(r.RedrivenBy); ok {
-				add(CounterDelta{Key: PolicyCounterKey(r.Source, id, CounterPolicyCameBack, shard), Kind: CounterPolicyCameBack, N: 1})
+		if cameBack {
+			if id, ok := PolicyOfActor(next.RedrivenBy); ok {
+				add(PolicyCounterKey(src, id, CounterPolicyCameBack, shard), 1)
 			}
 		}
 	}
@@ -148,15 +137,9 @@ func PolicyOfActor(actor string) (string, bool) {
 	return actor[len(PolicyActorPrefix):], true
 }
 
-// PolicyCounterKey is the key of one shard of a standing policy's counter.
-func PolicyCounterKey(source, policyID, kind string, shard int) string {
-	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, kind, policyID, shard)
-}
-
-// IsRecordKey reports whether a table key names a record, not a counter
-// or a standing policy (their keys start with '#'; no queue name does).
-func IsRecordKey(id string) bool {
-	return id != "" && id[0] != '#'
+// PolicyCounterKey names one shard of a standing policy's counter of kind.
+func PolicyCounterKey(source, policyID, kind string, shard int) CounterKey {
+	return CounterKey{Source: source, Kind: kind, Policy: policyID, Shard: shard}
 }
 
 // arrived reports whether the newest history entry is an arrival from the
@@ -173,31 +156,25 @@ func shardOf(id string) int {
 	return int(h.Sum32() % CounterShards)
 }
 
-// StateCounterKey is the key of one shard of a status × class counter.
-func StateCounterKey(source string, st Status, c Class, shard int) string {
-	return fmt.Sprintf("%s%s#%s#%s#%s#%d", counterKeyPrefix, source, CounterState, st, c, shard)
+// StateCounterKey names one shard of a status × class counter.
+func StateCounterKey(source string, st Status, c Class, shard int) CounterKey {
+	return CounterKey{Source: source, Kind: CounterState, Status: st, Class: c, Shard: shard}
 }
 
-// OpenCounterKey is the key of one shard of an open-signature counter.
-func OpenCounterKey(source, signature string, shard int) string {
-	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, CounterOpen, signature, shard)
+// OpenCounterKey names one shard of an open-signature counter.
+func OpenCounterKey(source, signature string, shard int) CounterKey {
+	return CounterKey{Source: source, Kind: CounterOpen, Signature: signature, Shard: shard}
 }
 
-// BucketCounterKey is the key of one shard of a time-bucket counter.
-func BucketCounterKey(source, kind string, at time.Time, shard int) string {
-	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, source, kind, at.UTC().Format("2006-01-02T15:04"), shard)
+// BucketCounterKey names one shard of a time-bucket counter: the minute
+// of at (in UTC).
+func BucketCounterKey(source, kind string, at time.Time, shard int) CounterKey {
+	return CounterKey{Source: source, Kind: kind, Bucket: at.Truncate(time.Minute).UTC(), Shard: shard}
 }
 
-// OpenCounterPartition is the status-index partition that holds a source's
-// open-signature counters, so they are listed with one query.
-func OpenCounterPartition(source string) string {
-	return "CTR#OPEN#" + source
-}
-
-// HeldCounterKey is the key of one shard of a source's integrity-hold
-// counter.
-func HeldCounterKey(source string, shard int) string {
-	return fmt.Sprintf("%s%s#%s#%d", counterKeyPrefix, source, CounterHeld, shard)
+// HeldCounterKey names one shard of a source's integrity-hold counter.
+func HeldCounterKey(source string, shard int) CounterKey {
+	return CounterKey{Source: source, Kind: CounterHeld, Shard: shard}
 }
 
 // HoldDeltas are the counter changes an integrity hold of record id at at
@@ -209,8 +186,8 @@ func HoldDeltas(id string, at time.Time) []CounterDelta {
 	source, shard := SourceOfID(id), shardOf(id)
 	minute := at.Truncate(time.Minute)
 	return []CounterDelta{
-		{Key: HeldCounterKey(source, shard), Source: source, Kind: CounterHeld, N: 1},
-		{Key: BucketCounterKey(source, CounterNewHeld, minute, shard), Source: source, Kind: CounterNewHeld, N: 1, ExpiresAt: minute.Add(48 * time.Hour).Unix()},
+		{CounterKey: HeldCounterKey(source, shard), N: 1},
+		{CounterKey: BucketCounterKey(source, CounterNewHeld, minute, shard), N: 1},
 	}
 }
 

@@ -29,14 +29,14 @@ func TestSendByIngestIsNotAnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, claimed, rec.Version); err != nil {
+	if err := store.Replace(ctx, rec, claimed); err != nil {
 		t.Fatal(err)
 	}
 	sent, err := claimed.MarkRedriven(quarantine.ActorIngest, "m-replay", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, sent, claimed.Version); err != nil {
+	if err := store.Replace(ctx, claimed, sent); err != nil {
 		t.Fatal(err)
 	}
 	if sent.HasMessage("m-replay") {
@@ -87,7 +87,7 @@ func TestPayloadReadsKeepTheFailureHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Replace(ctx, next, rec.Version); err != nil {
+		if err := store.Replace(ctx, rec, next); err != nil {
 			t.Fatal(err)
 		}
 		rec = next
@@ -151,33 +151,33 @@ func TestPayloadReadDoesNotRecountAPolicySend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, claimed, rec.Version); err != nil {
+	if err := store.Replace(ctx, rec, claimed); err != nil {
 		t.Fatal(err)
 	}
 	sent, err := claimed.MarkRedriven("policy:p1", "m-sent", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	policySent := func(r *quarantine.Record) int {
+	policySent := func(prev, r *quarantine.Record) int {
 		n := 0
-		for _, d := range r.CounterDeltas() {
+		for _, d := range quarantine.CounterDeltas(prev, r) {
 			if d.Kind == quarantine.CounterPolicySent {
 				n++
 			}
 		}
 		return n
 	}
-	if n := policySent(sent); n != 1 {
+	if n := policySent(claimed, sent); n != 1 {
 		t.Fatalf("the send counts %d times", n)
 	}
-	if err := store.Replace(ctx, sent, claimed.Version); err != nil {
+	if err := store.Replace(ctx, claimed, sent); err != nil {
 		t.Fatal(err)
 	}
 	read, err := sent.NotePayloadRead("alice", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := policySent(read); n != 0 {
+	if n := policySent(sent, read); n != 0 {
 		t.Fatalf("a payload read counts as %d policy sends", n)
 	}
 }

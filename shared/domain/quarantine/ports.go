@@ -3,26 +3,36 @@ package quarantine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
 
 // Store persists quarantine records. Every write is conditional: Create only
 // when the dlq_id is new, Replace only when the stored version still equals
-// the expected one. A writer recognizes its own applied write: when the
-// condition fails because the store already holds exactly r (the same
-// version and seal: a retried write whose first try was applied and whose
-// answer was lost), the write succeeds. Implementations: dynamostore
-// (DynamoDB) and memstore.
+// the version it replaces. A writer recognizes its own applied write: when
+// the condition fails because the store already holds exactly the version
+// written (the same version and seal: a retried write whose first try was
+// applied and whose answer was lost), the write succeeds. Each write also
+// applies, in the same transaction, the counter changes it makes
+// (CounterDeltas). Implementations: dynamostore (DynamoDB) and memstore.
 type Store interface {
 	// Create stores a new record, or returns ErrExists.
 	Create(ctx context.Context, r *Record) error
 	// Get reads a record with a strongly consistent read, or returns ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
-	// Replace stores r when the stored version equals expectedVersion, or
-	// returns ErrVersionConflict (ErrNotFound if the record is gone, ErrHeld
-	// if it is under an integrity hold: never overwritten).
-	Replace(ctx context.Context, r *Record, expectedVersion int64) error
+	// GetMany reads many records in few calls, with strongly consistent
+	// reads. Records that do not exist are absent from the result.
+	GetMany(ctx context.Context, ids []string) (map[string]*Record, error)
+	// Replace stores next in place of prev, the version the caller read,
+	// when the stored version still equals prev.Version, or returns
+	// ErrVersionConflict (ErrNotFound if the record is gone, ErrHeld if it
+	// is under an integrity hold: never overwritten). Its counters change
+	// by CounterDeltas(prev, next).
+	Replace(ctx context.Context, prev, next *Record) error
+	// Update is Get, fn, Replace, retried on ErrVersionConflict with the
+	// record read again (see the function Update, which implements it).
+	Update(ctx context.Context, id string, fn func(cur *Record) (*Record, error)) (*Record, error)
 	// Hold sets aside the stored version h.Version of record h.ID, which
 	// failed verification: it marks that exact version with an unsealed
 	// integrity_hold attribute (the sealed fields stay exactly as found,
@@ -70,13 +80,16 @@ func IsIntegrityFailure(err error) bool {
 }
 
 // PayloadStore keeps bodies and attribute sets too large for a store item
-// (the claim check). Implementations: s3payload and memstore.
+// (the claim check). Implementations: s3store and memstore.
 type PayloadStore interface {
 	// PutPayload stores data under key and returns a reference with its hash.
 	PutPayload(ctx context.Context, key string, data []byte) (ObjectRef, error)
 	// GetPayload reads the object back and returns ErrPayloadMismatch when
 	// its bytes do not hash to ref.SHA256.
 	GetPayload(ctx context.Context, ref ObjectRef) ([]byte, error)
+	// DeletePayload removes a claim-check object once its record is
+	// archived.
+	DeletePayload(ctx context.Context, ref ObjectRef) error
 }
 
 // ListQuery selects records through the status index, oldest first_seen first.
@@ -171,17 +184,6 @@ func (q ListQuery) Matches(r *Record) bool {
 	return true
 }
 
-// PayloadDeleter removes claim-check objects once their record is archived.
-type PayloadDeleter interface {
-	DeletePayload(ctx context.Context, ref ObjectRef) error
-}
-
-// BatchGetter reads many records in few calls, with strongly consistent
-// reads. Records that do not exist are absent from the result.
-type BatchGetter interface {
-	GetMany(ctx context.Context, ids []string) (map[string]*Record, error)
-}
-
 // SameVersion reports whether stored is exactly the version r would write:
 // the same id, version, write token and seal. The write token is random
 // per write (and under the seal), so no other writer produces it; a record
@@ -189,4 +191,18 @@ type BatchGetter interface {
 func SameVersion(stored, r *Record) bool {
 	return stored != nil && r != nil && r.WriteID != "" && r.Seal != "" &&
 		stored.DLQID == r.DLQID && stored.Version == r.Version && stored.WriteID == r.WriteID && stored.Seal == r.Seal
+}
+
+// CheckReplace is what a Store checks before Replace writes anything: prev
+// is a version of next's record. The write's condition is on prev.Version
+// and its counter changes are CounterDeltas(prev, next), so a prev of
+// another record would count the change against the wrong counters.
+func CheckReplace(prev, next *Record) error {
+	switch {
+	case prev == nil || next == nil:
+		return errors.New("replace: prev and next are both required")
+	case prev.DLQID != next.DLQID:
+		return fmt.Errorf("replace %s: prev is a version of %s", next.DLQID, prev.DLQID)
+	}
+	return nil
 }

@@ -404,7 +404,7 @@ func TestCameBackCountsArrivalsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := func(kind string) int64 {
-		var keys []string
+		var keys []quarantine.CounterKey
 		for s := range quarantine.CounterShards {
 			keys = append(keys, quarantine.BucketCounterKey("inventory", kind, clk.Now().Truncate(time.Hour), s))
 		}
@@ -425,7 +425,7 @@ func TestCameBackCountsArrivalsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Replace(ctx, next, r.Version); err != nil {
+		if err := store.Replace(ctx, r, next); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -458,8 +458,8 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := func(key func(shard int) string) int64 {
-		var keys []string
+	sum := func(key func(shard int) quarantine.CounterKey) int64 {
+		var keys []quarantine.CounterKey
 		for s := range quarantine.CounterShards {
 			keys = append(keys, key(s))
 		}
@@ -471,7 +471,7 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 		return n
 	}
 	bucket := func(kind string, hour time.Time) int64 {
-		return sum(func(s int) string { return quarantine.BucketCounterKey("inventory", kind, hour, s) })
+		return sum(func(s int) quarantine.CounterKey { return quarantine.BucketCounterKey("inventory", kind, hour, s) })
 	}
 	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
 		t.Helper()
@@ -483,7 +483,7 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Replace(ctx, next, r.Version); err != nil {
+		if err := store.Replace(ctx, r, next); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -514,7 +514,7 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 	if n := bucket(quarantine.CounterCameBack, noon.Add(time.Hour)); n != 1 {
 		t.Errorf("came back = %d, want 1", n)
 	}
-	if n := sum(func(s int) string {
+	if n := sum(func(s int) quarantine.CounterKey {
 		return quarantine.PolicyCounterKey("inventory", "p1", quarantine.CounterPolicyCameBack, s)
 	}); n != 1 {
 		t.Errorf("policy came back = %d, want 1: its breaker must see a comeback after RESOLVED", n)

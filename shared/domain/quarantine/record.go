@@ -187,9 +187,6 @@ type Record struct {
 	// taking it for another writer's.
 	WriteID string `json:"write_id,omitempty"`
 
-	// stored is the state the store holds for this record (nil for a
-	// record never read or written): what its counters count.
-	stored *StoredState
 	// undecodable is set on a stand-in for a stored item that does not
 	// decode as a record (written outside the system): it never verifies.
 	undecodable string

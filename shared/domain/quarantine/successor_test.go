@@ -44,7 +44,7 @@ func archiveRecord(t *testing.T, store *memstore.Store, clk *clock.Fake, id stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Replace(ctx, next, r.Version); err != nil {
+		if err := store.Replace(ctx, r, next); err != nil {
 			t.Fatal(err)
 		}
 		r = next
@@ -155,14 +155,14 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, c, r.Version); err != nil {
+	if err := store.Replace(ctx, r, c); err != nil {
 		t.Fatal(err)
 	}
 	sent, err := c.MarkRedriven("ops", "replay-1", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Replace(ctx, sent, c.Version); err != nil {
+	if err := store.Replace(ctx, c, sent); err != nil {
 		t.Fatal(err)
 	}
 	back := msg("replay-1", validBody)
@@ -213,9 +213,10 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := out.Record.DLQID
-	r := mustGet(t, store, base)
+	read := mustGet(t, store, base)
+	r := read.Clone()
 	r.FailureReason = "nothing to see here" // written straight to the table
-	if err := store.Replace(ctx, r, r.Version); err != nil {
+	if err := store.Replace(ctx, read, r); err != nil {
 		t.Fatal(err)
 	}
 	var se *quarantine.SealError
@@ -314,14 +315,14 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 		if err != nil {
 			return nil
 		}
-		if err := store.Replace(ctx, c, r.Version); err != nil {
+		if err := store.Replace(ctx, r, c); err != nil {
 			t.Fatal(err)
 		}
 		s, err := c.MarkRedriven("ops", "sent", clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Replace(ctx, s, c.Version); err != nil {
+		if err := store.Replace(ctx, c, s); err != nil {
 			t.Fatal(err)
 		}
 		return s

@@ -312,7 +312,7 @@ func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *
 		if err != nil {
 			return Outcome{}, err
 		}
-		err = qr.store.Replace(ctx, next, cur.Version)
+		err = qr.store.Replace(ctx, cur, next)
 		if err == nil {
 			return Outcome{Result: ResultAppended, Record: next}, nil
 		}

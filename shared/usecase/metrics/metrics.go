@@ -59,7 +59,7 @@ type QueueAPI interface {
 
 // Counters reads counter shards.
 type Counters interface {
-	ReadCounters(ctx context.Context, keys []string) (map[string]int64, error)
+	ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
 }
 
 // Signatures lists a source's open records by failure signature.
@@ -171,11 +171,11 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 // counterPlan is every counter shard one run reads, in the order read,
 // and which shards each reported sum is made of.
 type counterPlan struct {
-	keys []string
-	sum  map[string][]string
+	keys []quarantine.CounterKey
+	sum  map[string][]quarantine.CounterKey
 }
 
-func (p *counterPlan) add(name, key string) {
+func (p *counterPlan) add(name string, key quarantine.CounterKey) {
 	p.keys, p.sum[name] = append(p.keys, key), append(p.sum[name], key)
 }
 
@@ -183,7 +183,7 @@ func (p *counterPlan) add(name, key string) {
 // counters, last minute's arrivals, this hour's new poison, the holds and
 // new holds, and the success window's resolved and came-back counts.
 func planCounters(src string, now time.Time) *counterPlan {
-	p := &counterPlan{sum: map[string][]string{}}
+	p := &counterPlan{sum: map[string][]quarantine.CounterKey{}}
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			for shard := range quarantine.CounterShards {

@@ -95,7 +95,7 @@ func (e *env) step(t *testing.T, id string, f func(r *quarantine.Record) (*quara
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(context.Background(), next, r.Version); err != nil {
+	if err := e.store.Replace(context.Background(), r, next); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -169,11 +169,11 @@ type failingStore struct {
 
 var errStoreDown = errors.New("injected store failure")
 
-func (f *failingStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if f.fail(r) {
 		return errStoreDown
 	}
-	return f.Store.Replace(ctx, r, v)
+	return f.Store.Replace(ctx, prev, r)
 }
 
 // One record's claim error is that record's failure: the batch's other
@@ -394,7 +394,7 @@ func TestUnsendableRecordsDoNotBlockTheQueue(t *testing.T) {
 	if err := quarantine.SealRecord(next); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(context.Background(), next, bad.Version); err != nil {
+	if err := e.store.Replace(context.Background(), bad, next); err != nil {
 		t.Fatal(err)
 	}
 	svc := e.service(nil, nil, redrive.Config{})
@@ -452,11 +452,11 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 // meanwhile, as the DynamoDB store does (its text names the record).
 type heldStore struct{ quarantine.Store }
 
-func (h *heldStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+func (h *heldStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if r.Status == quarantine.StatusRedriving {
 		return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
 	}
-	return h.Store.Replace(ctx, r, v)
+	return h.Store.Replace(ctx, prev, r)
 }
 
 // A record set aside while a run claims it is reported as held, not as a

@@ -22,13 +22,10 @@ type claimed struct {
 // failure is that record's outcome, never the batch's: the records already
 // claimed are still sent, marked or released.
 func (r *run) batch(ctx context.Context, ids []string) error {
-	// One batch read instead of a read per record, where the store can.
-	var prefetched map[string]*quarantine.Record
-	if bg, ok := r.s.store.(quarantine.BatchGetter); ok {
-		var err error
-		if prefetched, err = bg.GetMany(ctx, ids); err != nil {
-			return fmt.Errorf("read records: %w", err)
-		}
+	// One batch read instead of a read per record.
+	prefetched, err := r.s.store.GetMany(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
 	}
 	slots := make([]*claimed, len(ids))
 	_ = each(len(ids), func(i int) error {
@@ -59,24 +56,15 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// claim reads one record (or takes it from prefetched) and takes it (or, in
-// a dry run, says what would happen). It returns nil when the record is not
-// to be sent; an error is this record's failure only.
+// claim takes the record read for id in prefetched (or, in a dry run, says
+// what would happen). It returns nil when the record is not to be sent; an
+// error is this record's failure only.
 func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
 	s := r.s
-	rec, err := prefetched[id], error(nil)
-	switch {
-	case prefetched == nil:
-		rec, err = s.store.Get(ctx, id)
-	case rec == nil:
-		err = quarantine.ErrNotFound
-	}
-	if errors.Is(err, quarantine.ErrNotFound) {
+	rec := prefetched[id]
+	if rec == nil {
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read record: %w", err)
 	}
 	d := decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: s.now(), lease: s.cfg.Lease})
 	return r.applyClaim(ctx, id, rec, d)
@@ -91,7 +79,7 @@ func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record,
 		return nil, r.setAside(ctx, rec, d.cause)
 	case claimReturn:
 		back := d.next
-		if err := s.store.Replace(ctx, back, rec.Version); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
+		if err := s.store.Replace(ctx, rec, back); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
 			return nil, fmt.Errorf("return expired parked claim: %w", err)
 		}
 		r.note(&r.rep.Parked, id)
@@ -117,7 +105,7 @@ func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record,
 func (r *run) parkPoison(ctx context.Context, id string, rec, parked *quarantine.Record) error {
 	s := r.s
 	if !r.rep.DryRun {
-		if perr := s.store.Replace(ctx, parked, rec.Version); perr != nil {
+		if perr := s.store.Replace(ctx, rec, parked); perr != nil {
 			if errors.Is(perr, quarantine.ErrVersionConflict) {
 				r.note(&r.rep.Skipped, id)
 				return nil
@@ -151,7 +139,7 @@ func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record)
 		r.note(p.dryOutcome(r.rep), id)
 		return nil, nil
 	}
-	if err := s.store.Replace(ctx, next, rec.Version); err != nil {
+	if err := s.store.Replace(ctx, rec, next); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			r.note(&r.rep.Skipped, id) // another run claimed it first
 			r.block(rec)
@@ -233,7 +221,7 @@ func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome,
 		if err != nil {
 			return err
 		}
-		err = r.s.store.Replace(ctx, next, rec.Version)
+		err = r.s.store.Replace(ctx, rec, next)
 		if errors.Is(err, quarantine.ErrHeld) {
 			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
 			return nil

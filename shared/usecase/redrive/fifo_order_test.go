@@ -69,7 +69,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Replace(context.Background(), next, later.Version); err != nil {
+		if err := e.store.Replace(context.Background(), later, next); err != nil {
 			t.Fatal(err)
 		}
 		s := newOrderSender()
@@ -92,7 +92,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Replace(context.Background(), n, r1.Version); err != nil {
+		if err := e.store.Replace(context.Background(), r1, n); err != nil {
 			t.Fatal(err)
 		}
 		s := newOrderSender()
@@ -114,7 +114,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.store.Replace(context.Background(), n, r2.Version); err != nil {
+			if err := e.store.Replace(context.Background(), r2, n); err != nil {
 				t.Fatal(err)
 			}
 			e.clock.Advance(16 * time.Minute)
@@ -151,7 +151,7 @@ func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(context.Background(), parked, r1.Version); err != nil {
+	if err := e.store.Replace(context.Background(), r1, parked); err != nil {
 		t.Fatal(err)
 	}
 	s := newOrderSender()
@@ -177,7 +177,7 @@ func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Replace(ctx, n, r.Version); err != nil {
+		if err := e.store.Replace(ctx, r, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +221,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Replace(context.Background(), parked, r.Version); err != nil {
+		if err := e.store.Replace(context.Background(), r, parked); err != nil {
 			t.Fatal(err)
 		}
 		req := e.request(10)
@@ -346,14 +346,14 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, parked, r.Version); err != nil {
+	if err := e.store.Replace(ctx, r, parked); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := parked.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, claimed, parked.Version); err != nil {
+	if err := e.store.Replace(ctx, parked, claimed); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -46,14 +47,14 @@ func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
 	return ids
 }
 
-func (e *env) policies(t *testing.T) (*redrive.Service, *policy.Store, string) {
+func (e *env) policies(t *testing.T) (*redrive.Service, *dynamostore.PolicyStore, string) {
 	ns := embedded.RandomName("ns")
-	ps := policy.NewStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	svc := e.service(nil, nil, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
 	return svc, ps, ns
 }
 
-func (e *env) addPolicy(t *testing.T, ps *policy.Store, spec policy.Spec) *policy.Policy {
+func (e *env) addPolicy(t *testing.T, ps *dynamostore.PolicyStore, spec policy.Spec) *policy.Policy {
 	t.Helper()
 	spec.Source = e.src.Name
 	p, err := policy.New(spec, "lead@ops", e.clock.Now())
@@ -313,7 +314,7 @@ func TestPoliciesTickSettlesOnce(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.seedReason(t, 0, 3, "downstream 503")
 	lister := &countingLister{Lister: e.lister}
-	ps := policy.NewStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
 		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})

@@ -112,8 +112,8 @@ type crashingStore struct {
 	once   sync.Once
 }
 
-func (c *crashingStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
-	err := c.Store.Replace(ctx, r, v)
+func (c *crashingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	err := c.Store.Replace(ctx, prev, r)
 	if err == nil && r.Status == c.after {
 		c.once.Do(c.cancel)
 	}

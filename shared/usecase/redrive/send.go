@@ -288,7 +288,7 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 		if err != nil {
 			return err
 		}
-		err = r.s.store.Replace(ctx, next, rec.Version)
+		err = r.s.store.Replace(ctx, rec, next)
 		if errors.Is(err, quarantine.ErrHeld) {
 			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
 			return nil

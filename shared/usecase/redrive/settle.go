@@ -86,7 +86,7 @@ func (r *run) settleOne(ctx context.Context, id string, window time.Duration) er
 		r.note(&r.rep.Settled, id)
 		return nil
 	}
-	if err := r.s.store.Replace(ctx, next, rec.Version); err != nil {
+	if err := r.s.store.Replace(ctx, rec, next); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			return nil // it came back meanwhile
 		}

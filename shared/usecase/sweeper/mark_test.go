@@ -40,7 +40,7 @@ func TestOnlyArchivedRecordsBodiesAreMarked(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if err := e.store.Replace(ctx, next, cur.Version); err != nil {
+		if err := e.store.Replace(ctx, cur, next); err != nil {
 			t.Error(err)
 		}
 	}
@@ -79,9 +79,9 @@ type raceOne struct {
 	change func()
 }
 
-func (s *raceOne) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+func (s *raceOne) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if r.Status == quarantine.StatusArchived && r.DLQID == s.id {
 		s.change()
 	}
-	return s.Store.Replace(ctx, r, v)
+	return s.Store.Replace(ctx, prev, r)
 }

@@ -170,10 +170,10 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			rep.Stopped = "deadline"
 			break
 		}
-		// Re-read after selection, 100 records a call where the store can.
-		if bg, ok := s.store.(quarantine.BatchGetter); ok && i%readAhead == 0 {
+		// Re-read after selection, 100 records a call.
+		if i%readAhead == 0 {
 			var err error
-			if fresh, err = bg.GetMany(ctx, due[i:min(i+readAhead, len(due))]); err != nil {
+			if fresh, err = s.store.GetMany(ctx, due[i:min(i+readAhead, len(due))]); err != nil {
 				return nil, fmt.Errorf("read records: %w", err)
 			}
 		}
@@ -229,16 +229,9 @@ const readAhead = 100
 
 func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*quarantine.Record) (*Archived, error) {
 	now := s.now()
-	var rec *quarantine.Record
-	var err error
-	if fresh != nil {
-		if rec = fresh[id]; rec == nil {
-			return nil, errSkip
-		}
-	} else if rec, err = s.store.Get(ctx, id); errors.Is(err, quarantine.ErrNotFound) {
-		return nil, errSkip
-	} else if err != nil {
-		return nil, err
+	rec := fresh[id] // read after selection (Run's batch read)
+	if rec == nil {
+		return nil, errSkip // gone since
 	}
 	// Re-read after selection: a record that changed is archived in its
 	// current state or, if no longer due, not at all.
@@ -274,7 +267,7 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.Replace(ctx, stub, rec.Version); err != nil {
+	if err := s.store.Replace(ctx, rec, stub); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			// It changed after the read: the next run archives the new
 			// version under its own key; no stub points at this object.
@@ -284,16 +277,14 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 	}
 	// The archive copy is confirmed and the stub written: only now may the
 	// claim-check objects go.
-	if del, ok := s.payloads.(quarantine.PayloadDeleter); ok {
-		refs := []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef}
-		for _, c := range rec.Corrections {
-			refs = append(refs, c.BodyRef)
-		}
-		for _, r := range refs {
-			if r != nil {
-				if err := del.DeletePayload(ctx, *r); err != nil {
-					s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
-				}
+	refs := []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef}
+	for _, c := range rec.Corrections {
+		refs = append(refs, c.BodyRef)
+	}
+	for _, r := range refs {
+		if r != nil {
+			if err := s.payloads.DeletePayload(ctx, *r); err != nil {
+				s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
 			}
 		}
 	}

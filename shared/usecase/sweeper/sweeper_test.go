@@ -103,7 +103,7 @@ func (e *env) park(t *testing.T, r *quarantine.Record) *quarantine.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(context.Background(), p, r.Version); err != nil {
+	if err := e.store.Replace(context.Background(), r, p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -125,7 +125,7 @@ func (e *env) resolve(t *testing.T, r *quarantine.Record) *quarantine.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, s, r.Version); err != nil {
+	if err := e.store.Replace(ctx, r, s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -217,7 +217,7 @@ type stubFailStore struct {
 	once sync.Once
 }
 
-func (s *stubFailStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+func (s *stubFailStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	failed := false
 	if r.Status == quarantine.StatusArchived {
 		s.once.Do(func() { failed = true })
@@ -225,7 +225,7 @@ func (s *stubFailStore) Replace(ctx context.Context, r *quarantine.Record, v int
 	if failed {
 		return errors.New("crash before the stub write")
 	}
-	return s.Store.Replace(ctx, r, v)
+	return s.Store.Replace(ctx, prev, r)
 }
 
 func TestRerunAfterCrashMakesNoSecondVersion(t *testing.T) {
@@ -281,11 +281,11 @@ type racingStore struct {
 	once   sync.Once
 }
 
-func (s *racingStore) Replace(ctx context.Context, r *quarantine.Record, v int64) error {
+func (s *racingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if r.Status == quarantine.StatusArchived {
 		s.once.Do(s.change)
 	}
-	return s.Store.Replace(ctx, r, v)
+	return s.Store.Replace(ctx, prev, r)
 }
 
 func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
@@ -328,7 +328,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if err := e.store.Replace(ctx, next, cur.Version); err != nil {
+		if err := e.store.Replace(ctx, cur, next); err != nil {
 			t.Error(err)
 		}
 	}
@@ -544,7 +544,7 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.Replace(ctx, p, c2.Version); err != nil {
+	if err := e.store.Replace(ctx, c2, p); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Hour)

@@ -1,0 +1,114 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// counterUpdate adds d.N to one counter shard, creating it if need be.
+func counterUpdate(table string, d quarantine.CounterDelta) (*types.Update, error) {
+	key := CounterItemKey(d.CounterKey)
+	upd := expression.Add(expression.Name(CounterAttr), expression.Value(d.N)).
+		Set(expression.Name(sourceAttr), expression.Value(d.Source)).
+		Set(expression.Name(counterKindAttr), expression.Value(d.Kind))
+	if d.Signature != "" {
+		// Open-signature counters sit in the status index, one partition per
+		// source, so that the metrics function lists them with one query.
+		upd = upd.Set(expression.Name(statusAttr), expression.Value(OpenCounterPartition(d.Source))).
+			Set(expression.Name(firstSeenAttr), expression.Value(key)).
+			Set(expression.Name(signatureAttr), expression.Value(d.Signature))
+	}
+	if exp := counterExpiry(d.CounterKey); exp != 0 {
+		upd = upd.Set(expression.Name(expiresAtAttr), expression.Value(exp))
+	}
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build counter update: %w", err)
+	}
+	return &types.Update{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: key}},
+		// One line: kumo drops the clauses after a newline (docs/emulators.md).
+		UpdateExpression:         aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// ReadCounters returns the values of the given counter shards (absent: 0),
+// with consistent BatchGetItem calls of at most 100 keys.
+func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error) {
+	out := make(map[quarantine.CounterKey]int64, len(keys))
+	byItem := make(map[string]quarantine.CounterKey, len(keys))
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		out[k] = 0
+		ids[i] = CounterItemKey(k)
+		byItem[ids[i]] = k
+	}
+	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(expression.Name(KeyAttr), expression.Name(CounterAttr))).Build()
+	if err != nil {
+		return nil, err
+	}
+	err = s.batchGet(ctx, ids, &proj, func(item map[string]types.AttributeValue) error {
+		var c struct {
+			Key string `dynamodbav:"dlq_id"`
+			N   int64  `dynamodbav:"n"`
+		}
+		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+			return fmt.Errorf("read counters: %w", err)
+		}
+		if k, ok := byItem[c.Key]; ok {
+			out[k] = c.N
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	return out, nil
+}
+
+// OpenSignatures returns a source's open records by failure signature: one
+// query of the source's counter partition in the status index, whose size
+// is the number of signatures times the shards, not the number of records.
+func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]int64, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(statusAttr).Equal(expression.Value(OpenCounterPartition(source)))).Build()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	p := dynamodb.NewQueryPaginator(l.api, &dynamodb.QueryInput{
+		TableName: aws.String(l.table), IndexName: aws.String(IndexByStatus),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("open signatures: %w", err)
+		}
+		for _, item := range page.Items {
+			var c struct {
+				Signature string `dynamodbav:"failure_signature"`
+				N         int64  `dynamodbav:"n"`
+			}
+			if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+				return nil, fmt.Errorf("open signatures: %w", err)
+			}
+			out[c.Signature] += c.N
+		}
+	}
+	for sig, n := range out {
+		if n == 0 {
+			delete(out, sig)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,116 @@
+package dynamostore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// The table layout: every key format and attribute name the adapters of
+// this package write or query, in one place. One table holds three kinds
+// of item, told apart by their key:
+//
+//	<source>#<idempotency key>[#<n>]  a record (quarantine.RecordID); its
+//	                                  attributes are the record's JSON fields
+//	#ctr#<source>#<kind>#...#<shard>  a counter shard (CounterItemKey)
+//	#pol#<source>#<id>                a standing policy (PolicyStore)
+//
+// No queue name starts with '#', so no record key does (IsRecordKey). The
+// status index (IndexByStatus) is partitioned by status and sorted by
+// first_seen; besides the records' statuses it holds the partitions
+// "CTR#OPEN#<source>" (a source's open-signature counters) and
+// "#pol#<source>" (a source's policies), so that each is listed with one
+// query. Existing items and the template's indexes depend on every string
+// here: change none of them without a migration.
+
+// MaxItemBytes is DynamoDB's item size limit.
+const MaxItemBytes = 400 * 1024
+
+// Key attribute names and index names used in the template.
+const (
+	CounterAttr   = "n"
+	KeyAttr       = "dlq_id"
+	VersionAttr   = "version"
+	IndexByStatus = "status-first-seen-v2"
+	// HoldAttr and HoldAtAttr mark a record version set aside by an
+	// integrity hold (Store.Hold): the reason kind and when. They are not
+	// record fields (no seal covers them), and HoldAttr is projected into
+	// the status index, whose listings leave held records out.
+	HoldAttr   = "integrity_hold"
+	HoldAtAttr = "integrity_hold_at"
+)
+
+// Record attributes the adapters name (the record's JSON field names), and
+// the attributes of counter and policy items.
+const (
+	statusAttr         = "status"     // the status index's partition key
+	firstSeenAttr      = "first_seen" // the status index's sort key
+	sourceAttr         = "source"
+	classAttr          = "failure_class"
+	signatureAttr      = "failure_signature"
+	groupAttr          = "message_group_id"
+	idempotencyKeyAttr = "idempotency_key"
+	sequenceAttr       = "sequence_number"
+	leaseUntilAttr     = "lease_until"
+	statusSinceAttr    = "status_since"
+	lastSeenAttr       = "last_seen"
+	sealAttr           = "seal"
+	counterKindAttr    = "counter_kind"
+	expiresAtAttr      = "expires_at" // the table's TTL attribute
+	policyAttr         = "policy"     // a policy item's sealed JSON
+)
+
+const (
+	counterKeyPrefix     = "#ctr#"
+	openCounterPartition = "CTR#OPEN#"
+	policyKeyPrefix      = "#pol#"
+	// bucketLayout formats a time-bucket counter's minute in its key.
+	bucketLayout = "2006-01-02T15:04"
+	// bucketTTL is how long a time-bucket counter is kept after its
+	// minute begins (expires_at).
+	bucketTTL = 48 * time.Hour
+)
+
+// IsRecordKey reports whether a table key names a record, not a counter
+// or a standing policy (their keys start with '#'; no queue name does).
+func IsRecordKey(id string) bool {
+	return id != "" && id[0] != '#'
+}
+
+// CounterItemKey is the table key of one counter shard.
+func CounterItemKey(k quarantine.CounterKey) string {
+	switch k.Kind {
+	case quarantine.CounterState:
+		return fmt.Sprintf("%s%s#%s#%s#%s#%d", counterKeyPrefix, k.Source, k.Kind, k.Status, k.Class, k.Shard)
+	case quarantine.CounterOpen:
+		return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, k.Source, k.Kind, k.Signature, k.Shard)
+	case quarantine.CounterHeld:
+		return fmt.Sprintf("%s%s#%s#%d", counterKeyPrefix, k.Source, k.Kind, k.Shard)
+	case quarantine.CounterPolicySent, quarantine.CounterPolicyCameBack:
+		return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, k.Source, k.Kind, k.Policy, k.Shard)
+	}
+	// A time bucket: arrivals, came back, resolved, poisoned, new holds.
+	return fmt.Sprintf("%s%s#%s#%s#%d", counterKeyPrefix, k.Source, k.Kind, k.Bucket.UTC().Format(bucketLayout), k.Shard)
+}
+
+// counterExpiry is the TTL of a counter shard in Unix seconds (0: kept):
+// time-bucket counters expire bucketTTL after their minute.
+func counterExpiry(k quarantine.CounterKey) int64 {
+	if k.Bucket.IsZero() {
+		return 0
+	}
+	return k.Bucket.Add(bucketTTL).Unix()
+}
+
+// OpenCounterPartition is the status-index partition that holds a source's
+// open-signature counters, so they are listed with one query.
+func OpenCounterPartition(source string) string {
+	return openCounterPartition + source
+}
+
+// policyKey is the table key of a standing policy.
+func policyKey(source, id string) string { return policyKeyPrefix + source + "#" + id }
+
+// PolicyPartition is the status-index partition of a source's policies.
+func PolicyPartition(source string) string { return policyKeyPrefix + source }

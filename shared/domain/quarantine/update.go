@@ -1,0 +1,65 @@
+package quarantine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// UpdateTries bounds the reads of one Update: a record that changes under
+// it this many times in a row is left to the caller (ErrVersionConflict).
+const UpdateTries = 8
+
+// Update backoff: the first pause is at most updateFirstPause, doubling
+// up to updateMostPause (Backoff adds the jitter).
+const (
+	updateFirstPause = 2 * time.Millisecond
+	updateMostPause  = 100 * time.Millisecond
+)
+
+// Replacer is the part of a Store that Update needs.
+type Replacer interface {
+	Get(ctx context.Context, id string) (*Record, error)
+	Replace(ctx context.Context, prev, next *Record) error
+}
+
+// Update implements Store.Update over s's Get and Replace, for every
+// adapter. It reads id with a strongly consistent read, lets fn compute
+// the next version from it and replaces the record conditionally on the
+// version read. When another writer got there first (ErrVersionConflict)
+// it reads the record again and calls fn again with it, up to UpdateTries
+// reads with a jittered Backoff between them, then returns
+// ErrVersionConflict. fn returning (nil, nil) makes no write: Update
+// returns the record read. fn's errors, ErrNotFound and ErrHeld (and any
+// other store error) end it at once, unretried. It returns the version
+// stored.
+//
+// fn may run more than once, so it must have no side effect a second run
+// would repeat (a message sent, an object written): compute, do not act.
+// A wrapper of a Store that changes Replace must implement Update with
+// this function over itself, or its Replace is bypassed.
+func Update(ctx context.Context, s Replacer, id string, fn func(cur *Record) (*Record, error)) (*Record, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return cur, nil
+		}
+		err = s.Replace(ctx, cur, next)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, ErrVersionConflict) || attempt+1 >= UpdateTries {
+			return nil, err
+		}
+		if err := Backoff(ctx, attempt, updateFirstPause, updateMostPause); err != nil {
+			return nil, err
+		}
+	}
+}
