@@ -41,7 +41,9 @@ func archived(t *testing.T) ([]byte, *quarantine.Record) {
 	return raw, stub
 }
 
-func locked(until time.Time) *archive.Lock { return &archive.Lock{Compliance: true, RetainUntil: &until} }
+func locked(until time.Time) *archive.Lock {
+	return &archive.Lock{Compliance: true, RetainUntil: &until}
+}
 
 func TestCheckObjectAcceptsWhatTheSweeperWrote(t *testing.T) {
 	raw, stub := archived(t)
