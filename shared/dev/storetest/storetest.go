@@ -108,9 +108,14 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale := r.Clone()
-		stale.Version += 5
-		if err := s.Replace(ctx, stale, next); !errors.Is(err, quarantine.ErrVersionConflict) {
+		// A write conditioned on a version the store does not hold (here
+		// v2, which was never stored) conflicts.
+		ahead, err := next.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(3 * time.Second)), Stage: "s", Reason: "r", MessageID: "m4", Actor: "ingest"},
+			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Replace(ctx, next, ahead); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("stale replace = %v", err)
 		}
 		if err := s.Replace(ctx, r, next); err != nil {
@@ -144,6 +149,15 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		}
 		if err := s.Replace(ctx, r, same); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("the same content by another writer = %v, want ErrVersionConflict", err)
+		}
+		// prev and next swapped: refused before anything is written, never
+		// read back as "applied" (the store holds the very record passed
+		// as next).
+		if err := s.Replace(ctx, next, r); err == nil {
+			t.Fatal("Replace(next, prev) succeeded")
+		}
+		if got, err := s.Get(ctx, r.DLQID); err != nil || !quarantine.SameVersion(got, next) {
+			t.Fatalf("after a swapped replace the store holds %v (%v), want v%d as written", got, err, next.Version)
 		}
 	})
 

@@ -193,16 +193,21 @@ func SameVersion(stored, r *Record) bool {
 		stored.DLQID == r.DLQID && stored.Version == r.Version && stored.WriteID == r.WriteID && stored.Seal == r.Seal
 }
 
-// CheckReplace is what a Store checks before Replace writes anything: prev
-// is a version of next's record. The write's condition is on prev.Version
-// and its counter changes are CounterDeltas(prev, next), so a prev of
-// another record would count the change against the wrong counters.
+// CheckReplace is what a Store checks before Replace writes anything: next
+// is the version that follows prev (every transition makes it so: one
+// version on, chained to prev's seal). The write's condition is on
+// prev.Version and its counter changes are CounterDeltas(prev, next), so a
+// prev of another record would count the change against the wrong
+// counters, and prev and next swapped would read back the stored prev as
+// "my write was applied" and report a write that never happened.
 func CheckReplace(prev, next *Record) error {
 	switch {
 	case prev == nil || next == nil:
 		return errors.New("replace: prev and next are both required")
 	case prev.DLQID != next.DLQID:
 		return fmt.Errorf("replace %s: prev is a version of %s", next.DLQID, prev.DLQID)
+	case next.Version != prev.Version+1 || next.PrevSeal != prev.Seal:
+		return fmt.Errorf("replace %s: v%d does not follow v%d (its prev_seal is not v%d's seal)", next.DLQID, next.Version, prev.Version, prev.Version)
 	}
 	return nil
 }
