@@ -31,7 +31,9 @@ import (
 // Clients are the AWS clients of the functions; each constructor uses only
 // those its function needs. A nil *Clients makes a constructor load the
 // AWS configuration from the environment and build its function's clients
-// only (so each binary links only the SDK clients it uses).
+// only. (Each binary still links the SDK packages of all four functions,
+// since this one package wires them all: about 0.9 MB more in ingest's
+// bootstrap than when it wired itself.)
 type Clients struct {
 	DynamoDB   DynamoDB
 	S3         S3

@@ -299,11 +299,15 @@ func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
 type countingLister struct {
 	quarantine.Lister
 	redriven atomic.Int64
+	failNext atomic.Bool // the next REDRIVEN listing fails (a throttle)
 }
 
 func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
 	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
 		l.redriven.Add(1)
+		if l.failNext.CompareAndSwap(true, false) {
+			return quarantine.ListPage{}, errors.New("ProvisionedThroughputExceededException: throttled")
+		}
 	}
 	return l.Lister.List(ctx, q)
 }
@@ -348,6 +352,41 @@ func TestPoliciesTickSettlesOnce(t *testing.T) {
 	for _, id := range ids {
 		if r := e.get(t, id); r.Status != quarantine.StatusResolved {
 			t.Fatalf("%s is %s, want RESOLVED", id, r.Status)
+		}
+	}
+}
+
+// A settle that fails in a policies tick is tried again by the tick's next
+// policy: the tick settles once, not at most once.
+func TestPoliciesTickSettlesAgainAfterAFailedSettle(t *testing.T) {
+	e := newEnv(t, false)
+	ids := e.seedReason(t, 0, 2, "downstream 503")
+	lister := &countingLister{Lister: e.lister}
+	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
+		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
+		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
+	for _, reason := range []string{"downstream 503", "ledger locked"} {
+		e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", reason, e.src.SchemaVersion)},
+			MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
+	}
+	if rep := applyPolicies(t, svc, e); rep.Redriven.Count != len(ids) {
+		t.Fatalf("tick 1 redrove %d, want %d", rep.Redriven.Count, len(ids))
+	}
+	e.drain(t, func(string) bool { return false })
+	e.clock.Advance(16 * time.Minute) // past the settle window
+	lister.failNext.Store(true)
+	before := lister.redriven.Load()
+	rep := applyPolicies(t, svc, e)
+	if n := lister.redriven.Load() - before; n != 2 {
+		t.Fatalf("a tick whose first settle failed settled %d times, want the failed try and one more", n)
+	}
+	if rep.Settled.Count != len(ids) {
+		t.Fatalf("tick 2 settled %d, want %d: %+v", rep.Settled.Count, len(ids), rep.Policies)
+	}
+	for _, id := range ids {
+		if r := e.get(t, id); r.Status != quarantine.StatusResolved {
+			t.Fatalf("%s is %s after the tick, want RESOLVED", id, r.Status)
 		}
 	}
 }

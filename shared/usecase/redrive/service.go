@@ -206,10 +206,12 @@ type run struct {
 
 func (r *run) execute(ctx context.Context) error {
 	if !r.req.noSettle {
-		r.rep.settleRan = true
 		if err := r.settle(ctx); err != nil {
 			return err
 		}
+		// Settled for the tick only when the step went through: a skipped
+		// or cut-short settle is tried again by the tick's next policy.
+		r.rep.settleRan = r.rep.SettleSkipped == "" && r.rep.Stopped != StoppedDeadline
 	}
 	if r.req.Action == ActionSettle {
 		return nil
