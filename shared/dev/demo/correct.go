@@ -24,15 +24,14 @@ const MaxCorrections = 5
 // corrected records and applies it, then lets the consumer take the
 // replays and ingest drain the DLQ.
 func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
-	src := quarantine.Source{Name: fns.Source, ARN: fns.IngestConfig.Sources[fns.Source].ARN, IdempotencyPointer: fns.IngestConfig.Sources[fns.Source].IdempotencyPointer}
+	idOf := recordIDs(fns.IngestConfig, fns.Source)
 	rep.Corrected = map[string]bool{}
 	for _, g := range gen {
 		if g.Kind != Malformed || !strings.Contains(g.Body, `"ndc":"NDC?`) || len(rep.Corrected) == MaxCorrections {
 			continue
 		}
 		fixed := strings.Replace(g.Body, `"ndc":"NDC?`, `"ndc":"`, 1)
-		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
-		req, _ := json.Marshal(redrive.Request{Action: redrive.ActionCorrect, Source: fns.Source, IDs: []string{quarantine.RecordID(fns.Source, key)},
+		req, _ := json.Marshal(redrive.Request{Action: redrive.ActionCorrect, Source: fns.Source, IDs: []string{idOf(g.Body)},
 			RequestedBy: "pharmacist@demo", Reason: "NDC keyed with a stray prefix; corrected from the shipping manifest", Payload: fixed})
 		if _, err := fns.Redrive.Handle(ctx, req); err != nil {
 			return fmt.Errorf("correct: %w", err)

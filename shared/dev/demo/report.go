@@ -79,13 +79,7 @@ func (r *Report) Print(w io.Writer, sample int) {
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "\ninvariants:\n")
-	check := func(ok bool, what string, n int) {
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "  [%s] %s (%d)\n", mark, what, n)
-	}
+	check := func(ok bool, what string, n int) { fmt.Fprintf(w, "  [%s] %s (%d)\n", mark(ok), what, n) }
 	check(len(r.Lost) == 0, "no dead-lettered message lost", len(r.Lost))
 	check(len(r.Unexpected) == 0 && len(r.Records) == r.DeadLettered, "exactly one record per dead-lettered message", len(r.Records))
 	check(len(r.SealFailures) == 0, "every seal verifies and every body is verbatim", len(r.SealFailures))
@@ -98,6 +92,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 		}
 	}
 	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(time.Millisecond))
+}
+
+// mark is an invariant's mark in a report: "ok  " when it held.
+func mark(ok bool) string {
+	if ok {
+		return "ok  "
+	}
+	return "FAIL"
 }
 
 // MarshalSummary is the report as JSON, for scripts.

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
@@ -158,6 +159,9 @@ type soak struct {
 	mu    sync.Mutex
 	spans map[string]int64
 	log   *slog.Logger
+	// lister reads the status index (on clean clients) to see whether
+	// anything is left in flight or parked.
+	lister quarantine.Lister
 }
 
 // Soak sends o.Messages through the whole pipeline on st while injecting
@@ -191,6 +195,7 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 		return nil, err
 	}
 	s.fns.Mapping.Concurrency = o.IngestConcurrency
+	s.lister = dynamostore.NewLister(st.Clients.DynamoDB, s.fns.IngestConfig.TableName)
 	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: s.fns.Mapping, Handler: s.fns.Ingest.Handle, Log: s.log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup

@@ -26,7 +26,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 		return err
 	}
 	payloads := s3store.New(s.st.Clients.S3, fns.IngestConfig.PayloadBucket, "")
-	src := quarantine.Source{Name: fns.Source, ARN: fns.IngestConfig.Sources[fns.Source].ARN, IdempotencyPointer: fns.IngestConfig.Sources[fns.Source].IdempotencyPointer}
+	idOf := recordIDs(fns.IngestConfig, fns.Source)
 	expected := map[string]Generated{}
 	for _, g := range gen {
 		if g.Kind == Good {
@@ -35,8 +35,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			}
 			continue
 		}
-		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
-		expected[quarantine.RecordID(src.Name, key)] = g
+		expected[idOf(g.Body)] = g
 	}
 	// Duplicate sends, and whether the record's history explains each.
 	dupsOf := map[string]int{}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -75,14 +74,9 @@ func (s *soak) sweepPerRun() int { return max(s.o.PerInvocation/20, 1) }
 
 // inFlight reports whether any record is REDRIVING or REDRIVEN.
 func (s *soak) inFlight(ctx context.Context) (bool, error) {
-	l := dynamostore.NewLister(s.st.Clients.DynamoDB, s.fns.IngestConfig.TableName)
 	for _, st := range []quarantine.Status{quarantine.StatusRedriving, quarantine.StatusRedriven} {
-		page, err := l.List(ctx, quarantine.ListQuery{Status: st, Source: s.fns.Source, Limit: 1})
-		if err != nil {
-			return false, err
-		}
-		if len(page.IDs) > 0 {
-			return true, nil
+		if found, err := s.anyListed(ctx, st); err != nil || found {
+			return found, err
 		}
 	}
 	return false, nil
@@ -91,7 +85,6 @@ func (s *soak) inFlight(ctx context.Context) (bool, error) {
 // sweepUntilDone runs sweeper processes until a whole run archives nothing,
 // fails nothing and no record is left PARKED.
 func (s *soak) sweepUntilDone(ctx context.Context) error {
-	l := dynamostore.NewLister(s.st.Clients.DynamoDB, s.fns.IngestConfig.TableName)
 	for {
 		if ctx.Err() != nil {
 			return fmt.Errorf("sweeper did not finish: %w", ctx.Err())
@@ -108,12 +101,30 @@ func (s *soak) sweepUntilDone(ctx context.Context) error {
 		if crashed || err != nil || len(sr.Archived) > 0 || sr.Failed > 0 || sr.Remaining > 0 {
 			continue
 		}
-		page, err := l.List(ctx, quarantine.ListQuery{Status: quarantine.StatusParked, Source: s.fns.Source, Limit: 1})
-		if err != nil {
+		parked, err := s.parkedLeft(ctx)
+		if err != nil || !parked {
 			return err
 		}
-		if len(page.IDs) == 0 {
-			return nil
+	}
+}
+
+// parkedLeft reports whether any record is PARKED.
+func (s *soak) parkedLeft(ctx context.Context) (bool, error) {
+	return s.anyListed(ctx, quarantine.StatusParked)
+}
+
+// anyListed reports whether the source has a record in status. It pages
+// until an entry or the last page: the store filters (source, holds) after
+// Limit, as DynamoDB applies a FilterExpression after Limit, so an empty
+// page with a cursor says nothing of the pages behind it.
+func (s *soak) anyListed(ctx context.Context, status quarantine.Status) (bool, error) {
+	for page, err := range quarantine.Pages(ctx, s.lister, quarantine.ListQuery{Status: status, Source: s.fns.Source, Limit: 1}) {
+		if err != nil {
+			return false, err
+		}
+		if len(page.IDs) > 0 {
+			return true, nil
 		}
 	}
+	return false, nil
 }

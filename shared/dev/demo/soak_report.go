@@ -49,13 +49,7 @@ func (r *SoakReport) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
 	fmt.Fprintf(w, "\nchecks:\n")
-	row := func(ok bool, what string, n int) {
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(tw, "  [%s]\t%s\t%d\n", mark, what, n)
-	}
+	row := func(ok bool, what string, n int) { fmt.Fprintf(tw, "  [%s]\t%s\t%d\n", mark(ok), what, n) }
 	row(len(r.Lost) == 0, "lost (dead-lettered, no record)", len(r.Lost))
 	row(len(r.Duplicates) == 0 && r.Quarantined == r.DeadLettered, "duplicate records", len(r.Duplicates))
 	row(len(r.SealFailures) == 0, "seals or bodies that fail to verify", len(r.SealFailures))

@@ -41,13 +41,12 @@ func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, gen []Ge
 		return err
 	}
 	expected := map[string]Generated{}
-	src := quarantine.Source{Name: source, ARN: cfg.Sources[source].ARN, IdempotencyPointer: cfg.Sources[source].IdempotencyPointer}
+	idOf := recordIDs(cfg, source)
 	for _, g := range gen {
 		if g.Kind == Good {
 			continue
 		}
-		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
-		expected[quarantine.RecordID(source, key)] = g
+		expected[idOf(g.Body)] = g
 	}
 	for id, g := range expected {
 		r, ok := byID[id]
@@ -76,6 +75,16 @@ func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, gen []Ge
 		rep.BySignature[r.FailureSignature]++
 	}
 	return nil
+}
+
+// recordIDs returns the id ingest gives the record of a body dead-lettered
+// from source.
+func recordIDs(cfg ingest.Config, source string) func(body string) string {
+	src := quarantine.Source{Name: source, ARN: cfg.Sources[source].ARN, IdempotencyPointer: cfg.Sources[source].IdempotencyPointer}
+	return func(body string) string {
+		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(body)).Doc, src.ARN, []byte(body))
+		return quarantine.RecordID(source, key)
+	}
 }
 
 // scanRecords reads every record of source, skipping the metrics counters.
@@ -115,7 +124,7 @@ func scanRecords(ctx context.Context, st *embedded.Stack, table, source string) 
 // replayed, every good event consumed exactly once, every seal intact.
 func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
 	store := dynamostore.New(st.Clients.DynamoDB, fns.IngestConfig.TableName)
-	src := quarantine.Source{Name: fns.Source, ARN: fns.IngestConfig.Sources[fns.Source].ARN, IdempotencyPointer: fns.IngestConfig.Sources[fns.Source].IdempotencyPointer}
+	idOf := recordIDs(fns.IngestConfig, fns.Source)
 	for _, g := range gen {
 		if g.Kind == Good {
 			if n := c.consumedCount(g.ID); n != 1 {
@@ -123,8 +132,7 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 			}
 			continue
 		}
-		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(g.Body)).Doc, src.ARN, []byte(g.Body))
-		id := quarantine.RecordID(src.Name, key)
+		id := idOf(g.Body)
 		r, err := store.Get(ctx, id)
 		if err != nil {
 			rep.Lost = append(rep.Lost, id)
