@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,16 +203,4 @@ func waitEmpty(ctx context.Context, api *sqs.Client, url string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -82,7 +83,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	defer cancel()
 	// Invocations run concurrently here (one at a time in Lambda): their log
 	// and metric lines share one writer.
-	logw := &syncWriter{w: o.Log}
+	logw := syncio.NewWriter(o.Log)
 	log := slog.New(slog.NewJSONHandler(logw, nil))
 	fns, err := localrunner.NewFunctions(st, nil, log, logw)
 	if err != nil {

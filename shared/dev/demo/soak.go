@@ -20,6 +20,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 )
@@ -172,7 +173,7 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	o = o.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	logw := &syncWriter{w: o.Log}
+	logw := syncio.NewWriter(o.Log)
 	s := &soak{
 		st: st, o: o, inj: faults.New(o.FaultRate, o.Seed), cfg: st.AWS.Copy(), base: st.AWS.HTTPClient,
 		rngs: map[string]*rand.Rand{}, spans: map[string]int64{}, log: slog.New(slog.NewJSONHandler(logw, nil)),

@@ -300,11 +300,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 // suite and AccessDenied on the first deploy.
 func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Params: demo.StackParams, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{Params: demo.StackParams})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	recs := map[string]*recorder{}
 	fns := map[string]*localrunner.Functions{}
