@@ -308,6 +308,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		recs[name] = &recorder{fn: name, region: st.Env.Region, account: st.Env.Account}
 		cfg := st.AWS.Copy()
 		cfg.APIOptions = append(cfg.APIOptions, recs[name].option)
+		var err error
 		if fns[name], err = localrunner.NewFunctions(st, awsclients.New(cfg, awsclients.Options{Local: true}), log, io.Discard); err != nil {
 			t.Fatal(err)
 		}
