@@ -76,24 +76,10 @@ func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterRe
 		t.Fatalf("the hold changed the evidence: %+v", after)
 	}
 
-	list := func(q quarantine.ListQuery) []string {
-		var got []string
-		for {
-			page, err := l.List(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, page.IDs...)
-			if page.Cursor == "" {
-				return got
-			}
-			q.Cursor = page.Cursor
-		}
-	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Limit: 1}); !slices.Equal(got, ids[1:]) {
+	if got := listIDs(t, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Limit: 1}); !slices.Equal(got, ids[1:]) {
 		t.Fatalf("listing = %v, want %v (the held record left out)", got, ids[1:])
 	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Held: true}); !slices.Equal(got, ids[:1]) {
+	if got := listIDs(t, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Held: true}); !slices.Equal(got, ids[:1]) {
 		t.Fatalf("held listing = %v, want %v", got, ids[:1])
 	}
 

@@ -343,39 +343,33 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		t.Fatalf("ingest: %+v %v", resp, err)
 	}
 	id := func(key string) string { return quarantine.RecordID(f.Source, key) }
+	store := dynamostore.New(st.Clients.DynamoDB, f.IngestConfig.TableName)
+	get := func(key string) *quarantine.Record {
+		rec, err := store.Get(ctx, id(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	park := func(key string) {
+		rec := get(key)
+		parked, err := rec.ParkManual("ops", "audit", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Replace(ctx, rec, parked); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Park two for the sweeper (parked records are due at once here).
-	store := dynamostore.New(st.Clients.DynamoDB, f.IngestConfig.TableName)
-	rec, err := store.Get(ctx, id("e4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parked, err := rec.ParkManual("ops", "audit", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec, parked); err != nil {
-		t.Fatal(err)
-	}
+	park("e4")
 	// And a claim-checked one: archiving it reads its object and deletes
 	// it from the payload bucket.
-	rec6, err := store.Get(ctx, id("e6"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parked6, err := rec6.ParkManual("ops", "audit", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec6, parked6); err != nil {
-		t.Fatal(err)
-	}
+	park("e6")
 	// Tamper with e5 behind its seal: redrive holds it (a conditional
 	// update and a counter in one transaction).
-	forged, err := store.Get(ctx, id("e5"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	forged := get("e5")
 	forged.RedriveCap = 99
 	item, err := dynamostore.Marshal(forged)
 	if err != nil {
