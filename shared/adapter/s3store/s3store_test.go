@@ -67,6 +67,17 @@ func stored(t *testing.T, key string, data []byte) (*s3fake.S3, *s3store.Store, 
 	return f, p, ref
 }
 
+// readsAfterLifecycle runs the fake's lifecycle rule after d and reads
+// data back through ref.
+func readsAfterLifecycle(t *testing.T, f *s3fake.S3, p *s3store.Store, ref quarantine.ObjectRef, data []byte, d time.Duration) {
+	t.Helper()
+	f.Advance(d)
+	f.ApplyLifecycle()
+	if got, err := p.GetPayload(context.Background(), ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get after lifecycle: %v", err)
+	}
+}
+
 func oneVersion(t *testing.T, f *s3fake.S3, key, want string) {
 	t.Helper()
 	vs := f.Versions(bucket, key)
@@ -94,11 +105,7 @@ func TestPutPayloadCreatesOnceAndReusesTheVersion(t *testing.T) {
 		}
 	}
 	oneVersion(t, f, "bodies/s/k", first.VersionID)
-	f.Advance(8 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, first); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("get after lifecycle: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, first, data, 8*day)
 }
 
 // A key holding other bytes than the caller's is never accepted, whether S3
@@ -162,11 +169,7 @@ func TestPutPayloadAppliedThenAnswerLost(t *testing.T) {
 		t.Fatalf("%d puts, %d heads", f.Calls("PutObject"), f.Calls("HeadObject"))
 	}
 	oneVersion(t, f, "bodies/s/lost", ref.VersionID)
-	f.Advance(30 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("get: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, ref, data, 30*day)
 }
 
 // Applied, then the call timed out for the caller (the SDK gave up): the
@@ -244,11 +247,7 @@ func TestPutPayloadAfterDeleteMarker(t *testing.T) {
 	if err != nil || again.VersionID == first.VersionID {
 		t.Fatalf("put after delete = %+v %v", again, err)
 	}
-	f.Advance(8 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, again); err != nil || string(got) != "data" {
-		t.Fatalf("get: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, again, []byte("data"), 8*day)
 }
 
 // A record written before the fix may pin a version a later upload made

@@ -118,6 +118,14 @@ func describe(fn, region, account, svc, op string, params any) []request {
 	object := func(bucket, key *string) string {
 		return "arn:aws:s3:::" + aws.ToString(bucket) + "/" + aws.ToString(key)
 	}
+	// onObject is the request of an object action, or of its version
+	// action when the call names a version.
+	onObject := func(action, versionAction string, version, bucket, key *string, ctx map[string]string) []request {
+		if version != nil {
+			action = versionAction
+		}
+		return []request{one(action, object(bucket, key), ctx)}
+	}
 	switch svc {
 	case "DynamoDB":
 		switch p := params.(type) {
@@ -180,20 +188,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 	case "S3":
 		switch p := params.(type) {
 		case *s3.HeadObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObject", "s3:GetObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.GetObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObject", "s3:GetObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.DeleteObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:DeleteObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:DeleteObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:DeleteObject", "s3:DeleteObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.GetObjectRetentionInput:
 			return []request{one("s3:GetObjectRetention", object(p.Bucket, p.Key), nil)}
 		case *s3.PutObjectRetentionInput:
@@ -203,20 +202,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			if p.Tagging != nil {
 				tags = p.Tagging.TagSet
 			}
-			if p.VersionId != nil {
-				return []request{one("s3:PutObjectVersionTagging", object(p.Bucket, p.Key), tagContext(tags))}
-			}
-			return []request{one("s3:PutObjectTagging", object(p.Bucket, p.Key), tagContext(tags))}
+			return onObject("s3:PutObjectTagging", "s3:PutObjectVersionTagging", p.VersionId, p.Bucket, p.Key, tagContext(tags))
 		case *s3.GetObjectTaggingInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersionTagging", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObjectTagging", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObjectTagging", "s3:GetObjectVersionTagging", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.DeleteObjectTaggingInput:
-			if p.VersionId != nil {
-				return []request{one("s3:DeleteObjectVersionTagging", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:DeleteObjectTagging", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.ListObjectVersionsInput:
 			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
 		case *s3.ListObjectsV2Input:
