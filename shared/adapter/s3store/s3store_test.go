@@ -151,14 +151,7 @@ func TestPutPayloadVerifiesByHashingWhenNoChecksumIsReported(t *testing.T) {
 func TestPutPayloadAppliedThenAnswerLost(t *testing.T) {
 	ctx := context.Background()
 	f := s3fake.New(t0, 7)
-	lost := true
-	f.SetFault(s3fake.Fault{After: func(op, key string) error {
-		if op == "PutObject" && lost {
-			lost = false
-			return s3fake.Error(op, 500, "InternalError", "We encountered an internal error. Please try again.")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{After: s3fake.Failing(1, "PutObject", 500, "InternalError", "We encountered an internal error. Please try again.")})
 	p := s3store.New(sdkRetry{f}, bucket, "")
 	data := []byte(strings.Repeat("body", 50000))
 	ref, err := p.PutPayload(ctx, "bodies/s/lost", data)
@@ -202,14 +195,8 @@ func TestPutPayloadAppliedThenTimedOut(t *testing.T) {
 func TestPutPayloadRetriesConditionalConflict(t *testing.T) {
 	ctx := context.Background()
 	f := s3fake.New(t0, 7)
-	conflicts := 2
-	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
-		if op == "PutObject" && conflicts > 0 {
-			conflicts--
-			return s3fake.Error(op, 409, "ConditionalRequestConflict", "A conflicting conditional operation is currently in progress against this resource.")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(2, "PutObject", 409, "ConditionalRequestConflict",
+		"A conflicting conditional operation is currently in progress against this resource.")})
 	p := s3store.New(f, bucket, "")
 	ref, err := p.PutPayload(ctx, "k", []byte("data"))
 	if err != nil {
@@ -293,14 +280,7 @@ func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
 func TestGetPayloadWhenThePinnedVersionIsForbidden(t *testing.T) {
 	ctx := context.Background()
 	f, p, ref := stored(t, "k", []byte("data"))
-	denied := true
-	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
-		if op == "GetObject" && denied {
-			denied = false
-			return s3fake.Error(op, 403, "AccessDenied", "Access Denied")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(1, "GetObject", 403, "AccessDenied", "Access Denied")})
 	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" {
 		t.Fatalf("get = %q %v", got, err)
 	}
@@ -321,12 +301,7 @@ func TestPayloadsContractOnFake(t *testing.T) {
 func TestDeletePayloadMarksThePinnedVersionFirst(t *testing.T) {
 	ctx := context.Background()
 	f, p, ref := stored(t, "k", []byte("data"))
-	f.SetFault(s3fake.Fault{Before: func(op, _ string) error {
-		if op == "PutObjectTagging" {
-			return s3fake.Error(op, 503, "SlowDown", "Please reduce your request rate.")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(-1, "PutObjectTagging", 503, "SlowDown", "Please reduce your request rate.")})
 	if err := p.DeletePayload(ctx, ref); err == nil {
 		t.Fatal("delete succeeded without the mark")
 	}

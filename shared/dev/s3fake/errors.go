@@ -26,6 +26,19 @@ func wrap(op string, status int, apiErr error) error {
 	}}
 }
 
+// Failing is a Fault.Before or Fault.After that answers the first n calls
+// of op (every call when n is negative) with Error(op, status, code, msg),
+// and lets every other call through.
+func Failing(n int, op string, status int, code, msg string) func(op, key string) error {
+	return func(called, _ string) error {
+		if called != op || n == 0 {
+			return nil
+		}
+		n--
+		return Error(op, status, code, msg)
+	}
+}
+
 // Answer is what an error says as the SDK shapes a service's answer: the
 // API error code and the HTTP status ("" and 0 for what it does not carry).
 func Answer(err error) (code string, status int) {

@@ -215,3 +215,26 @@ func TestRulesFilterByTag(t *testing.T) {
 		t.Fatal("tagged a key whose current version is a delete marker")
 	}
 }
+
+// Failing answers only the calls it names, as many times as it is told.
+func TestFailingAnswersTheFirstCallsOfItsOperation(t *testing.T) {
+	f := s3fake.New(t0, 7)
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(2, "PutObject", 503, "SlowDown", "slow down")})
+	if _, err := get(f, "k", ""); err == nil {
+		t.Fatal("get of a missing key succeeded")
+	} else if c, _ := s3fake.Answer(err); c != "NoSuchKey" {
+		t.Fatalf("get = %s, want the fake's own answer", c)
+	}
+	for i := range 3 {
+		_, err := put(t, f, "k", "one", false)
+		if c, s := s3fake.Answer(err); i < 2 && (c != "SlowDown" || s != 503) || i == 2 && err != nil {
+			t.Fatalf("put %d = %v", i+1, err)
+		}
+	}
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(-1, "GetObject", 403, "AccessDenied", "denied")})
+	for range 3 {
+		if _, err := get(f, "k", ""); err == nil {
+			t.Fatal("a get went through an every-call fault")
+		}
+	}
+}

@@ -30,12 +30,7 @@ func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterRe
 	base := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	var ids []string
 	for i := range 3 {
-		r := Record(t, UniqueID("h"))
-		r.Source, r.DLQID = source, source+"#"+r.IdempotencyKey
-		r.FirstSeen = quarantine.At(base.Add(time.Duration(i) * time.Second))
-		if err := quarantine.SealRecord(r); err != nil {
-			t.Fatal(err)
-		}
+		r := editedIn(t, source, "h", func(r *quarantine.Record) { r.FirstSeen = quarantine.At(base.Add(time.Duration(i) * time.Second)) })
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}

@@ -276,20 +276,16 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	var want []string
 	for i := range 7 {
-		r := Record(t, UniqueID("l"))
-		r.Source = source
-		r.DLQID = source + "#" + r.IdempotencyKey
-		// Deliberately out of order, and sub-second, to test the sort key.
-		r.FirstSeen = quarantine.At(base.Add(time.Duration((i*5)%7) * 1500 * time.Millisecond))
-		switch i {
-		case 5:
-			r.Status = quarantine.StatusParked
-		case 6:
-			r.FailureClass = quarantine.ClassValidation
-		}
-		if err := quarantine.SealRecord(r); err != nil {
-			t.Fatal(err)
-		}
+		r := editedIn(t, source, "l", func(r *quarantine.Record) {
+			// Deliberately out of order, and sub-second, to test the sort key.
+			r.FirstSeen = quarantine.At(base.Add(time.Duration((i*5)%7) * 1500 * time.Millisecond))
+			switch i {
+			case 5:
+				r.Status = quarantine.StatusParked
+			case 6:
+				r.FailureClass = quarantine.ClassValidation
+			}
+		})
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
