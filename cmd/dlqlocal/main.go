@@ -84,11 +84,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, seed uint64) int {
-	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st, err := embedded.Start(ctx, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw})
+// startStack starts the embedded stack; when it does not start, it says
+// why on stderr and returns nil.
+func startStack(ctx context.Context, stderr io.Writer, o embedded.Options) *embedded.Stack {
+	st, err := embedded.Start(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "embedded stack:", err)
+		return nil
+	}
+	return st
+}
+
+func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, seed uint64) int {
+	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
+	st := startStack(ctx, stderr, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw})
+	if st == nil {
 		return 1
 	}
 	defer st.Close()
@@ -130,9 +140,8 @@ func lost(rate float64) float64 {
 
 func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOptions) int {
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st, err := embedded.Start(ctx, embedded.Options{StackName: embedded.RandomName("soak"), Params: demo.SoakStackParams, Log: logw})
-	if err != nil {
-		fmt.Fprintln(stderr, "embedded stack:", err)
+	st := startStack(ctx, stderr, embedded.Options{StackName: embedded.RandomName("soak"), Params: demo.SoakStackParams, Log: logw})
+	if st == nil {
 		return 1
 	}
 	defer st.Close()
@@ -153,9 +162,8 @@ func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOpt
 }
 
 func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
-	st, err := embedded.Start(ctx, embedded.Options{StackName: "dlqq", Log: logw})
-	if err != nil {
-		fmt.Fprintln(stderr, "embedded stack:", err)
+	st := startStack(ctx, stderr, embedded.Options{StackName: "dlqq", Log: logw})
+	if st == nil {
 		return 1
 	}
 	defer st.Close()

@@ -44,8 +44,6 @@ type Clients struct {
 // DynamoDB is what the functions need of the DynamoDB client.
 type DynamoDB interface {
 	dynamostore.API
-	dynamostore.QueryAPI
-	dynamostore.BatchAPI
 }
 
 // S3 is what the functions need of the S3 client.

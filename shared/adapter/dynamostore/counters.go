@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -35,7 +34,7 @@ func counterUpdate(table string, d quarantine.CounterDelta) (*types.Update, erro
 		return nil, fmt.Errorf("build counter update: %w", err)
 	}
 	return &types.Update{
-		TableName: aws.String(table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: key}},
+		TableName: aws.String(table), Key: itemKey(key),
 		// One line: kumo drops the clauses after a newline (docs/emulators.md).
 		UpdateExpression:         aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
@@ -80,30 +79,20 @@ func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) 
 // query of the source's counter partition in the status index, whose size
 // is the number of signatures times the shards, not the number of records.
 func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]int64, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(statusAttr).Equal(expression.Value(OpenCounterPartition(source)))).Build()
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]int64{}
-	p := dynamodb.NewQueryPaginator(l.api, &dynamodb.QueryInput{
-		TableName: aws.String(l.table), IndexName: aws.String(IndexByStatus),
-		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	err := queryPartition(ctx, l.api, l.table, OpenCounterPartition(source), func(item map[string]types.AttributeValue) error {
+		var c struct {
+			Signature string `dynamodbav:"failure_signature"`
+			N         int64  `dynamodbav:"n"`
+		}
+		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
+			return err
+		}
+		out[c.Signature] += c.N
+		return nil
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("open signatures: %w", err)
-		}
-		for _, item := range page.Items {
-			var c struct {
-				Signature string `dynamodbav:"failure_signature"`
-				N         int64  `dynamodbav:"n"`
-			}
-			if err := attributevalue.UnmarshalMap(item, &c); err != nil {
-				return nil, fmt.Errorf("open signatures: %w", err)
-			}
-			out[c.Signature] += c.N
-		}
+	if err != nil {
+		return nil, fmt.Errorf("open signatures: %w", err)
 	}
 	for sig, n := range out {
 		if n == 0 {

@@ -36,7 +36,7 @@ func (s *Store) Hold(ctx context.Context, h quarantine.IntegrityHold) error {
 		return fmt.Errorf("build hold: %w", err)
 	}
 	items := []types.TransactWriteItem{{Update: &types.Update{
-		TableName: aws.String(s.table), Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: h.ID}},
+		TableName: aws.String(s.table), Key: itemKey(h.ID),
 		UpdateExpression:    aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}}}
@@ -57,7 +57,7 @@ func (s *Store) Hold(ctx context.Context, h quarantine.IntegrityHold) error {
 	// Why did the condition fail? Gone, already held, or another version.
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		Key:                      map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: h.ID}},
+		Key:                      itemKey(h.ID),
 		ProjectionExpression:     aws.String("#v, #h"),
 		ExpressionAttributeNames: map[string]string{"#v": VersionAttr, "#h": HoldAttr},
 	})

@@ -99,11 +99,7 @@ func valueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return totalLen(t.Value)
 	case *types.AttributeValueMemberNS:
 		n := 0
 		for _, e := range t.Value {
@@ -111,11 +107,16 @@ func valueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, e := range t.Value {
-			n += len(e)
-		}
-		return n
+		return totalLen(t.Value)
 	}
 	return 0
+}
+
+// totalLen is the sum of the lengths of a string or binary set's members.
+func totalLen[E ~string | ~[]byte](set []E) int {
+	n := 0
+	for _, e := range set {
+		n += len(e)
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -114,3 +115,8 @@ func policyKey(source, id string) string { return policyKeyPrefix + source + "#"
 
 // PolicyPartition is the status-index partition of a source's policies.
 func PolicyPartition(source string) string { return policyKeyPrefix + source }
+
+// itemKey is the primary key of the item whose key attribute is k.
+func itemKey(k string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: k}}
+}

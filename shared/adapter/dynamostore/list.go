@@ -201,3 +201,28 @@ func in[T ~string](name string, values []T) expression.ConditionBuilder {
 	}
 	return expression.Name(name).In(ops[0], ops[1:]...)
 }
+
+// queryPartition hands each item of one partition of the status index (a
+// source's counters or policies) to each, page by page.
+func queryPartition(ctx context.Context, api QueryAPI, table, partition string, each func(map[string]types.AttributeValue) error) error {
+	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(statusAttr).Equal(expression.Value(partition))).Build()
+	if err != nil {
+		return err
+	}
+	p := dynamodb.NewQueryPaginator(api, &dynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String(IndexByStatus),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, item := range page.Items {
+			if err := each(item); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -16,24 +16,17 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 )
 
-// PolicyAPI is the part of the DynamoDB client the policy store uses.
-type PolicyAPI interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // PolicyStore keeps standing policies in the quarantine table. Each is one
 // item: key "#pol#<source>#<id>" (policyKey), the policy as sealed JSON,
 // and its version; the status index lists a source's policies under
 // "#pol#<source>" (PolicyPartition).
 type PolicyStore struct {
-	api   PolicyAPI
+	api   API
 	table string
 }
 
 // NewPolicyStore returns a PolicyStore on table.
-func NewPolicyStore(api PolicyAPI, table string) *PolicyStore {
+func NewPolicyStore(api API, table string) *PolicyStore {
 	return &PolicyStore{api: api, table: table}
 }
 
@@ -54,34 +47,26 @@ func (s *PolicyStore) item(p *policy.Policy) (map[string]types.AttributeValue, e
 
 // Create stores a new policy; it fails if the id exists.
 func (s *PolicyStore) Create(ctx context.Context, p *policy.Policy) error {
-	item, err := s.item(p)
-	if err != nil {
-		return err
-	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(KeyAttr))).Build()
-	if err != nil {
-		return err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()})
-	if conditionFailed(err) {
-		return policy.ErrConflict
-	}
-	return err
+	return s.put(ctx, p, expression.AttributeNotExists(expression.Name(KeyAttr)))
 }
 
 // Replace stores p if the stored version is still version.
 func (s *PolicyStore) Replace(ctx context.Context, p *policy.Policy, version int64) error {
+	return s.put(ctx, p, expression.Name(VersionAttr).Equal(expression.Value(version)))
+}
+
+// put writes p's item on cond; a failed condition is policy.ErrConflict.
+func (s *PolicyStore) put(ctx context.Context, p *policy.Policy, cond expression.ConditionBuilder) error {
 	item, err := s.item(p)
 	if err != nil {
 		return err
 	}
-	cond, err := expression.NewBuilder().WithCondition(expression.Name(VersionAttr).Equal(expression.Value(version))).Build()
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
 		return err
 	}
 	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()})
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
 	if conditionFailed(err) {
 		return policy.ErrConflict
 	}
@@ -90,13 +75,22 @@ func (s *PolicyStore) Replace(ctx context.Context, p *policy.Policy, version int
 
 // Get reads one policy and checks its seal.
 func (s *PolicyStore) Get(ctx context.Context, source, id string) (*policy.Policy, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: policyKey(source, id)}}})
+	p, err := s.get(ctx, policyKey(source, id))
+	if err == nil && p == nil {
+		return nil, policy.ErrNotFound
+	}
+	return p, err
+}
+
+// get reads the policy item with key k and checks its seal; nil when
+// there is none.
+func (s *PolicyStore) get(ctx context.Context, k string) (*policy.Policy, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), Key: itemKey(k)})
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	if out.Item == nil {
-		return nil, policy.ErrNotFound
+		return nil, nil
 	}
 	return decodePolicy(out.Item)
 }
@@ -119,41 +113,25 @@ func decodePolicy(item map[string]types.AttributeValue) (*policy.Policy, error) 
 // List returns a source's policies, oldest first: their ids through the
 // status index, then each item (the index does not project the policy).
 func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(statusAttr).Equal(expression.Value(PolicyPartition(source)))).Build()
-	if err != nil {
-		return nil, err
-	}
 	var ids []string
-	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexByStatus),
-		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	err := queryPartition(ctx, s.api, s.table, PolicyPartition(source), func(item map[string]types.AttributeValue) error {
+		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, k.Value)
+		}
+		return nil
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list policies: %w", err)
-		}
-		for _, item := range page.Items {
-			if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
-				ids = append(ids, k.Value)
-			}
-		}
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
 	}
 	var out []*policy.Policy
 	for _, k := range slices.Compact(ids) {
-		got, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: k}}})
-		if err != nil {
-			return nil, fmt.Errorf("read policy: %w", err)
-		}
-		if got.Item == nil {
-			continue
-		}
-		pol, err := decodePolicy(got.Item)
+		pol, err := s.get(ctx, k)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, pol)
+		if pol != nil {
+			out = append(out, pol)
+		}
 	}
 	return out, nil
 }

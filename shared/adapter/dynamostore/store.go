@@ -32,11 +32,14 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
-// API is the part of the DynamoDB client the store uses.
+// API is the part of the DynamoDB client the stores use (Store and
+// PolicyStore; a Lister needs only QueryAPI).
 type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	QueryAPI
 }
 
 // Store is a quarantine.Store on one DynamoDB table.
@@ -90,7 +93,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(cur *quarantine.R
 func (s *Store) held(ctx context.Context, id string) (bool, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		Key:                      map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}},
+		Key:                      itemKey(id),
 		ProjectionExpression:     aws.String("#h"),
 		ExpressionAttributeNames: map[string]string{"#h": HoldAttr},
 	})
@@ -180,7 +183,7 @@ func (s *Store) applied(ctx context.Context, r *quarantine.Record) bool {
 func (s *Store) Get(ctx context.Context, id string) (*quarantine.Record, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: id}},
+		Key:            itemKey(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -190,4 +193,63 @@ func (s *Store) Get(ctx context.Context, id string) (*quarantine.Record, error) 
 		return nil, fmt.Errorf("get %s: %w", id, quarantine.ErrNotFound)
 	}
 	return decode(out.Item), nil
+}
+
+// maxBatchGet is DynamoDB's limit of keys per BatchGetItem call.
+const maxBatchGet = 100
+
+// GetMany implements quarantine.Store with consistent BatchGetItem
+// calls of at most 100 keys, retrying unprocessed keys.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {
+	out := make(map[string]*quarantine.Record, len(ids))
+	err := s.batchGet(ctx, ids, nil, func(item map[string]types.AttributeValue) error {
+		r := decode(item)
+		out[r.DLQID] = r
+		return nil
+	})
+	return out, err
+}
+
+// batchGet reads the items with the given keys (duplicates read once) in
+// consistent BatchGetItem calls of at most 100 keys, retrying unprocessed
+// keys with a growing pause, and hands each item to each.
+func (s *Store) batchGet(ctx context.Context, ids []string, projection *expression.Expression, each func(map[string]types.AttributeValue) error) error {
+	for start := 0; start < len(ids); start += maxBatchGet {
+		var keys []map[string]types.AttributeValue
+		seen := map[string]bool{}
+		for _, id := range ids[start:min(start+maxBatchGet, len(ids))] {
+			if !seen[id] {
+				seen[id] = true
+				keys = append(keys, itemKey(id))
+			}
+		}
+		ka := types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}
+		if projection != nil {
+			ka.ProjectionExpression, ka.ExpressionAttributeNames = projection.Projection(), projection.Names()
+		}
+		req := map[string]types.KeysAndAttributes{s.table: ka}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 8 {
+				return fmt.Errorf("batch get: keys still unprocessed after %d tries", attempt)
+			}
+			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return fmt.Errorf("batch get: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				if err := each(item); err != nil {
+					return err
+				}
+			}
+			req = res.UnprocessedKeys
+			if len(req) > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -22,15 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -219,48 +216,6 @@ func (s *Store) read(ctx context.Context, in *s3.GetObjectInput) ([]byte, error)
 		return nil, fmt.Errorf("read: %w", err)
 	}
 	return data, nil
-}
-
-func httpStatus(err error) int {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// preconditionFailed: the key holds a current object (If-None-Match).
-func preconditionFailed(err error) bool {
-	return errorCode(err) == "PreconditionFailed" || httpStatus(err) == http.StatusPreconditionFailed
-}
-
-// conditionConflict: a concurrent conditional write on the key; S3 says to
-// retry the upload.
-func conditionConflict(err error) bool {
-	return errorCode(err) == "ConditionalRequestConflict" || httpStatus(err) == http.StatusConflict
-}
-
-// missing: the object or version does not exist. Without s3:ListBucket S3
-// answers a missing key or version with 403, not 404, so 403 counts too;
-// every read that follows is verified by its SHA-256.
-func missing(err error) bool {
-	switch errorCode(err) {
-	case "NoSuchKey", "NoSuchVersion", "NotFound", "AccessDenied", "Forbidden":
-		return true
-	}
-	switch httpStatus(err) {
-	case http.StatusNotFound, http.StatusForbidden:
-		return true
-	}
-	return false
 }
 
 // pause waits with full jitter before the next conditional put.

@@ -3,8 +3,6 @@ package s3store_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"io"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -35,8 +32,7 @@ type sdkRetry struct{ *s3fake.S3 }
 func (r sdkRetry) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	for i := 0; ; i++ {
 		out, err := r.S3.PutObject(ctx, in, opts...)
-		var re *awshttp.ResponseError
-		if err == nil || i == 2 || !errors.As(err, &re) || re.HTTPStatusCode() < 500 {
+		if _, status := s3fake.Answer(err); err == nil || i == 2 || status < 500 {
 			return out, err
 		}
 		if _, err := in.Body.(io.Seeker).Seek(0, io.SeekStart); err != nil {
@@ -50,7 +46,7 @@ func rawPut(t *testing.T, f *s3fake.S3, key string, data []byte, withChecksum bo
 	t.Helper()
 	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}
 	if withChecksum {
-		in.ChecksumSHA256 = aws.String(b64sum(data))
+		in.ChecksumSHA256 = aws.String(s3fake.Checksum(data))
 	}
 	out, err := f.PutObject(context.Background(), in)
 	if err != nil {
@@ -59,9 +55,27 @@ func rawPut(t *testing.T, f *s3fake.S3, key string, data []byte, withChecksum bo
 	return aws.ToString(out.VersionId)
 }
 
-func b64sum(data []byte) string {
-	sum := sha256.Sum256(data)
-	return base64.StdEncoding.EncodeToString(sum[:])
+// stored puts data under key through a Store on a fresh fake.
+func stored(t *testing.T, key string, data []byte) (*s3fake.S3, *s3store.Store, quarantine.ObjectRef) {
+	t.Helper()
+	f := s3fake.New(t0, 7)
+	p := s3store.New(f, bucket, "")
+	ref, err := p.PutPayload(context.Background(), key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, p, ref
+}
+
+// readsAfterLifecycle runs the fake's lifecycle rule after d and reads
+// data back through ref.
+func readsAfterLifecycle(t *testing.T, f *s3fake.S3, p *s3store.Store, ref quarantine.ObjectRef, data []byte, d time.Duration) {
+	t.Helper()
+	f.Advance(d)
+	f.ApplyLifecycle()
+	if got, err := p.GetPayload(context.Background(), ref); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("get after lifecycle: %v", err)
+	}
 }
 
 func oneVersion(t *testing.T, f *s3fake.S3, key, want string) {
@@ -91,11 +105,7 @@ func TestPutPayloadCreatesOnceAndReusesTheVersion(t *testing.T) {
 		}
 	}
 	oneVersion(t, f, "bodies/s/k", first.VersionID)
-	f.Advance(8 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, first); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("get after lifecycle: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, first, data, 8*day)
 }
 
 // A key holding other bytes than the caller's is never accepted, whether S3
@@ -141,14 +151,7 @@ func TestPutPayloadVerifiesByHashingWhenNoChecksumIsReported(t *testing.T) {
 func TestPutPayloadAppliedThenAnswerLost(t *testing.T) {
 	ctx := context.Background()
 	f := s3fake.New(t0, 7)
-	lost := true
-	f.SetFault(s3fake.Fault{After: func(op, key string) error {
-		if op == "PutObject" && lost {
-			lost = false
-			return s3fake.Error(op, 500, "InternalError", "We encountered an internal error. Please try again.")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{After: s3fake.Failing(1, "PutObject", 500, "InternalError", "We encountered an internal error. Please try again.")})
 	p := s3store.New(sdkRetry{f}, bucket, "")
 	data := []byte(strings.Repeat("body", 50000))
 	ref, err := p.PutPayload(ctx, "bodies/s/lost", data)
@@ -159,11 +162,7 @@ func TestPutPayloadAppliedThenAnswerLost(t *testing.T) {
 		t.Fatalf("%d puts, %d heads", f.Calls("PutObject"), f.Calls("HeadObject"))
 	}
 	oneVersion(t, f, "bodies/s/lost", ref.VersionID)
-	f.Advance(30 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("get: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, ref, data, 30*day)
 }
 
 // Applied, then the call timed out for the caller (the SDK gave up): the
@@ -196,14 +195,8 @@ func TestPutPayloadAppliedThenTimedOut(t *testing.T) {
 func TestPutPayloadRetriesConditionalConflict(t *testing.T) {
 	ctx := context.Background()
 	f := s3fake.New(t0, 7)
-	conflicts := 2
-	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
-		if op == "PutObject" && conflicts > 0 {
-			conflicts--
-			return s3fake.Error(op, 409, "ConditionalRequestConflict", "A conflicting conditional operation is currently in progress against this resource.")
-		}
-		return nil
-	}})
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(2, "PutObject", 409, "ConditionalRequestConflict",
+		"A conflicting conditional operation is currently in progress against this resource.")})
 	p := s3store.New(f, bucket, "")
 	ref, err := p.PutPayload(ctx, "k", []byte("data"))
 	if err != nil {
@@ -233,12 +226,7 @@ func TestPutPayloadReportsOtherErrors(t *testing.T) {
 // new current version, and a ref to it.
 func TestPutPayloadAfterDeleteMarker(t *testing.T) {
 	ctx := context.Background()
-	f := s3fake.New(t0, 7)
-	p := s3store.New(f, bucket, "")
-	first, err := p.PutPayload(ctx, "k", []byte("data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, p, first := stored(t, "k", []byte("data"))
 	if err := p.DeletePayload(ctx, first); err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +234,7 @@ func TestPutPayloadAfterDeleteMarker(t *testing.T) {
 	if err != nil || again.VersionID == first.VersionID {
 		t.Fatalf("put after delete = %+v %v", again, err)
 	}
-	f.Advance(8 * day)
-	f.ApplyLifecycle()
-	if got, err := p.GetPayload(ctx, again); err != nil || string(got) != "data" {
-		t.Fatalf("get: %v", err)
-	}
+	readsAfterLifecycle(t, f, p, again, []byte("data"), 8*day)
 }
 
 // A record written before the fix may pin a version a later upload made
@@ -295,20 +279,8 @@ func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
 // back to the verified current version covers that too.
 func TestGetPayloadWhenThePinnedVersionIsForbidden(t *testing.T) {
 	ctx := context.Background()
-	f := s3fake.New(t0, 7)
-	p := s3store.New(f, bucket, "")
-	ref, err := p.PutPayload(ctx, "k", []byte("data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	denied := true
-	f.SetFault(s3fake.Fault{Before: func(op, key string) error {
-		if op == "GetObject" && denied {
-			denied = false
-			return s3fake.Error(op, 403, "AccessDenied", "Access Denied")
-		}
-		return nil
-	}})
+	f, p, ref := stored(t, "k", []byte("data"))
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(1, "GetObject", 403, "AccessDenied", "Access Denied")})
 	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" {
 		t.Fatalf("get = %q %v", got, err)
 	}
@@ -321,4 +293,27 @@ func TestPayloadsContractOnFake(t *testing.T) {
 	storetest.RunPayloads(t, s3store.New(f, bucket, ""), func(t *testing.T, ref quarantine.ObjectRef, data []byte) {
 		rawPut(t, f, ref.Key, data, false)
 	})
+}
+
+// DeletePayload marks the version the reference pins (the payload bucket's
+// lifecycle removes only marked versions) before it deletes the key; when
+// the mark cannot be set, nothing is deleted.
+func TestDeletePayloadMarksThePinnedVersionFirst(t *testing.T) {
+	ctx := context.Background()
+	f, p, ref := stored(t, "k", []byte("data"))
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(-1, "PutObjectTagging", 503, "SlowDown", "Please reduce your request rate.")})
+	if err := p.DeletePayload(ctx, ref); err == nil {
+		t.Fatal("delete succeeded without the mark")
+	}
+	if vs := f.Versions(bucket, "k"); len(vs) != 1 || vs[0].DeleteMarker {
+		t.Fatalf("an unmarked object was deleted: %+v", vs)
+	}
+	f.SetFault(s3fake.Fault{})
+	if err := p.DeletePayload(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	vs := f.Versions(bucket, "k")
+	if len(vs) != 2 || vs[0].ID != ref.VersionID || vs[0].Tags[s3store.ArchivedTagKey] != s3store.ArchivedTagValue || !vs[1].DeleteMarker {
+		t.Fatalf("versions after delete: %+v", vs)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -15,27 +16,31 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 )
 
-// The demo scenario at a smaller size, asserting the same invariants.
-func TestDemoScenarioHoldsInvariants(t *testing.T) {
-	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Params: demo.StackParams, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var logs bytes.Buffer
-	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs})
+// holds fails t unless a scenario ran (err is nil) and its report, as
+// print writes it, says that every invariant held; it returns the report.
+func holds(t *testing.T, rep interface{ OK() bool }, err error, print func(io.Writer)) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	rep.Print(&out, 3)
+	print(&out)
 	if !rep.OK() {
 		t.Fatalf("invariants violated:\n%s", out.String())
 	}
+	return out.String()
+}
+
+// The demo scenario at a smaller size, asserting the same invariants.
+func TestDemoScenarioHoldsInvariants(t *testing.T) {
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.Options{Params: demo.StackParams})
+	var logs bytes.Buffer
+	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs})
+	out := holds(t, rep, err, func(w io.Writer) { rep.Print(w, 3) })
 	if rep.DeadLettered == 0 || rep.ByClass["validation"] == 0 || rep.ByClass["exhausted"] == 0 || rep.Recalled == 0 ||
 		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
-		t.Fatalf("the scenario did not exercise every path:\n%s", out.String())
+		t.Fatalf("the scenario did not exercise every path:\n%s", out)
 	}
 	if len(rep.Corrected) == 0 || len(rep.Policies) != 1 || rep.Policies[0].Redriven != len(rep.Corrected) {
 		t.Fatalf("corrections %d, policies %+v: want every corrected record replayed by the policy", len(rep.Corrected), rep.Policies)

@@ -21,23 +21,12 @@ import (
 // deployed to save time; the checks do not depend on timing.
 func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Params: demo.SoakStackParams, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{Params: demo.SoakStackParams})
 	var logs bytes.Buffer
 	rep, err := demo.Soak(ctx, st, demo.SoakOptions{Seed: 11, Messages: 600, FaultRate: 0.05, LostRate: 0.03, CrashShare: 0.6, PerInvocation: 60,
 		MaxBackoff: 100 * time.Millisecond, FailFirst: true, Log: &logs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	rep.Print(&out)
-	t.Log(out.String())
-	if !rep.OK() {
-		t.Fatalf("invariants violated:\n%s", out.String())
-	}
+	out := holds(t, rep, err, rep.Print)
+	t.Log(out)
 	// The run must have met what it claims to survive.
 	for _, k := range append([]string{faults.DynamoDBThrottle, faults.DynamoDB5xx, faults.S3SlowDown, faults.SQSBatchEntry}, faults.LostKinds...) {
 		if rep.Faults[k] == 0 {
@@ -48,7 +37,7 @@ func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 		t.Errorf("crashes: %v; want redrive and sweeper processes crashed", rep.Crashes)
 	}
 	if rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || rep.ArchiveObjects == 0 {
-		t.Errorf("the soak did not exercise every path:\n%s", out.String())
+		t.Errorf("the soak did not exercise every path:\n%s", out)
 	}
 	if strings.Contains(logs.String(), "LOT-") || strings.Contains(logs.String(), "FAC-") || strings.Contains(logs.String(), "inv-0") {
 		t.Error("payload values in the functions' logs")

@@ -104,18 +104,8 @@ func TestPartialBatchFailuresAreNotSent(t *testing.T) {
 		t.Fatalf("failed %d, sent %d: want both", failed, len(sent))
 	}
 	got := map[string]bool{}
-	for {
-		out, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			break
-		}
-		for _, m := range out.Messages {
-			got[aws.ToString(m.Body)] = true
-			_, _ = stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
-		}
+	for body := range receiveAll(t, url) {
+		got[body] = true
 	}
 	if fmt.Sprint(got) != fmt.Sprint(sent) {
 		t.Fatalf("queue holds %d messages, %d reported sent", len(got), len(sent))

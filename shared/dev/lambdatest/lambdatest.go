@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
@@ -64,7 +65,7 @@ type Function struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	proxy  *http.Server
-	output *lockedWriter
+	output *syncio.Buffer
 }
 
 // Start creates the function in kumo (any small zip: kumo runs nothing
@@ -99,7 +100,7 @@ func Start(ctx context.Context, st *embedded.Stack, name, bootstrap string, env 
 	if err != nil {
 		return nil, err
 	}
-	f := &Function{Name: name, api: api, done: make(chan struct{}), output: &lockedWriter{}}
+	f := &Function{Name: name, api: api, done: make(chan struct{}), output: syncio.NewBuffer()}
 	f.proxy = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/runtime/invocation/next") {
 			once.Do(func() { polled <- time.Now() })
@@ -145,9 +146,7 @@ func (f *Function) Invoke(ctx context.Context, payload []byte) (*lambda.InvokeOu
 
 // Output is what the bootstrap printed (its logs and EMF lines).
 func (f *Function) Output() string {
-	f.output.mu.Lock()
-	defer f.output.mu.Unlock()
-	return f.output.buf.String()
+	return f.output.String()
 }
 
 // Close stops the bootstrap.
@@ -155,17 +154,6 @@ func (f *Function) Close() {
 	_ = f.cmd.Process.Kill()
 	<-f.done
 	_ = f.proxy.Close()
-}
-
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
 }
 
 // Env returns the environment the template gives the function with the

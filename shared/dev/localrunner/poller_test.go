@@ -20,11 +20,7 @@ import (
 func TestPartialBatchFailuresAndVisibility(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{NoS3: true, Dir: t.TempDir(), Params: map[string]any{"DLQVisibilityTimeoutSeconds": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"DLQVisibilityTimeoutSeconds": 1}})
 	m, err := localrunner.MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region)
 	if err != nil {
 		t.Fatal(err)

@@ -27,11 +27,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
 )
 
 // Version is one stored version of a key, or a delete marker.
@@ -74,7 +72,7 @@ type Fault struct {
 // S3 is the fake. The zero value is not usable: call New.
 type S3 struct {
 	mu             sync.Mutex
-	now            time.Time
+	clock          *clock.Fake
 	seq            int
 	noncurrentDays int
 	objects        map[string][]*Version // bucket/key → versions, oldest first
@@ -86,22 +84,14 @@ type S3 struct {
 // rule expires noncurrent versions noncurrentDays after they became
 // noncurrent (the template's rule: 7).
 func New(now time.Time, noncurrentDays int) *S3 {
-	return &S3{now: now, noncurrentDays: noncurrentDays, objects: map[string][]*Version{}, calls: map[string]int{}}
+	return &S3{clock: clock.NewFake(now), noncurrentDays: noncurrentDays, objects: map[string][]*Version{}, calls: map[string]int{}}
 }
 
 // Now is the fake's clock.
-func (f *S3) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
+func (f *S3) Now() time.Time { return f.clock.Now() }
 
 // Advance moves the clock; nothing expires until ApplyLifecycle runs.
-func (f *S3) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-}
+func (f *S3) Advance(d time.Duration) { f.clock.Advance(d) }
 
 // SetFault installs f (the zero Fault removes it).
 func (f *S3) SetFault(fault Fault) {
@@ -117,98 +107,23 @@ func (f *S3) Calls(op string) int {
 	return f.calls[op]
 }
 
-// ApplyLifecycle runs the NoncurrentVersionExpiration rule as of the fake's
-// clock: every noncurrent version (delete markers included) noncurrent for
-// at least the rule's days is removed for good. It returns how many went.
-func (f *S3) ApplyLifecycle() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	limit := time.Duration(f.noncurrentDays) * 24 * time.Hour
-	n := 0
-	for k, vs := range f.objects {
-		kept := vs[:0]
-		for i, v := range vs {
-			if i < len(vs)-1 && !v.NoncurrentSince.IsZero() && !f.now.Before(v.NoncurrentSince.Add(limit)) {
-				n++
-				continue
-			}
-			kept = append(kept, v)
-		}
-		f.objects[k] = kept
-	}
-	return n
-}
-
-// ApplyRules runs the given lifecycle rules as of the fake's clock, as S3
-// does on a versioned bucket: a noncurrent version is removed for good when
-// a rule whose filter it matches has been due for it; an expired delete
-// marker (no other version of its key left) is removed by a rule that says
-// so. It returns how many versions and markers went.
-func (f *S3) ApplyRules(rules []Rule) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for k, vs := range f.objects {
-		kept := vs[:0]
-		for i, v := range vs {
-			if i < len(vs)-1 && !v.NoncurrentSince.IsZero() && f.expires(rules, v) {
-				n++
-				continue
-			}
-			kept = append(kept, v)
-		}
-		if len(kept) == 1 && kept[0].DeleteMarker {
-			for _, r := range rules {
-				if r.ExpiredObjectDeleteMarker {
-					kept = kept[:0]
-					n++
-					break
-				}
-			}
-		}
-		f.objects[k] = kept
-	}
-	return n
-}
-
-func (f *S3) expires(rules []Rule, v *Version) bool {
-	for _, r := range rules {
-		if r.NoncurrentDays <= 0 || (r.TagKey != "" && (v.Tags == nil || v.Tags[r.TagKey] != r.TagValue)) {
-			continue
-		}
-		if r.TagKey == "" || !v.DeleteMarker {
-			if !f.now.Before(v.NoncurrentSince.Add(time.Duration(r.NoncurrentDays) * 24 * time.Hour)) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // PutObjectTagging replaces the tag set of a version (the current one
 // without a version id). A delete marker cannot be tagged (405).
 func (f *S3) PutObjectTagging(_ context.Context, in *s3.PutObjectTaggingInput, _ ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := aws.ToString(in.Key)
-	if err := f.enter("PutObjectTagging", key); err != nil {
-		return nil, err
-	}
-	v, err := f.find("PutObjectTagging", aws.ToString(in.Bucket), key, in.VersionId)
-	if err != nil {
-		return nil, err
-	}
-	tags := map[string]string{}
-	if in.Tagging != nil {
-		for _, t := range in.Tagging.TagSet {
-			tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	return call(f, "PutObjectTagging", aws.ToString(in.Key), func(op, key string) (*s3.PutObjectTaggingOutput, error) {
+		v, err := f.find(op, aws.ToString(in.Bucket), key, in.VersionId)
+		if err != nil {
+			return nil, err
 		}
-	}
-	v.Tags = tags
-	if err := f.leave("PutObjectTagging", key); err != nil {
-		return nil, err
-	}
-	return &s3.PutObjectTaggingOutput{VersionId: aws.String(v.ID)}, nil
+		tags := map[string]string{}
+		if in.Tagging != nil {
+			for _, t := range in.Tagging.TagSet {
+				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+		}
+		v.Tags = tags
+		return &s3.PutObjectTaggingOutput{VersionId: aws.String(v.ID)}, nil
+	})
 }
 
 // Versions returns the versions of bucket/key, oldest first (copies).
@@ -244,6 +159,26 @@ func (f *S3) Keys(bucket string) []string {
 	return out
 }
 
+// call runs one operation on key under the fake's lock: the test's
+// Fault.Before first (the call is not applied when it fails), then do, then
+// Fault.After (the call was applied but its answer is lost).
+func call[T any](f *S3, op, key string, do func(op, key string) (T, error)) (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var none T
+	if err := f.enter(op, key); err != nil {
+		return none, err
+	}
+	out, err := do(op, key)
+	if err != nil {
+		return none, err
+	}
+	if err := f.leave(op, key); err != nil {
+		return none, err
+	}
+	return out, nil
+}
+
 func (f *S3) enter(op, key string) error {
 	f.calls[op]++
 	if f.fault.Before != nil {
@@ -269,11 +204,11 @@ func (f *S3) current(k string) *Version {
 
 func (f *S3) add(k string, v *Version) {
 	if cur := f.current(k); cur != nil {
-		cur.NoncurrentSince = f.now
+		cur.NoncurrentSince = f.Now()
 	}
 	f.seq++
 	v.ID = fmt.Sprintf("fv%06d", f.seq)
-	v.Created = f.now
+	v.Created = f.Now()
 	f.objects[k] = append(f.objects[k], v)
 }
 
@@ -281,50 +216,49 @@ func (f *S3) add(k string, v *Version) {
 // key's current version is an object (not a delete marker); a
 // ChecksumSHA256 that does not match the bytes fails with 400 BadDigest.
 func (f *S3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := aws.ToString(in.Key)
-	if err := f.enter("PutObject", key); err != nil {
-		return nil, err
-	}
-	var data []byte
-	if in.Body != nil {
-		b, err := io.ReadAll(in.Body)
-		if err != nil {
-			return nil, err
+	return call(f, "PutObject", aws.ToString(in.Key), func(op, key string) (*s3.PutObjectOutput, error) {
+		var data []byte
+		if in.Body != nil {
+			b, err := io.ReadAll(in.Body)
+			if err != nil {
+				return nil, err
+			}
+			data = b
 		}
-		data = b
-	}
-	if in.IfMatch != nil {
-		return nil, Error("PutObject", http.StatusNotImplemented, "NotImplemented", "the fake does not do If-Match")
-	}
-	if in.IfNoneMatch != nil && aws.ToString(in.IfNoneMatch) != "*" {
-		return nil, Error("PutObject", http.StatusNotImplemented, "NotImplemented", "If-None-Match takes only *")
-	}
+		if in.IfMatch != nil {
+			return nil, Error(op, http.StatusNotImplemented, "NotImplemented", "the fake does not do If-Match")
+		}
+		if in.IfNoneMatch != nil && aws.ToString(in.IfNoneMatch) != "*" {
+			return nil, Error(op, http.StatusNotImplemented, "NotImplemented", "If-None-Match takes only *")
+		}
+		b64 := Checksum(data)
+		if in.ChecksumSHA256 != nil && aws.ToString(in.ChecksumSHA256) != b64 {
+			return nil, Error(op, http.StatusBadRequest, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
+		}
+		k := aws.ToString(in.Bucket) + "/" + key
+		if in.IfNoneMatch != nil {
+			if cur := f.current(k); cur != nil && !cur.DeleteMarker {
+				return nil, Error(op, http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+			}
+		}
+		v := &Version{Data: data}
+		if in.ChecksumSHA256 != nil {
+			v.SHA256 = b64
+		}
+		f.add(k, v)
+		out := &s3.PutObjectOutput{VersionId: aws.String(v.ID)}
+		if v.SHA256 != "" {
+			out.ChecksumSHA256 = aws.String(v.SHA256)
+		}
+		return out, nil
+	})
+}
+
+// Checksum is data's SHA-256 as S3 takes and reports it (ChecksumSHA256:
+// base64).
+func Checksum(data []byte) string {
 	sum := sha256.Sum256(data)
-	b64 := base64.StdEncoding.EncodeToString(sum[:])
-	if in.ChecksumSHA256 != nil && aws.ToString(in.ChecksumSHA256) != b64 {
-		return nil, Error("PutObject", http.StatusBadRequest, "BadDigest", "The SHA256 you specified did not match the calculated checksum.")
-	}
-	k := aws.ToString(in.Bucket) + "/" + key
-	if in.IfNoneMatch != nil {
-		if cur := f.current(k); cur != nil && !cur.DeleteMarker {
-			return nil, Error("PutObject", http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-		}
-	}
-	v := &Version{Data: data}
-	if in.ChecksumSHA256 != nil {
-		v.SHA256 = b64
-	}
-	f.add(k, v)
-	if err := f.leave("PutObject", key); err != nil {
-		return nil, err
-	}
-	out := &s3.PutObjectOutput{VersionId: aws.String(v.ID)}
-	if v.SHA256 != "" {
-		out.ChecksumSHA256 = aws.String(v.SHA256)
-	}
-	return out, nil
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // find returns the version asked for: the current one without a version
@@ -360,101 +294,63 @@ func (f *S3) find(op, bucket, key string, versionID *string) (*Version, error) {
 
 // GetObject reads a version, or the current one.
 func (f *S3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := aws.ToString(in.Key)
-	if err := f.enter("GetObject", key); err != nil {
-		return nil, err
-	}
-	v, err := f.find("GetObject", aws.ToString(in.Bucket), key, in.VersionId)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.leave("GetObject", key); err != nil {
-		return nil, err
-	}
-	out := &s3.GetObjectOutput{
-		Body: io.NopCloser(bytes.NewReader(append([]byte(nil), v.Data...))), ContentLength: aws.Int64(int64(len(v.Data))),
-		VersionId: aws.String(v.ID),
-	}
-	if in.ChecksumMode == types.ChecksumModeEnabled && v.SHA256 != "" {
-		out.ChecksumSHA256, out.ChecksumType = aws.String(v.SHA256), types.ChecksumTypeFullObject
-	}
-	return out, nil
+	return call(f, "GetObject", aws.ToString(in.Key), func(op, key string) (*s3.GetObjectOutput, error) {
+		v, err := f.find(op, aws.ToString(in.Bucket), key, in.VersionId)
+		if err != nil {
+			return nil, err
+		}
+		out := &s3.GetObjectOutput{
+			Body: io.NopCloser(bytes.NewReader(append([]byte(nil), v.Data...))), ContentLength: aws.Int64(int64(len(v.Data))),
+			VersionId: aws.String(v.ID),
+		}
+		if in.ChecksumMode == types.ChecksumModeEnabled && v.SHA256 != "" {
+			out.ChecksumSHA256, out.ChecksumType = aws.String(v.SHA256), types.ChecksumTypeFullObject
+		}
+		return out, nil
+	})
 }
 
 // HeadObject describes a version, or the current one; with ChecksumMode
 // ENABLED it reports the SHA-256 sent at upload.
 func (f *S3) HeadObject(_ context.Context, in *s3.HeadObjectInput, _ ...func(*s3.Options)) (*s3.HeadObjectOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := aws.ToString(in.Key)
-	if err := f.enter("HeadObject", key); err != nil {
-		return nil, err
-	}
-	v, err := f.find("HeadObject", aws.ToString(in.Bucket), key, in.VersionId)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.leave("HeadObject", key); err != nil {
-		return nil, err
-	}
-	out := &s3.HeadObjectOutput{ContentLength: aws.Int64(int64(len(v.Data))), VersionId: aws.String(v.ID)}
-	if in.ChecksumMode == types.ChecksumModeEnabled && v.SHA256 != "" {
-		out.ChecksumSHA256, out.ChecksumType = aws.String(v.SHA256), types.ChecksumTypeFullObject
-	}
-	return out, nil
+	return call(f, "HeadObject", aws.ToString(in.Key), func(op, key string) (*s3.HeadObjectOutput, error) {
+		v, err := f.find(op, aws.ToString(in.Bucket), key, in.VersionId)
+		if err != nil {
+			return nil, err
+		}
+		out := &s3.HeadObjectOutput{ContentLength: aws.Int64(int64(len(v.Data))), VersionId: aws.String(v.ID)}
+		if in.ChecksumMode == types.ChecksumModeEnabled && v.SHA256 != "" {
+			out.ChecksumSHA256, out.ChecksumType = aws.String(v.SHA256), types.ChecksumTypeFullObject
+		}
+		return out, nil
+	})
 }
 
 // DeleteObject without a version id leaves a delete marker (the current
 // version becomes noncurrent); with one, it removes that version for good.
 func (f *S3) DeleteObject(_ context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := aws.ToString(in.Key)
-	if err := f.enter("DeleteObject", key); err != nil {
-		return nil, err
-	}
-	k := aws.ToString(in.Bucket) + "/" + key
-	out := &s3.DeleteObjectOutput{}
-	if in.VersionId == nil {
-		m := &Version{DeleteMarker: true}
-		f.add(k, m)
-		out.DeleteMarker, out.VersionId = aws.Bool(true), aws.String(m.ID)
-	} else {
-		vs := f.objects[k]
-		for i, v := range vs {
-			if v.ID == *in.VersionId {
-				f.objects[k] = append(vs[:i:i], vs[i+1:]...)
-				if i == len(vs)-1 {
-					if cur := f.current(k); cur != nil {
-						cur.NoncurrentSince = time.Time{}
+	return call(f, "DeleteObject", aws.ToString(in.Key), func(op, key string) (*s3.DeleteObjectOutput, error) {
+		k := aws.ToString(in.Bucket) + "/" + key
+		out := &s3.DeleteObjectOutput{}
+		if in.VersionId == nil {
+			m := &Version{DeleteMarker: true}
+			f.add(k, m)
+			out.DeleteMarker, out.VersionId = aws.Bool(true), aws.String(m.ID)
+		} else {
+			vs := f.objects[k]
+			for i, v := range vs {
+				if v.ID == *in.VersionId {
+					f.objects[k] = append(vs[:i:i], vs[i+1:]...)
+					if i == len(vs)-1 {
+						if cur := f.current(k); cur != nil {
+							cur.NoncurrentSince = time.Time{}
+						}
 					}
+					out.VersionId = aws.String(v.ID)
+					break
 				}
-				out.VersionId = aws.String(v.ID)
-				break
 			}
 		}
-	}
-	if err := f.leave("DeleteObject", key); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// Error is an error shaped as the SDK returns a service's answer: an
-// operation error around an HTTP response error (status) around an API
-// error (code). Tests use it to inject answers.
-func Error(op string, status int, code, msg string) error {
-	fault := smithy.FaultClient
-	if status >= 500 {
-		fault = smithy.FaultServer
-	}
-	return wrap(op, status, &smithy.GenericAPIError{Code: code, Message: msg, Fault: fault})
-}
-
-func wrap(op string, status int, apiErr error) error {
-	return &smithy.OperationError{ServiceID: "S3", OperationName: op, Err: &awshttp.ResponseError{
-		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: apiErr},
-	}}
+		return out, nil
+	})
 }

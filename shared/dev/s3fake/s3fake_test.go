@@ -3,18 +3,14 @@ package s3fake_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/s3fake"
 )
@@ -47,19 +43,6 @@ func get(f *s3fake.S3, key, version string) (string, error) {
 	return string(b), err
 }
 
-func code(err error) (string, int) {
-	var ae smithy.APIError
-	var re *awshttp.ResponseError
-	c, s := "", 0
-	if errors.As(err, &ae) {
-		c = ae.ErrorCode()
-	}
-	if errors.As(err, &re) {
-		s = re.HTTPStatusCode()
-	}
-	return c, s
-}
-
 func TestVersionsAndConditionalCreate(t *testing.T) {
 	f := s3fake.New(t0, 7)
 	v1, err := put(t, f, "k", "one", true)
@@ -68,7 +51,7 @@ func TestVersionsAndConditionalCreate(t *testing.T) {
 	}
 	if _, err := put(t, f, "k", "one", true); err == nil {
 		t.Fatal("If-None-Match over a current object succeeded")
-	} else if c, s := code(err); c != "PreconditionFailed" || s != 412 {
+	} else if c, s := s3fake.Answer(err); c != "PreconditionFailed" || s != 412 {
 		t.Fatalf("conditional create over an object = %s %d", c, s)
 	}
 	v2, err := put(t, f, "k", "two", false)
@@ -83,7 +66,7 @@ func TestVersionsAndConditionalCreate(t *testing.T) {
 	}
 	if _, err := get(f, "k", "nope"); err == nil {
 		t.Fatal("a missing version was read")
-	} else if c, s := code(err); c != "NoSuchVersion" || s != 404 {
+	} else if c, s := s3fake.Answer(err); c != "NoSuchVersion" || s != 404 {
 		t.Fatalf("missing version = %s %d", c, s)
 	}
 	vs := f.Versions("b", "k")
@@ -95,11 +78,10 @@ func TestVersionsAndConditionalCreate(t *testing.T) {
 func TestChecksumIsVerifiedAndReported(t *testing.T) {
 	f := s3fake.New(t0, 7)
 	ctx := context.Background()
-	sum := sha256.Sum256([]byte("data"))
-	good := base64.StdEncoding.EncodeToString(sum[:])
+	good := s3fake.Checksum([]byte("data"))
 	if _, err := f.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: bytes.NewReader([]byte("datA")), ChecksumSHA256: aws.String(good)}); err == nil {
 		t.Fatal("a bad digest was stored")
-	} else if c, s := code(err); c != "BadDigest" || s != 400 {
+	} else if c, s := s3fake.Answer(err); c != "BadDigest" || s != 400 {
 		t.Fatalf("bad digest = %s %d", c, s)
 	}
 	if _, err := f.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: bytes.NewReader([]byte("data")), ChecksumSHA256: aws.String(good)}); err != nil {
@@ -132,7 +114,7 @@ func TestDeleteMarker(t *testing.T) {
 	}
 	if _, err := get(f, "k", aws.ToString(out.VersionId)); err == nil {
 		t.Fatal("a delete marker was read")
-	} else if _, s := code(err); s != 405 {
+	} else if _, s := s3fake.Answer(err); s != 405 {
 		t.Fatalf("delete marker by id = %d", s)
 	}
 	if got, err := get(f, "k", v1); got != "one" || err != nil {
@@ -168,7 +150,7 @@ func TestLifecycleExpiresNoncurrentVersions(t *testing.T) {
 	}
 	if _, err := get(f, "k", v1); err == nil {
 		t.Fatal("expired v1 still read")
-	} else if c, _ := code(err); c != "NoSuchVersion" {
+	} else if c, _ := s3fake.Answer(err); c != "NoSuchVersion" {
 		t.Fatalf("expired v1 = %v", err)
 	}
 	f.Advance(365 * 24 * time.Hour)
@@ -194,5 +176,65 @@ func TestFaultsBeforeAndAfterApplying(t *testing.T) {
 	}
 	if f.Calls("PutObject") != 2 {
 		t.Fatalf("%d calls", f.Calls("PutObject"))
+	}
+}
+
+// A tag-filtered rule removes only noncurrent versions carrying the tag;
+// an expired-delete-marker rule removes a marker once nothing is behind it.
+func TestRulesFilterByTag(t *testing.T) {
+	ctx := context.Background()
+	f := s3fake.New(t0, 7)
+	tagged, _ := put(t, f, "tagged", "one", false)
+	put(t, f, "plain", "two", false)
+	if _, err := f.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("b"), Key: aws.String("tagged"), VersionId: aws.String(tagged),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("k"), Value: aws.String("v")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tagged", "plain"} {
+		if _, err := f.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("b"), Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := []s3fake.Rule{{TagKey: "k", TagValue: "v", NoncurrentDays: 7}, {ExpiredObjectDeleteMarker: true}}
+	f.Advance(6 * 24 * time.Hour)
+	if n := f.ApplyRules(rules); n != 0 {
+		t.Fatalf("%d removed after 6 days", n)
+	}
+	f.Advance(24 * time.Hour)
+	if n := f.ApplyRules(rules); n != 2 { // the tagged version, then its lone marker
+		t.Fatalf("%d removed after 7 days", n)
+	}
+	if vs := f.Versions("b", "tagged"); len(vs) != 0 {
+		t.Fatalf("tagged key keeps %+v", vs)
+	}
+	if vs := f.Versions("b", "plain"); len(vs) != 2 || vs[0].DeleteMarker || !vs[1].DeleteMarker {
+		t.Fatalf("untagged key: %+v", vs)
+	}
+	// A delete marker cannot be tagged.
+	if _, err := f.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String("b"), Key: aws.String("plain"), Tagging: &types.Tagging{}}); err == nil {
+		t.Fatal("tagged a key whose current version is a delete marker")
+	}
+}
+
+// Failing answers only the calls it names, as many times as it is told.
+func TestFailingAnswersTheFirstCallsOfItsOperation(t *testing.T) {
+	f := s3fake.New(t0, 7)
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(2, "PutObject", 503, "SlowDown", "slow down")})
+	if _, err := get(f, "k", ""); err == nil {
+		t.Fatal("get of a missing key succeeded")
+	} else if c, _ := s3fake.Answer(err); c != "NoSuchKey" {
+		t.Fatalf("get = %s, want the fake's own answer", c)
+	}
+	for i := range 3 {
+		_, err := put(t, f, "k", "one", false)
+		if c, s := s3fake.Answer(err); i < 2 && (c != "SlowDown" || s != 503) || i == 2 && err != nil {
+			t.Fatalf("put %d = %v", i+1, err)
+		}
+	}
+	f.SetFault(s3fake.Fault{Before: s3fake.Failing(-1, "GetObject", 403, "AccessDenied", "denied")})
+	for range 3 {
+		if _, err := get(f, "k", ""); err == nil {
+			t.Fatal("a get went through an every-call fault")
+		}
 	}
 }

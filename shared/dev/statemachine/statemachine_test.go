@@ -20,10 +20,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
-var stack *embedded.Stack
-
-func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
-
 // legal lists, for each status, the statuses one action may lead to.
 var legal = map[quarantine.Status][]quarantine.Status{
 	quarantine.StatusQuarantined: {quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusParked},
@@ -45,6 +41,7 @@ type seen struct {
 }
 
 func TestLifecycleProperties(t *testing.T) {
+	stack := embedded.ForTest(t, embedded.Options{})
 	table := stack.Names["QuarantineTable"]
 	store, list := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
 	payloads := s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], "")

@@ -30,12 +30,7 @@ func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterRe
 	base := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	var ids []string
 	for i := range 3 {
-		r := Record(t, UniqueID("h"))
-		r.Source, r.DLQID = source, source+"#"+r.IdempotencyKey
-		r.FirstSeen = quarantine.At(base.Add(time.Duration(i) * time.Second))
-		if err := quarantine.SealRecord(r); err != nil {
-			t.Fatal(err)
-		}
+		r := editedIn(t, source, "h", func(r *quarantine.Record) { r.FirstSeen = quarantine.At(base.Add(time.Duration(i) * time.Second)) })
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -76,24 +71,10 @@ func RunHold(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterRe
 		t.Fatalf("the hold changed the evidence: %+v", after)
 	}
 
-	list := func(q quarantine.ListQuery) []string {
-		var got []string
-		for {
-			page, err := l.List(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, page.IDs...)
-			if page.Cursor == "" {
-				return got
-			}
-			q.Cursor = page.Cursor
-		}
-	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Limit: 1}); !slices.Equal(got, ids[1:]) {
+	if got := listIDs(t, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Limit: 1}); !slices.Equal(got, ids[1:]) {
 		t.Fatalf("listing = %v, want %v (the held record left out)", got, ids[1:])
 	}
-	if got := list(quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Held: true}); !slices.Equal(got, ids[:1]) {
+	if got := listIDs(t, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Held: true}); !slices.Equal(got, ids[:1]) {
 		t.Fatalf("held listing = %v, want %v", got, ids[:1])
 	}
 

@@ -216,10 +216,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 	t.Run("round trip", func(t *testing.T) {
 		t.Parallel()
 		data := bytes.Repeat([]byte{0, 1, 2, 0xff}, 1<<16)
-		ref, err := p.PutPayload(ctx, "bodies/src/"+UniqueID("p"), data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ref := mustPut(t, p, "bodies/src/"+UniqueID("p"), data)
 		if ref.SHA256 != quarantine.BodySHA256(data) || ref.Size != int64(len(data)) {
 			t.Fatalf("ref = %+v", ref)
 		}
@@ -230,10 +227,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 	})
 	t.Run("tampered object is rejected", func(t *testing.T) {
 		t.Parallel()
-		ref, err := p.PutPayload(ctx, "bodies/src/"+UniqueID("t"), []byte("original"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ref := mustPut(t, p, "bodies/src/"+UniqueID("t"), []byte("original"))
 		tamper(t, ref, []byte("tampered"))
 		if _, err := p.GetPayload(ctx, quarantine.ObjectRef{Bucket: ref.Bucket, Key: ref.Key, SHA256: ref.SHA256}); !errors.Is(err, quarantine.ErrPayloadMismatch) {
 			t.Fatalf("get tampered = %v", err)
@@ -245,10 +239,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 	t.Run("same bytes again reuse the object", func(t *testing.T) {
 		t.Parallel()
 		key, data := "bodies/src/"+UniqueID("w"), bytes.Repeat([]byte("once"), 1<<14)
-		first, err := p.PutPayload(ctx, key, data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := mustPut(t, p, key, data)
 		again, err := p.PutPayload(ctx, key, data)
 		if err != nil || again != first {
 			t.Fatalf("second put = %+v %v, want %+v", again, err, first)
@@ -260,10 +251,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 	t.Run("a key holding other bytes is refused", func(t *testing.T) {
 		t.Parallel()
 		key := "bodies/src/" + UniqueID("o")
-		ref, err := p.PutPayload(ctx, key, []byte("original"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ref := mustPut(t, p, key, []byte("original"))
 		tamper(t, ref, []byte("tampered"))
 		if got, err := p.PutPayload(ctx, key, []byte("original")); !errors.Is(err, quarantine.ErrPayloadMismatch) {
 			t.Fatalf("put over other bytes = %+v %v", got, err)
@@ -279,10 +267,7 @@ func RunPayloads(t *testing.T, p quarantine.PayloadStore, tamper func(t *testing
 		t.Run("put after delete", func(t *testing.T) {
 			t.Parallel()
 			key := "bodies/src/" + UniqueID("d")
-			ref, err := p.PutPayload(ctx, key, []byte("data"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref := mustPut(t, p, key, []byte("data"))
 			if err := p.DeletePayload(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
@@ -305,20 +290,16 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	var want []string
 	for i := range 7 {
-		r := Record(t, UniqueID("l"))
-		r.Source = source
-		r.DLQID = source + "#" + r.IdempotencyKey
-		// Deliberately out of order, and sub-second, to test the sort key.
-		r.FirstSeen = quarantine.At(base.Add(time.Duration((i*5)%7) * 1500 * time.Millisecond))
-		switch i {
-		case 5:
-			r.Status = quarantine.StatusParked
-		case 6:
-			r.FailureClass = quarantine.ClassValidation
-		}
-		if err := quarantine.SealRecord(r); err != nil {
-			t.Fatal(err)
-		}
+		r := editedIn(t, source, "l", func(r *quarantine.Record) {
+			// Deliberately out of order, and sub-second, to test the sort key.
+			r.FirstSeen = quarantine.At(base.Add(time.Duration((i*5)%7) * 1500 * time.Millisecond))
+			switch i {
+			case 5:
+				r.Status = quarantine.StatusParked
+			case 6:
+				r.FailureClass = quarantine.ClassValidation
+			}
+		})
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -334,34 +315,40 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 	}
 	slices.SortFunc(want, func(a, b string) int { return byID[a].Compare(byID[b]) })
 
-	list := func(q quarantine.ListQuery) []string {
-		var got []string
-		for {
-			page, err := l.List(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, page.IDs...)
-			if page.Cursor == "" {
-				return got
-			}
-			q.Cursor = page.Cursor
-		}
-	}
 	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Classes: []quarantine.Class{quarantine.ClassExhausted}, Limit: 2}
-	if got := list(q); !slices.Equal(got, want) {
+	if got := listIDs(t, l, q); !slices.Equal(got, want) {
 		t.Fatalf("List = %v\nwant %v", got, want)
 	}
 	q.FirstSeenFrom, q.FirstSeenTo = byID[want[1]], byID[want[3]]
-	if got := list(q); !slices.Equal(got, want[1:4]) {
+	if got := listIDs(t, l, q); !slices.Equal(got, want[1:4]) {
 		t.Fatalf("List in window = %v\nwant %v", got, want[1:4])
 	}
 	q = quarantine.ListQuery{Status: quarantine.StatusParked, Source: source}
-	if got := list(q); len(got) != 1 {
+	if got := listIDs(t, l, q); len(got) != 1 {
 		t.Fatalf("parked = %v", got)
 	}
 	q = quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: source, Signatures: []string{"nope|x|"}}
-	if got := list(q); len(got) != 0 {
+	if got := listIDs(t, l, q); len(got) != 0 {
 		t.Fatalf("signature filter = %v", got)
 	}
+}
+
+// listIDs is every id q selects through l, page after page.
+func listIDs(t *testing.T, l quarantine.Lister, q quarantine.ListQuery) []string {
+	t.Helper()
+	ids, err := quarantine.ListIDs(context.Background(), l, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// mustPut stores data under key through p.
+func mustPut(t *testing.T, p quarantine.PayloadStore, key string, data []byte) quarantine.ObjectRef {
+	t.Helper()
+	ref, err := p.PutPayload(context.Background(), key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }

@@ -13,8 +13,17 @@ import (
 // its alone.
 func recordIn(t testing.TB, source string) *quarantine.Record {
 	t.Helper()
-	r := Record(t, UniqueID("u"))
+	return editedIn(t, source, "u", nil)
+}
+
+// editedIn is recordIn with an id prefix and an edit.
+func editedIn(t testing.TB, source, prefix string, edit func(*quarantine.Record)) *quarantine.Record {
+	t.Helper()
+	r := Record(t, UniqueID(prefix))
 	r.Source, r.DLQID = source, source+"#"+r.IdempotencyKey
+	if edit != nil {
+		edit(r)
+	}
 	if err := quarantine.SealRecord(r); err != nil {
 		t.Fatal(err)
 	}

@@ -118,6 +118,14 @@ func describe(fn, region, account, svc, op string, params any) []request {
 	object := func(bucket, key *string) string {
 		return "arn:aws:s3:::" + aws.ToString(bucket) + "/" + aws.ToString(key)
 	}
+	// onObject is the request of an object action, or of its version
+	// action when the call names a version.
+	onObject := func(action, versionAction string, version, bucket, key *string, ctx map[string]string) []request {
+		if version != nil {
+			action = versionAction
+		}
+		return []request{one(action, object(bucket, key), ctx)}
+	}
 	switch svc {
 	case "DynamoDB":
 		switch p := params.(type) {
@@ -180,20 +188,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 	case "S3":
 		switch p := params.(type) {
 		case *s3.HeadObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObject", "s3:GetObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.GetObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObject", "s3:GetObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.DeleteObjectInput:
-			if p.VersionId != nil {
-				return []request{one("s3:DeleteObjectVersion", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:DeleteObject", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:DeleteObject", "s3:DeleteObjectVersion", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.GetObjectRetentionInput:
 			return []request{one("s3:GetObjectRetention", object(p.Bucket, p.Key), nil)}
 		case *s3.PutObjectRetentionInput:
@@ -203,20 +202,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			if p.Tagging != nil {
 				tags = p.Tagging.TagSet
 			}
-			if p.VersionId != nil {
-				return []request{one("s3:PutObjectVersionTagging", object(p.Bucket, p.Key), tagContext(tags))}
-			}
-			return []request{one("s3:PutObjectTagging", object(p.Bucket, p.Key), tagContext(tags))}
+			return onObject("s3:PutObjectTagging", "s3:PutObjectVersionTagging", p.VersionId, p.Bucket, p.Key, tagContext(tags))
 		case *s3.GetObjectTaggingInput:
-			if p.VersionId != nil {
-				return []request{one("s3:GetObjectVersionTagging", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:GetObjectTagging", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:GetObjectTagging", "s3:GetObjectVersionTagging", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.DeleteObjectTaggingInput:
-			if p.VersionId != nil {
-				return []request{one("s3:DeleteObjectVersionTagging", object(p.Bucket, p.Key), nil)}
-			}
-			return []request{one("s3:DeleteObjectTagging", object(p.Bucket, p.Key), nil)}
+			return onObject("s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.ListObjectVersionsInput:
 			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
 		case *s3.ListObjectsV2Input:
@@ -300,11 +290,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 // suite and AccessDenied on the first deploy.
 func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Params: demo.StackParams, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{Params: demo.StackParams})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	recs := map[string]*recorder{}
 	fns := map[string]*localrunner.Functions{}
@@ -312,6 +298,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		recs[name] = &recorder{fn: name, region: st.Env.Region, account: st.Env.Account}
 		cfg := st.AWS.Copy()
 		cfg.APIOptions = append(cfg.APIOptions, recs[name].option)
+		var err error
 		if fns[name], err = localrunner.NewFunctions(st, awsclients.New(cfg, awsclients.Options{Local: true}), log, io.Discard); err != nil {
 			t.Fatal(err)
 		}
@@ -346,39 +333,33 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		t.Fatalf("ingest: %+v %v", resp, err)
 	}
 	id := func(key string) string { return quarantine.RecordID(f.Source, key) }
+	store := dynamostore.New(st.Clients.DynamoDB, f.IngestConfig.TableName)
+	get := func(key string) *quarantine.Record {
+		rec, err := store.Get(ctx, id(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	park := func(key string) {
+		rec := get(key)
+		parked, err := rec.ParkManual("ops", "audit", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Replace(ctx, rec, parked); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Park two for the sweeper (parked records are due at once here).
-	store := dynamostore.New(st.Clients.DynamoDB, f.IngestConfig.TableName)
-	rec, err := store.Get(ctx, id("e4"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parked, err := rec.ParkManual("ops", "audit", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec, parked); err != nil {
-		t.Fatal(err)
-	}
+	park("e4")
 	// And a claim-checked one: archiving it reads its object and deletes
 	// it from the payload bucket.
-	rec6, err := store.Get(ctx, id("e6"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parked6, err := rec6.ParkManual("ops", "audit", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec6, parked6); err != nil {
-		t.Fatal(err)
-	}
+	park("e6")
 	// Tamper with e5 behind its seal: redrive holds it (a conditional
 	// update and a counter in one transaction).
-	forged, err := store.Get(ctx, id("e5"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	forged := get("e5")
 	forged.RedriveCap = 99
 	item, err := dynamostore.Marshal(forged)
 	if err != nil {

@@ -222,10 +222,7 @@ func TestRetainedNamesWorkForAnyStackName(t *testing.T) {
 // role read it, and takes FIFO queues.
 func TestExtraDLQMapping(t *testing.T) {
 	tpl := open(t)
-	m, err := tpl.GetLambdaEventSourceMappingWithName("IngestExtraDLQMapping")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := lookup(t, tpl.GetLambdaEventSourceMappingWithName, "IngestExtraDLQMapping")
 	if !slices.Contains(meta(t, tpl, "IngestExtraDLQMapping").DependsOn, "IngestExtraDLQPolicy") {
 		t.Error("IngestExtraDLQMapping does not depend on IngestExtraDLQPolicy: Lambda checks the role when it creates the mapping")
 	}
@@ -418,10 +415,7 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 	}
 	// A failed invocation that Lambda cannot even deliver there.
 	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction"} {
-		f, err := tpl.GetServerlessFunctionWithName(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := lookup(t, tpl.GetServerlessFunctionWithName, fn)
 		found := false
 		for _, a := range tpl.GetAllCloudWatchAlarmResources() {
 			for _, d := range a.Dimensions {
@@ -438,10 +432,7 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 // source queue receives, and a scheduled event can wait out one full run.
 func TestRedriveRateIsACapPerSource(t *testing.T) {
 	tpl := open(t)
-	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "RedriveFunction")
 	if aws.ToInt(fn.ReservedConcurrentExecutions) != 1 {
 		t.Fatalf("redrive reserved concurrency %v: schedules and manual runs overlap and each sends at rate_per_second", fn.ReservedConcurrentExecutions)
 	}
@@ -479,10 +470,7 @@ func TestArchivePutsAreCreatesOnly(t *testing.T) {
 	tpl := open(t)
 	b, _ := tpl.GetS3BucketWithName("ArchiveBucket")
 	archiveObjects := "arn:aws:s3:::" + aws.ToString(b.BucketName) + "/*"
-	role, err := tpl.GetIAMRoleWithName("SweeperRole")
-	if err != nil {
-		t.Fatal(err)
-	}
+	role := lookup(t, tpl.GetIAMRoleWithName, "SweeperRole")
 	var denies []map[string]any
 	for _, p := range role.Policies {
 		for _, st := range statementsOf(t, p.PolicyDocument) {
@@ -594,10 +582,7 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 		t.Error("the topic policy (which replaces the default one) does not let the alarms publish")
 	}
 
-	key, err := tpl.GetKMSKeyWithName("QuarantineKey")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := lookup(t, tpl.GetKMSKeyWithName, "QuarantineKey")
 	keyArn := "arn:aws:kms:eu-west-1:111122223333:" + template.KeyAlias("prod", "QuarantineKey")
 	var logsPatterns []string
 	cloudwatch := false
@@ -648,10 +633,7 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 // kind of rule cannot slip past this test).
 func lifecycleRules(t *testing.T, tpl *cloudformation.Template, bucketID string) []s3fake.Rule {
 	t.Helper()
-	b, err := tpl.GetS3BucketWithName(bucketID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := lookup(t, tpl.GetS3BucketWithName, bucketID)
 	var rules []s3fake.Rule
 	for _, r := range b.LifecycleConfiguration.Rules {
 		if r.Status != "Enabled" {

@@ -252,29 +252,37 @@ type statement struct {
 	st   map[string]any
 }
 
+// namedStatements reads the statements of a policy document: one statement
+// named from, or a list whose entries are named from/Sid (from/#i for one
+// without a Sid when numbered).
+func namedStatements(from string, doc any, numbered bool) []statement {
+	d, _ := doc.(map[string]any)
+	switch st := d["Statement"].(type) {
+	case map[string]any:
+		return []statement{{from, st}}
+	case []any:
+		var out []statement
+		for i, e := range st {
+			if m, ok := e.(map[string]any); ok {
+				sid := str(m["Sid"])
+				if sid == "" && numbered {
+					sid = fmt.Sprint("#", i)
+				}
+				out = append(out, statement{from + "/" + sid, m})
+			}
+		}
+		return out
+	}
+	return nil
+}
+
 // identityPolicies returns every statement attached to a role: its inline
 // policies, AWS::IAM::Policy / RolePolicy / ManagedPolicy resources naming
 // it, and the inline statements of SAM Policies on functions that use it.
 func (s *stack) identityPolicies(roleID string) ([]statement, []string) {
 	var out []statement
 	var problems []string
-	add := func(from string, doc any) {
-		d, _ := doc.(map[string]any)
-		switch st := d["Statement"].(type) {
-		case map[string]any:
-			out = append(out, statement{from, st})
-		case []any:
-			for i, e := range st {
-				if m, ok := e.(map[string]any); ok {
-					sid := str(m["Sid"])
-					if sid == "" {
-						sid = fmt.Sprint("#", i)
-					}
-					out = append(out, statement{from + "/" + sid, m})
-				}
-			}
-		}
-	}
+	add := func(from string, doc any) { out = append(out, namedStatements(from, doc, true)...) }
 	role := s.resources[roleID]
 	p := props(role)
 	pols, _ := p["Policies"].([]any)
@@ -356,19 +364,7 @@ func (s *stack) roleARN(roleID string) string {
 // apply to a resource ARN.
 func (s *stack) resourcePolicies(arn string) []statement {
 	var out []statement
-	add := func(from string, doc any) {
-		d, _ := doc.(map[string]any)
-		switch st := d["Statement"].(type) {
-		case map[string]any:
-			out = append(out, statement{from, st})
-		case []any:
-			for _, e := range st {
-				if m, ok := e.(map[string]any); ok {
-					out = append(out, statement{from + "/" + str(m["Sid"]), m})
-				}
-			}
-		}
-	}
+	add := func(from string, doc any) { out = append(out, namedStatements(from, doc, false)...) }
 	switch {
 	case strings.HasPrefix(arn, "arn:aws:s3:::"):
 		bucket, _, _ := strings.Cut(strings.TrimPrefix(arn, "arn:aws:s3:::"), "/")

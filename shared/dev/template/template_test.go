@@ -30,6 +30,17 @@ func open(t *testing.T) *cloudformation.Template {
 	return tpl
 }
 
+// lookup is the resource id found with get (one of the template's
+// Get…WithName), failing t when the template has none.
+func lookup[T any](t *testing.T, get func(string) (T, error), id string) T {
+	t.Helper()
+	r, err := get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func param(t *testing.T, tpl *cloudformation.Template, name string) float64 {
 	t.Helper()
 	p, ok := tpl.Parameters[name]
@@ -59,10 +70,7 @@ func TestNothingUnresolved(t *testing.T) {
 
 func TestIngestFunctionAndTrigger(t *testing.T) {
 	tpl := open(t)
-	fn, err := tpl.GetServerlessFunctionWithName("IngestFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "IngestFunction")
 	if aws.ToString(fn.Runtime) != "provided.al2023" || !slices.Equal(fn.Architectures, []string{"arm64"}) || aws.ToString(fn.Handler) != "bootstrap" {
 		t.Fatalf("runtime %v arch %v handler %v", aws.ToString(fn.Runtime), fn.Architectures, aws.ToString(fn.Handler))
 	}
@@ -77,10 +85,7 @@ func TestIngestFunctionAndTrigger(t *testing.T) {
 		t.Fatalf("config %+v", cfg)
 	}
 
-	m, err := tpl.GetLambdaEventSourceMappingWithName("IngestDLQMapping")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := lookup(t, tpl.GetLambdaEventSourceMappingWithName, "IngestDLQMapping")
 	if aws.ToString(m.EventSourceArn) != "arn:aws:sqs:eu-west-1:111122223333:prod-dlq" {
 		t.Fatalf("mapping reads %s", aws.ToString(m.EventSourceArn))
 	}
@@ -125,10 +130,7 @@ func TestQueues(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	tpl := open(t)
-	tb, err := tpl.GetDynamoDBTableWithName("QuarantineTable")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable")
 	if aws.ToString(tb.BillingMode) != "PAY_PER_REQUEST" || !aws.ToBool(tb.DeletionProtectionEnabled) ||
 		tb.PointInTimeRecoverySpecification == nil || !aws.ToBool(tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled) {
 		t.Fatal("table must be on-demand, deletion-protected, with point-in-time recovery")
@@ -166,10 +168,7 @@ func TestTable(t *testing.T) {
 
 func TestPayloadBucket(t *testing.T) {
 	tpl := open(t)
-	b, err := tpl.GetS3BucketWithName("PayloadBucket")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := lookup(t, tpl.GetS3BucketWithName, "PayloadBucket")
 	enc := b.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault
 	if enc.SSEAlgorithm != "aws:kms" || !strings.Contains(aws.ToString(enc.KMSMasterKeyID), "alias/prod-quarantinekey") {
 		t.Fatalf("bucket encryption %+v", enc)
@@ -178,10 +177,7 @@ func TestPayloadBucket(t *testing.T) {
 	if p == nil || !aws.ToBool(p.BlockPublicAcls) || !aws.ToBool(p.BlockPublicPolicy) || !aws.ToBool(p.IgnorePublicAcls) || !aws.ToBool(p.RestrictPublicBuckets) {
 		t.Fatal("public access not fully blocked")
 	}
-	pol, err := tpl.GetS3BucketPolicyWithName("PayloadBucketPolicy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := lookup(t, tpl.GetS3BucketPolicyWithName, "PayloadBucketPolicy")
 	raw, _ := json.Marshal(pol.PolicyDocument)
 	if !strings.Contains(string(raw), `"aws:SecureTransport":"false"`) || !strings.Contains(string(raw), `"Effect":"Deny"`) {
 		t.Fatalf("bucket policy is not TLS-only: %s", raw)
@@ -192,10 +188,7 @@ func TestPayloadBucket(t *testing.T) {
 // allows it on; it fails on wildcard actions or resources.
 func grants(t *testing.T, tpl *cloudformation.Template, roleID string) map[string][]string {
 	t.Helper()
-	role, err := tpl.GetIAMRoleWithName(roleID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	role := lookup(t, tpl.GetIAMRoleWithName, roleID)
 	out := map[string][]string{}
 	for _, p := range role.Policies {
 		for _, st := range p.PolicyDocument.(map[string]any)["Statement"].([]any) {
@@ -234,10 +227,7 @@ func TestIngestRoleIsLeastPrivilege(t *testing.T) {
 			t.Errorf("ingest may %s", forbidden)
 		}
 	}
-	lg, err := tpl.GetLogsLogGroupWithName("IngestLogGroup")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := lookup(t, tpl.GetLogsLogGroupWithName, "IngestLogGroup")
 	if aws.ToInt(lg.RetentionInDays) == 0 || aws.ToString(lg.LogGroupName) != "/aws/lambda/prod-ingest" {
 		t.Fatalf("log group %v retention %v", aws.ToString(lg.LogGroupName), lg.RetentionInDays)
 	}
@@ -272,10 +262,7 @@ func TestRedriveFunction(t *testing.T) {
 	if rule, err := tpl.GetEventsRuleWithName("RedrivePolicyRule"); err != nil || !strings.Contains(aws.ToString(rule.Targets[0].Input), `"action":"policies"`) || rule.Targets[0].Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-redrive" {
 		t.Errorf("standing policy schedule %+v %v", rule, err)
 	}
-	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "RedriveFunction")
 	cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
 	if err != nil {
 		t.Fatalf("the redrive function's environment is not a valid configuration: %v", err)
@@ -287,10 +274,7 @@ func TestRedriveFunction(t *testing.T) {
 	if fn.Environment.Variables["SOURCES"] != ingestFn.Environment.Variables["SOURCES"] {
 		t.Error("ingest and redrive see different SOURCES")
 	}
-	rule, err := tpl.GetEventsRuleWithName("RedriveSettleRule")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rule := lookup(t, tpl.GetEventsRuleWithName, "RedriveSettleRule")
 	target := rule.Targets[0]
 	if target.Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-redrive" {
 		t.Errorf("settle rule targets %s", target.Arn)
@@ -303,10 +287,7 @@ func TestRedriveFunction(t *testing.T) {
 
 func TestArchiveBucketAndSweeper(t *testing.T) {
 	tpl := open(t)
-	b, err := tpl.GetS3BucketWithName("ArchiveBucket")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := lookup(t, tpl.GetS3BucketWithName, "ArchiveBucket")
 	lock := b.ObjectLockConfiguration
 	if !aws.ToBool(b.ObjectLockEnabled) || lock == nil || lock.Rule == nil || lock.Rule.DefaultRetention == nil ||
 		aws.ToString(lock.Rule.DefaultRetention.Mode) != "COMPLIANCE" || aws.ToInt(lock.Rule.DefaultRetention.Days) < 365 {
@@ -325,10 +306,7 @@ func TestArchiveBucketAndSweeper(t *testing.T) {
 	if lc := b.LifecycleConfiguration; lc == nil || len(lc.Rules) == 0 || len(lc.Rules[0].Transitions) == 0 {
 		t.Fatal("no lifecycle rule to a colder storage class")
 	}
-	pol, err := tpl.GetS3BucketPolicyWithName("ArchiveBucketPolicy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := lookup(t, tpl.GetS3BucketPolicyWithName, "ArchiveBucketPolicy")
 	raw, _ := json.Marshal(pol.PolicyDocument)
 	if !strings.Contains(string(raw), `"aws:SecureTransport":"false"`) {
 		t.Fatalf("archive bucket policy is not TLS-only: %s", raw)
@@ -346,10 +324,7 @@ func TestArchiveBucketAndSweeper(t *testing.T) {
 			}
 		}
 	}
-	fn, err := tpl.GetServerlessFunctionWithName("SweeperFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "SweeperFunction")
 	cfg, err := sweeper.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
 	if err != nil {
 		t.Fatalf("the sweeper's environment is not a valid configuration: %v", err)
@@ -420,10 +395,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 	if err != nil || aws.ToString(topic.KmsMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
 		t.Fatalf("alarm topic %+v %v", topic, err)
 	}
-	fn, err := tpl.GetServerlessFunctionWithName("MetricsFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction")
 	if _, err := metrics.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] }); err != nil {
 		t.Fatalf("the metrics function's environment is not a valid configuration: %v", err)
 	}
@@ -431,10 +403,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 	if _, ok := actions["dynamodb:Scan"]; ok {
 		t.Error("the metrics function may scan")
 	}
-	dash, err := tpl.GetCloudWatchDashboardWithName("HealthDashboard")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dash := lookup(t, tpl.GetCloudWatchDashboardWithName, "HealthDashboard")
 	if !json.Valid([]byte(dash.DashboardBody)) {
 		t.Fatalf("dashboard body is not JSON: %s", dash.DashboardBody)
 	}
@@ -453,10 +422,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 // Redrive derives the same minimum from the live queue; the defaults agree.
 func TestSettleWindowDefaultsCoverAComeback(t *testing.T) {
 	tpl := open(t)
-	m, err := tpl.GetLambdaEventSourceMappingWithName("IngestDLQMapping")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := lookup(t, tpl.GetLambdaEventSourceMappingWithName, "IngestDLQMapping")
 	lag := float64(aws.ToInt(m.MaximumBatchingWindowInSeconds)) + param(t, tpl, "IngestTimeoutSeconds") + 2*param(t, tpl, "DLQVisibilityTimeoutSeconds")
 	margin := param(t, tpl, "SettleMarginSeconds")
 	if margin < lag {
@@ -469,10 +435,7 @@ func TestSettleWindowDefaultsCoverAComeback(t *testing.T) {
 	if window := param(t, tpl, "SettleWindowSeconds"); receives < 1 || window < receives*vis+margin {
 		t.Errorf("SettleWindowSeconds %v < maxReceiveCount %v × visibility %v s + margin %v s", window, receives, vis, margin)
 	}
-	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "RedriveFunction")
 	cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
 	if err != nil {
 		t.Fatal(err)

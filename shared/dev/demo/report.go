@@ -1,0 +1,169 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/faults"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+)
+
+// Print writes the human-readable report.
+func (r *Report) Print(w io.Writer, sample int) {
+	fmt.Fprintf(w, "\nDLQ Quarantine demo\n===================\n")
+	fmt.Fprintf(w, "events sent %d · consumed %d · dead-lettered %d (%d on purpose, recalled lots)\n", r.Sent, r.Consumed, r.DeadLettered, r.Recalled)
+	fmt.Fprintf(w, "ingest: %d invocations, %d messages received, %d stored and acknowledged, %d reported as batch item failures\n",
+		r.Ingest.Invocations, r.Ingest.Received, r.Ingest.Deleted, r.Ingest.Failed)
+	fmt.Fprintf(w, "records sealed: %d\n\nby failure class:\n", len(r.Records))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
+		fmt.Fprintf(tw, "  %s\t%d\n", c, r.ByClass[c])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ntriage by failure signature (stage|reason|schema):\n")
+	sigs := slices.Collect(maps.Keys(r.BySignature))
+	slices.SortFunc(sigs, func(a, b string) int {
+		if d := r.BySignature[b] - r.BySignature[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, s := range sigs {
+		fmt.Fprintf(tw, "  %d\t%5.1f%%\t%s\n", r.BySignature[s], 100*float64(r.BySignature[s])/float64(max(len(r.Records), 1)), s)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nsealed records (first %d):\n", sample)
+	fmt.Fprintf(tw, "  dlq_id\tclass\tstatus\tattempts\tseal\n")
+	for _, rec := range r.Records[:min(sample, len(r.Records))] {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s…\n", rec.DLQID[:min(len(rec.DLQID), 48)], rec.FailureClass, rec.Status, rec.AttemptCount, rec.Seal[:16])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nthe outage clears; redrive with cleared reasons %v:\n", r.ClearedReasons)
+	for i, rr := range r.Rounds {
+		label := fmt.Sprintf("round %d", i+1)
+		if rr.Action == redrive.ActionSettle {
+			label = "settle"
+		}
+		fmt.Fprintf(tw, "  %s\tredriven %d\tskipped %d\theld %d\tparked as poison %d\tfailed %d\tsettled %d\n",
+			label, rr.Redriven.Count, rr.Skipped.Count, rr.Held.Count, rr.Parked.Count, rr.Failed.Count, rr.Settled.Count)
+	}
+	tw.Flush()
+	if len(r.Corrected) > 0 {
+		fmt.Fprintf(w, "\na pharmacist corrected %d malformed NDCs (the redrive function's correct action, as dlqctl fix sends it; the originals kept and sealed);\n", len(r.Corrected))
+		for _, p := range r.Policies {
+			fmt.Fprintf(w, "standing policy %s (signature operator|payload corrected) replayed %d of them\n", p.ID, p.Redriven)
+		}
+	}
+	fmt.Fprintf(w, "\nfinal states of the dead-lettered events:\n")
+	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
+		fmt.Fprintf(tw, "  %s\t%d\n", st, r.Final[st])
+	}
+	tw.Flush()
+	if r.Sweep != nil {
+		fmt.Fprintf(w, "\nsweeper: %d parked records archived into Object Lock (COMPLIANCE), %d failed; first %d:\n", len(r.Sweep.Archived), r.Sweep.Failed, min(sample, len(r.Sweep.Archived)))
+		for _, a := range r.Sweep.Archived[:min(sample, len(r.Sweep.Archived))] {
+			fmt.Fprintf(tw, "  s3://%s/%s\tversion %s\tretained until %s\n", a.Bucket, a.Key, a.VersionID, a.RetainUntil.Format(time.DateOnly))
+		}
+		tw.Flush()
+	}
+	if len(r.Metrics) > 0 {
+		fmt.Fprintf(w, "\nDLQ health, as CloudWatch holds it (namespace DLQQuarantine):\n")
+		for _, name := range slices.Sorted(maps.Keys(r.Metrics)) {
+			fmt.Fprintf(tw, "  %s\t%g\n", name, r.Metrics[name])
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\ninvariants:\n")
+	check := func(ok bool, what string, n int) { fmt.Fprintf(w, "  [%s] %s (%d)\n", mark(ok), what, n) }
+	check(len(r.Lost) == 0, "no dead-lettered message lost", len(r.Lost))
+	check(len(r.Unexpected) == 0 && len(r.Records) == r.DeadLettered, "exactly one record per dead-lettered message", len(r.Records))
+	check(len(r.SealFailures) == 0, "every seal verifies and every body is verbatim", len(r.SealFailures))
+	check(len(r.Duplicated) == 0, "no event consumed twice", len(r.Duplicated))
+	check(len(r.WrongState) == 0, "outage events resolved, recalled lots poison-parked at the cap, malformed never replayed", len(r.WrongState))
+	check(len(r.BadStubs) == 0, "every archive object verifies (checksum, seal chain, COMPLIANCE lock)", len(r.BadStubs))
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs} {
+		for _, x := range l[:min(len(l), 5)] {
+			fmt.Fprintf(w, "    %s\n", x)
+		}
+	}
+	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(time.Millisecond))
+}
+
+// mark is an invariant's mark in a report: "ok  " when it held.
+func mark(ok bool) string {
+	if ok {
+		return "ok  "
+	}
+	return "FAIL"
+}
+
+// MarshalSummary is the report as JSON, for scripts.
+func (r *Report) MarshalSummary() ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"sent": r.Sent, "consumed": r.Consumed, "dead_lettered": r.DeadLettered, "records": len(r.Records),
+		"lost": len(r.Lost), "unexpected": len(r.Unexpected), "seal_failures": len(r.SealFailures), "by_class": r.ByClass,
+	})
+}
+
+// Print writes the soak's table.
+func (r *SoakReport) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nDLQ Quarantine soak\n===================\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "messages sent\t%d\n", r.Sent)
+	fmt.Fprintf(tw, "dead-lettered\t%d\n", r.DeadLettered)
+	fmt.Fprintf(tw, "records quarantined\t%d\n", r.Quarantined)
+	fmt.Fprintf(tw, "ingest\t%d invocations, %d received, %d stored, %d batch item failures\n", r.Ingest.Invocations, r.Ingest.Received, r.Ingest.Deleted, r.Ingest.Failed)
+	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
+		fmt.Fprintf(tw, "final %s\t%d\n", st, r.Final[st])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nfaults injected:\n")
+	kinds := slices.Collect(maps.Keys(r.Faults))
+	for _, k := range faults.LostKinds { // listed even when none happened
+		if _, ok := r.Faults[k]; !ok {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Invocations)) {
+		fmt.Fprintf(tw, "  %s processes\t%d, %d crashed, %d failed without crashing\n", k, r.Invocations[k], r.Crashes[k], r.Errors[k])
+	}
+	fmt.Fprintf(tw, "  metrics runs retried\t%d\n", r.MetricsRetries)
+	tw.Flush()
+	fmt.Fprintf(w, "AWS requests by the functions:")
+	for _, k := range slices.Sorted(maps.Keys(r.Calls)) {
+		fmt.Fprintf(w, " %s %d", k, r.Calls[k])
+	}
+	fmt.Fprintf(w, "\ncrash points (first 8):\n")
+	for _, p := range r.CrashPoints[:min(8, len(r.CrashPoints))] {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	fmt.Fprintf(w, "\nchecks:\n")
+	row := func(ok bool, what string, n int) { fmt.Fprintf(tw, "  [%s]\t%s\t%d\n", mark(ok), what, n) }
+	row(len(r.Lost) == 0, "lost (dead-lettered, no record)", len(r.Lost))
+	row(len(r.Duplicates) == 0 && r.Quarantined == r.DeadLettered, "duplicate records", len(r.Duplicates))
+	row(len(r.SealFailures) == 0, "seals or bodies that fail to verify", len(r.SealFailures))
+	row(len(r.Unexplained) == 0, "duplicate sends", r.DuplicateSends)
+	row(len(r.Unexplained) == 0, "  of which not explained by a lease takeover or a possible send", len(r.Unexplained))
+	row(len(r.Overconsumed) == 0, "events consumed more often than explained", len(r.Overconsumed))
+	row(len(r.WrongState) == 0, "records in the wrong final state", len(r.WrongState))
+	row(len(r.MultiVersion) == 0, fmt.Sprintf("archive objects with more than one version (of %d)", r.ArchiveObjects), len(r.MultiVersion))
+	row(len(r.BadStubs) == 0, "archived records that fail verification", len(r.BadStubs))
+	row(len(r.CounterDrift) == 0, "metrics counters that differ from a recount", len(r.CounterDrift))
+	tw.Flush()
+	for _, l := range [][]string{r.Lost, r.Duplicates, r.SealFailures, r.Unexplained, r.Overconsumed, r.WrongState, r.MultiVersion, r.BadStubs, r.CounterDrift} {
+		for _, x := range l[:min(len(l), 5)] {
+			fmt.Fprintf(w, "    %s\n", x)
+		}
+	}
+	fmt.Fprintf(w, "\nfinished in %s (%s)\n", r.Elapsed.Round(time.Millisecond), strings.Join(r.Phases, ", "))
+}

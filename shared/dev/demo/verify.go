@@ -1,0 +1,214 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// verify reads back every record of the demo's source and checks the
+// invariants: every dead-lettered event has exactly one record, nothing else
+// does, and every seal verifies. (A scan is fine for a demo-sized table.)
+func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, gen []Generated, rep *Report) error {
+	store := dynamostore.New(st.Clients.DynamoDB, cfg.TableName)
+	payloads := s3store.New(st.Clients.S3, cfg.PayloadBucket, "")
+	var source string
+	for name := range cfg.Sources {
+		source = name
+	}
+	byID, err := scanRecords(ctx, st, cfg.TableName, source)
+	if err != nil {
+		return err
+	}
+	expected := map[string]Generated{}
+	idOf := recordIDs(cfg, source)
+	for _, g := range gen {
+		if g.Kind == Good {
+			continue
+		}
+		expected[idOf(g.Body)] = g
+	}
+	for id, g := range expected {
+		r, ok := byID[id]
+		if !ok {
+			rep.Lost = append(rep.Lost, id)
+			continue
+		}
+		if _, err := store.Get(ctx, id); err != nil {
+			return err
+		}
+		body, err := quarantine.LoadBody(ctx, payloads, r)
+		if err != nil || string(body) != g.Body {
+			rep.SealFailures = append(rep.SealFailures, id+": body not verbatim")
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		r := byID[id]
+		if _, ok := expected[id]; !ok {
+			rep.Unexpected = append(rep.Unexpected, id)
+		}
+		if err := quarantine.Verify(r); err != nil {
+			rep.SealFailures = append(rep.SealFailures, id)
+		}
+		rep.Records = append(rep.Records, r)
+		rep.ByClass[r.FailureClass]++
+		rep.BySignature[r.FailureSignature]++
+	}
+	return nil
+}
+
+// recordIDs returns the id ingest gives the record of a body dead-lettered
+// from source.
+func recordIDs(cfg ingest.Config, source string) func(body string) string {
+	src := quarantine.Source{Name: source, ARN: cfg.Sources[source].ARN, IdempotencyPointer: cfg.Sources[source].IdempotencyPointer}
+	return func(body string) string {
+		key, _ := quarantine.DeriveKey(&src, quarantine.DefaultKeyAttribute, nil, src.Check([]byte(body)).Doc, src.ARN, []byte(body))
+		return quarantine.RecordID(source, key)
+	}
+}
+
+// scanRecords reads every record of source, skipping the metrics counters.
+// (A scan is fine for a demo-sized table.)
+func scanRecords(ctx context.Context, st *embedded.Stack, table, source string) (map[string]*quarantine.Record, error) {
+	expr, err := expression.NewBuilder().WithFilter(expression.Name("source").Equal(expression.Value(source))).Build()
+	if err != nil {
+		return nil, err
+	}
+	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{
+		TableName: aws.String(table), FilterExpression: expr.Filter(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true),
+	})
+	byID := map[string]*quarantine.Record{}
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scan records: %w", err)
+		}
+		for _, item := range page.Items {
+			if k, ok := item[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && !dynamostore.IsRecordKey(k.Value) {
+				continue // a metrics counter, not a record
+			}
+			r, err := dynamostore.Unmarshal(item)
+			if err != nil {
+				return nil, err
+			}
+			byID[r.DLQID] = r
+		}
+	}
+	return byID, nil
+}
+
+// verifyFinal checks where every event ended: outage events RESOLVED and
+// consumed exactly once, recalled lots parked at their cap and archived
+// (stub and object verified), malformed events still quarantined and never
+// replayed, every good event consumed exactly once, every seal intact.
+func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
+	store := dynamostore.New(st.Clients.DynamoDB, fns.IngestConfig.TableName)
+	idOf := recordIDs(fns.IngestConfig, fns.Source)
+	for _, g := range gen {
+		if g.Kind == Good {
+			if n := c.consumedCount(g.ID); n != 1 {
+				rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times", g.ID, n))
+			}
+			continue
+		}
+		id := idOf(g.Body)
+		r, err := store.Get(ctx, id)
+		if err != nil {
+			rep.Lost = append(rep.Lost, id)
+			continue
+		}
+		rep.Final[r.Status]++
+		if err := quarantine.Verify(r); err != nil {
+			rep.SealFailures = append(rep.SealFailures, id)
+		}
+		wrong := func(format string, a ...any) {
+			rep.WrongState = append(rep.WrongState, id+": "+fmt.Sprintf(format, a...))
+		}
+		switch g.Kind {
+		case Outage:
+			if r.Status != quarantine.StatusResolved || r.RedriveCount != 1 {
+				wrong("%s after %d redrives, want RESOLVED after 1", r.Status, r.RedriveCount)
+			}
+			if n := c.consumedCount(g.ID); n != 1 {
+				rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times after the replay", g.ID, n))
+			}
+		case Recalled:
+			if r.Status != quarantine.StatusArchived {
+				wrong("%s, want ARCHIVED (parked as poison at the cap)", r.Status)
+				continue
+			}
+			problems, err := s3store.VerifyStub(ctx, st.Clients.S3, r)
+			if err != nil || len(problems) > 0 {
+				rep.BadStubs = append(rep.BadStubs, fmt.Sprintf("%s: %v %v", id, problems, err))
+			}
+			if r.RedriveCount != fns.RedriveCap {
+				wrong("archived after %d redrives, want %d", r.RedriveCount, fns.RedriveCap)
+			}
+		case Malformed:
+			if rep.Corrected[g.ID] {
+				// Corrected, replayed by the standing policy, consumed once,
+				// the original kept beside the correction.
+				if r.Status != quarantine.StatusResolved || r.RedriveCount != 1 || len(r.Corrections) != 1 || r.BodySHA256 != quarantine.BodySHA256([]byte(g.Body)) ||
+					r.RedrivenBy == "" || !strings.HasPrefix(r.RedrivenBy, quarantine.PolicyActorPrefix) {
+					wrong("corrected: %s after %d redrives by %q with %d corrections, want RESOLVED once by the policy", r.Status, r.RedriveCount, r.RedrivenBy, len(r.Corrections))
+				}
+				if n := c.consumedCount(g.ID); n != 1 {
+					rep.Duplicated = append(rep.Duplicated, fmt.Sprintf("%s consumed %d times after its correction", g.ID, n))
+				}
+				continue
+			}
+			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || r.FailureClass != quarantine.ClassValidation {
+				wrong("%s class %s after %d redrives: malformed events are never replayed", r.Status, r.FailureClass, r.RedriveCount)
+			}
+		}
+	}
+	return nil
+}
+
+// readMetrics reads back, from CloudWatch, what the metrics function
+// published for source, and the sweeper's archive counts.
+func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[string]float64, error) {
+	out := map[string]float64{}
+	src := []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(source)}}
+	for _, m := range []struct {
+		name string
+		dims []cwtypes.Dimension
+	}{
+		{metrics.MetricDLQDepth, src}, {metrics.MetricOldestAge, src}, {metrics.MetricArrivals, src}, {metrics.MetricSuccessRate, src},
+		{metrics.MetricPoison, src}, {metrics.MetricNewPoison, src}, {metrics.MetricDominantShare, src},
+		{sweeper.MetricArchived, nil}, {sweeper.MetricFailures, nil},
+	} {
+		res, err := st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
+			Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(m.name), Dimensions: m.dims,
+			StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+			Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read back %s: %w", m.name, err)
+		}
+		if len(res.Datapoints) > 0 {
+			out[m.name] = aws.ToFloat64(res.Datapoints[0].Maximum)
+		}
+	}
+	return out, nil
+}
