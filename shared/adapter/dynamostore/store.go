@@ -212,7 +212,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quaranti
 
 // batchGet reads the items with the given keys (duplicates read once) in
 // consistent BatchGetItem calls of at most 100 keys, retrying unprocessed
-// keys with a growing pause, and hands each item to each.
+// keys after the one jittered backoff, and hands each item to each.
 func (s *Store) batchGet(ctx context.Context, ids []string, projection *expression.Expression, each func(map[string]types.AttributeValue) error) error {
 	for start := 0; start < len(ids); start += maxBatchGet {
 		var keys []map[string]types.AttributeValue
@@ -241,12 +241,14 @@ func (s *Store) batchGet(ctx context.Context, ids []string, projection *expressi
 					return err
 				}
 			}
-			req = res.UnprocessedKeys
-			if len(req) > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Duration(10<<min(attempt, 6)) * time.Millisecond):
+			// The unprocessed keys come back with their read settings; the
+			// read stays strongly consistent and projected all the same.
+			req = map[string]types.KeysAndAttributes{}
+			if left, ok := res.UnprocessedKeys[s.table]; ok && len(left.Keys) > 0 {
+				ka.Keys = left.Keys
+				req[s.table] = ka
+				if err := quarantine.Backoff(ctx, attempt, 10*time.Millisecond, 640*time.Millisecond); err != nil {
+					return err
 				}
 			}
 		}
