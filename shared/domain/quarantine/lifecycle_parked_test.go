@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -32,7 +31,7 @@ func TestGivenBackParkedClaimStaysParked(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := storetest.Record(t, storetest.UniqueID("pk"))
+			r := sealedRecord(t, "pk", validBody, now)
 			r.RedriveCount, r.RedriveCap, r.Status, r.FailureClass = 3, 3, quarantine.StatusParked, quarantine.ClassPoison
 			if err := quarantine.SealRecord(r); err != nil {
 				t.Fatal(err)

@@ -31,15 +31,14 @@ func (c *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quar
 
 func listStore(t *testing.T, n int) (*memstore.Store, []string) {
 	t.Helper()
-	q, store, _, clk := newQ(t)
+	store := memstore.New()
 	var ids []string
 	for i := range n {
-		out, err := q.Quarantine(context.Background(), msg(fmt.Sprintf("m%d", i), fmt.Sprintf(`{"event_id":"evt-%d"}`, i)))
-		if err != nil {
+		r := sealedRecord(t, fmt.Sprintf("evt-%d", i), validBody, fixtureTime.Add(time.Duration(i)*time.Second))
+		if err := store.Create(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, out.Record.DLQID)
-		clk.Advance(time.Second)
+		ids = append(ids, r.DLQID)
 	}
 	return store, ids
 }

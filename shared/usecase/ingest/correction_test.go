@@ -1,4 +1,4 @@
-package quarantine_test
+package ingest_test
 
 import (
 	"context"
@@ -10,16 +10,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
-
-const badNDC = `{"event_id":"evt-9","ndc":"NDC?1","lot":"L1","quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`
-
-func fixed(ndc string) []byte {
-	return []byte(strings.Replace(badNDC, `"NDC?1"`, `"`+ndc+`"`, 1))
-}
-
-func correctReq(body []byte) quarantine.CorrectionRequest {
-	return quarantine.CorrectionRequest{Actor: "fixer@example.com", Reason: "NDC typo in the producer", Body: body}
-}
 
 // A refused correction changes nothing; an accepted one keeps the original
 // verbatim and sealed, chains in the history and makes the record
@@ -163,5 +153,31 @@ func TestCorrectionKeepsABodyHashKey(t *testing.T) {
 	}
 	if _, err := store.Get(ctx, r.DLQID+"#body-"+quarantine.BodySHA256([]byte(fixedBody))[:16]); !errors.Is(err, quarantine.ErrNotFound) {
 		t.Fatal("a conflict record was made for a corrected replay")
+	}
+}
+
+// A correction of a tampered record is refused: a sealed field changed, or
+// the body changed behind its hash.
+func TestCorrectionOfATamperedRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for name, change := range map[string]func(r *quarantine.Record){
+		"field": func(r *quarantine.Record) { r.FailureClass = quarantine.ClassExhausted },
+		"body":  func(r *quarantine.Record) { r.Body = fixedBody() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			q, store, _, _ := newQ(t)
+			out, err := q.Quarantine(ctx, msg("m1", badNDC))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.Tamper(out.Record.DLQID, change)
+			found, _ := store.Get(ctx, out.Record.DLQID)
+			if _, err := q.Correct(ctx, out.Record.DLQID, correctReq(fixed("12345-678-90"))); !quarantine.IsIntegrityFailure(err) {
+				t.Fatalf("correction of a tampered record = %v", err)
+			}
+			if after, _ := store.Get(ctx, out.Record.DLQID); after.Seal != found.Seal || len(after.Corrections) != 0 {
+				t.Fatal("the correction was stored")
+			}
+		})
 	}
 }

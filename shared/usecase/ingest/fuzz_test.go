@@ -1,4 +1,4 @@
-package quarantine_test
+package ingest_test
 
 import (
 	"bytes"

@@ -1,92 +1,19 @@
-package quarantine_test
+package ingest_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
-	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
-
-// archiveRecord moves the record at id to RESOLVED through one replay round
-// (so it has a redrive count) and archives it, as redrive and the sweeper
-// would; it returns the stub.
-func archiveRecord(t *testing.T, store *memstore.Store, clk *clock.Fake, id string) *quarantine.Record {
-	t.Helper()
-	ctx := context.Background()
-	r, err := store.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := []func(r *quarantine.Record) (*quarantine.Record, error){
-		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("ops", clk.Now(), time.Minute) },
-		func(r *quarantine.Record) (*quarantine.Record, error) {
-			return r.MarkRedriven("ops", "sent-"+r.DLQID, clk.Now())
-		},
-		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 0) },
-		func(r *quarantine.Record) (*quarantine.Record, error) {
-			ref := quarantine.ArchiveRef{Bucket: "archive", Key: "archive/" + quarantine.LogRef(r.DLQID), VersionID: "v1",
-				RetainUntil: quarantine.At(clk.Now().Add(24 * time.Hour)), SHA256: strings.Repeat("a", 64), Seal: r.Seal, ArchivedAt: quarantine.At(clk.Now())}
-			return r.ArchiveStub("sweeper", ref, clk.Now())
-		},
-	}
-	for _, step := range steps {
-		next, err := step(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, r, next); err != nil {
-			t.Fatal(err)
-		}
-		r = next
-		clk.Advance(time.Second)
-	}
-	if r.Status != quarantine.StatusArchived {
-		t.Fatalf("%s after archiving", r.Status)
-	}
-	return r
-}
-
-// checkCounters compares the state counters with a recount of the records.
-func checkCounters(t *testing.T, store *memstore.Store, source string) {
-	t.Helper()
-	type sc struct {
-		st quarantine.Status
-		c  quarantine.Class
-	}
-	want := map[sc]int64{}
-	for _, r := range store.All() {
-		if r.Source == source {
-			want[sc{r.Status, r.FailureClass}]++
-		}
-	}
-	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
-		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
-		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
-			if got := storetest.StateCount(t, store, source, st, c); got != want[sc{st, c}] {
-				t.Errorf("counter %s/%s = %d, recount %d", st, c, got, want[sc{st, c}])
-			}
-		}
-	}
-}
-
-func mustGet(t *testing.T, store quarantine.Store, id string) *quarantine.Record {
-	t.Helper()
-	r, err := store.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // A message that fails again after its record was archived opens a new
 // record, linked to the archived one and sealed, that goes through the
@@ -423,45 +350,6 @@ func TestNewKeyCorrectionNeedsRoomForTheRecordID(t *testing.T) {
 	}
 }
 
-func TestCompareSequence(t *testing.T) {
-	t.Parallel()
-	// SQS sequence numbers: up to 128-bit decimals (beyond int64 and float64).
-	ordered := []string{"", "7", "18", "99", "100", "9223372036854775807", "9223372036854775808",
-		"18446744073709551616", "18446744073709551617", "340282366920938463463374607431768211455"}
-	for i := range ordered {
-		for j := range ordered {
-			want := 0
-			switch {
-			case i < j:
-				want = -1
-			case i > j:
-				want = 1
-			}
-			if got := quarantine.CompareSequence(ordered[i], ordered[j]); got != want {
-				t.Errorf("CompareSequence(%q, %q) = %d, want %d", ordered[i], ordered[j], got, want)
-			}
-		}
-	}
-	if quarantine.CompareSequence("0018", "18") != 0 {
-		t.Error("leading zeros change the order")
-	}
-	shuffled := slices.Clone(ordered)
-	slices.Reverse(shuffled)
-	slices.SortFunc(shuffled, quarantine.CompareSequence)
-	if !slices.Equal(shuffled, ordered) {
-		t.Fatalf("sorted %v", shuffled)
-	}
-	recs := []*quarantine.Record{
-		{DLQID: "s#c", MessageGroupID: "g1", SequenceNumber: "18446744073709551617"},
-		{DLQID: "s#a", MessageGroupID: "g2", SequenceNumber: "5"},
-		{DLQID: "s#b", MessageGroupID: "g1", SequenceNumber: "99"},
-	}
-	slices.SortFunc(recs, quarantine.CompareFIFO)
-	if recs[0].DLQID != "s#b" || recs[1].DLQID != "s#c" || recs[2].DLQID != "s#a" {
-		t.Fatalf("FIFO order %s %s %s", recs[0].DLQID, recs[1].DLQID, recs[2].DLQID)
-	}
-}
-
 // Ingest stamps a message strictly after the previous one of its FIFO
 // group (Message.After), even when the clock has not moved.
 func TestArrivalIsStampedAfterItsPredecessorInTheGroup(t *testing.T) {
@@ -557,5 +445,27 @@ func TestArrivalForAHeldRecordOpensASuccessor(t *testing.T) {
 	}
 	if got := mustGet(t, store, base.DLQID); got.Seal != base.Seal || got.Version != base.Version {
 		t.Fatal("the held record was rewritten")
+	}
+}
+
+// An arrival for a tampered record never re-seals the forgery: the
+// message is stored in a successor record linked to it, and the tampered
+// record stays exactly as found.
+func TestArrivalForATamperedRecordIsRefused(t *testing.T) {
+	ctx := context.Background()
+	q, store, _, _ := newQ(t)
+	first, err := q.Quarantine(ctx, msg("m1", badNDC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Record.DLQID
+	store.Tamper(id, func(r *quarantine.Record) { r.RedriveCount = 0; r.FailureClass = quarantine.ClassExhausted })
+	found, _ := store.Get(ctx, id)
+	if out, err := q.Quarantine(ctx, msg("m2", badNDC)); err != nil || out.Result != ingest.ResultCreated || out.Record.Predecessor == nil || out.Record.Predecessor.ID != id {
+		t.Fatalf("arrival for a tampered record = %+v, %v; want a successor linked to it", out, err)
+	}
+	after, _ := store.Get(ctx, id)
+	if after.Seal != found.Seal || after.Version != found.Version || len(after.Attempts) != len(found.Attempts) {
+		t.Fatal("the arrival re-sealed the tampered record")
 	}
 }
