@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
@@ -18,10 +17,7 @@ import (
 func TestCorrectionKeepsTheOriginalAndIsSealed(t *testing.T) {
 	ctx := context.Background()
 	q, store, _, _ := newQ(t)
-	out, err := q.Quarantine(ctx, msg("m1", badNDC))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", badNDC))
 	id, before := out.Record.DLQID, out.Record
 	if before.FailureClass != quarantine.ClassValidation {
 		t.Fatalf("class %s", before.FailureClass)
@@ -97,10 +93,7 @@ func TestCorrectionKeepsTheOriginalAndIsSealed(t *testing.T) {
 func TestCorrectionWithANewKeyIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	q, _, _, _ := newQ(t)
-	out, err := q.Quarantine(ctx, msg("m1", badNDC))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", badNDC))
 	req := correctReq([]byte(strings.Replace(string(fixed("12345-678-90")), "evt-9", "evt-9b", 1)))
 	req.NewKey = true
 	r, err := q.Correct(ctx, out.Record.DLQID, req)
@@ -119,17 +112,9 @@ func TestCorrectionKeepsABodyHashKey(t *testing.T) {
 	ctx := context.Background()
 	src := inventorySource(t)
 	src.IdempotencyPointer = "" // keyed by body hash
-	store := memstore.New()
-	payloads, srcs := memstore.NewPayloads(), map[string]*quarantine.Source{src.Name: src}
-	q := &quarantiner{
-		ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs}),
-		quarantine.Corrector{Store: store, Payloads: payloads, Sources: srcs},
-	}
+	q, store, _, _ := newQFor(t, src)
 	noID := badNDC
-	out, err := q.Quarantine(ctx, msg("m1", noID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", noID))
 	if out.Record.KeyOrigin != quarantine.KeyFromBodyHash {
 		t.Fatalf("key origin %s", out.Record.KeyOrigin)
 	}
@@ -144,10 +129,7 @@ func TestCorrectionKeepsABodyHashKey(t *testing.T) {
 	// The corrected replay comes back with the attribute redrive gives it.
 	m := msg("m2", fixedBody)
 	m.Attributes = map[string]quarantine.Attribute{quarantine.DefaultKeyAttribute: {DataType: "String", StringValue: r.IdempotencyKey}}
-	back, err := q.Quarantine(ctx, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := quarantined(t, q, m)
 	if back.Record.DLQID != r.DLQID || back.Result != ingest.ResultAppended {
 		t.Fatalf("the corrected replay made %s (%s), want an arrival on %s", back.Record.DLQID, back.Result, r.DLQID)
 	}
@@ -166,10 +148,7 @@ func TestCorrectionOfATamperedRecordIsRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			q, store, _, _ := newQ(t)
-			out, err := q.Quarantine(ctx, msg("m1", badNDC))
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := quarantined(t, q, msg("m1", badNDC))
 			store.Tamper(out.Record.DLQID, change)
 			found, _ := store.Get(ctx, out.Record.DLQID)
 			if _, err := q.Correct(ctx, out.Record.DLQID, correctReq(fixed("12345-678-90"))); !quarantine.IsIntegrityFailure(err) {

@@ -122,6 +122,17 @@ func apply(t *testing.T, store quarantine.Store, clk *clock.Fake, id string, ste
 	return r
 }
 
+// sendReplay claims the record at id for actor and marks it sent as the
+// replay sentID, as redrive does; it returns the REDRIVEN version.
+func sendReplay(t *testing.T, store quarantine.Store, clk *clock.Fake, id, actor, sentID string) *quarantine.Record {
+	t.Helper()
+	return apply(t, store, nil, id,
+		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim(actor, clk.Now(), time.Minute) },
+		func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.MarkRedriven(actor, sentID, clk.Now())
+		})
+}
+
 // archiveRecord moves the record at id to RESOLVED through one replay round
 // (so it has a redrive count) and archives it, as redrive and the sweeper
 // would; it returns the stub.

@@ -36,10 +36,7 @@ func TestRefailureAppendsAndChains(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
 	ctx := context.Background()
-	first, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := quarantined(t, q, msg("m1", validBody))
 	clk.Advance(time.Minute)
 	second, err := q.Quarantine(ctx, msg("m2", validBody))
 	if err != nil || second.Result != ingest.ResultAppended {
@@ -60,11 +57,8 @@ func TestRefailureAppendsAndChains(t *testing.T) {
 func TestAttemptHistoryIsBounded(t *testing.T) {
 	t.Parallel()
 	q, store, _, _ := newQ(t)
-	ctx := context.Background()
 	for i := range quarantine.DefaultMaxAttempts + 5 {
-		if _, err := q.Quarantine(ctx, msg(fmt.Sprintf("m%d", i), validBody)); err != nil {
-			t.Fatal(err)
-		}
+		quarantined(t, q, msg(fmt.Sprintf("m%d", i), validBody))
 	}
 	r := store.All()[0]
 	if r.AttemptCount != quarantine.DefaultMaxAttempts+5 || len(r.Attempts) != quarantine.DefaultMaxAttempts {
@@ -104,15 +98,9 @@ func TestConcurrentSameKey(t *testing.T) {
 func TestKeyReusedWithDifferentBodyKeepsBoth(t *testing.T) {
 	t.Parallel()
 	q, store, _, _ := newQ(t)
-	ctx := context.Background()
-	if _, err := q.Quarantine(ctx, msg("m1", validBody)); err != nil {
-		t.Fatal(err)
-	}
+	quarantined(t, q, msg("m1", validBody))
 	other := strings.Replace(validBody, `"lot":"L1"`, `"lot":"L2"`, 1)
-	out, err := q.Quarantine(ctx, msg("m2", other))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m2", other))
 	if out.Record.Body != other || out.Record.FailureClass != quarantine.ClassValidation || !strings.Contains(out.Record.DLQID, "#body-") {
 		t.Fatalf("conflict record = %+v", out.Record)
 	}
@@ -126,10 +114,7 @@ func TestLargeBodyGoesToPayloadStore(t *testing.T) {
 	q, store, payloads, _ := newQ(t)
 	ctx := context.Background()
 	body := bytes.Repeat([]byte("a"), 900<<10)
-	out, err := q.Quarantine(ctx, msg("m1", string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", string(body)))
 	r := store.All()[0]
 	if r.BodyRef == nil || r.Body != "" || out.Record.BodyRef == nil {
 		t.Fatalf("body not offloaded: ref %v, inline %d bytes", r.BodyRef, len(r.Body))
@@ -149,50 +134,17 @@ func TestLargeBodyGoesToPayloadStore(t *testing.T) {
 func TestCameBackCountsArrivalsOnly(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket := func(kind string) int64 {
-		var keys []quarantine.CounterKey
-		for s := range quarantine.CounterShards {
-			keys = append(keys, quarantine.BucketCounterKey("inventory", kind, clk.Now().Truncate(time.Hour), s))
-		}
-		got, _ := store.ReadCounters(ctx, keys)
-		var n int64
-		for _, v := range got {
-			n += v
-		}
-		return n
-	}
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r, err := store.Get(ctx, out.Record.DLQID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, r, next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Release("op", "held", clk.Now(), nil) })
-	if n := bucket(quarantine.CounterCameBack); n != 0 {
+	id := quarantined(t, q, msg("m1", validBody)).Record.DLQID
+	cameBack := func() int64 { return bucketCount(store, quarantine.CounterCameBack, clk.Now().Truncate(time.Hour)) }
+	apply(t, store, nil, id,
+		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) },
+		func(r *quarantine.Record) (*quarantine.Record, error) { return r.Release("op", "held", clk.Now(), nil) })
+	if n := cameBack(); n != 0 {
 		t.Fatalf("a released claim counted as came back: %d", n)
 	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) {
-		return r.MarkRedriven("op", "sent-1", clk.Now())
-	})
-	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
-		t.Fatal(err)
-	}
-	if n := bucket(quarantine.CounterCameBack); n != 1 {
+	sendReplay(t, store, clk, id, "op", "sent-1")
+	quarantined(t, q, msg("sent-1", validBody))
+	if n := cameBack(); n != 1 {
 		t.Fatalf("came back = %d, want 1", n)
 	}
 }
@@ -204,68 +156,30 @@ func TestCameBackCountsArrivalsOnly(t *testing.T) {
 func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := func(key func(shard int) quarantine.CounterKey) int64 {
-		var keys []quarantine.CounterKey
-		for s := range quarantine.CounterShards {
-			keys = append(keys, key(s))
-		}
-		got, _ := store.ReadCounters(ctx, keys)
-		var n int64
-		for _, v := range got {
-			n += v
-		}
-		return n
-	}
-	bucket := func(kind string, hour time.Time) int64 {
-		return sum(func(s int) quarantine.CounterKey { return quarantine.BucketCounterKey("inventory", kind, hour, s) })
-	}
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r, err := store.Get(ctx, out.Record.DLQID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, r, next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	id := quarantined(t, q, msg("m1", validBody)).Record.DLQID
 	const actor = quarantine.PolicyActorPrefix + "p1"
 	noon := clk.Now().Truncate(time.Hour)
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim(actor, clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) {
-		return r.MarkRedriven(actor, "sent-1", clk.Now())
-	})
+	sendReplay(t, store, clk, id, actor, "sent-1")
 	clk.Advance(20 * time.Minute)
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 15*time.Minute) })
-	if n := bucket(quarantine.CounterResolved, noon); n != 1 {
+	apply(t, store, nil, id, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 15*time.Minute) })
+	if n := bucketCount(store, quarantine.CounterResolved, noon); n != 1 {
 		t.Fatalf("resolved = %d, want 1", n)
 	}
 	clk.Advance(time.Hour) // it comes back in the next hour
-	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := store.Get(ctx, out.Record.DLQID); r.Status != quarantine.StatusQuarantined {
+	quarantined(t, q, msg("sent-1", validBody))
+	if r := mustGet(t, store, id); r.Status != quarantine.StatusQuarantined {
 		t.Fatalf("status %s after the comeback", r.Status)
 	}
-	if n := bucket(quarantine.CounterResolved, noon); n != 0 {
+	if n := bucketCount(store, quarantine.CounterResolved, noon); n != 0 {
 		t.Errorf("resolved of the settle hour = %d after the comeback, want 0", n)
 	}
-	if n := bucket(quarantine.CounterResolved, noon.Add(time.Hour)); n != 0 {
+	if n := bucketCount(store, quarantine.CounterResolved, noon.Add(time.Hour)); n != 0 {
 		t.Errorf("resolved of the comeback hour = %d, want 0", n)
 	}
-	if n := bucket(quarantine.CounterCameBack, noon.Add(time.Hour)); n != 1 {
+	if n := bucketCount(store, quarantine.CounterCameBack, noon.Add(time.Hour)); n != 1 {
 		t.Errorf("came back = %d, want 1", n)
 	}
-	if n := sum(func(s int) quarantine.CounterKey {
+	if n := counterSum(store, func(s int) quarantine.CounterKey {
 		return quarantine.PolicyCounterKey("inventory", "p1", quarantine.CounterPolicyCameBack, s)
 	}); n != 1 {
 		t.Errorf("policy came back = %d, want 1: its breaker must see a comeback after RESOLVED", n)
@@ -278,38 +192,18 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 func TestSendByIngestIsNotAnArrival(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m-orig", `{"event_id":"evt-9"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m-orig", `{"event_id":"evt-9"}`))
 	rec := out.Record
 	if !rec.HasMessage("m-orig") || rec.Attempts[0].Kind != quarantine.AttemptArrival {
 		t.Fatalf("the arrival is not recognised: %+v", rec.Attempts)
 	}
-	claimed, err := rec.Claim(quarantine.ActorIngest, clk.Now(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec, claimed); err != nil {
-		t.Fatal(err)
-	}
-	sent, err := claimed.MarkRedriven(quarantine.ActorIngest, "m-replay", clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, claimed, sent); err != nil {
-		t.Fatal(err)
-	}
+	sent := sendReplay(t, store, clk, rec.DLQID, quarantine.ActorIngest, "m-replay")
 	if sent.HasMessage("m-replay") {
 		t.Fatal("a send by actor ingest is taken for an arrival")
 	}
 	// The replay fails again: it is appended and the record is open again.
 	clk.Advance(time.Second)
-	back, err := q.Quarantine(ctx, msg("m-replay", `{"event_id":"evt-9"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := quarantined(t, q, msg("m-replay", `{"event_id":"evt-9"}`))
 	if back.Result != ingest.ResultAppended || back.Record.Status != quarantine.StatusQuarantined {
 		t.Fatalf("the replay's comeback: %s, %s; want appended, QUARANTINED", back.Result, back.Record.Status)
 	}
@@ -336,28 +230,18 @@ func TestSendByIngestIsNotAnArrival(t *testing.T) {
 func TestPayloadReadsKeepTheFailureHistory(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m-first", `{"event_id":"evt-r"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m-first", `{"event_id":"evt-r"}`))
 	rec := out.Record
 	attempts := rec.AttemptCount
-	for i := 0; i < 25; i++ {
-		clk.Advance(time.Second)
-		next, err := rec.NotePayloadRead(fmt.Sprintf("reader-%d", i), clk.Now())
-		if err != nil {
-			t.Fatal(err)
+	reads := make([]transition, 25)
+	for i := range reads {
+		reads[i] = func(r *quarantine.Record) (*quarantine.Record, error) {
+			clk.Advance(time.Second)
+			return r.NotePayloadRead(fmt.Sprintf("reader-%d", i), clk.Now())
 		}
-		if err := store.Replace(ctx, rec, next); err != nil {
-			t.Fatal(err)
-		}
-		rec = next
 	}
-	got, err := store.Get(ctx, rec.DLQID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apply(t, store, nil, rec.DLQID, reads...)
+	got := mustGet(t, store, rec.DLQID)
 	if err := quarantine.Verify(got); err != nil {
 		t.Fatal(err)
 	}
@@ -374,10 +258,7 @@ func TestPayloadReadsKeepTheFailureHistory(t *testing.T) {
 func TestTrimmedHistoryKeepsTheFirstArrival(t *testing.T) {
 	t.Parallel()
 	q, _, _, clk := newQ(t)
-	out, err := q.Quarantine(context.Background(), msg("m-first", `{"event_id":"evt-t"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m-first", `{"event_id":"evt-t"}`))
 	rec := out.Record
 	for i := 0; i < 30; i++ {
 		clk.Advance(time.Second)
@@ -403,23 +284,14 @@ func TestTrimmedHistoryKeepsTheFirstArrival(t *testing.T) {
 func TestPayloadReadDoesNotRecountAPolicySend(t *testing.T) {
 	t.Parallel()
 	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m-p", `{"event_id":"evt-p"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m-p", `{"event_id":"evt-p"}`))
 	rec := out.Record
-	claimed, err := rec.Claim("policy:p1", clk.Now(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, rec, claimed); err != nil {
-		t.Fatal(err)
-	}
-	sent, err := claimed.MarkRedriven("policy:p1", "m-sent", clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimed := apply(t, store, nil, rec.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Claim("policy:p1", clk.Now(), time.Minute)
+	})
+	sent := apply(t, store, nil, rec.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkRedriven("policy:p1", "m-sent", clk.Now())
+	})
 	policySent := func(prev, r *quarantine.Record) int {
 		n := 0
 		for _, d := range quarantine.CounterDeltas(prev, r) {
@@ -431,9 +303,6 @@ func TestPayloadReadDoesNotRecountAPolicySend(t *testing.T) {
 	}
 	if n := policySent(claimed, sent); n != 1 {
 		t.Fatalf("the send counts %d times", n)
-	}
-	if err := store.Replace(ctx, claimed, sent); err != nil {
-		t.Fatal(err)
 	}
 	read, err := sent.NotePayloadRead("alice", clk.Now())
 	if err != nil {

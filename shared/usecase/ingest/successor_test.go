@@ -25,10 +25,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 	ctx := context.Background()
 	q, store, _, clk := newQ(t)
 	m1 := msg("m1", validBody)
-	out, err := q.Quarantine(ctx, m1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, m1)
 	base := out.Record.DLQID
 	stub := archiveRecord(t, store, clk, base)
 
@@ -38,10 +35,7 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 	}
 	// A genuine re-failure of the same event.
 	m2 := msg("m2", validBody)
-	out, err = q.Quarantine(ctx, m2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out = quarantined(t, q, m2)
 	succ := out.Record
 	if out.Result != ingest.ResultCreated || succ.DLQID != base+"#r1" {
 		t.Fatalf("re-failure after archive: %s at %q, want a new record at %q", out.Result, succ.DLQID, base+"#r1")
@@ -77,27 +71,13 @@ func TestArrivalAfterArchiveOpensALinkedSuccessor(t *testing.T) {
 
 	// The successor's replay carries its id and comes back to it, not
 	// flagged as forged.
-	r := mustGet(t, store, succ.DLQID)
-	c, err := r.Claim("ops", clk.Now(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, r, c); err != nil {
-		t.Fatal(err)
-	}
-	sent, err := c.MarkRedriven("ops", "replay-1", clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Replace(ctx, c, sent); err != nil {
-		t.Fatal(err)
-	}
+	sendReplay(t, store, clk, succ.DLQID, "ops", "replay-1")
 	back := msg("replay-1", validBody)
 	back.Attributes = map[string]quarantine.Attribute{
 		quarantine.AttrRecordID:     {DataType: "String", StringValue: succ.DLQID},
 		quarantine.AttrRedriveCount: {DataType: "Number", StringValue: "2"},
 	}
-	out, err = q.Quarantine(ctx, back)
+	out, err := q.Quarantine(ctx, back)
 	if err != nil || out.Result != ingest.ResultAppended || out.Record.DLQID != succ.DLQID || out.Record.Status != quarantine.StatusQuarantined {
 		t.Fatalf("the successor's replay came back: %+v %v", out, err)
 	}
@@ -135,10 +115,7 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q, store, _, clk := newQ(t)
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", validBody))
 	base := out.Record.DLQID
 	read := mustGet(t, store, base)
 	r := read.Clone()
@@ -151,7 +128,7 @@ func TestArrivalForTamperedRecordOpensASuccessor(t *testing.T) {
 		t.Fatalf("tampered record verifies: %v", err)
 	}
 	clk.Advance(time.Second)
-	out, err = q.Quarantine(ctx, msg("m2", validBody))
+	out, err := q.Quarantine(ctx, msg("m2", validBody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +166,7 @@ func TestSuccessorChainSkipsAnotherKeysRecord(t *testing.T) {
 	ctx := context.Background()
 	q, store, _, clk := newQ(t)
 	body := func(id string) string { return strings.Replace(validBody, `"evt-1"`, `"`+id+`"`, 1) }
-	out, err := q.Quarantine(ctx, msg("a1", body("evt-1")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("a1", body("evt-1")))
 	base := out.Record.DLQID
 	other, err := q.Quarantine(ctx, msg("b1", body("evt-1#r1")))
 	if err != nil || other.Record.DLQID != base+"#r1" {
@@ -223,10 +197,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 	fixed := strings.Replace(validBody, `"evt-1"`, `"evt-1-fixed"`, 1)
 	setup := func(t *testing.T) (*quarantiner, *memstore.Store, *clock.Fake, *quarantine.Record) {
 		q, store, _, clk := newQ(t)
-		out, err := q.Quarantine(ctx, msg("m1", bad))
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := quarantined(t, q, msg("m1", bad))
 		r, err := q.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "wrong event id", Body: []byte(fixed), NewKey: true})
 		if err != nil {
 			t.Fatal(err)
@@ -237,22 +208,10 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 		return q, store, clk, r
 	}
 	replay := func(t *testing.T, store *memstore.Store, clk *clock.Fake, id string) *quarantine.Record {
-		r := mustGet(t, store, id)
-		c, err := r.Claim("ops", clk.Now(), time.Minute)
-		if err != nil {
+		if _, err := mustGet(t, store, id).Claim("ops", clk.Now(), time.Minute); err != nil {
 			return nil
 		}
-		if err := store.Replace(ctx, r, c); err != nil {
-			t.Fatal(err)
-		}
-		s, err := c.MarkRedriven("ops", "sent", clk.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, c, s); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sendReplay(t, store, clk, id, "ops", "sent")
 	}
 	comeback := func(id string, round int, n string, body string) ingest.Message {
 		m := msg("replay-"+id+"-"+n+"-"+string(rune('0'+round)), body)
@@ -272,10 +231,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 				t.Fatalf("round %d not claimable", round)
 			}
 			clk.Advance(time.Second)
-			out, err := q.Quarantine(ctx, comeback(r.DLQID, round, "1", fixed))
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := quarantined(t, q, comeback(r.DLQID, round, "1", fixed))
 			if out.Result != ingest.ResultAppended || out.Record.DLQID != r.DLQID {
 				t.Fatalf("round %d came back as %s at a record of its own", round, out.Result)
 			}
@@ -310,10 +266,7 @@ func TestCorrectedReplayUnderNewKeyComesBackToItsRecord(t *testing.T) {
 			replay(t, store, clk, r.DLQID)
 			before := mustGet(t, store, r.DLQID)
 			m := build(r)
-			out, err := q.Quarantine(ctx, m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := quarantined(t, q, m)
 			if out.Result != ingest.ResultCreated || out.Record.DLQID != newKeyID {
 				t.Fatalf("%s: %s at %q, want a new record under the new key", name, out.Result, out.Record.DLQID)
 			}
@@ -338,12 +291,9 @@ func TestNewKeyCorrectionNeedsRoomForTheRecordID(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
 		m.Attributes[k] = quarantine.Attribute{DataType: "String", StringValue: "v"}
 	}
-	out, err := q.Quarantine(ctx, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, m)
 	fixed := strings.Replace(validBody, `"evt-1"`, `"evt-2"`, 1)
-	_, err = q.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "a", Reason: "r", Body: []byte(fixed), NewKey: true})
+	_, err := q.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "a", Reason: "r", Body: []byte(fixed), NewKey: true})
 	var ce *quarantine.CorrectionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "needs room for 2 more") {
 		t.Fatalf("9 attributes and a new key: %v", err)
@@ -354,17 +304,13 @@ func TestNewKeyCorrectionNeedsRoomForTheRecordID(t *testing.T) {
 // group (Message.After), even when the clock has not moved.
 func TestArrivalIsStampedAfterItsPredecessorInTheGroup(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	q, _, _, clk := newQ(t)
 	var after time.Time
 	var seen []time.Time
 	for i, id := range []string{"evt-a", "evt-b", "evt-c"} {
 		m := msg("m"+id, strings.Replace(validBody, `"evt-1"`, `"`+id+`"`, 1))
 		m.MessageGroupID, m.SequenceNumber, m.After = "g", "1000000000000000000000"+string(rune('0'+i)), after
-		out, err := q.Quarantine(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := quarantined(t, q, m)
 		if out.Record.SequenceNumber != m.SequenceNumber || out.Record.MessageGroupID != "g" {
 			t.Fatalf("sequence %q group %q", out.Record.SequenceNumber, out.Record.MessageGroupID)
 		}
@@ -382,10 +328,7 @@ func TestConcurrentArrivalsAfterArchiveShareOneSuccessor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q, store, _, clk := newQ(t)
-	out, err := q.Quarantine(ctx, msg("m0", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m0", validBody))
 	stub := archiveRecord(t, store, clk, out.Record.DLQID)
 	const n = 16
 	results := make([]ingest.Result, n)
@@ -427,16 +370,13 @@ func TestArrivalForAHeldRecordOpensASuccessor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q, store, _, clk := newQ(t)
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := quarantined(t, q, msg("m1", validBody))
 	base := out.Record
 	if err := store.Hold(ctx, quarantine.IntegrityHold{ID: base.DLQID, Version: base.Version, Reason: "payload_mismatch", At: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	out, err = q.Quarantine(ctx, msg("m2", validBody))
+	out, err := q.Quarantine(ctx, msg("m2", validBody))
 	if err != nil {
 		t.Fatalf("arrival for a held record: %v", err)
 	}
@@ -454,10 +394,7 @@ func TestArrivalForAHeldRecordOpensASuccessor(t *testing.T) {
 func TestArrivalForATamperedRecordIsRefused(t *testing.T) {
 	ctx := context.Background()
 	q, store, _, _ := newQ(t)
-	first, err := q.Quarantine(ctx, msg("m1", badNDC))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := quarantined(t, q, msg("m1", badNDC))
 	id := first.Record.DLQID
 	store.Tamper(id, func(r *quarantine.Record) { r.RedriveCount = 0; r.FailureClass = quarantine.ClassExhausted })
 	found, _ := store.Get(ctx, id)
