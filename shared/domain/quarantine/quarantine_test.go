@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 )
 
 func TestSealVerifiesAndDetectsEveryFieldChange(t *testing.T) {
@@ -252,15 +253,7 @@ func TestCompareSequence(t *testing.T) {
 
 func compileSchema(t *testing.T, schema string) *jsonschema.Schema {
 	t.Helper()
-	var doc any
-	if err := json.Unmarshal([]byte(schema), &doc); err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("s.json")
+	sch, err := schemas.Parse("s.json", []byte(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
