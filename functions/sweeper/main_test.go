@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
@@ -77,7 +77,7 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if problems, err := archive.VerifyStub(ctx, st.Clients.S3, stub); err != nil || len(problems) != 0 {
+	if problems, err := s3store.VerifyStub(ctx, st.Clients.S3, stub); err != nil || len(problems) != 0 {
 		t.Fatal(problems, err)
 	}
 	if strings.Contains(f.Output(), "inv-1") {

@@ -82,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	sw := sweeper.New(f.store, dynamostore.NewLister(st.Clients.DynamoDB, st.Names["QuarantineTable"]), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
-		st.Clients.S3, nil, f.clock.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		s3store.Archiver{API: st.Clients.S3}, nil, f.clock.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 3650 * 24 * time.Hour})
 	if rep, err := sw.Run(ctx); err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("archive p1: %+v %v", rep, err)

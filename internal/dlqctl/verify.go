@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -67,7 +68,7 @@ func (a *App) Verify(ctx context.Context) error {
 			}
 			if r.Status == quarantine.StatusArchived {
 				res.Archived++
-				probs, err := archive.VerifyStub(ctx, c.S3, r)
+				probs, err := s3store.VerifyStub(ctx, c.S3, r)
 				if err != nil {
 					probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
 				}

@@ -79,7 +79,7 @@ func Sweeper(ctx context.Context, cfg sweeper.FunctionConfig, c *Clients, rt Run
 		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), CloudWatch: newCloudWatch(aws)}
 	}
 	return sweeper.New(dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName),
-		s3store.New(c.S3, cfg.PayloadBucket, ""), c.S3, c.CloudWatch, rt.Now, rt.Log, cfg.Sweeper), nil
+		s3store.New(c.S3, cfg.PayloadBucket, ""), s3store.Archiver{API: c.S3}, c.CloudWatch, rt.Now, rt.Log, cfg.Sweeper), nil
 }
 
 // Metrics builds the metrics function (its Lambda handler is

@@ -22,7 +22,6 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
-	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -50,7 +49,7 @@ type DynamoDB interface {
 // S3 is what the functions need of the S3 client.
 type S3 interface {
 	s3store.API
-	archive.API
+	s3store.ArchiveAPI
 }
 
 // SQS is what the functions need of the SQS client.

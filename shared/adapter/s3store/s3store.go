@@ -1,5 +1,7 @@
-// Package s3payload is the S3 adapter for quarantine.PayloadStore: the claim
-// check for bodies and attribute sets too large for a DynamoDB item. Objects
+// Package s3store is the S3 adapter: the archive objects in the Object Lock
+// bucket (archive.go: Archiver, ReadArchive, VerifyStub), and the payload
+// store (quarantine.PayloadStore), the claim check for bodies and attribute
+// sets too large for a DynamoDB item. Payload objects
 // are written with SSE-KMS and a SHA-256 checksum that S3 verifies on upload.
 //
 // Keys are content-addressed (the caller puts the SHA-256 in the key), and

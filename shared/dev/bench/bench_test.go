@@ -373,7 +373,7 @@ func BenchmarkSweeperThroughput(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		parkAll(b, st, sweepRecords)
 		svc := sweeper.New(store, dynamostore.NewLister(st.Clients.DynamoDB, table), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
-			st.Clients.S3, nil, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			s3store.Archiver{API: st.Clients.S3}, nil, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			sweeper.Config{Bucket: bucket, Retention: 24 * time.Hour, MaxPerRun: 100000})
 		start := time.Now()
 		rep, err := svc.Run(ctx)

@@ -27,7 +27,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
-	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -594,7 +593,7 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 				wrong("%s, want ARCHIVED (parked as poison at the cap)", r.Status)
 				continue
 			}
-			problems, err := archive.VerifyStub(ctx, st.Clients.S3, r)
+			problems, err := s3store.VerifyStub(ctx, st.Clients.S3, r)
 			if err != nil || len(problems) > 0 {
 				rep.BadStubs = append(rep.BadStubs, fmt.Sprintf("%s: %v %v", id, problems, err))
 			}

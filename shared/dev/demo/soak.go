@@ -25,7 +25,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
-	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -566,14 +565,14 @@ func explainsDuplicate(a quarantine.Attempt, round string) bool {
 // checkArchived verifies an ARCHIVED stub against its object and that the
 // object holds the original body verbatim.
 func (s *soak) checkArchived(ctx context.Context, stub *quarantine.Record, body string) error {
-	problems, err := archive.VerifyStub(ctx, s.st.Clients.S3, stub)
+	problems, err := s3store.VerifyStub(ctx, s.st.Clients.S3, stub)
 	if err != nil {
 		return err
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%v", problems)
 	}
-	env, err := archive.Read(ctx, s.st.Clients.S3, stub.Archive)
+	env, err := s3store.ReadArchive(ctx, s.st.Clients.S3, stub.Archive)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func TestLifecycleProperties(t *testing.T) {
 		clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		q := ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
 		k := quarantine.Corrector{Store: store, Payloads: payloads, Now: clk.Now, Sources: map[string]*quarantine.Source{name: src}}
-		sw := sweeper.New(store, list, payloads, stack.Clients.S3, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sw := sweeper.New(store, list, payloads, s3store.Archiver{API: stack.Clients.S3}, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			sweeper.Config{Bucket: stack.Names["ArchiveBucket"], Retention: 3650 * 24 * time.Hour})
 		model := map[string]*seen{}
 		keys := []string{"a", "b", "c"}

@@ -27,7 +27,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/s3fake"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
-	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
 
@@ -457,7 +456,7 @@ func TestRedriveRateIsACapPerSource(t *testing.T) {
 	}
 }
 
-// capture is an archive.API that records the put.
+// capture is an s3store.ArchiveAPI that records the put.
 type capture struct{ put *s3.PutObjectInput }
 
 func (c *capture) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
@@ -512,7 +511,7 @@ func TestArchivePutsAreCreatesOnly(t *testing.T) {
 	}
 	api := &capture{}
 	raw := []byte(`{"format":1}`)
-	if _, _, err := archive.Put(context.Background(), api, aws.ToString(b.BucketName), "", "archive/k", raw, "00", time.Now().Add(time.Hour)); err != nil {
+	if _, _, err := (s3store.Archiver{API: api}).PutArchive(context.Background(), aws.ToString(b.BucketName), "", "archive/k", raw, "00", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if api.put == nil || denied(api.put) || aws.ToString(api.put.IfNoneMatch) != "*" {

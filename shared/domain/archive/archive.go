@@ -1,25 +1,19 @@
-// Package archive writes and verifies the write-once archive objects the
-// sweeper puts in the S3 Object Lock bucket: one object per record version,
-// holding the full sealed record and its payload.
+// Package archive is the write-once archive object the sweeper puts in the
+// S3 Object Lock bucket (one object per record version, holding the full
+// sealed record and its payload): its envelope, its key, and the checks of
+// an ARCHIVED stub against what its object holds. The S3 side (writing with
+// a lock, reading, listing versions and retention) is adapter/s3store's.
 package archive
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -143,138 +137,72 @@ func (e *Envelope) CorrectionBody(n int) ([]byte, error) {
 	return nil, fmt.Errorf("no correction %d", n)
 }
 
-// API is the part of the S3 client archiving and verification use.
-type API interface {
-	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
-	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	GetObjectRetention(ctx context.Context, in *s3.GetObjectRetentionInput, opts ...func(*s3.Options)) (*s3.GetObjectRetentionOutput, error)
-	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, opts ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
-}
-
 // ErrMismatch means an archive object or its lock is not what the stub says.
 var ErrMismatch = quarantine.ErrArchiveMismatch
 
-// Put writes raw under key with COMPLIANCE retention until retainUntil, an
-// S3-verified SHA-256 checksum and SSE-KMS, only if no object exists there
-// (If-None-Match: *). If one does (a crashed run wrote it), it must hold the
-// same bytes; its version and its actual retain-until are then returned. A
-// different object is an error.
-func Put(ctx context.Context, api API, bucket, kmsKey, key string, raw []byte, sum string, retainUntil time.Time) (string, time.Time, error) {
-	digest, _ := hex.DecodeString(sum)
-	in := &s3.PutObjectInput{
-		Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(raw),
-		ContentLength:             aws.Int64(int64(len(raw))),
-		ContentType:               aws.String("application/json"),
-		ChecksumSHA256:            aws.String(base64.StdEncoding.EncodeToString(digest)),
-		IfNoneMatch:               aws.String("*"),
-		ObjectLockMode:            types.ObjectLockModeCompliance,
-		ObjectLockRetainUntilDate: aws.Time(retainUntil),
-		ServerSideEncryption:      types.ServerSideEncryptionAwsKms,
-	}
-	if kmsKey != "" {
-		in.SSEKMSKeyId = aws.String(kmsKey)
-	}
-	out, err := api.PutObject(ctx, in)
-	if err == nil {
-		return aws.ToString(out.VersionId), retainUntil, nil
-	}
-	if !preconditionFailed(err) {
-		return "", time.Time{}, fmt.Errorf("put archive object %s: %w", key, err)
-	}
-	existing, version, err := get(ctx, api, bucket, key, "")
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	if got := sha256.Sum256(existing); hex.EncodeToString(got[:]) != sum {
-		return "", time.Time{}, fmt.Errorf("archive object %s exists with other content: %w", key, ErrMismatch)
-	}
-	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: optional(version)})
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("retention of archive object %s: %w", key, err)
-	}
-	if ret.Retention == nil || ret.Retention.Mode != types.ObjectLockRetentionModeCompliance || ret.Retention.RetainUntilDate == nil {
-		return "", time.Time{}, fmt.Errorf("archive object %s is not under COMPLIANCE retention: %w", key, ErrMismatch)
-	}
-	return version, ret.Retention.RetainUntilDate.UTC(), nil
-}
-
-func preconditionFailed(err error) bool {
-	var code interface{ ErrorCode() string }
-	if errors.As(err, &code) {
-		switch code.ErrorCode() {
-		case "PreconditionFailed", "ConditionalRequestConflict":
-			return true
-		}
-	}
-	return strings.Contains(err.Error(), "StatusCode: 412")
-}
-
-func get(ctx context.Context, api API, bucket, key, version string) ([]byte, string, error) {
-	in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
-	if version != "" {
-		in.VersionId = aws.String(version)
-	}
-	out, err := api.GetObject(ctx, in)
-	if err != nil {
-		return nil, "", fmt.Errorf("get archive object %s: %w", key, err)
-	}
-	defer out.Body.Close()
-	raw, err := io.ReadAll(out.Body)
-	if err != nil {
-		return nil, "", fmt.Errorf("read archive object %s: %w", key, err)
-	}
-	return raw, aws.ToString(out.VersionId), nil
-}
-
-// Read returns the envelope an archive reference points at.
-func Read(ctx context.Context, api API, ref *quarantine.ArchiveRef) (*Envelope, error) {
-	raw, _, err := get(ctx, api, ref.Bucket, ref.Key, ref.VersionID)
-	if err != nil {
-		return nil, err
-	}
+// Decode reads an archive object's bytes as an envelope.
+func Decode(raw []byte, key string) (*Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(raw, &env); err != nil || env.Record == nil {
-		return nil, fmt.Errorf("archive object %s is not an archive envelope", ref.Key)
+		return nil, fmt.Errorf("archive object %s is not an archive envelope", key)
 	}
 	return &env, nil
 }
 
-// Problem is one thing VerifyStub found wrong.
+// Problem is one thing a check of a stub found wrong.
 type Problem struct {
 	ID   string
 	What string
 }
 
-// VerifyStub checks an ARCHIVED stub against its archive object: the stub's
-// own seal; the object's bytes against the stub's checksum; the archived
-// record's seal, its body against body_sha256, and the chain (the stub's
-// prev_seal is the archived seal); the object's lock (COMPLIANCE, retained
-// until the stub says). It returns every problem found, or an error when the
-// object cannot be read at all.
-func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Problem, error) {
-	var out []Problem
-	bad := func(format string, a ...any) {
-		out = append(out, Problem{ID: stub.DLQID, What: fmt.Sprintf(format, a...)})
-	}
+// Object is what the archive bucket holds for a stub's reference: the
+// object's bytes, the version ids under its key, and its lock, each with
+// the error code (VersionsErr, LockErr) when it could not be read.
+type Object struct {
+	Raw         []byte
+	Versions    []string
+	VersionsErr string
+	Lock        *Lock
+	LockErr     string
+}
+
+// Lock is an object's Object Lock retention.
+type Lock struct {
+	Compliance  bool // mode COMPLIANCE
+	RetainUntil *time.Time
+}
+
+// CheckStub checks the stub on its own: its seal, and that it is an
+// ARCHIVED stub with an archive reference. ok is false when there is no
+// object to check it against.
+func CheckStub(stub *quarantine.Record) (problems []Problem, ok bool) {
+	bad := problemsOf(stub, &problems)
 	if err := quarantine.Verify(stub); err != nil {
 		bad("stub: %v", err)
 	}
-	a := stub.Archive
-	if stub.Status != quarantine.StatusArchived || a == nil {
+	if stub.Status != quarantine.StatusArchived || stub.Archive == nil {
 		bad("not an archived stub")
-		return out, nil
+		return problems, false
 	}
-	raw, _, err := get(ctx, api, a.Bucket, a.Key, a.VersionID)
-	if err != nil {
-		return out, err
-	}
-	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != a.SHA256 {
+	return problems, true
+}
+
+// CheckObject checks an ARCHIVED stub against its archive object: the
+// object's bytes against the stub's checksum; the archived record's seal,
+// its body against body_sha256, and the chain (the stub's prev_seal is the
+// archived seal); one version under the key, the one the stub names; the
+// lock (COMPLIANCE, retained until the stub says).
+func CheckObject(stub *quarantine.Record, obj Object) []Problem {
+	var out []Problem
+	bad := problemsOf(stub, &out)
+	a := stub.Archive
+	if sum := sha256.Sum256(obj.Raw); hex.EncodeToString(sum[:]) != a.SHA256 {
 		bad("object checksum %x differs from the stub's %s", sum, a.SHA256)
 	}
-	var env Envelope
-	if err := json.Unmarshal(raw, &env); err != nil || env.Record == nil {
+	env, err := Decode(obj.Raw, a.Key)
+	if err != nil {
 		bad("object is not an archive envelope")
-		return out, nil
+		return out
 	}
 	rec := env.Record
 	if err := quarantine.Verify(rec); err != nil {
@@ -305,43 +233,24 @@ func VerifyStub(ctx context.Context, api API, stub *quarantine.Record) ([]Proble
 	// The sweeper writes exactly one version per key, and COMPLIANCE keeps
 	// it: a second version means someone wrote beside it, and a stub that
 	// points at another version than the first was swapped.
-	vs, err := api.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(a.Bucket), Prefix: aws.String(a.Key)})
-	if err != nil {
-		bad("object versions unreadable: %s", errCode(err))
-	} else {
-		var ids []string
-		for _, v := range vs.Versions {
-			if aws.ToString(v.Key) == a.Key {
-				ids = append(ids, aws.ToString(v.VersionId))
-			}
-		}
-		if len(ids) != 1 || (a.VersionID != "" && ids[0] != a.VersionID) {
-			bad("archive key holds versions %v; the stub names %s", ids, a.VersionID)
-		}
+	if obj.VersionsErr != "" {
+		bad("object versions unreadable: %s", obj.VersionsErr)
+	} else if len(obj.Versions) != 1 || (a.VersionID != "" && obj.Versions[0] != a.VersionID) {
+		bad("archive key holds versions %v; the stub names %s", obj.Versions, a.VersionID)
 	}
-	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(a.Bucket), Key: aws.String(a.Key), VersionId: optional(a.VersionID)})
 	switch {
-	case err != nil:
-		bad("object has no readable retention: %v", errCode(err))
-	case ret.Retention == nil || ret.Retention.Mode != types.ObjectLockRetentionModeCompliance:
+	case obj.LockErr != "":
+		bad("object has no readable retention: %v", obj.LockErr)
+	case obj.Lock == nil || !obj.Lock.Compliance:
 		bad("object lock mode is not COMPLIANCE")
-	case ret.Retention.RetainUntilDate == nil || ret.Retention.RetainUntilDate.Before(a.RetainUntil.Add(-time.Second)):
-		bad("object retained until %v, the stub says %s", ret.Retention.RetainUntilDate, a.RetainUntil)
+	case obj.Lock.RetainUntil == nil || obj.Lock.RetainUntil.Before(a.RetainUntil.Add(-time.Second)):
+		bad("object retained until %v, the stub says %s", obj.Lock.RetainUntil, a.RetainUntil)
 	}
-	return out, nil
+	return out
 }
 
-func optional(s string) *string {
-	if s == "" {
-		return nil
+func problemsOf(stub *quarantine.Record, out *[]Problem) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		*out = append(*out, Problem{ID: stub.DLQID, What: fmt.Sprintf(format, a...)})
 	}
-	return aws.String(s)
-}
-
-func errCode(err error) string {
-	var code interface{ ErrorCode() string }
-	if errors.As(err, &code) {
-		return code.ErrorCode()
-	}
-	return "unavailable"
 }

@@ -434,7 +434,7 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs})
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	rd := redrive.New(store, list, payloads, st.Clients.SQS, srcs, nil, log, redrive.Config{ApprovalThreshold: 10000, SettleWindow: time.Millisecond, SettleMargin: time.Millisecond})
-	sw := sweeper.New(store, list, payloads, st.Clients.S3, nil, nil, log, sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 30 * 24 * time.Hour})
+	sw := sweeper.New(store, list, payloads, s3store.Archiver{API: st.Clients.S3}, nil, nil, log, sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 30 * 24 * time.Hour})
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

@@ -74,12 +74,21 @@ type MetricsAPI interface {
 	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
 }
 
+// Archiver writes archive objects (adapter/s3store.Archiver): raw under key
+// in bucket, encrypted with kmsKey and locked in COMPLIANCE mode until
+// retainUntil, only if the key is free or already holds exactly raw (its
+// hex SHA-256 sum). It returns the object's version and its actual
+// retain-until.
+type Archiver interface {
+	PutArchive(ctx context.Context, bucket, kmsKey, key string, raw []byte, sum string, retainUntil time.Time) (string, time.Time, error)
+}
+
 // Service is the sweeper.
 type Service struct {
 	store    quarantine.Store
 	lister   quarantine.Lister
 	payloads quarantine.PayloadStore
-	s3       archive.API
+	archives Archiver
 	metrics  MetricsAPI
 	now      func() time.Time
 	log      *slog.Logger
@@ -87,7 +96,7 @@ type Service struct {
 }
 
 // New returns a Service; now may be nil for time.Now.
-func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.PayloadStore, s3 archive.API, metrics MetricsAPI,
+func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.PayloadStore, archives Archiver, metrics MetricsAPI,
 	now func() time.Time, log *slog.Logger, cfg Config) *Service {
 	if now == nil {
 		now = time.Now
@@ -101,7 +110,7 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 	if cfg.Namespace == "" {
 		cfg.Namespace = emf.Namespace
 	}
-	return &Service{store: store, lister: lister, payloads: payloads, s3: s3, metrics: metrics, now: now, log: log, cfg: cfg}
+	return &Service{store: store, lister: lister, payloads: payloads, archives: archives, metrics: metrics, now: now, log: log, cfg: cfg}
 }
 
 // Archived is one record the run archived.
@@ -256,7 +265,7 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 	}
 	key := archive.Key(rec)
 	retain := now.Add(s.cfg.Retention).UTC().Truncate(time.Second)
-	version, retain, err := archive.Put(ctx, s.s3, s.cfg.Bucket, s.cfg.KMSKeyID, key, raw, sum, retain)
+	version, retain, err := s.archives.PutArchive(ctx, s.cfg.Bucket, s.cfg.KMSKeyID, key, raw, sum, retain)
 	if err != nil {
 		return nil, err
 	}

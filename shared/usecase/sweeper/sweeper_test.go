@@ -63,12 +63,12 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) sweeper(store quarantine.Store, s3api archive.API) *sweeper.Service {
+func (e *env) sweeper(store quarantine.Store, s3api s3store.ArchiveAPI) *sweeper.Service {
 	return e.sweeperOn(store, e.lister, s3api)
 }
 
 // sweeperOn is the sweeper on store (nil: the env's), listing with lister.
-func (e *env) sweeperOn(store quarantine.Store, lister quarantine.Lister, s3api archive.API) *sweeper.Service {
+func (e *env) sweeperOn(store quarantine.Store, lister quarantine.Lister, s3api s3store.ArchiveAPI) *sweeper.Service {
 	// Each stack its own namespace: the emulator's CloudWatch is process-wide.
 	if store == nil {
 		store = e.store
@@ -76,7 +76,7 @@ func (e *env) sweeperOn(store quarantine.Store, lister quarantine.Lister, s3api 
 	if s3api == nil {
 		s3api = e.st.Clients.S3
 	}
-	return sweeper.New(store, lister, e.payloads, s3api, e.st.Clients.CloudWatch, e.clock.Now,
+	return sweeper.New(store, lister, e.payloads, s3store.Archiver{API: s3api}, e.st.Clients.CloudWatch, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// Retention is counted from the fake clock: ten years keeps its
 		// retain-until in the real future, as S3 requires.
@@ -201,7 +201,7 @@ func TestArchiveIsWriteOnceAndVerifies(t *testing.T) {
 		if stub.Status != quarantine.StatusArchived || stub.Body != "" || stub.BodyRef != nil || stub.Archive == nil {
 			t.Fatalf("%s: stub %+v", r.DLQID, stub)
 		}
-		problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub)
+		problems, err := s3store.VerifyStub(ctx, e.st.Clients.S3, stub)
 		if err != nil || len(problems) != 0 {
 			t.Fatalf("%s: %v %v", r.DLQID, problems, err)
 		}
@@ -217,7 +217,7 @@ func TestArchiveIsWriteOnceAndVerifies(t *testing.T) {
 			Retention: &s3types.ObjectLockRetention{Mode: s3types.ObjectLockRetentionModeCompliance, RetainUntilDate: aws.Time(a.RetainUntil.Add(-24 * time.Hour))}}); err == nil {
 			t.Fatalf("%s: retention shortened", r.DLQID)
 		}
-		if problems, _ := archive.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) != 0 {
+		if problems, _ := s3store.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) != 0 {
 			t.Fatalf("%s after the attempts: %v", r.DLQID, problems)
 		}
 	}
@@ -281,7 +281,7 @@ func TestRerunAfterCrashMakesNoSecondVersion(t *testing.T) {
 	if n := e.versions(t, key); n != 1 {
 		t.Fatalf("%d object versions after the rerun, want 1", n)
 	}
-	if problems, err := archive.VerifyStub(context.Background(), e.st.Clients.S3, e.get(t, r.DLQID)); err != nil || len(problems) != 0 {
+	if problems, err := s3store.VerifyStub(context.Background(), e.st.Clients.S3, e.get(t, r.DLQID)); err != nil || len(problems) != 0 {
 		t.Fatal(problems, err)
 	}
 }
@@ -333,7 +333,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 		}
 	}
 	// Changed after selection: archived in its current state.
-	svc := sweeper.New(e.store, &changingLister{Lister: e.lister, change: refail("1")}, e.payloads, e.st.Clients.S3, nil, e.clock.Now,
+	svc := sweeper.New(e.store, &changingLister{Lister: e.lister, change: refail("1")}, e.payloads, s3store.Archiver{API: e.st.Clients.S3}, nil, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)), sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 3650 * 24 * time.Hour})
 	rep, err := svc.Run(ctx)
 	if err != nil || len(rep.Archived) != 1 {
@@ -363,7 +363,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 	if err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("next run: %+v %v", rep, err)
 	}
-	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, e.get(t, r2.DLQID)); err != nil || len(problems) != 0 {
+	if problems, err := s3store.VerifyStub(ctx, e.st.Clients.S3, e.get(t, r2.DLQID)); err != nil || len(problems) != 0 {
 		t.Fatal(problems, err)
 	}
 }
@@ -394,7 +394,7 @@ func TestYoungRecordsAreUntouched(t *testing.T) {
 }
 
 // unavailableS3 answers every PutObject with a 503.
-type unavailableS3 struct{ archive.API }
+type unavailableS3 struct{ s3store.ArchiveAPI }
 
 type slowDown struct{}
 
@@ -519,12 +519,12 @@ func TestArrivalAfterArchiveOpensASuccessorAndKeepsTheStub(t *testing.T) {
 	if stub.Status != quarantine.StatusArchived || stub.Seal != before.Seal || stub.Version != before.Version || stub.AttemptCount != before.AttemptCount {
 		t.Fatalf("stub %s v%d → v%d", stub.Status, before.Version, stub.Version)
 	}
-	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) != 0 {
+	if problems, err := s3store.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) != 0 {
 		t.Fatal(problems, err)
 	}
 	// A swapped object is still caught.
 	stub.Archive.SHA256 = strings.Repeat("0", 64)
-	if problems, _ := archive.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) == 0 {
+	if problems, _ := s3store.VerifyStub(ctx, e.st.Clients.S3, stub); len(problems) == 0 {
 		t.Fatal("a stub whose checksum does not match verifies")
 	}
 	// The successor is parked and archived in its turn, beside the stub.
@@ -534,7 +534,7 @@ func TestArrivalAfterArchiveOpensASuccessorAndKeepsTheStub(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	for _, id := range []string{r.DLQID, succ.DLQID} {
-		if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, e.get(t, id)); err != nil || len(problems) != 0 {
+		if problems, err := s3store.VerifyStub(ctx, e.st.Clients.S3, e.get(t, id)); err != nil || len(problems) != 0 {
 			t.Fatal(id, problems, err)
 		}
 	}
@@ -573,10 +573,10 @@ func TestCorrectedRecordArchivesOriginalAndCorrections(t *testing.T) {
 		t.Fatalf("sweep: %+v %v", rep, err)
 	}
 	stub := e.get(t, r.DLQID)
-	if problems, err := archive.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) > 0 {
+	if problems, err := s3store.VerifyStub(ctx, e.st.Clients.S3, stub); err != nil || len(problems) > 0 {
 		t.Fatalf("stub: %v %v", problems, err)
 	}
-	env, err := archive.Read(ctx, e.st.Clients.S3, stub.Archive)
+	env, err := s3store.ReadArchive(ctx, e.st.Clients.S3, stub.Archive)
 	if err != nil {
 		t.Fatal(err)
 	}
