@@ -41,7 +41,7 @@ bench:
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/domain/quarantine/
+	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/usecase/ingest/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
 

@@ -36,11 +36,7 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	if o.Reason == "" {
 		return &UsageError{errors.New("--reason is required: it is recorded in the sealed history")}
 	}
-	store, _, _, err := a.store(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := a.getRecord(ctx, store, o.ID)
+	store, _, r, err := a.openRecord(ctx, o.ID)
 	if err != nil {
 		return err
 	}

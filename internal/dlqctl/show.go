@@ -51,11 +51,7 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
-	store, _, payloads, err := a.store(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := a.getRecord(ctx, store, o.ID)
+	store, payloads, r, err := a.openRecord(ctx, o.ID)
 	if err != nil {
 		return err
 	}

@@ -3,13 +3,18 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,13 +24,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
@@ -207,5 +220,204 @@ func BenchmarkIngestBootstrap(b *testing.B) {
 		slices.Sort(starts)
 		b.ReportMetric(float64(starts[len(starts)/2].Microseconds())/1000, "startup-ms")
 		b.ReportMetric(float64(fi.Size())/1e6, "arm64-MB")
+	}
+}
+
+const redriveRecords = 5000
+
+// seedSource creates a source queue and quarantines n records for it.
+func seedSource(b *testing.B, st *embedded.Stack, n int) (*quarantine.Source, string, []*quarantine.Record) {
+	b.Helper()
+	ctx := context.Background()
+	name := embedded.RandomName("rb")
+	out, err := st.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, DLQName: name + "-dlq", IdempotencyPointer: "/event_id", RedriveCap: 3}
+	clock := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	q := ingest.NewQuarantiner(store, nil, func() time.Time { return clock }, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
+	var recs []*quarantine.Record
+	for i := range n {
+		clock = clock.Add(time.Millisecond) // distinct first_seen (docs/emulators.md)
+		o, err := q.Quarantine(ctx, ingest.Message{MessageID: strconv.Itoa(i), Body: []byte(inventory(i)), SourceARN: src.ARN})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, o.Record)
+	}
+	return src, aws.ToString(out.QueueUrl), recs
+}
+
+// BenchmarkRedriveThroughput replays 5,000 records with the redrive service
+// (batches of 50), then runs a raw loop of the same AWS calls on another
+// 5,000 (conditional claim PutItem, SendMessageBatch of 10, conditional mark
+// PutItem, with redrive's concurrency), and a naive replay that sends one
+// SendMessage per record, all in the same run.
+func BenchmarkRedriveThroughput(b *testing.B) {
+	ctx := context.Background()
+	st := embedded.ForTest(b, embedded.Options{NoS3: true})
+	table := st.Names["QuarantineTable"]
+	for i := 0; i < b.N; i++ {
+		// The service.
+		src, _, _ := seedSource(b, st, redriveRecords)
+		svc := redrive.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table), nil, st.Clients.SQS,
+			map[string]*quarantine.Source{src.Name: src}, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: redriveRecords})
+		start := time.Now()
+		rep, err := svc.Run(ctx, redrive.Request{Source: src.Name, RequestedBy: "bench", MaxMessages: redriveRecords, BatchSize: 50, Approve: true})
+		if err != nil || rep.Redriven.Count != redriveRecords {
+			b.Fatalf("redrive: %v, %d redriven", err, rep.Redriven.Count)
+		}
+		svcRate := redriveRecords / time.Since(start).Seconds()
+
+		// The raw loop of the same calls.
+		_, rawURL, recs := seedSource(b, st, redriveRecords)
+		type pair struct{ claim, mark *quarantine.Record }
+		var pairs []pair
+		now := time.Now()
+		for _, r := range recs {
+			c, err := r.Claim("bench", now, time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := c.MarkRedriven("bench", "m", now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pairs = append(pairs, pair{c, m})
+		}
+		put := func(r *quarantine.Record, version int64) {
+			item, _ := dynamostore.Marshal(r)
+			cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(version))).Build()
+			if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		start = time.Now()
+		for n := 0; n < len(pairs); n += 50 {
+			batch := pairs[n:min(n+50, len(pairs))]
+			inParallel(len(batch), func(j int) { put(batch[j].claim, batch[j].claim.Version-1) })
+			for k := 0; k < len(batch); k += 10 {
+				in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(rawURL)}
+				for j, p := range batch[k:min(k+10, len(batch))] {
+					in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(p.claim.Body)})
+				}
+				if _, err := st.Clients.SQS.SendMessageBatch(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			inParallel(len(batch), func(j int) { put(batch[j].mark, batch[j].claim.Version) })
+		}
+		rawRate := redriveRecords / time.Since(start).Seconds()
+
+		// The naive replay: read each record, send it alone, nothing else.
+		_, naiveURL, naive := seedSource(b, st, redriveRecords)
+		store := dynamostore.New(st.Clients.DynamoDB, table)
+		start = time.Now()
+		for _, r := range naive {
+			got, err := store.Get(ctx, r.DLQID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(naiveURL), MessageBody: aws.String(got.Body)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		naiveRate := redriveRecords / time.Since(start).Seconds()
+		b.ReportMetric(svcRate, "redrive-msgs/s")
+		b.ReportMetric(rawRate, "raw-msgs/s")
+		b.ReportMetric(svcRate/rawRate, "ratio")
+		b.ReportMetric(naiveRate, "naive-msgs/s")
+	}
+}
+
+// inParallel runs f for each index, redrive.Concurrency at a time, as the
+// service claims and marks the records of a batch.
+func inParallel(n int, f func(i int)) {
+	fanout.Run(context.Background(), n, redrive.Concurrency, func(_ context.Context, i int) error { f(i); return nil })
+}
+
+const sweepRecords = 2000
+
+// parkAll parks n fresh records of a new source.
+func parkAll(b *testing.B, st *embedded.Stack, n int) []*quarantine.Record {
+	b.Helper()
+	ctx := context.Background()
+	_, _, recs := seedSource(b, st, n)
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	var out []*quarantine.Record
+	for _, r := range recs {
+		p, err := r.ParkPoison("bench", time.Now().Add(-time.Hour))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Replace(ctx, r, p); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// BenchmarkSweeperThroughput archives 2,000 parked records with the sweeper
+// (one at a time, as it runs), then runs a raw loop of the calls each
+// archive needs at the same (sequential) concurrency: a conditional
+// Object Lock PutObject and a conditional PutItem, in the same run.
+func BenchmarkSweeperThroughput(b *testing.B) {
+	ctx := context.Background()
+	st := embedded.ForTest(b, embedded.Options{})
+	table, bucket := st.Names["QuarantineTable"], st.Names["ArchiveBucket"]
+	store := dynamostore.New(st.Clients.DynamoDB, table)
+	for i := 0; i < b.N; i++ {
+		parkAll(b, st, sweepRecords)
+		svc := sweeper.New(store, dynamostore.NewLister(st.Clients.DynamoDB, table), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
+			s3store.Archiver{API: st.Clients.S3}, nil, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			sweeper.Config{Bucket: bucket, Retention: 24 * time.Hour, MaxPerRun: 100000})
+		start := time.Now()
+		rep, err := svc.Run(ctx)
+		if err != nil || len(rep.Archived) < sweepRecords {
+			b.Fatalf("sweep: %v, archived %d", err, len(rep.Archived))
+		}
+		sweepRate := float64(len(rep.Archived)) / time.Since(start).Seconds()
+
+		raw := parkAll(b, st, sweepRecords)
+		type job struct {
+			key  string
+			body []byte
+			sum  string
+			stub *quarantine.Record
+			prev int64
+		}
+		var jobs []job
+		for _, r := range raw {
+			body, _ := json.Marshal(r)
+			sum := sha256.Sum256(body)
+			stub, err := r.ArchiveStub("bench", quarantine.ArchiveRef{Bucket: bucket, Key: "raw/" + r.DLQID, Seal: r.Seal}, time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			jobs = append(jobs, job{key: "raw/" + r.DLQID + "/" + strconv.Itoa(i), body: body, sum: base64.StdEncoding.EncodeToString(sum[:]), stub: stub, prev: r.Version})
+		}
+		start = time.Now()
+		for _, j := range jobs {
+			if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{
+				Bucket: aws.String(bucket), Key: aws.String(j.key), Body: bytes.NewReader(j.body), ChecksumSHA256: aws.String(j.sum),
+				IfNoneMatch: aws.String("*"), ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(24 * time.Hour)),
+			}); err != nil {
+				b.Fatal(err)
+			}
+			item, _ := dynamostore.Marshal(j.stub)
+			cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(j.prev))).Build()
+			if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rawRate := sweepRecords / time.Since(start).Seconds()
+		b.ReportMetric(sweepRate, "archived/s")
+		b.ReportMetric(rawRate, "raw/s")
+		b.ReportMetric(sweepRate/rawRate, "ratio")
 	}
 }

@@ -47,3 +47,33 @@ func ListIDs(ctx context.Context, l Lister, q ListQuery) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// firstMoreLimit is the page size FirstID reads on with after an empty
+// first page.
+const firstMoreLimit = 100
+
+// FirstID returns the first id q selects, or "" when it selects none. A
+// store may return an empty page with a cursor (DynamoDB applies a
+// listing's filter, the integrity hold's say, after its Limit): FirstID
+// then reads on, from q.Limit to at least 100 items a page, until an id or
+// the end. Use a Limit of 1 for the common case of one query.
+func FirstID(ctx context.Context, l Lister, q ListQuery) (string, error) {
+	page, err := l.List(ctx, q)
+	if err != nil || len(page.IDs) > 0 || page.Cursor == "" {
+		return firstOf(page), err
+	}
+	q.Cursor, q.Limit = page.Cursor, max(q.Limit, firstMoreLimit)
+	for page, err := range Pages(ctx, l, q) {
+		if err != nil || len(page.IDs) > 0 {
+			return firstOf(page), err
+		}
+	}
+	return "", nil
+}
+
+func firstOf(p ListPage) string {
+	if len(p.IDs) == 0 {
+		return ""
+	}
+	return p.IDs[0]
+}

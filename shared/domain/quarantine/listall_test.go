@@ -31,15 +31,14 @@ func (c *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quar
 
 func listStore(t *testing.T, n int) (*memstore.Store, []string) {
 	t.Helper()
-	q, store, _, clk := newQ(t)
+	store := memstore.New()
 	var ids []string
 	for i := range n {
-		out, err := q.Quarantine(context.Background(), msg(fmt.Sprintf("m%d", i), fmt.Sprintf(`{"event_id":"evt-%d"}`, i)))
-		if err != nil {
+		r := sealedRecord(t, fmt.Sprintf("evt-%d", i), validBody, fixtureTime.Add(time.Duration(i)*time.Second))
+		if err := store.Create(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, out.Record.DLQID)
-		clk.Advance(time.Second)
+		ids = append(ids, r.DLQID)
 	}
 	return store, ids
 }
@@ -120,5 +119,71 @@ func TestPagesStartsAtTheGivenCursor(t *testing.T) {
 	got, err := quarantine.ListIDs(context.Background(), store, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Limit: 3, Cursor: want[0]})
 	if err != nil || !slices.Equal(got, want[1:]) {
 		t.Fatalf("ListIDs from %s = %v, %v; want %v", want[0], got, err, want[1:])
+	}
+}
+
+// filterAfterLimit lists as DynamoDB does with a filter: it reads Limit
+// items, then drops the ids in hidden, so a page may be empty with a cursor.
+type filterAfterLimit struct {
+	ids    []string
+	hidden map[string]bool
+	limits []int
+}
+
+func (f *filterAfterLimit) List(_ context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	f.limits = append(f.limits, q.Limit)
+	start := 0
+	if q.Cursor != "" {
+		start = slices.Index(f.ids, q.Cursor) + 1
+	}
+	end := min(start+q.Limit, len(f.ids))
+	var page quarantine.ListPage
+	for _, id := range f.ids[start:end] {
+		if !f.hidden[id] {
+			page.IDs = append(page.IDs, id)
+		}
+	}
+	if end < len(f.ids) {
+		page.Cursor = f.ids[end-1]
+	}
+	return page, nil
+}
+
+func TestFirstIDReadsPastEmptyPages(t *testing.T) {
+	t.Parallel()
+	ids := make([]string, 150)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s#%03d", i)
+	}
+	hideFirst := func(n int) map[string]bool {
+		h := map[string]bool{}
+		for _, id := range ids[:n] {
+			h[id] = true
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name   string
+		hidden map[string]bool
+		want   string
+		limits []int
+	}{
+		{"first visible", nil, "s#000", []int{1}},
+		{"the first hidden", hideFirst(1), "s#001", []int{1, 100}},
+		{"a page and more hidden", hideFirst(120), "s#120", []int{1, 100, 100}},
+		{"all hidden", hideFirst(150), "", []int{1, 100, 100}},
+	} {
+		l := &filterAfterLimit{ids: ids, hidden: c.hidden}
+		got, err := quarantine.FirstID(context.Background(), l, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
+		if err != nil || got != c.want || !slices.Equal(l.limits, c.limits) {
+			t.Errorf("%s: FirstID = %q, %v after limits %v; want %q after %v", c.name, got, err, l.limits, c.want, c.limits)
+		}
+	}
+	empty := &filterAfterLimit{}
+	if got, err := quarantine.FirstID(context.Background(), empty, quarantine.ListQuery{Limit: 1}); err != nil || got != "" || len(empty.limits) != 1 {
+		t.Fatalf("FirstID of nothing = %q, %v after %d calls", got, err, len(empty.limits))
+	}
+	if _, err := quarantine.FirstID(context.Background(), &countingLister{Lister: &filterAfterLimit{ids: ids, hidden: hideFirst(5)}, failAt: 2}, quarantine.ListQuery{Limit: 1}); !errors.Is(err, errList) {
+		t.Fatalf("a failed List: %v", err)
 	}
 }

@@ -1,76 +1,25 @@
 package quarantine_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
-	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
-	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
-
-func inventorySource(t testing.TB) *quarantine.Source {
-	t.Helper()
-	sch, version, err := schemas.Compile("inventory-movement.v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &quarantine.Source{
-		Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", DLQName: "inventory-dlq",
-		IdempotencyPointer: "/event_id", Schema: sch, SchemaVersion: version, RedriveCap: 3,
-	}
-}
-
-const validBody = `{"event_id":"evt-1","ndc":"12345-678-90","lot":"L1","quantity_delta":-5,"schedule":"CII","facility":"F1","occurred_at":"2026-11-29T10:00:00Z"}`
-
-// quarantiner is ingest's use case with corrections beside it, on the
-// same store, payloads, clock and sources.
-type quarantiner struct {
-	*ingest.Quarantiner
-	quarantine.Corrector
-}
-
-func newQ(t testing.TB) (*quarantiner, *memstore.Store, *memstore.Payloads, *clock.Fake) {
-	t.Helper()
-	store, payloads := memstore.New(), memstore.NewPayloads()
-	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	src := inventorySource(t)
-	srcs := map[string]*quarantine.Source{src.Name: src}
-	q := &quarantiner{
-		ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: srcs}),
-		quarantine.Corrector{Store: store, Payloads: payloads, Now: clk.Now, Sources: srcs},
-	}
-	return q, store, payloads, clk
-}
-
-func msg(id, body string) ingest.Message {
-	return ingest.Message{
-		MessageID: id, Body: []byte(body), DLQARN: "arn:aws:sqs:us-east-1:000000000000:inventory-dlq",
-		SentTimestamp: 1764400000000, ReceiveCount: 1,
-	}
-}
 
 func TestSealVerifiesAndDetectsEveryFieldChange(t *testing.T) {
 	t.Parallel()
-	q, _, _, _ := newQ(t)
-	m := msg("m1", validBody)
-	m.Attributes = map[string]quarantine.Attribute{"a": {DataType: "String", StringValue: "v"}, "b": {DataType: "Binary", BinaryValue: []byte{1, 2}}}
-	m.TraceHeader = "Root=1-abc"
-	out, err := q.Quarantine(context.Background(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := out.Record
+	rec := sealedRecord(t, "k-1", validBody, fixtureTime)
+	rec.Attributes = map[string]quarantine.Attribute{"a": {DataType: "String", StringValue: "v"}, "b": {DataType: "Binary", BinaryValue: []byte{1, 2}}}
+	rec.TraceHeader = "Root=1-abc"
 	lease := rec.FirstSeen
 	rec.LeaseUntil = &lease
 	rec.AttributesRef = &quarantine.ObjectRef{Bucket: "b", Key: "k2", SHA256: "s2", Size: 2}
@@ -164,113 +113,6 @@ func mutate(t *testing.T, f reflect.Value) {
 	}
 }
 
-func TestDuplicateDeliveryIsANoOp(t *testing.T) {
-	t.Parallel()
-	q, store, _, _ := newQ(t)
-	ctx := context.Background()
-	first, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil || first.Result != ingest.ResultCreated {
-		t.Fatalf("first = %v, %v", first.Result, err)
-	}
-	dup, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil || dup.Result != ingest.ResultDuplicate {
-		t.Fatalf("dup = %v, %v", dup.Result, err)
-	}
-	all := store.All()
-	if len(all) != 1 || all[0].Version != 1 || all[0].AttemptCount != 1 {
-		t.Fatalf("records = %+v", all)
-	}
-}
-
-func TestRefailureAppendsAndChains(t *testing.T) {
-	t.Parallel()
-	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	first, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Minute)
-	second, err := q.Quarantine(ctx, msg("m2", validBody))
-	if err != nil || second.Result != ingest.ResultAppended {
-		t.Fatalf("second = %v, %v", second.Result, err)
-	}
-	got, err := store.Get(ctx, first.Record.DLQID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.AttemptCount != 2 || len(got.Attempts) != 2 || !got.FirstSeen.Equal(first.Record.FirstSeen.Time) || !got.LastSeen.Equal(clk.Now()) {
-		t.Fatalf("after re-failure: count %d, attempts %d, first %v, last %v", got.AttemptCount, len(got.Attempts), got.FirstSeen, got.LastSeen)
-	}
-	if err := quarantine.VerifyChain(first.Record, got); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestAttemptHistoryIsBounded(t *testing.T) {
-	t.Parallel()
-	q, store, _, _ := newQ(t)
-	ctx := context.Background()
-	for i := range quarantine.DefaultMaxAttempts + 5 {
-		if _, err := q.Quarantine(ctx, msg(fmt.Sprintf("m%d", i), validBody)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := store.All()[0]
-	if r.AttemptCount != quarantine.DefaultMaxAttempts+5 || len(r.Attempts) != quarantine.DefaultMaxAttempts {
-		t.Fatalf("count %d, kept %d", r.AttemptCount, len(r.Attempts))
-	}
-	if last := r.Attempts[len(r.Attempts)-1].MessageID; last != fmt.Sprintf("m%d", quarantine.DefaultMaxAttempts+4) {
-		t.Fatalf("newest kept attempt is %s", last)
-	}
-}
-
-func TestConcurrentSameKey(t *testing.T) {
-	t.Parallel()
-	q, store, _, _ := newQ(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := q.Quarantine(context.Background(), msg(fmt.Sprintf("m%d", i), validBody))
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := store.All()
-	if len(all) != 1 || all[0].AttemptCount != 32 {
-		t.Fatalf("records %d, attempts %d", len(all), all[0].AttemptCount)
-	}
-}
-
-func TestKeyReusedWithDifferentBodyKeepsBoth(t *testing.T) {
-	t.Parallel()
-	q, store, _, _ := newQ(t)
-	ctx := context.Background()
-	if _, err := q.Quarantine(ctx, msg("m1", validBody)); err != nil {
-		t.Fatal(err)
-	}
-	other := strings.Replace(validBody, `"lot":"L1"`, `"lot":"L2"`, 1)
-	out, err := q.Quarantine(ctx, msg("m2", other))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Record.Body != other || out.Record.FailureClass != quarantine.ClassValidation || !strings.Contains(out.Record.DLQID, "#body-") {
-		t.Fatalf("conflict record = %+v", out.Record)
-	}
-	if n := len(store.All()); n != 2 {
-		t.Fatalf("records = %d, want 2", n)
-	}
-}
-
 func TestKeyDerivationOrder(t *testing.T) {
 	t.Parallel()
 	src := inventorySource(t)
@@ -348,29 +190,6 @@ func TestGate(t *testing.T) {
 	}
 }
 
-func TestLargeBodyGoesToPayloadStore(t *testing.T) {
-	t.Parallel()
-	q, store, payloads, _ := newQ(t)
-	ctx := context.Background()
-	body := bytes.Repeat([]byte("a"), 900<<10)
-	out, err := q.Quarantine(ctx, msg("m1", string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := store.All()[0]
-	if r.BodyRef == nil || r.Body != "" || out.Record.BodyRef == nil {
-		t.Fatalf("body not offloaded: ref %v, inline %d bytes", r.BodyRef, len(r.Body))
-	}
-	got, err := quarantine.LoadBody(ctx, payloads, r)
-	if err != nil || !bytes.Equal(got, body) {
-		t.Fatalf("LoadBody: %v", err)
-	}
-	payloads.Overwrite(r.BodyRef.Key, []byte("tampered"))
-	if _, err := quarantine.LoadBody(ctx, payloads, r); !errors.Is(err, quarantine.ErrPayloadMismatch) {
-		t.Fatalf("tampered payload: %v", err)
-	}
-}
-
 func TestConsumerAttributesWin(t *testing.T) {
 	t.Parallel()
 	src := inventorySource(t)
@@ -393,130 +212,86 @@ func TestConsumerAttributesWin(t *testing.T) {
 	}
 }
 
-// Only a message that fails again counts as a replay that came back; a
-// claim given back (the gate held the payload) does not.
-func TestCameBackCountsArrivalsOnly(t *testing.T) {
+func TestCompareSequence(t *testing.T) {
 	t.Parallel()
-	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket := func(kind string) int64 {
-		var keys []quarantine.CounterKey
-		for s := range quarantine.CounterShards {
-			keys = append(keys, quarantine.BucketCounterKey("inventory", kind, clk.Now().Truncate(time.Hour), s))
-		}
-		got, _ := store.ReadCounters(ctx, keys)
-		var n int64
-		for _, v := range got {
-			n += v
-		}
-		return n
-	}
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r, err := store.Get(ctx, out.Record.DLQID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, r, next); err != nil {
-			t.Fatal(err)
+	// SQS sequence numbers: up to 128-bit decimals (beyond int64 and float64).
+	ordered := []string{"", "7", "18", "99", "100", "9223372036854775807", "9223372036854775808",
+		"18446744073709551616", "18446744073709551617", "340282366920938463463374607431768211455"}
+	for i := range ordered {
+		for j := range ordered {
+			want := 0
+			switch {
+			case i < j:
+				want = -1
+			case i > j:
+				want = 1
+			}
+			if got := quarantine.CompareSequence(ordered[i], ordered[j]); got != want {
+				t.Errorf("CompareSequence(%q, %q) = %d, want %d", ordered[i], ordered[j], got, want)
+			}
 		}
 	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Release("op", "held", clk.Now(), nil) })
-	if n := bucket(quarantine.CounterCameBack); n != 0 {
-		t.Fatalf("a released claim counted as came back: %d", n)
+	if quarantine.CompareSequence("0018", "18") != 0 {
+		t.Error("leading zeros change the order")
 	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("op", clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) {
-		return r.MarkRedriven("op", "sent-1", clk.Now())
-	})
-	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
-		t.Fatal(err)
+	shuffled := slices.Clone(ordered)
+	slices.Reverse(shuffled)
+	slices.SortFunc(shuffled, quarantine.CompareSequence)
+	if !slices.Equal(shuffled, ordered) {
+		t.Fatalf("sorted %v", shuffled)
 	}
-	if n := bucket(quarantine.CounterCameBack); n != 1 {
-		t.Fatalf("came back = %d, want 1", n)
+	recs := []*quarantine.Record{
+		{DLQID: "s#c", MessageGroupID: "g1", SequenceNumber: "18446744073709551617"},
+		{DLQID: "s#a", MessageGroupID: "g2", SequenceNumber: "5"},
+		{DLQID: "s#b", MessageGroupID: "g1", SequenceNumber: "99"},
+	}
+	slices.SortFunc(recs, quarantine.CompareFIFO)
+	if recs[0].DLQID != "s#b" || recs[1].DLQID != "s#c" || recs[2].DLQID != "s#a" {
+		t.Fatalf("FIFO order %s %s %s", recs[0].DLQID, recs[1].DLQID, recs[2].DLQID)
 	}
 }
 
-// A replay that settled and then comes back is taken out of the resolved
-// counter of the hour it settled in (not the hour it came back in) and is
-// counted as came back, for the source and for the standing policy that
-// sent it.
-func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
-	t.Parallel()
-	q, store, _, clk := newQ(t)
-	ctx := context.Background()
-	out, err := q.Quarantine(ctx, msg("m1", validBody))
+func compileSchema(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	sch, err := schemas.Parse("s.json", []byte(schema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := func(key func(shard int) quarantine.CounterKey) int64 {
-		var keys []quarantine.CounterKey
-		for s := range quarantine.CounterShards {
-			keys = append(keys, key(s))
+	return sch
+}
+
+// A schema reason names only what the schema declares: map keys (under
+// additionalProperties or patternProperties) are "*", whatever they hold;
+// array indices and declared properties stay, through $ref and recursion.
+func TestSchemaReasonMasksUndeclaredKeys(t *testing.T) {
+	t.Parallel()
+	items := compileSchema(t, `{
+		"type":"object",
+		"properties":{"items":{"type":"array","items":{"$ref":"#/$defs/item"}}},
+		"$defs":{"item":{"type":"object","properties":{
+			"ndc":{"type":"string","pattern":"^x"},
+			"attrs":{"type":"object","patternProperties":{"^a":{"type":"integer"}},"additionalProperties":{"type":"string"}}}}}}`)
+	tree := compileSchema(t, `{
+		"$ref":"#/$defs/node",
+		"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"additionalProperties":{"type":"integer"}}}}`)
+	secret := "SECRET" + strings.Repeat("k", 1000)
+	for _, c := range []struct {
+		name   string
+		sch    *jsonschema.Schema
+		body   string
+		reason string
+	}{
+		{"declared path", items, `{"items":[{"ndc":"y"}]}`, "schema /items/0/ndc pattern"},
+		{"digits as a map key", items, `{"items":[{"ndc":"x","attrs":{"98765":5}}]}`, "schema /items/0/attrs/* type"},
+		{"pattern property", items, `{"items":[{"ndc":"x","attrs":{"a` + secret + `":"s"}}]}`, "schema /items/0/attrs/* type"},
+		{"additional property", items, `{"items":[{"ndc":"x","attrs":{"` + secret + `":5}}]}`, "schema /items/0/attrs/* type"},
+		{"recursive schema", tree, `{"kids":[{"kids":[{"` + secret + `":"s"}]}]}`, "schema /kids/0/kids/0/* type"},
+	} {
+		src := &quarantine.Source{Name: "s", Schema: c.sch, SchemaVersion: "s.v1"}
+		v := src.Check([]byte(c.body))
+		cl := quarantine.Classify(src, nil, v)
+		if v.Valid || v.Reason != c.reason || strings.Contains(cl.Signature, "secret") || strings.Contains(cl.Signature, "98765") {
+			t.Errorf("%s: reason %q, signature %q; want %q", c.name, v.Reason, cl.Signature, c.reason)
 		}
-		got, _ := store.ReadCounters(ctx, keys)
-		var n int64
-		for _, v := range got {
-			n += v
-		}
-		return n
-	}
-	bucket := func(kind string, hour time.Time) int64 {
-		return sum(func(s int) quarantine.CounterKey { return quarantine.BucketCounterKey("inventory", kind, hour, s) })
-	}
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r, err := store.Get(ctx, out.Record.DLQID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Replace(ctx, r, next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const actor = quarantine.PolicyActorPrefix + "p1"
-	noon := clk.Now().Truncate(time.Hour)
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim(actor, clk.Now(), time.Minute) })
-	step(func(r *quarantine.Record) (*quarantine.Record, error) {
-		return r.MarkRedriven(actor, "sent-1", clk.Now())
-	})
-	clk.Advance(20 * time.Minute)
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(clk.Now(), 15*time.Minute) })
-	if n := bucket(quarantine.CounterResolved, noon); n != 1 {
-		t.Fatalf("resolved = %d, want 1", n)
-	}
-	clk.Advance(time.Hour) // it comes back in the next hour
-	if _, err := q.Quarantine(ctx, msg("sent-1", validBody)); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := store.Get(ctx, out.Record.DLQID); r.Status != quarantine.StatusQuarantined {
-		t.Fatalf("status %s after the comeback", r.Status)
-	}
-	if n := bucket(quarantine.CounterResolved, noon); n != 0 {
-		t.Errorf("resolved of the settle hour = %d after the comeback, want 0", n)
-	}
-	if n := bucket(quarantine.CounterResolved, noon.Add(time.Hour)); n != 0 {
-		t.Errorf("resolved of the comeback hour = %d, want 0", n)
-	}
-	if n := bucket(quarantine.CounterCameBack, noon.Add(time.Hour)); n != 1 {
-		t.Errorf("came back = %d, want 1", n)
-	}
-	if n := sum(func(s int) quarantine.CounterKey {
-		return quarantine.PolicyCounterKey("inventory", "p1", quarantine.CounterPolicyCameBack, s)
-	}); n != 1 {
-		t.Errorf("policy came back = %d, want 1: its breaker must see a comeback after RESOLVED", n)
 	}
 }

@@ -224,14 +224,8 @@ const (
 // started from.
 func (r *Record) Clone() *Record {
 	c := *r
-	if r.BodyRef != nil {
-		ref := *r.BodyRef
-		c.BodyRef = &ref
-	}
-	if r.AttributesRef != nil {
-		ref := *r.AttributesRef
-		c.AttributesRef = &ref
-	}
+	c.BodyRef, c.AttributesRef = clonePtr(r.BodyRef), clonePtr(r.AttributesRef)
+	c.LeaseUntil, c.Archive, c.Predecessor = clonePtr(r.LeaseUntil), clonePtr(r.Archive), clonePtr(r.Predecessor)
 	if r.Attributes != nil {
 		c.Attributes = make(map[string]Attribute, len(r.Attributes))
 		for k, v := range r.Attributes {
@@ -249,24 +243,18 @@ func (r *Record) Clone() *Record {
 	if r.Corrections != nil {
 		c.Corrections = append([]Correction(nil), r.Corrections...)
 		for i := range c.Corrections {
-			if ref := c.Corrections[i].BodyRef; ref != nil {
-				cp := *ref
-				c.Corrections[i].BodyRef = &cp
-			}
+			c.Corrections[i].BodyRef = clonePtr(c.Corrections[i].BodyRef)
 		}
 	}
-	if r.LeaseUntil != nil {
-		t := *r.LeaseUntil
-		c.LeaseUntil = &t
+	return &c
+}
+
+// clonePtr returns a copy of *p, or nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
-	if r.Archive != nil {
-		a := *r.Archive
-		c.Archive = &a
-	}
-	if r.Predecessor != nil {
-		l := *r.Predecessor
-		c.Predecessor = &l
-	}
+	c := *p
 	return &c
 }
 

@@ -13,14 +13,13 @@ import (
 // benchRecord is a realistic record around a 2 KB payload.
 func benchRecord(b *testing.B) *quarantine.Record {
 	b.Helper()
-	q, store, _, _ := newQ(b)
 	body := strings.Replace(validBody, `"facility":"F1"`, `"facility":"F1","note":"`+strings.Repeat("n", 2048-len(validBody)-10)+`"`, 1)
-	m := msg("m1", body)
-	m.Attributes = map[string]quarantine.Attribute{"trace": {DataType: "String", StringValue: "abc"}, "tenant": {DataType: "String", StringValue: "t-1"}}
-	if _, err := q.Quarantine(b.Context(), m); err != nil {
+	r := sealedRecord(b, "evt-1", body, fixtureTime)
+	r.Attributes = map[string]quarantine.Attribute{"trace": {DataType: "String", StringValue: "abc"}, "tenant": {DataType: "String", StringValue: "t-1"}}
+	if err := quarantine.SealRecord(r); err != nil {
 		b.Fatal(err)
 	}
-	return store.All()[0]
+	return r
 }
 
 // BenchmarkSeal measures the seal (RFC 8785 canonical JSON + SHA-256) of a
@@ -61,23 +60,5 @@ func BenchmarkSealBaseline(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = sha256.Sum256(raw)
-	}
-}
-
-// BenchmarkQuarantineCPU is the per-message CPU cost of enrich + classify +
-// seal on the in-memory store (no I/O).
-func BenchmarkQuarantineCPU(b *testing.B) {
-	q, _, _, _ := newQ(b)
-	body := []byte(validBody)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		m := msg("m", "")
-		m.Body = body
-		m.Attributes = map[string]quarantine.Attribute{"idempotency-key": {DataType: "String", StringValue: "k" + string(rune('a'+i%26)) + time.Now().String()}}
-		if _, err := q.Quarantine(b.Context(), m); err != nil {
-			b.Fatal(err)
-		}
-		i++
 	}
 }

@@ -28,21 +28,31 @@ func Compile(name string) (*jsonschema.Schema, string, error) {
 			return nil, "", fmt.Errorf("schema %q: neither embedded nor a readable file", name)
 		}
 	}
+	s, err := Parse(name, raw)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, Version(name), nil
+}
+
+// Parse compiles the schema document raw called name (formats asserted,
+// as for every schema Compile returns).
+func Parse(name string, raw []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, "", fmt.Errorf("schema %q: %w", name, err)
+		return nil, fmt.Errorf("schema %q: %w", name, err)
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	url := "mem:///" + filepath.Base(name)
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, "", fmt.Errorf("schema %q: %w", name, err)
+		return nil, fmt.Errorf("schema %q: %w", name, err)
 	}
 	s, err := c.Compile(url)
 	if err != nil {
-		return nil, "", fmt.Errorf("schema %q: %w", name, err)
+		return nil, fmt.Errorf("schema %q: %w", name, err)
 	}
-	return s, Version(name), nil
+	return s, nil
 }
 
 // Version returns the version part of a schema name.

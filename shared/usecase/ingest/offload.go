@@ -8,6 +8,22 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
+// moveAttributes moves r's attributes to the payload store when they are
+// larger than inlineMax in JSON (0: whatever their size).
+func (qr *Quarantiner) moveAttributes(ctx context.Context, r *quarantine.Record, inlineMax int) error {
+	if r.AttributesRef != nil || r.Attributes == nil {
+		return nil
+	}
+	raw, err := json.Marshal(r.Attributes)
+	if err != nil {
+		return fmt.Errorf("marshal attributes: %w", err)
+	}
+	if len(raw) <= inlineMax {
+		return nil
+	}
+	return qr.offloadAttributes(ctx, r, raw)
+}
+
 // offload moves the body and attributes to the payload store when they would
 // make the item too large. It is idempotent: object keys are content hashes.
 func (qr *Quarantiner) offload(ctx context.Context, r *quarantine.Record) error {
@@ -16,16 +32,8 @@ func (qr *Quarantiner) offload(ctx context.Context, r *quarantine.Record) error 
 			return err
 		}
 	}
-	if r.AttributesRef == nil && r.Attributes != nil {
-		raw, err := json.Marshal(r.Attributes)
-		if err != nil {
-			return fmt.Errorf("marshal attributes: %w", err)
-		}
-		if len(raw) > qr.cfg.AttributesInlineMax {
-			if err := qr.offloadAttributes(ctx, r, raw); err != nil {
-				return err
-			}
-		}
+	if err := qr.moveAttributes(ctx, r, qr.cfg.AttributesInlineMax); err != nil {
+		return err
 	}
 	reserve := quarantine.GrowthReserve(qr.cfg.MaxAttempts)
 	// Cheap bound first: everything but body and attributes is small.
@@ -44,14 +52,8 @@ func (qr *Quarantiner) offload(ctx context.Context, r *quarantine.Record) error 
 			return err
 		}
 	}
-	if r.AttributesRef == nil && r.Attributes != nil {
-		raw, err := json.Marshal(r.Attributes)
-		if err != nil {
-			return fmt.Errorf("marshal attributes: %w", err)
-		}
-		if err := qr.offloadAttributes(ctx, r, raw); err != nil {
-			return err
-		}
+	if err := qr.moveAttributes(ctx, r, 0); err != nil {
+		return err
 	}
 	if size, err = quarantine.RecordSize(r); err != nil {
 		return err

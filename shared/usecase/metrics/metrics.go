@@ -267,17 +267,12 @@ func (s *Service) dominant(ctx context.Context, src *quarantine.Source, rep *Rep
 // of other sources are read past: one query per page of them. With one
 // source per table, as the template deploys, that is always one query.)
 func (s *Service) oldest(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
-	q := quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: src.Name, Limit: 1}
-	page, err := s.Lister.List(ctx, q)
-	for err == nil && len(page.IDs) == 0 && page.Cursor != "" {
-		q.Cursor, q.Limit = page.Cursor, 100
-		page, err = s.Lister.List(ctx, q)
-	}
+	id, err := quarantine.FirstID(ctx, s.Lister, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: src.Name, Limit: 1})
 	if err != nil {
 		return err
 	}
-	if len(page.IDs) > 0 {
-		r, err := s.Store.Get(ctx, page.IDs[0])
+	if id != "" {
+		r, err := s.Store.Get(ctx, id)
 		if err != nil {
 			return err
 		}

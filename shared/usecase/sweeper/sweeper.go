@@ -303,14 +303,16 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 // oldestParked is the age, from first_seen, of the oldest PARKED record:
 // one indexed query of one item.
 func (s *Service) oldestParked(ctx context.Context, now time.Time) (time.Duration, error) {
-	page, err := s.lister.List(ctx, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
+	// (Past the oldest records under an integrity hold, which a store may
+	// filter out after its Limit: an empty page is not the end.)
+	id, err := quarantine.FirstID(ctx, s.lister, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
 	if err != nil {
 		return 0, fmt.Errorf("oldest parked: %w", err)
 	}
-	if len(page.IDs) == 0 {
+	if id == "" {
 		return 0, nil
 	}
-	rec, err := s.store.Get(ctx, page.IDs[0])
+	rec, err := s.store.Get(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("oldest parked: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -63,6 +64,11 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) sweeper(store quarantine.Store, s3api s3store.ArchiveAPI) *sweeper.Service {
+	return e.sweeperOn(store, e.lister, s3api)
+}
+
+// sweeperOn is the sweeper on store (nil: the env's), listing with lister.
+func (e *env) sweeperOn(store quarantine.Store, lister quarantine.Lister, s3api s3store.ArchiveAPI) *sweeper.Service {
 	// Each stack its own namespace: the emulator's CloudWatch is process-wide.
 	if store == nil {
 		store = e.store
@@ -70,7 +76,7 @@ func (e *env) sweeper(store quarantine.Store, s3api s3store.ArchiveAPI) *sweeper
 	if s3api == nil {
 		s3api = e.st.Clients.S3
 	}
-	return sweeper.New(store, e.lister, e.payloads, s3store.Archiver{API: s3api}, e.st.Clients.CloudWatch, e.clock.Now,
+	return sweeper.New(store, lister, e.payloads, s3store.Archiver{API: s3api}, e.st.Clients.CloudWatch, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// Retention is counted from the fake clock: ten years keeps its
 		// retain-until in the real future, as S3 requires.
@@ -109,6 +115,12 @@ func (e *env) park(t *testing.T, r *quarantine.Record) *quarantine.Record {
 	return p
 }
 
+// parked stores record id, its event padded with pad, and parks it.
+func (e *env) parked(t *testing.T, id, pad string) *quarantine.Record {
+	t.Helper()
+	return e.park(t, e.quarantine(t, id, inv(id, pad)))
+}
+
 // resolve takes a record through one replay to RESOLVED.
 func (e *env) resolve(t *testing.T, r *quarantine.Record) *quarantine.Record {
 	t.Helper()
@@ -129,6 +141,23 @@ func (e *env) resolve(t *testing.T, r *quarantine.Record) *quarantine.Record {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// arriveAgain records one more failure of the record at id, as an arrival
+// racing the sweeper does (it fails t without stopping the sweeper's write
+// it runs in).
+func (e *env) arriveAgain(t *testing.T, id string) {
+	ctx := context.Background()
+	cur, _ := e.store.Get(ctx, id)
+	next, err := cur.Arrive(quarantine.Attempt{At: quarantine.At(e.clock.Now()), Stage: "consumer", Reason: "again", MessageID: "x", Actor: quarantine.ActorIngest},
+		quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "again", Signature: "consumer|again|"}, 20, e.clock.Now())
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := e.store.Replace(ctx, cur, next); err != nil {
+		t.Error(err)
+	}
 }
 
 func (e *env) get(t *testing.T, id string) *quarantine.Record {
@@ -153,8 +182,8 @@ func TestArchiveIsWriteOnceAndVerifies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	parked := e.park(t, e.quarantine(t, "a", inv("a", "")))
-	big := e.park(t, e.quarantine(t, "big", inv("big", strings.Repeat("x", 300<<10))))
+	parked := e.parked(t, "a", "")
+	big := e.parked(t, "big", strings.Repeat("x", 300<<10))
 	if big.BodyRef == nil {
 		t.Fatal("the large record has no claim check")
 	}
@@ -231,7 +260,7 @@ func (s *stubFailStore) Replace(ctx context.Context, prev, r *quarantine.Record)
 func TestRerunAfterCrashMakesNoSecondVersion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r := e.park(t, e.quarantine(t, "c", inv("c", "")))
+	r := e.parked(t, "c", "")
 	e.clock.Advance(2 * time.Hour)
 	rep, err := e.sweeper(&stubFailStore{Store: e.store}, nil).Run(context.Background())
 	if err != nil || rep.Failed != 1 {
@@ -274,15 +303,17 @@ func (c *changingLister) List(ctx context.Context, q quarantine.ListQuery) (quar
 }
 
 // racingStore lets ingest change the record between the sweeper's read and
-// its stub write.
+// its stub write: the first stub written, or the first of record id when
+// id is set.
 type racingStore struct {
 	quarantine.Store
+	id     string
 	change func()
 	once   sync.Once
 }
 
 func (s *racingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
-	if r.Status == quarantine.StatusArchived {
+	if r.Status == quarantine.StatusArchived && (s.id == "" || r.DLQID == s.id) {
 		s.once.Do(s.change)
 	}
 	return s.Store.Replace(ctx, prev, r)
@@ -292,7 +323,7 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.park(t, e.quarantine(t, "d", inv("d", "")))
+	r := e.parked(t, "d", "")
 	e.clock.Advance(2 * time.Hour)
 	refail := func(id string) func() {
 		return func() {
@@ -318,20 +349,9 @@ func TestConcurrentIngestIsNeverArchivedStale(t *testing.T) {
 
 	// Changed between the read and the stub write: no stub for the old
 	// state; the next run archives the new version.
-	r2 := e.park(t, e.quarantine(t, "e", inv("e", "")))
+	r2 := e.parked(t, "e", "")
 	e.clock.Advance(2 * time.Hour)
-	change := func() {
-		cur, _ := e.store.Get(ctx, r2.DLQID)
-		next, err := cur.Arrive(quarantine.Attempt{At: quarantine.At(e.clock.Now()), Stage: "consumer", Reason: "again", MessageID: "x", Actor: quarantine.ActorIngest},
-			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "again", Signature: "consumer|again|"}, 20, e.clock.Now())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if err := e.store.Replace(ctx, cur, next); err != nil {
-			t.Error(err)
-		}
-	}
+	change := func() { e.arriveAgain(t, r2.DLQID) }
 	rep, err = e.sweeper(&racingStore{Store: e.store, change: change}, nil).Run(ctx)
 	if err != nil || len(rep.Archived) != 0 || rep.Skipped != 1 {
 		t.Fatalf("raced run: %+v %v", rep, err)
@@ -352,7 +372,7 @@ func TestYoungRecordsAreUntouched(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	p := e.park(t, e.quarantine(t, "y1", inv("y1", "")))
+	p := e.parked(t, "y1", "")
 	res := e.resolve(t, e.quarantine(t, "y2", inv("y2", "")))
 	q := e.quarantine(t, "y3", inv("y3", ""))
 	e.clock.Advance(90 * time.Minute) // parked is due (1 h), resolved is not (2 h)
@@ -391,7 +411,7 @@ func TestS3FailuresLeaveRecordsForTheNextRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	big := e.park(t, e.quarantine(t, "f", inv("f", strings.Repeat("y", 300<<10))))
+	big := e.parked(t, "f", strings.Repeat("y", 300<<10))
 	e.clock.Advance(2 * time.Hour)
 	rep, err := e.sweeper(nil, unavailableS3{e.st.Clients.S3}).Run(ctx)
 	if err != nil || rep.Failed != 1 || len(rep.Archived) != 0 {
@@ -416,7 +436,7 @@ func TestConcurrentSweepersArchiveEachRecordOnce(t *testing.T) {
 	ctx := context.Background()
 	var recs []*quarantine.Record
 	for _, id := range []string{"g1", "g2", "g3", "g4", "g5", "g6"} {
-		recs = append(recs, e.park(t, e.quarantine(t, id, inv(id, ""))))
+		recs = append(recs, e.parked(t, id, ""))
 	}
 	e.clock.Advance(2 * time.Hour)
 	var wg sync.WaitGroup
@@ -448,9 +468,9 @@ func TestConcurrentSweepersArchiveEachRecordOnce(t *testing.T) {
 func TestMetricsPublished(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	first := e.park(t, e.quarantine(t, "h1", inv("h1", "")))
+	first := e.parked(t, "h1", "")
 	e.clock.Advance(2 * time.Hour)
-	e.park(t, e.quarantine(t, "h2", inv("h2", ""))) // not yet due
+	e.parked(t, "h2", "") // not yet due
 	rep, err := e.sweeper(nil, nil).Run(ctx)
 	if err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("%+v %v", rep, err)
@@ -481,7 +501,7 @@ func TestArrivalAfterArchiveOpensASuccessorAndKeepsTheStub(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.park(t, e.quarantine(t, "z", inv("z", "")))
+	r := e.parked(t, "z", "")
 	e.clock.Advance(2 * time.Hour)
 	if rep, err := e.sweeper(nil, nil).Run(ctx); err != nil || len(rep.Archived) != 1 {
 		t.Fatalf("%+v %v", rep, err)
@@ -592,8 +612,8 @@ func TestTamperedParkedRecordIsHeldNotFailedEveryRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	forged := e.park(t, e.quarantine(t, "t1", inv("t1", "")))
-	good := e.park(t, e.quarantine(t, "t2", inv("t2", "")))
+	forged := e.parked(t, "t1", "")
+	good := e.parked(t, "t2", "")
 	// Someone with write access to the table changes the class back, and
 	// keeps the seal.
 	r := e.get(t, forged.DLQID)
@@ -621,5 +641,97 @@ func TestTamperedParkedRecordIsHeldNotFailedEveryRun(t *testing.T) {
 	}
 	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
 		t.Fatalf("held counter %d, want 1", n)
+	}
+}
+
+// The parked age is the oldest PARKED record's that is not under an
+// integrity hold, never 0 because the oldest one is held: DynamoDB applies
+// the listing's hold filter after its Limit, so a one-item page of the
+// held record comes back empty with a cursor, and the sweeper reads on.
+func TestOldestParkedAgeLooksPastAHeldRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	mem := memstore.New()
+	for _, s := range []struct {
+		name   string
+		store  quarantine.Store
+		lister quarantine.Lister
+	}{{"dynamodb", e.store, e.lister}, {"memstore", mem, mem}} {
+		t.Run(s.name, func(t *testing.T) {
+			q := ingest.NewQuarantiner(s.store, e.payloads, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": e.src}})
+			var parked []*quarantine.Record
+			for _, id := range []string{"o1", "o2"} {
+				out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m-" + id, SourceARN: e.src.ARN, Body: []byte(inv(id, ""))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := s.store.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", e.clock.Now()) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				parked = append(parked, p)
+				e.clock.Advance(time.Minute)
+			}
+			held := parked[0]
+			if err := s.store.Hold(ctx, quarantine.IntegrityHold{ID: held.DLQID, Version: held.Version, Reason: "payload_mismatch", At: e.clock.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := e.sweeperOn(s.store, s.lister, nil).Run(ctx)
+			if err != nil || len(rep.Archived) != 0 {
+				t.Fatalf("%+v %v", rep, err)
+			}
+			if want := e.clock.Now().Sub(parked[1].FirstSeen.Time).Seconds(); rep.OldestParkedAgeS != want {
+				t.Fatalf("oldest parked age %v with the oldest record held, want %v (the oldest not held)", rep.OldestParkedAgeS, want)
+			}
+		})
+	}
+}
+
+// The payload bucket's lifecycle removes only versions tagged archived
+// (infra/template.yaml). The sweeper marks a record's claim-check version
+// only once the record's ARCHIVED stub is written: not a record whose stub
+// write lost a race, not a record that is not due.
+func TestOnlyArchivedRecordsBodiesAreMarked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	big := strings.Repeat("b", 200<<10)
+	archived := e.parked(t, "ma", big)
+	raced := e.parked(t, "mb", big)
+	open := e.quarantine(t, "mq", inv("mq", big))
+	for _, r := range []*quarantine.Record{archived, raced, open} {
+		if r.BodyRef == nil {
+			t.Fatalf("%s: body not claim-checked", r.DLQID)
+		}
+	}
+	e.clock.Advance(2 * time.Hour)
+	// raced changes after the sweeper read it: its stub write conflicts.
+	change := func() { e.arriveAgain(t, raced.DLQID) }
+	rep, err := e.sweeper(&racingStore{Store: e.store, id: raced.DLQID, change: change}, nil).Run(ctx)
+	if err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != archived.DLQID {
+		t.Fatalf("run: %+v %v", rep, err)
+	}
+	tags := func(ref *quarantine.ObjectRef) map[string]string {
+		out, err := e.st.Clients.S3.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key), VersionId: aws.String(ref.VersionID)})
+		if err != nil {
+			t.Fatalf("tags of %s: %v", ref.Key, err)
+		}
+		m := map[string]string{}
+		for _, tg := range out.TagSet {
+			m[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		}
+		return m
+	}
+	if got := tags(archived.BodyRef); got[s3store.ArchivedTagKey] != s3store.ArchivedTagValue {
+		t.Errorf("the archived record's body version is not marked for the lifecycle: %v", got)
+	}
+	for _, r := range []*quarantine.Record{raced, open} {
+		if got := tags(r.BodyRef); got[s3store.ArchivedTagKey] != "" {
+			t.Errorf("%s is not archived, yet its body is marked for removal: %v", r.DLQID, got)
+		}
+		if _, err := quarantine.LoadBody(ctx, e.payloads, e.get(t, r.DLQID)); err != nil {
+			t.Errorf("%s: body unreadable: %v", r.DLQID, err)
+		}
 	}
 }

@@ -1,20 +1,70 @@
 package quarantine_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
+
+// An operator-approved replay of a PARKED poison record whose claim is
+// given back (send failed, deferred, held by the gate, unsendable, or its
+// outcome unknown) goes back to PARKED under its former cap: it never
+// becomes a QUARANTINED record that the next unapproved run replays.
+func TestGivenBackParkedClaimStaysParked(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for name, giveBack := range map[string]func(r *quarantine.Record) (*quarantine.Record, error){
+		"release": func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Release("ops", "send failed after retries: InternalError", now, nil)
+		},
+		"held by the gate": func(r *quarantine.Record) (*quarantine.Record, error) {
+			c := quarantine.Classification{Class: quarantine.ClassValidation, Stage: "gate", Reason: "schema /x required", Signature: "gate|schema /x required|"}
+			return r.Release("ops", "held: schema /x required", now, &c)
+		},
+		"unsendable": func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ParkUnsendable("ops", "the message exceeds the SQS size limit", now)
+		},
+		"unknown": func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.SendUnknown("ops", "deadline", r.RedriveCount, now)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := sealedRecord(t, "pk", validBody, now)
+			r.RedriveCount, r.RedriveCap, r.Status, r.FailureClass = 3, 3, quarantine.StatusParked, quarantine.ClassPoison
+			if err := quarantine.SealRecord(r); err != nil {
+				t.Fatal(err)
+			}
+			claimed, err := r.ClaimParked("ops", now, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := giveBack(claimed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Status != quarantine.StatusParked || back.FailureClass != quarantine.ClassPoison {
+				t.Fatalf("given back as %s %s: the next unapproved run would replay it", back.Status, back.FailureClass)
+			}
+			if name != "unknown" && (back.RedriveCap != 3 || back.RedriveCount != 3) {
+				t.Fatalf("count %d cap %d, want 3 of 3", back.RedriveCount, back.RedriveCap)
+			}
+			if name == "unknown" && back.RedriveCount != 4 {
+				t.Fatalf("a possibly sent round must count: %d", back.RedriveCount)
+			}
+			if _, err := back.Claim("policy:p1", now, time.Minute); err == nil {
+				t.Fatal("an unapproved claim took the record")
+			}
+		})
+	}
+}
 
 // in returns a sealed record in status st, as the store would hand it out.
 func in(t *testing.T, st quarantine.Status) *quarantine.Record {
 	t.Helper()
-	r := storetest.Record(t, "integrity")
+	r := sealedRecord(t, "integrity", validBody, fixtureTime)
 	r.Status = st
 	if st == quarantine.StatusRedriving {
 		lease := quarantine.At(r.FirstSeen.Add(time.Hour))
@@ -98,53 +148,3 @@ func TestEveryTransitionRefusesATamperedPredecessor(t *testing.T) {
 		}
 	}
 }
-
-// An arrival for a tampered record never re-seals the forgery: the
-// message is stored in a successor record linked to it, and the tampered
-// record stays exactly as found.
-func TestArrivalForATamperedRecordIsRefused(t *testing.T) {
-	ctx := context.Background()
-	q, store, _, _ := newQ(t)
-	first, err := q.Quarantine(ctx, msg("m1", badNDC))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := first.Record.DLQID
-	store.Tamper(id, func(r *quarantine.Record) { r.RedriveCount = 0; r.FailureClass = quarantine.ClassExhausted })
-	found, _ := store.Get(ctx, id)
-	if out, err := q.Quarantine(ctx, msg("m2", badNDC)); err != nil || out.Result != ingest.ResultCreated || out.Record.Predecessor == nil || out.Record.Predecessor.ID != id {
-		t.Fatalf("arrival for a tampered record = %+v, %v; want a successor linked to it", out, err)
-	}
-	after, _ := store.Get(ctx, id)
-	if after.Seal != found.Seal || after.Version != found.Version || len(after.Attempts) != len(found.Attempts) {
-		t.Fatal("the arrival re-sealed the tampered record")
-	}
-}
-
-// A correction of a tampered record is refused: a sealed field changed, or
-// the body changed behind its hash.
-func TestCorrectionOfATamperedRecordIsRefused(t *testing.T) {
-	ctx := context.Background()
-	for name, change := range map[string]func(r *quarantine.Record){
-		"field": func(r *quarantine.Record) { r.FailureClass = quarantine.ClassExhausted },
-		"body":  func(r *quarantine.Record) { r.Body = fixedBody() },
-	} {
-		t.Run(name, func(t *testing.T) {
-			q, store, _, _ := newQ(t)
-			out, err := q.Quarantine(ctx, msg("m1", badNDC))
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.Tamper(out.Record.DLQID, change)
-			found, _ := store.Get(ctx, out.Record.DLQID)
-			if _, err := q.Correct(ctx, out.Record.DLQID, correctReq(fixed("12345-678-90"))); !quarantine.IsIntegrityFailure(err) {
-				t.Fatalf("correction of a tampered record = %v", err)
-			}
-			if after, _ := store.Get(ctx, out.Record.DLQID); after.Seal != found.Seal || len(after.Corrections) != 0 {
-				t.Fatal("the correction was stored")
-			}
-		})
-	}
-}
-
-func fixedBody() string { return string(fixed("12345-678-90")) }
