@@ -169,6 +169,11 @@ type failingStore struct {
 
 var errStoreDown = errors.New("injected store failure")
 
+// Update goes through failingStore's Replace.
+func (f *failingStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
+	return quarantine.Update(ctx, f, id, fn)
+}
+
 func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if f.fail(r) {
 		return errStoreDown
@@ -451,6 +456,11 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 // heldStore answers every claim write with the hold another run set
 // meanwhile, as the DynamoDB store does (its text names the record).
 type heldStore struct{ quarantine.Store }
+
+// Update goes through heldStore's Replace.
+func (h *heldStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
+	return quarantine.Update(ctx, h, id, fn)
+}
 
 func (h *heldStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if r.Status == quarantine.StatusRedriving {

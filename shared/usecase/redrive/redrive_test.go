@@ -112,6 +112,11 @@ type crashingStore struct {
 	once   sync.Once
 }
 
+// Update goes through crashingStore's Replace.
+func (c *crashingStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
+	return quarantine.Update(ctx, c, id, fn)
+}
+
 func (c *crashingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	err := c.Store.Replace(ctx, prev, r)
 	if err == nil && r.Status == c.after {
