@@ -161,10 +161,12 @@ func (e *errSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput
 	return nil, e.err
 }
 
-// failingStore fails the writes that fail says fail, without applying them.
+// failingStore fails the writes that fail says fail, without applying
+// them, with err (errStoreDown if nil).
 type failingStore struct {
 	quarantine.Store
 	fail func(r *quarantine.Record) bool
+	err  error
 }
 
 var errStoreDown = errors.New("injected store failure")
@@ -176,6 +178,9 @@ func (f *failingStore) Update(ctx context.Context, id string, fn func(*quarantin
 
 func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if f.fail(r) {
+		if f.err != nil {
+			return f.err
+		}
 		return errStoreDown
 	}
 	return f.Store.Replace(ctx, prev, r)

@@ -77,11 +77,7 @@ func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record,
 	case claimHold:
 		return nil, r.setAside(ctx, rec, d.cause)
 	case claimReturn:
-		if err := r.s.store.Replace(ctx, rec, d.next); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
-			return nil, fmt.Errorf("return expired parked claim: %w", err)
-		}
-		r.note(&r.rep.Parked, id)
-		return nil, nil
+		return nil, r.writeParked(ctx, id, rec, d.next, "return expired parked claim")
 	case claimSkip:
 		if d.block {
 			r.block(rec)

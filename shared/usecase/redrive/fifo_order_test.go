@@ -2,6 +2,7 @@ package redrive_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -340,6 +341,28 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, false)
+	ids, claimed := e.expiredParkedClaim(t)
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
+	if err != nil || rep.Redriven.Count != 0 {
+		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
+	}
+	// It went back to PARKED, possibly sent (the round counts), instead of
+	// waiting REDRIVING for an approved run.
+	if got := e.get(t, ids[0]); got.Status != quarantine.StatusParked || got.RedriveCount != claimed.RedriveCount || !historyHas(got, quarantine.PossiblySent) {
+		t.Fatalf("after the unapproved run: %s count %d", got.Status, got.RedriveCount)
+	}
+	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
+	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
+		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)
+	}
+}
+
+// expiredParkedClaim seeds one record, parks it, and leaves it claimed by
+// an approved run that crashed: its lease has expired. It returns the
+// record's id and the claimed version.
+func (e *env) expiredParkedClaim(t *testing.T) ([]string, *quarantine.Record) {
+	t.Helper()
+	ctx := context.Background()
 	ids := e.seed(t, 1, func(int) bool { return false })
 	r := e.get(t, ids[0])
 	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
@@ -357,17 +380,34 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
-	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
-	if err != nil || rep.Redriven.Count != 0 {
-		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
-	}
-	// It went back to PARKED, possibly sent (the round counts), instead of
-	// waiting REDRIVING for an approved run.
-	if got := e.get(t, ids[0]); got.Status != quarantine.StatusParked || got.RedriveCount != claimed.RedriveCount || !historyHas(got, quarantine.PossiblySent) {
-		t.Fatalf("after the unapproved run: %s count %d", got.Status, got.RedriveCount)
-	}
-	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
-	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
-		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)
+	return ids, claimed
+}
+
+// Giving an expired parked claim back is a write like the others: a record
+// changed since it was read is Skipped (the next run reads it again), one
+// set aside meanwhile is counted under Integrity; neither is Parked, nor a
+// run error.
+func TestExpiredParkedClaimReturnMeetsAConflictOrAHold(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err                error
+		skipped, integrity int
+	}{
+		"changed meanwhile": {err: quarantine.ErrVersionConflict, skipped: 1},
+		"held meanwhile":    {err: fmt.Errorf("replace: %w", quarantine.ErrHeld), integrity: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			e.expiredParkedClaim(t)
+			back := &failingStore{Store: e.store, err: tc.err, fail: func(r *quarantine.Record) bool { return r.Status == quarantine.StatusParked }}
+			rep, err := e.service(nil, back, redrive.Config{}).Run(context.Background(), e.request(10))
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if rep.Parked.Count != 0 || rep.Skipped.Count != tc.skipped || rep.Integrity.Count != tc.integrity {
+				t.Fatalf("report: parked %d skipped %d integrity %d; want 0, %d, %d", rep.Parked.Count, rep.Skipped.Count, rep.Integrity.Count, tc.skipped, tc.integrity)
+			}
+		})
 	}
 }
