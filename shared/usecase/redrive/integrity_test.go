@@ -197,7 +197,7 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 	forged := ids[0]
 	tamper(t, e, forged, func(r *quarantine.Record) { r.RedriveCap = 50 })
 	before := rawItem(t, forged)
-	svc, ps, _ := e.policies(t)
+	svc, ps, _ := e.policies(t, nil)
 	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)},
 		MaxPerRun: 2, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
 	var sent []string
