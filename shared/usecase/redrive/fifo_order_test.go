@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -34,10 +30,6 @@ func (e *env) seedGroup(t *testing.T, bodies []string) []string {
 	return ids
 }
 
-func newOrderSender() *orderSender {
-	return &orderSender{Sender: stack.Clients.SQS, order: map[string][]string{}, fail: map[string]bool{}, failed: map[string]bool{}}
-}
-
 // A FIFO group replays only from its earliest open record on. Whatever
 // keeps that record from leaving in this run — the gate holds it, the
 // request does not select it, another run holds its claim — no later
@@ -49,7 +41,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{`{"event_id":"ev-p1","lot":"x"}`, body(2, true)})
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +65,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err := e.store.Replace(context.Background(), later, next); err != nil {
 			t.Fatal(err)
 		}
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.Signatures = []string{c.Signature}
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
@@ -96,7 +88,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err := e.store.Replace(context.Background(), r1, n); err != nil {
 			t.Fatal(err)
 		}
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +111,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.clock.Advance(16 * time.Minute)
-			s := newOrderSender()
+			s := newEntrySender(nil, true)
 			req := e.request(10)
 			switch mode {
 			case "max_messages 1":
@@ -155,7 +147,7 @@ func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	if err := e.store.Replace(context.Background(), r1, parked); err != nil {
 		t.Fatal(err)
 	}
-	s := newOrderSender()
+	s := newEntrySender(nil, true)
 	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +219,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 		}
 		req := e.request(10)
 		req.IDs = ids
-		rep, err := e.service(newOrderSender(), nil, redrive.Config{}).Run(context.Background(), req)
+		rep, err := e.service(newEntrySender(nil, true), nil, redrive.Config{}).Run(context.Background(), req)
 		if err != nil || !slices.Contains(rep.Skipped.IDs, ids[0]) {
 			t.Fatalf("skipped %v, %v", rep.Skipped.IDs, err)
 		}
@@ -236,7 +228,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.IDs = ids[1:]
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
@@ -251,7 +243,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
 		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
@@ -275,7 +267,7 @@ func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := range 2 {
-		s := newOrderSender()
+		s := newEntrySender(nil, true)
 		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +287,7 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newOrderSender()
+	s := newEntrySender(nil, true)
 	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 	if err != nil || len(s.order["G"]) != 0 {
 		t.Fatalf("fresh record sent at once: %v %v", s.order["G"], err)
@@ -316,16 +308,8 @@ func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, true)
 	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
-	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
-		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: ids[0]}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Item["attempt_count"] = &ddbtypes.AttributeValueMemberS{Value: "many"}
-	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: out.Item}); err != nil {
-		t.Fatal(err)
-	}
-	s := newOrderSender()
+	spoil(t, ids[0], "attempt_count", "many")
+	s := newEntrySender(nil, true)
 	rep, err := e.service(s, nil, redrive.Config{}).Run(ctx, e.request(10))
 	if err != nil {
 		t.Fatal(err)

@@ -8,15 +8,10 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
@@ -28,37 +23,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
-
-// rawItem reads a record's item as stored.
-func rawItem(t *testing.T, id string) map[string]ddbtypes.AttributeValue {
-	t.Helper()
-	out, err := stack.Clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(stack.Names["QuarantineTable"]), ConsistentRead: aws.Bool(true),
-		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}},
-	})
-	if err != nil || len(out.Item) == 0 {
-		t.Fatalf("get %s: %v", id, err)
-	}
-	return out.Item
-}
-
-// tamper changes a record's item with one plain PutItem, keeping its seal:
-// someone with write access to the table.
-func tamper(t *testing.T, e *env, id string, change func(*quarantine.Record)) {
-	t.Helper()
-	r, err := e.store.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	change(r)
-	item, err := dynamostore.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.Clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // unchangedButHeld checks that a held item is exactly as it was found
 // (every attribute), plus the hold attributes, and still fails Verify.
@@ -82,15 +46,6 @@ func unchangedButHeld(t *testing.T, id string, before map[string]ddbtypes.Attrib
 	if quarantine.Verify(ra) == nil {
 		t.Fatalf("%s verifies after the run: the forgery was laundered", id)
 	}
-}
-
-func mustUnmarshal(t *testing.T, item map[string]ddbtypes.AttributeValue) *quarantine.Record {
-	t.Helper()
-	r, err := dynamostore.Unmarshal(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func attrKeys(m map[string]ddbtypes.AttributeValue) []string {
@@ -221,38 +176,6 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
 		t.Fatalf("held counter %d, want 1", n)
 	}
-}
-
-func sqsOK(id *string) sqstypes.SendMessageBatchResultEntry {
-	return sqstypes.SendMessageBatchResultEntry{Id: id, MessageId: aws.String("sent-" + aws.ToString(id)), MD5OfMessageBody: aws.String("x")}
-}
-
-// countingSender records every entry it is asked to send.
-type countingSender struct {
-	mu      sync.Mutex
-	entries []string
-}
-
-func (c *countingSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := &sqs.SendMessageBatchOutput{}
-	for _, e := range in.Entries {
-		c.entries = append(c.entries, aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue))
-		out.Successful = append(out.Successful, sqsOK(e.Id))
-	}
-	return out, nil
-}
-
-func (c *countingSender) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
-		"RedrivePolicy":     `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:inv-dlq","maxReceiveCount":2}`,
-		"VisibilityTimeout": "30", "DelaySeconds": "0",
-	}}, nil
-}
-
-func (c *countingSender) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
-	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String("https://sqs.local/" + aws.ToString(in.QueueName))}, nil
 }
 
 // A claim-checked body whose object no longer matches body_sha256 is set

@@ -103,55 +103,6 @@ func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 	}
 }
 
-// crashingStore cancels the run right after a write that moves a record
-// into the given status: a process crash at that point.
-type crashingStore struct {
-	quarantine.Store
-	after  quarantine.Status
-	cancel context.CancelFunc
-	once   sync.Once
-}
-
-// Update goes through crashingStore's Replace.
-func (c *crashingStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
-	return quarantine.Update(ctx, c, id, fn)
-}
-
-func (c *crashingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
-	err := c.Store.Replace(ctx, prev, r)
-	if err == nil && r.Status == c.after {
-		c.once.Do(c.cancel)
-	}
-	return err
-}
-
-// crashingSender cancels the run right after the first batch call succeeds.
-type crashingSender struct {
-	redrive.Sender
-	cancel context.CancelFunc
-	once   sync.Once
-	mu     sync.Mutex
-	dedup  map[string][]string // record id → dedup ids sent
-	groups map[string]string   // record id → group id sent
-}
-
-func (c *crashingSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	out, err := c.Sender.SendMessageBatch(context.Background(), in, opts...)
-	c.mu.Lock()
-	for _, e := range in.Entries {
-		rid := aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)
-		c.dedup[rid] = append(c.dedup[rid], aws.ToString(e.MessageDeduplicationId))
-		if c.groups != nil {
-			c.groups[rid] = aws.ToString(e.MessageGroupId)
-		}
-	}
-	c.mu.Unlock()
-	if c.cancel != nil {
-		c.once.Do(c.cancel)
-	}
-	return out, err
-}
-
 // A crash between claim, send and mark: a rerun after the lease expires
 // converges, no record is lost, and a record sent twice says so in its
 // history.
@@ -200,21 +151,12 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 				if counts[id] < 1 {
 					t.Fatalf("%s was never sent", id)
 				}
-				if counts[id] > 1 && !historyMentions(r, "duplicate send is possible") {
+				if counts[id] > 1 && !historyHas(r, "duplicate send is possible") {
 					t.Fatalf("%s sent %d times silently", id, counts[id])
 				}
 			}
 		})
 	}
-}
-
-func historyMentions(r *quarantine.Record, s string) bool {
-	for _, a := range r.Attempts {
-		if strings.Contains(a.Reason, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // A payload that fails the current schema is never sent: it is held, stays
@@ -365,47 +307,12 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 	}
 }
 
-// partialSender makes SendMessageBatch fail some entries (not the sender's
-// fault) on every try.
-type partialSender struct {
-	redrive.Sender
-	failRecords map[string]bool
-	mu          sync.Mutex
-	tries       int
-}
-
-func (p *partialSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	var pass []sqstypes.SendMessageBatchRequestEntry
-	var failed []sqstypes.BatchResultErrorEntry
-	for _, e := range in.Entries {
-		if p.failRecords[aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)] {
-			failed = append(failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false})
-			continue
-		}
-		pass = append(pass, e)
-	}
-	p.mu.Lock()
-	p.tries++
-	p.mu.Unlock()
-	out := &sqs.SendMessageBatchOutput{Failed: failed}
-	if len(pass) > 0 {
-		in2 := *in
-		in2.Entries = pass
-		res, err := p.Sender.SendMessageBatch(ctx, &in2, opts...)
-		if err != nil {
-			return nil, err
-		}
-		out.Successful, out.Failed = res.Successful, append(out.Failed, res.Failed...)
-	}
-	return out, nil
-}
-
 func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
 	ids := e.seed(t, 20, func(int) bool { return false })
 	fail := map[string]bool{ids[3]: true, ids[11]: true, ids[17]: true}
-	ps := &partialSender{Sender: stack.Clients.SQS, failRecords: fail}
+	ps := newEntrySender(fail, false)
 	rep, err := e.service(ps, nil, redrive.Config{SendAttempts: 3}).Run(context.Background(), e.request(100))
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +327,7 @@ func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 	for _, id := range ids {
 		r := e.get(t, id)
 		if fail[id] {
-			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || sent[id] || !historyMentions(r, "send failed after retries: InternalError") {
+			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || sent[id] || !historyHas(r, "send failed after retries: InternalError") {
 				t.Fatalf("failed entry %s: %s count %d sent %v", id, r.Status, r.RedriveCount, sent[id])
 			}
 		} else if r.Status != quarantine.StatusRedriven || !sent[id] {
