@@ -20,6 +20,18 @@ func correctRequest(e *env, id, reason, payload string) string {
 	return fmt.Sprintf(`{"action":"correct","source":%q,"ids":[%q],"requested_by":"fixer@ops","reason":%q,"payload":%q}`, e.src.Name, id, reason, payload)
 }
 
+// malformed quarantines record i with an NDC the schema refuses (ndc in
+// place of 12345-678-90), and returns its id and body.
+func (e *env) malformed(t *testing.T, i int, ndc string) (string, string) {
+	t.Helper()
+	bad := strings.Replace(body(i, true), "12345-678-90", ndc, 1)
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Record.DLQID, bad
+}
+
 // A malformed record: a correction that still fails the schema is refused
 // and changes nothing; a valid one is stored beside the original, which
 // stays byte-identical and sealed; the replay sends the correction, marked
@@ -27,15 +39,10 @@ func correctRequest(e *env, id, reason, payload string) string {
 func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
+	id, bad := e.malformed(t, 1, "NDC?12345")
 	svc := e.service(nil, nil, redrive.Config{})
 	before := e.get(t, id)
-	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
+	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
 	var ce *quarantine.CorrectionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema: schema /ndc pattern") {
 		t.Fatalf("an invalid correction: %v", err)
@@ -131,12 +138,7 @@ func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, 
 func TestConcurrentCorrectionsOneWins(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(2, true), "12345-678-90", "NDC?", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-2", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
+	id, _ := e.malformed(t, 2, "NDC?")
 	var barrier sync.WaitGroup
 	barrier.Add(2)
 	fixes := []string{body(2, true), strings.Replace(body(2, true), "12345-678-90", "54321-876-09", 1)}

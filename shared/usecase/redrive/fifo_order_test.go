@@ -41,13 +41,9 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{`{"event_id":"ev-p1","lot":"x"}`, body(2, true)})
-		s := newEntrySender(nil, true)
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Held.IDs, ids[0]) || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v; held %v deferred %v", s.order["G"], rep.Held.IDs, rep.Deferred.IDs)
+		rep, sent := e.runGroup(t, e.request(10))
+		if len(sent) != 0 || !slices.Contains(rep.Held.IDs, ids[0]) || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v; held %v deferred %v", sent, rep.Held.IDs, rep.Deferred.IDs)
 		}
 	})
 	t.Run("earlier not selected", func(t *testing.T) {
@@ -65,15 +61,11 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err := e.store.Replace(context.Background(), later, next); err != nil {
 			t.Fatal(err)
 		}
-		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.Signatures = []string{c.Signature}
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v while the earlier record stays open; deferred %v", s.order["G"], rep.Deferred.IDs)
+		rep, sent := e.runGroup(t, req)
+		if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v while the earlier record stays open; deferred %v", sent, rep.Deferred.IDs)
 		}
 	})
 	t.Run("earlier in flight in another run", func(t *testing.T) {
@@ -88,13 +80,9 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err := e.store.Replace(context.Background(), r1, n); err != nil {
 			t.Fatal(err)
 		}
-		s := newEntrySender(nil, true)
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v while the earlier record is claimed by another run", s.order["G"])
+		rep, sent := e.runGroup(t, e.request(10))
+		if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v while the earlier record is claimed by another run", sent)
 		}
 	})
 	for _, mode := range []string{"max_messages 1", "batch_size 1", "one batch"} {
@@ -111,7 +99,6 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.clock.Advance(16 * time.Minute)
-			s := newEntrySender(nil, true)
 			req := e.request(10)
 			switch mode {
 			case "max_messages 1":
@@ -119,15 +106,13 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 			case "batch_size 1":
 				req.BatchSize = 1
 			}
-			if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
-				t.Fatal(err)
-			}
+			_, sent := e.runGroup(t, req)
 			want := ids
 			if mode == "max_messages 1" {
 				want = ids[:1]
 			}
-			if got := s.order["G"]; strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("sent %v, want %v", got, want)
+			if strings.Join(sent, ",") != strings.Join(want, ",") {
+				t.Fatalf("sent %v, want %v", sent, want)
 			}
 		})
 	}
@@ -147,12 +132,9 @@ func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	if err := e.store.Replace(context.Background(), r1, parked); err != nil {
 		t.Fatal(err)
 	}
-	s := newEntrySender(nil, true)
-	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.order["G"]; len(got) != 1 || got[0] != ids[1] {
-		t.Fatalf("sent %v", got)
+	_, sent := e.runGroup(t, e.request(10))
+	if len(sent) != 1 || sent[0] != ids[1] {
+		t.Fatalf("sent %v", sent)
 	}
 }
 
@@ -228,29 +210,22 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
-		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.IDs = ids[1:]
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v, deferred %v", s.order["G"], rep.Deferred.IDs)
+		rep, sent := e.runGroup(t, req)
+		if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
+			t.Fatalf("sent %v, deferred %v", sent, rep.Deferred.IDs)
 		}
 	})
 	t.Run("out of order, one a batch", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, true)
 		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
-		s := newEntrySender(nil, true)
 		req := e.request(10)
 		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
-		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.order["G"]; strings.Join(got, ",") != strings.Join(ids, ",") {
-			t.Fatalf("sent %v, want %v", got, ids)
+		_, sent := e.runGroup(t, req)
+		if strings.Join(sent, ",") != strings.Join(ids, ",") {
+			t.Fatalf("sent %v, want %v", sent, ids)
 		}
 	})
 }
@@ -267,12 +242,9 @@ func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for run := range 2 {
-		s := newEntrySender(nil, true)
-		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 {
-			t.Fatalf("run %d sent %v ahead of the held record", run+1, s.order["G"])
+		_, sent := e.runGroup(t, e.request(10))
+		if len(sent) != 0 {
+			t.Fatalf("run %d sent %v ahead of the held record", run+1, sent)
 		}
 	}
 }
@@ -305,17 +277,12 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 // group waits for it in the same run too.
 func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newEnv(t, true)
 	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
 	spoil(t, ids[0], "attempt_count", "many")
-	s := newEntrySender(nil, true)
-	rep, err := e.service(s, nil, redrive.Config{}).Run(ctx, e.request(10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.order["G"]) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
-		t.Fatalf("sent %v, held %v", s.order["G"], rep.Integrity.IDs)
+	rep, sent := e.runGroup(t, e.request(10))
+	if len(sent) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
+		t.Fatalf("sent %v, held %v", sent, rep.Integrity.IDs)
 	}
 }
 
@@ -394,4 +361,17 @@ func TestExpiredParkedClaimReturnMeetsAConflictOrAHold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runGroup runs req with a sender that records what leaves (and fails
+// nothing), and returns the report and the record ids of group G in the
+// order they were sent.
+func (e *env) runGroup(t *testing.T, req redrive.Request) (*redrive.Report, []string) {
+	t.Helper()
+	s := newEntrySender(nil, true)
+	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, s.order["G"]
 }

@@ -68,8 +68,8 @@ func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.seed(t, 6, func(int) bool { return false })
 	field, body := ids[0], ids[1]
-	tamper(t, e, field, func(r *quarantine.Record) { r.RedriveCap, r.FailureClass = 100, quarantine.ClassExhausted })
-	tamper(t, e, body, func(r *quarantine.Record) { r.Body = strings.Replace(r.Body, "-5", "-500", 1) })
+	tamper(t, field, func(r *quarantine.Record) { r.RedriveCap, r.FailureClass = 100, quarantine.ClassExhausted })
+	tamper(t, body, func(r *quarantine.Record) { r.Body = strings.Replace(r.Body, "-5", "-500", 1) })
 	before := map[string]map[string]ddbtypes.AttributeValue{field: rawItem(t, field), body: rawItem(t, body)}
 	svc := e.service(nil, nil, redrive.Config{})
 
@@ -150,7 +150,7 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.seedReason(t, 0, 4, "downstream 503")
 	forged := ids[0]
-	tamper(t, e, forged, func(r *quarantine.Record) { r.RedriveCap = 50 })
+	tamper(t, forged, func(r *quarantine.Record) { r.RedriveCap = 50 })
 	before := rawItem(t, forged)
 	svc, ps, _ := e.policies(t, nil)
 	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)},
@@ -246,16 +246,11 @@ func TestClaimCheckedBodyMismatchIsHeldNotReleased(t *testing.T) {
 func TestCorrectionOfATamperedRecordHoldsIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
-	tamper(t, e, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
+	id, _ := e.malformed(t, 1, "NDC?12345")
+	tamper(t, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
 	before := rawItem(t, id)
 	svc := e.service(nil, nil, redrive.Config{})
-	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
+	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
 	if !errors.Is(err, quarantine.ErrHeld) || strings.Contains(err.Error(), id) {
 		t.Fatalf("correction of a tampered record: %v", err)
 	}
