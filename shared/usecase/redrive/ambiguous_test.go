@@ -28,8 +28,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	t.Parallel()
 	t.Run("lost answer then success", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 3, func(int) bool { return false })
+		e, ids := seeded(t, 3)
 		s := &lostAnswerSender{Sender: stack.Clients.SQS, lose: func(n int) bool { return n == 1 }}
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -38,7 +37,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 		if rep.Redriven.Count != 3 {
 			t.Fatalf("redriven %d of 3", rep.Redriven.Count)
 		}
-		got := e.drain(t, func(string) bool { return false })
+		got := e.drain(t, none)
 		if len(got) != 6 {
 			t.Fatalf("%d messages in the queue: the lost answer's batch should be there twice", len(got))
 		}
@@ -54,8 +53,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	})
 	t.Run("every answer lost", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 2, func(int) bool { return false })
+		e, ids := seeded(t, 2)
 		s := &lostAnswerSender{Sender: stack.Clients.SQS, lose: func(int) bool { return true }}
 		rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -84,8 +82,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	})
 	t.Run("refused by SQS is not ambiguous", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 1, func(int) bool { return false })
+		e, ids := seeded(t, 1)
 		s := &errSender{Sender: stack.Clients.SQS, err: &http4xx{}}
 		rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -108,8 +105,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 	t.Parallel()
 	t.Run("claim", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 6, func(int) bool { return false })
+		e, ids := seeded(t, 6)
 		bad := ids[2]
 		fs := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
 			return r.DLQID == bad && r.Status == quarantine.StatusRedriving
@@ -134,8 +130,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 	})
 	t.Run("release", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 4, func(int) bool { return false })
+		e, ids := seeded(t, 4)
 		fail := map[string]bool{ids[0]: true}
 		ps := newEntrySender(fail, false)
 		fs := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
@@ -162,8 +157,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 // was "skipped" and left REDRIVING until its lease expired).
 func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 1, func(int) bool { return false })
+	e, ids := seeded(t, 1)
 	cfg := stack.AWS.Copy()
 	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 1}
 	if lose.Base == nil {
@@ -186,7 +180,7 @@ func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	if r.Status != quarantine.StatusRedriven || historyHas(r, "while the record changed") {
 		t.Fatalf("%s: %+v", r.Status, r.Attempts)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 1 {
+	if got := e.drain(t, none); len(got) != 1 {
 		t.Fatalf("%d messages for one record", len(got))
 	}
 }
@@ -200,7 +194,7 @@ func TestFIFOReplayKeepsGroupOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("retry=%v", failFirst), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, true)
-			ids := e.seed(t, 24, func(int) bool { return false }) // groups 0,1,2; 8 each, in order
+			ids := e.seed(t, 24, none) // groups 0,1,2; 8 each, in order
 			byGroup := map[string][]string{}
 			for _, id := range ids {
 				r := e.get(t, id)
@@ -235,7 +229,7 @@ func TestFIFOReplayKeepsGroupOrder(t *testing.T) {
 func TestFIFOGroupHeldBackAfterAFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	ids := e.seed(t, 6, func(int) bool { return false }) // groups 0,1,2 twice
+	ids := e.seed(t, 6, none) // groups 0,1,2 twice
 	first := e.get(t, ids[0])
 	s := newEntrySender(map[string]bool{ids[0]: true}, false)
 	rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
@@ -256,8 +250,7 @@ func TestFIFOGroupHeldBackAfterAFailure(t *testing.T) {
 // head of every run, so the records behind it are reached.
 func TestUnsendableRecordsDoNotBlockTheQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 2, func(int) bool { return false })
+	e, ids := seeded(t, 2)
 	// The first record's body is claim-checked and its object is gone.
 	bad := e.get(t, ids[0])
 	next := bad.Clone()
@@ -328,8 +321,7 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 // maybe a payload value).
 func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 2, func(int) bool { return false })
+	e, ids := seeded(t, 2)
 	fs := &failingStore{Store: &heldStore{Store: e.store}, fail: func(r *quarantine.Record) bool { return false }}
 	raw := []byte(fmt.Sprintf(`{"source":%q,"requested_by":"test@ops","max_messages":10}`, e.src.Name))
 	out, err := e.service(nil, fs, redrive.Config{}).LambdaHandler(context.Background(), raw)
@@ -358,8 +350,7 @@ func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
 // lease expires (after which a takeover could send a second copy).
 func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 3, func(int) bool { return false })
+	e, ids := seeded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	// Batches start while 20 s are left; a call needs 20 s + one 10 s try.
@@ -385,8 +376,7 @@ func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
 func TestUndecodableItemIsHeldAndItsArrivalsStored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 3, func(int) bool { return false })
+	e, ids := seeded(t, 3)
 	bad := ids[0]
 	spoil(t, bad, "redrive_count", "zero")
 	// The arrival of a re-failure for its key is stored in a successor.

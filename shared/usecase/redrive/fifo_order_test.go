@@ -143,8 +143,7 @@ func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 1, func(int) bool { return false })
+	e, ids := seeded(t, 1)
 	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
 		t.Helper()
 		r := e.get(t, ids[0])
@@ -314,7 +313,7 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 func (e *env) expiredParkedClaim(t *testing.T) ([]string, *quarantine.Record) {
 	t.Helper()
 	ctx := context.Background()
-	ids := e.seed(t, 1, func(int) bool { return false })
+	ids := e.seed(t, 1, none)
 	r := e.get(t, ids[0])
 	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
 	if err != nil {

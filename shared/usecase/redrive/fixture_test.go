@@ -134,6 +134,16 @@ func (e *env) seed(t *testing.T, n int, bad func(i int) bool) []string {
 	return ids
 }
 
+// seeded is a standard source with n records quarantined, none "bad".
+func seeded(t *testing.T, n int) (*env, []string) {
+	t.Helper()
+	e := newEnv(t, false)
+	return e, e.seed(t, n, none)
+}
+
+// none says no record is "bad" (seed) or failed (drain).
+func none[T any](T) bool { return false }
+
 // received is one message the consumer saw.
 type received struct {
 	recordID, messageID, groupID, dedupID string

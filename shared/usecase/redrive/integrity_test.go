@@ -65,8 +65,7 @@ func attrKeys(m map[string]ddbtypes.AttributeValue) []string {
 func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 6, func(int) bool { return false })
+	e, ids := seeded(t, 6)
 	field, body := ids[0], ids[1]
 	tamper(t, field, func(r *quarantine.Record) { r.RedriveCap, r.FailureClass = 100, quarantine.ClassExhausted })
 	tamper(t, body, func(r *quarantine.Record) { r.Body = strings.Replace(r.Body, "-5", "-500", 1) })
@@ -106,7 +105,7 @@ func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 		t.Fatalf("second run: %+v", second)
 	}
 	var sent []string
-	for _, m := range e.drain(t, func(string) bool { return false }) {
+	for _, m := range e.drain(t, none) {
 		sent = append(sent, m.recordID)
 	}
 	slices.Sort(sent)
@@ -164,7 +163,7 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 		if (run == 0) != slices.Contains(rep.Integrity.IDs, forged) {
 			t.Fatalf("run %d: integrity %v", run+1, rep.Integrity.IDs)
 		}
-		for _, m := range e.drain(t, func(string) bool { return false }) {
+		for _, m := range e.drain(t, none) {
 			sent = append(sent, m.recordID)
 		}
 	}

@@ -110,7 +110,7 @@ func TestPolicyReplaysWhatItMatchesWithinItsLimits(t *testing.T) {
 		if o := outcome(rep, short.ID); o.Outcome != "expired" || o.Redriven != 0 {
 			t.Fatalf("run %d: the expired policy %+v", run+1, o)
 		}
-		for _, m := range e.drain(t, func(string) bool { return false }) {
+		for _, m := range e.drain(t, none) {
 			sent = append(sent, m.recordID)
 		}
 	}
@@ -163,7 +163,7 @@ func TestBreakerSuspendsAPolicyWhoseReplaysComeBack(t *testing.T) {
 			t.Fatalf("a suspended policy ran: %+v", o)
 		}
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 0 {
+	if got := e.drain(t, none); len(got) != 0 {
 		t.Fatalf("%d messages sent after the breaker tripped", len(got))
 	}
 	stored, err := ps.Get(ctx, e.src.Name, p.ID)
@@ -342,7 +342,7 @@ func TestPoliciesTickSettlesOnce(t *testing.T) {
 	if rep := tick(1); rep.Redriven.Count != len(ids) || rep.Settled.Count != 0 {
 		t.Fatalf("tick 1: redriven %d, settled %d; want %d and 0", rep.Redriven.Count, rep.Settled.Count, len(ids))
 	}
-	e.drain(t, func(string) bool { return false })
+	e.drain(t, none)
 	e.clock.Advance(16 * time.Minute) // past the settle window
 	if rep := tick(2); rep.Redriven.Count != 0 || rep.Settled.Count != len(ids) {
 		t.Fatalf("tick 2: redriven %d, settled %d; want 0 and %d", rep.Redriven.Count, rep.Settled.Count, len(ids))

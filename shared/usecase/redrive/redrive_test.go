@@ -70,8 +70,7 @@ func TestRoundTripToResolvedAndPoison(t *testing.T) {
 // once in the round.
 func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 120, func(int) bool { return false })
+	e, ids := seeded(t, 120)
 	svc := e.service(nil, nil, redrive.Config{})
 	var wg sync.WaitGroup
 	reps := make([]*redrive.Report, 2)
@@ -93,7 +92,7 @@ func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 		t.Fatalf("redriven %d + %d, want %d", reps[0].Redriven.Count, reps[1].Redriven.Count, len(ids))
 	}
 	counts := map[string]int{}
-	for _, r := range e.drain(t, func(string) bool { return false }) {
+	for _, r := range e.drain(t, none) {
 		counts[r.recordID]++
 	}
 	for _, id := range ids {
@@ -111,8 +110,7 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 	for _, point := range []string{"after-claim", "after-send", "after-mark"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, false)
-			ids := e.seed(t, 30, func(int) bool { return false })
+			e, ids := seeded(t, 30)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var svc *redrive.Service
@@ -140,7 +138,7 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 				t.Fatal(err)
 			}
 			counts := map[string]int{}
-			for _, r := range e.drain(t, func(string) bool { return false }) {
+			for _, r := range e.drain(t, none) {
 				counts[r.recordID]++
 			}
 			for _, id := range ids {
@@ -180,7 +178,7 @@ func TestSchemaFailureIsNeverSent(t *testing.T) {
 	if rep.Held.Count != 1 || rep.Redriven.Count != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 0 {
+	if got := e.drain(t, none); len(got) != 0 {
 		t.Fatalf("%d messages sent", len(got))
 	}
 	r := e.get(t, out.Record.DLQID)
@@ -194,7 +192,7 @@ func TestSchemaFailureIsNeverSent(t *testing.T) {
 func TestFIFOGroupAndStableDeduplication(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	ids := e.seed(t, 12, func(int) bool { return false })
+	ids := e.seed(t, 12, none)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &crashingSender{Sender: stack.Clients.SQS, cancel: cancel, dedup: map[string][]string{}, groups: map[string]string{}}
@@ -206,7 +204,7 @@ func TestFIFOGroupAndStableDeduplication(t *testing.T) {
 	if _, err := e.service(rec, nil, redrive.Config{Lease: time.Minute}).Run(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) < len(ids) {
+	if got := e.drain(t, none); len(got) < len(ids) {
 		t.Fatalf("%d messages in the queue for %d records", len(got), len(ids))
 	}
 	groups := rec.groups
@@ -296,7 +294,7 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 	if rep.Redriven.Count != 10 || rep.Remaining != 15 {
 		t.Fatalf("report %+v", rep)
 	}
-	if n := len(e.drain(t, func(string) bool { return false })); n != 10 {
+	if n := len(e.drain(t, none)); n != 10 {
 		t.Fatalf("%d sent, want 10", n)
 	}
 	// High-risk without approval becomes a dry run that says why.
@@ -309,8 +307,7 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 
 func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 20, func(int) bool { return false })
+	e, ids := seeded(t, 20)
 	fail := map[string]bool{ids[3]: true, ids[11]: true, ids[17]: true}
 	ps := newEntrySender(fail, false)
 	rep, err := e.service(ps, nil, redrive.Config{SendAttempts: 3}).Run(context.Background(), e.request(100))
@@ -321,7 +318,7 @@ func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 		t.Fatalf("report: failed %v redriven %d", rep.Failed.IDs, rep.Redriven.Count)
 	}
 	sent := map[string]bool{}
-	for _, r := range e.drain(t, func(string) bool { return false }) {
+	for _, r := range e.drain(t, none) {
 		sent[r.recordID] = true
 	}
 	for _, id := range ids {
@@ -402,8 +399,7 @@ func boolInt(b bool) int {
 // A rate-limited run still sends everything, through the limiter.
 func TestRateLimitedRunSendsEverything(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 25, func(int) bool { return false })
+	e, ids := seeded(t, 25)
 	req := e.request(100)
 	req.RatePerSecond = 500
 	rep, err := e.service(nil, nil, redrive.Config{}).Run(context.Background(), req)

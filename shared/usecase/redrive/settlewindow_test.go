@@ -25,12 +25,12 @@ func redrivenAt(t *testing.T, e *env, svc *redrive.Service, maxReceiveCount, vis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := e.seed(t, 1, func(int) bool { return false })
+	ids := e.seed(t, 1, none)
 	rep, err := svc.Run(ctx, e.request(10))
 	if err != nil || rep.Redriven.Count != 1 {
 		t.Fatalf("redrive: %+v %v", rep, err)
 	}
-	e.drain(t, func(string) bool { return false })
+	e.drain(t, none)
 	return ids[0]
 }
 
