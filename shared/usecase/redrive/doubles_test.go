@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -266,6 +267,8 @@ func (noAttributes) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesI
 	return nil, errors.New("AccessDenied (test)")
 }
 
+// historyHas reports whether an attempt of r's history has sub in its
+// reason.
 func historyHas(r *quarantine.Record, sub string) bool {
 	for _, a := range r.Attempts {
 		if strings.Contains(a.Reason, sub) {
@@ -326,4 +329,32 @@ func spoil(t *testing.T, id, attr, value string) {
 	item := rawItem(t, id)
 	item[attr] = &ddbtypes.AttributeValueMemberS{Value: value}
 	putItem(t, item)
+}
+
+// countingLister counts the listings of REDRIVEN records, which only the
+// settle step makes.
+type countingLister struct {
+	quarantine.Lister
+	redriven atomic.Int64
+}
+
+func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
+		l.redriven.Add(1)
+	}
+	return l.Lister.List(ctx, q)
+}
+
+// barrierStore holds each Get until two have happened, so two corrections
+// read the same version.
+type barrierStore struct {
+	quarantine.Store
+	wg *sync.WaitGroup
+}
+
+func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, error) {
+	r, err := b.Store.Get(ctx, id)
+	b.wg.Done()
+	b.wg.Wait()
+	return r, err
 }

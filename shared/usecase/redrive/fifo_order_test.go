@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +29,13 @@ func (e *env) seedGroup(t *testing.T, bodies []string) []string {
 	return ids
 }
 
+// fifoGroup is a FIFO source whose message group G holds bodies, in order.
+func fifoGroup(t *testing.T, bodies ...string) (*env, []string) {
+	t.Helper()
+	e := newEnv(t, true)
+	return e, e.seedGroup(t, bodies)
+}
+
 // A FIFO group replays only from its earliest open record on. Whatever
 // keeps that record from leaving in this run — the gate holds it, the
 // request does not select it, another run holds its claim — no later
@@ -39,8 +45,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	t.Parallel()
 	t.Run("earlier held by the gate", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{`{"event_id":"ev-p1","lot":"x"}`, body(2, true)})
+		e, ids := fifoGroup(t, `{"event_id":"ev-p1","lot":"x"}`, body(2, true))
 		rep, sent := e.runGroup(t, e.request(10))
 		if len(sent) != 0 || !slices.Contains(rep.Held.IDs, ids[0]) || !slices.Contains(rep.Deferred.IDs, ids[1]) {
 			t.Fatalf("sent %v; held %v deferred %v", sent, rep.Held.IDs, rep.Deferred.IDs)
@@ -48,8 +53,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	})
 	t.Run("earlier not selected", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(3, true), body(4, true)})
+		e, ids := fifoGroup(t, body(3, true), body(4, true))
 		// Give the later record its own signature and select only that.
 		later := e.get(t, ids[1])
 		c := quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "downstream timeout"}
@@ -70,8 +74,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	})
 	t.Run("earlier in flight in another run", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(21, true), body(22, true)})
+		e, ids := fifoGroup(t, body(21, true), body(22, true))
 		r1 := e.get(t, ids[0])
 		n, err := r1.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
 		if err != nil {
@@ -88,8 +91,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	for _, mode := range []string{"max_messages 1", "batch_size 1", "one batch"} {
 		t.Run("later left claimed, "+mode, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, true)
-			ids := e.seedGroup(t, []string{body(11, true), body(12, true)})
+			e, ids := fifoGroup(t, body(11, true), body(12, true))
 			r2 := e.get(t, ids[1])
 			n, err := r2.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
 			if err != nil {
@@ -111,7 +113,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 			if mode == "max_messages 1" {
 				want = ids[:1]
 			}
-			if strings.Join(sent, ",") != strings.Join(want, ",") {
+			if !slices.Equal(sent, want) {
 				t.Fatalf("sent %v, want %v", sent, want)
 			}
 		})
@@ -122,8 +124,7 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 // like a message moved to a DLQ) does not hold the group back.
 func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(31, true), body(32, true)})
+	e, ids := fifoGroup(t, body(31, true), body(32, true))
 	r1 := e.get(t, ids[0])
 	parked, err := r1.ParkManual("ops", "investigating", e.clock.Now())
 	if err != nil {
@@ -188,8 +189,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	t.Parallel()
 	t.Run("a parked one is reported", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(46, true)})
+		e, ids := fifoGroup(t, body(46, true))
 		r := e.get(t, ids[0])
 		parked, err := r.ParkManual("ops", "wait", e.clock.Now())
 		if err != nil {
@@ -207,8 +207,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	})
 	t.Run("later only", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
+		e, ids := fifoGroup(t, body(42, true), body(43, true))
 		req := e.request(10)
 		req.IDs = ids[1:]
 		rep, sent := e.runGroup(t, req)
@@ -218,12 +217,11 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	})
 	t.Run("out of order, one a batch", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
+		e, ids := fifoGroup(t, body(44, true), body(45, true))
 		req := e.request(10)
 		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
 		_, sent := e.runGroup(t, req)
-		if strings.Join(sent, ",") != strings.Join(ids, ",") {
+		if !slices.Equal(sent, ids) {
 			t.Fatalf("sent %v, want %v", sent, ids)
 		}
 	})
@@ -234,8 +232,7 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 // record of the group goes ahead of it, in this run or the next.
 func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(61, true), body(62, true)})
+	e, ids := fifoGroup(t, body(61, true), body(62, true))
 	first := e.get(t, ids[0])
 	if err := e.store.Hold(context.Background(), quarantine.IntegrityHold{ID: first.DLQID, Version: first.Version, Reason: "seal_mismatch", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
@@ -276,8 +273,7 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 // group waits for it in the same run too.
 func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
+	e, ids := fifoGroup(t, body(51, true), body(52, true))
 	spoil(t, ids[0], "attempt_count", "many")
 	rep, sent := e.runGroup(t, e.request(10))
 	if len(sent) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,20 +293,6 @@ func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
 	if err != nil || rep.Redriven.Count+rep.Skipped.Count+rep.Remaining != 0 {
 		t.Fatalf("disjoint filters: %+v %v", rep, err)
 	}
-}
-
-// countingLister counts the listings of REDRIVEN records, which only the
-// settle step makes.
-type countingLister struct {
-	quarantine.Lister
-	redriven atomic.Int64
-}
-
-func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
-	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
-		l.redriven.Add(1)
-	}
-	return l.Lister.List(ctx, q)
 }
 
 // A policies tick settles once, however many policies run in it: not once
