@@ -75,14 +75,9 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	t.Run("earlier in flight in another run", func(t *testing.T) {
 		t.Parallel()
 		e, ids := fifoGroup(t, body(21, true), body(22, true))
-		r1 := e.get(t, ids[0])
-		n, err := r1.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(context.Background(), r1, n); err != nil {
-			t.Fatal(err)
-		}
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
+		})
 		rep, sent := e.runGroup(t, e.request(10))
 		if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
 			t.Fatalf("sent %v while the earlier record is claimed by another run", sent)
@@ -92,14 +87,9 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		t.Run("later left claimed, "+mode, func(t *testing.T) {
 			t.Parallel()
 			e, ids := fifoGroup(t, body(11, true), body(12, true))
-			r2 := e.get(t, ids[1])
-			n, err := r2.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.store.Replace(context.Background(), r2, n); err != nil {
-				t.Fatal(err)
-			}
+			e.change(t, ids[1], func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
+			})
 			e.clock.Advance(16 * time.Minute)
 			req := e.request(10)
 			switch mode {
@@ -125,14 +115,9 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	e, ids := fifoGroup(t, body(31, true), body(32, true))
-	r1 := e.get(t, ids[0])
-	parked, err := r1.ParkManual("ops", "investigating", e.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(context.Background(), r1, parked); err != nil {
-		t.Fatal(err)
-	}
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ParkManual("ops", "investigating", e.clock.Now())
+	})
 	_, sent := e.runGroup(t, e.request(10))
 	if len(sent) != 1 || sent[0] != ids[1] {
 		t.Fatalf("sent %v", sent)
@@ -145,30 +130,19 @@ func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e, ids := seeded(t, 1)
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r := e.get(t, ids[0])
-		n, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(ctx, r, n); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range cap3 { // three replays that came back, then parked at the cap
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.Claim("op", e.clock.Now(), time.Minute)
 		})
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.MarkRedriven("op", "m", e.clock.Now())
 		})
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			c := quarantine.Classification{Class: r.FailureClass, Stage: r.FailureStage, Reason: r.FailureReason, Signature: r.FailureSignature}
 			return r.Arrive(quarantine.Attempt{Stage: "consumer", Reason: "x", MessageID: "back-" + string(rune('0'+i)), Actor: quarantine.ActorIngest}, c, 50, e.clock.Now())
 		})
 	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("op", e.clock.Now()) })
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("op", e.clock.Now()) })
 	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
 	if _, err := e.service(&errSender{Sender: stack.Clients.SQS, err: &http4xx{}}, nil, redrive.Config{SendAttempts: 1}).Run(ctx, approved); err != nil {
 		t.Fatal(err)
@@ -190,14 +164,9 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	t.Run("a parked one is reported", func(t *testing.T) {
 		t.Parallel()
 		e, ids := fifoGroup(t, body(46, true))
-		r := e.get(t, ids[0])
-		parked, err := r.ParkManual("ops", "wait", e.clock.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(context.Background(), r, parked); err != nil {
-			t.Fatal(err)
-		}
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ParkManual("ops", "wait", e.clock.Now())
+		})
 		req := e.request(10)
 		req.IDs = ids
 		rep, err := e.service(newEntrySender(nil, true), nil, redrive.Config{}).Run(context.Background(), req)
@@ -308,23 +277,13 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 // record's id and the claimed version.
 func (e *env) expiredParkedClaim(t *testing.T) ([]string, *quarantine.Record) {
 	t.Helper()
-	ctx := context.Background()
 	ids := e.seed(t, 1, none)
-	r := e.get(t, ids[0])
-	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(ctx, r, parked); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := parked.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(ctx, parked, claimed); err != nil {
-		t.Fatal(err)
-	}
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ParkManual("ops", "hold on", e.clock.Now())
+	})
+	claimed := e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
+	})
 	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
 	return ids, claimed
 }

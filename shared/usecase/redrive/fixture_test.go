@@ -235,6 +235,21 @@ func (e *env) get(t *testing.T, id string) *quarantine.Record {
 	return r
 }
 
+// change writes step's successor of record id's stored version, as
+// another actor would, and returns it.
+func (e *env) change(t *testing.T, id string, step func(r *quarantine.Record) (*quarantine.Record, error)) *quarantine.Record {
+	t.Helper()
+	r := e.get(t, id)
+	next, err := step(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(context.Background(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 func (e *env) request(max int) redrive.Request {
 	return redrive.Request{Source: e.src.Name, RequestedBy: "test@ops", MaxMessages: max}
 }
