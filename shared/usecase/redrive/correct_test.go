@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -75,11 +74,11 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	if err != nil || rr.Redriven.Count != 1 {
 		t.Fatalf("redrive: %+v %v", rr, err)
 	}
-	res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 1 {
-		t.Fatalf("receive: %d messages, %v", len(res.Messages), err)
+	msgs := e.receive(t)
+	if len(msgs) != 1 {
+		t.Fatalf("receive: %d messages", len(msgs))
 	}
-	m := res.Messages[0]
+	m := msgs[0]
 	if aws.ToString(m.Body) != good {
 		t.Fatalf("the replay sent %q, want the correction", aws.ToString(m.Body))
 	}
@@ -87,7 +86,7 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 		t.Fatalf("%s = %q, want 1", quarantine.AttrCorrected, aws.ToString(v.StringValue))
 	}
 	// The consumer fails it again: it comes back to the same record.
-	if _, err := stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+	if err := e.failMessage(m); err != nil {
 		t.Fatal(err)
 	}
 	e.drain(t, func(string) bool { return true })
@@ -109,10 +108,10 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	if rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"}); err != nil || rr.Redriven.Count != 1 {
 		t.Fatalf("second redrive: %+v %v", rr, err)
 	}
-	res, err = stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 1 || aws.ToString(res.Messages[0].Body) != better ||
-		aws.ToString(res.Messages[0].MessageAttributes[quarantine.AttrCorrected].StringValue) != "2" {
-		t.Fatalf("the second round did not send correction 2: %v", err)
+	msgs = e.receive(t)
+	if len(msgs) != 1 || aws.ToString(msgs[0].Body) != better ||
+		aws.ToString(msgs[0].MessageAttributes[quarantine.AttrCorrected].StringValue) != "2" {
+		t.Fatal("the second round did not send correction 2")
 	}
 	r = e.get(t, id)
 	if r.RedriveCount != 2 || len(r.Corrections) != 2 || r.Corrections[1].FromSHA256 != r.Corrections[0].BodySHA256 || r.Body != bad {

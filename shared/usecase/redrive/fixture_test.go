@@ -165,7 +165,7 @@ func (e *env) drain(t *testing.T, fail func(recordID string) bool) []received {
 		}
 		var err error
 		if fail(rid) {
-			_, err = stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+			err = e.failMessage(m)
 		} else {
 			_, err = stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle})
 		}
@@ -198,6 +198,23 @@ func (e *env) ingestDLQ(t *testing.T) int {
 		n++
 	})
 	return n
+}
+
+// failMessage is the consumer failing m: it is visible again at once.
+func (e *env) failMessage(m sqstypes.Message) error {
+	_, err := stack.Clients.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	return err
+}
+
+// receive makes one ReceiveMessage call on the source queue, with every
+// message attribute.
+func (e *env) receive(t *testing.T) []sqstypes.Message {
+	t.Helper()
+	res, err := stack.Clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Messages
 }
 
 // receiveAll receives every message of queue url, with all its attributes,

@@ -357,11 +357,11 @@ func TestMessageFidelity(t *testing.T) {
 	if _, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 3 {
-		t.Fatalf("received %d: %v", len(res.Messages), err)
+	msgs := e.receive(t)
+	if len(msgs) != 3 {
+		t.Fatalf("received %d", len(msgs))
 	}
-	for _, m := range res.Messages {
+	for _, m := range msgs {
 		orig := len(m.MessageAttributes)
 		_, hasID := m.MessageAttributes[quarantine.AttrRecordID]
 		_, hasCount := m.MessageAttributes[quarantine.AttrRedriveCount]
