@@ -253,7 +253,9 @@ type Corrector struct {
 // latest correction's, or the original. It writes once, conditional on the
 // version read, so of two concurrent corrections one wins and the other
 // gets ErrCorrectionConflict. A correction body that would make the item
-// too large goes to the payload store.
+// too large goes to the payload store. (Not Store.Update: a correction is
+// never retried onto a version its requester did not see, and the payload
+// write between the read and the write must not be repeated.)
 func (k Corrector) Correct(ctx context.Context, id string, req CorrectionRequest) (*Record, error) {
 	now, keyAttribute, maxAttempts := k.Now, k.KeyAttribute, k.MaxAttempts
 	if now == nil {

@@ -226,7 +226,10 @@ func (qr *Quarantiner) correctedComeback(ctx context.Context, src *quarantine.So
 // start: appended to the first record that takes arrivals, or created as a
 // new record (proto, at the first free position, linked to the last record
 // that could not take it). A duplicate delivery found anywhere on the chain
-// is a no-op.
+// is a no-op. Its reads and writes are not Store.Update's: a conflict
+// re-reads the same position within this loop's budget (MaxWriteRetries,
+// shared with the create path), and a record deleted or held under the
+// append moves the arrival on (created, or to a successor).
 func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *quarantine.Record, m Message, att quarantine.Attempt, class quarantine.Classification) (Outcome, error) {
 	baseNote := att.Note
 	var (

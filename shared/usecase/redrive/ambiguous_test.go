@@ -7,15 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
@@ -24,45 +17,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
-
-// timeoutError is what the SDK's HTTP client returns when a request's
-// answer does not arrive in time.
-type timeoutError struct{}
-
-func (timeoutError) Error() string   { return "read tcp: i/o timeout (injected)" }
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }
-
-// lostAnswerSender enqueues each call for real and then loses the answer
-// (a timeout) on the calls numbered in lose (1-based): SQS did the work and
-// redrive cannot know.
-type lostAnswerSender struct {
-	redrive.Sender
-	mu    sync.Mutex
-	calls int
-	lose  func(call int) bool
-}
-
-func (l *lostAnswerSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	l.mu.Lock()
-	l.calls++
-	n := l.calls
-	l.mu.Unlock()
-	out, err := l.Sender.SendMessageBatch(ctx, in, opts...)
-	if err == nil && l.lose(n) {
-		return nil, fmt.Errorf("operation error SQS: SendMessageBatch, https response error: %w", timeoutError{})
-	}
-	return out, err
-}
-
-func historyHas(r *quarantine.Record, sub string) bool {
-	for _, a := range r.Attempts {
-		if strings.Contains(a.Reason, sub) {
-			return true
-		}
-	}
-	return false
-}
 
 // An answer lost after SQS enqueued the batch: the retry enqueues it again
 // on a standard queue, and the record's sealed history says that the round
@@ -74,8 +28,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	t.Parallel()
 	t.Run("lost answer then success", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 3, func(int) bool { return false })
+		e, ids := seeded(t, 3)
 		s := &lostAnswerSender{Sender: stack.Clients.SQS, lose: func(n int) bool { return n == 1 }}
 		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -84,7 +37,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 		if rep.Redriven.Count != 3 {
 			t.Fatalf("redriven %d of 3", rep.Redriven.Count)
 		}
-		got := e.drain(t, func(string) bool { return false })
+		got := e.drain(t, none)
 		if len(got) != 6 {
 			t.Fatalf("%d messages in the queue: the lost answer's batch should be there twice", len(got))
 		}
@@ -100,8 +53,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	})
 	t.Run("every answer lost", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 2, func(int) bool { return false })
+		e, ids := seeded(t, 2)
 		s := &lostAnswerSender{Sender: stack.Clients.SQS, lose: func(int) bool { return true }}
 		rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -130,8 +82,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	})
 	t.Run("refused by SQS is not ambiguous", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 1, func(int) bool { return false })
+		e, ids := seeded(t, 1)
 		s := &errSender{Sender: stack.Clients.SQS, err: &http4xx{}}
 		rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
 		if err != nil {
@@ -146,36 +97,6 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 	})
 }
 
-type http4xx struct{}
-
-func (*http4xx) Error() string       { return "api error RequestThrottled: throttled (injected 400)" }
-func (*http4xx) HTTPStatusCode() int { return http.StatusBadRequest }
-
-// errSender fails every call with err, sending nothing.
-type errSender struct {
-	redrive.Sender
-	err error
-}
-
-func (e *errSender) SendMessageBatch(context.Context, *sqs.SendMessageBatchInput, ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return nil, e.err
-}
-
-// failingStore fails the writes that fail says fail, without applying them.
-type failingStore struct {
-	quarantine.Store
-	fail func(r *quarantine.Record) bool
-}
-
-var errStoreDown = errors.New("injected store failure")
-
-func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
-	if f.fail(r) {
-		return errStoreDown
-	}
-	return f.Store.Replace(ctx, prev, r)
-}
-
 // One record's claim error is that record's failure: the batch's other
 // records are still sent and marked in the same run, none is left claimed.
 // And a release that cannot be written does not keep the sent records of
@@ -184,8 +105,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 	t.Parallel()
 	t.Run("claim", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 6, func(int) bool { return false })
+		e, ids := seeded(t, 6)
 		bad := ids[2]
 		fs := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
 			return r.DLQID == bad && r.Status == quarantine.StatusRedriving
@@ -210,10 +130,9 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 	})
 	t.Run("release", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, false)
-		ids := e.seed(t, 4, func(int) bool { return false })
+		e, ids := seeded(t, 4)
 		fail := map[string]bool{ids[0]: true}
-		ps := &partialSender{Sender: stack.Clients.SQS, failRecords: fail}
+		ps := newEntrySender(fail, false)
 		fs := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
 			return fail[r.DLQID] && r.Status == quarantine.StatusQuarantined // its release
 		}}
@@ -238,8 +157,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 // was "skipped" and left REDRIVING until its lease expired).
 func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 1, func(int) bool { return false })
+	e, ids := seeded(t, 1)
 	cfg := stack.AWS.Copy()
 	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 1}
 	if lose.Base == nil {
@@ -262,58 +180,9 @@ func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	if r.Status != quarantine.StatusRedriven || historyHas(r, "while the record changed") {
 		t.Fatalf("%s: %+v", r.Status, r.Attempts)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 1 {
+	if got := e.drain(t, none); len(got) != 1 {
 		t.Fatalf("%d messages for one record", len(got))
 	}
-}
-
-// orderSender records, per message group, the record ids in the order SQS
-// accepted them (call by call, entry by entry: SQS enqueues a FIFO batch
-// in entry order), and fails the first try of the entries fail names.
-type orderSender struct {
-	redrive.Sender
-	mu     sync.Mutex
-	order  map[string][]string // group → record ids, in enqueue order
-	fail   map[string]bool
-	failed map[string]bool
-}
-
-func (o *orderSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var pass []sqstypes.SendMessageBatchRequestEntry
-	var failed []sqstypes.BatchResultErrorEntry
-	for _, e := range in.Entries {
-		rid := aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)
-		if o.fail[rid] && !o.failed[rid] {
-			o.failed[rid] = true
-			failed = append(failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError")})
-			continue
-		}
-		pass = append(pass, e)
-	}
-	out := &sqs.SendMessageBatchOutput{Failed: failed}
-	if len(pass) == 0 {
-		return out, nil
-	}
-	in2 := *in
-	in2.Entries = pass
-	res, err := o.Sender.SendMessageBatch(ctx, &in2, opts...)
-	if err != nil {
-		return nil, err
-	}
-	ok := map[string]bool{}
-	for _, s := range res.Successful {
-		ok[aws.ToString(s.Id)] = true
-	}
-	for _, e := range pass {
-		if ok[aws.ToString(e.Id)] {
-			g := aws.ToString(e.MessageGroupId)
-			o.order[g] = append(o.order[g], aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue))
-		}
-	}
-	out.Successful, out.Failed = res.Successful, append(out.Failed, res.Failed...)
-	return out, nil
 }
 
 // Within a FIFO message group, replays leave in the original order, also
@@ -325,13 +194,13 @@ func TestFIFOReplayKeepsGroupOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("retry=%v", failFirst), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, true)
-			ids := e.seed(t, 24, func(int) bool { return false }) // groups 0,1,2; 8 each, in order
+			ids := e.seed(t, 24, none) // groups 0,1,2; 8 each, in order
 			byGroup := map[string][]string{}
 			for _, id := range ids {
 				r := e.get(t, id)
 				byGroup[r.MessageGroupID] = append(byGroup[r.MessageGroupID], id)
 			}
-			s := &orderSender{Sender: stack.Clients.SQS, order: map[string][]string{}, fail: map[string]bool{}, failed: map[string]bool{}}
+			s := newEntrySender(nil, true)
 			if failFirst {
 				for _, g := range byGroup {
 					s.fail[g[0]] = true
@@ -360,9 +229,9 @@ func TestFIFOReplayKeepsGroupOrder(t *testing.T) {
 func TestFIFOGroupHeldBackAfterAFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	ids := e.seed(t, 6, func(int) bool { return false }) // groups 0,1,2 twice
+	ids := e.seed(t, 6, none) // groups 0,1,2 twice
 	first := e.get(t, ids[0])
-	s := &partialSender{Sender: stack.Clients.SQS, failRecords: map[string]bool{ids[0]: true}}
+	s := newEntrySender(map[string]bool{ids[0]: true}, false)
 	rep, err := e.service(s, nil, redrive.Config{SendAttempts: 2}).Run(context.Background(), e.request(10))
 	if err != nil {
 		t.Fatal(err)
@@ -381,8 +250,7 @@ func TestFIFOGroupHeldBackAfterAFailure(t *testing.T) {
 // head of every run, so the records behind it are reached.
 func TestUnsendableRecordsDoNotBlockTheQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 2, func(int) bool { return false })
+	e, ids := seeded(t, 2)
 	// The first record's body is claim-checked and its object is gone.
 	bad := e.get(t, ids[0])
 	next := bad.Clone()
@@ -448,24 +316,12 @@ func TestLeaseMustExceedTheFunctionTimeout(t *testing.T) {
 	}
 }
 
-// heldStore answers every claim write with the hold another run set
-// meanwhile, as the DynamoDB store does (its text names the record).
-type heldStore struct{ quarantine.Store }
-
-func (h *heldStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
-	if r.Status == quarantine.StatusRedriving {
-		return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
-	}
-	return h.Store.Replace(ctx, prev, r)
-}
-
 // A record set aside while a run claims it is reported as held, not as a
 // failure, and no function error carries a record id (an idempotency key,
 // maybe a payload value).
 func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 2, func(int) bool { return false })
+	e, ids := seeded(t, 2)
 	fs := &failingStore{Store: &heldStore{Store: e.store}, fail: func(r *quarantine.Record) bool { return false }}
 	raw := []byte(fmt.Sprintf(`{"source":%q,"requested_by":"test@ops","max_messages":10}`, e.src.Name))
 	out, err := e.service(nil, fs, redrive.Config{}).LambdaHandler(context.Background(), raw)
@@ -494,8 +350,7 @@ func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
 // lease expires (after which a takeover could send a second copy).
 func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 3, func(int) bool { return false })
+	e, ids := seeded(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	// Batches start while 20 s are left; a call needs 20 s + one 10 s try.
@@ -521,18 +376,9 @@ func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
 func TestUndecodableItemIsHeldAndItsArrivalsStored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 3, func(int) bool { return false })
+	e, ids := seeded(t, 3)
 	bad := ids[0]
-	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
-		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: bad}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Item["redrive_count"] = &ddbtypes.AttributeValueMemberS{Value: "zero"}
-	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: out.Item}); err != nil {
-		t.Fatal(err)
-	}
+	spoil(t, bad, "redrive_count", "zero")
 	// The arrival of a re-failure for its key is stored in a successor.
 	got, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "again-0", Body: []byte(body(0, true)), SourceARN: e.src.ARN, ReceiveCount: 2})
 	if err != nil {

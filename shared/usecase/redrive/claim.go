@@ -73,17 +73,11 @@ func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quara
 // applyClaim carries out d, the decision for rec (read as id): it writes
 // what d says to write (nothing in a dry run) and notes the outcome.
 func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record, d claimDecision) (*claimed, error) {
-	s := r.s
 	switch d.action {
 	case claimHold:
 		return nil, r.setAside(ctx, rec, d.cause)
 	case claimReturn:
-		back := d.next
-		if err := s.store.Replace(ctx, rec, back); err != nil && !errors.Is(err, quarantine.ErrVersionConflict) {
-			return nil, fmt.Errorf("return expired parked claim: %w", err)
-		}
-		r.note(&r.rep.Parked, id)
-		return nil, nil
+		return nil, r.writeParked(ctx, id, rec, d.next, "return expired parked claim")
 	case claimSkip:
 		if d.block {
 			r.block(rec)
@@ -94,27 +88,30 @@ func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record,
 		r.note(&r.rep.Deferred, id)
 		return nil, nil
 	case claimPark:
-		return nil, r.parkPoison(ctx, id, rec, d.next)
+		return nil, r.writeParked(ctx, id, rec, d.next, "park record")
 	case claimFail:
 		return nil, d.cause
 	}
 	return r.take(ctx, id, rec, d.next)
 }
 
-// parkPoison writes parked, rec parked at its cap (nothing in a dry run).
-func (r *run) parkPoison(ctx context.Context, id string, rec, parked *quarantine.Record) error {
-	s := r.s
+// writeParked writes parked, rec's PARKED successor (parked at its cap,
+// or an expired approved claim given back), and notes the record Parked;
+// a dry run writes nothing. Like the claim, it writes once, on the version
+// read: a record changed since is Skipped (the next run reads it again),
+// one set aside meanwhile is counted under Integrity.
+func (r *run) writeParked(ctx context.Context, id string, rec, parked *quarantine.Record, op string) error {
 	if !r.rep.DryRun {
-		if perr := s.store.Replace(ctx, rec, parked); perr != nil {
-			if errors.Is(perr, quarantine.ErrVersionConflict) {
+		if err := r.s.store.Replace(ctx, rec, parked); err != nil {
+			if errors.Is(err, quarantine.ErrVersionConflict) {
 				r.note(&r.rep.Skipped, id)
 				return nil
 			}
-			if errors.Is(perr, quarantine.ErrHeld) {
+			if errors.Is(err, quarantine.ErrHeld) {
 				r.note(&r.rep.Integrity, id) // set aside meanwhile
 				return nil
 			}
-			return fmt.Errorf("park record: %w", perr)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
 	r.note(&r.rep.Parked, id)
@@ -205,36 +202,43 @@ func (r *run) park(ctx context.Context, rec *quarantine.Record, reason string) e
 	})
 }
 
-// rewrite applies step to rec and writes the result, re-reading and
-// retrying on concurrent changes. A record that left REDRIVING meanwhile
-// (its message came back, say) is noted under out unchanged.
+// rewrite applies step to the current version of rec and writes the
+// result (the store's Update: re-read and retried on concurrent changes),
+// noting the record under out. A record that left REDRIVING meanwhile (its
+// message came back, say) is noted under out unchanged.
 func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
-	for attempt := 0; ; attempt++ {
-		next, err := step(rec)
-		if errors.Is(err, quarantine.ErrNotClaimable) {
-			r.note(out, rec.DLQID) // it changed hands
-			return nil
-		}
-		if quarantine.IsIntegrityFailure(err) {
-			return r.setAside(ctx, rec, err)
-		}
-		if err != nil {
-			return err
-		}
-		err = r.s.store.Replace(ctx, rec, next)
-		if errors.Is(err, quarantine.ErrHeld) {
-			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
-			return nil
-		}
-		if err == nil {
-			r.note(out, rec.DLQID)
-			return nil
-		}
-		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 5 {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
+	wrote, err := r.update(ctx, rec.DLQID, op, step)
+	if wrote || errors.Is(err, quarantine.ErrNotClaimable) {
+		r.note(out, rec.DLQID) // written, or it changed hands
+		return nil
 	}
+	return err
+}
+
+// update writes step's successor of the current version of record id
+// through the store's Update, which re-reads and retries on concurrent
+// changes, and reports whether it was written. A version that fails
+// verification is set aside as found, never re-sealed; one another run set
+// aside meanwhile (ErrHeld) is counted under Integrity. step's own errors
+// come back as they are, the store's wrapped in op.
+func (r *run) update(ctx context.Context, id, op string, step func(*quarantine.Record) (*quarantine.Record, error)) (bool, error) {
+	var read *quarantine.Record
+	var stepErr error
+	_, err := r.s.store.Update(ctx, id, func(cur *quarantine.Record) (*quarantine.Record, error) {
+		next, err := step(cur)
+		read, stepErr = cur, err
+		return next, err
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case stepErr != nil && quarantine.IsIntegrityFailure(stepErr):
+		return false, r.setAside(ctx, read, stepErr)
+	case stepErr != nil:
+		return false, stepErr
+	case errors.Is(err, quarantine.ErrHeld):
+		r.note(&r.rep.Integrity, id) // another run set it aside meanwhile
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %w", op, err)
 }

@@ -16,11 +16,14 @@ import (
 // records' first_seen (storetest.Record).
 var decisionNow = time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC)
 
-// sealed returns a sealed record of source "src", changed by edit first.
+// sealed returns a sealed record of source "src", changed by edit (if
+// any) first.
 func sealed(t *testing.T, edit func(r *quarantine.Record)) *quarantine.Record {
 	t.Helper()
 	r := storetest.Record(t, storetest.UniqueID("dc"))
-	edit(r)
+	if edit != nil {
+		edit(r)
+	}
 	if err := quarantine.SealRecord(r); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +41,11 @@ func TestDecideClaim(t *testing.T) {
 	t.Parallel()
 	expired, live := decisionNow.Add(-time.Minute), decisionNow.Add(time.Minute)
 	for _, tc := range []struct {
-		name   string
+		name string
+		// edit changes the record decided on before it is sealed (nil:
+		// as stored); rec, when set, makes it instead (changed after
+		// sealing, say).
+		edit   func(r *quarantine.Record)
 		rec    func(t *testing.T) *quarantine.Record
 		in     func(in *claimInput)
 		action claimAction
@@ -49,7 +56,6 @@ func TestDecideClaim(t *testing.T) {
 	}{
 		{
 			name:   "quarantined below its cap is taken for the next round",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, func(*quarantine.Record) {}) },
 			action: claimTake,
 			next:   status(quarantine.StatusRedriving, 1),
 		},
@@ -63,60 +69,52 @@ func TestDecideClaim(t *testing.T) {
 			action: claimHold,
 		},
 		{
-			name: "at its cap it is parked as poison",
-			rec: func(t *testing.T) *quarantine.Record {
-				return sealed(t, func(r *quarantine.Record) { r.RedriveCount = r.RedriveCap })
-			},
+			name:   "at its cap it is parked as poison",
+			edit:   func(r *quarantine.Record) { r.RedriveCount = r.RedriveCap },
 			action: claimPark,
 			next:   status(quarantine.StatusParked, 3),
 		},
 		{
-			name: "at its cap in a dry run it is reported parked, nothing to write",
-			rec: func(t *testing.T) *quarantine.Record {
-				return sealed(t, func(r *quarantine.Record) { r.RedriveCount = r.RedriveCap })
-			},
+			name:   "at its cap in a dry run it is reported parked, nothing to write",
+			edit:   func(r *quarantine.Record) { r.RedriveCount = r.RedriveCap },
 			in:     func(in *claimInput) { in.dryRun = true },
 			action: claimPark,
 		},
 		{
-			name: "parked is skipped without include_parked, and blocks nothing",
-			rec: func(t *testing.T) *quarantine.Record {
-				return sealed(t, func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusParked, 3 })
-			},
+			name:   "parked is skipped without include_parked, and blocks nothing",
+			edit:   func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusParked, 3 },
 			action: claimSkip,
 			reason: "parked",
 		},
 		{
-			name: "parked with include_parked is claimed with approval",
-			rec: func(t *testing.T) *quarantine.Record {
-				return sealed(t, func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusParked, 3 })
-			},
+			name:   "parked with include_parked is claimed with approval",
+			edit:   func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusParked, 3 },
 			in:     func(in *claimInput) { in.req.IncludeParked = true },
 			action: claimTake,
 			next:   status(quarantine.StatusRedriving, 4),
 		},
 		{
 			name:   "in flight in another run: skipped, its group waits",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(live, 0)) },
+			edit:   redriving(live, 0),
 			action: claimSkip,
 			block:  true,
 			reason: "not claimable",
 		},
 		{
 			name:   "an expired lease is taken over for the same round",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(expired, 0)) },
+			edit:   redriving(expired, 0),
 			action: claimTake,
 			next:   status(quarantine.StatusRedriving, 1),
 		},
 		{
 			name:   "an expired approved replay of a parked record goes back to PARKED",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(expired, 3)) },
+			edit:   redriving(expired, 3),
 			action: claimReturn,
 			next:   status(quarantine.StatusParked, 1),
 		},
 		{
 			name:   "an expired approved replay of a parked record in a dry run: skipped, its group waits",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(expired, 3)) },
+			edit:   redriving(expired, 3),
 			in:     func(in *claimInput) { in.dryRun = true },
 			action: claimSkip,
 			block:  true,
@@ -124,28 +122,26 @@ func TestDecideClaim(t *testing.T) {
 		},
 		{
 			name:   "a live approved replay of a parked record: skipped, its group waits",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(live, 3)) },
+			edit:   redriving(live, 3),
 			action: claimSkip,
 			block:  true,
 			reason: "parked",
 		},
 		{
 			name:   "an expired approved replay of a parked record, in an approved parked run, is taken over",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, redriving(expired, 3)) },
+			edit:   redriving(expired, 3),
 			in:     func(in *claimInput) { in.req.IncludeParked = true },
 			action: claimTake,
 			next:   status(quarantine.StatusRedriving, 1),
 		},
 		{
 			name:   "its FIFO group is blocked: deferred",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, func(*quarantine.Record) {}) },
 			in:     func(in *claimInput) { in.blocked = true },
 			action: claimDefer,
 		},
 		{
 			// (The filters carry cleared_reasons: see Request.selected.)
 			name:   "a signature not cleared: skipped, its group waits",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, func(*quarantine.Record) {}) },
 			in:     func(in *claimInput) { in.req.ClearedReasons = []string{"consumer|other|v#"} },
 			action: claimSkip,
 			block:  true,
@@ -153,7 +149,6 @@ func TestDecideClaim(t *testing.T) {
 		},
 		{
 			name:   "no longer matching the filters: skipped, its group waits",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, func(*quarantine.Record) {}) },
 			in:     func(in *claimInput) { in.req.Classes = []quarantine.Class{quarantine.ClassValidation} },
 			action: claimSkip,
 			block:  true,
@@ -161,17 +156,14 @@ func TestDecideClaim(t *testing.T) {
 		},
 		{
 			name:   "another source's record: skipped",
-			rec:    func(t *testing.T) *quarantine.Record { return sealed(t, func(*quarantine.Record) {}) },
 			in:     func(in *claimInput) { in.source = "other" },
 			action: claimSkip,
 			block:  true,
 			reason: "no longer matches the filters",
 		},
 		{
-			name: "redriven already: skipped, blocks nothing",
-			rec: func(t *testing.T) *quarantine.Record {
-				return sealed(t, func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusRedriven, 1 })
-			},
+			name:   "redriven already: skipped, blocks nothing",
+			edit:   func(r *quarantine.Record) { r.Status, r.RedriveCount = quarantine.StatusRedriven, 1 },
 			action: claimSkip,
 			reason: "not claimable",
 		},
@@ -182,7 +174,12 @@ func TestDecideClaim(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			rec := tc.rec(t)
+			var rec *quarantine.Record
+			if tc.rec != nil {
+				rec = tc.rec(t)
+			} else {
+				rec = sealed(t, tc.edit)
+			}
 			before := *rec
 			d := decideClaim(rec, in)
 			if d.action != tc.action || d.block != tc.block || d.reason != tc.reason {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -20,6 +20,18 @@ func correctRequest(e *env, id, reason, payload string) string {
 	return fmt.Sprintf(`{"action":"correct","source":%q,"ids":[%q],"requested_by":"fixer@ops","reason":%q,"payload":%q}`, e.src.Name, id, reason, payload)
 }
 
+// malformed quarantines record i with an NDC the schema refuses (ndc in
+// place of 12345-678-90), and returns its id and body.
+func (e *env) malformed(t *testing.T, i int, ndc string) (string, string) {
+	t.Helper()
+	bad := strings.Replace(body(i, true), "12345-678-90", ndc, 1)
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: fmt.Sprintf("dlq-%d", i), Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Record.DLQID, bad
+}
+
 // A malformed record: a correction that still fails the schema is refused
 // and changes nothing; a valid one is stored beside the original, which
 // stays byte-identical and sealed; the replay sends the correction, marked
@@ -27,15 +39,10 @@ func correctRequest(e *env, id, reason, payload string) string {
 func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
+	id, bad := e.malformed(t, 1, "NDC?12345")
 	svc := e.service(nil, nil, redrive.Config{})
 	before := e.get(t, id)
-	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
+	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
 	var ce *quarantine.CorrectionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema: schema /ndc pattern") {
 		t.Fatalf("an invalid correction: %v", err)
@@ -67,11 +74,11 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	if err != nil || rr.Redriven.Count != 1 {
 		t.Fatalf("redrive: %+v %v", rr, err)
 	}
-	res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 1 {
-		t.Fatalf("receive: %d messages, %v", len(res.Messages), err)
+	msgs := e.receive(t)
+	if len(msgs) != 1 {
+		t.Fatalf("receive: %d messages", len(msgs))
 	}
-	m := res.Messages[0]
+	m := msgs[0]
 	if aws.ToString(m.Body) != good {
 		t.Fatalf("the replay sent %q, want the correction", aws.ToString(m.Body))
 	}
@@ -79,7 +86,7 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 		t.Fatalf("%s = %q, want 1", quarantine.AttrCorrected, aws.ToString(v.StringValue))
 	}
 	// The consumer fails it again: it comes back to the same record.
-	if _, err := stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+	if err := e.failMessage(m); err != nil {
 		t.Fatal(err)
 	}
 	e.drain(t, func(string) bool { return true })
@@ -101,10 +108,10 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	if rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"}); err != nil || rr.Redriven.Count != 1 {
 		t.Fatalf("second redrive: %+v %v", rr, err)
 	}
-	res, err = stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 1 || aws.ToString(res.Messages[0].Body) != better ||
-		aws.ToString(res.Messages[0].MessageAttributes[quarantine.AttrCorrected].StringValue) != "2" {
-		t.Fatalf("the second round did not send correction 2: %v", err)
+	msgs = e.receive(t)
+	if len(msgs) != 1 || aws.ToString(msgs[0].Body) != better ||
+		aws.ToString(msgs[0].MessageAttributes[quarantine.AttrCorrected].StringValue) != "2" {
+		t.Fatal("the second round did not send correction 2")
 	}
 	r = e.get(t, id)
 	if r.RedriveCount != 2 || len(r.Corrections) != 2 || r.Corrections[1].FromSHA256 != r.Corrections[0].BodySHA256 || r.Body != bad {
@@ -112,31 +119,12 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	}
 }
 
-// barrierStore holds each Get until two have happened, so two corrections
-// read the same version.
-type barrierStore struct {
-	quarantine.Store
-	wg *sync.WaitGroup
-}
-
-func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, error) {
-	r, err := b.Store.Get(ctx, id)
-	b.wg.Done()
-	b.wg.Wait()
-	return r, err
-}
-
 // Two concurrent corrections of one record: one wins, the other gets a
 // clear conflict error, and the record holds exactly the winner.
 func TestConcurrentCorrectionsOneWins(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(2, true), "12345-678-90", "NDC?", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-2", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
+	id, _ := e.malformed(t, 2, "NDC?")
 	var barrier sync.WaitGroup
 	barrier.Add(2)
 	fixes := []string{body(2, true), strings.Replace(body(2, true), "12345-678-90", "54321-876-09", 1)}
@@ -166,5 +154,59 @@ func TestConcurrentCorrectionsOneWins(t *testing.T) {
 	r := e.get(t, id)
 	if len(r.Corrections) != 1 || r.Corrections[0].Body != fixes[winner] {
 		t.Fatal("the record does not hold exactly the winning correction")
+	}
+}
+
+// A correction that changes the event identity (new_key): its replay goes
+// out under the new key, and each time the consumer fails it and it is
+// dead-lettered again it comes back to the record it was corrected in, with
+// its redrive count, so the cap holds across the key change and parks it.
+// No record is ever opened under the new key, and the original never
+// settles as RESOLVED while its replay keeps failing.
+func TestNewKeyCorrectionComesBackToItsRecordAndTheCapHolds(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	wrong := strings.Replace(body(7, true), `"ev-00007"`, `"ev-0007"`, 1)
+	wrong = strings.Replace(wrong, "12345-678-90", "NDC?12345", 1)
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-7", Body: []byte(wrong), SourceARN: e.src.ARN, ReceiveCount: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Record.DLQID
+	fixed := body(7, true) // event_id corrected too: a new identity
+	svc := e.service(nil, nil, redrive.Config{})
+	req := fmt.Sprintf(`{"action":"correct","source":%q,"ids":[%q],"requested_by":"fixer@ops","reason":"wrong event id","payload":%q,"new_key":true}`, e.src.Name, id, fixed)
+	if rep, err := svc.LambdaHandler(ctx, []byte(req)); err != nil || rep.Corrected.Count != 1 {
+		t.Fatalf("correct: %+v %v", rep, err)
+	}
+	newKeyID := quarantine.RecordID(e.src.Name, "ev-00007")
+	for round := 1; round <= cap3; round++ {
+		rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"})
+		if err != nil || rr.Redriven.Count != 1 {
+			t.Fatalf("round %d: %+v %v", round, rr, err)
+		}
+		e.drain(t, func(string) bool { return true }) // the consumer fails it until it is dead-lettered
+		if n := e.ingestDLQ(t); n != 1 {
+			t.Fatalf("round %d: %d came back", round, n)
+		}
+		r := e.get(t, id)
+		if r.Status != quarantine.StatusQuarantined || r.RedriveCount != round {
+			t.Fatalf("round %d: the record is %s with count %d", round, r.Status, r.RedriveCount)
+		}
+		if last := r.Attempts[len(r.Attempts)-1]; last.Actor != quarantine.ActorIngest || last.BodySHA256 != quarantine.BodySHA256([]byte(fixed)) || strings.Contains(last.Note, "forged") {
+			t.Fatalf("round %d: last attempt %+v", round, last)
+		}
+		if _, err := e.store.Get(ctx, newKeyID); !errors.Is(err, quarantine.ErrNotFound) {
+			t.Fatalf("round %d: the comeback opened a record under the new key (%v)", round, err)
+		}
+		e.clock.Advance(time.Second)
+	}
+	// Settling finds nothing to resolve, and the next run parks it as poison.
+	rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"})
+	if err != nil || rr.Parked.Count != 1 || rr.Redriven.Count != 0 {
+		t.Fatalf("at the cap: %+v %v", rr, err)
+	}
+	if r := e.get(t, id); r.Status != quarantine.StatusParked || r.FailureClass != quarantine.ClassPoison || r.RedriveCount != cap3 {
+		t.Fatalf("at the cap: %s %s count %d", r.Status, r.FailureClass, r.RedriveCount)
 	}
 }

@@ -2,14 +2,10 @@ package redrive_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -33,8 +29,11 @@ func (e *env) seedGroup(t *testing.T, bodies []string) []string {
 	return ids
 }
 
-func newOrderSender() *orderSender {
-	return &orderSender{Sender: stack.Clients.SQS, order: map[string][]string{}, fail: map[string]bool{}, failed: map[string]bool{}}
+// fifoGroup is a FIFO source whose message group G holds bodies, in order.
+func fifoGroup(t *testing.T, bodies ...string) (*env, []string) {
+	t.Helper()
+	e := newEnv(t, true)
+	return e, e.seedGroup(t, bodies)
 }
 
 // A FIFO group replays only from its earliest open record on. Whatever
@@ -46,21 +45,16 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 	t.Parallel()
 	t.Run("earlier held by the gate", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{`{"event_id":"ev-p1","lot":"x"}`, body(2, true)})
-		s := newOrderSender()
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Held.IDs, ids[0]) || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v; held %v deferred %v", s.order["G"], rep.Held.IDs, rep.Deferred.IDs)
+		e, ids := fifoGroup(t, `{"event_id":"ev-p1","lot":"x"}`, body(2, true))
+		rep, sent := e.runGroup(t, e.request(10))
+		waited(t, rep, sent, ids[1], "while the earlier record is held by the gate")
+		if !slices.Contains(rep.Held.IDs, ids[0]) {
+			t.Fatalf("held %v", rep.Held.IDs)
 		}
 	})
 	t.Run("earlier not selected", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(3, true), body(4, true)})
+		e, ids := fifoGroup(t, body(3, true), body(4, true))
 		// Give the later record its own signature and select only that.
 		later := e.get(t, ids[1])
 		c := quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "consumer", Reason: "downstream timeout"}
@@ -72,53 +66,28 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 		if err := e.store.Replace(context.Background(), later, next); err != nil {
 			t.Fatal(err)
 		}
-		s := newOrderSender()
 		req := e.request(10)
 		req.Signatures = []string{c.Signature}
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v while the earlier record stays open; deferred %v", s.order["G"], rep.Deferred.IDs)
-		}
+		rep, sent := e.runGroup(t, req)
+		waited(t, rep, sent, ids[1], "while the earlier record stays open")
 	})
 	t.Run("earlier in flight in another run", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(21, true), body(22, true)})
-		r1 := e.get(t, ids[0])
-		n, err := r1.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(context.Background(), r1, n); err != nil {
-			t.Fatal(err)
-		}
-		s := newOrderSender()
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v while the earlier record is claimed by another run", s.order["G"])
-		}
+		e, ids := fifoGroup(t, body(21, true), body(22, true))
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.Claim("run-a@ops", e.clock.Now(), 15*time.Minute)
+		})
+		rep, sent := e.runGroup(t, e.request(10))
+		waited(t, rep, sent, ids[1], "while the earlier record is claimed by another run")
 	})
 	for _, mode := range []string{"max_messages 1", "batch_size 1", "one batch"} {
 		t.Run("later left claimed, "+mode, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, true)
-			ids := e.seedGroup(t, []string{body(11, true), body(12, true)})
-			r2 := e.get(t, ids[1])
-			n, err := r2.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.store.Replace(context.Background(), r2, n); err != nil {
-				t.Fatal(err)
-			}
+			e, ids := fifoGroup(t, body(11, true), body(12, true))
+			e.change(t, ids[1], func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.Claim("crashed-run@ops", e.clock.Now(), 15*time.Minute)
+			})
 			e.clock.Advance(16 * time.Minute)
-			s := newOrderSender()
 			req := e.request(10)
 			switch mode {
 			case "max_messages 1":
@@ -126,15 +95,13 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 			case "batch_size 1":
 				req.BatchSize = 1
 			}
-			if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
-				t.Fatal(err)
-			}
+			_, sent := e.runGroup(t, req)
 			want := ids
 			if mode == "max_messages 1" {
 				want = ids[:1]
 			}
-			if got := s.order["G"]; strings.Join(got, ",") != strings.Join(want, ",") {
-				t.Fatalf("sent %v, want %v", got, want)
+			if !slices.Equal(sent, want) {
+				t.Fatalf("sent %v, want %v", sent, want)
 			}
 		})
 	}
@@ -144,22 +111,13 @@ func TestFIFOGroupWaitsForItsEarliestOpenRecord(t *testing.T) {
 // like a message moved to a DLQ) does not hold the group back.
 func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(31, true), body(32, true)})
-	r1 := e.get(t, ids[0])
-	parked, err := r1.ParkManual("ops", "investigating", e.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(context.Background(), r1, parked); err != nil {
-		t.Fatal(err)
-	}
-	s := newOrderSender()
-	if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.order["G"]; len(got) != 1 || got[0] != ids[1] {
-		t.Fatalf("sent %v", got)
+	e, ids := fifoGroup(t, body(31, true), body(32, true))
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ParkManual("ops", "investigating", e.clock.Now())
+	})
+	_, sent := e.runGroup(t, e.request(10))
+	if len(sent) != 1 || sent[0] != ids[1] {
+		t.Fatalf("sent %v", sent)
 	}
 }
 
@@ -168,32 +126,20 @@ func TestFIFOParkedEarlierDoesNotBlock(t *testing.T) {
 func TestApprovedParkedReplayThatFailsStaysParked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 1, func(int) bool { return false })
-	step := func(f func(r *quarantine.Record) (*quarantine.Record, error)) {
-		t.Helper()
-		r := e.get(t, ids[0])
-		n, err := f(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(ctx, r, n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, ids := seeded(t, 1)
 	for i := range cap3 { // three replays that came back, then parked at the cap
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.Claim("op", e.clock.Now(), time.Minute)
 		})
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.MarkRedriven("op", "m", e.clock.Now())
 		})
-		step(func(r *quarantine.Record) (*quarantine.Record, error) {
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 			c := quarantine.Classification{Class: r.FailureClass, Stage: r.FailureStage, Reason: r.FailureReason, Signature: r.FailureSignature}
 			return r.Arrive(quarantine.Attempt{Stage: "consumer", Reason: "x", MessageID: "back-" + string(rune('0'+i)), Actor: quarantine.ActorIngest}, c, 50, e.clock.Now())
 		})
 	}
-	step(func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("op", e.clock.Now()) })
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("op", e.clock.Now()) })
 	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
 	if _, err := e.service(&errSender{Sender: stack.Clients.SQS, err: &http4xx{}}, nil, redrive.Config{SendAttempts: 1}).Run(ctx, approved); err != nil {
 		t.Fatal(err)
@@ -214,50 +160,33 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 	t.Parallel()
 	t.Run("a parked one is reported", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(46, true)})
-		r := e.get(t, ids[0])
-		parked, err := r.ParkManual("ops", "wait", e.clock.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.Replace(context.Background(), r, parked); err != nil {
-			t.Fatal(err)
-		}
+		e, ids := fifoGroup(t, body(46, true))
+		e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ParkManual("ops", "wait", e.clock.Now())
+		})
 		req := e.request(10)
 		req.IDs = ids
-		rep, err := e.service(newOrderSender(), nil, redrive.Config{}).Run(context.Background(), req)
+		rep, err := e.service(newEntrySender(nil, true), nil, redrive.Config{}).Run(context.Background(), req)
 		if err != nil || !slices.Contains(rep.Skipped.IDs, ids[0]) {
 			t.Fatalf("skipped %v, %v", rep.Skipped.IDs, err)
 		}
 	})
 	t.Run("later only", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(42, true), body(43, true)})
-		s := newOrderSender()
+		e, ids := fifoGroup(t, body(42, true), body(43, true))
 		req := e.request(10)
 		req.IDs = ids[1:]
-		rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 || !slices.Contains(rep.Deferred.IDs, ids[1]) {
-			t.Fatalf("sent %v, deferred %v", s.order["G"], rep.Deferred.IDs)
-		}
+		rep, sent := e.runGroup(t, req)
+		waited(t, rep, sent, ids[1], "when only the later record is named")
 	})
 	t.Run("out of order, one a batch", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, true)
-		ids := e.seedGroup(t, []string{body(44, true), body(45, true)})
-		s := newOrderSender()
+		e, ids := fifoGroup(t, body(44, true), body(45, true))
 		req := e.request(10)
 		req.IDs, req.BatchSize = []string{ids[1], ids[0]}, 1
-		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.order["G"]; strings.Join(got, ",") != strings.Join(ids, ",") {
-			t.Fatalf("sent %v, want %v", got, ids)
+		_, sent := e.runGroup(t, req)
+		if !slices.Equal(sent, ids) {
+			t.Fatalf("sent %v, want %v", sent, ids)
 		}
 	})
 }
@@ -267,19 +196,15 @@ func TestFIFOExplicitIDsKeepGroupOrder(t *testing.T) {
 // record of the group goes ahead of it, in this run or the next.
 func TestFIFOHeldEarlierHoldsBackItsGroup(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(61, true), body(62, true)})
+	e, ids := fifoGroup(t, body(61, true), body(62, true))
 	first := e.get(t, ids[0])
 	if err := e.store.Hold(context.Background(), quarantine.IntegrityHold{ID: first.DLQID, Version: first.Version, Reason: "seal_mismatch", At: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for run := range 2 {
-		s := newOrderSender()
-		if _, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10)); err != nil {
-			t.Fatal(err)
-		}
-		if len(s.order["G"]) != 0 {
-			t.Fatalf("run %d sent %v ahead of the held record", run+1, s.order["G"])
+		_, sent := e.runGroup(t, e.request(10))
+		if len(sent) != 0 {
+			t.Fatalf("run %d sent %v ahead of the held record", run+1, sent)
 		}
 	}
 }
@@ -294,7 +219,7 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newOrderSender()
+	s := newEntrySender(nil, true)
 	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), e.request(10))
 	if err != nil || len(s.order["G"]) != 0 {
 		t.Fatalf("fresh record sent at once: %v %v", s.order["G"], err)
@@ -312,25 +237,11 @@ func TestFIFOFreshRecordsWaitForTheIndex(t *testing.T) {
 // group waits for it in the same run too.
 func TestFIFOUndecodableEarlierHoldsBackItsGroup(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	e := newEnv(t, true)
-	ids := e.seedGroup(t, []string{body(51, true), body(52, true)})
-	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
-		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: ids[0]}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Item["attempt_count"] = &ddbtypes.AttributeValueMemberS{Value: "many"}
-	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: out.Item}); err != nil {
-		t.Fatal(err)
-	}
-	s := newOrderSender()
-	rep, err := e.service(s, nil, redrive.Config{}).Run(ctx, e.request(10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.order["G"]) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
-		t.Fatalf("sent %v, held %v", s.order["G"], rep.Integrity.IDs)
+	e, ids := fifoGroup(t, body(51, true), body(52, true))
+	spoil(t, ids[0], "attempt_count", "many")
+	rep, sent := e.runGroup(t, e.request(10))
+	if len(sent) != 0 || !slices.Contains(rep.Integrity.IDs, ids[0]) {
+		t.Fatalf("sent %v, held %v", sent, rep.Integrity.IDs)
 	}
 }
 
@@ -340,23 +251,7 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, false)
-	ids := e.seed(t, 1, func(int) bool { return false })
-	r := e.get(t, ids[0])
-	parked, err := r.ParkManual("ops", "hold on", e.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(ctx, r, parked); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := parked.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Replace(ctx, parked, claimed); err != nil {
-		t.Fatal(err)
-	}
-	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
+	ids, claimed := e.expiredParkedClaim(t)
 	rep, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10))
 	if err != nil || rep.Redriven.Count != 0 {
 		t.Fatalf("unapproved run took the parked claim over: %v %v", err, rep.Redriven.IDs)
@@ -369,5 +264,72 @@ func TestExpiredParkedClaimNeedsApprovalToTakeOver(t *testing.T) {
 	approved := redrive.Request{Source: e.src.Name, RequestedBy: "approver@ops", IncludeParked: true, Approve: true, MaxMessages: 10}
 	if rep, err = e.service(nil, nil, redrive.Config{}).Run(ctx, approved); err != nil || rep.Redriven.Count != 1 {
 		t.Fatalf("approved run: %v %v", err, rep.Redriven.IDs)
+	}
+}
+
+// expiredParkedClaim seeds one record, parks it, and leaves it claimed by
+// an approved run that crashed: its lease has expired. It returns the
+// record's id and the claimed version.
+func (e *env) expiredParkedClaim(t *testing.T) ([]string, *quarantine.Record) {
+	t.Helper()
+	ids := e.seed(t, 1, none)
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ParkManual("ops", "hold on", e.clock.Now())
+	})
+	claimed := e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
+	})
+	e.clock.Advance(2 * time.Minute) // the approved run crashed; its lease expired
+	return ids, claimed
+}
+
+// Giving an expired parked claim back is a write like the others: a record
+// changed since it was read is Skipped (the next run reads it again), one
+// set aside meanwhile is counted under Integrity; neither is Parked, nor a
+// run error.
+func TestExpiredParkedClaimReturnMeetsAConflictOrAHold(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err                error
+		skipped, integrity int
+	}{
+		"changed meanwhile": {err: quarantine.ErrVersionConflict, skipped: 1},
+		"held meanwhile":    {err: fmt.Errorf("replace: %w", quarantine.ErrHeld), integrity: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			e.expiredParkedClaim(t)
+			back := &failingStore{Store: e.store, err: tc.err, fail: func(r *quarantine.Record) bool { return r.Status == quarantine.StatusParked }}
+			rep, err := e.service(nil, back, redrive.Config{}).Run(context.Background(), e.request(10))
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if rep.Parked.Count != 0 || rep.Skipped.Count != tc.skipped || rep.Integrity.Count != tc.integrity {
+				t.Fatalf("report: parked %d skipped %d integrity %d; want 0, %d, %d", rep.Parked.Count, rep.Skipped.Count, rep.Integrity.Count, tc.skipped, tc.integrity)
+			}
+		})
+	}
+}
+
+// runGroup runs req with a sender that records what leaves (and fails
+// nothing), and returns the report and the record ids of group G in the
+// order they were sent.
+func (e *env) runGroup(t *testing.T, req redrive.Request) (*redrive.Report, []string) {
+	t.Helper()
+	s := newEntrySender(nil, true)
+	rep, err := e.service(s, nil, redrive.Config{}).Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, s.order["G"]
+}
+
+// waited checks that group G sent nothing in a run and that it deferred
+// later, the record behind the one the group waits for (why).
+func waited(t *testing.T, rep *redrive.Report, sent []string, later, why string) {
+	t.Helper()
+	if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, later) {
+		t.Fatalf("sent %v %s; deferred %v", sent, why, rep.Deferred.IDs)
 	}
 }

@@ -134,6 +134,16 @@ func (e *env) seed(t *testing.T, n int, bad func(i int) bool) []string {
 	return ids
 }
 
+// seeded is a standard source with n records quarantined, none "bad".
+func seeded(t *testing.T, n int) (*env, []string) {
+	t.Helper()
+	e := newEnv(t, false)
+	return e, e.seed(t, n, none)
+}
+
+// none says no record is "bad" (seed) or failed (drain).
+func none[T any](T) bool { return false }
+
 // received is one message the consumer saw.
 type received struct {
 	recordID, messageID, groupID, dedupID string
@@ -147,36 +157,22 @@ func (e *env) drain(t *testing.T, fail func(recordID string) bool) []received {
 	t.Helper()
 	ctx := context.Background()
 	var out []received
-	idle := 0
-	for idle < 3 {
-		res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
-		})
+	receiveAll(t, e.srcURL, func(m sqstypes.Message) {
+		rid := aws.ToString(m.MessageAttributes[quarantine.AttrRecordID].StringValue)
+		if m.Attributes["ApproximateReceiveCount"] == "1" {
+			out = append(out, received{recordID: rid, messageID: aws.ToString(m.MessageId), groupID: m.Attributes["MessageGroupId"],
+				dedupID: m.Attributes["MessageDeduplicationId"], count: aws.ToString(m.MessageAttributes[quarantine.AttrRedriveCount].StringValue)})
+		}
+		var err error
+		if fail(rid) {
+			err = e.failMessage(m)
+		} else {
+			_, err = stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle})
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Messages) == 0 {
-			idle++
-			continue
-		}
-		idle = 0
-		for _, m := range res.Messages {
-			rid := aws.ToString(m.MessageAttributes[quarantine.AttrRecordID].StringValue)
-			if m.Attributes["ApproximateReceiveCount"] == "1" {
-				out = append(out, received{recordID: rid, messageID: aws.ToString(m.MessageId), groupID: m.Attributes["MessageGroupId"],
-					dedupID: m.Attributes["MessageDeduplicationId"], count: aws.ToString(m.MessageAttributes[quarantine.AttrRedriveCount].StringValue)})
-			}
-			if fail(rid) {
-				_, err = stack.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
-			} else {
-				_, err = stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	return out
 }
 
@@ -184,11 +180,50 @@ func (e *env) drain(t *testing.T, fail func(recordID string) bool) []received {
 // would, and deletes it.
 func (e *env) ingestDLQ(t *testing.T) int {
 	t.Helper()
-	ctx := context.Background()
 	n := 0
+	receiveAll(t, e.dlqURL, func(m sqstypes.Message) {
+		attrs := map[string]quarantine.Attribute{}
+		for k, v := range m.MessageAttributes {
+			attrs[k] = quarantine.Attribute{DataType: aws.ToString(v.DataType), StringValue: aws.ToString(v.StringValue), BinaryValue: v.BinaryValue}
+		}
+		if _, err := e.q.Quarantine(context.Background(), ingest.Message{
+			MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, ReceiveCount: 1,
+			MessageGroupID: m.Attributes["MessageGroupId"],
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stack.Clients.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	})
+	return n
+}
+
+// failMessage is the consumer failing m: it is visible again at once.
+func (e *env) failMessage(m sqstypes.Message) error {
+	_, err := stack.Clients.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(e.srcURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	return err
+}
+
+// receive makes one ReceiveMessage call on the source queue, with every
+// message attribute.
+func (e *env) receive(t *testing.T) []sqstypes.Message {
+	t.Helper()
+	res, err := stack.Clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Messages
+}
+
+// receiveAll receives every message of queue url, with all its attributes,
+// and hands each to f, until three receives in a row come back empty.
+func receiveAll(t *testing.T, url string, f func(m sqstypes.Message)) {
+	t.Helper()
 	for idle := 0; idle < 3; {
-		res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(e.dlqURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
+		res, err := stack.Clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
 		})
 		if err != nil {
@@ -200,23 +235,9 @@ func (e *env) ingestDLQ(t *testing.T) int {
 		}
 		idle = 0
 		for _, m := range res.Messages {
-			attrs := map[string]quarantine.Attribute{}
-			for k, v := range m.MessageAttributes {
-				attrs[k] = quarantine.Attribute{DataType: aws.ToString(v.DataType), StringValue: aws.ToString(v.StringValue), BinaryValue: v.BinaryValue}
-			}
-			if _, err := e.q.Quarantine(ctx, ingest.Message{
-				MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, ReceiveCount: 1,
-				MessageGroupID: m.Attributes["MessageGroupId"],
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := stack.Clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-			n++
+			f(m)
 		}
 	}
-	return n
 }
 
 func (e *env) get(t *testing.T, id string) *quarantine.Record {
@@ -229,6 +250,21 @@ func (e *env) get(t *testing.T, id string) *quarantine.Record {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// change writes step's successor of record id's stored version, as
+// another actor would, and returns it.
+func (e *env) change(t *testing.T, id string, step func(r *quarantine.Record) (*quarantine.Record, error)) *quarantine.Record {
+	t.Helper()
+	r := e.get(t, id)
+	next, err := step(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(context.Background(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	return next
 }
 
 func (e *env) request(max int) redrive.Request {

@@ -8,15 +8,10 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
@@ -28,37 +23,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
-
-// rawItem reads a record's item as stored.
-func rawItem(t *testing.T, id string) map[string]ddbtypes.AttributeValue {
-	t.Helper()
-	out, err := stack.Clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(stack.Names["QuarantineTable"]), ConsistentRead: aws.Bool(true),
-		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}},
-	})
-	if err != nil || len(out.Item) == 0 {
-		t.Fatalf("get %s: %v", id, err)
-	}
-	return out.Item
-}
-
-// tamper changes a record's item with one plain PutItem, keeping its seal:
-// someone with write access to the table.
-func tamper(t *testing.T, e *env, id string, change func(*quarantine.Record)) {
-	t.Helper()
-	r, err := e.store.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	change(r)
-	item, err := dynamostore.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.Clients.DynamoDB.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: item}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // unchangedButHeld checks that a held item is exactly as it was found
 // (every attribute), plus the hold attributes, and still fails Verify.
@@ -84,15 +48,6 @@ func unchangedButHeld(t *testing.T, id string, before map[string]ddbtypes.Attrib
 	}
 }
 
-func mustUnmarshal(t *testing.T, item map[string]ddbtypes.AttributeValue) *quarantine.Record {
-	t.Helper()
-	r, err := dynamostore.Unmarshal(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func attrKeys(m map[string]ddbtypes.AttributeValue) []string {
 	var out []string
 	for k := range m {
@@ -110,11 +65,10 @@ func attrKeys(m map[string]ddbtypes.AttributeValue) []string {
 func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, false)
-	ids := e.seed(t, 6, func(int) bool { return false })
+	e, ids := seeded(t, 6)
 	field, body := ids[0], ids[1]
-	tamper(t, e, field, func(r *quarantine.Record) { r.RedriveCap, r.FailureClass = 100, quarantine.ClassExhausted })
-	tamper(t, e, body, func(r *quarantine.Record) { r.Body = strings.Replace(r.Body, "-5", "-500", 1) })
+	tamper(t, field, func(r *quarantine.Record) { r.RedriveCap, r.FailureClass = 100, quarantine.ClassExhausted })
+	tamper(t, body, func(r *quarantine.Record) { r.Body = strings.Replace(r.Body, "-5", "-500", 1) })
 	before := map[string]map[string]ddbtypes.AttributeValue{field: rawItem(t, field), body: rawItem(t, body)}
 	svc := e.service(nil, nil, redrive.Config{})
 
@@ -151,7 +105,7 @@ func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 		t.Fatalf("second run: %+v", second)
 	}
 	var sent []string
-	for _, m := range e.drain(t, func(string) bool { return false }) {
+	for _, m := range e.drain(t, none) {
 		sent = append(sent, m.recordID)
 	}
 	slices.Sort(sent)
@@ -195,9 +149,9 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.seedReason(t, 0, 4, "downstream 503")
 	forged := ids[0]
-	tamper(t, e, forged, func(r *quarantine.Record) { r.RedriveCap = 50 })
+	tamper(t, forged, func(r *quarantine.Record) { r.RedriveCap = 50 })
 	before := rawItem(t, forged)
-	svc, ps, _ := e.policies(t)
+	svc, ps, _ := e.policies(t, nil)
 	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)},
 		MaxPerRun: 2, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
 	var sent []string
@@ -209,7 +163,7 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 		if (run == 0) != slices.Contains(rep.Integrity.IDs, forged) {
 			t.Fatalf("run %d: integrity %v", run+1, rep.Integrity.IDs)
 		}
-		for _, m := range e.drain(t, func(string) bool { return false }) {
+		for _, m := range e.drain(t, none) {
 			sent = append(sent, m.recordID)
 		}
 	}
@@ -221,38 +175,6 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
 		t.Fatalf("held counter %d, want 1", n)
 	}
-}
-
-func sqsOK(id *string) sqstypes.SendMessageBatchResultEntry {
-	return sqstypes.SendMessageBatchResultEntry{Id: id, MessageId: aws.String("sent-" + aws.ToString(id)), MD5OfMessageBody: aws.String("x")}
-}
-
-// countingSender records every entry it is asked to send.
-type countingSender struct {
-	mu      sync.Mutex
-	entries []string
-}
-
-func (c *countingSender) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := &sqs.SendMessageBatchOutput{}
-	for _, e := range in.Entries {
-		c.entries = append(c.entries, aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue))
-		out.Successful = append(out.Successful, sqsOK(e.Id))
-	}
-	return out, nil
-}
-
-func (c *countingSender) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
-		"RedrivePolicy":     `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:inv-dlq","maxReceiveCount":2}`,
-		"VisibilityTimeout": "30", "DelaySeconds": "0",
-	}}, nil
-}
-
-func (c *countingSender) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput, _ ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
-	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String("https://sqs.local/" + aws.ToString(in.QueueName))}, nil
 }
 
 // A claim-checked body whose object no longer matches body_sha256 is set
@@ -323,16 +245,11 @@ func TestClaimCheckedBodyMismatchIsHeldNotReleased(t *testing.T) {
 func TestCorrectionOfATamperedRecordHoldsIt(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
-	bad := strings.Replace(body(1, true), "12345-678-90", "NDC?12345", 1)
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "dlq-1", Body: []byte(bad), SourceARN: e.src.ARN, ReceiveCount: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := out.Record.DLQID
-	tamper(t, e, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
+	id, _ := e.malformed(t, 1, "NDC?12345")
+	tamper(t, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
 	before := rawItem(t, id)
 	svc := e.service(nil, nil, redrive.Config{})
-	_, err = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
+	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
 	if !errors.Is(err, quarantine.ErrHeld) || strings.Contains(err.Error(), id) {
 		t.Fatalf("correction of a tampered record: %v", err)
 	}

@@ -173,7 +173,8 @@ func (t *policyTick) trip(ctx context.Context, p *policy.Policy, b policy.Breake
 	return nil
 }
 
-// runPolicy makes p's redrive. Its failure is p's outcome, not the tick's.
+// runPolicy makes p's redrive. Its failure is p's outcome, not the tick's;
+// what a failed run did (its report) still counts in the tick's.
 func (t *policyTick) runPolicy(ctx context.Context, p *policy.Policy, now time.Time, o *PolicyOutcome) {
 	req := policyRequest(p, now)
 	if req.FirstSeenFrom != nil && req.FirstSeenTo != nil && req.FirstSeenTo.Before(*req.FirstSeenFrom) {
@@ -182,15 +183,15 @@ func (t *policyTick) runPolicy(ctx context.Context, p *policy.Policy, now time.T
 	}
 	req.noSettle = t.settled
 	rr, err := t.s.Run(ctx, req)
-	if rr != nil && rr.settleRan {
-		t.settled = true
+	if rr != nil {
+		t.settled = t.settled || rr.settleRan
+		o.Redriven, o.RunID = rr.Redriven.Count, rr.RunID
+		t.rep.AddOutcomes(rr)
 	}
+	o.Outcome = "ran"
 	if err != nil {
 		o.Outcome, o.Error = "failed", quarantine.ErrorKind(err)
-		return
 	}
-	o.Outcome, o.Redriven, o.RunID = "ran", rr.Redriven.Count, rr.RunID
-	t.rep.AddOutcomes(rr)
 }
 
 // policyMetrics are the metrics of one policy's outcome o.

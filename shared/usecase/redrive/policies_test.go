@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,10 +46,12 @@ func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
 	return ids
 }
 
-func (e *env) policies(t *testing.T) (*redrive.Service, *dynamostore.PolicyStore, string) {
+// policies is a service with standing policies over store (nil: the
+// env's), their policy store and their metrics' namespace.
+func (e *env) policies(t *testing.T, store quarantine.Store) (*redrive.Service, *dynamostore.PolicyStore, string) {
 	ns := embedded.RandomName("ns")
 	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
-	svc := e.service(nil, nil, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
+	svc := e.service(nil, store, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
 	return svc, ps, ns
 }
 
@@ -92,7 +93,7 @@ func TestPolicyReplaysWhatItMatchesWithinItsLimits(t *testing.T) {
 	e := newEnv(t, false)
 	outage := e.seedReason(t, 0, 20, "downstream 503")
 	other := e.seedReason(t, 100, 6, "ledger locked")
-	svc, ps, _ := e.policies(t)
+	svc, ps, _ := e.policies(t, nil)
 	sig := quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)
 	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{sig}, MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
 	short := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "ledger locked", e.src.SchemaVersion)},
@@ -108,7 +109,7 @@ func TestPolicyReplaysWhatItMatchesWithinItsLimits(t *testing.T) {
 		if o := outcome(rep, short.ID); o.Outcome != "expired" || o.Redriven != 0 {
 			t.Fatalf("run %d: the expired policy %+v", run+1, o)
 		}
-		for _, m := range e.drain(t, func(string) bool { return false }) {
+		for _, m := range e.drain(t, none) {
 			sent = append(sent, m.recordID)
 		}
 	}
@@ -140,7 +141,7 @@ func TestBreakerSuspendsAPolicyWhoseReplaysComeBack(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	e.seedReason(t, 0, 12, "downstream 503")
-	svc, ps, ns := e.policies(t)
+	svc, ps, ns := e.policies(t, nil)
 	sig := quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)
 	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{sig}, MaxPerRun: 5, MinSample: 5, ExpiresAt: e.clock.Now().Add(24 * time.Hour)})
 
@@ -161,7 +162,7 @@ func TestBreakerSuspendsAPolicyWhoseReplaysComeBack(t *testing.T) {
 			t.Fatalf("a suspended policy ran: %+v", o)
 		}
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 0 {
+	if got := e.drain(t, none); len(got) != 0 {
 		t.Fatalf("%d messages sent after the breaker tripped", len(got))
 	}
 	stored, err := ps.Get(ctx, e.src.Name, p.ID)
@@ -212,7 +213,7 @@ func TestRevokedPolicySendsNothingAndChangesAreAudited(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	ids := e.seedReason(t, 0, 4, "downstream 503")
-	svc, ps, _ := e.policies(t)
+	svc, ps, _ := e.policies(t, nil)
 	p := e.addPolicy(t, ps, policy.Spec{MinAge: time.Second, MaxPerRun: 10, ExpiresAt: e.clock.Now().Add(time.Hour), Note: "outage INC-7"})
 	revoked, err := p.Revoke("cso@ops", "outage over", e.clock.Now())
 	if err != nil {
@@ -294,24 +295,6 @@ func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
 	}
 }
 
-// countingLister counts the listings of REDRIVEN records, which only the
-// settle step makes.
-type countingLister struct {
-	quarantine.Lister
-	redriven atomic.Int64
-	failNext atomic.Bool // the next REDRIVEN listing fails (a throttle)
-}
-
-func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
-	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
-		l.redriven.Add(1)
-		if l.failNext.CompareAndSwap(true, false) {
-			return quarantine.ListPage{}, errors.New("ProvisionedThroughputExceededException: throttled")
-		}
-	}
-	return l.Lister.List(ctx, q)
-}
-
 // A policies tick settles once, however many policies run in it: not once
 // per policy.
 func TestPoliciesTickSettlesOnce(t *testing.T) {
@@ -344,7 +327,7 @@ func TestPoliciesTickSettlesOnce(t *testing.T) {
 	if rep := tick(1); rep.Redriven.Count != len(ids) || rep.Settled.Count != 0 {
 		t.Fatalf("tick 1: redriven %d, settled %d; want %d and 0", rep.Redriven.Count, rep.Settled.Count, len(ids))
 	}
-	e.drain(t, func(string) bool { return false })
+	e.drain(t, none)
 	e.clock.Advance(16 * time.Minute) // past the settle window
 	if rep := tick(2); rep.Redriven.Count != 0 || rep.Settled.Count != len(ids) {
 		t.Fatalf("tick 2: redriven %d, settled %d; want 0 and %d", rep.Redriven.Count, rep.Settled.Count, len(ids))
@@ -388,5 +371,26 @@ func TestPoliciesTickSettlesAgainAfterAFailedSettle(t *testing.T) {
 		if r := e.get(t, id); r.Status != quarantine.StatusResolved {
 			t.Fatalf("%s is %s after the tick, want RESOLVED", id, r.Status)
 		}
+	}
+}
+
+// A policy whose run fails for one of its records fails, with the error
+// kind in its outcome, and what the run did still counts: the records it
+// redrove and the one that failed are in the tick's totals.
+func TestFailedPolicyRunKeepsWhatItDid(t *testing.T) {
+	e := newEnv(t, false)
+	ids := e.seedReason(t, 0, 3, "downstream 503")
+	down := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
+		return r.DLQID == ids[0] && r.Status == quarantine.StatusRedriving
+	}}
+	svc, ps, _ := e.policies(t, down)
+	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)},
+		MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
+	rep := applyPolicies(t, svc, e)
+	if o := outcome(rep, p.ID); o.Outcome != "failed" || o.Error == "" || o.Redriven != 2 || o.RunID == "" {
+		t.Fatalf("policy outcome %+v, want failed with its error and 2 redriven", o)
+	}
+	if rep.Redriven.Count != 2 || rep.Failed.Count != 1 || rep.Failed.IDs[0] != ids[0] {
+		t.Fatalf("tick: redriven %v failed %v; want the 2 others redriven and %s failed", rep.Redriven.IDs, rep.Failed.IDs, ids[0])
 	}
 }

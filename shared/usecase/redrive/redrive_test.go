@@ -70,8 +70,7 @@ func TestRoundTripToResolvedAndPoison(t *testing.T) {
 // once in the round.
 func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 120, func(int) bool { return false })
+	e, ids := seeded(t, 120)
 	svc := e.service(nil, nil, redrive.Config{})
 	var wg sync.WaitGroup
 	reps := make([]*redrive.Report, 2)
@@ -93,7 +92,7 @@ func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 		t.Fatalf("redriven %d + %d, want %d", reps[0].Redriven.Count, reps[1].Redriven.Count, len(ids))
 	}
 	counts := map[string]int{}
-	for _, r := range e.drain(t, func(string) bool { return false }) {
+	for _, r := range e.drain(t, none) {
 		counts[r.recordID]++
 	}
 	for _, id := range ids {
@@ -101,50 +100,6 @@ func TestConcurrentRunsSendEachRecordOnce(t *testing.T) {
 			t.Fatalf("%s sent %d times", id, counts[id])
 		}
 	}
-}
-
-// crashingStore cancels the run right after a write that moves a record
-// into the given status: a process crash at that point.
-type crashingStore struct {
-	quarantine.Store
-	after  quarantine.Status
-	cancel context.CancelFunc
-	once   sync.Once
-}
-
-func (c *crashingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
-	err := c.Store.Replace(ctx, prev, r)
-	if err == nil && r.Status == c.after {
-		c.once.Do(c.cancel)
-	}
-	return err
-}
-
-// crashingSender cancels the run right after the first batch call succeeds.
-type crashingSender struct {
-	redrive.Sender
-	cancel context.CancelFunc
-	once   sync.Once
-	mu     sync.Mutex
-	dedup  map[string][]string // record id → dedup ids sent
-	groups map[string]string   // record id → group id sent
-}
-
-func (c *crashingSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	out, err := c.Sender.SendMessageBatch(context.Background(), in, opts...)
-	c.mu.Lock()
-	for _, e := range in.Entries {
-		rid := aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)
-		c.dedup[rid] = append(c.dedup[rid], aws.ToString(e.MessageDeduplicationId))
-		if c.groups != nil {
-			c.groups[rid] = aws.ToString(e.MessageGroupId)
-		}
-	}
-	c.mu.Unlock()
-	if c.cancel != nil {
-		c.once.Do(c.cancel)
-	}
-	return out, err
 }
 
 // A crash between claim, send and mark: a rerun after the lease expires
@@ -155,8 +110,7 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 	for _, point := range []string{"after-claim", "after-send", "after-mark"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, false)
-			ids := e.seed(t, 30, func(int) bool { return false })
+			e, ids := seeded(t, 30)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var svc *redrive.Service
@@ -184,7 +138,7 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 				t.Fatal(err)
 			}
 			counts := map[string]int{}
-			for _, r := range e.drain(t, func(string) bool { return false }) {
+			for _, r := range e.drain(t, none) {
 				counts[r.recordID]++
 			}
 			for _, id := range ids {
@@ -195,21 +149,12 @@ func TestCrashAtEachPointConverges(t *testing.T) {
 				if counts[id] < 1 {
 					t.Fatalf("%s was never sent", id)
 				}
-				if counts[id] > 1 && !historyMentions(r, "duplicate send is possible") {
+				if counts[id] > 1 && !historyHas(r, "duplicate send is possible") {
 					t.Fatalf("%s sent %d times silently", id, counts[id])
 				}
 			}
 		})
 	}
-}
-
-func historyMentions(r *quarantine.Record, s string) bool {
-	for _, a := range r.Attempts {
-		if strings.Contains(a.Reason, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // A payload that fails the current schema is never sent: it is held, stays
@@ -233,7 +178,7 @@ func TestSchemaFailureIsNeverSent(t *testing.T) {
 	if rep.Held.Count != 1 || rep.Redriven.Count != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) != 0 {
+	if got := e.drain(t, none); len(got) != 0 {
 		t.Fatalf("%d messages sent", len(got))
 	}
 	r := e.get(t, out.Record.DLQID)
@@ -247,7 +192,7 @@ func TestSchemaFailureIsNeverSent(t *testing.T) {
 func TestFIFOGroupAndStableDeduplication(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
-	ids := e.seed(t, 12, func(int) bool { return false })
+	ids := e.seed(t, 12, none)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &crashingSender{Sender: stack.Clients.SQS, cancel: cancel, dedup: map[string][]string{}, groups: map[string]string{}}
@@ -259,7 +204,7 @@ func TestFIFOGroupAndStableDeduplication(t *testing.T) {
 	if _, err := e.service(rec, nil, redrive.Config{Lease: time.Minute}).Run(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.drain(t, func(string) bool { return false }); len(got) < len(ids) {
+	if got := e.drain(t, none); len(got) < len(ids) {
 		t.Fatalf("%d messages in the queue for %d records", len(got), len(ids))
 	}
 	groups := rec.groups
@@ -349,7 +294,7 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 	if rep.Redriven.Count != 10 || rep.Remaining != 15 {
 		t.Fatalf("report %+v", rep)
 	}
-	if n := len(e.drain(t, func(string) bool { return false })); n != 10 {
+	if n := len(e.drain(t, none)); n != 10 {
 		t.Fatalf("%d sent, want 10", n)
 	}
 	// High-risk without approval becomes a dry run that says why.
@@ -360,47 +305,11 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 	}
 }
 
-// partialSender makes SendMessageBatch fail some entries (not the sender's
-// fault) on every try.
-type partialSender struct {
-	redrive.Sender
-	failRecords map[string]bool
-	mu          sync.Mutex
-	tries       int
-}
-
-func (p *partialSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	var pass []sqstypes.SendMessageBatchRequestEntry
-	var failed []sqstypes.BatchResultErrorEntry
-	for _, e := range in.Entries {
-		if p.failRecords[aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)] {
-			failed = append(failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false})
-			continue
-		}
-		pass = append(pass, e)
-	}
-	p.mu.Lock()
-	p.tries++
-	p.mu.Unlock()
-	out := &sqs.SendMessageBatchOutput{Failed: failed}
-	if len(pass) > 0 {
-		in2 := *in
-		in2.Entries = pass
-		res, err := p.Sender.SendMessageBatch(ctx, &in2, opts...)
-		if err != nil {
-			return nil, err
-		}
-		out.Successful, out.Failed = res.Successful, append(out.Failed, res.Failed...)
-	}
-	return out, nil
-}
-
 func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 20, func(int) bool { return false })
+	e, ids := seeded(t, 20)
 	fail := map[string]bool{ids[3]: true, ids[11]: true, ids[17]: true}
-	ps := &partialSender{Sender: stack.Clients.SQS, failRecords: fail}
+	ps := newEntrySender(fail, false)
 	rep, err := e.service(ps, nil, redrive.Config{SendAttempts: 3}).Run(context.Background(), e.request(100))
 	if err != nil {
 		t.Fatal(err)
@@ -409,13 +318,13 @@ func TestPartialBatchFailuresReleaseOnlyFailedEntries(t *testing.T) {
 		t.Fatalf("report: failed %v redriven %d", rep.Failed.IDs, rep.Redriven.Count)
 	}
 	sent := map[string]bool{}
-	for _, r := range e.drain(t, func(string) bool { return false }) {
+	for _, r := range e.drain(t, none) {
 		sent[r.recordID] = true
 	}
 	for _, id := range ids {
 		r := e.get(t, id)
 		if fail[id] {
-			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || sent[id] || !historyMentions(r, "send failed after retries: InternalError") {
+			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 || sent[id] || !historyHas(r, "send failed after retries: InternalError") {
 				t.Fatalf("failed entry %s: %s count %d sent %v", id, r.Status, r.RedriveCount, sent[id])
 			}
 		} else if r.Status != quarantine.StatusRedriven || !sent[id] {
@@ -448,11 +357,11 @@ func TestMessageFidelity(t *testing.T) {
 	if _, err := e.service(nil, nil, redrive.Config{}).Run(ctx, e.request(10)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.srcURL), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(res.Messages) != 3 {
-		t.Fatalf("received %d: %v", len(res.Messages), err)
+	msgs := e.receive(t)
+	if len(msgs) != 3 {
+		t.Fatalf("received %d", len(msgs))
 	}
-	for _, m := range res.Messages {
+	for _, m := range msgs {
 		orig := len(m.MessageAttributes)
 		_, hasID := m.MessageAttributes[quarantine.AttrRecordID]
 		_, hasCount := m.MessageAttributes[quarantine.AttrRedriveCount]
@@ -490,8 +399,7 @@ func boolInt(b bool) int {
 // A rate-limited run still sends everything, through the limiter.
 func TestRateLimitedRunSendsEverything(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	ids := e.seed(t, 25, func(int) bool { return false })
+	e, ids := seeded(t, 25)
 	req := e.request(100)
 	req.RatePerSecond = 500
 	rep, err := e.service(nil, nil, redrive.Config{}).Run(context.Background(), req)

@@ -274,35 +274,14 @@ func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
 	})
 }
 
-// rewriteHistory writes step's successor of rec, re-reading and retrying
-// on concurrent changes: what it records (a send) happened whatever the
-// record did meanwhile.
+// rewriteHistory writes step's successor of the current version of rec,
+// re-reading and retrying on concurrent changes: what it records (a send)
+// happened whatever the record did meanwhile. A version read since that no
+// longer verifies is set aside: the send is reported, nothing is written
+// under a new seal.
 func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
-	for attempt := 0; ; attempt++ {
-		next, err := step(rec)
-		if quarantine.IsIntegrityFailure(err) {
-			// The send is reported; the version read since no longer
-			// verifies, so nothing is written under a new seal.
-			return r.setAside(ctx, rec, err)
-		}
-		if err != nil {
-			return err
-		}
-		err = r.s.store.Replace(ctx, rec, next)
-		if errors.Is(err, quarantine.ErrHeld) {
-			r.note(&r.rep.Integrity, rec.DLQID) // another run set it aside meanwhile
-			return nil
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, quarantine.ErrVersionConflict) || attempt >= 10 {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		if rec, err = r.s.store.Get(ctx, rec.DLQID); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-	}
+	_, err := r.update(ctx, rec.DLQID, op, step)
+	return err
 }
 
 func (r *run) queue(ctx context.Context) (string, error) {

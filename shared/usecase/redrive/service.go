@@ -113,16 +113,6 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 	return &Service{store: store, lister: lister, payloads: payloads, sqs: sender, sources: sources, now: now, log: log, cfg: cfg.withDefaults()}
 }
 
-// Handle is the Lambda entry point: a JSON request in, a report out. A bad
-// request is an error (a function error the caller sees), never a partial run.
-func (s *Service) Handle(ctx context.Context, raw []byte) (*Report, error) {
-	req, err := ParseRequest(raw)
-	if err != nil {
-		return nil, err
-	}
-	return s.Run(ctx, req)
-}
-
 // Run executes a normalized request.
 func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	if err := req.normalize(); err != nil {

@@ -66,7 +66,9 @@ func (r *run) redriven(ctx context.Context) ([]string, error) {
 
 // settleOne resolves record id if its replay stayed away for window. A
 // record not yet due, or changed since it was listed, is left as it is; an
-// error ends the settle step.
+// error ends the settle step. It writes once, on the version read, not
+// through the store's Update: a record that changed meanwhile (it came
+// back, say) is the next run's to look at, never settled on a retry.
 func (r *run) settleOne(ctx context.Context, id string, window time.Duration) error {
 	rec, err := r.s.store.Get(ctx, id)
 	if errors.Is(err, quarantine.ErrNotFound) {

@@ -2,7 +2,6 @@ package redrive_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +25,12 @@ func redrivenAt(t *testing.T, e *env, svc *redrive.Service, maxReceiveCount, vis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := e.seed(t, 1, func(int) bool { return false })
+	ids := e.seed(t, 1, none)
 	rep, err := svc.Run(ctx, e.request(10))
 	if err != nil || rep.Redriven.Count != 1 {
 		t.Fatalf("redrive: %+v %v", rep, err)
 	}
-	e.drain(t, func(string) bool { return false })
+	e.drain(t, none)
 	return ids[0]
 }
 
@@ -85,14 +84,6 @@ func TestSettleWindowNeverShorterThanConfigured(t *testing.T) {
 	if rep := settleRun(t, e, svc); rep.Settled.Count != 1 || e.get(t, id).Status != quarantine.StatusResolved {
 		t.Fatalf("not settled after the configured hour: %+v", rep)
 	}
-}
-
-// noAttributes is a sender that cannot read queue attributes (say, the
-// role lacks sqs:GetQueueAttributes).
-type noAttributes struct{ redrive.Sender }
-
-func (noAttributes) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	return nil, errors.New("AccessDenied (test)")
 }
 
 // When the source queue's attributes cannot be read, nothing is settled
