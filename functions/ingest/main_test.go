@@ -27,45 +27,17 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	bin, err := lambdatest.Build(ctx, "ingest", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var envFile map[string]map[string]string
-	raw, err := os.ReadFile("../../events/ingest-env.json")
-	if err != nil {
+	if err := json.Unmarshal(lambdatest.Sample(t, "ingest-env.json"), &envFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(raw, &envFile); err != nil {
-		t.Fatal(err)
-	}
-	env, err := lambdatest.Env(st, "IngestFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env = append(env, "SOURCES="+envFile["IngestFunction"]["SOURCES"])
-
-	f, err := lambdatest.Start(ctx, st, embedded.RandomName("ingest"), bin, env, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := lambdatest.ForTest(t, st, "ingest", "IngestFunction", 30*time.Second, "SOURCES="+envFile["IngestFunction"]["SOURCES"])
 	t.Logf("start-up to first Runtime API poll: %s", f.StartUp)
-
-	payload, err := os.ReadFile("../../events/ingest-dlq-batch.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := f.Invoke(ctx, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.FunctionError != nil {
-		t.Fatalf("function error %s: %s\n%s", *out.FunctionError, out.Payload, f.Output())
-	}
+	payload := lambdatest.Sample(t, "ingest-dlq-batch.json")
+	answer := f.MustInvoke(t, payload)
 	var resp events.SQSEventResponse
-	if err := json.Unmarshal(out.Payload, &resp); err != nil {
-		t.Fatalf("response %s: %v", out.Payload, err)
+	if err := json.Unmarshal(answer, &resp); err != nil {
+		t.Fatalf("response %s: %v", answer, err)
 	}
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %+v\n%s", resp.BatchItemFailures, f.Output())
@@ -116,7 +88,7 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = f.Invoke(ctx, s3ev)
+	out, err := f.Invoke(ctx, s3ev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,9 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
@@ -27,14 +24,7 @@ func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	raw, err := os.ReadFile("../../events/metrics-scheduled.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.CloudWatchEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.DetailType != "Scheduled Event" {
-		t.Fatalf("sample event: %+v %v", ev, err)
-	}
+	raw := lambdatest.ScheduledSample(t, "metrics-scheduled.json")
 	fn, err := st.Template.GetServerlessFunctionWithName("MetricsFunction")
 	if err != nil {
 		t.Fatal(err)
@@ -46,29 +36,11 @@ func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 	if _, err := q.Quarantine(ctx, ingest.Message{MessageID: "m1", SourceARN: srcs[source].ARN, Body: []byte(`{"event_id":"SECRET-PAYLOAD-1"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := lambdatest.Build(ctx, "metrics", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := lambdatest.Env(st, "MetricsFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := lambdatest.Start(ctx, st, embedded.RandomName("metrics"), bin, env, 60*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	res, err := f.Invoke(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.FunctionError != nil {
-		t.Fatalf("function error: %s\n%s", res.Payload, f.Output())
-	}
+	f := lambdatest.ForTest(t, st, "metrics", "MetricsFunction", 60*time.Second)
+	payload := f.MustInvoke(t, raw)
 	var reps []metrics.Report
-	if err := json.Unmarshal(res.Payload, &reps); err != nil || len(reps) != 1 || reps[0].OpenRecords != 1 || reps[0].Records["QUARANTINED/validation"] != 1 {
-		t.Fatalf("report %s: %v", res.Payload, err)
+	if err := json.Unmarshal(payload, &reps); err != nil || len(reps) != 1 || reps[0].OpenRecords != 1 || reps[0].Records["QUARANTINED/validation"] != 1 {
+		t.Fatalf("report %s: %v", payload, err)
 	}
 	if strings.Contains(f.Output(), "SECRET-PAYLOAD") || !strings.Contains(f.Output(), "dominant_signature") {
 		t.Fatalf("logs: %s", f.Output())

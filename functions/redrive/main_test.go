@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,15 +28,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	bin, err := lambdatest.Build(ctx, "redrive", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := lambdatest.Env(st, "RedriveFunction")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +73,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f, err := lambdatest.Start(ctx, st, embedded.RandomName("redrive"), bin, env, 60*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := lambdatest.ForTest(t, st, "redrive", "RedriveFunction", 60*time.Second)
 	files, _ := filepath.Glob("../../events/redrive-*.json")
 	if len(files) < 5 {
 		t.Fatalf("only %d redrive samples", len(files))
@@ -122,24 +109,14 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		raw, err := os.ReadFile(filepath.Join("../../events", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		payload := strings.ReplaceAll(string(raw), "dlqq-source", source)
-		out, err := f.Invoke(ctx, []byte(payload))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.FunctionError != nil {
-			t.Fatalf("%s: function error %s\n%s", name, out.Payload, f.Output())
-		}
+		payload := strings.ReplaceAll(string(lambdatest.Sample(t, name)), "dlqq-source", source)
+		answer := f.MustInvoke(t, []byte(payload))
 		var rep redrive.Report
-		if err := json.Unmarshal(out.Payload, &rep); err != nil {
-			t.Fatalf("%s: %s", name, out.Payload)
+		if err := json.Unmarshal(answer, &rep); err != nil {
+			t.Fatalf("%s: %s", name, answer)
 		}
 		if !want[name](&rep) {
-			t.Fatalf("%s: unexpected report %s", name, out.Payload)
+			t.Fatalf("%s: unexpected report %s", name, answer)
 		}
 	}
 	// A bad request is a function error with a clear message, not a partial run.

@@ -3,12 +3,9 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -27,14 +24,7 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	raw, err := os.ReadFile("../../events/sweeper-scheduled.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.CloudWatchEvent
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.DetailType != "Scheduled Event" {
-		t.Fatalf("sample event: %+v %v", ev, err)
-	}
+	raw := lambdatest.ScheduledSample(t, "sweeper-scheduled.json")
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
 	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})
 	out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m1", Body: []byte(`{"event_id":"inv-1"}`), SourceARN: "arn:aws:sqs:us-east-1:000000000000:" + st.Names["SourceQueue"]})
@@ -49,29 +39,11 @@ func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin, err := lambdatest.Build(ctx, "sweeper", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := lambdatest.Env(st, "SweeperFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := lambdatest.Start(ctx, st, embedded.RandomName("sweeper"), bin, env, 60*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	res, err := f.Invoke(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.FunctionError != nil {
-		t.Fatalf("function error: %s\n%s", res.Payload, f.Output())
-	}
+	f := lambdatest.ForTest(t, st, "sweeper", "SweeperFunction", 60*time.Second)
+	payload := f.MustInvoke(t, raw)
 	var rep sweeper.Report
-	if err := json.Unmarshal(res.Payload, &rep); err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != parked.DLQID {
-		t.Fatalf("report %s: %v", res.Payload, err)
+	if err := json.Unmarshal(payload, &rep); err != nil || len(rep.Archived) != 1 || rep.Archived[0].ID != parked.DLQID {
+		t.Fatalf("report %s: %v", payload, err)
 	}
 	stub, err := store.Get(ctx, parked.DLQID)
 	if err != nil {
