@@ -207,7 +207,7 @@ func (r *run) park(ctx context.Context, rec *quarantine.Record, reason string) e
 // noting the record under out. A record that left REDRIVING meanwhile (its
 // message came back, say) is noted under out unchanged.
 func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
-	wrote, err := r.update(ctx, rec.DLQID, op, step)
+	wrote, err := r.update(ctx, rec, op, step)
 	if wrote || errors.Is(err, quarantine.ErrNotClaimable) {
 		r.note(out, rec.DLQID) // written, or it changed hands
 		return nil
@@ -215,16 +215,17 @@ func (r *run) rewrite(ctx context.Context, rec *quarantine.Record, out *Outcome,
 	return err
 }
 
-// update writes step's successor of the current version of record id
-// through the store's Update, which re-reads and retries on concurrent
-// changes, and reports whether it was written. A version that fails
+// update writes step's successor of rec, the version this run holds (read
+// or written by it), through quarantine.UpdateFrom, which re-reads and
+// retries on concurrent changes, and reports whether it was written. A version that fails
 // verification is set aside as found, never re-sealed; one another run set
 // aside meanwhile (ErrHeld) is counted under Integrity. step's own errors
 // come back as they are, the store's wrapped in op.
-func (r *run) update(ctx context.Context, id, op string, step func(*quarantine.Record) (*quarantine.Record, error)) (bool, error) {
+func (r *run) update(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) (bool, error) {
+	id := rec.DLQID
 	var read *quarantine.Record
 	var stepErr error
-	_, err := r.s.store.Update(ctx, id, func(cur *quarantine.Record) (*quarantine.Record, error) {
+	_, err := quarantine.UpdateFrom(ctx, r.s.store, rec, func(cur *quarantine.Record) (*quarantine.Record, error) {
 		next, err := step(cur)
 		read, stepErr = cur, err
 		return next, err

@@ -280,7 +280,7 @@ func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
 // longer verifies is set aside: the send is reported, nothing is written
 // under a new seal.
 func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
-	_, err := r.update(ctx, rec.DLQID, op, step)
+	_, err := r.update(ctx, rec, op, step)
 	return err
 }
 

@@ -1,0 +1,76 @@
+package quarantine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// countingStore counts the reads and writes Update makes.
+type countingStore struct {
+	*memstore.Store
+	gets, replaces int
+}
+
+func (c *countingStore) Get(ctx context.Context, id string) (*quarantine.Record, error) {
+	c.gets++
+	return c.Store.Get(ctx, id)
+}
+
+func (c *countingStore) Replace(ctx context.Context, prev, next *quarantine.Record) error {
+	c.replaces++
+	return c.Store.Replace(ctx, prev, next)
+}
+
+func park(at time.Time) func(*quarantine.Record) (*quarantine.Record, error) {
+	return func(cur *quarantine.Record) (*quarantine.Record, error) { return cur.ParkManual("op", "hold it", at) }
+}
+
+// UpdateFrom writes from the version the caller holds without reading it
+// again, and reads again only when another writer got there first.
+func TestUpdateFromReadsOnlyOnAConflict(t *testing.T) {
+	ctx := context.Background()
+	s := &countingStore{Store: memstore.New()}
+	r := sealedRecord(t, "k1", validBody, fixtureTime)
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := quarantine.UpdateFrom(ctx, s, r, park(fixtureTime.Add(time.Second)))
+	if err != nil || got.Status != quarantine.StatusParked {
+		t.Fatalf("UpdateFrom = %v, %v", got, err)
+	}
+	if s.gets != 0 || s.replaces != 1 {
+		t.Fatalf("%d reads and %d writes for an unchanged record, want 0 and 1", s.gets, s.replaces)
+	}
+
+	other := sealedRecord(t, "k2", validBody, fixtureTime)
+	if err := s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	held := other // the caller's copy, about to go stale
+	moved, err := other.ParkManual("another run", "first", fixtureTime.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store.Replace(ctx, other, moved); err != nil {
+		t.Fatal(err)
+	}
+	s.gets, s.replaces = 0, 0
+	calls := 0
+	got, err = quarantine.UpdateFrom(ctx, s, held, func(cur *quarantine.Record) (*quarantine.Record, error) {
+		calls++
+		return cur.NotePayloadRead("auditor", fixtureTime.Add(2*time.Second))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || s.gets != 1 || s.replaces != 2 {
+		t.Fatalf("a stale copy: %d calls, %d reads, %d writes; want 2, 1 and 2 (conflict, read, write)", calls, s.gets, s.replaces)
+	}
+	if got.Version != moved.Version+1 || got.Status != quarantine.StatusParked {
+		t.Fatalf("written v%d %s, want v%d PARKED: the other writer's version kept", got.Version, got.Status, moved.Version+1)
+	}
+}
