@@ -22,11 +22,7 @@ import (
 // through kumo's Runtime API when invoked through the Lambda Invoke API.
 func TestBootstrapServesSampleBatch(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{})
 	var envFile map[string]map[string]string
 	if err := json.Unmarshal(lambdatest.Sample(t, "ingest-env.json"), &envFile); err != nil {
 		t.Fatal(err)

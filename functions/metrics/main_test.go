@@ -19,11 +19,7 @@ import (
 // invoked with the scheduled event from events/, and logs no payload value.
 func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true})
 	raw := lambdatest.ScheduledSample(t, "metrics-scheduled.json")
 	fn, err := st.Template.GetServerlessFunctionWithName("MetricsFunction")
 	if err != nil {

@@ -23,11 +23,7 @@ import (
 // with each redrive file from events/ (its source renamed to this stack's).
 func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{})
 	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
 	if err != nil {
 		t.Fatal(err)

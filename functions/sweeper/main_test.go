@@ -19,11 +19,7 @@ import (
 // parked record when invoked with the scheduled event from events/.
 func TestBootstrapSweepsOnTheScheduledEvent(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), Params: map[string]any{"ParkAgeSeconds": 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := embedded.ForTest(t, embedded.Options{Params: map[string]any{"ParkAgeSeconds": 0}})
 	raw := lambdatest.ScheduledSample(t, "sweeper-scheduled.json")
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
 	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})

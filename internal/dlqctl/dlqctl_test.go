@@ -235,7 +235,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	if err := quarantine.SealRecord(swapped); err != nil {
 		t.Fatal(err)
 	}
-	swappedItem, _ := dynamostore.Marshal(swapped) // re-sealed and written straight to the table
+	swappedItem, err := dynamostore.Marshal(swapped) // re-sealed and written straight to the table
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: swappedItem}); err != nil {
 		t.Fatal(err)
 	}

@@ -247,7 +247,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string, projection *expressi
 			if left, ok := res.UnprocessedKeys[s.table]; ok && len(left.Keys) > 0 {
 				ka.Keys = left.Keys
 				req[s.table] = ka
-				if err := quarantine.Backoff(ctx, attempt, 10*time.Millisecond, 640*time.Millisecond); err != nil {
+				if err := quarantine.Backoff(ctx, attempt, 20*time.Millisecond, 1280*time.Millisecond); err != nil {
 					return err
 				}
 			}

@@ -196,6 +196,10 @@ func CheckObject(stub *quarantine.Record, obj Object) []Problem {
 	var out []Problem
 	bad := problemsOf(stub, &out)
 	a := stub.Archive
+	if a == nil {
+		bad("not an archived stub")
+		return out
+	}
 	if sum := sha256.Sum256(obj.Raw); hex.EncodeToString(sum[:]) != a.SHA256 {
 		bad("object checksum %x differs from the stub's %s", sum, a.SHA256)
 	}

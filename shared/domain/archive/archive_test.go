@@ -101,6 +101,9 @@ func TestCheckStubRefusesWhatIsNoStub(t *testing.T) {
 	if probs, ok := archive.CheckStub(&noRef); ok || len(probs) == 0 || probs[len(probs)-1].What != "not an archived stub" {
 		t.Fatalf("a stub without a reference: %v, %v", probs, ok)
 	}
+	if probs := archive.CheckObject(&noRef, archive.Object{}); len(probs) != 1 || probs[0].What != "not an archived stub" {
+		t.Fatalf("an object checked against a stub without a reference: %v", probs)
+	}
 }
 
 func TestDecodeRefusesWhatIsNoEnvelope(t *testing.T) {

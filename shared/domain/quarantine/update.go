@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// UpdateTries bounds the reads of one Update: a record that changes under
+// UpdateTries bounds the tries of one Update: a record that changes under
 // it this many times in a row is left to the caller (ErrVersionConflict).
-const UpdateTries = 8
+// (Redrive marks a sent record through it: a mark that gives up leaves the
+// record to its lease, so the bound is generous.)
+const UpdateTries = 12
 
 // Update backoff: the first pause is at most updateFirstPause, doubling
 // up to updateMostPause (Backoff adds the jitter).
@@ -51,11 +53,18 @@ func UpdateFrom(ctx context.Context, s Replacer, cur *Record, fn func(cur *Recor
 }
 
 func update(ctx context.Context, s Replacer, id string, cur *Record, fn func(cur *Record) (*Record, error)) (*Record, error) {
+	var tried *Record // the version the last try wrote, if it was refused
 	for attempt := 0; ; attempt++ {
 		if cur == nil {
 			var err error
 			if cur, err = s.Get(ctx, id); err != nil {
 				return nil, err
+			}
+			if SameVersion(cur, tried) {
+				// The refused write was applied after all (its answer and
+				// the store's own read-back were both lost): done, and
+				// fn must not apply its change a second time.
+				return tried, nil
 			}
 		}
 		next, err := fn(cur)
@@ -72,6 +81,7 @@ func update(ctx context.Context, s Replacer, id string, cur *Record, fn func(cur
 		if !errors.Is(err, ErrVersionConflict) || attempt+1 >= UpdateTries {
 			return nil, err
 		}
+		tried = next
 		if err := Backoff(ctx, attempt, updateFirstPause, updateMostPause); err != nil {
 			return nil, err
 		}

@@ -74,3 +74,41 @@ func TestUpdateFromReadsOnlyOnAConflict(t *testing.T) {
 		t.Fatalf("written v%d %s, want v%d PARKED: the other writer's version kept", got.Version, got.Status, moved.Version+1)
 	}
 }
+
+// appliedButRefused applies the first Replace and then answers it with a
+// conflict: the write's answer was lost and the store's read-back failed.
+type appliedButRefused struct {
+	*memstore.Store
+	done bool
+}
+
+func (a *appliedButRefused) Replace(ctx context.Context, prev, next *quarantine.Record) error {
+	if err := a.Store.Replace(ctx, prev, next); err != nil || a.done {
+		return err
+	}
+	a.done = true
+	return quarantine.ErrVersionConflict
+}
+
+// A write that was applied although it came back refused is recognised on
+// the re-read: the change is not applied a second time.
+func TestUpdateRecognisesARefusedWriteThatWasApplied(t *testing.T) {
+	ctx := context.Background()
+	s := &appliedButRefused{Store: memstore.New()}
+	r := sealedRecord(t, "k1", validBody, fixtureTime)
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	got, err := quarantine.UpdateFrom(ctx, s, r, func(cur *quarantine.Record) (*quarantine.Record, error) {
+		calls++
+		return cur.NotePayloadRead("auditor", fixtureTime.Add(time.Second))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := s.Get(ctx, r.DLQID)
+	if calls != 1 || stored.Version != r.Version+1 || !quarantine.SameVersion(stored, got) || stored.ReadCount != 1 {
+		t.Fatalf("%d calls, stored v%d with %d reads (returned v%d); want the one write, v%d, 1 read", calls, stored.Version, stored.ReadCount, got.Version, r.Version+1)
+	}
+}

@@ -99,16 +99,20 @@ func (r *run) applyClaim(ctx context.Context, id string, rec *quarantine.Record,
 // or an expired approved claim given back), and notes the record Parked;
 // a dry run writes nothing. Like the claim, it writes once, on the version
 // read: a record changed since is Skipped (the next run reads it again),
-// one set aside meanwhile is counted under Integrity.
+// one set aside meanwhile is counted under Integrity. Either way its FIFO
+// group sends nothing more this run, as after a claim that met the same:
+// the record may be in flight in another run, or held.
 func (r *run) writeParked(ctx context.Context, id string, rec, parked *quarantine.Record, op string) error {
 	if !r.rep.DryRun {
 		if err := r.s.store.Replace(ctx, rec, parked); err != nil {
 			if errors.Is(err, quarantine.ErrVersionConflict) {
 				r.note(&r.rep.Skipped, id)
+				r.block(rec)
 				return nil
 			}
 			if errors.Is(err, quarantine.ErrHeld) {
 				r.note(&r.rep.Integrity, id) // set aside meanwhile
+				r.block(rec)
 				return nil
 			}
 			return fmt.Errorf("%s: %w", op, err)

@@ -35,11 +35,6 @@ type crashingStore struct {
 	once   sync.Once
 }
 
-// Update goes through crashingStore's Replace.
-func (c *crashingStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
-	return quarantine.Update(ctx, c, id, fn)
-}
-
 func (c *crashingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	err := c.Store.Replace(ctx, prev, r)
 	if err == nil && r.Status == c.after {
@@ -58,11 +53,6 @@ type failingStore struct {
 
 var errStoreDown = errors.New("injected store failure")
 
-// Update goes through failingStore's Replace.
-func (f *failingStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
-	return quarantine.Update(ctx, f, id, fn)
-}
-
 func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if f.fail(r) {
 		if f.err != nil {
@@ -76,11 +66,6 @@ func (f *failingStore) Replace(ctx context.Context, prev, r *quarantine.Record) 
 // heldStore answers every claim write with the hold another run set
 // meanwhile, as the DynamoDB store does (its text names the record).
 type heldStore struct{ quarantine.Store }
-
-// Update goes through heldStore's Replace.
-func (h *heldStore) Update(ctx context.Context, id string, fn func(*quarantine.Record) (*quarantine.Record, error)) (*quarantine.Record, error) {
-	return quarantine.Update(ctx, h, id, fn)
-}
 
 func (h *heldStore) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	if r.Status == quarantine.StatusRedriving {

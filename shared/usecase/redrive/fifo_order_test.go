@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -331,5 +332,66 @@ func waited(t *testing.T, rep *redrive.Report, sent []string, later, why string)
 	t.Helper()
 	if len(sent) != 0 || !slices.Contains(rep.Deferred.IDs, later) {
 		t.Fatalf("sent %v %s; deferred %v", sent, why, rep.Deferred.IDs)
+	}
+}
+
+// returnRacer runs race once, just before the expired approved claim of
+// record id is given back to PARKED: another writer gets there first.
+type returnRacer struct {
+	quarantine.Store
+	id   string
+	race func(ctx context.Context, prev *quarantine.Record)
+	once sync.Once
+}
+
+func (s *returnRacer) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if r.DLQID == s.id && prev.Status == quarantine.StatusRedriving && r.Status == quarantine.StatusParked {
+		s.once.Do(func() { s.race(ctx, prev) })
+	}
+	return s.Store.Replace(ctx, prev, r)
+}
+
+// An expired approved parked claim whose give-back meets a hold, or an
+// approved run that took the claim over, holds back its FIFO group: the
+// group's later record is not sent ahead of it in this run.
+func TestExpiredParkedClaimReturnRaceHoldsBackItsGroup(t *testing.T) {
+	for _, mode := range []string{"held", "reclaimed"} {
+		t.Run(mode, func(t *testing.T) {
+			e, ids := fifoGroup(t, body(81, true), body(82, true))
+			e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.ParkManual("ops", "hold on", e.clock.Now())
+			})
+			e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.ClaimParked("approver@ops", e.clock.Now(), time.Minute)
+			})
+			e.clock.Advance(2 * time.Minute) // the approved claim's lease is over
+			st := &returnRacer{Store: e.store, id: ids[0], race: func(ctx context.Context, prev *quarantine.Record) {
+				if mode == "held" {
+					if err := e.store.Hold(ctx, quarantine.IntegrityHold{ID: prev.DLQID, Version: prev.Version, Reason: "seal_mismatch", At: e.clock.Now()}); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				n, err := prev.Claim("approver2@ops", e.clock.Now(), 15*time.Minute) // in flight in another run
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := e.store.Replace(ctx, prev, n); err != nil {
+					t.Error(err)
+				}
+			}}
+			s := newEntrySender(nil, true)
+			rep, err := e.service(s, st, redrive.Config{}).Run(context.Background(), e.request(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.order["G"]) != 0 {
+				t.Fatalf("%s: the group's later record %v was sent while the earlier one is %s", mode, s.order["G"], mode)
+			}
+			if !slices.Contains(rep.Deferred.IDs, ids[1]) {
+				t.Fatalf("%s: the later record is not deferred: %+v", mode, rep.Deferred)
+			}
+		})
 	}
 }

@@ -407,3 +407,73 @@ func TestRateLimitedRunSendsEverything(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 }
+
+// markRacer runs change once, just before the first write that marks a
+// record sent: another writer changes the record between the send and
+// its mark.
+type markRacer struct {
+	quarantine.Store
+	change func(ctx context.Context, id string)
+	once   sync.Once
+}
+
+func (s *markRacer) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if a := r.Attempts[len(r.Attempts)-1]; strings.HasPrefix(a.Reason, "sent (round") {
+		s.once.Do(func() { s.change(ctx, r.DLQID) })
+	}
+	return s.Store.Replace(ctx, prev, r)
+}
+
+// A sent record whose mark meets a concurrent change is marked on the
+// version it finds: REDRIVEN when the change left it in the round (a
+// payload read), "sent while the record changed" when the claim was given
+// back meanwhile; never unmarked, never marked twice.
+func TestMarkSentMeetsAConcurrentChange(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(r *quarantine.Record, now time.Time) (*quarantine.Record, error)
+		status quarantine.Status
+		note   string
+	}{
+		{"read meanwhile", func(r *quarantine.Record, now time.Time) (*quarantine.Record, error) {
+			return r.NotePayloadRead("auditor", now)
+		},
+			quarantine.StatusRedriven, "sent (round 1)"},
+		{"released meanwhile", func(r *quarantine.Record, now time.Time) (*quarantine.Record, error) {
+			return r.Release("other", "x", now, nil)
+		},
+			quarantine.StatusQuarantined, "while the record changed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, ids := seeded(t, 1)
+			s := &markRacer{Store: e.store, change: func(ctx context.Context, id string) {
+				cur, err := e.store.Get(ctx, id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n, err := c.change(cur, e.clock.Now())
+				if err == nil {
+					err = e.store.Replace(ctx, cur, n)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}}
+			rep, err := e.service(nil, s, redrive.Config{}).Run(context.Background(), e.request(10))
+			if err != nil || rep.Redriven.Count != 1 {
+				t.Fatalf("%+v %v", rep, err)
+			}
+			r := e.get(t, ids[0])
+			marks := 0
+			for _, a := range r.Attempts {
+				if strings.HasPrefix(a.Reason, "sent (round") {
+					marks++
+				}
+			}
+			if r.Status != c.status || !historyHas(r, c.note) || marks != 1 {
+				t.Fatalf("%s with %d sent entries, want %s with one %q: %+v", r.Status, marks, c.status, c.note, r.Attempts)
+			}
+		})
+	}
+}
