@@ -25,6 +25,16 @@ func (c *countingStore) Replace(ctx context.Context, prev, next *quarantine.Reco
 	return c.Store.Replace(ctx, prev, next)
 }
 
+// created stores the fixture's record of key in s.
+func created(t *testing.T, s *memstore.Store, key string) *quarantine.Record {
+	t.Helper()
+	r := sealedRecord(t, key, validBody, fixtureTime)
+	if err := s.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func park(at time.Time) func(*quarantine.Record) (*quarantine.Record, error) {
 	return func(cur *quarantine.Record) (*quarantine.Record, error) { return cur.ParkManual("op", "hold it", at) }
 }
@@ -34,10 +44,7 @@ func park(at time.Time) func(*quarantine.Record) (*quarantine.Record, error) {
 func TestUpdateFromReadsOnlyOnAConflict(t *testing.T) {
 	ctx := context.Background()
 	s := &countingStore{Store: memstore.New()}
-	r := sealedRecord(t, "k1", validBody, fixtureTime)
-	if err := s.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	r := created(t, s.Store, "k1")
 	got, err := quarantine.UpdateFrom(ctx, s, r, park(fixtureTime.Add(time.Second)))
 	if err != nil || got.Status != quarantine.StatusParked {
 		t.Fatalf("UpdateFrom = %v, %v", got, err)
@@ -46,10 +53,7 @@ func TestUpdateFromReadsOnlyOnAConflict(t *testing.T) {
 		t.Fatalf("%d reads and %d writes for an unchanged record, want 0 and 1", s.gets, s.replaces)
 	}
 
-	other := sealedRecord(t, "k2", validBody, fixtureTime)
-	if err := s.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	other := created(t, s.Store, "k2")
 	held := other // the caller's copy, about to go stale
 	moved, err := other.ParkManual("another run", "first", fixtureTime.Add(time.Second))
 	if err != nil {
@@ -95,10 +99,7 @@ func (a *appliedButRefused) Replace(ctx context.Context, prev, next *quarantine.
 func TestUpdateRecognisesARefusedWriteThatWasApplied(t *testing.T) {
 	ctx := context.Background()
 	s := &appliedButRefused{Store: memstore.New()}
-	r := sealedRecord(t, "k1", validBody, fixtureTime)
-	if err := s.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	r := created(t, s.Store, "k1")
 	calls := 0
 	got, err := quarantine.UpdateFrom(ctx, s, r, func(cur *quarantine.Record) (*quarantine.Record, error) {
 		calls++

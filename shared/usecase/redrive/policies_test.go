@@ -295,21 +295,29 @@ func TestClearedReasonsDoNotStarveBehindOthers(t *testing.T) {
 	}
 }
 
-// A policies tick settles once, however many policies run in it: not once
-// per policy.
-func TestPoliciesTickSettlesOnce(t *testing.T) {
+// countedPolicies seeds n records failed with reasons[0] and a standing
+// policy for each reason, on a service whose settle listings are counted.
+func countedPolicies(t *testing.T, n int, reasons ...string) (*env, []string, *countingLister, *redrive.Service, []*policy.Policy) {
+	t.Helper()
 	e := newEnv(t, false)
-	ids := e.seedReason(t, 0, 3, "downstream 503")
+	ids := e.seedReason(t, 0, n, reasons[0])
 	lister := &countingLister{Lister: e.lister}
 	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
 		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
 	var pols []*policy.Policy
-	for _, reason := range []string{"downstream 503", "ledger locked", "timeout"} {
+	for _, reason := range reasons {
 		pols = append(pols, e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", reason, e.src.SchemaVersion)},
 			MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000}))
 	}
+	return e, ids, lister, svc, pols
+}
+
+// A policies tick settles once, however many policies run in it: not once
+// per policy.
+func TestPoliciesTickSettlesOnce(t *testing.T) {
+	e, ids, lister, svc, pols := countedPolicies(t, 3, "downstream 503", "ledger locked", "timeout")
 	tick := func(round int) *redrive.Report {
 		t.Helper()
 		before := lister.redriven.Load()
@@ -342,21 +350,11 @@ func TestPoliciesTickSettlesOnce(t *testing.T) {
 // A settle that fails in a policies tick is tried again by the tick's next
 // policy: the tick settles once, not at most once.
 func TestPoliciesTickSettlesAgainAfterAFailedSettle(t *testing.T) {
-	e := newEnv(t, false)
-	ids := e.seedReason(t, 0, 2, "downstream 503")
-	lister := &countingLister{Lister: e.lister}
-	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
-	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
-		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
-		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
-	for _, reason := range []string{"downstream 503", "ledger locked"} {
-		e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", reason, e.src.SchemaVersion)},
-			MaxPerRun: 8, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
-	}
+	e, ids, lister, svc, _ := countedPolicies(t, 2, "downstream 503", "ledger locked")
 	if rep := applyPolicies(t, svc, e); rep.Redriven.Count != len(ids) {
 		t.Fatalf("tick 1 redrove %d, want %d", rep.Redriven.Count, len(ids))
 	}
-	e.drain(t, func(string) bool { return false })
+	e.drain(t, none)
 	e.clock.Advance(16 * time.Minute) // past the settle window
 	lister.failNext.Store(true)
 	before := lister.redriven.Load()
