@@ -231,14 +231,8 @@ func TestCountersContract(t *testing.T) {
 // its own write (not ErrExists, not ErrVersionConflict), counted once.
 func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	t.Parallel()
-	cfg := stack.AWS.Copy()
-	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 2}
-	if lose.Base == nil {
-		lose.Base = http.DefaultClient
-	}
-	cfg.HTTPClient = lose
-	clients := awsclients.New(cfg, awsclients.Options{Local: true})
-	s := dynamostore.New(clients.DynamoDB, stack.Names["QuarantineTable"])
+	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "TransactWriteItems", 2)
+	s := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	ctx := context.Background()
 	r := storetest.Record(t, storetest.UniqueID("lost"))
 	r.Source = storetest.UniqueID("lostsrc") // its own counters

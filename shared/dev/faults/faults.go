@@ -39,9 +39,12 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 )
 
 // Kinds of injected faults, the keys of Counts.
@@ -411,6 +414,20 @@ func (l *LoseAnswers) Do(req *http.Request) (*http.Response, error) {
 	resp.Body.Close()
 	return respond(req, http.StatusInternalServerError, "application/x-amz-json-1.0",
 		`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"answer lost (injected)"}`), nil
+}
+
+// LoseDynamoDBAnswers returns a DynamoDB client on cfg (against the
+// emulator) that loses the answers of the first n calls of operation (a
+// DynamoDB target such as "TransactWriteItems"), and the LoseAnswers that
+// counts them.
+func LoseDynamoDBAnswers(cfg aws.Config, operation string, n int) (*dynamodb.Client, *LoseAnswers) {
+	cfg = cfg.Copy()
+	lose := &LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810." + operation, N: n}
+	if lose.Base == nil {
+		lose.Base = http.DefaultClient
+	}
+	cfg.HTTPClient = lose
+	return awsclients.New(cfg, awsclients.Options{Local: true}).DynamoDB, lose
 }
 
 // Lost is how many answers were thrown away.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
@@ -158,14 +156,8 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	t.Parallel()
 	e, ids := seeded(t, 1)
-	cfg := stack.AWS.Copy()
-	lose := &faults.LoseAnswers{Base: cfg.HTTPClient, Target: "DynamoDB_20120810.TransactWriteItems", N: 1}
-	if lose.Base == nil {
-		lose.Base = http.DefaultClient
-	}
-	cfg.HTTPClient = lose
-	clients := awsclients.New(cfg, awsclients.Options{Local: true})
-	store := dynamostore.New(clients.DynamoDB, stack.Names["QuarantineTable"])
+	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "TransactWriteItems", 1)
+	store := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	rep, err := e.service(nil, store, redrive.Config{}).Run(context.Background(), e.request(10))
 	if err != nil {
 		t.Fatal(err)
