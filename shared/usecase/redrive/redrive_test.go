@@ -56,11 +56,11 @@ func TestRoundTripToResolvedAndPoison(t *testing.T) {
 		switch {
 		case bad[id]:
 			if r.Status != quarantine.StatusParked || r.FailureClass != quarantine.ClassPoison || r.RedriveCount != cap3 || sends[id] != cap3 {
-				t.Fatalf("bad %s: status %s class %s count %d sends %d", id, r.Status, r.FailureClass, r.RedriveCount, sends[id])
+				t.Fatalf("bad %s: status %s class %s count %d sends %d; history %+v", id, r.Status, r.FailureClass, r.RedriveCount, sends[id], r.Attempts)
 			}
 		default:
 			if r.Status != quarantine.StatusResolved || sends[id] != 1 {
-				t.Fatalf("good %s: status %s sends %d", id, r.Status, sends[id])
+				t.Fatalf("good %s: status %s sends %d; history %+v", id, r.Status, sends[id], r.Attempts)
 			}
 		}
 	}
