@@ -103,18 +103,10 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := s.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		next, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(time.Second)), Stage: "s", Reason: "r", MessageID: "m2", Actor: "ingest"},
-			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		next := arrival(t, r, "m2", r.FirstSeen.Add(time.Second))
 		// A write conditioned on a version the store does not hold (here
 		// v2, which was never stored) conflicts.
-		ahead, err := next.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(3 * time.Second)), Stage: "s", Reason: "r", MessageID: "m4", Actor: "ingest"},
-			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(3*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ahead := arrival(t, next, "m4", r.FirstSeen.Add(3*time.Second))
 		if err := s.Replace(ctx, next, ahead); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("stale replace = %v", err)
 		}
@@ -134,11 +126,7 @@ func RunStore(t *testing.T, s quarantine.Store) {
 		if err := s.Replace(ctx, r, next); err != nil {
 			t.Fatalf("replay of the same replace = %v, want nil: the store holds exactly this write", err)
 		}
-		other, err := r.Arrive(quarantine.Attempt{At: quarantine.At(r.FirstSeen.Add(2 * time.Second)), Stage: "s", Reason: "r", MessageID: "m3", Actor: "ingest"},
-			quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, r.FirstSeen.Add(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		other := arrival(t, r, "m3", r.FirstSeen.Add(2*time.Second))
 		if err := s.Replace(ctx, r, other); !errors.Is(err, quarantine.ErrVersionConflict) {
 			t.Fatalf("another successor of the same version = %v, want ErrVersionConflict", err)
 		}
@@ -334,6 +322,18 @@ func RunLister(t *testing.T, s quarantine.Store, l quarantine.Lister) {
 }
 
 // listIDs is every id q selects through l, page after page.
+// arrival is prev after one more exhausted arrival of message messageID
+// at at.
+func arrival(t *testing.T, prev *quarantine.Record, messageID string, at time.Time) *quarantine.Record {
+	t.Helper()
+	next, err := prev.Arrive(quarantine.Attempt{At: quarantine.At(at), Stage: "s", Reason: "r", MessageID: messageID, Actor: "ingest"},
+		quarantine.Classification{Class: quarantine.ClassExhausted, Stage: "s", Reason: "r", Signature: "s|r|"}, 20, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 func listIDs(t *testing.T, l quarantine.Lister, q quarantine.ListQuery) []string {
 	t.Helper()
 	ids, err := quarantine.ListIDs(context.Background(), l, q)
