@@ -37,6 +37,9 @@ type env struct {
 	payloads       *s3store.Store
 	q              *ingest.Quarantiner
 	clock          *clock.Fake
+	// seen holds the source-queue messages a drain has counted: a message
+	// is counted once however often it is received.
+	seen map[string]bool
 }
 
 const cap3 = 3
@@ -78,6 +81,7 @@ func newEnv(t *testing.T, fifo bool) *env {
 		lister:   dynamostore.NewLister(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
 		payloads: s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], ""),
 		clock:    clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
+		seen:     map[string]bool{},
 	}
 	e.q = ingest.NewQuarantiner(e.store, e.payloads, e.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{e.src.Name: e.src}})
 	return e
@@ -159,7 +163,13 @@ func (e *env) drain(t *testing.T, fail func(recordID string) bool) []received {
 	var out []received
 	receiveAll(t, e.srcURL, func(m sqstypes.Message) {
 		rid := aws.ToString(m.MessageAttributes[quarantine.AttrRecordID].StringValue)
-		if m.Attributes["ApproximateReceiveCount"] == "1" {
+		if mid := aws.ToString(m.MessageId); !e.seen[mid] {
+			e.seen[mid] = true
+			if n := m.Attributes["ApproximateReceiveCount"]; n != "1" {
+				// Received before by a receive whose answer was lost (the SDK
+				// retried it): still one message sent, counted once here.
+				t.Logf("message %s of record %s first seen at receive %s", mid, rid, n)
+			}
 			out = append(out, received{recordID: rid, messageID: aws.ToString(m.MessageId), groupID: m.Attributes["MessageGroupId"],
 				dedupID: m.Attributes["MessageDeduplicationId"], count: aws.ToString(m.MessageAttributes[quarantine.AttrRedriveCount].StringValue)})
 		}
@@ -218,26 +228,59 @@ func (e *env) receive(t *testing.T) []sqstypes.Message {
 }
 
 // receiveAll receives every message of queue url, with all its attributes,
-// and hands each to f, until three receives in a row come back empty.
+// and hands each to f, until three receives in a row come back empty and
+// no message is in flight. A receive whose answer is lost (the SDK retries
+// a call that timed out under load) leaves its messages invisible: the
+// short visibility timeout of these receives brings them back, so a slow
+// machine cannot make a sent message look never sent.
 func receiveAll(t *testing.T, url string, f func(m sqstypes.Message)) {
 	t.Helper()
-	for idle := 0; idle < 3; {
-		res, err := stack.Clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+	ctx := context.Background()
+	deadline := time.Now().Add(2 * time.Minute)
+	for idle := 0; ; {
+		res, err := stack.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}, VisibilityTimeout: 3,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Messages) == 0 {
-			idle++
+		if len(res.Messages) > 0 {
+			idle = 0
+			for _, m := range res.Messages {
+				f(m)
+			}
 			continue
 		}
-		idle = 0
-		for _, m := range res.Messages {
-			f(m)
+		if idle++; idle < 3 {
+			continue
 		}
+		if inFlight(t, url) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: messages still in flight after 2 minutes", url)
+		}
+		idle = 0
+		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// inFlight is the number of messages of queue url received and neither
+// deleted nor visible again.
+func inFlight(t *testing.T, url string) int {
+	t.Helper()
+	out, err := stack.Clients.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func (e *env) get(t *testing.T, id string) *quarantine.Record {
