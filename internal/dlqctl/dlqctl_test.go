@@ -180,7 +180,7 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 	}
 
 	out, _, code = f.run(t, "verify")
-	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stubs): 0 problems") {
+	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stub): 0 problems") {
 		t.Fatalf("verify (exit %d): %s", code, out)
 	}
 

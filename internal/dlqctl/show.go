@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,7 +25,7 @@ type ShowOptions struct {
 
 func (a *App) showCmd() *cobra.Command {
 	var o ShowOptions
-	c := idCommand("show ID", "Show a record and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
+	c := idCommand("show ID", "Show a record (by id or a unique id prefix, such as a table's short id) and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
 		o.ID = id
 		return a.Show(ctx, o)
 	})
@@ -51,13 +52,17 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
-	store, payloads, r, err := a.openRecord(ctx, o.ID)
+	id, err := a.resolveID(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	store, payloads, r, err := a.openRecord(ctx, id)
 	if err != nil {
 		return err
 	}
 	v := shown{r: r}
 	if o.Payload {
-		if v.r, err = a.recordPayloadRead(ctx, store, o.ID); err != nil {
+		if v.r, err = a.recordPayloadRead(ctx, store, id); err != nil {
 			return err
 		}
 		if err := a.loadPayload(ctx, store, payloads, &v); err != nil {
@@ -153,6 +158,7 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 // showText prints v for a person, section by section.
 func (a *App) showText(v shown, o ShowOptions) {
 	a.showFields(v.r, v.sealErr)
+	a.showFailureDetail(v.r)
 	a.showAttempts(v.r)
 	a.showReads(v.r)
 	a.showCorrections(v.r)
@@ -170,6 +176,12 @@ func (a *App) showFields(r *quarantine.Record, sealErr error) {
 	row("status", fmt.Sprintf("%s since %s", r.Status, r.StatusSince.UTC().Format(time.RFC3339)))
 	row("class", r.FailureClass)
 	row("signature", r.FailureSignature)
+	if r.FailureStage != "" || r.FailureReason != "" {
+		row("failure", fmt.Sprintf("%s: %s", r.FailureStage, r.FailureReason))
+	}
+	if r.SchemaVersion != "" {
+		row("schema version", r.SchemaVersion)
+	}
 	row("key", fmt.Sprintf("from %s", r.KeyOrigin))
 	row("first / last seen", r.FirstSeen.UTC().Format(time.RFC3339)+" / "+r.LastSeen.UTC().Format(time.RFC3339))
 	row("redrives", fmt.Sprintf("%d of %d", r.RedriveCount, r.RedriveCap))
@@ -187,6 +199,18 @@ func (a *App) showFields(r *quarantine.Record, sealErr error) {
 		row("seal", r.Seal+" (verifies)")
 	}
 	tw.Flush()
+}
+
+// showFailureDetail prints the validator's full message (which properties
+// are missing, which fail and why), as -o json gives it in failure_detail.
+func (a *App) showFailureDetail(r *quarantine.Record) {
+	if strings.TrimSpace(r.FailureDetail) == "" {
+		return
+	}
+	fmt.Fprintln(a.Out, "\nfailure detail:")
+	for _, line := range strings.Split(strings.TrimRight(r.FailureDetail, "\n"), "\n") {
+		fmt.Fprintf(a.Out, "  %s\n", line)
+	}
 }
 
 func (a *App) showAttempts(r *quarantine.Record) {
