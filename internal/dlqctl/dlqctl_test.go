@@ -407,6 +407,23 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", "no-such-function", "--source", source, "--yes"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing function: %d %s", code, errOut)
 	}
+	// The function's request errors name the flags the user typed.
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", "nope"); code != 1 ||
+		!strings.Contains(errOut, `redrive function refused the request: --source "nope": source is not configured`) {
+		t.Fatalf("an unknown source (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--id", "other#k"); code != 1 ||
+		!strings.Contains(errOut, `--id "other#k" does not belong to source`) || strings.Contains(errOut, "ids[") {
+		t.Fatalf("an id of another source (exit %d): %s", code, errOut)
+	}
+	someJSON := filepath.Join(t.TempDir(), "some.json")
+	if err := os.WriteFile(someJSON, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "fix", source+"#nope", "--function", name, "--payload-file", someJSON, "--reason", "r"); code != 1 ||
+		!strings.Contains(errOut, `ID "`+source+`#nope" names no record`) {
+		t.Fatalf("fix of no record (exit %d): %s", code, errOut)
+	}
 
 	// dlqctl fix: through the same function, so through the same gate.
 	bad := `{"event_id":"fx","ndc":"NDC?12","lot":"LOT-SECRET-7","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
