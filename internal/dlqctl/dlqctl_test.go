@@ -96,7 +96,7 @@ func (f *fixture) app(stdin string, now func() time.Time) (*dlqctl.App, *bytes.B
 	a.Now = now
 	a.IsTerminal = func() bool { return false }
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
-		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS)}, nil
+		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS), Local: true}, nil
 	}
 	return a, &out, &errw
 }

@@ -218,7 +218,8 @@ func latest(ctx context.Context, cw *cloudwatch.Client, ns string, m cwtypes.Met
 		return nil, err
 	}
 	if aws.ToFloat64(best.SampleCount) > 1 {
-		lo, hi := best.Timestamp.UTC().Truncate(time.Second), to
+		// [lo, to] holds the newest point, [hi, to] none: to is inclusive.
+		lo, hi := best.Timestamp.UTC().Truncate(time.Second), to.Add(time.Second)
 		for hi.Sub(lo) > time.Second {
 			mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
 			if !mid.After(lo) {
