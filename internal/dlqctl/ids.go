@@ -50,7 +50,7 @@ func (a *App) resolveID(ctx context.Context, typed string) (string, error) {
 	if len(matches) >= maxPrefixMatches {
 		more = " and maybe more"
 	}
-	return "", &UsageError{fmt.Errorf("%q is ambiguous: it starts %s%s; give more of the id", typed, strings.Join(matches, ", "), more)}
+	return "", &UsageError{fmt.Errorf("%q is ambiguous: it begins the ids %s%s; give more of the id", typed, strings.Join(matches, ", "), more)}
 }
 
 // idsWithPrefix scans the table for record ids starting with prefix (a

@@ -101,8 +101,8 @@ func (a *App) unparkNote(ctx context.Context, was, r *quarantine.Record) {
 		fmt.Fprintf(a.Out, "note: it is eligible for replay again; no active standing policy of %s selects it now (dlqctl policy ls --source %s)\n", r.Source, r.Source)
 		return
 	}
-	fmt.Fprintf(a.Out, "warning: it is eligible for replay again: the next scheduled run of standing polic%s %s will replay it; park it again, or revoke the policy (dlqctl policy rm), if it must not be replayed\n",
-		map[bool]string{true: "y", false: "ies"}[len(ids) == 1], strings.Join(ids, ", "))
+	fmt.Fprintf(a.Out, "warning: it is eligible for replay again: standing polic%s %s select%s it, and the next scheduled run replays it (up to the policy's max per run); park it again, or revoke the policy (dlqctl policy rm), if it must not be replayed\n",
+		map[bool]string{true: "y", false: "ies"}[len(ids) == 1], strings.Join(ids, ", "), map[bool]string{true: "s", false: ""}[len(ids) == 1])
 }
 
 // selects reports whether policy p selects record r as the redrive

@@ -292,7 +292,7 @@ func TestUnparkNamesThePoliciesThatReplayIt(t *testing.T) {
 		}
 	}
 	out, _, code = f.run(t, "unpark", f.ids["o9"], "--reason", "fixed")
-	if code != 0 || !strings.Contains(out, "orders#o9 is QUARANTINED\n") || !strings.Contains(out, "the next scheduled run of standing policy "+pol+" will replay it") {
+	if code != 0 || !strings.Contains(out, "orders#o9 is QUARANTINED\n") || !strings.Contains(out, "standing policy "+pol+" selects it, and the next scheduled run replays it") {
 		t.Fatalf("unpark of a record a policy selects (exit %d):\n%s", code, out)
 	}
 	out, _, code = f.run(t, "unpark", f.ids["o6"], "--reason", "fixed")
