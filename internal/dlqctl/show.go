@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ type ShowOptions struct {
 	// Diff prints each correction as a structural JSON diff from the body
 	// it corrects: operations and paths only, values too with Payload.
 	Diff bool
+	// Sources is the SOURCES JSON of the functions, to find a record's
+	// schema; empty: the redrive function's, from its configuration.
+	Sources string
 }
 
 func (a *App) showCmd() *cobra.Command {
@@ -31,6 +35,7 @@ func (a *App) showCmd() *cobra.Command {
 	})
 	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload and corrections (the read is recorded, who and when)")
 	c.Flags().BoolVar(&o.Diff, "diff", false, "print each correction as a JSON diff (paths only; values with --payload)")
+	c.Flags().StringVar(&o.Sources, "sources", os.Getenv("DLQQ_SOURCES"), "the functions' SOURCES JSON, to find the record's schema for its failure detail (DLQQ_SOURCES; default: the redrive function's)")
 	return c
 }
 
@@ -44,6 +49,8 @@ type shown struct {
 	corrections []string
 	diffs       []correctionDiff
 	sealErr     error
+	// failure is the failure detail without payload values (nil: none).
+	failure *failureView
 }
 
 // Show runs dlqctl show: read the record, record a payload read before
@@ -75,6 +82,9 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		}
 	}
 	v.sealErr = quarantine.Verify(v.r)
+	if !o.Payload || a.Output == "json" {
+		v.failure = a.failureSummary(ctx, v.r, o.Sources)
+	}
 	if a.Output == "json" {
 		return a.showJSON(v, o)
 	}
@@ -143,7 +153,13 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 	for i := range view.Corrections {
 		view.Corrections[i].Body = ""
 	}
+	if !o.Payload {
+		view.FailureDetail = "" // the validator's words may quote the payload
+	}
 	out := map[string]any{"record": view, "seal_verifies": v.sealErr == nil}
+	if v.failure != nil {
+		out["failure_detail"] = v.failure
+	}
 	if o.Payload {
 		out["payload"] = string(v.body)
 		out["attributes"] = v.attrs
@@ -158,7 +174,7 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 // showText prints v for a person, section by section.
 func (a *App) showText(v shown, o ShowOptions) {
 	a.showFields(v.r, v.sealErr)
-	a.showFailureDetail(v.r)
+	a.showFailureDetail(v, o.Payload)
 	a.showAttempts(v.r)
 	a.showReads(v.r)
 	a.showCorrections(v.r)
@@ -201,16 +217,35 @@ func (a *App) showFields(r *quarantine.Record, sealErr error) {
 	tw.Flush()
 }
 
-// showFailureDetail prints the validator's full message (which properties
-// are missing, which fail and why), as -o json gives it in failure_detail.
-func (a *App) showFailureDetail(r *quarantine.Record) {
+// showFailureDetail prints the failure detail: without payload the
+// value-free summary (each failing location and what the schema wants
+// there) or that it is withheld; with payload (the read recorded) the
+// validator's own words, which may quote the payload.
+func (a *App) showFailureDetail(v shown, payload bool) {
+	r := v.r
 	if strings.TrimSpace(r.FailureDetail) == "" {
 		return
 	}
-	fmt.Fprintln(a.Out, "\nfailure detail:")
-	for _, line := range strings.Split(strings.TrimRight(r.FailureDetail, "\n"), "\n") {
-		fmt.Fprintf(a.Out, "  %s\n", line)
+	if payload {
+		fmt.Fprintln(a.Out, "\nfailure detail (the validator's words; the read is recorded):")
+		for _, line := range strings.Split(strings.TrimRight(r.FailureDetail, "\n"), "\n") {
+			fmt.Fprintf(a.Out, "  %s\n", line)
+		}
+		return
 	}
+	if v.failure == nil || v.failure.Withheld != "" {
+		why := ""
+		if v.failure != nil && v.failure.Why != "" {
+			why = " (" + v.failure.Why + ")"
+		}
+		fmt.Fprintf(a.Out, "\nfailure %s%s\n", Withheld, why)
+		return
+	}
+	fmt.Fprintln(a.Out, "\nfailure detail:")
+	for _, l := range v.failure.Summary {
+		fmt.Fprintf(a.Out, "  %s\n", l)
+	}
+	fmt.Fprintln(a.Out, "  (from the schema, without payload values; --payload shows the validator's words, audited)")
 }
 
 func (a *App) showAttempts(r *quarantine.Record) {
