@@ -182,6 +182,8 @@ type inventory struct {
 	source string
 	q      *ingest.Quarantiner
 	srcARN string
+	// sources is the template's SOURCES JSON (show --sources).
+	sources string
 }
 
 func newInventory(t *testing.T) *inventory {
@@ -196,7 +198,7 @@ func newInventory(t *testing.T) *inventory {
 	source := st.Names["SourceQueue"]
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
 	return &inventory{fixture: &fixture{st: st, store: store, clock: clock.NewFake(time.Now())}, source: source, srcARN: srcs[source].ARN,
-		q: ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})}
+		sources: fn.Environment.Variables["SOURCES"], q: ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})}
 }
 
 func (v *inventory) add(t *testing.T, msgID, body string) *quarantine.Record {
@@ -210,7 +212,8 @@ func (v *inventory) add(t *testing.T, msgID, body string) *quarantine.Record {
 
 // Tables print long ids short, with an ellipsis; -o json and show print
 // them in full, and show takes the short id (or any unique prefix). show
-// prints the failure detail: which properties are missing.
+// prints the failure detail: which properties are missing (found with the
+// source's schema from --sources).
 func TestLongIDsAndTheFailureDetail(t *testing.T) {
 	v := newInventory(t)
 	a := v.add(t, "m1", `{"ndc":"12345-678-90","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
@@ -234,7 +237,7 @@ func TestLongIDsAndTheFailureDetail(t *testing.T) {
 	}
 
 	for _, typed := range []string{short, strings.TrimSuffix(short, "…"), a.DLQID} {
-		out, errOut, code := v.run(t, "show", typed)
+		out, errOut, code := v.run(t, "show", typed, "--sources", v.sources)
 		if code != 0 || !regexp.MustCompile(`(?m)^id +`+regexp.QuoteMeta(a.DLQID)+`$`).MatchString(out) {
 			t.Fatalf("show %s (exit %d):\n%s%s", typed, code, out, errOut)
 		}
