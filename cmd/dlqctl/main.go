@@ -1,6 +1,7 @@
 // Command dlqctl is the operator CLI for DLQ Quarantine: ls, show, fix,
-// buckets, verify, redrive, park, unpark and policy (add, ls, rm, resume);
-// the commands are in internal/dlqctl and described in docs/dlqctl.md.
+// buckets, verify, redrive, park, unpark, health and policy (add, ls, rm,
+// resume); the commands are in internal/dlqctl and described in
+// docs/dlqctl.md.
 // Exit codes: 0 ok, 1 operation failed, 2 usage, 3 verification mismatch.
 package main
 

@@ -1,5 +1,6 @@
 // Package dlqctl is the operator CLI: triage (ls, buckets), forensics
-// (show), verification (verify), replay (redrive) and manual parking. Each
+// (show), verification (verify), replay (redrive), manual parking and
+// health (the metrics and alarm states in CloudWatch). Each
 // command is a file with an options struct and a run function that tests
 // call directly; the cobra commands only parse flags into them.
 package dlqctl
@@ -40,7 +41,9 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // MismatchError is a verification that found problems.
 type MismatchError struct{ Count int }
 
-func (e *MismatchError) Error() string { return fmt.Sprintf("%d verification problems", e.Count) }
+func (e *MismatchError) Error() string {
+	return plural(e.Count, "verification problem", "verification problems")
+}
 
 // ExitCode classifies an error into the CLI's exit code.
 func ExitCode(err error) int {
@@ -61,6 +64,9 @@ func ExitCode(err error) int {
 type Clients struct {
 	*awsclients.Clients
 	Lambda *lambda.Client
+	// Local is true against emulators (an endpoint is configured): health
+	// says that their alarms are never evaluated.
+	Local bool
 }
 
 // App holds what every command shares: IO, the clock, the AWS clients and
@@ -106,7 +112,7 @@ func connect(ctx context.Context, profile, region string) (*Clients, error) {
 		return nil, fmt.Errorf("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or run aws sso login): %w", err)
 	}
 	local := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL") != ""
-	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg)}, nil
+	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg), Local: local}, nil
 }
 
 func (a *App) connect(ctx context.Context) (*Clients, error) {
@@ -155,7 +161,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
 	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.checkActor() }
-	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false))
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd())
 	return root
 }
 

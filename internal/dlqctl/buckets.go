@@ -98,7 +98,7 @@ func (a *App) Buckets(ctx context.Context, o BucketsOptions) error {
 			flag = "  << dominant cause"
 		}
 		fmt.Fprintf(tw, "%d\t%.1f%%\t%s\t%s\t%s\t%s%s\n", b.Count, 100*b.Share, b.Signature,
-			b.FirstSeen.UTC().Format(time.RFC3339), b.LastSeen.UTC().Format(time.RFC3339), b.ExampleID, flag)
+			b.FirstSeen.UTC().Format(time.RFC3339), b.LastSeen.UTC().Format(time.RFC3339), ShortID(b.ExampleID), flag)
 	}
 	return tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -67,3 +68,21 @@ func (a *App) writeJSON(v any) error {
 
 // newTable is the aligned-columns writer of the table output.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// shortKeyRunes is how much of a long idempotency key a table shows.
+const shortKeyRunes = 12
+
+// ShortID is how tables print a record id: the source in full and, when
+// the key is longer than 16 characters (a 64-hex body hash, say), its
+// first 12 and an ellipsis. show and -o json keep the full id, and show
+// accepts the short form (a unique prefix).
+func ShortID(id string) string {
+	source, key, ok := strings.Cut(id, "#")
+	if !ok {
+		return id
+	}
+	if r := []rune(key); len(r) > 16 {
+		key = string(r[:shortKeyRunes]) + "…"
+	}
+	return source + "#" + key
+}

@@ -96,7 +96,7 @@ func (f *fixture) app(stdin string, now func() time.Time) (*dlqctl.App, *bytes.B
 	a.Now = now
 	a.IsTerminal = func() bool { return false }
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
-		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS)}, nil
+		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS), Local: true}, nil
 	}
 	return a, &out, &errw
 }
@@ -180,7 +180,7 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 	}
 
 	out, _, code = f.run(t, "verify")
-	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stubs): 0 problems") {
+	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stub): 0 problems") {
 		t.Fatalf("verify (exit %d): %s", code, out)
 	}
 
@@ -406,6 +406,23 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	}
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", "no-such-function", "--source", source, "--yes"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing function: %d %s", code, errOut)
+	}
+	// The function's request errors name the flags the user typed.
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", "nope"); code != 1 ||
+		!strings.Contains(errOut, `redrive function refused the request: --source "nope": source is not configured`) {
+		t.Fatalf("an unknown source (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--id", "other#k"); code != 1 ||
+		!strings.Contains(errOut, `--id "other#k" does not belong to source`) || strings.Contains(errOut, "ids[") {
+		t.Fatalf("an id of another source (exit %d): %s", code, errOut)
+	}
+	someJSON := filepath.Join(t.TempDir(), "some.json")
+	if err := os.WriteFile(someJSON, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "fix", source+"#nope", "--function", name, "--payload-file", someJSON, "--reason", "r"); code != 1 ||
+		!strings.Contains(errOut, `ID "`+source+`#nope" names no record`) {
+		t.Fatalf("fix of no record (exit %d): %s", code, errOut)
 	}
 
 	// dlqctl fix: through the same function, so through the same gate.

@@ -55,7 +55,7 @@ func (a *App) Fix(ctx context.Context, o FixOptions) error {
 	rep, err := a.invoke(ctx, redrive.Request{
 		Action: redrive.ActionCorrect, Source: source, IDs: []string{o.ID}, RequestedBy: a.Actor,
 		Reason: o.Reason, Payload: string(raw), NewKey: o.NewKey,
-	})
+	}, fixFlags(o.ID))
 	if err != nil {
 		return err
 	}

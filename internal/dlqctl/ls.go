@@ -84,7 +84,7 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "ID\tSTATUS\tCLASS\tATTEMPTS\tREDRIVES\tFIRST SEEN\tSIGNATURE")
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", s.ID, s.Status, s.Class, s.Attempts, s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", ShortID(s.ID), s.Status, s.Class, s.Attempts, s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
 	}
 	return tw.Flush()
 }

@@ -92,8 +92,22 @@ func (a *App) policyStore(ctx context.Context) (*dynamostore.PolicyStore, policy
 
 // Spec turns the flags into a policy spec.
 func (o PolicyAddOptions) Spec(now time.Time) (policy.Spec, error) {
-	if o.Source == "" || o.MaxPerRun == 0 || o.Expires == "" {
-		return policy.Spec{}, &UsageError{errors.New("--source, --max-per-run and --expires are required")}
+	var missing []string
+	for _, m := range []struct {
+		flag  string
+		unset bool
+	}{{"--source", o.Source == ""}, {"--max-per-run", o.MaxPerRun == 0}, {"--expires", o.Expires == ""}} {
+		if m.unset {
+			missing = append(missing, m.flag)
+		}
+	}
+	switch len(missing) {
+	case 1:
+		return policy.Spec{}, &UsageError{fmt.Errorf("%s is required", missing[0])}
+	case 2:
+		return policy.Spec{}, &UsageError{fmt.Errorf("%s and %s are required", missing[0], missing[1])}
+	case 3:
+		return policy.Spec{}, &UsageError{fmt.Errorf("%s, %s and %s are required", missing[0], missing[1], missing[2])}
 	}
 	cls, err := classes(o.Classes)
 	if err != nil {
@@ -123,7 +137,7 @@ func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 	p, err := policy.New(spec, a.Actor, a.Now())
 	var pe *policy.Error
 	if errors.As(err, &pe) {
-		return &UsageError{err}
+		return mapPolicyError(err)
 	}
 	if err != nil {
 		return err
@@ -158,7 +172,7 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 	}
 	type row struct {
 		*policy.Policy
-		Breaker policy.Breaker `json:"breaker"`
+		Breaker breakerReading `json:"breaker"`
 	}
 	var rows []row
 	for _, p := range pols {
@@ -166,7 +180,7 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{p, p.Judge(sent, back)})
+		rows = append(rows, row{p, readBreaker(p, p.Judge(sent, back))})
 	}
 	if a.Output == "json" {
 		return a.writeJSON(rows)
@@ -176,7 +190,8 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 		return nil
 	}
 	tw := newTable(a.Out)
-	fmt.Fprintln(tw, "ID\tSTATE\tSELECTS\tMAX/RUN\tEXPIRES\tSENT\tCAME BACK\tSHARE\tCREATED BY\tLAST CHANGE")
+	fmt.Fprintln(tw, "ID\tSTATE\tSELECTS\tMAX/RUN\tEXPIRES\tSENT\tCAME BACK\tSHARE\tBREAKER\tCREATED BY\tLAST CHANGE")
+	waiting := false
 	for _, r := range rows {
 		state := r.State
 		if state == policy.StateActive && r.Expired(a.Now()) {
@@ -190,10 +205,45 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 			sel = strings.TrimPrefix(sel+",first seen in a window", ",")
 		}
 		last := r.History[len(r.History)-1]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%.0f%%\t%s\t%s by %s\n", r.ID, state, sel, r.MaxPerRun,
-			r.ExpiresAt.UTC().Format(time.RFC3339), r.Breaker.Sent, r.Breaker.CameBack, 100*r.Breaker.Share, r.CreatedBy, last.Action, last.Actor)
+		waiting = waiting || !r.Breaker.Judging
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%.0f%%\t%s\t%s\t%s by %s\n", r.ID, state, sel, r.MaxPerRun,
+			r.ExpiresAt.UTC().Format(time.RFC3339), r.Breaker.Sent, r.Breaker.CameBack, 100*r.Breaker.Share, r.Breaker.text(r.Threshold), r.CreatedBy, last.Action, last.Actor)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if waiting {
+		fmt.Fprintln(a.Out, "\na breaker judges only once its policy has sent the minimum sample (--min-sample, default 10) since it was created or resumed;\nbelow it, however many came back, it cannot trip: the policy goes on replaying up to its max per run")
+	}
+	return nil
+}
+
+// breakerReading is a breaker's reading as dlqctl prints it: the
+// counts since the last resume, the minimum sample and whether it is
+// reached (below it the breaker cannot trip).
+type breakerReading struct {
+	Sent      int64   `json:"sent"`
+	CameBack  int64   `json:"came_back"`
+	Share     float64 `json:"share"`
+	Trip      bool    `json:"trip"`
+	MinSample int     `json:"min_sample"`
+	// Judging is true once Sent reached MinSample.
+	Judging bool `json:"judging"`
+}
+
+func readBreaker(p *policy.Policy, b policy.Breaker) breakerReading {
+	return breakerReading{Sent: b.Sent, CameBack: b.CameBack, Share: b.Share, Trip: b.Trip, MinSample: p.MinSample, Judging: b.Sent >= int64(p.MinSample)}
+}
+
+// text is the BREAKER column.
+func (b breakerReading) text(threshold float64) string {
+	if !b.Judging {
+		return fmt.Sprintf("cannot trip yet: %d of %d minimum sample sent", b.Sent, b.MinSample)
+	}
+	if b.Trip {
+		return fmt.Sprintf("tripped: over %.0f%% came back", 100*threshold)
+	}
+	return fmt.Sprintf("judging: trips over %.0f%% came back", 100*threshold)
 }
 
 // PolicyChange runs dlqctl policy rm and resume, with one conditional write.

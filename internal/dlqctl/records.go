@@ -40,11 +40,21 @@ func statuses(v string) ([]quarantine.Status, error) {
 	for _, s := range strings.Split(v, ",") {
 		st := quarantine.Status(strings.ToUpper(strings.TrimSpace(s)))
 		if !st.Valid() {
-			return nil, &UsageError{fmt.Errorf("--status %q: not a status", s)}
+			return nil, &UsageError{fmt.Errorf("--status %q: not a status; want one of %s, several comma-separated, or all", s, strings.Join(statusNames(), ", "))}
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// statusNames are the valid --status values, in lifecycle order.
+func statusNames() []string {
+	all, _ := statuses("all")
+	out := make([]string, len(all))
+	for i, st := range all {
+		out[i] = string(st)
+	}
+	return out
 }
 
 // classes parses a --class value.

@@ -64,9 +64,22 @@ func (o RedriveOptions) Request(actor string, now time.Time) (redrive.Request, e
 	if req.FirstSeenFrom, req.FirstSeenTo, err = parseWindow(o.Since, o.Until, now); err != nil {
 		return redrive.Request{}, err
 	}
+	// An explicit 0 would be left out of the request (and take the
+	// function's default): refuse it as the function refuses an explicit 0.
+	var zero []string
+	if o.BatchSize == 0 {
+		zero = append(zero, fmt.Sprintf("--batch-size 0 is outside 1..%d", redrive.MaxBatchSize))
+	}
+	if o.Max == 0 {
+		zero = append(zero, fmt.Sprintf("--max 0 is outside 1..%d", redrive.MaxMaxMessages))
+	}
 	raw, _ := json.Marshal(req)
-	if _, err := redrive.ParseRequest(raw); err != nil {
-		return redrive.Request{}, &UsageError{err}
+	if _, err := redrive.ParseRequest(raw); err != nil || len(zero) > 0 {
+		if err != nil {
+			err = mapRequestError(err, redriveFlags(o.IDs))
+			zero = append(zero, err.Error())
+		}
+		return redrive.Request{}, &UsageError{errors.New(strings.Join(zero, "; "))}
 	}
 	return req, nil
 }
@@ -114,7 +127,8 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	}
 	plan := req
 	plan.DryRun = true
-	rep, err := a.invoke(ctx, plan)
+	flags := redriveFlags(o.IDs)
+	rep, err := a.invoke(ctx, plan, flags)
 	if err != nil {
 		return err
 	}
@@ -143,7 +157,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	total := &redrive.Report{}
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
-		rep, err := a.invoke(ctx, req)
+		rep, err := a.invoke(ctx, req, flags)
 		if err != nil {
 			return err
 		}
@@ -159,7 +173,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	return a.print(total)
 }
 
-func (a *App) invoke(ctx context.Context, req redrive.Request) (*redrive.Report, error) {
+// invoke sends req to the redrive function; a request error it returns
+// has its problems rewritten by flags to name the flags the user typed.
+func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper) (*redrive.Report, error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -178,7 +194,7 @@ func (a *App) invoke(ctx context.Context, req redrive.Request) (*redrive.Report,
 			ErrorMessage string `json:"errorMessage"`
 		}
 		_ = json.Unmarshal(out.Payload, &fe)
-		return nil, fmt.Errorf("redrive function refused the request: %s", cmpOr(fe.ErrorMessage, string(out.Payload)))
+		return nil, fmt.Errorf("redrive function refused the request: %s", mapFunctionError(cmpOr(fe.ErrorMessage, string(out.Payload)), flags))
 	}
 	var rep redrive.Report
 	if err := json.Unmarshal(out.Payload, &rep); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,16 +22,20 @@ type ShowOptions struct {
 	// Diff prints each correction as a structural JSON diff from the body
 	// it corrects: operations and paths only, values too with Payload.
 	Diff bool
+	// Sources is the SOURCES JSON of the functions, to find a record's
+	// schema; empty: the redrive function's, from its configuration.
+	Sources string
 }
 
 func (a *App) showCmd() *cobra.Command {
 	var o ShowOptions
-	c := idCommand("show ID", "Show a record and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
+	c := idCommand("show ID", "Show a record (by id or a unique id prefix, such as a table's short id) and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
 		o.ID = id
 		return a.Show(ctx, o)
 	})
 	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload and corrections (the read is recorded, who and when)")
 	c.Flags().BoolVar(&o.Diff, "diff", false, "print each correction as a JSON diff (paths only; values with --payload)")
+	c.Flags().StringVar(&o.Sources, "sources", os.Getenv("DLQQ_SOURCES"), "the functions' SOURCES JSON, to find the record's schema for its failure detail (DLQQ_SOURCES; default: the redrive function's)")
 	return c
 }
 
@@ -43,6 +49,8 @@ type shown struct {
 	corrections []string
 	diffs       []correctionDiff
 	sealErr     error
+	// failure is the failure detail without payload values (nil: none).
+	failure *failureView
 }
 
 // Show runs dlqctl show: read the record, record a payload read before
@@ -51,13 +59,17 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
-	store, payloads, r, err := a.openRecord(ctx, o.ID)
+	id, err := a.resolveID(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	store, payloads, r, err := a.openRecord(ctx, id)
 	if err != nil {
 		return err
 	}
 	v := shown{r: r}
 	if o.Payload {
-		if v.r, err = a.recordPayloadRead(ctx, store, o.ID); err != nil {
+		if v.r, err = a.recordPayloadRead(ctx, store, id); err != nil {
 			return err
 		}
 		if err := a.loadPayload(ctx, store, payloads, &v); err != nil {
@@ -70,6 +82,9 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 		}
 	}
 	v.sealErr = quarantine.Verify(v.r)
+	if !o.Payload || a.Output == "json" {
+		v.failure = a.failureSummary(ctx, v.r, o.Sources)
+	}
 	if a.Output == "json" {
 		return a.showJSON(v, o)
 	}
@@ -138,7 +153,13 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 	for i := range view.Corrections {
 		view.Corrections[i].Body = ""
 	}
+	if !o.Payload {
+		view.FailureDetail = "" // the validator's words may quote the payload
+	}
 	out := map[string]any{"record": view, "seal_verifies": v.sealErr == nil}
+	if v.failure != nil {
+		out["failure_detail"] = v.failure
+	}
 	if o.Payload {
 		out["payload"] = string(v.body)
 		out["attributes"] = v.attrs
@@ -153,6 +174,7 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 // showText prints v for a person, section by section.
 func (a *App) showText(v shown, o ShowOptions) {
 	a.showFields(v.r, v.sealErr)
+	a.showFailureDetail(v, o.Payload)
 	a.showAttempts(v.r)
 	a.showReads(v.r)
 	a.showCorrections(v.r)
@@ -170,6 +192,12 @@ func (a *App) showFields(r *quarantine.Record, sealErr error) {
 	row("status", fmt.Sprintf("%s since %s", r.Status, r.StatusSince.UTC().Format(time.RFC3339)))
 	row("class", r.FailureClass)
 	row("signature", r.FailureSignature)
+	if r.FailureStage != "" || r.FailureReason != "" {
+		row("failure", fmt.Sprintf("%s: %s", r.FailureStage, r.FailureReason))
+	}
+	if r.SchemaVersion != "" {
+		row("schema version", r.SchemaVersion)
+	}
 	row("key", fmt.Sprintf("from %s", r.KeyOrigin))
 	row("first / last seen", r.FirstSeen.UTC().Format(time.RFC3339)+" / "+r.LastSeen.UTC().Format(time.RFC3339))
 	row("redrives", fmt.Sprintf("%d of %d", r.RedriveCount, r.RedriveCap))
@@ -187,6 +215,37 @@ func (a *App) showFields(r *quarantine.Record, sealErr error) {
 		row("seal", r.Seal+" (verifies)")
 	}
 	tw.Flush()
+}
+
+// showFailureDetail prints the failure detail: without payload the
+// value-free summary (each failing location and what the schema wants
+// there) or that it is withheld; with payload (the read recorded) the
+// validator's own words, which may quote the payload.
+func (a *App) showFailureDetail(v shown, payload bool) {
+	r := v.r
+	if strings.TrimSpace(r.FailureDetail) == "" {
+		return
+	}
+	if payload {
+		fmt.Fprintln(a.Out, "\nfailure detail (the validator's words; the read is recorded):")
+		for _, line := range strings.Split(strings.TrimRight(r.FailureDetail, "\n"), "\n") {
+			fmt.Fprintf(a.Out, "  %s\n", line)
+		}
+		return
+	}
+	if v.failure == nil || v.failure.Withheld != "" {
+		why := ""
+		if v.failure != nil && v.failure.Why != "" {
+			why = " (" + v.failure.Why + ")"
+		}
+		fmt.Fprintf(a.Out, "\nfailure %s%s\n", Withheld, why)
+		return
+	}
+	fmt.Fprintln(a.Out, "\nfailure detail:")
+	for _, l := range v.failure.Summary {
+		fmt.Fprintf(a.Out, "  %s\n", l)
+	}
+	fmt.Fprintln(a.Out, "  (from the schema, without payload values; --payload shows the validator's words, audited)")
 }
 
 func (a *App) showAttempts(r *quarantine.Record) {

@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,13 +18,33 @@ import (
 
 // VerifyResult is what dlqctl verify found.
 type VerifyResult struct {
-	Records  int               `json:"records"`
-	Archived int               `json:"archived"`
-	Problems []archive.Problem `json:"problems"`
+	Records  int       `json:"records"`
+	Archived int       `json:"archived"`
+	Problems []Problem `json:"problems"`
 	// Held are the records set aside by an integrity hold (a transition
 	// found them failing verification); they are never replayed,
 	// re-sealed or archived.
 	Held []quarantine.IntegrityHold `json:"held"`
+}
+
+// Problem is one verification problem: the record and what is wrong,
+// said once (the id is not repeated in What).
+type Problem struct {
+	ID   string `json:"id"`
+	What string `json:"what"`
+}
+
+// problem is p with What rid of the "record <id>: " a seal error starts
+// with, which would name the record twice.
+func problem(id, what string) Problem {
+	return Problem{ID: id, What: strings.Replace(what, "record "+id+": ", "record ", 1)}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func (a *App) verifyCmd() *cobra.Command {
@@ -46,7 +67,7 @@ func (a *App) Verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := VerifyResult{Problems: []archive.Problem{}, Held: []quarantine.IntegrityHold{}}
+	res := VerifyResult{Problems: []Problem{}, Held: []quarantine.IntegrityHold{}}
 	p := dynamodb.NewScanPaginator(c.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(a.Table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -54,12 +75,17 @@ func (a *App) Verify(ctx context.Context) error {
 			return describe(err, a.Table)
 		}
 		for _, item := range page.Items {
-			if k, ok := item["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok && !dynamostore.IsRecordKey(k.Value) {
+			k, _ := item["dlq_id"].(*ddbtypes.AttributeValueMemberS)
+			if k != nil && !dynamostore.IsRecordKey(k.Value) {
 				continue // a metrics counter, not a record
 			}
 			r, err := dynamostore.Unmarshal(item)
 			if err != nil {
-				res.Problems = append(res.Problems, archive.Problem{ID: fmt.Sprint(item["dlq_id"]), What: "unreadable item: " + err.Error()})
+				id := "(no string dlq_id)"
+				if k != nil {
+					id = k.Value
+				}
+				res.Problems = append(res.Problems, problem(id, "unreadable item: "+err.Error()))
 				continue
 			}
 			res.Records++
@@ -72,16 +98,18 @@ func (a *App) Verify(ctx context.Context) error {
 				if err != nil {
 					probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
 				}
-				res.Problems = append(res.Problems, probs...)
+				for _, p := range probs {
+					res.Problems = append(res.Problems, problem(p.ID, p.What))
+				}
 				continue
 			}
 			if err := quarantine.Verify(r); err != nil {
-				res.Problems = append(res.Problems, archive.Problem{ID: r.DLQID, What: err.Error()})
+				res.Problems = append(res.Problems, problem(r.DLQID, err.Error()))
 				continue
 			}
 			if r.BodyRef != nil {
 				if _, err := quarantine.LoadBody(ctx, payloads, r); err != nil {
-					res.Problems = append(res.Problems, archive.Problem{ID: r.DLQID, What: "claim-check body: " + err.Error()})
+					res.Problems = append(res.Problems, problem(r.DLQID, "claim-check body: "+err.Error()))
 				}
 			}
 		}
@@ -91,7 +119,8 @@ func (a *App) Verify(ctx context.Context) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.Out, "verified %d records (%d archived stubs): %d problems\n", res.Records, res.Archived, len(res.Problems))
+		fmt.Fprintf(a.Out, "verified %s (%s): %s\n", plural(res.Records, "record", "records"),
+			plural(res.Archived, "archived stub", "archived stubs"), plural(len(res.Problems), "problem", "problems"))
 		for _, pr := range res.Problems {
 			fmt.Fprintf(a.Out, "  MISMATCH %s: %s\n", pr.ID, pr.What)
 		}

@@ -1,0 +1,138 @@
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+)
+
+// Withheld is what show prints instead of a failure detail it cannot
+// derive without payload values.
+const Withheld = "detail withheld: use --payload (audited) to see it"
+
+// failureView is the failure detail as show gives it without --payload:
+// the value-free summary, or why it is withheld.
+type failureView struct {
+	Summary  []DetailLine `json:"summary,omitempty"`
+	Withheld string       `json:"withheld,omitempty"`
+	// Why says why it is withheld (never a payload value).
+	Why string `json:"why,omitempty"`
+}
+
+// failureSummary derives r's failure detail without payload values: it
+// re-validates the stored body (the original, else the latest correction)
+// against the source's schema at r's schema version and describes each
+// failing leaf (ValueFreeDetail). It does so only when that body fails
+// exactly as recorded; otherwise, or when the body is claim-checked in S3
+// or the schema cannot be found, the detail is withheld. nil: r has no
+// detail.
+func (a *App) failureSummary(ctx context.Context, r *quarantine.Record, sourcesJSON string) *failureView {
+	if strings.TrimSpace(r.FailureDetail) == "" {
+		return nil
+	}
+	withhold := func(format string, args ...any) *failureView {
+		return &failureView{Withheld: Withheld, Why: fmt.Sprintf(format, args...)}
+	}
+	if r.FailureStage != quarantine.StageGate || r.SchemaVersion == "" {
+		return withhold("the failure is not a schema validation")
+	}
+	sch, why := a.recordSchema(ctx, r, sourcesJSON)
+	if sch == nil {
+		return withhold("%s", why)
+	}
+	src := &quarantine.Source{Name: r.Source, Schema: sch, SchemaVersion: r.SchemaVersion}
+	bodies, why := inlineBodies(r)
+	for _, body := range bodies {
+		v := src.Check(body)
+		if v.Valid || v.Stage != r.FailureStage || v.Reason != r.FailureReason {
+			continue
+		}
+		var ve *jsonschema.ValidationError
+		if err := sch.Validate(v.Doc); errors.As(err, &ve) {
+			return &failureView{Summary: ValueFreeDetail(ve, v.Doc, quarantine.DeclaredProperties(sch))}
+		}
+	}
+	if why == "" {
+		why = "the stored body no longer fails the schema as recorded"
+	}
+	return withhold("%s", why)
+}
+
+// inlineBodies returns the bodies of r kept in its item whose hashes
+// check: the original, then the latest correction. why says what it left
+// out when it returns none.
+func inlineBodies(r *quarantine.Record) (bodies [][]byte, why string) {
+	if r.BodyRef != nil {
+		why = "the body is claim-checked in S3"
+	} else if b, err := quarantine.DecodeBody(r); err != nil || quarantine.BodySHA256(b) != r.BodySHA256 {
+		why = "the stored body does not match its hash"
+	} else {
+		bodies = append(bodies, b)
+	}
+	if c := r.Latest(); c != nil && c.BodyRef == nil && quarantine.BodySHA256([]byte(c.Body)) == c.BodySHA256 {
+		bodies = append(bodies, []byte(c.Body))
+	}
+	return bodies, why
+}
+
+// recordSchema compiles the schema of r's source from the sources
+// configuration (sourcesJSON, else the redrive function's SOURCES) when
+// its version is r's schema version; else nil and why not.
+func (a *App) recordSchema(ctx context.Context, r *quarantine.Record, sourcesJSON string) (*jsonschema.Schema, string) {
+	from := "--sources"
+	if strings.TrimSpace(sourcesJSON) == "" {
+		from = fmt.Sprintf("the SOURCES of function %s", a.Function)
+		var err error
+		if sourcesJSON, err = a.functionSources(ctx); err != nil {
+			return nil, err.Error()
+		}
+	}
+	cfg, err := sources.Parse(sourcesJSON)
+	if err != nil {
+		return nil, fmt.Sprintf("%s: %v", from, err)
+	}
+	c, ok := cfg[r.Source]
+	switch {
+	case !ok:
+		return nil, fmt.Sprintf("%s name no source %s", from, r.Source)
+	case c.Schema == "":
+		return nil, fmt.Sprintf("%s give source %s no schema", from, r.Source)
+	}
+	sch, version, err := schemas.Compile(c.Schema)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if version != r.SchemaVersion {
+		return nil, fmt.Sprintf("the schema of %s is now %s (%s); the record failed %s", r.Source, version, c.Schema, r.SchemaVersion)
+	}
+	return sch, ""
+}
+
+// functionSources reads SOURCES from the redrive function's configuration.
+func (a *App) functionSources(ctx context.Context) (string, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(a.Function)})
+	if err != nil {
+		var code interface{ ErrorCode() string }
+		if errors.As(err, &code) {
+			return "", fmt.Errorf("the sources could not be read from function %s (%s); give --sources or DLQQ_SOURCES", a.Function, code.ErrorCode())
+		}
+		return "", fmt.Errorf("the sources could not be read from function %s (%v); give --sources or DLQQ_SOURCES", a.Function, err)
+	}
+	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables["SOURCES"]) == "" {
+		return "", fmt.Errorf("function %s has no SOURCES in its configuration; give --sources or DLQQ_SOURCES", a.Function)
+	}
+	return out.Environment.Variables["SOURCES"], nil
+}
