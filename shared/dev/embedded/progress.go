@@ -13,10 +13,10 @@ const versityGWNotice = "building versitygw (the S3 emulator, with Object Lock) 
 
 // buildVersityGW is VersityGWBinary, saying on progress (when not nil)
 // what it builds if the build lasts more than a second, and that it is
-// still at it every 15 seconds.
+// still at it every 30 seconds.
 func buildVersityGW(ctx context.Context, progress io.Writer) (string, error) {
 	var bin string
-	err := slowly(progress, time.Second, 15*time.Second, versityGWNotice, "versitygw", func() (err error) {
+	err := slowly(progress, time.Second, 30*time.Second, versityGWNotice, "versitygw", func() (err error) {
 		bin, err = VersityGWBinary(ctx)
 		return err
 	})
