@@ -61,6 +61,7 @@ build-IngestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingest
 
 demo:
+	@echo "compiling dlqlocal (the four functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
 	$(GO) run ./cmd/dlqlocal demo
 
 # 10,000 messages through the whole pipeline under injected AWS faults and

@@ -97,14 +97,14 @@ func startStack(ctx context.Context, stderr io.Writer, o embedded.Options) *embe
 
 func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, seed uint64) int {
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st := startStack(ctx, stderr, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw})
+	st := startStack(ctx, stderr, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw, Progress: stdout})
 	if st == nil {
 		return 1
 	}
 	defer st.Close()
 	fmt.Fprintf(stdout, "stack %s up: AWS endpoint %s, S3 endpoint %s\n", st.Env.StackName, st.Endpoint, st.S3Endpoint)
 	fmt.Fprintf(stdout, "producing %d inventory events (seed %d) …\n", events, seed)
-	rep, err := demo.Run(ctx, st, demo.Options{Seed: seed, Events: events, Log: logw})
+	rep, err := demo.Run(ctx, st, demo.Options{Seed: seed, Events: events, Log: logw, Progress: stdout})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1

@@ -59,10 +59,14 @@ type consumer struct {
 	st                 *embedded.Stack
 	byBody             map[string]Generated
 	consumed, recalled atomic.Int64
-	outage             atomic.Bool
-	deadLettered       int // events the scenario makes fail
-	mu                 sync.Mutex
-	seen               map[string]map[string]bool // event id → message ids consumed
+	// replayConsumed and replayFailed count the replays (messages redrive
+	// sent, carrying the record-id attribute) consumed and dead-lettered
+	// again; consumed and recalled count them too.
+	replayConsumed, replayFailed atomic.Int64
+	outage                       atomic.Bool
+	deadLettered                 int // events the scenario makes fail
+	mu                           sync.Mutex
+	seen                         map[string]map[string]bool // event id → message ids consumed
 	// sends maps a replay, by record id and round (the attributes redrive
 	// sets), to the message ids that carried it: more than one is a
 	// duplicate send.
@@ -81,10 +85,12 @@ func (c *consumer) consumedCount(id string) int {
 	return len(c.seen[id])
 }
 
-func (c *consumer) note(m sqstypes.Message) {
+// note records a replay's message id under its record and round, and
+// reports whether m is a replay.
+func (c *consumer) note(m sqstypes.Message) bool {
 	id, round := m.MessageAttributes[quarantine.AttrRecordID], m.MessageAttributes[quarantine.AttrRedriveCount]
 	if id.StringValue == nil || round.StringValue == nil {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,6 +99,7 @@ func (c *consumer) note(m sqstypes.Message) {
 		c.sends[k] = map[string]bool{}
 	}
 	c.sends[k][aws.ToString(m.MessageId)] = true
+	return true
 }
 
 func newConsumer(st *embedded.Stack) *consumer {
@@ -142,7 +149,7 @@ func (c *consumer) run(ctx context.Context) error {
 
 func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) error {
 	g := c.byBody[aws.ToString(m.Body)]
-	c.note(m)
+	isReplay := c.note(m)
 	sqsc := c.st.Clients.SQS
 	kind := g.Kind
 	if kind == Outage && !c.outage.Load() {
@@ -168,8 +175,14 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 			return err
 		}
 		c.recalled.Add(1)
+		if isReplay {
+			c.replayFailed.Add(1)
+		}
 	default:
 		c.consumed.Add(1)
+		if isReplay {
+			c.replayConsumed.Add(1)
+		}
 		c.mu.Lock()
 		if c.seen[g.ID] == nil {
 			c.seen[g.ID] = map[string]bool{}

@@ -6,7 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
@@ -24,6 +28,8 @@ type Options struct {
 	Timeout time.Duration
 	// Log receives the functions' JSON logs (discarded when nil).
 	Log io.Writer
+	// Progress receives one line as each phase starts (nothing when nil).
+	Progress io.Writer
 }
 
 // StackParams are the template parameters the demo deploys with: short
@@ -43,6 +49,16 @@ var StackParams = map[string]any{
 // Report is what the scenario found.
 type Report struct {
 	Sent, Consumed, DeadLettered, Recalled int
+	// Kinds counts the generated events by what the consumer does with them.
+	Kinds map[Kind]int
+	// ReplaysConsumed and ReplaysDeadLettered are the replays the consumer
+	// consumed and dead-lettered again (recalled lots failing again).
+	ReplaysConsumed, ReplaysDeadLettered int
+	// IngestMessages is how many distinct DLQ messages ingest was handed
+	// (Ingest.Received counts a message received twice twice);
+	// IngestDeletesRefused the deletes SQS refused because the receipt had
+	// expired (the message was visible again, to be received again).
+	IngestMessages, IngestDeletesRefused int
 	// Records as quarantined, before any redrive.
 	Records     []*quarantine.Record
 	ByClass     map[quarantine.Class]int
@@ -52,6 +68,9 @@ type Report struct {
 	Rounds         []*redrive.Report
 	ClearedReasons []string
 	Final          map[quarantine.Status]int
+	// OpenBySignature counts the records still QUARANTINED at the end by
+	// failure signature.
+	OpenBySignature map[string]int
 	// Corrected are the malformed events a pharmacist corrected, by event
 	// id; Policies what the standing policy did with them.
 	Corrected                        map[string]bool
@@ -59,9 +78,10 @@ type Report struct {
 	Sweep                            *sweeper.Report
 	Lost, Unexpected, SealFailures   []string
 	Duplicated, WrongState, BadStubs []string
-	// Metrics as the emulator's CloudWatch holds them.
-	Metrics map[string]float64
-	Elapsed time.Duration
+	// Metrics as the emulator's CloudWatch holds them, and their units.
+	Metrics     map[string]float64
+	MetricUnits map[string]string
+	Elapsed     time.Duration
 }
 
 // OK reports whether every invariant held.
@@ -89,7 +109,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.Mapping, Handler: fns.Ingest.Handle, Log: log}
+	seen := &messageIDs{ids: map[string]bool{}}
+	dlq := &refusedDeletes{SQSAPI: st.Clients.SQS}
+	poller := &localrunner.Poller{SQS: dlq, Mapping: fns.Mapping, Handler: seen.wrap(fns.Ingest.Handle), Log: log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup
 	pollers.Add(1)
@@ -99,7 +121,18 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// Phase 1: the consumer rejects malformed events, dead-letters recalled
 	// lots and cannot reach one facility's system.
 	gen := Generate(o.Seed, o.Events)
-	rep := &Report{Sent: len(gen), ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}, Final: map[quarantine.Status]int{}}
+	rep := &Report{Sent: len(gen), Kinds: map[Kind]int{}, ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{},
+		Final: map[quarantine.Status]int{}, OpenBySignature: map[string]int{}}
+	for _, g := range gen {
+		rep.Kinds[g.Kind]++
+	}
+	progress := func(format string, a ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "  · "+format+"\n", a...)
+		}
+	}
+	progress("the consumer takes %d events: it fails %d malformed and %d outage events until SQS dead-letters them, and dead-letters %d recalled lots itself …",
+		len(gen), rep.Kinds[Malformed], rep.Kinds[Outage], rep.Kinds[Recalled])
 	c, err := deadLetter(ctx, st, gen)
 	if err != nil {
 		return nil, err
@@ -116,6 +149,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	c.outage.Store(false)
 	rep.ClearedReasons = []string{"consumer|retries exhausted|v#", "allocation|lot under recall|v#"}
 	for round := 0; round <= fns.RedriveCap; round++ {
+		progress("the outage clears: redrive round %d of %d …", round+1, fns.RedriveCap+1)
 		rr, err := fns.Redrive.Run(ctx, redrive.Request{
 			Source: fns.Source, RequestedBy: "oncall@demo", ClearedReasons: rep.ClearedReasons,
 			MaxMessages: redrive.MaxMaxMessages, Approve: true,
@@ -134,6 +168,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	}
 	// Phase 2b: a pharmacist corrects the NDCs typed with a stray "NDC?"
 	// prefix, and a standing policy replays corrected records.
+	progress("a pharmacist corrects malformed NDCs; a standing policy replays them …")
 	if err := correctAndPolicy(ctx, st, fns, gen, c, rep); err != nil {
 		return nil, err
 	}
@@ -145,8 +180,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	stopPolling()
 	pollers.Wait()
 	rep.Ingest = poller.Stats()
+	rep.IngestMessages, rep.IngestDeletesRefused = seen.count(), int(dlq.n.Load())
+	rep.ReplaysConsumed, rep.ReplaysDeadLettered = int(c.replayConsumed.Load()), int(c.replayFailed.Load())
 
 	// Phase 3: the sweeper ages parked records into the Object Lock archive.
+	progress("the sweeper archives the parked records into Object Lock; every record is verified …")
 	if rep.Sweep, err = fns.Sweeper.Run(ctx); err != nil {
 		return nil, err
 	}
@@ -157,9 +195,47 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if _, err := fns.Metrics.Run(ctx); err != nil {
 		return nil, err
 	}
-	if rep.Metrics, err = readMetrics(ctx, st, fns.Source); err != nil {
+	if rep.Metrics, rep.MetricUnits, err = readMetrics(ctx, st, fns.Source); err != nil {
 		return nil, err
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// messageIDs counts the distinct SQS messages a handler was handed.
+type messageIDs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (m *messageIDs) wrap(h localrunner.SQSHandler) localrunner.SQSHandler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		m.mu.Lock()
+		for _, r := range ev.Records {
+			m.ids[r.MessageId] = true
+		}
+		m.mu.Unlock()
+		return h(ctx, ev)
+	}
+}
+
+func (m *messageIDs) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ids)
+}
+
+// refusedDeletes counts the entries of the poller's deletes that SQS
+// refused.
+type refusedDeletes struct {
+	localrunner.SQSAPI
+	n atomic.Int64
+}
+
+func (r *refusedDeletes) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	out, err := r.SQSAPI.DeleteMessageBatch(ctx, in, opts...)
+	if err == nil {
+		r.n.Add(int64(len(out.Failed)))
+	}
+	return out, err
 }

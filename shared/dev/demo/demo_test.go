@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,9 +36,43 @@ func holds(t *testing.T, rep interface{ OK() bool }, err error, print func(io.Wr
 func TestDemoScenarioHoldsInvariants(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{Params: demo.StackParams})
-	var logs bytes.Buffer
-	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs})
+	var logs, progress bytes.Buffer
+	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs, Progress: &progress})
 	out := holds(t, rep, err, func(w io.Writer) { rep.Print(w, 3) })
+	// Every count of the report reconciles, on the page: each whole is the
+	// sum of its parts, measured apart (generator, consumer, ingest, table,
+	// redrive, sweeper), and the metrics agree with the counts.
+	ids := rep.Identities()
+	if len(ids) < 10 || rep.ReplaysDeadLettered == 0 || rep.IngestMessages <= len(rep.Records) {
+		t.Fatalf("%d identities, %d replays dead-lettered again, %d DLQ messages for %d records: the reconciliation has nothing to reconcile",
+			len(ids), rep.ReplaysDeadLettered, rep.IngestMessages, len(rep.Records))
+	}
+	for _, id := range ids {
+		if !id.Holds() {
+			t.Errorf("the report does not reconcile: %s", id)
+		}
+		if !strings.Contains(out, id.String()) {
+			t.Errorf("the report does not print %q", id.String())
+		}
+	}
+	metricsChecked := 0
+	for _, m := range rep.MetricChecks() {
+		if m.Unchecked {
+			continue
+		}
+		metricsChecked++
+		if got, ok := rep.Metrics[m.Name]; !ok || !m.Agrees(got) {
+			t.Errorf("metric %s reads %v (published %v), want %v: %s", m.Name, got, ok, m.Want, m.Why)
+		}
+	}
+	if metricsChecked < 5 || regexp.MustCompile(`\S\s+≠ \d`).MatchString(out) {
+		t.Errorf("%d metrics checked; report:\n%s", metricsChecked, out)
+	}
+	for _, want := range []string{"redrive round 1 of", "the sweeper archives"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
+		}
+	}
 	if rep.DeadLettered == 0 || rep.ByClass["validation"] == 0 || rep.ByClass["exhausted"] == 0 || rep.Recalled == 0 ||
 		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
 		t.Fatalf("the scenario did not exercise every path:\n%s", out)

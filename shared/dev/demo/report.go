@@ -11,47 +11,42 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
-	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
-// Print writes the human-readable report.
+// Print writes the human-readable report. Its counts reconcile on the
+// page: each "whole = part + part" line is an Identity (see Identities).
 func (r *Report) Print(w io.Writer, sample int) {
+	ids := r.identities()
+	line := func(id Identity) { fmt.Fprintf(w, "  %s\n", id) }
 	fmt.Fprintf(w, "\nDLQ Quarantine demo\n===================\n")
-	fmt.Fprintf(w, "events sent %d · consumed %d · dead-lettered %d (%d on purpose, recalled lots)\n", r.Sent, r.Consumed, r.DeadLettered, r.Recalled)
-	fmt.Fprintf(w, "ingest: %d invocations, %d messages received, %d stored and acknowledged, %d reported as batch item failures\n",
-		r.Ingest.Invocations, r.Ingest.Received, r.Ingest.Deleted, r.Ingest.Failed)
-	fmt.Fprintf(w, "records sealed: %d\n\nby failure class:\n", len(r.Records))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
-		fmt.Fprintf(tw, "  %s\t%d\n", c, r.ByClass[c])
+	fmt.Fprintf(w, "(each count below is the sum of its parts, measured apart; a line that does not add up prints ≠; terms at the end)\n\n")
+	fmt.Fprintf(w, "source queue (the consumer, simulated, is the user's service):\n")
+	for _, id := range ids.Queue {
+		line(id)
 	}
-	tw.Flush()
-	fmt.Fprintf(w, "\ntriage by failure signature (stage|reason|schema):\n")
-	sigs := slices.Collect(maps.Keys(r.BySignature))
-	slices.SortFunc(sigs, func(a, b string) int {
-		if d := r.BySignature[b] - r.BySignature[a]; d != 0 {
-			return d
+	fmt.Fprintf(w, "\ningest (%d invocations by the DLQ's event source mapping):\n", r.Ingest.Invocations)
+	for _, id := range ids.Ingest {
+		line(id)
+	}
+	fmt.Fprintf(w, "\nrecords sealed: %d, by failure class and signature (stage|reason|schema), as quarantined:\n", len(r.Records))
+	line(ids.Classes[0])
+	for i, c := range slices.Sorted(maps.Keys(r.ByClass)) {
+		line(ids.Classes[i+1])
+		for _, s := range r.classSignatures(c) {
+			fmt.Fprintf(w, "    %6d  %5.1f%%  %s\n", r.BySignature[s], 100*float64(r.BySignature[s])/float64(max(len(r.Records), 1)), s)
 		}
-		return strings.Compare(a, b)
-	})
-	for _, s := range sigs {
-		fmt.Fprintf(tw, "  %d\t%5.1f%%\t%s\n", r.BySignature[s], 100*float64(r.BySignature[s])/float64(max(len(r.Records), 1)), s)
 	}
-	tw.Flush()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "\nsealed records (first %d):\n", sample)
 	fmt.Fprintf(tw, "  dlq_id\tclass\tstatus\tattempts\tseal\n")
 	for _, rec := range r.Records[:min(sample, len(r.Records))] {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s…\n", rec.DLQID[:min(len(rec.DLQID), 48)], rec.FailureClass, rec.Status, rec.AttemptCount, rec.Seal[:16])
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", short(rec.DLQID, 48), rec.FailureClass, rec.Status, rec.AttemptCount, short(rec.Seal, 17))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nthe outage clears; redrive with cleared reasons %v:\n", r.ClearedReasons)
 	for i, rr := range r.Rounds {
-		label := fmt.Sprintf("round %d", i+1)
-		if rr.Action == redrive.ActionSettle {
-			label = "settle"
-		}
 		fmt.Fprintf(tw, "  %s\tredriven %d\tskipped %d\theld %d\tparked as poison %d\tfailed %d\tsettled %d\n",
-			label, rr.Redriven.Count, rr.Skipped.Count, rr.Held.Count, rr.Parked.Count, rr.Failed.Count, rr.Settled.Count)
+			roundLabel(i, rr), rr.Redriven.Count, rr.Skipped.Count, rr.Held.Count, rr.Parked.Count, rr.Failed.Count, rr.Settled.Count)
 	}
 	tw.Flush()
 	if len(r.Corrected) > 0 {
@@ -60,11 +55,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 			fmt.Fprintf(w, "standing policy %s (signature operator|payload corrected) replayed %d of them\n", p.ID, p.Redriven)
 		}
 	}
-	fmt.Fprintf(w, "\nfinal states of the dead-lettered events:\n")
-	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
-		fmt.Fprintf(tw, "  %s\t%d\n", st, r.Final[st])
+	fmt.Fprintf(w, "\nreplays:\n")
+	for _, id := range ids.Replays {
+		line(id)
 	}
-	tw.Flush()
+	fmt.Fprintf(w, "\nfinal states of the dead-lettered events:\n")
+	for _, id := range ids.Final {
+		line(id)
+	}
 	if r.Sweep != nil {
 		fmt.Fprintf(w, "\nsweeper: %d parked records archived into Object Lock (COMPLIANCE), %d failed; first %d:\n", len(r.Sweep.Archived), r.Sweep.Failed, min(sample, len(r.Sweep.Archived)))
 		for _, a := range r.Sweep.Archived[:min(sample, len(r.Sweep.Archived))] {
@@ -73,11 +71,31 @@ func (r *Report) Print(w io.Writer, sample int) {
 		tw.Flush()
 	}
 	if len(r.Metrics) > 0 {
-		fmt.Fprintf(w, "\nDLQ health, as CloudWatch holds it (namespace DLQQuarantine):\n")
+		fmt.Fprintf(w, "\nDLQ health, as CloudWatch holds it (namespace DLQQuarantine), against the counts above:\n")
+		want := map[string]MetricCheck{}
+		for _, m := range r.MetricChecks() {
+			want[m.Name] = m
+		}
 		for _, name := range slices.Sorted(maps.Keys(r.Metrics)) {
-			fmt.Fprintf(tw, "  %s\t%g\n", name, r.Metrics[name])
+			v := r.Metrics[name]
+			unit := metricUnit(name, r.MetricUnits[name])
+			m, ok := want[name]
+			switch {
+			case !ok:
+				fmt.Fprintf(tw, "  %s\t%s\t\n", name, formatMetric(v, unit))
+			case m.Unchecked:
+				fmt.Fprintf(tw, "  %s\t%s\t  %s\n", name, formatMetric(v, unit), m.Why)
+			case m.Agrees(v):
+				fmt.Fprintf(tw, "  %s\t%s\t= %s\n", name, formatMetric(v, unit), m.Why)
+			default:
+				fmt.Fprintf(tw, "  %s\t%s\t≠ %s, %s\n", name, formatMetric(v, unit), formatMetric(m.Want, unit), m.Why)
+			}
 		}
 		tw.Flush()
+	}
+	fmt.Fprintf(w, "\nterms:\n")
+	for _, t := range legend {
+		fmt.Fprintf(w, "  %s\n", t)
 	}
 	fmt.Fprintf(w, "\ninvariants:\n")
 	check := func(ok bool, what string, n int) { fmt.Fprintf(w, "  [%s] %s (%d)\n", mark(ok), what, n) }
@@ -92,7 +110,28 @@ func (r *Report) Print(w io.Writer, sample int) {
 			fmt.Fprintf(w, "    %s\n", x)
 		}
 	}
-	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(100*time.Millisecond))
+}
+
+// legend explains the report's terms, one line each.
+var legend = []string{
+	"exhausted: a valid event whose consumer ran out of receives (a transient failure: a replay may succeed)",
+	"validation: an event that must be fixed before a replay (malformed, or declared permanent by the consumer)",
+	"signature: stage|reason|schema version, the key records are triaged and replayed by",
+	"re-arrival: a replay that failed again and came back through the DLQ, appended to its record (not a new one)",
+	"redelivery: the same DLQ message handed to ingest again (visibility expired); stored once",
+	"batch item failure: a message ingest could not store, left on the DLQ to be received again",
+	"delete refused: SQS refused the acknowledgement because the receipt had expired; the message comes again as a redelivery",
+	"settled: RESOLVED once a replay has not come back within the settle window",
+	"parked as poison: a record that failed every replay up to its redrive cap, kept for a human, then archived",
+	"skipped / held: already in flight or handled / failing today's schema, not sent",
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // mark is an invariant's mark in a report: "ok  " when it held.

@@ -138,6 +138,9 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 			continue
 		}
 		rep.Final[r.Status]++
+		if r.Status == quarantine.StatusQuarantined {
+			rep.OpenBySignature[r.FailureSignature]++
+		}
 		if err := quarantine.Verify(r); err != nil {
 			rep.SealFailures = append(rep.SealFailures, id)
 		}
@@ -187,8 +190,8 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 
 // readMetrics reads back, from CloudWatch, what the metrics function
 // published for source, and the sweeper's archive counts.
-func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[string]float64, error) {
-	out := map[string]float64{}
+func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[string]float64, map[string]string, error) {
+	out, units := map[string]float64{}, map[string]string{}
 	src := []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(source)}}
 	for _, m := range []struct {
 		name string
@@ -204,11 +207,12 @@ func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[st
 			Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read back %s: %w", m.name, err)
+			return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
 		}
 		if len(res.Datapoints) > 0 {
 			out[m.name] = aws.ToFloat64(res.Datapoints[0].Maximum)
+			units[m.name] = string(res.Datapoints[0].Unit)
 		}
 	}
-	return out, nil
+	return out, units, nil
 }

@@ -59,6 +59,8 @@ type Options struct {
 	Dir string
 	// Log receives versitygw's output (discarded when nil).
 	Log io.Writer
+	// Progress, when set, is told what a slow first start builds.
+	Progress io.Writer
 }
 
 // Stack is a running embedded stack with the template's resources.
@@ -126,6 +128,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if s.External {
 			s.S3Endpoint = s.Endpoint
 		} else {
+			if _, err := buildVersityGW(ctx, o.Progress); err != nil {
+				return nil, err
+			}
 			url, stop, err := StartVersityGW(ctx, filepath.Join(o.Dir, "s3"), o.Log)
 			if err != nil {
 				return nil, err

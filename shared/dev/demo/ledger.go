@@ -1,0 +1,261 @@
+package demo
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// Term is one count of a reconciliation line and what it counts.
+type Term struct {
+	N    int
+	What string
+}
+
+// Identity is one line of the report's reconciliation: Whole is the sum of
+// Parts. Every term is measured on its own (the generator, the consumer,
+// ingest, the table, the redrive and sweeper reports), so a line that does
+// not add up is a real discrepancy.
+type Identity struct {
+	Whole Term
+	Parts []Term
+	// Note, when set, says in a few words what the line means.
+	Note string
+}
+
+// Holds reports whether the parts add up to the whole.
+func (id Identity) Holds() bool {
+	sum := 0
+	for _, p := range id.Parts {
+		sum += p.N
+	}
+	return sum == id.Whole.N
+}
+
+// String is the line as the report prints it: "=" when it holds, "≠ (sum
+// N)" when it does not.
+func (id Identity) String() string {
+	parts := make([]string, len(id.Parts))
+	sum := 0
+	for i, p := range id.Parts {
+		parts[i] = term(p)
+		sum += p.N
+	}
+	out := term(id.Whole) + " = " + strings.Join(parts, " + ")
+	if !id.Holds() {
+		out = fmt.Sprintf("%s ≠ %s (they sum to %d)", term(id.Whole), strings.Join(parts, " + "), sum)
+	}
+	if id.Note != "" {
+		out += "  — " + id.Note
+	}
+	return out
+}
+
+func term(t Term) string {
+	if t.What == "" {
+		return fmt.Sprint(t.N)
+	}
+	return fmt.Sprintf("%d %s", t.N, t.What)
+}
+
+// identities are the report's reconciliation lines, by section.
+type identities struct {
+	Queue, Ingest, Classes, Replays, Final []Identity
+}
+
+// all lists every line.
+func (ids identities) all() []Identity {
+	return slices.Concat(ids.Queue, ids.Ingest, ids.Classes, ids.Replays, ids.Final)
+}
+
+// Identities are the reconciliation lines the report prints: every count of
+// the report as the sum of its parts.
+func (r *Report) Identities() []Identity { return r.identities().all() }
+
+func (r *Report) identities() identities {
+	var ids identities
+	ids.Queue = []Identity{
+		{Term{r.Sent, "events sent"}, []Term{{r.Consumed, "consumed"}, {r.DeadLettered, "dead-lettered"}}, "consumed: valid, not recalled, facility up"},
+		{Term{r.DeadLettered, "dead-lettered"}, []Term{
+			{r.Kinds[Outage], "outage events (failed " + fmt.Sprint(StackParams["MaxReceiveCount"]) + " receives while " + OutageFacility + " was down)"},
+			{r.Kinds[Malformed], "malformed (rejected on each receive)"},
+			{r.Recalled, "recalled lots (dead-lettered on purpose by the consumer)"}}, ""},
+	}
+	received := Term{r.Ingest.Received, "DLQ messages received"}
+	distinct := Term{r.IngestMessages, "distinct messages"}
+	ids.Ingest = []Identity{
+		{received, []Term{{r.Ingest.Deleted, "stored and acknowledged"}, {r.Ingest.Failed, "reported as batch item failures"},
+			{r.IngestDeletesRefused, "stored, delete refused"}}, ""},
+		{received, []Term{distinct, {r.Ingest.Received - r.IngestMessages, "redeliveries"}}, ""},
+		{distinct, []Term{{len(r.Records), "first arrivals"}, {r.ReplaysDeadLettered, "re-arrivals"}},
+			"a new sealed record each; replays dead-lettered again, appended to their record"},
+	}
+	var classes []Term
+	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
+		classes = append(classes, Term{r.ByClass[c], string(c)})
+	}
+	ids.Classes = []Identity{{Term{len(r.Records), "records"}, classes, ""}}
+	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
+		sigs := r.classSignatures(c)
+		id := Identity{Whole: Term{r.ByClass[c], string(c) + " records"}, Note: fmt.Sprintf("%d %s:", len(sigs), plural(len(sigs), "signature"))}
+		for _, s := range sigs {
+			id.Parts = append(id.Parts, Term{N: r.BySignature[s]})
+		}
+		ids.Classes = append(ids.Classes, id)
+	}
+	sent, settled, parked := 0, 0, 0
+	for _, rr := range r.Rounds {
+		sent += rr.Redriven.Count
+		settled += rr.Settled.Count
+		parked += rr.Parked.Count
+	}
+	byPolicy := 0
+	for _, p := range r.Policies {
+		byPolicy += p.Redriven
+	}
+	replays := Term{sent + byPolicy, "replays sent"}
+	ids.Replays = []Identity{
+		{replays, []Term{{sent, "by the on-call's rounds"}, {byPolicy, "by the standing policy"}}, ""},
+		{replays, []Term{{r.ReplaysConsumed, "consumed"}, {r.ReplaysDeadLettered, "dead-lettered again"}}, "the recalled lots failing again: the re-arrivals above"},
+	}
+	var final []Term
+	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
+		final = append(final, Term{r.Final[st], string(st)})
+	}
+	open := Term{r.Final[quarantine.StatusQuarantined], string(quarantine.StatusQuarantined)}
+	var bySig []Term
+	for _, s := range sortedByCount(r.OpenBySignature) {
+		bySig = append(bySig, Term{N: r.OpenBySignature[s]})
+	}
+	ids.Final = []Identity{
+		{Term{len(r.Records), "records"}, final, ""},
+		{Term{r.Final[quarantine.StatusResolved], string(quarantine.StatusResolved)}, []Term{{r.Kinds[Outage], "outage events"}, {len(r.Corrected), "corrected"}},
+			"their replay was consumed"},
+		{Term{r.Final[quarantine.StatusResolved], string(quarantine.StatusResolved)}, []Term{{settled, "settled"}}, "the redrive rows' settled column"},
+		{Term{r.Final[quarantine.StatusArchived], string(quarantine.StatusArchived)}, []Term{{parked, "parked as poison"}},
+			"the recalled lots, at their redrive cap, then archived by the sweeper"},
+		{Term{r.Kinds[Malformed], "malformed"}, []Term{open, {len(r.Corrected), "corrected"}}, "uncorrected, a malformed event is never replayed"},
+		{open, bySig, "by signature, as dlqctl buckets lists them below"},
+	}
+	return ids
+}
+
+// classSignatures are the signatures of class c's records, largest first.
+func (r *Report) classSignatures(c quarantine.Class) []string {
+	in := map[string]int{}
+	for _, rec := range r.Records {
+		if rec.FailureClass == c {
+			in[rec.FailureSignature] = r.BySignature[rec.FailureSignature]
+		}
+	}
+	return sortedByCount(in)
+}
+
+// sortedByCount returns m's keys, largest count first, then by name.
+func sortedByCount(m map[string]int) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if d := m[b] - m[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
+}
+
+// MetricCheck is what a published metric should read, from the report's
+// own counts.
+type MetricCheck struct {
+	Name string
+	Want float64
+	Why  string
+	// Unchecked metrics depend on timing: Why explains them, Want is unused.
+	Unchecked bool
+}
+
+// Agrees reports whether got matches the expectation (to the precision
+// the report prints).
+func (m MetricCheck) Agrees(got float64) bool { return m.Unchecked || math.Abs(got-m.Want) < 0.05 }
+
+// MetricChecks are the metrics the report's counts predict.
+func (r *Report) MetricChecks() []MetricCheck {
+	parked := 0
+	resolved, back := r.Final[quarantine.StatusResolved], r.ReplaysDeadLettered
+	for _, rr := range r.Rounds {
+		parked += rr.Parked.Count
+	}
+	checks := []MetricCheck{
+		{metrics.MetricDLQDepth, 0, "ingest drained the DLQ", false},
+		{metrics.MetricPoison, float64(r.Final[quarantine.StatusParked]), "PARKED now (the parked ones are ARCHIVED)", false},
+		{metrics.MetricNewPoison, 0, fmt.Sprintf("parked as poison in this clock hour (%d parked above, unless the run crossed an hour)", parked), true},
+		{metrics.MetricArrivals, 0, "records' arrivals in the last whole minute (depends on when the run crossed one)", true},
+		{metrics.MetricOldestAge, 0, "age of the oldest QUARANTINED record (about the run's length)", true},
+	}
+	if r.Sweep != nil {
+		checks = append(checks, MetricCheck{sweeper.MetricArchived, float64(len(r.Sweep.Archived)), "the sweeper's run", false},
+			MetricCheck{sweeper.MetricFailures, float64(r.Sweep.Failed), "the sweeper's run", false})
+	}
+	if resolved+back > 0 {
+		checks = append(checks, MetricCheck{metrics.MetricSuccessRate, 100 * float64(resolved) / float64(resolved+back),
+			fmt.Sprintf("%d RESOLVED / (%d RESOLVED + %d came back)", resolved, resolved, back), false})
+	}
+	if open := r.Final[quarantine.StatusQuarantined]; open > 0 {
+		top := sortedByCount(r.OpenBySignature)[0]
+		checks = append(checks, MetricCheck{metrics.MetricDominantShare, 100 * float64(r.OpenBySignature[top]) / float64(open),
+			fmt.Sprintf("%d of the %d QUARANTINED are %s", r.OpenBySignature[top], open, top), false})
+	}
+	return checks
+}
+
+// formatMetric prints a metric value in its unit: counts as integers,
+// seconds and percentages to one decimal.
+func formatMetric(v float64, unit string) string {
+	switch unit {
+	case "Percent":
+		return fmt.Sprintf("%.1f %%", v)
+	case "Seconds":
+		return fmt.Sprintf("%.1f s", v)
+	}
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// metricUnit is the unit of a metric the metrics or sweeper function
+// publishes, when the read-back did not carry one.
+func metricUnit(name, unit string) string {
+	switch {
+	case unit != "" && unit != "None":
+		return unit
+	case strings.HasSuffix(name, "Seconds"):
+		return "Seconds"
+	case name == metrics.MetricSuccessRate || name == metrics.MetricDominantShare:
+		return "Percent"
+	}
+	return "Count"
+}
+
+// short shortens s to n runes, marking the cut with "…".
+func short(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:max(n-1, 0)]) + "…"
+}
+
+// roundLabel names a redrive row.
+func roundLabel(i int, rr *redrive.Report) string {
+	if rr.Action == redrive.ActionSettle {
+		return "settle"
+	}
+	return fmt.Sprintf("round %d", i+1)
+}

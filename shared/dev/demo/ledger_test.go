@@ -1,0 +1,154 @@
+package demo
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// unequal matches a reconciliation line or metric that does not add up.
+var unequal = regexp.MustCompile(`\S\s+≠ \d`)
+
+func TestIdentityHoldsOnlyWhenThePartsAddUp(t *testing.T) {
+	ok := Identity{Whole: Term{10, "sent"}, Parts: []Term{{7, "consumed"}, {3, "dead-lettered"}}, Note: "why"}
+	if !ok.Holds() || ok.String() != "10 sent = 7 consumed + 3 dead-lettered  — why" {
+		t.Fatalf("holds %v, %q", ok.Holds(), ok.String())
+	}
+	bad := Identity{Whole: Term{10, "sent"}, Parts: []Term{{7, "consumed"}, {2, ""}}}
+	if bad.Holds() || bad.String() != "10 sent ≠ 7 consumed + 2 (they sum to 9)" {
+		t.Fatalf("holds %v, %q", bad.Holds(), bad.String())
+	}
+}
+
+func TestShortMarksTheCut(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abcdef", 6, "abcdef"},
+		{"abcdef", 4, "abc…"},
+		{"ab", 4, "ab"},
+		{"ééééé", 3, "éé…"},
+	} {
+		if got := short(c.in, c.n); got != c.want {
+			t.Errorf("short(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestFormatMetricByUnit(t *testing.T) {
+	for _, c := range []struct {
+		name, unit string
+		v          float64
+		want       string
+	}{
+		{"OldestQuarantinedAgeSeconds", "Seconds", 23.756089545000002, "23.8 s"},
+		{"OldestQuarantinedAgeSeconds", "", 41.772458755, "41.8 s"},
+		{"RedriveSuccessRate", "Percent", 91.65613147914033, "91.7 %"},
+		{"DominantSignatureShare", "None", 36.31578947368421, "36.3 %"},
+		{"DLQDepth", "Count", 22, "22"},
+		{"ArrivalsPerMinute", "", 0, "0"},
+		{"Odd", "Count", 2.25, "2.2"},
+	} {
+		if got := formatMetric(c.v, metricUnit(c.name, c.unit)); got != c.want {
+			t.Errorf("%s %v %s: %q, want %q", c.name, c.v, c.unit, got, c.want)
+		}
+	}
+}
+
+// fakeReport is a small report whose every count reconciles.
+func fakeReport() *Report {
+	recs := []*quarantine.Record{
+		{DLQID: "src#" + strings.Repeat("a", 64), FailureClass: quarantine.ClassExhausted, FailureSignature: "consumer|retries exhausted|v#", Seal: strings.Repeat("b", 64), Status: quarantine.StatusQuarantined},
+		{DLQID: "src#2", FailureClass: quarantine.ClassValidation, FailureSignature: "gate|body is not json|v#", Seal: strings.Repeat("c", 64)},
+		{DLQID: "src#3", FailureClass: quarantine.ClassValidation, FailureSignature: "allocation|lot under recall|v#", Seal: strings.Repeat("d", 64)},
+	}
+	return &Report{
+		Sent: 10, Consumed: 7, DeadLettered: 3, Recalled: 1,
+		Kinds:   map[Kind]int{Good: 7, Outage: 1, Malformed: 1, Recalled: 1},
+		Records: recs,
+		ByClass: map[quarantine.Class]int{quarantine.ClassExhausted: 1, quarantine.ClassValidation: 2},
+		BySignature: map[string]int{"consumer|retries exhausted|v#": 1, "gate|body is not json|v#": 1,
+			"allocation|lot under recall|v#": 1},
+		Ingest:              localrunner.Stats{Invocations: 2, Received: 5, Deleted: 5},
+		IngestMessages:      5,
+		ReplaysConsumed:     1,
+		ReplaysDeadLettered: 2,
+		Rounds: []*redrive.Report{
+			{Redriven: redrive.Outcome{Count: 2}},
+			{Redriven: redrive.Outcome{Count: 1}, Settled: redrive.Outcome{Count: 1}},
+			{Parked: redrive.Outcome{Count: 1}},
+		},
+		Final:           map[quarantine.Status]int{quarantine.StatusResolved: 1, quarantine.StatusArchived: 1, quarantine.StatusQuarantined: 1},
+		OpenBySignature: map[string]int{"gate|body is not json|v#": 1},
+		Corrected:       map[string]bool{},
+		Sweep:           &sweeper.Report{Archived: make([]sweeper.Archived, 1)},
+		Metrics:         map[string]float64{"RedriveSuccessRate": 100.0 / 3, "DLQDepth": 0, "OldestQuarantinedAgeSeconds": 23.756089545000002},
+		MetricUnits:     map[string]string{"RedriveSuccessRate": "Percent", "DLQDepth": "Count", "OldestQuarantinedAgeSeconds": "Seconds"},
+	}
+}
+
+func TestReportReconciles(t *testing.T) {
+	r := fakeReport()
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	for _, id := range r.Identities() {
+		if !id.Holds() {
+			t.Errorf("does not hold: %s", id)
+		}
+		if !strings.Contains(out.String(), id.String()) {
+			t.Errorf("report lacks %q", id.String())
+		}
+	}
+	for _, want := range []string{
+		"10 events sent = 7 consumed + 3 dead-lettered  — consumed: valid, not recalled, facility up",
+		"5 DLQ messages received = 5 stored and acknowledged + 0 reported as batch item failures + 0 stored, delete refused",
+		"5 distinct messages = 3 first arrivals + 2 re-arrivals",
+		"2 validation records = 1 + 1  — 2 signatures:",
+		"3 replays sent = 3 by the on-call's rounds + 0 by the standing policy",
+		"src#aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…", "bbbbbbbbbbbbbbbb…",
+		"23.8 s", "33.3 %  = 1 RESOLVED / (1 RESOLVED + 2 came back)",
+		"re-arrival: ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if unequal.MatchString(out.String()) {
+		t.Errorf("a line does not add up:\n%s", out.String())
+	}
+}
+
+// A count that does not reconcile shows on the page, and in Identities.
+func TestReportShowsWhatDoesNotAddUp(t *testing.T) {
+	r := fakeReport()
+	r.ReplaysDeadLettered = 1 // the consumer saw one replay fewer fail than ingest re-received
+	r.Metrics["RedriveSuccessRate"] = 90
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	broken := 0
+	for _, id := range r.Identities() {
+		if !id.Holds() {
+			broken++
+		}
+	}
+	if broken != 2 {
+		t.Errorf("%d identities broken, want 2 (ingest's distinct messages, the replays)", broken)
+	}
+	if !unequal.MatchString(out.String()) {
+		t.Errorf("unequal does not find the lines that do not add up")
+	}
+	for _, want := range []string{"5 distinct messages ≠ 3 first arrivals + 1 re-arrivals (they sum to 4)", "3 replays sent ≠ 1 consumed + 1 dead-lettered again (they sum to 2)",
+		"RedriveSuccessRate           90.0 %  ≠ 50.0 %"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
