@@ -25,15 +25,12 @@ const persistPhase = "DLQQ_EMBEDDED_PERSIST_PHASE"
 
 // A persistent stack started twice, in two processes, finds the queue
 // message, the table item, the S3 object and the KMS key (its ciphertext
-// decrypts) written by the first one just before it closed.
+// decrypts) written by the first one just before it closed. Each process
+// starts without kumo's variables and re-executes itself (Reexec).
 func TestStatePersistsAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	env, err := PersistEnviron(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	phase := func(name string) string {
+	phase := func(name string, env ...string) string {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPersistHelper$", "-test.count=1")
 		cmd.Env = append(append(os.Environ(), env...), persistPhase+"="+name, "DLQQ_EMBEDDED_PERSIST_DIR="+dir)
@@ -48,7 +45,8 @@ func TestStatePersistsAcrossRestarts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "kumo", "sqs.json")); err != nil {
 		t.Fatalf("no kumo snapshot after the first run: %v", err)
 	}
-	if out := phase("read"); !strings.Contains(out, "read back: message, item, object, key") {
+	// A wrong KUMO_DATA_DIR in the environment is replaced.
+	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key") {
 		t.Fatalf("second run:\n%s", out)
 	}
 }
@@ -62,8 +60,12 @@ func TestPersistHelper(t *testing.T) {
 	// Only Close's flush may save the writes: no periodic flush between
 	// the writes and Close.
 	flushEvery = 1 << 40
+	dir := os.Getenv("DLQQ_EMBEDDED_PERSIST_DIR")
+	if persistReady(dir) != nil {
+		t.Fatal(Reexec(dir)) // returns only on failure
+	}
 	ctx := context.Background()
-	st, err := Start(ctx, Options{StackName: "persist", DataDir: os.Getenv("DLQQ_EMBEDDED_PERSIST_DIR")})
+	st, err := Start(ctx, Options{StackName: "persist", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
