@@ -255,14 +255,14 @@ func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
 		return err
 	}
 	if x.data != "" {
-		fmt.Fprintf(w, "state: kept in %s (queues, tables, keys, functions: kumo snapshots in %s/kumo, written every %s and on Ctrl-C; S3 objects in %s/s3); a kill -9 loses at most the last %s\n",
+		fmt.Fprintf(w, "state: kept in %s (kumo's queues, tables, keys and functions in %s/kumo, written every %s and on Ctrl-C; S3 objects in %s/s3); a kill -9 loses about the last %s of kumo writes\n",
 			x.data, x.data, embedded.FlushInterval, x.data, embedded.FlushInterval)
 	} else {
 		fmt.Fprintf(w, "state: in a temporary directory, lost on stop (-data DIR keeps it)\n")
 	}
 	switch localrunner.ConsumerMode(x.consumer) {
 	case localrunner.ConsumerOff:
-		fmt.Fprintf(w, "consumer: off. Nothing consumes %s (in production your service does), so nothing dead-letters by itself: a message reaches the DLQ after %d receives, %d s apart unless released; -consumer fail|flaky|validate plays the consumer\n",
+		fmt.Fprintf(w, "consumer: off. Nothing consumes %s (in production your service does), so nothing dead-letters by itself: a message reaches the DLQ after %d receives (each hides it for %d s unless its visibility is set to 0); -consumer fail|flaky|validate plays the consumer\n",
 			q.name, q.maxReceiveCount, q.visibility)
 	case localrunner.ConsumerFail:
 		fmt.Fprintf(w, "consumer: fail. Every delivery from %s is rejected and released at once (visibility 0), so each message reaches the DLQ after %d receives, within seconds (not %d x %d s)\n",

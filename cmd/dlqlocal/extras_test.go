@@ -190,7 +190,7 @@ func TestBannerSaysWhatTheExtrasDo(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"state: in a temporary directory, lost on stop (-data DIR keeps it)", "consumer: off. Nothing consumes dlqq-source", "after 4 receives, 180 s apart"}},
+		{nil, []string{"state: in a temporary directory, lost on stop (-data DIR keeps it)", "consumer: off. Nothing consumes dlqq-source", "after 4 receives (each hides it for 180 s"}},
 		{[]string{"-consumer", "fail", "-data", "/d"}, []string{"state: kept in /d", "written every 1s and on Ctrl-C", "released at once (visibility 0)", "after 4 receives, within seconds (not 4 x 180 s)"}},
 		{[]string{"-consumer", "flaky", "-flaky-rate", "0.25"}, []string{"consumer: flaky. 25% of deliveries", "rejected 4 times in a row"}},
 		{[]string{"-consumer", "validate"}, []string{"pass the source's gate (inventory-movement.v1)"}},
