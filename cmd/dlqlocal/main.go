@@ -2,7 +2,7 @@
 // account and no Docker.
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
-//	dlqlocal local [-log FILE]
+//	dlqlocal local [-log FILE] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D]
 //	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
@@ -40,7 +40,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -57,8 +57,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	lostRate := fs.Float64("lost-rate", 0.03, "share of DynamoDB writes, S3 PutObjects and SendMessageBatch calls applied and then answered with a 500 or a timeout; 0 for none (soak)")
 	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
 	maxBackoff := fs.Duration("max-backoff", 200*time.Millisecond, "cap on the backoff of the SDK retryer and of redrive's entry retries; 0 keeps the defaults (20 s, 2 s) (soak)")
+	extras := addLocalExtras(fs) // extras.go
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if args[0] == "local" {
+		if err := extras.prepare(); err != nil { // with -data, re-executes the process
+			fmt.Fprintln(stderr, "dlqlocal local:", err)
+			return 2
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -76,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		return runDemo(ctx, stdout, stderr, logw, *events, *seed)
 	case "local":
-		return runLocal(ctx, stdout, stderr, logw)
+		return runLocal(ctx, stdout, stderr, logw, extras)
 	case "soak":
 		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, LostRate: lost(*lostRate), CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
 	}
@@ -161,13 +168,18 @@ func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOpt
 	return 0
 }
 
-func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
-	st := startStack(ctx, stderr, embedded.Options{StackName: "dlqq", Log: logw})
+func runLocal(ctx context.Context, stdout, stderr, logw io.Writer, extras *localExtras) int {
+	st := startStack(ctx, stderr, extras.stackOptions(embedded.Options{StackName: "dlqq", Log: logw}))
 	if st == nil {
 		return 1
 	}
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(logw, nil))
+	// extras.go: the sweeper ages over the template's function environment.
+	if err := applyFunctionEnv(st.Template, extras.functionEnv()); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	fns, err := localrunner.NewFunctions(st, nil, log, logw)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -211,6 +223,15 @@ func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
 		names = append(names, fmt.Sprintf("%s every %s", s.Function, s.Every))
 	}
 	fmt.Fprintf(stdout, " schedules: %s\n", strings.Join(names, ", "))
+	if err := extras.banner(stdout, st); err != nil { // extras.go
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	consumed, err := extras.startConsumer(ctx, st, log) // extras.go
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	fmt.Fprintf(stdout, "try: aws sqs send-message --queue-url %s --message-body '{\"event_id\":\"x\"}'\n", st.QueueURLs["DeadLetterQueue"])
 
 	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.Mapping, Handler: fns.Ingest.Handle, Log: log}
@@ -225,6 +246,7 @@ func runLocal(ctx context.Context, stdout, stderr, logw io.Writer) int {
 	}()
 	<-ctx.Done()
 	wg.Wait()
+	<-consumed
 	fmt.Fprintln(stdout, "stopped")
 	return 0
 }

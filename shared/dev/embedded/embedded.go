@@ -57,6 +57,12 @@ type Options struct {
 	NoS3 bool
 	// Dir holds versitygw's data and the SDK profile file (a temp dir when empty).
 	Dir string
+	// DataDir, when set, keeps the stack's state across restarts: kumo's
+	// snapshots in DataDir/kumo, versitygw's data in DataDir/s3 (it
+	// replaces Dir). The process must have started with
+	// PersistEnviron(DataDir) in its environment (see Reexec); Start
+	// refuses otherwise. Resources already there are kept.
+	DataDir string
 	// Log receives versitygw's output (discarded when nil).
 	Log io.Writer
 	// Progress, when set, is told what a slow first start builds.
@@ -106,6 +112,18 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.Template == "" {
 		o.Template = template.Path()
 	}
+	s.Endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	s.S3Endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
+	s.External = s.Endpoint != ""
+	if o.DataDir != "" {
+		if !s.External {
+			if err := persistReady(o.DataDir); err != nil {
+				return nil, err
+			}
+			s.closers = append(s.closers, startFlusher())
+		}
+		o.Dir = o.DataDir
+	}
 	if o.Dir == "" {
 		dir, err := os.MkdirTemp("", "dlqq-stack-")
 		if err != nil {
@@ -118,9 +136,6 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		o.Log = io.Discard
 	}
 
-	s.Endpoint = os.Getenv("AWS_ENDPOINT_URL")
-	s.S3Endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
-	s.External = s.Endpoint != ""
 	if s.Endpoint == "" {
 		s.Endpoint = kumoURL()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -44,11 +45,20 @@ func (s *Stack) createResources(ctx context.Context, withS3 bool) error {
 func (s *Stack) createKeys(ctx context.Context) error {
 	client := kms.NewFromConfig(s.AWS)
 	for _, id := range sortedKeys(s.Template.GetAllKMSKeyResources()) {
+		alias := template.KeyAlias(s.Env.StackName, id)
+		// A persistent stack's key is there from an earlier start: keep it
+		// (its ciphertexts must still decrypt).
+		if got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)}); err == nil && got.KeyMetadata != nil {
+			if !got.KeyMetadata.Enabled {
+				return fmt.Errorf("key %s (%s) exists but is disabled", id, alias)
+			}
+			s.Names[id] = alias
+			continue
+		}
 		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(s.Env.StackName + " " + id)})
 		if err != nil {
 			return fmt.Errorf("create key %s: %w", id, err)
 		}
-		alias := template.KeyAlias(s.Env.StackName, id)
 		if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: out.KeyMetadata.KeyId}); err != nil {
 			return fmt.Errorf("create alias %s: %w", alias, err)
 		}
@@ -71,7 +81,7 @@ func (s *Stack) createQueues(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", id, err)
 		}
-		out, err := s.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		out, err := s.createQueue(ctx, name, attrs)
 		if err != nil {
 			return fmt.Errorf("create queue %s: %w", id, err)
 		}
@@ -88,6 +98,24 @@ func (s *Stack) createQueues(ctx context.Context) error {
 		s.Names[id], s.QueueURLs[id], s.QueueARNs[id] = name, aws.ToString(out.QueueUrl), arn
 	}
 	return nil
+}
+
+// createQueue creates the queue; one there from an earlier start (a
+// persistent stack) gets the template's attributes instead, as a stack
+// update would give them.
+func (s *Stack) createQueue(ctx context.Context, name string, attrs map[string]string) (*sqs.CreateQueueOutput, error) {
+	got, err := s.Clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		// Not there (or not known to be): create it, which reports any
+		// real problem.
+		return s.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	}
+	set := maps.Clone(attrs)
+	delete(set, "FifoQueue") // fixed at creation
+	if _, err := s.Clients.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: got.QueueUrl, Attributes: set}); err != nil {
+		return nil, fmt.Errorf("existing queue %s: set attributes: %w", name, err)
+	}
+	return &sqs.CreateQueueOutput{QueueUrl: got.QueueUrl}, nil
 }
 
 func queueAttributes(q *cfnsqs.Queue) (map[string]string, error) {
@@ -149,7 +177,13 @@ func (s *Stack) createTables(ctx context.Context) error {
 				IndexName: aws.String(g.IndexName), KeySchema: keySchema(g.KeySchema), Projection: &p,
 			})
 		}
-		if _, err := s.Clients.DynamoDB.CreateTable(ctx, in); err != nil {
+		if got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName}); err == nil {
+			// There from an earlier start (a persistent stack): keep its
+			// items if its keys and indexes are the template's.
+			if err := sameTable(in, got.Table); err != nil {
+				return fmt.Errorf("existing table %s: %w", id, err)
+			}
+		} else if _, err := s.Clients.DynamoDB.CreateTable(ctx, in); err != nil {
 			return fmt.Errorf("create table %s: %w", id, err)
 		}
 		waiter := dynamodb.NewTableExistsWaiter(s.Clients.DynamoDB, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
@@ -157,6 +191,40 @@ func (s *Stack) createTables(ctx context.Context) error {
 			return fmt.Errorf("table %s not active: %w", id, err)
 		}
 		s.Names[id] = aws.ToString(t.TableName)
+	}
+	return nil
+}
+
+// sameTable says how an existing table's keys and indexes differ from the
+// ones in.
+func sameTable(in *dynamodb.CreateTableInput, got *ddbtypes.TableDescription) error {
+	if got == nil {
+		return errors.New("no description")
+	}
+	keys := func(ks []ddbtypes.KeySchemaElement) string {
+		var b strings.Builder
+		for _, k := range ks {
+			fmt.Fprintf(&b, "%s:%s ", aws.ToString(k.AttributeName), k.KeyType)
+		}
+		return strings.TrimSpace(b.String())
+	}
+	if w, g := keys(in.KeySchema), keys(got.KeySchema); w != g {
+		return fmt.Errorf("key schema is %q, the template says %q (remove the data dir to start afresh)", g, w)
+	}
+	want := map[string]string{}
+	for _, i := range in.GlobalSecondaryIndexes {
+		want[aws.ToString(i.IndexName)] = keys(i.KeySchema) + " " + string(i.Projection.ProjectionType)
+	}
+	have := map[string]string{}
+	for _, i := range got.GlobalSecondaryIndexes {
+		pt := ""
+		if i.Projection != nil {
+			pt = string(i.Projection.ProjectionType)
+		}
+		have[aws.ToString(i.IndexName)] = keys(i.KeySchema) + " " + pt
+	}
+	if !maps.Equal(want, have) {
+		return fmt.Errorf("indexes are %v, the template says %v (remove the data dir to start afresh)", have, want)
 	}
 	return nil
 }

@@ -1,0 +1,296 @@
+package main
+
+// The extras of `dlqlocal local`: a consumer of the source queue
+// (-consumer, -flaky-rate), state kept across restarts (-data) and short
+// sweeper ages (-park-age, -resolved-age, -sweep-every).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+)
+
+// localExtras holds the extras' flag values.
+type localExtras struct {
+	consumer    string
+	flakyRate   float64
+	data        string
+	parkAge     ageFlag
+	resolvedAge ageFlag
+	sweepEvery  ageFlag
+}
+
+// ageFlag is a positive duration flag that remembers whether it was given.
+type ageFlag struct {
+	d     time.Duration
+	set   bool
+	unit  time.Duration // the duration must be a whole number of these
+	uname string
+}
+
+func (a *ageFlag) String() string {
+	if a == nil || !a.set {
+		return ""
+	}
+	return a.d.String()
+}
+
+func (a *ageFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (write it as 90s, 2m or 1h30m)", s)
+	}
+	if d <= 0 {
+		return fmt.Errorf("%s is not positive", s)
+	}
+	if d%a.unit != 0 {
+		return fmt.Errorf("%s is not a whole number of %s", s, a.uname)
+	}
+	a.d, a.set = d, true
+	return nil
+}
+
+// addLocalExtras defines the extras' flags on fs.
+func addLocalExtras(fs *flag.FlagSet) *localExtras {
+	x := &localExtras{
+		parkAge:     ageFlag{unit: time.Second, uname: "seconds"},
+		resolvedAge: ageFlag{unit: time.Second, uname: "seconds"},
+		sweepEvery:  ageFlag{unit: time.Minute, uname: "minutes"},
+	}
+	fs.StringVar(&x.consumer, "consumer", "off", "consumer of the source queue: off, fail (reject every delivery), flaky (reject -flaky-rate of them) or validate (reject what fails the source's schema) (local)")
+	fs.Float64Var(&x.flakyRate, "flaky-rate", 0.5, "share of deliveries -consumer flaky rejects, 0..1 (local)")
+	fs.StringVar(&x.data, "data", "", "keep the stack's state (queues, tables, objects, keys) in this directory across restarts; default: a temporary directory, lost on stop (local)")
+	fs.Var(&x.parkAge, "park-age", "archive PARKED records after this long, e.g. 2m (default the template's 30 days) (local)")
+	fs.Var(&x.resolvedAge, "resolved-age", "archive RESOLVED records after this long, e.g. 1m (default the template's 7 days) (local)")
+	fs.Var(&x.sweepEvery, "sweep-every", "run the sweeper this often, whole minutes, e.g. 1m (default the template's 1h) (local)")
+	return x
+}
+
+// prepare checks the values and, with -data, re-executes the process so
+// that kumo starts with its data dir (it reads it at init); on success of
+// the re-exec it does not return.
+func (x *localExtras) prepare() error {
+	var errs []error
+	if _, err := localrunner.ParseConsumerMode(x.consumer); err != nil {
+		errs = append(errs, fmt.Errorf("-consumer: %w", err))
+	}
+	if !(x.flakyRate >= 0 && x.flakyRate <= 1) {
+		errs = append(errs, fmt.Errorf("-flaky-rate %v is outside 0..1", x.flakyRate))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if x.data != "" {
+		return embedded.Reexec(x.data)
+	}
+	return nil
+}
+
+// stackOptions adds the data dir and the sweep schedule to o.
+func (x *localExtras) stackOptions(o embedded.Options) embedded.Options {
+	o.DataDir = x.data
+	if x.sweepEvery.set {
+		params := map[string]any{}
+		for k, v := range o.Params {
+			params[k] = v
+		}
+		params["SweepSchedule"] = rate(x.sweepEvery.d)
+		o.Params = params
+	}
+	return o
+}
+
+func rate(d time.Duration) string {
+	if n := int(d / time.Minute); n != 1 {
+		return fmt.Sprintf("rate(%d minutes)", n)
+	}
+	return "rate(1 minute)"
+}
+
+// functionEnv is the environment to set over the template's, by function
+// logical id: the sweeper's ages.
+func (x *localExtras) functionEnv() map[string]map[string]string {
+	env := map[string]string{}
+	if x.parkAge.set {
+		env["PARK_AGE_SECONDS"] = strconv.FormatInt(int64(x.parkAge.d/time.Second), 10)
+	}
+	if x.resolvedAge.set {
+		env["RESOLVED_AGE_SECONDS"] = strconv.FormatInt(int64(x.resolvedAge.d/time.Second), 10)
+	}
+	if len(env) == 0 {
+		return map[string]map[string]string{}
+	}
+	return map[string]map[string]string{"SweeperFunction": env}
+}
+
+// applyFunctionEnv sets env over the resolved template's function
+// environments, for code that reads them from the template.
+func applyFunctionEnv(t *cloudformation.Template, env map[string]map[string]string) error {
+	for id, vars := range env {
+		fn, err := t.GetServerlessFunctionWithName(id)
+		if err != nil {
+			return fmt.Errorf("function %s: %w", id, err)
+		}
+		if fn.Environment == nil || fn.Environment.Variables == nil {
+			return fmt.Errorf("function %s has no environment to override", id)
+		}
+		for k, v := range vars {
+			fn.Environment.Variables[k] = v
+		}
+	}
+	return nil
+}
+
+// sourceQueue is what the banner and the consumer need of the template's
+// source queue.
+type sourceQueue struct {
+	url, name       string
+	maxReceiveCount int
+	visibility      int
+}
+
+func sourceQueueOf(st *embedded.Stack) (sourceQueue, error) {
+	q, err := st.Template.GetSQSQueueWithName("SourceQueue")
+	if err != nil {
+		return sourceQueue{}, err
+	}
+	out := sourceQueue{url: st.QueueURLs["SourceQueue"], name: st.Names["SourceQueue"], visibility: aws.ToInt(q.VisibilityTimeout)}
+	raw, err := json.Marshal(q.RedrivePolicy)
+	if err != nil {
+		return out, err
+	}
+	var rp struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		return out, fmt.Errorf("source queue redrive policy %s: %w", raw, err)
+	}
+	n, err := strconv.Atoi(rp.MaxReceiveCount.String())
+	if err != nil {
+		return out, fmt.Errorf("source queue redrive policy %s: maxReceiveCount: %w", raw, err)
+	}
+	out.maxReceiveCount = n
+	return out, nil
+}
+
+// sourceCheck is the source queue's validation gate (ingest's SOURCES
+// entry for it), for -consumer validate.
+func sourceCheck(st *embedded.Stack) (func([]byte) (bool, string), string, error) {
+	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
+	if err != nil {
+		return nil, "", err
+	}
+	if fn.Environment == nil {
+		return nil, "", errors.New("IngestFunction has no environment")
+	}
+	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
+	if err != nil {
+		return nil, "", err
+	}
+	name := st.Names["SourceQueue"]
+	c, ok := cfg[name]
+	if !ok {
+		return nil, "", fmt.Errorf("ingest's SOURCES has no source %q", name)
+	}
+	built, err := sources.Build(map[string]sources.Config{name: c})
+	if err != nil {
+		return nil, "", err
+	}
+	src := built[name]
+	return func(body []byte) (bool, string) {
+		v := src.Check(body)
+		return v.Valid, v.Reason // Reason is low-cardinality; Detail may quote the body
+	}, c.Schema, nil
+}
+
+// newConsumer builds the source queue's consumer for -consumer.
+func (x *localExtras) newConsumer(st *embedded.Stack, log *slog.Logger) (*localrunner.Consumer, error) {
+	mode, err := localrunner.ParseConsumerMode(x.consumer)
+	if err != nil {
+		return nil, err
+	}
+	c := &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: st.QueueURLs["SourceQueue"], Mode: mode, FlakyRate: x.flakyRate, Log: log}
+	if mode == localrunner.ConsumerValidate {
+		if c.Accept, _, err = sourceCheck(st); err != nil {
+			return nil, fmt.Errorf("-consumer validate: %w", err)
+		}
+	}
+	return c, c.Validate()
+}
+
+// startConsumer runs the consumer until ctx ends; done is closed when it
+// has stopped.
+func (x *localExtras) startConsumer(ctx context.Context, st *embedded.Stack, log *slog.Logger) (done <-chan struct{}, err error) {
+	c, err := x.newConsumer(st, log)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		if err := c.Run(ctx); err != nil {
+			log.Error("consumer stopped", "error", err.Error())
+		}
+	}()
+	return ch, nil
+}
+
+// banner says what the extras do in this run.
+func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
+	q, err := sourceQueueOf(st)
+	if err != nil {
+		return err
+	}
+	if x.data != "" {
+		fmt.Fprintf(w, "state: kept in %s (kumo's queues, tables, keys and functions in %s/kumo, written every %s and on Ctrl-C; S3 objects in %s/s3); a kill -9 loses about the last %s of kumo writes\n",
+			x.data, x.data, embedded.FlushInterval, x.data, embedded.FlushInterval)
+	} else {
+		fmt.Fprintf(w, "state: in a temporary directory, lost on stop (-data DIR keeps it)\n")
+	}
+	switch localrunner.ConsumerMode(x.consumer) {
+	case localrunner.ConsumerOff:
+		fmt.Fprintf(w, "consumer: off. Nothing consumes %s (in production your service does), so nothing dead-letters by itself: a message reaches the DLQ after %d receives (each hides it for %d s unless its visibility is set to 0); -consumer fail|flaky|validate plays the consumer\n",
+			q.name, q.maxReceiveCount, q.visibility)
+	case localrunner.ConsumerFail:
+		fmt.Fprintf(w, "consumer: fail. Every delivery from %s is rejected and released at once (visibility 0), so each message reaches the DLQ after %d receives, within seconds (not %d x %d s)\n",
+			q.name, q.maxReceiveCount, q.maxReceiveCount, q.visibility)
+	case localrunner.ConsumerFlaky:
+		fmt.Fprintf(w, "consumer: flaky. %.0f%% of deliveries from %s are rejected at random and released at once, the others deleted; a message rejected %d times in a row reaches the DLQ\n",
+			100*x.flakyRate, q.name, q.maxReceiveCount)
+	case localrunner.ConsumerValidate:
+		_, schema, err := sourceCheck(st)
+		if err != nil {
+			return err
+		}
+		if schema == "" {
+			schema = "well-formed JSON"
+		}
+		fmt.Fprintf(w, "consumer: validate. Messages from %s that pass the source's gate (%s) are deleted; the others are rejected, released at once, and reach the DLQ after %d receives\n",
+			q.name, schema, q.maxReceiveCount)
+	}
+	if x.parkAge.set || x.resolvedAge.set || x.sweepEvery.set {
+		fmt.Fprintf(w, "sweeper (local ages): archives PARKED records after %s and RESOLVED records after %s, runs every %s\n",
+			orDefault(x.parkAge, "30 days"), orDefault(x.resolvedAge, "7 days"), orDefault(x.sweepEvery, "hour"))
+	}
+	return nil
+}
+
+func orDefault(a ageFlag, def string) string {
+	if a.set {
+		return a.d.String()
+	}
+	return def + " (template)"
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+func parseExtras(t *testing.T, args ...string) (*localExtras, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	x := addLocalExtras(fs)
+	return x, fs.Parse(args)
+}
+
+// stackFor is a stack value with the resolved template and names, no emulator.
+func stackFor(t *testing.T, params map[string]any) *embedded.Stack {
+	t.Helper()
+	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: embedded.Region, Account: embedded.Account, Endpoint: "http://127.0.0.1:1", Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := tpl.GetSQSQueueWithName("SourceQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &embedded.Stack{Template: tpl, Names: map[string]string{"SourceQueue": aws.ToString(q.QueueName)}, QueueURLs: map[string]string{"SourceQueue": "http://127.0.0.1:1/000000000000/" + aws.ToString(q.QueueName)}}
+}
+
+func TestAgeFlagsRefuseWhatIsNotAPositiveAge(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-park-age -1m", "-1m is not positive"},
+		{"-park-age 0s", "0s is not positive"},
+		{"-resolved-age soon", `"soon" is not a duration (write it as 90s, 2m or 1h30m)`},
+		{"-resolved-age 1500ms", "1500ms is not a whole number of seconds"},
+		{"-sweep-every 90s", "90s is not a whole number of minutes"},
+	} {
+		_, err := parseExtras(t, strings.Fields(tc.args)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestPrepareRefusesABadConsumer(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-consumer sometimes", `-consumer: consumer mode "sometimes": want one of off, fail, flaky, validate`},
+		{"-consumer flaky -flaky-rate 1.5", "-flaky-rate 1.5 is outside 0..1"},
+	} {
+		x, err := parseExtras(t, strings.Fields(tc.args)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.prepare(); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	x, err := parseExtras(t, "-consumer", "fail")
+	if err != nil || x.prepare() != nil { // no -data: no re-exec
+		t.Fatalf("parse %v, prepare %v", err, x.prepare())
+	}
+}
+
+// The ages become the sweeper function's environment, and the sweeper's
+// configuration read from that environment has them.
+func TestSweeperAgesOverrideTheSweepersEnvironment(t *testing.T) {
+	x, err := parseExtras(t, "-park-age", "2m", "-resolved-age", "1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := x.functionEnv()
+	want := map[string]map[string]string{"SweeperFunction": {"PARK_AGE_SECONDS": "120", "RESOLVED_AGE_SECONDS": "60"}}
+	if !reflect.DeepEqual(env, want) {
+		t.Fatalf("functionEnv = %v, want %v", env, want)
+	}
+	st := stackFor(t, nil)
+	if err := applyFunctionEnv(st.Template, env); err != nil {
+		t.Fatal(err)
+	}
+	fn, err := st.Template.GetServerlessFunctionWithName("SweeperFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := sweeper.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sweeper.ParkAge != 2*time.Minute || cfg.Sweeper.ResolvedAge != time.Minute {
+		t.Fatalf("sweeper ages %s, %s", cfg.Sweeper.ParkAge, cfg.Sweeper.ResolvedAge)
+	}
+
+	none, _ := parseExtras(t)
+	if env := none.functionEnv(); len(env) != 0 {
+		t.Fatalf("no flags: functionEnv = %v", env)
+	}
+	if err := applyFunctionEnv(st.Template, map[string]map[string]string{"NoSuchFunction": {"A": "b"}}); err == nil {
+		t.Fatal("an unknown function was accepted")
+	}
+}
+
+// -sweep-every becomes the template's SweepSchedule, so the schedules read
+// from the template run the sweeper that often; -data becomes DataDir.
+func TestSweepEveryAndDataSetTheStackOptions(t *testing.T) {
+	x, err := parseExtras(t, "-sweep-every", "2m", "-data", "/tmp/somewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := x.stackOptions(embedded.Options{StackName: "dlqq", Params: map[string]any{"MaxReceiveCount": 3}})
+	if o.DataDir != "/tmp/somewhere" || o.Params["SweepSchedule"] != "rate(2 minutes)" || o.Params["MaxReceiveCount"] != 3 {
+		t.Fatalf("options %+v", o)
+	}
+	schedules, err := localrunner.SchedulesFromTemplate(stackFor(t, o.Params).Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range schedules {
+		if s.Rule == "SweeperSchedule" {
+			found = s.Every == 2*time.Minute
+		}
+	}
+	if !found {
+		t.Fatalf("schedules %+v: no sweeper every 2m", schedules)
+	}
+	if got := rate(time.Minute); got != "rate(1 minute)" {
+		t.Fatalf("rate(1m) = %q", got)
+	}
+}
+
+// -consumer validate accepts what passes the source's schema and rejects
+// the rest, with a reason that does not quote the body.
+func TestValidateConsumerUsesTheSourcesGate(t *testing.T) {
+	st := stackFor(t, nil)
+	check, schema, err := sourceCheck(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if schema != "inventory-movement.v1" {
+		t.Fatalf("schema %q", schema)
+	}
+	raw, err := os.ReadFile("../../events/ingest-dlq-batch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch struct{ Records []struct{ Body string } }
+	if err := json.Unmarshal(raw, &batch); err != nil {
+		t.Fatal(err)
+	}
+	if ok, reason := check([]byte(batch.Records[0].Body)); !ok {
+		t.Fatalf("the sample's valid body was rejected: %s", reason)
+	}
+	for _, body := range []string{`{"event_id":"secret-x"}`, "not json", batch.Records[1].Body} {
+		ok, reason := check([]byte(body))
+		if ok || reason == "" || strings.Contains(reason, "secret-x") || strings.Contains(reason, "409-4888") {
+			t.Errorf("%s: ok %v, reason %q", body, ok, reason)
+		}
+	}
+	x, _ := parseExtras(t, "-consumer", "validate")
+	st.Clients = &awsclients.Clients{SQS: sqs.New(sqs.Options{Region: embedded.Region})}
+	c, err := x.newConsumer(st, nil)
+	if err != nil || c.Mode != localrunner.ConsumerValidate || c.Accept == nil || c.QueueURL != st.QueueURLs["SourceQueue"] {
+		t.Fatalf("validate consumer %+v, %v", c, err)
+	}
+	if ok, _ := c.Accept([]byte("not json")); ok {
+		t.Fatal("the consumer's Accept is not the source's gate")
+	}
+}
+
+// The banner says what each mode does, with the template's numbers, and
+// whether state survives.
+func TestBannerSaysWhatTheExtrasDo(t *testing.T) {
+	st := stackFor(t, map[string]any{"MaxReceiveCount": 4})
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"state: in a temporary directory, lost on stop (-data DIR keeps it)", "consumer: off. Nothing consumes dlqq-source", "after 4 receives (each hides it for 180 s"}},
+		{[]string{"-consumer", "fail", "-data", "/d"}, []string{"state: kept in /d", "written every 1s and on Ctrl-C", "released at once (visibility 0)", "after 4 receives, within seconds (not 4 x 180 s)"}},
+		{[]string{"-consumer", "flaky", "-flaky-rate", "0.25"}, []string{"consumer: flaky. 25% of deliveries", "rejected 4 times in a row"}},
+		{[]string{"-consumer", "validate"}, []string{"pass the source's gate (inventory-movement.v1)"}},
+		{[]string{"-park-age", "2m", "-sweep-every", "1m"}, []string{"sweeper (local ages): archives PARKED records after 2m0s and RESOLVED records after 7 days (template), runs every 1m0s"}},
+	} {
+		x, err := parseExtras(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := x.banner(&b, st); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%v: banner lacks %q:\n%s", tc.args, w, b.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// persistPhase selects the helper process's part in TestStatePersistsAcrossRestarts.
+const persistPhase = "DLQQ_EMBEDDED_PERSIST_PHASE"
+
+// A persistent stack started twice, in two processes, finds the queue
+// message, the table item, the S3 object and the KMS key (its ciphertext
+// decrypts) written by the first one just before it closed. Each process
+// starts without kumo's variables and re-executes itself (Reexec).
+func TestStatePersistsAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	phase := func(name string, env ...string) string {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPersistHelper$", "-test.count=1")
+		cmd.Env = append(append(os.Environ(), env...), persistPhase+"="+name, "DLQQ_EMBEDDED_PERSIST_DIR="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("phase %s: %v\n%s", name, err, out.String())
+		}
+		return out.String()
+	}
+	phase("write")
+	if _, err := os.Stat(filepath.Join(dir, "kumo", "sqs.json")); err != nil {
+		t.Fatalf("no kumo snapshot after the first run: %v", err)
+	}
+	// A wrong KUMO_DATA_DIR in the environment is replaced.
+	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key") {
+		t.Fatalf("second run:\n%s", out)
+	}
+}
+
+// TestPersistHelper is the helper process of TestStatePersistsAcrossRestarts.
+func TestPersistHelper(t *testing.T) {
+	which := os.Getenv(persistPhase)
+	if which == "" {
+		return // not the helper process: nothing to do
+	}
+	// Only Close's flush may save the writes: no periodic flush between
+	// the writes and Close.
+	flushEvery = 1 << 40
+	dir := os.Getenv("DLQQ_EMBEDDED_PERSIST_DIR")
+	if persistReady(dir) != nil {
+		t.Fatal(Reexec(dir)) // returns only on failure
+	}
+	ctx := context.Background()
+	st, err := Start(ctx, Options{StackName: "persist", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, bucket, key := st.Names["QuarantineTable"], st.Names["PayloadBucket"], st.Names["QuarantineKey"]
+	itemKey := map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: "persisted-1"}}
+	cipherFile := filepath.Join(os.Getenv("DLQQ_EMBEDDED_PERSIST_DIR"), "ciphertext")
+	kmsc := kms.NewFromConfig(st.AWS)
+	switch which {
+	case "write":
+		if _, err := st.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), MessageBody: aws.String("persisted message")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+			"dlq_id": itemKey["dlq_id"], "note": &ddbtypes.AttributeValueMemberS{Value: "persisted item"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("persisted object")}); err != nil {
+			t.Fatal(err)
+		}
+		enc, err := kmsc.Encrypt(ctx, &kms.EncryptInput{KeyId: aws.String(key), Plaintext: []byte("persisted secret")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cipherFile, enc.CiphertextBlob, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	case "read":
+		defer st.Close()
+		var problems []error
+		msg, err := st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), MaxNumberOfMessages: 10})
+		if err != nil || len(msg.Messages) != 1 || aws.ToString(msg.Messages[0].Body) != "persisted message" {
+			problems = append(problems, fmt.Errorf("message: %v, %+v", err, msg))
+		}
+		item, err := st.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: itemKey, ConsistentRead: aws.Bool(true)})
+		if err != nil || item.Item["note"] == nil || item.Item["note"].(*ddbtypes.AttributeValueMemberS).Value != "persisted item" {
+			problems = append(problems, fmt.Errorf("item: %v, %+v", err, item))
+		}
+		obj, err := st.Clients.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+		if err != nil {
+			problems = append(problems, fmt.Errorf("object: %w", err))
+		} else if b, _ := io.ReadAll(obj.Body); string(b) != "persisted object" {
+			problems = append(problems, fmt.Errorf("object holds %q", b))
+		}
+		blob, err := os.ReadFile(cipherFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := kmsc.Decrypt(ctx, &kms.DecryptInput{KeyId: aws.String(key), CiphertextBlob: blob})
+		if err != nil || string(dec.Plaintext) != "persisted secret" {
+			problems = append(problems, fmt.Errorf("key: %v", err))
+		}
+		if err := errors.Join(problems...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println("read back: message, item, object, key")
+	}
+}
+
+// Without PersistEnviron in the process's environment, Start refuses a
+// data dir, saying what is missing.
+func TestDataDirNeedsThePersistEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Start(context.Background(), Options{NoS3: true, DataDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "KUMO_DATA_DIR") || !strings.Contains(err.Error(), "embedded.Reexec") {
+		t.Fatalf("Start with a data dir = %v", err)
+	}
+	if err := persistReady(dir); err == nil {
+		t.Fatal("persistReady without the environment")
+	}
+}
+
+// A table kept from an earlier start must have the template's keys and
+// indexes; anything else is refused, naming the difference.
+func TestSameTableRefusesADifferentSchema(t *testing.T) {
+	key := func(name string, kt ddbtypes.KeyType) ddbtypes.KeySchemaElement {
+		return ddbtypes.KeySchemaElement{AttributeName: aws.String(name), KeyType: kt}
+	}
+	in := &dynamodb.CreateTableInput{
+		KeySchema: []ddbtypes.KeySchemaElement{key("dlq_id", ddbtypes.KeyTypeHash)},
+		GlobalSecondaryIndexes: []ddbtypes.GlobalSecondaryIndex{{IndexName: aws.String("by-status"),
+			KeySchema: []ddbtypes.KeySchemaElement{key("status", ddbtypes.KeyTypeHash)}, Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionTypeAll}}},
+	}
+	same := &ddbtypes.TableDescription{KeySchema: in.KeySchema, GlobalSecondaryIndexes: []ddbtypes.GlobalSecondaryIndexDescription{{IndexName: aws.String("by-status"),
+		KeySchema: in.GlobalSecondaryIndexes[0].KeySchema, Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionTypeAll}}}}
+	if err := sameTable(in, same); err != nil {
+		t.Fatal(err)
+	}
+	otherKey := *same
+	otherKey.KeySchema = []ddbtypes.KeySchemaElement{key("id", ddbtypes.KeyTypeHash)}
+	if err := sameTable(in, &otherKey); err == nil || !strings.Contains(err.Error(), `key schema is "id:HASH"`) {
+		t.Fatalf("other key: %v", err)
+	}
+	noIndex := *same
+	noIndex.GlobalSecondaryIndexes = nil
+	if err := sameTable(in, &noIndex); err == nil || !strings.Contains(err.Error(), "indexes are") {
+		t.Fatalf("no index: %v", err)
+	}
+}

@@ -1,0 +1,231 @@
+package localrunner_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+)
+
+// syncBuffer is a log sink safe for the consumer's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func depth(t *testing.T, st *embedded.Stack, id string) (visible, inFlight int) {
+	t.Helper()
+	out, err := st.Clients.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(st.QueueURLs[id]), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Sscan(out.Attributes["ApproximateNumberOfMessages"], &visible)
+	fmt.Sscan(out.Attributes["ApproximateNumberOfMessagesNotVisible"], &inFlight)
+	return visible, inFlight
+}
+
+func send(t *testing.T, st *embedded.Stack, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		if _, err := st.Clients.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), MessageBody: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// drainDLQ receives (and deletes) everything on the DLQ.
+func drainDLQ(t *testing.T, st *embedded.Stack) []string {
+	t.Helper()
+	var bodies []string
+	for {
+		out, err := st.Clients.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURLs["DeadLetterQueue"]), MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return bodies
+		}
+		for _, m := range out.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+			if _, err := st.Clients.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(st.QueueURLs["DeadLetterQueue"]), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// runUntil runs c until done says the queues have settled (or a minute has
+// passed, a failure), then stops it and waits for Run to return.
+func runUntil(t *testing.T, c *localrunner.Consumer, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-errc
+			t.Fatalf("queues did not settle; consumer stats %+v", c.Stats())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newConsumer(st *embedded.Stack, mode localrunner.ConsumerMode, log *syncBuffer) *localrunner.Consumer {
+	return &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: st.QueueURLs["SourceQueue"], Mode: mode, Idle: 20 * time.Millisecond,
+		Log: slog.New(slog.NewJSONHandler(log, nil))}
+}
+
+// fail: a message is received exactly maxReceiveCount times, released at
+// once each time, and then sits in the DLQ with its body intact.
+func TestConsumerFailDeadLettersAfterMaxReceiveCount(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"MaxReceiveCount": 3}})
+	body := `{"event_id":"secret-value-1"}`
+	send(t, st, body)
+	var log syncBuffer
+	c := newConsumer(st, localrunner.ConsumerFail, &log)
+	runUntil(t, c, func() bool { v, _ := depth(t, st, "DeadLetterQueue"); return v == 1 })
+	if s := c.Stats(); s.Received != 3 || s.Rejected != 3 || s.Accepted != 0 {
+		t.Fatalf("stats %+v, want 3 receives, all rejected", s)
+	}
+	if v, f := depth(t, st, "SourceQueue"); v != 0 || f != 0 {
+		t.Fatalf("source queue holds %d visible, %d in flight", v, f)
+	}
+	if got := drainDLQ(t, st); !slices.Equal(got, []string{body}) {
+		t.Fatalf("DLQ holds %q", got)
+	}
+	if strings.Contains(log.String(), "secret-value") {
+		t.Fatalf("the consumer logged a payload value:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), `"consumer rejected"`) {
+		t.Fatalf("no rejection logged:\n%s", log.String())
+	}
+}
+
+// flaky: every message ends either accepted (deleted) or in the DLQ; none
+// is lost, none is left on the source queue or in flight.
+func TestConsumerFlakyLosesNothing(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"MaxReceiveCount": 2}})
+	var sent []string
+	for i := range 40 {
+		sent = append(sent, fmt.Sprintf(`{"event_id":"e%02d"}`, i))
+	}
+	send(t, st, sent...)
+	var log syncBuffer
+	c := newConsumer(st, localrunner.ConsumerFlaky, &log)
+	c.FlakyRate = 0.5
+	c.Rand = rand.New(rand.NewPCG(1, 2)).Float64
+	dlq := 0
+	runUntil(t, c, func() bool {
+		v, f := depth(t, st, "SourceQueue")
+		dlq, _ = depth(t, st, "DeadLetterQueue")
+		return v == 0 && f == 0 && int(c.Stats().Accepted)+dlq == len(sent)
+	})
+	s := c.Stats()
+	if s.Accepted == 0 || dlq == 0 || s.Received != s.Accepted+s.Rejected {
+		t.Fatalf("stats %+v, DLQ %d: want some of each", s, dlq)
+	}
+	got := drainDLQ(t, st)
+	if len(got) != dlq {
+		t.Fatalf("DLQ said %d, held %d", dlq, len(got))
+	}
+	seen := map[string]bool{}
+	for _, b := range got {
+		if seen[b] || !slices.Contains(sent, b) {
+			t.Fatalf("DLQ body %q: duplicate or never sent", b)
+		}
+		seen[b] = true
+	}
+}
+
+// validate: what Accept passes is deleted, the rest dead-letters.
+func TestConsumerValidateDeadLettersWhatFails(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"MaxReceiveCount": 2}})
+	send(t, st, "good-1", "bad-1", "good-2")
+	var log syncBuffer
+	c := newConsumer(st, localrunner.ConsumerValidate, &log)
+	c.Accept = func(b []byte) (bool, string) { return bytes.HasPrefix(b, []byte("good")), "not good" }
+	runUntil(t, c, func() bool {
+		v, f := depth(t, st, "SourceQueue")
+		d, _ := depth(t, st, "DeadLetterQueue")
+		return v == 0 && f == 0 && d == 1
+	})
+	if s := c.Stats(); s.Accepted != 2 || s.Rejected != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	if got := drainDLQ(t, st); !slices.Equal(got, []string{"bad-1"}) {
+		t.Fatalf("DLQ holds %q", got)
+	}
+	if !strings.Contains(log.String(), `"reason":"not good"`) {
+		t.Fatalf("reason not logged:\n%s", log.String())
+	}
+}
+
+// off: Run returns at once and the message stays on the source queue.
+func TestConsumerOffConsumesNothing(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true})
+	send(t, st, "x")
+	c := newConsumer(st, localrunner.ConsumerOff, &syncBuffer{})
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, f := depth(t, st, "SourceQueue"); v != 1 || f != 0 || c.Stats() != (localrunner.ConsumerStats{}) {
+		t.Fatalf("source %d visible, %d in flight, stats %+v", v, f, c.Stats())
+	}
+}
+
+func TestConsumerRefusesBadConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		c    *localrunner.Consumer
+		want string
+	}{
+		{&localrunner.Consumer{Mode: "sometimes", QueueURL: "q"}, `consumer mode "sometimes": want one of off, fail, flaky, validate`},
+		{&localrunner.Consumer{Mode: localrunner.ConsumerFlaky, QueueURL: "q", FlakyRate: 1.5}, "flaky rate 1.5 is outside 0..1"},
+		{&localrunner.Consumer{Mode: localrunner.ConsumerValidate, QueueURL: "q"}, "validate mode needs Accept"},
+		{&localrunner.Consumer{Mode: localrunner.ConsumerFail}, "SQS client and queue URL are required"},
+	} {
+		err := tc.c.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.c.Mode, err, tc.want)
+		}
+	}
+	if m, err := localrunner.ParseConsumerMode("flaky"); err != nil || m != localrunner.ConsumerFlaky {
+		t.Fatalf("ParseConsumerMode(flaky) = %q, %v", m, err)
+	}
+}
