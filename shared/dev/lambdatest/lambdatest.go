@@ -83,8 +83,12 @@ type Spec struct {
 	Configure bool
 }
 
-// create creates the function in kumo (any small zip: kumo runs nothing
-// itself).
+// Create creates the function s names in kumo (any small zip: kumo runs
+// nothing itself), without starting anything to serve it.
+func Create(ctx context.Context, st *embedded.Stack, s Spec) error {
+	return create(ctx, lambda.NewFromConfig(st.AWS), s)
+}
+
 func create(ctx context.Context, api *lambda.Client, s Spec) error {
 	var zbuf bytes.Buffer
 	zw := zip.NewWriter(&zbuf)
