@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(reexec) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv(asBootstrap) == "1" {
+		os.Exit(fakeBootstrap())
+	}
 	os.Setenv("AWS_ACCESS_KEY_ID", embedded.AccessKey)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", embedded.SecretKey)
 	os.Setenv("AWS_REGION", embedded.Region)

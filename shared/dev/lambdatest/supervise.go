@@ -81,6 +81,7 @@ func Supervise(ctx context.Context, st *embedded.Stack, s Spec, out io.Writer, l
 	// function only once something has polled for it.
 	f.fetching = true
 	go f.fetch("/_runtime/" + s.Name + "/2018-06-01/runtime/invocation/next")
+	polled := f.pollCh // closed by the first poll; no poll can come before start
 	first, err := f.start()
 	if err != nil {
 		f.cancel()
@@ -88,7 +89,7 @@ func Supervise(ctx context.Context, st *embedded.Stack, s Spec, out io.Writer, l
 		return nil, err
 	}
 	select {
-	case <-f.pollCh:
+	case <-polled:
 	case <-first.done:
 		f.cancel()
 		f.proxy.Close()
