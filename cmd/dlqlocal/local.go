@@ -46,11 +46,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 			return 1
 		}
 	}
-	if err := os.RemoveAll(o.Dir); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+	if err := resetDir(o.Dir); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -110,6 +106,30 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 	wg.Wait()
 	fmt.Fprintln(stdout, "stopped")
 	return 0
+}
+
+// dirMarker marks a directory dlqlocal local made, and may therefore empty.
+const dirMarker = ".dlqlocal-local"
+
+// resetDir empties dir for a new run, refusing a directory that is neither
+// empty nor one an earlier run made.
+func resetDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, dirMarker)); err != nil {
+			return fmt.Errorf("-dir %s is not empty and was not made by dlqlocal local: refusing to empty it (name a new directory)", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, dirMarker), []byte("made by dlqlocal local; emptied at its next start\n"), 0o600)
 }
 
 // openLogs opens where the logs go and describes it for the banner.
@@ -194,7 +214,7 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 		fmt.Fprintf(w, "  %-14s timeout %s, %d MB\n", s.Name, s.Timeout, s.MemorySize)
 	}
 	m := l.Mapping
-	fmt.Fprintf(w, "ingest is invoked with the DLQ's batches (batch %d, window %s, partial batch failures %v)\n", m.BatchSize, m.Window, m.ReportBatchItemFailures)
+	fmt.Fprintf(w, "ingest is invoked with the DLQ's batches (batch %d, window %s, partial batch responses %s)\n", m.BatchSize, m.Window, map[bool]string{true: "on", false: "off"}[m.ReportBatchItemFailures])
 	fmt.Fprintf(w, "schedules (each invokes its function through the Lambda API):\n")
 	for _, s := range l.Schedules {
 		input := "the scheduled event"
@@ -230,7 +250,7 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --payload fileb://events/redrive-dry-run.json out.json && cat out.json\n", l.Name("RedriveFunction"))
 	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}'\n")
 	fmt.Fprintf(w, "      (straight into the DLQ: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n")
-	fmt.Fprintf(w, "  dlqctl ls --status all\n")
+	fmt.Fprintf(w, "  dlqctl ls --status all      (dlqctl: go run ./cmd/dlqctl, or go build -o build/dlqctl ./cmd/dlqctl)\n")
 	fmt.Fprintf(w, "  dlqctl redrive --source %s --class validation      (a dry run; --yes replays)\n", source)
 	fmt.Fprintf(w, "  a message sent to the source queue is dead-lettered only when a consumer receives it %s times without deleting it:\n", maxReceive(st))
 	fmt.Fprintf(w, "      nothing consumes the source queue here (that is your service)\n")

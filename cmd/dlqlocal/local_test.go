@@ -378,3 +378,33 @@ func TestLocalRestartsAKilledBootstrap(t *testing.T) {
 		t.Fatalf("restart of pid %d not logged (restarted %v, pids %v)", old, restarted, now)
 	}
 }
+
+// -dir is emptied only when an earlier run made it.
+func TestResetDirRefusesAForeignDirectory(t *testing.T) {
+	t.Parallel()
+	foreign := t.TempDir()
+	if err := os.WriteFile(filepath.Join(foreign, "keep"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDir(foreign); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("resetDir on a foreign directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(foreign, "keep")); err != nil {
+		t.Fatalf("the foreign file is gone: %v", err)
+	}
+	ours := filepath.Join(t.TempDir(), "new")
+	for range 2 {
+		if err := resetDir(ours); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ours, "old-run"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := resetDir(ours); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ours, "old-run")); !os.IsNotExist(err) {
+		t.Fatalf("an earlier run's file survived: %v", err)
+	}
+}

@@ -50,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logPath := fs.String("log", "", "write the functions' JSON logs to this file")
 	logs := fs.String("logs", "", "local: where the functions' output and the runner's log go: stderr, stdout or a file (default: functions.log in -dir; -log FILE is the same)")
 	envFile := fs.String("env-file", "", "local: once everything runs, write the export lines here (shell: source FILE); removed on stop")
-	dir := fs.String("dir", defaultLocalDir(), "local: directory for the bootstraps, S3 data and the default log file (emptied at start)")
+	dir := fs.String("dir", defaultLocalDir(), "local: directory for the bootstraps, S3 data and the default log file; emptied at start if an earlier run made it, refused if it holds anything else")
 	events := fs.Int("events", 3000, "inventory events to produce (demo)")
 	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak)")
 	messages := fs.Int("messages", 10000, "messages to send (soak)")
