@@ -70,9 +70,14 @@ demo:
 soak:
 	$(GO) run ./cmd/dlqlocal soak $(SOAK_FLAGS)
 
-# The stack with the functions running, until Ctrl-C.
+# The stack with the four functions in the local Lambda API, until Ctrl-C
+# (make local LOCAL_FLAGS="-logs stderr"). Built, then exec'd: Ctrl-C ends
+# dlqlocal itself, which stops cleanly and exits 0.
+LOCAL_FLAGS ?=
 local:
-	$(GO) run ./cmd/dlqlocal local
+	@mkdir -p $(BUILD)
+	$(GO) build -o $(BUILD)/dlqlocal ./cmd/dlqlocal
+	@exec ./$(BUILD)/dlqlocal local -env-file $(BUILD)/local.env $(LOCAL_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

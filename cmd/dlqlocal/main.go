@@ -2,13 +2,15 @@
 // account and no Docker.
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
-//	dlqlocal local [-log FILE] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D]
+//	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D]
 //	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
-// stack with the functions running (the DLQ event source and the template's
-// schedules) and keeps it up until Ctrl-C, for the AWS CLI and dlqctl. soak
+// stack with the four functions deployed in the local Lambda API, each its
+// real bootstrap under a supervisor, invoked by the DLQ's event source
+// mapping and the template's schedules through that API, and keeps it up
+// until Ctrl-C (exit 0), for the AWS CLI and dlqctl. soak
 // sends N messages through the whole pipeline while injecting AWS faults and
 // crashing redrive and sweeper processes, prints its table and exits 1 if an
 // invariant was violated.
@@ -16,16 +18,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -33,14 +32,13 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/demo"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
-	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-log FILE] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -50,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logPath := fs.String("log", "", "write the functions' JSON logs to this file")
+	logs := fs.String("logs", "", "local: where the functions' output and the runner's log go: stderr, stdout or a file (default: functions.log in -dir; -log FILE is the same)")
+	envFile := fs.String("env-file", "", "local: once everything runs, write the export lines here (shell: source FILE); removed on stop")
+	dir := fs.String("dir", defaultLocalDir(), "local: directory for the bootstraps, S3 data and the default log file; emptied at start if an earlier run made it, refused if it holds anything else")
 	events := fs.Int("events", 3000, "inventory events to produce (demo)")
 	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak)")
 	messages := fs.Int("messages", 10000, "messages to send (soak)")
@@ -67,8 +68,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if args[0] == "local" {
+		if *logs == "" {
+			*logs = *logPath
+		}
+		return runLocal(ctx, stdout, stderr, localOptions{Logs: *logs, EnvFile: *envFile, Dir: *dir, Extras: extras})
+	}
 	var logw io.Writer = io.Discard
 	if *logPath != "" {
 		f, err := os.Create(*logPath)
@@ -82,8 +89,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return runDemo(ctx, stdout, stderr, logw, *events, *seed)
-	case "local":
-		return runLocal(ctx, stdout, stderr, logw, extras)
 	case "soak":
 		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, LostRate: lost(*lostRate), CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
 	}
@@ -165,88 +170,5 @@ func runSoak(ctx context.Context, stdout, stderr, logw io.Writer, o demo.SoakOpt
 		fmt.Fprintln(stderr, "an invariant was violated")
 		return 1
 	}
-	return 0
-}
-
-func runLocal(ctx context.Context, stdout, stderr, logw io.Writer, extras *localExtras) int {
-	st := startStack(ctx, stderr, extras.stackOptions(embedded.Options{StackName: "dlqq", Log: logw}))
-	if st == nil {
-		return 1
-	}
-	defer st.Close()
-	log := slog.New(slog.NewJSONHandler(logw, nil))
-	// extras.go: the sweeper ages over the template's function environment.
-	if err := applyFunctionEnv(st.Template, extras.functionEnv()); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fns, err := localrunner.NewFunctions(st, nil, log, logw)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	schedules, err := localrunner.SchedulesFromTemplate(st.Template)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	name := func(id string) string {
-		fn, err := st.Template.GetServerlessFunctionWithName(id)
-		if err != nil {
-			return ""
-		}
-		return *fn.FunctionName
-	}
-	handlers := map[string]func(context.Context, json.RawMessage) error{
-		name("RedriveFunction"): func(ctx context.Context, in json.RawMessage) error { _, err := fns.Redrive.Handle(ctx, in); return err },
-		name("SweeperFunction"): func(ctx context.Context, _ json.RawMessage) error { _, err := fns.Sweeper.Run(ctx); return err },
-		name("MetricsFunction"): func(ctx context.Context, _ json.RawMessage) error { _, err := fns.Metrics.Run(ctx); return err },
-	}
-	fmt.Fprintf(stdout, "DLQ Quarantine is running on the embedded stack (Ctrl-C to stop).\n\n")
-	fmt.Fprintf(stdout, "Point the AWS CLI or dlqctl at it:\n")
-	for _, e := range st.Environ() {
-		fmt.Fprintf(stdout, "  export %s\n", e)
-	}
-	fmt.Fprintf(stdout, "\nresources (from infra/template.yaml):\n")
-	var ids []string
-	for id := range st.Names {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		fmt.Fprintf(stdout, "  %-22s %s\n", id, st.Names[id])
-	}
-	fmt.Fprintf(stdout, "\nsource queue: %s\nDLQ:          %s\n", st.QueueURLs["SourceQueue"], st.QueueURLs["DeadLetterQueue"])
-	fmt.Fprintf(stdout, "ingest polls the DLQ (batch %d, window %s, partial batch failures %v);", fns.Mapping.BatchSize, fns.Mapping.Window, fns.Mapping.ReportBatchItemFailures)
-	var names []string
-	for _, s := range schedules {
-		names = append(names, fmt.Sprintf("%s every %s", s.Function, s.Every))
-	}
-	fmt.Fprintf(stdout, " schedules: %s\n", strings.Join(names, ", "))
-	if err := extras.banner(stdout, st); err != nil { // extras.go
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	consumed, err := extras.startConsumer(ctx, st, log) // extras.go
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "try: aws sqs send-message --queue-url %s --message-body '{\"event_id\":\"x\"}'\n", st.QueueURLs["DeadLetterQueue"])
-
-	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: fns.Mapping, Handler: fns.Ingest.Handle, Log: log}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = poller.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		if err := localrunner.RunSchedules(ctx, schedules, handlers, log); err != nil {
-			fmt.Fprintln(stderr, err)
-		}
-	}()
-	<-ctx.Done()
-	wg.Wait()
-	<-consumed
-	fmt.Fprintln(stdout, "stopped")
 	return 0
 }

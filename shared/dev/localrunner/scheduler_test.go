@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -48,9 +50,25 @@ func TestSchedulesFromTemplate(t *testing.T) {
 		if s.Every != 5*time.Minute || s.Function != "dlqq-redrive" {
 			t.Errorf("%s schedule %+v", rule, s)
 		}
-		req, err := redrive.ParseRequest(s.Input)
+		req, err := redrive.ParseRequest(s.Payload(time.Now()))
 		if err != nil || req.Action != action || req.Source != "dlqq-source" {
 			t.Errorf("%s input %s: %+v %v", rule, s.Input, req, err)
+		}
+		if s.Name() != action {
+			t.Errorf("%s is named %q, want %q", rule, s.Name(), action)
+		}
+	}
+	// A target without Input gets the scheduled event, as from EventBridge.
+	for _, rule := range []string{"SweeperSchedule", "MetricsScheduleRule"} {
+		s := got[rule]
+		s.RuleARN = "arn:aws:events:us-east-1:000000000000:rule/dlqq-" + rule
+		at := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+		var ev events.CloudWatchEvent
+		if err := json.Unmarshal(s.Payload(at), &ev); err != nil || s.Input != nil || s.Name() != rule ||
+			ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || ev.Version != "0" || len(ev.ID) != 36 ||
+			ev.AccountID != "000000000000" || ev.Region != "us-east-1" || !ev.Time.Equal(at) ||
+			len(ev.Resources) != 1 || ev.Resources[0] != s.RuleARN || string(ev.Detail) != "{}" {
+			t.Errorf("%s payload %s (%+v): %v", rule, s.Payload(at), ev, err)
 		}
 	}
 	if s := got["MetricsScheduleRule"]; s.Every != time.Minute || s.Function != "dlqq-metrics" {

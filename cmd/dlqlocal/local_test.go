@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+)
+
+// The package's tests share one `dlqlocal local`, run as a subprocess (this
+// test binary, re-executed as dlqlocal) exactly as a user runs it; TestMain
+// starts it, waits for its env file, and at the end stops it with SIGINT
+// and checks that it exits 0.
+var local struct {
+	cmd     *exec.Cmd
+	dir     string
+	envFile string
+	logs    string
+	stdout  *syncio.Buffer
+	stderr  *syncio.Buffer
+	exited  chan struct{}
+	env     map[string]string
+	aws     aws.Config
+}
+
+const reexec = "DLQLOCAL_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(reexec) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(asBootstrap) == "1" {
+		os.Exit(fakeBootstrap())
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", embedded.AccessKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", embedded.SecretKey)
+	os.Setenv("AWS_REGION", embedded.Region)
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "dlqlocal-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := startLocal(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "dlqlocal local did not start: %v\nstdout:\n%s\nstderr:\n%s\n", err, local.stdout, local.stderr)
+		stopLocal()
+		return 1
+	}
+	code := m.Run()
+	if err := stopLocal(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: dlqlocal local on SIGINT: %v\nstderr:\n%s\n", err, local.stderr)
+		code = 1
+	}
+	return code
+}
+
+func startLocal(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	local.dir, local.envFile, local.logs = filepath.Join(dir, "local"), filepath.Join(dir, "local.env"), filepath.Join(dir, "functions.log")
+	local.stdout, local.stderr, local.exited = syncio.NewBuffer(), syncio.NewBuffer(), make(chan struct{})
+	local.cmd = exec.Command(self, "local", "-dir", local.dir, "-env-file", local.envFile, "-logs", local.logs)
+	local.cmd.Env = append(os.Environ(), reexec+"=1")
+	local.cmd.Stdout, local.cmd.Stderr = local.stdout, local.stderr
+	if err := local.cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = local.cmd.Wait(); close(local.exited) }()
+	// A cold build of kumo, versitygw and the bootstraps takes minutes on
+	// a busy machine.
+	deadline := time.After(12 * time.Minute)
+	for {
+		if _, err := os.Stat(local.envFile); err == nil {
+			break
+		}
+		select {
+		case <-local.exited:
+			return fmt.Errorf("exited: %v", local.cmd.ProcessState)
+		case <-deadline:
+			return errors.New("no env file after 12 minutes")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// The env file is what a user sources: read it with a shell.
+	out, err := exec.Command("sh", "-c", ". "+local.envFile+" && env").Output()
+	if err != nil {
+		return fmt.Errorf("source %s: %w", local.envFile, err)
+	}
+	local.env = map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "DLQQ_")) {
+			local.env[k] = v
+		}
+	}
+	// Not os.Setenv: the in-process tests start stacks of their own.
+	local.aws, err = config.LoadDefaultConfig(context.Background(),
+		config.WithBaseEndpoint(local.env["AWS_ENDPOINT_URL"]), config.WithRegion(local.env["AWS_REGION"]),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(local.env["AWS_ACCESS_KEY_ID"], local.env["AWS_SECRET_ACCESS_KEY"], "")))
+	return err
+}
+
+func stopLocal() error {
+	if local.cmd == nil || local.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-local.exited:
+		return fmt.Errorf("exited before SIGINT: %v", local.cmd.ProcessState)
+	default:
+	}
+	_ = local.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-local.exited:
+	case <-time.After(2 * time.Minute):
+		_ = local.cmd.Process.Kill()
+		<-local.exited
+		return errors.New("still running 2 minutes after SIGINT")
+	}
+	if code := local.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("exit code %d, want 0", code)
+	}
+	if !strings.HasSuffix(local.stdout.String(), "stopped\n") {
+		return fmt.Errorf("stdout does not end with stopped: %q", tail(local.stdout.String()))
+	}
+	if _, err := os.Stat(local.envFile); !os.IsNotExist(err) {
+		return fmt.Errorf("the env file outlived the stack: %v", err)
+	}
+	for _, f := range []string{"ingest", "redrive", "sweeper", "metrics"} {
+		if pids := bootstrapPIDs(f); len(pids) > 0 {
+			if err := syscall.Kill(pids[len(pids)-1], 0); err == nil {
+				return fmt.Errorf("bootstrap of dlqq-%s (pid %d) still runs", f, pids[len(pids)-1])
+			}
+		}
+	}
+	return nil
+}
+
+func tail(s string) string {
+	if len(s) > 300 {
+		return s[len(s)-300:]
+	}
+	return s
+}
+
+// logLines are the runner's JSON lines in the log file (the bootstraps'
+// lines carry their function's prefix).
+func logLines() []map[string]any {
+	f, err := os.Open(local.logs)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// bootstrapPIDs are the pids the supervisor started for dlqq-<fn>, in order.
+func bootstrapPIDs(fn string) []int {
+	var pids []int
+	for _, m := range logLines() {
+		if m["msg"] == "bootstrap started" && m["function"] == "dlqq-"+fn {
+			if p, ok := m["pid"].(float64); ok {
+				pids = append(pids, int(p))
+			}
+		}
+	}
+	return pids
+}
+
+func logs(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(local.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// eventually retries check until it returns nil or a minute has passed.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The env file has the exports the banner shows, and they are what dlqctl
+// and the AWS CLI need: the endpoints, the credentials, the DLQQ_*
+// variables dlqctl reads, and queue URLs on the real endpoint.
+func TestLocalEnvFileAndBanner(t *testing.T) {
+	banner := local.stdout.String()
+	for _, want := range []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
+		if local.env[want] == "" {
+			t.Errorf("env file has no %s", want)
+		}
+		if !strings.Contains(banner, "export "+want+"="+shellQuote(local.env[want])+"\n") {
+			t.Errorf("banner does not export %s as the env file does", want)
+		}
+	}
+	if local.env["DLQQ_REDRIVE_FUNCTION"] != "dlqq-redrive" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
+		t.Errorf("env %v", local.env)
+	}
+	for _, want := range []string{
+		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
+		"logs (the functions' output and the runner's log): " + local.logs,
+		"aws lambda invoke --function-name dlqq-redrive --payload fileb://events/redrive-dry-run.json",
+		`--queue-url "$DLQQ_DLQ_URL"`,
+	} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if strings.Contains(banner, "4566") {
+		t.Errorf("banner prints kumo's localhost:4566 URLs:\n%s", banner)
+	}
+}
+
+// The four functions exist in the Lambda API as the template deploys them.
+func TestLocalListsTheFourFunctions(t *testing.T) {
+	ctx := context.Background()
+	api := lambda.NewFromConfig(local.aws)
+	out, err := api.ListFunctions(ctx, &lambda.ListFunctionsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range out.Functions {
+		got[aws.ToString(f.FunctionName)] = true
+	}
+	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics"} {
+		if !got[f] {
+			t.Errorf("list-functions lacks %s: %v", f, got)
+		}
+	}
+	cfg, err := api.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String("dlqq-redrive")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToInt32(cfg.Timeout) != 900 || cfg.Environment == nil || cfg.Environment.Variables["TABLE_NAME"] != local.env["DLQQ_TABLE"] {
+		t.Errorf("dlqq-redrive configuration: timeout %d, environment %+v", aws.ToInt32(cfg.Timeout), cfg.Environment)
+	}
+}
+
+// aws lambda invoke --function-name dlqq-redrive --payload
+// fileb://events/redrive-dry-run.json answers with the function's report.
+func TestLocalInvokeRedriveDryRun(t *testing.T) {
+	payload := lambdatest.Sample(t, "redrive-dry-run.json")
+	out, err := lambda.NewFromConfig(local.aws).Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("dlqq-redrive"), Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		RunID  string `json:"run_id"`
+		Action string
+		Source string
+		DryRun bool `json:"dry_run"`
+	}
+	if out.FunctionError != nil || json.Unmarshal(out.Payload, &rep) != nil || rep.RunID == "" || rep.Action != "redrive" || rep.Source != "dlqq-source" || !rep.DryRun {
+		t.Fatalf("invoke: %v %s", aws.ToString(out.FunctionError), out.Payload)
+	}
+	if !strings.Contains(logs(t), `[dlqq-redrive] {`) || !strings.Contains(logs(t), rep.RunID) {
+		t.Errorf("the redrive bootstrap's log line for run %s is not in the logs", rep.RunID)
+	}
+}
+
+// A message sent to the DLQ (at the URL the banner prints) becomes a
+// record: the poller invoked the ingest bootstrap through the Lambda API.
+// dlqctl then finds it with no flags, and its redrive dry run goes through
+// the redrive function.
+func TestLocalDLQMessageBecomesARecord(t *testing.T) {
+	ctx := context.Background()
+	event := embedded.RandomName("evt")
+	sent, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dynamodb.NewFromConfig(local.aws, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	id := "dlqq-source#" + event
+	eventually(t, "the record of the DLQ message", func() error {
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(local.env["DLQQ_TABLE"]), Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}}})
+		if err != nil {
+			return err
+		}
+		if out.Item == nil {
+			return errors.New("no record yet")
+		}
+		return nil
+	})
+	if l := logs(t); !strings.Contains(l, "[dlqq-ingest] {") || !strings.Contains(l, aws.ToString(sent.MessageId)) {
+		t.Errorf("the ingest bootstrap did not log message %s", aws.ToString(sent.MessageId))
+	}
+	for k, v := range local.env { // as after `source` of the env file
+		t.Setenv(k, v)
+	}
+	var out, errw strings.Builder
+	ctl := dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+	if code := ctl.Main(ctx, []string{"show", id}); code != 0 || !strings.Contains(out.String(), event) {
+		t.Fatalf("dlqctl show %s: %d\n%s%s", id, code, out.String(), errw.String())
+	}
+	out.Reset()
+	ctl = dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+	if code := ctl.Main(ctx, []string{"redrive", "--source", "dlqq-source", "--id", id}); code != 0 || !strings.Contains(out.String()+errw.String(), "plan (dry run): would redrive 0, hold 1") {
+		t.Fatalf("dlqctl redrive --id %s: %d\n%s%s", id, code, out.String(), errw.String())
+	}
+}
+
+// A bootstrap that dies is restarted by the supervisor, which says so, and
+// the next invocation succeeds. (One made in the instant the process dies
+// may have been handed to it: that one fails with Runtime.ExitError, as on
+// Lambda, instead of waiting out the timeout.)
+func TestLocalRestartsAKilledBootstrap(t *testing.T) {
+	pids := bootstrapPIDs("sweeper")
+	if len(pids) == 0 {
+		t.Fatal("no bootstrap started line for dlqq-sweeper in the logs")
+	}
+	old := pids[len(pids)-1]
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new dlqq-sweeper bootstrap", func() error {
+		if now := bootstrapPIDs("sweeper"); now[len(now)-1] == old {
+			return errors.New("not restarted yet")
+		}
+		return nil
+	})
+	out, err := lambda.NewFromConfig(local.aws).Invoke(context.Background(), &lambda.InvokeInput{FunctionName: aws.String("dlqq-sweeper"), Payload: lambdatest.ScheduledSample(t, "sweeper-scheduled.json")})
+	if err != nil || out.FunctionError != nil {
+		t.Fatalf("invoke after the kill: %v %s", err, out.Payload)
+	}
+	restarted := false
+	for _, m := range logLines() {
+		restarted = restarted || (m["msg"] == "bootstrap exited; restarting it" && m["function"] == "dlqq-sweeper" && m["pid"] == float64(old))
+	}
+	if now := bootstrapPIDs("sweeper"); !restarted || now[len(now)-1] == old {
+		t.Fatalf("restart of pid %d not logged (restarted %v, pids %v)", old, restarted, now)
+	}
+}
+
+// -dir is emptied only when an earlier run made it.
+func TestResetDirRefusesAForeignDirectory(t *testing.T) {
+	t.Parallel()
+	foreign := t.TempDir()
+	if err := os.WriteFile(filepath.Join(foreign, "keep"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDir(foreign); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("resetDir on a foreign directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(foreign, "keep")); err != nil {
+		t.Fatalf("the foreign file is gone: %v", err)
+	}
+	ours := filepath.Join(t.TempDir(), "new")
+	for range 2 {
+		if err := resetDir(ours); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ours, "old-run"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := resetDir(ours); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ours, "old-run")); !os.IsNotExist(err) {
+		t.Fatalf("an earlier run's file survived: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package localrunner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+)
+
+// LocalFunctions are the template's four functions, by logical id, with
+// the ./functions directory that builds each.
+var LocalFunctions = []struct{ LogicalID, Dir string }{
+	{"IngestFunction", "ingest"},
+	{"RedriveFunction", "redrive"},
+	{"SweeperFunction", "sweeper"},
+	{"MetricsFunction", "metrics"},
+}
+
+// LocalOptions configure StartLocal.
+type LocalOptions struct {
+	// BuildDir receives the bootstraps (a directory of the stack's data).
+	BuildDir string
+	// Output receives the bootstraps' output, each line prefixed with its
+	// function's name; it must accept concurrent writes (syncio.Writer).
+	Output io.Writer
+	// Log receives the runner's own lines (supervisor, poller, schedules).
+	Log *slog.Logger
+	// Progress receives what is being done, for a person waiting.
+	Progress io.Writer
+}
+
+// Local is the template's functions deployed in kumo's Lambda API, each
+// served by its real bootstrap under a supervisor, with the DLQ's event
+// source mapping and the schedules invoking them through the Lambda API.
+type Local struct {
+	Stack *embedded.Stack
+	// Functions maps logical ids to the running functions.
+	Functions map[string]*lambdatest.Supervised
+	Mapping   Mapping
+	Schedules []Schedule
+	Lambda    *lambda.Client
+	Poller    *Poller
+
+	log *slog.Logger
+}
+
+// StartLocal builds the four bootstraps for this machine, creates each
+// function in kumo as the template deploys it (name, environment, timeout,
+// memory) and starts it under a supervisor. It returns once every
+// bootstrap polls for invocations.
+func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Local, err error) {
+	if o.Output == nil {
+		o.Output = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if l.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+		return nil, err
+	}
+	if l.Schedules, err = SchedulesFromTemplate(st.Template); err != nil {
+		return nil, err
+	}
+	for i := range l.Schedules {
+		s := &l.Schedules[i]
+		s.RuleARN = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", st.Env.Region, st.Env.Account, st.Env.StackName, s.Rule)
+	}
+	dirs := make([]string, len(LocalFunctions))
+	for i, f := range LocalFunctions {
+		dirs[i] = f.Dir
+	}
+	fmt.Fprintf(o.Progress, "building the four function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
+	bins, err := lambdatest.BuildAll(ctx, filepath.Clean(o.BuildDir), dirs...)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(LocalFunctions))
+	for i, f := range LocalFunctions {
+		spec, err := lambdatest.FromTemplate(st, f.LogicalID, bins[f.Dir])
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sup, err := lambdatest.Supervise(ctx, st, spec, o.Output, o.Log)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			l.Functions[f.LogicalID] = sup
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range l.Schedules {
+		if l.byName(s.Function) == nil {
+			return nil, fmt.Errorf("rule %s targets %s, which is not one of the template's functions", s.Rule, s.Function)
+		}
+	}
+	l.Poller = &Poller{SQS: st.Clients.SQS, Mapping: l.Mapping, Handler: InvokeSQS(l.Lambda, l.Name("IngestFunction")), Log: o.Log}
+	return l, nil
+}
+
+// Name is the function name of the function with the given logical id.
+func (l *Local) Name(logicalID string) string {
+	if f := l.Functions[logicalID]; f != nil {
+		return f.Spec.Name
+	}
+	return ""
+}
+
+func (l *Local) byName(name string) *lambdatest.Supervised {
+	for _, f := range l.Functions {
+		if f.Spec.Name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// Run runs the DLQ's event source mapping and the schedules until ctx is
+// done; both invoke the functions through the Lambda API. ready, when not
+// nil, is called once both run.
+func (l *Local) Run(ctx context.Context, ready func()) error {
+	handlers := map[string]func(context.Context, json.RawMessage) error{}
+	for _, s := range l.Schedules {
+		handlers[s.Function] = InvokeScheduled(l.Lambda, s.Function)
+	}
+	var wg sync.WaitGroup
+	var err error
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = l.Poller.Run(ctx) }()
+	go func() { defer wg.Done(); err = RunSchedules(ctx, l.Schedules, handlers, l.log) }()
+	if ready != nil {
+		ready()
+	}
+	wg.Wait()
+	return err
+}
+
+// Close stops the bootstraps.
+func (l *Local) Close() {
+	for _, f := range l.Functions {
+		f.Close()
+	}
+}
