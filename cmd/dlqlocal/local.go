@@ -200,6 +200,8 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 	return append(env,
 		envVar{"DLQQ_TABLE", st.Names["QuarantineTable"]},
 		envVar{"DLQQ_PAYLOAD_BUCKET", st.Names["PayloadBucket"]},
+		envVar{"DLQQ_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
+		envVar{"DLQQ_STACK", st.Env.StackName},
 		envVar{"DLQQ_REDRIVE_FUNCTION", l.Name("RedriveFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asBootstrap) == "1" {
 		os.Exit(fakeBootstrap())
 	}
+	if os.Getenv(asAWS) == "1" {
+		os.Exit(awsStandIn(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Setenv("AWS_ACCESS_KEY_ID", embedded.AccessKey)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", embedded.SecretKey)
 	os.Setenv("AWS_REGION", embedded.Region)

@@ -170,6 +170,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 		}
 		total.Remaining = rep.Remaining
 	}
+	if a.IsTerminal() {
+		fmt.Fprintln(a.Err) // end the bar's line before the summary
+	}
 	return a.print(total)
 }
 

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+)
+
+// TestLocalDocsWalk walks docs/local.md as a user does: it runs the page's
+// `make local` line (with its own -dir), waits for build/local.env, then
+// runs every other command the page shows, in order, in one bash session
+// in the repository root, and checks what each prints. A command the page
+// shows without a check here, or a check for a command the page no longer
+// shows, fails the test. At the end it sends the interrupt a Ctrl-C sends.
+//
+// The aws commands run through the AWS CLI on PATH. Without one they run
+// through awsStandIn (this test binary, on the SDK), which covers the
+// stack but not the CLI: the test says so in its log.
+func TestLocalDocsWalk(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := shownCommands(t, filepath.Join(root, "docs", "local.md"))
+	checks := walkChecks()
+	for _, c := range cmds[1:] {
+		if _, ok := checks[c]; !ok {
+			t.Errorf("docs/local.md shows a command this test does not check: %s", c)
+		}
+	}
+	shown := map[string]bool{}
+	for _, c := range cmds {
+		shown[c] = true
+	}
+	for c := range checks {
+		if !shown[c] {
+			t.Errorf("a check for a command docs/local.md no longer shows: %s", c)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	tmp := t.TempDir()
+	env := walkEnv(t, tmp)
+	envFile := filepath.Join(root, "build", "local.env")
+	if err := os.Remove(envFile); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	// The page's first command, with a -dir of the test's own so that it
+	// runs beside another `make local`.
+	start := cmds[0]
+	if !strings.HasPrefix(start, `make local LOCAL_FLAGS="`) {
+		t.Fatalf("docs/local.md starts with %q, not make local LOCAL_FLAGS=\"…\"", start)
+	}
+	start = strings.Replace(start, `LOCAL_FLAGS="`, `LOCAL_FLAGS="-dir `+filepath.Join(tmp, "local")+` `, 1)
+	out := syncio.NewBuffer()
+	mk := exec.Command("bash", "-c", "exec "+start)
+	mk.Dir, mk.Env, mk.Stdout, mk.Stderr = root, env, out, out
+	mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's process group, for the Ctrl-C
+	if err := mk.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = mk.Wait(); close(exited) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	deadline := time.After(12 * time.Minute)
+	for ready := false; !ready; {
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before it was ready: %v\n%s", start, mk.ProcessState, out)
+		case <-deadline:
+			t.Fatalf("no %s after 12 minutes:\n%s", envFile, out)
+		case <-time.After(250 * time.Millisecond):
+			_, err := os.Stat(envFile)
+			ready = err == nil
+		}
+	}
+
+	sh := newShell(t, root, env, filepath.Join(tmp, "shell"))
+	for _, c := range cmds[1:] {
+		chk := checks[c]
+		give := time.Now().Add(90 * time.Second)
+		for {
+			got, code := sh.run(t, c)
+			err := chk.check(got, code)
+			if err == nil {
+				t.Logf("$ %s\n%s", c, got)
+				break
+			}
+			if !chk.eventually || time.Now().After(give) {
+				t.Fatalf("$ %s\nexit %d: %v\n%s\n--- make local:\n%s", c, code, err, got, out)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	// Ctrl-C: the interrupt goes to the terminal's process group.
+	if err := syscall.Kill(-mk.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		stopped = true
+	case <-time.After(time.Minute):
+		t.Fatalf("make local still running a minute after the interrupt:\n%s", out)
+	}
+	if got := out.String(); !strings.HasSuffix(strings.TrimSpace(got), "stopped") || strings.Contains(got, "Error 1") {
+		t.Fatalf("make local after the interrupt (%v): want dlqlocal's \"stopped\" last and no make error:\n%s", mk.ProcessState, got)
+	}
+	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
+		t.Fatalf("%s is left after the stop (%v)", envFile, err)
+	}
+}
+
+// shownCommands returns the commands of a page's sh blocks, in order: one
+// per line, a line ending in a backslash joined to the next, comments and
+// blank lines left out.
+func shownCommands(t *testing.T, path string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	in, cont := false, ""
+	for _, l := range strings.Split(string(raw), "\n") {
+		switch {
+		case !in && l == "```sh":
+			in = true
+		case in && l == "```":
+			in = false
+		case in && strings.HasSuffix(l, `\`):
+			cont += strings.TrimSuffix(l, `\`)
+		case in && (strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#")):
+		case in:
+			cmds = append(cmds, strings.TrimSpace(cont+l))
+			cont = ""
+		}
+	}
+	if len(cmds) < 2 {
+		t.Fatalf("%s shows %d commands", path, len(cmds))
+	}
+	return cmds
+}
+
+// walkEnv is the environment of the walk: this one, without an AWS
+// profile (the page's exports point everything at the stack), and with the
+// SDK stand-in as `aws` when no AWS CLI is installed.
+func walkEnv(t *testing.T, tmp string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "AWS_PROFILE" && k != "AWS_DEFAULT_PROFILE" && k != reexec {
+			env = append(env, kv)
+		}
+	}
+	if p, err := exec.LookPath("aws"); err == nil {
+		v, _ := exec.Command(p, "--version").CombinedOutput()
+		version := strings.TrimSpace(string(v))
+		if cliWorksLocally(version) {
+			t.Logf("AWS CLI: %s (%s)", version, p)
+			return env
+		}
+		t.Logf("AWS CLI %q (%s) is older than docs/local.md's minimum", version, p)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(bin, "aws")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("no usable AWS CLI on PATH: the page's aws commands run through the test's SDK stand-in, which checks the stack, not the CLI")
+	return append(env, asAWS+"=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+var cliVersion = regexp.MustCompile(`^aws-cli/(\d+)\.(\d+)\.(\d+) `)
+
+// cliWorksLocally says whether the AWS CLI that printed version (`aws
+// --version`) is one docs/local.md says works: v1 from 1.32.90 (SQS's JSON
+// protocol), v2 from 2.13.0 (AWS_ENDPOINT_URL).
+func cliWorksLocally(version string) bool {
+	m := cliVersion.FindStringSubmatch(version)
+	if m == nil {
+		return false
+	}
+	var v [3]int
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	switch v[0] {
+	case 1:
+		return v[1] > 32 || v[1] == 32 && v[2] >= 90
+	case 2:
+		return v[1] >= 13
+	}
+	return v[0] > 2
+}
+
+// shell is one bash session: a command's exports and PATH changes hold
+// for the commands after it, as in a terminal.
+type shell struct {
+	cmd *exec.Cmd
+	in  *os.File
+	dir string
+	n   int
+}
+
+func newShell(t *testing.T, root string, env []string, dir string) *shell {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shell{cmd: exec.Command("bash", "--noprofile", "--norc"), in: w, dir: dir}
+	s.cmd.Dir, s.cmd.Env, s.cmd.Stdin = root, env, r
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() { w.Close(); _ = s.cmd.Wait() })
+	return s
+}
+
+// run runs c in the session and returns what it printed and its status.
+func (s *shell) run(t *testing.T, c string) (string, int) {
+	t.Helper()
+	s.n++
+	script, out, rc := filepath.Join(s.dir, fmt.Sprint(s.n, ".sh")), filepath.Join(s.dir, fmt.Sprint(s.n, ".out")), filepath.Join(s.dir, fmt.Sprint(s.n, ".rc"))
+	if err := os.WriteFile(script, []byte(c+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(s.in, "{ . %q; } </dev/null >%q 2>&1; echo $? >%q.tmp && mv %q.tmp %q\n", script, out, rc, rc, rc); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if b, err := os.ReadFile(rc); err == nil {
+			code, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			got, _ := os.ReadFile(out)
+			return string(got), code
+		}
+		if time.Now().After(deadline) {
+			got, _ := os.ReadFile(out)
+			t.Fatalf("$ %s: still running after 3 minutes:\n%s", c, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// walkCheck judges one command's output and exit status; eventually
+// means the page says "within seconds": it is run again until it passes or
+// 90 s have gone by.
+type walkCheck struct {
+	eventually bool
+	check      func(out string, code int) error
+}
+
+// ok wants exit 0 and each of subs in the output.
+func ok(subs ...string) walkCheck {
+	return walkCheck{check: func(out string, code int) error {
+		if code != 0 {
+			return fmt.Errorf("exit %d", code)
+		}
+		for _, s := range subs {
+			if !strings.Contains(out, s) {
+				return fmt.Errorf("no %q in the output", s)
+			}
+		}
+		return nil
+	}}
+}
+
+// and adds a check of its own to c.
+func (c walkCheck) and(f func(out string) error) walkCheck {
+	prev := c.check
+	c.check = func(out string, code int) error {
+		if err := prev(out, code); err != nil {
+			return err
+		}
+		return f(out)
+	}
+	return c
+}
+
+func (c walkCheck) soon() walkCheck { c.eventually = true; return c }
+
+// invoked checks an `aws lambda invoke … && cat build/out.json`: a 200, no
+// function error, and each of subs in the function's response.
+func invoked(subs ...string) walkCheck {
+	return ok(append([]string{`"StatusCode": 200`}, subs...)...).and(func(out string) error {
+		if strings.Contains(out, "FunctionError") {
+			return fmt.Errorf("a function error")
+		}
+		return nil
+	})
+}
+
+// lines wants n output lines matching re.
+func lines(re string, n int) func(string) error {
+	rx := regexp.MustCompile(re)
+	return func(out string) error {
+		got := 0
+		for _, l := range strings.Split(out, "\n") {
+			if rx.MatchString(l) {
+				got++
+			}
+		}
+		if got != n {
+			return fmt.Errorf("%d lines match %s, want %d", got, re, n)
+		}
+		return nil
+	}
+}
+
+func lacks(s string) func(string) error {
+	return func(out string) error {
+		if strings.Contains(out, s) {
+			return fmt.Errorf("the output holds %q", s)
+		}
+		return nil
+	}
+}
+
+const invoke = "aws lambda invoke --function-name "
+
+// walkChecks are the checks of docs/local.md's commands, by the command
+// exactly as the page shows it.
+func walkChecks() map[string]walkCheck {
+	at := func(fn, sample string) string {
+		return invoke + fn + " --payload fileb://events/" + sample + " build/out.json && cat build/out.json"
+	}
+	return map[string]walkCheck{
+		"source build/local.env": ok(),
+		`go build -o build/dlqctl ./cmd/dlqctl && export PATH="$PWD/build:$PATH"`:    ok(),
+		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics"),
+		`for n in 101 102 103 104 105; do aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --message-body file://events/messages/inv-000$n.json --query MessageId --output text; done`: ok().and(lines(`^[0-9a-f-]{36}$`, 5)),
+		"dlqctl ls --status all":                   ok().and(lines(`^dlqq-source#inv-00010[1-3] +QUARANTINED +exhausted `, 3)).and(lines(`^dlqq-source#inv-00010[45] +QUARANTINED +validation `, 2)).soon(),
+		"dlqctl buckets":                           ok("5 open records in 3 failure signatures", "consumer|retries exhausted"),
+		"dlqctl show dlqq-source#inv-000104":       ok("/ndc: pattern: does not match", "(verifies)").and(lacks("0O409")),
+		at("dlqq-redrive", "redrive-dry-run.json"): invoked(`"dry_run":true`, `"redriven":{"count":3`, `"held":{"count":2`),
+		at("dlqq-redrive", "redrive-ids.json"):     invoked(`"redriven":{"count":2`, `"dlqq-source#inv-000101"`, `"dlqq-source#inv-000103"`),
+		at("dlqq-redrive", "redrive-correct.json"): invoked(`"action":"correct"`, `"corrected":{"count":1,"ids":["dlqq-source#inv-000104"]`),
+		`dlqctl fix dlqq-source#inv-000105 --payload-file events/messages/inv-000105-fixed.json --reason "quantity keyed as 0; 5 per the dispensing log"`: ok("correction 1 of dlqq-source#inv-000105 stored"),
+		"dlqctl redrive --source dlqq-source --id dlqq-source#inv-000104 --id dlqq-source#inv-000105 --yes":                                               ok("redriven 2, held 0"),
+		`dlqctl park dlqq-source#inv-000102 --reason "recall review"`:                                                                                     ok("dlqq-source#inv-000102 is PARKED"),
+		at("dlqq-redrive", "redrive-parked-approved.json"):                                                                                                invoked(`"redriven":{"count":1,"ids":["dlqq-source#inv-000102"]`),
+		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                              invoked(`"action":"redrive"`, `"dry_run":false`),
+		at("dlqq-redrive", "redrive-settle.json"):                                                                                                         invoked(`"action":"settle"`),
+		at("dlqq-redrive", "redrive-policies.json"):                                                                                                       invoked(`"action":"policies"`),
+		// 101 was replayed above and the failing consumer sends it back:
+		// it can be parked once it is in quarantine again.
+		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),
+		"sleep 6": ok(),
+		at("dlqq-sweeper", "sweeper-scheduled.json"):        invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
+		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
+		"dlqctl verify": ok("(1 archived stub): 0 problems"),
+		at("dlqq-metrics", "metrics-scheduled.json"): invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
+		"dlqctl health": ok("ArchivedRecords", "DLQDepth", "Records", "Source=dlqq-source"),
+		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
+		"dlqctl ls --source dlqq-inventory-source --status all": ok().and(lines(`^dlqq-inventory-source#`, 4)),
+		`aws sqs get-queue-attributes --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_DLQ_URL" --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible`: ok(`"ApproximateNumberOfMessages": "0"`, `"ApproximateNumberOfMessagesNotVisible": "0"`).soon(),
+	}
+}
+
+func TestCLIWorksLocally(t *testing.T) {
+	for v, want := range map[string]bool{
+		"aws-cli/1.45.11 Python/3.11.7 Linux/6.18 botocore/1.43.11":  true,
+		"aws-cli/1.32.90 Python/3.11.7 Linux/6.18 botocore/1.34.90":  true,
+		"aws-cli/1.32.89 Python/3.11.7 Linux/6.18 botocore/1.34.89":  false,
+		"aws-cli/1.29.0 Python/3.11.7 Linux/6.18 botocore/1.31.0":    false,
+		"aws-cli/2.9.19 Python/3.11.2 Linux/6.18 source/x86_64":      false,
+		"aws-cli/2.13.0 Python/3.11.4 Linux/6.18 exe/x86_64":         true,
+		"aws-cli/2.27.20 Python/3.13.3 Linux/6.8.0-58-generic exe/x": true,
+		"not the aws cli": false,
+	} {
+		if got := cliWorksLocally(v); got != want {
+			t.Errorf("cliWorksLocally(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
