@@ -22,18 +22,31 @@ import (
 
 // dlqctl health reads what the real metrics service published to kumo's
 // CloudWatch: the latest value of each series (not the window's maximum),
-// and the stack's alarms (only those), with their state as stored.
+// and the stack's alarms (only those: the template's, which the embedded
+// stack created), with their state as stored.
 func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 	ctx := context.Background()
 	v := newInventory(t)
 	stack := v.st.Env.StackName
 	cw := v.st.Clients.CloudWatch
-	for _, name := range []string{stack + ".dlq-depth", embedded.RandomName("other") + ".dlq-depth"} {
-		if _, err := cw.PutMetricAlarm(ctx, &cloudwatch.PutMetricAlarmInput{AlarmName: aws.String(name), Namespace: aws.String("DLQQuarantine"),
-			MetricName: aws.String(metrics.MetricDLQDepth), Statistic: cwtypes.StatisticMaximum, Period: aws.Int32(60), EvaluationPeriods: aws.Int32(5),
-			Threshold: aws.Float64(100), ComparisonOperator: cwtypes.ComparisonOperatorGreaterThanThreshold}); err != nil {
-			t.Fatal(err)
+	// Another stack's alarm, which health must not list.
+	if _, err := cw.PutMetricAlarm(ctx, &cloudwatch.PutMetricAlarmInput{AlarmName: aws.String(embedded.RandomName("other") + ".dlq-depth"), Namespace: aws.String("DLQQuarantine"),
+		MetricName: aws.String(metrics.MetricDLQDepth), Statistic: cwtypes.StatisticMaximum, Period: aws.Int32(60), EvaluationPeriods: aws.Int32(5),
+		Threshold: aws.Float64(100), ComparisonOperator: cwtypes.ComparisonOperatorGreaterThanThreshold}); err != nil {
+		t.Fatal(err)
+	}
+	// The template's alarms, by name, with their metric.
+	alarms := map[string]string{}
+	for id, a := range v.st.Template.GetAllCloudWatchAlarmResources() {
+		if c := a.AWSCloudFormationCondition; c == "" || v.st.Template.Conditions[c] == true {
+			alarms[aws.ToString(a.AlarmName)] = aws.ToString(a.MetricName)
+			if v.st.Names[id] != aws.ToString(a.AlarmName) {
+				t.Fatalf("alarm %s not created: %q", id, v.st.Names[id])
+			}
 		}
+	}
+	if len(alarms) < 20 || alarms[stack+".dlq-depth"] != metrics.MetricDLQDepth {
+		t.Fatalf("the template's alarms: %v", alarms)
 	}
 	health := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -44,9 +57,17 @@ func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "no datapoints in the last 15m; the metrics function publishes every minute\n") {
 		t.Fatalf("health before any publication (exit %d):\n%s%s", code, out, errOut)
 	}
-	if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(stack)+`\.dlq-depth +INSUFFICIENT_DATA +\S+ +DLQDepth`).MatchString(out) ||
-		strings.Contains(out, "other-") || !strings.Contains(out, "note: locally (kumo) alarms are stored but never evaluated") {
+	if !strings.Contains(out, "\nalarms "+stack+".…\nALARM ") || strings.Contains(out, "other-") || strings.Contains(out, "no alarms named") ||
+		!strings.Contains(out, "note: locally (kumo) alarms are stored but never evaluated") {
 		t.Fatalf("health's alarms:\n%s", out)
+	}
+	for name, metric := range alarms {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` +INSUFFICIENT_DATA +\S+ +` + metric + ` +Unchecked: Initial alarm creation$`).MatchString(out) {
+			t.Fatalf("health does not list alarm %s on %s:\n%s", name, metric, out)
+		}
+	}
+	if n := strings.Count(out, "\n"+stack+"."); n != len(alarms) {
+		t.Fatalf("health lists %d alarms, the template has %d:\n%s", n, len(alarms), out)
 	}
 
 	env, err := lambdatest.Env(v.st, "MetricsFunction")
@@ -122,8 +143,13 @@ func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &h); err != nil || code != 0 {
 		t.Fatalf("health -o json (exit %d): %v\n%s", code, err, out)
 	}
-	if len(h.Alarms) != 1 || h.Alarms[0].Name != stack+".dlq-depth" || h.Alarms[0].State != "INSUFFICIENT_DATA" || h.AlarmsEvaluated == nil || *h.AlarmsEvaluated || h.Window != "15m" {
+	if len(h.Alarms) != len(alarms) || h.AlarmsEvaluated == nil || *h.AlarmsEvaluated || h.Window != "15m" {
 		t.Fatalf("health -o json alarms: %s", out)
+	}
+	for i, a := range h.Alarms {
+		if _, ok := alarms[a.Name]; !ok || a.State != "INSUFFICIENT_DATA" || (i > 0 && h.Alarms[i-1].Name >= a.Name) {
+			t.Fatalf("health -o json alarm %d %+v (want the template's, sorted by name): %s", i, a, out)
+		}
 	}
 	found := false
 	for _, m := range h.Metrics {

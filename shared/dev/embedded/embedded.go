@@ -90,6 +90,10 @@ type Stack struct {
 	QueueURLs map[string]string
 	// QueueARNs maps queue logical ids to queue ARNs.
 	QueueARNs map[string]string
+	// Skipped maps the logical ids of resources the template creates but
+	// the emulator cannot hold (a metric-math or composite alarm on kumo)
+	// to the reason.
+	Skipped map[string]string
 	// ConfigFile is an AWS shared config file with the stack's endpoints,
 	// for child processes (AWS_CONFIG_FILE and AWS_PROFILE).
 	ConfigFile string
@@ -98,9 +102,9 @@ type Stack struct {
 }
 
 // Start starts the emulators (unless AWS_ENDPOINT_URL says otherwise) and
-// creates the template's queues, tables, buckets and keys.
+// creates the template's queues, tables, buckets, keys and alarms.
 func Start(ctx context.Context, o Options) (st *Stack, err error) {
-	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}}
+	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}, Skipped: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()

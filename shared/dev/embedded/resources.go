@@ -34,6 +34,9 @@ func (s *Stack) createResources(ctx context.Context, withS3 bool) error {
 	if err := s.createTables(ctx); err != nil {
 		return err
 	}
+	if err := s.createAlarms(ctx); err != nil {
+		return err
+	}
 	if withS3 {
 		if err := s.createBuckets(ctx); err != nil {
 			return err

@@ -96,11 +96,17 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	for id := range first.GetAllKMSKeyResources() {
 		r.names[id] = KeyAlias(env.StackName, id)
 	}
+	for id, a := range first.GetAllCloudWatchAlarmResources() {
+		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
+	}
+	for id, a := range first.GetAllCloudWatchCompositeAlarmResources() {
+		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
+	}
 	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
 		return nil, fmt.Errorf("resolve template: %w", err)
 	}
-	// A table or bucket without a name is named by CloudFormation (the
+	// A table, bucket or alarm without a name is named by CloudFormation (the
 	// stack name, the logical id and a suffix); here it gets the name the
 	// references above resolved to, so the embedded stack creates it so.
 	for id, tb := range t.GetAllDynamoDBTableResources() {
@@ -111,6 +117,16 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	for id, b := range t.GetAllS3BucketResources() {
 		if b.BucketName == nil {
 			b.BucketName = &[]string{r.names[id]}[0]
+		}
+	}
+	for id, a := range t.GetAllCloudWatchAlarmResources() {
+		if a.AlarmName == nil {
+			a.AlarmName = &[]string{r.names[id]}[0]
+		}
+	}
+	for id, a := range t.GetAllCloudWatchCompositeAlarmResources() {
+		if a.AlarmName == nil {
+			a.AlarmName = &[]string{r.names[id]}[0]
 		}
 	}
 	return t, nil
@@ -244,6 +260,8 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
 	case "AWS::Events::Rule.Arn":
 		return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", r.env.Region, r.env.Account, r.env.StackName, id)
+	case "AWS::CloudWatch::Alarm.Arn", "AWS::CloudWatch::CompositeAlarm.Arn":
+		return fmt.Sprintf("arn:aws:cloudwatch:%s:%s:alarm:%s", r.env.Region, r.env.Account, name)
 	case "AWS::Serverless::Function.Arn":
 		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
 	}
