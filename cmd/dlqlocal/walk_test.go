@@ -344,7 +344,7 @@ func lacks(s string) func(string) error {
 	}
 }
 
-const invoke = "aws lambda invoke --function-name "
+const invoke = "aws lambda invoke --cli-read-timeout 0 --function-name "
 
 // walkChecks are the checks of docs/local.md's commands, by the command
 // exactly as the page shows it.
