@@ -135,6 +135,9 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 	fmt.Fprintf(stdout, "\n$ dlqctl verify\n")
 	verified := ctl.Main(ctx, append(base, "verify"))
 	if !rep.OK() || verified != 0 {
+		for _, x := range rep.Unreconciled() {
+			fmt.Fprintln(stderr, "does not reconcile:", x)
+		}
 		fmt.Fprintln(stderr, "an invariant was violated")
 		return 1
 	}

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -67,6 +69,9 @@ type consumer struct {
 	deadLettered                 int // events the scenario makes fail
 	mu                           sync.Mutex
 	seen                         map[string]map[string]bool // event id → message ids consumed
+	// recalledIDs are the message ids dead-lettered on purpose: a
+	// redelivery of one (its delete came too late) is not sent again.
+	recalledIDs map[string]bool
 	// sends maps a replay, by record id and round (the attributes redrive
 	// sets), to the message ids that carried it: more than one is a
 	// duplicate send.
@@ -103,7 +108,7 @@ func (c *consumer) note(m sqstypes.Message) bool {
 }
 
 func newConsumer(st *embedded.Stack) *consumer {
-	return &consumer{st: st, byBody: map[string]Generated{}, seen: map[string]map[string]bool{}, sends: map[replay]map[string]bool{}}
+	return &consumer{st: st, byBody: map[string]Generated{}, seen: map[string]map[string]bool{}, recalledIDs: map[string]bool{}, sends: map[replay]map[string]bool{}}
 }
 
 func (c *consumer) run(ctx context.Context) error {
@@ -151,6 +156,7 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 	g := c.byBody[aws.ToString(m.Body)]
 	isReplay := c.note(m)
 	sqsc := c.st.Clients.SQS
+	mid := aws.ToString(m.MessageId)
 	kind := g.Kind
 	if kind == Outage && !c.outage.Load() {
 		kind = Good
@@ -160,37 +166,63 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 		// Fail: give the message back at once; SQS counts the receive and
 		// the redrive policy dead-letters it after MaxReceiveCount.
 		_, err := sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
-		return err
+		return redelivered(err)
 	case Recalled:
-		// Dead-letter on purpose, saying why, then acknowledge.
-		_, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{
-			QueueUrl: aws.String(c.st.QueueURLs["DeadLetterQueue"]), MessageBody: m.Body,
-			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-				quarantine.AttrFailureReason: {DataType: aws.String("String"), StringValue: aws.String("lot under recall")},
-				quarantine.AttrFailureStage:  {DataType: aws.String("String"), StringValue: aws.String("allocation")},
-				quarantine.AttrFailureType:   {DataType: aws.String("String"), StringValue: aws.String("permanent")},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		c.recalled.Add(1)
-		if isReplay {
-			c.replayFailed.Add(1)
+		// Dead-letter on purpose, saying why, then acknowledge. A
+		// redelivery of a message already dead-lettered (its delete came
+		// after its visibility ran out) is only acknowledged.
+		c.mu.Lock()
+		again := c.recalledIDs[mid]
+		c.mu.Unlock()
+		if !again {
+			_, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{
+				QueueUrl: aws.String(c.st.QueueURLs["DeadLetterQueue"]), MessageBody: m.Body,
+				MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+					quarantine.AttrFailureReason: {DataType: aws.String("String"), StringValue: aws.String("lot under recall")},
+					quarantine.AttrFailureStage:  {DataType: aws.String("String"), StringValue: aws.String("allocation")},
+					quarantine.AttrFailureType:   {DataType: aws.String("String"), StringValue: aws.String("permanent")},
+				},
+			})
+			if err != nil {
+				return err
+			}
+			c.mu.Lock()
+			c.recalledIDs[mid] = true
+			c.mu.Unlock()
+			c.recalled.Add(1)
+			if isReplay {
+				c.replayFailed.Add(1)
+			}
 		}
 	default:
-		c.consumed.Add(1)
-		if isReplay {
-			c.replayConsumed.Add(1)
-		}
+		// Counted once per message, however often SQS delivers it.
 		c.mu.Lock()
 		if c.seen[g.ID] == nil {
 			c.seen[g.ID] = map[string]bool{}
 		}
-		c.seen[g.ID][aws.ToString(m.MessageId)] = true
+		first := !c.seen[g.ID][mid]
+		c.seen[g.ID][mid] = true
 		c.mu.Unlock()
+		if first {
+			c.consumed.Add(1)
+			if isReplay {
+				c.replayConsumed.Add(1)
+			}
+		}
 	}
 	_, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+	return redelivered(err)
+}
+
+// redelivered forgives a receipt handle refused because the message's
+// visibility ran out before the consumer answered (a slow machine): SQS
+// delivers the message again and handle takes it as the same message, as an
+// at-least-once consumer must. Any other error stands.
+func redelivered(err error) error {
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ReceiptHandleIsInvalid" {
+		return nil
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,17 +49,28 @@ var StackParams = map[string]any{
 
 // Report is what the scenario found.
 type Report struct {
+	// Sent is what the producer sent, Consumed what the consumer consumed
+	// before the outage cleared, DeadLettered the distinct messages ingest
+	// took off the DLQ before the first redrive (measured at the DLQ, not
+	// predicted from the generator), Recalled the lots the consumer
+	// dead-lettered itself.
 	Sent, Consumed, DeadLettered, Recalled int
 	// Kinds counts the generated events by what the consumer does with them.
 	Kinds map[Kind]int
 	// ReplaysConsumed and ReplaysDeadLettered are the replays the consumer
 	// consumed and dead-lettered again (recalled lots failing again).
 	ReplaysConsumed, ReplaysDeadLettered int
-	// IngestMessages is how many distinct DLQ messages ingest was handed
-	// (Ingest.Received counts a message received twice twice);
-	// IngestDeletesRefused the deletes SQS refused because the receipt had
-	// expired (the message was visible again, to be received again).
-	IngestMessages, IngestDeletesRefused int
+	// IngestMessages is how many distinct DLQ messages (by message id)
+	// ingest was handed (Ingest.Received counts a message received twice
+	// twice); IngestRedeliveries how many of the deliveries SQS marked as
+	// a repeat (ApproximateReceiveCount above 1), counted apart so that
+	// "received = distinct + redeliveries" can fail; IngestDeletesRefused
+	// the deletes SQS refused because the receipt had expired (the message
+	// was visible again, to be received again).
+	IngestMessages, IngestRedeliveries, IngestDeletesRefused int
+	// Replays is the sum of the records' redrive counts, read back from
+	// the table at the end: the replays sent, as the records tell it.
+	Replays int
 	// Records as quarantined, before any redrive.
 	Records     []*quarantine.Record
 	ByClass     map[quarantine.Class]int
@@ -84,10 +96,11 @@ type Report struct {
 	Elapsed     time.Duration
 }
 
-// OK reports whether every invariant held.
+// OK reports whether every invariant held, every reconciliation line
+// adds up and every checked metric agrees (see Unreconciled).
 func (r *Report) OK() bool {
 	return len(r.Lost)+len(r.Unexpected)+len(r.SealFailures)+len(r.Duplicated)+len(r.WrongState)+len(r.BadStubs) == 0 &&
-		len(r.Records) == r.DeadLettered
+		len(r.Records) == r.DeadLettered && len(r.Unreconciled()) == 0
 }
 
 // Run plays the scenario on st, whose resources come from the template.
@@ -109,7 +122,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := &messageIDs{ids: map[string]bool{}}
+	seen := newIngestTap()
 	dlq := &refusedDeletes{SQSAPI: st.Clients.SQS}
 	poller := &localrunner.Poller{SQS: dlq, Mapping: fns.Mapping, Handler: seen.wrap(fns.Ingest.Handle), Log: log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
@@ -137,7 +150,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.DeadLettered = c.deadLettered
+	// Measured at the DLQ: the scenario's expectation (c.deadLettered) is
+	// the generator's, which the reconciliation compares it with.
+	rep.DeadLettered = seen.count()
 	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
 	if err := verify(ctx, st, fns.IngestConfig, gen, rep); err != nil {
 		return nil, err
@@ -180,7 +195,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	stopPolling()
 	pollers.Wait()
 	rep.Ingest = poller.Stats()
-	rep.IngestMessages, rep.IngestDeletesRefused = seen.count(), int(dlq.n.Load())
+	rep.IngestMessages, rep.IngestRedeliveries, rep.IngestDeletesRefused = seen.count(), seen.redeliveries(), int(dlq.n.Load())
 	rep.ReplaysConsumed, rep.ReplaysDeadLettered = int(c.replayConsumed.Load()), int(c.replayFailed.Load())
 
 	// Phase 3: the sweeper ages parked records into the Object Lock archive.
@@ -202,27 +217,46 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// messageIDs counts the distinct SQS messages a handler was handed.
-type messageIDs struct {
-	mu  sync.Mutex
-	ids map[string]bool
+// ingestTap counts what ingest's handler was handed: the distinct SQS
+// messages (by message id) and, apart, the deliveries SQS marks as a
+// repeat (ApproximateReceiveCount above 1; on kumo it restarts at 1 when a
+// message moves to the DLQ). The two are measured separately: a message
+// id seen twice with a receive count of 1, or a first sight with a higher
+// one, makes the report's "received = distinct + redeliveries" fail.
+type ingestTap struct {
+	mu     sync.Mutex
+	ids    map[string]bool
+	repeat int
 }
 
-func (m *messageIDs) wrap(h localrunner.SQSHandler) localrunner.SQSHandler {
+func newIngestTap() *ingestTap { return &ingestTap{ids: map[string]bool{}} }
+
+func (m *ingestTap) wrap(h localrunner.SQSHandler) localrunner.SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		m.mu.Lock()
 		for _, r := range ev.Records {
 			m.ids[r.MessageId] = true
+			if n, err := strconv.Atoi(r.Attributes["ApproximateReceiveCount"]); err == nil && n > 1 {
+				m.repeat++
+			}
 		}
 		m.mu.Unlock()
 		return h(ctx, ev)
 	}
 }
 
-func (m *messageIDs) count() int {
+// count is the number of distinct messages handed so far.
+func (m *ingestTap) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.ids)
+}
+
+// redeliveries is the number of deliveries SQS counted as a repeat.
+func (m *ingestTap) redeliveries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.repeat
 }
 
 // refusedDeletes counts the entries of the poller's deletes that SQS

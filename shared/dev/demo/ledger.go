@@ -20,14 +20,19 @@ type Term struct {
 }
 
 // Identity is one line of the report's reconciliation: Whole is the sum of
-// Parts. Every term is measured on its own (the generator, the consumer,
-// ingest, the table, the redrive and sweeper reports), so a line that does
-// not add up is a real discrepancy.
+// Parts. On a check line the whole and each part are measured on their own
+// (the generator, the consumer, ingest, SQS, the table, the redrive and
+// sweeper reports), so a line that does not add up is a real discrepancy,
+// and fails the run. A Breakdown line splits one count by a property of
+// the same items (each record has one class): it adds up by definition,
+// and the report prints it as a breakdown, not as a check.
 type Identity struct {
 	Whole Term
 	Parts []Term
 	// Note, when set, says in a few words what the line means.
 	Note string
+	// Breakdown marks a line that holds by construction.
+	Breakdown bool
 }
 
 // Holds reports whether the parts add up to the whole.
@@ -39,8 +44,9 @@ func (id Identity) Holds() bool {
 	return sum == id.Whole.N
 }
 
-// String is the line as the report prints it: "=" when it holds, "≠ (sum
-// N)" when it does not.
+// String is the line as the report prints it: a check "whole = parts", a
+// breakdown "whole: parts", either "whole ≠ parts (they sum to N)" when it
+// does not add up.
 func (id Identity) String() string {
 	parts := make([]string, len(id.Parts))
 	sum := 0
@@ -48,7 +54,11 @@ func (id Identity) String() string {
 		parts[i] = term(p)
 		sum += p.N
 	}
-	out := term(id.Whole) + " = " + strings.Join(parts, " + ")
+	sep := " = "
+	if id.Breakdown {
+		sep = ": "
+	}
+	out := term(id.Whole) + sep + strings.Join(parts, " + ")
 	if !id.Holds() {
 		out = fmt.Sprintf("%s ≠ %s (they sum to %d)", term(id.Whole), strings.Join(parts, " + "), sum)
 	}
@@ -65,50 +75,85 @@ func term(t Term) string {
 	return fmt.Sprintf("%d %s", t.N, t.What)
 }
 
-// identities are the report's reconciliation lines, by section.
+// identities are the report's reconciliation lines, by section;
+// BySignature holds one breakdown per class, in the order of the classes'
+// names.
 type identities struct {
-	Queue, Ingest, Classes, Replays, Final []Identity
+	Queue, Ingest, Classes, BySignature, Replays, Final []Identity
 }
 
 // all lists every line.
 func (ids identities) all() []Identity {
-	return slices.Concat(ids.Queue, ids.Ingest, ids.Classes, ids.Replays, ids.Final)
+	return slices.Concat(ids.Queue, ids.Ingest, ids.Classes, ids.BySignature, ids.Replays, ids.Final)
 }
 
 // Identities are the reconciliation lines the report prints: every count of
-// the report as the sum of its parts.
+// the report as the sum of its parts, checks and breakdowns.
 func (r *Report) Identities() []Identity { return r.identities().all() }
+
+// Unreconciled lists what does not add up: each reconciliation line that
+// prints ≠, and each checked metric that disagrees with the counts or was
+// not published. Any of them fails the run (see OK).
+func (r *Report) Unreconciled() []string {
+	var out []string
+	for _, id := range r.Identities() {
+		if !id.Holds() {
+			out = append(out, id.String())
+		}
+	}
+	for _, m := range r.MetricChecks() {
+		if m.Unchecked {
+			continue
+		}
+		unit := metricUnit(m.Name, r.MetricUnits[m.Name])
+		switch got, ok := r.Metrics[m.Name]; {
+		case !ok:
+			out = append(out, fmt.Sprintf("metric %s not published, want %s: %s", m.Name, formatMetric(m.Want, unit), m.Why))
+		case !m.Agrees(got):
+			out = append(out, fmt.Sprintf("metric %s %s ≠ %s, %s", m.Name, formatMetric(got, unit), formatMetric(m.Want, unit), m.Why))
+		}
+	}
+	return out
+}
 
 func (r *Report) identities() identities {
 	var ids identities
+	deadLettered := Term{r.DeadLettered, "dead-lettered"}
 	ids.Queue = []Identity{
-		{Term{r.Sent, "events sent"}, []Term{{r.Consumed, "consumed"}, {r.DeadLettered, "dead-lettered"}}, "consumed: valid, not recalled, facility up"},
-		{Term{r.DeadLettered, "dead-lettered"}, []Term{
+		{Whole: Term{r.Sent, "events sent"}, Parts: []Term{{r.Consumed, "consumed"}, deadLettered},
+			Note: "consumed: valid, not recalled, facility up; dead-lettered: distinct messages ingest took off the DLQ"},
+		{Whole: deadLettered, Parts: []Term{
 			{r.Kinds[Outage], "outage events (failed " + fmt.Sprint(StackParams["MaxReceiveCount"]) + " receives while " + OutageFacility + " was down)"},
 			{r.Kinds[Malformed], "malformed (rejected on each receive)"},
-			{r.Recalled, "recalled lots (dead-lettered on purpose by the consumer)"}}, ""},
+			{r.Recalled, "recalled lots (dead-lettered on purpose by the consumer)"}}},
 	}
 	received := Term{r.Ingest.Received, "DLQ messages received"}
 	distinct := Term{r.IngestMessages, "distinct messages"}
 	ids.Ingest = []Identity{
-		{received, []Term{{r.Ingest.Deleted, "stored and acknowledged"}, {r.Ingest.Failed, "reported as batch item failures"},
-			{r.IngestDeletesRefused, "stored, delete refused"}}, ""},
-		{received, []Term{distinct, {r.Ingest.Received - r.IngestMessages, "redeliveries"}}, ""},
-		{distinct, []Term{{len(r.Records), "first arrivals"}, {r.ReplaysDeadLettered, "re-arrivals"}},
-			"a new sealed record each; replays dead-lettered again, appended to their record"},
+		{Whole: received, Parts: []Term{{r.Ingest.Deleted, "stored and acknowledged"}, {r.Ingest.Failed, "reported as batch item failures"},
+			{r.IngestDeletesRefused, "stored, delete refused"}}},
+		{Whole: received, Parts: []Term{distinct, {r.IngestRedeliveries, "redeliveries"}}, Note: "distinct by message id; redeliveries by SQS's receive count"},
+		{Whole: distinct, Parts: []Term{{len(r.Records), "first arrivals"}, {r.ReplaysDeadLettered, "re-arrivals"}},
+			Note: "a new sealed record each; replays dead-lettered again, appended to their record"},
 	}
 	var classes []Term
 	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
 		classes = append(classes, Term{r.ByClass[c], string(c)})
 	}
-	ids.Classes = []Identity{{Term{len(r.Records), "records"}, classes, ""}}
+	ids.Classes = []Identity{
+		{Whole: Term{len(r.Records), "records"}, Parts: classes, Note: "by class", Breakdown: true},
+		{Whole: Term{r.ByClass[quarantine.ClassExhausted], string(quarantine.ClassExhausted) + " records"}, Parts: []Term{{r.Kinds[Outage], "outage events"}}},
+		{Whole: Term{r.ByClass[quarantine.ClassValidation], string(quarantine.ClassValidation) + " records"},
+			Parts: []Term{{r.Kinds[Malformed], "malformed"}, {r.Recalled, "recalled lots"}}},
+	}
 	for _, c := range slices.Sorted(maps.Keys(r.ByClass)) {
-		sigs := r.classSignatures(c)
-		id := Identity{Whole: Term{r.ByClass[c], string(c) + " records"}, Note: fmt.Sprintf("%d %s:", len(sigs), plural(len(sigs), "signature"))}
+		in := r.classSignatures(c)
+		sigs := sortedByCount(in)
+		id := Identity{Whole: Term{r.ByClass[c], string(c) + " records"}, Note: fmt.Sprintf("by signature, %d %s:", len(sigs), plural(len(sigs), "signature")), Breakdown: true}
 		for _, s := range sigs {
-			id.Parts = append(id.Parts, Term{N: r.BySignature[s]})
+			id.Parts = append(id.Parts, Term{N: in[s]})
 		}
-		ids.Classes = append(ids.Classes, id)
+		ids.BySignature = append(ids.BySignature, id)
 	}
 	sent, settled, parked := 0, 0, 0
 	for _, rr := range r.Rounds {
@@ -120,10 +165,11 @@ func (r *Report) identities() identities {
 	for _, p := range r.Policies {
 		byPolicy += p.Redriven
 	}
-	replays := Term{sent + byPolicy, "replays sent"}
+	replays := Term{r.Replays, "replays sent"}
 	ids.Replays = []Identity{
-		{replays, []Term{{sent, "by the on-call's rounds"}, {byPolicy, "by the standing policy"}}, ""},
-		{replays, []Term{{r.ReplaysConsumed, "consumed"}, {r.ReplaysDeadLettered, "dead-lettered again"}}, "the recalled lots failing again: the re-arrivals above"},
+		{Whole: replays, Parts: []Term{{sent, "by the on-call's rounds"}, {byPolicy, "by the standing policy"}},
+			Note: "replays sent: the records' redrive counts, in the table; the rest: the redrive reports"},
+		{Whole: replays, Parts: []Term{{r.ReplaysConsumed, "consumed"}, {r.ReplaysDeadLettered, "dead-lettered again"}}, Note: "the recalled lots failing again: the re-arrivals above"},
 	}
 	var final []Term
 	for _, st := range slices.Sorted(maps.Keys(r.Final)) {
@@ -134,28 +180,32 @@ func (r *Report) identities() identities {
 	for _, s := range sortedByCount(r.OpenBySignature) {
 		bySig = append(bySig, Term{N: r.OpenBySignature[s]})
 	}
+	resolved := Term{r.Final[quarantine.StatusResolved], string(quarantine.StatusResolved)}
+	archived := Term{r.Final[quarantine.StatusArchived], string(quarantine.StatusArchived)}
 	ids.Final = []Identity{
-		{Term{len(r.Records), "records"}, final, ""},
-		{Term{r.Final[quarantine.StatusResolved], string(quarantine.StatusResolved)}, []Term{{r.Kinds[Outage], "outage events"}, {len(r.Corrected), "corrected"}},
-			"their replay was consumed"},
-		{Term{r.Final[quarantine.StatusResolved], string(quarantine.StatusResolved)}, []Term{{settled, "settled"}}, "the redrive rows' settled column"},
-		{Term{r.Final[quarantine.StatusArchived], string(quarantine.StatusArchived)}, []Term{{parked, "parked as poison"}},
-			"the recalled lots, at their redrive cap, then archived by the sweeper"},
-		{Term{r.Kinds[Malformed], "malformed"}, []Term{open, {len(r.Corrected), "corrected"}}, "uncorrected, a malformed event is never replayed"},
-		{open, bySig, "by signature, as dlqctl buckets lists them below"},
+		{Whole: Term{len(r.Records), "records"}, Parts: final, Note: "records: as quarantined; the states: each dead-lettered event's record read back at the end"},
+		{Whole: resolved, Parts: []Term{{r.Kinds[Outage], "outage events"}, {len(r.Corrected), "corrected"}}, Note: "their replay was consumed"},
+		{Whole: resolved, Parts: []Term{{settled, "settled"}}, Note: "the redrive rows' settled column"},
+		{Whole: archived, Parts: []Term{{parked, "parked as poison"}}, Note: "the recalled lots, at their redrive cap, then archived by the sweeper"},
 	}
+	if r.Sweep != nil {
+		ids.Final = append(ids.Final, Identity{Whole: archived, Parts: []Term{{len(r.Sweep.Archived), "archived by the sweeper"}}, Note: "the sweeper's report"})
+	}
+	ids.Final = append(ids.Final,
+		Identity{Whole: Term{r.Kinds[Malformed], "malformed"}, Parts: []Term{open, {len(r.Corrected), "corrected"}}, Note: "uncorrected, a malformed event is never replayed"},
+		Identity{Whole: open, Parts: bySig, Note: "by signature, as dlqctl buckets lists them below", Breakdown: true})
 	return ids
 }
 
-// classSignatures are the signatures of class c's records, largest first.
-func (r *Report) classSignatures(c quarantine.Class) []string {
+// classSignatures counts class c's records by signature.
+func (r *Report) classSignatures(c quarantine.Class) map[string]int {
 	in := map[string]int{}
 	for _, rec := range r.Records {
 		if rec.FailureClass == c {
-			in[rec.FailureSignature] = r.BySignature[rec.FailureSignature]
+			in[rec.FailureSignature]++
 		}
 	}
-	return sortedByCount(in)
+	return in
 }
 
 // sortedByCount returns m's keys, largest count first, then by name.

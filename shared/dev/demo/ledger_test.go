@@ -2,10 +2,12 @@ package demo
 
 import (
 	"bytes"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -79,6 +81,8 @@ func fakeReport() *Report {
 			"allocation|lot under recall|v#": 1},
 		Ingest:              localrunner.Stats{Invocations: 2, Received: 5, Deleted: 5},
 		IngestMessages:      5,
+		IngestRedeliveries:  0,
+		Replays:             3,
 		ReplaysConsumed:     1,
 		ReplaysDeadLettered: 2,
 		Rounds: []*redrive.Report{
@@ -90,8 +94,9 @@ func fakeReport() *Report {
 		OpenBySignature: map[string]int{"gate|body is not json|v#": 1},
 		Corrected:       map[string]bool{},
 		Sweep:           &sweeper.Report{Archived: make([]sweeper.Archived, 1)},
-		Metrics:         map[string]float64{"RedriveSuccessRate": 100.0 / 3, "DLQDepth": 0, "OldestQuarantinedAgeSeconds": 23.756089545000002},
-		MetricUnits:     map[string]string{"RedriveSuccessRate": "Percent", "DLQDepth": "Count", "OldestQuarantinedAgeSeconds": "Seconds"},
+		Metrics: map[string]float64{"RedriveSuccessRate": 100.0 / 3, "DLQDepth": 0, "OldestQuarantinedAgeSeconds": 23.756089545000002,
+			"PoisonRecords": 0, "ArchivedRecords": 1, "ArchiveFailures": 0, "DominantSignatureShare": 100},
+		MetricUnits: map[string]string{"RedriveSuccessRate": "Percent", "DLQDepth": "Count", "OldestQuarantinedAgeSeconds": "Seconds"},
 	}
 }
 
@@ -111,18 +116,59 @@ func TestReportReconciles(t *testing.T) {
 		"10 events sent = 7 consumed + 3 dead-lettered  — consumed: valid, not recalled, facility up",
 		"5 DLQ messages received = 5 stored and acknowledged + 0 reported as batch item failures + 0 stored, delete refused",
 		"5 distinct messages = 3 first arrivals + 2 re-arrivals",
-		"2 validation records = 1 + 1  — 2 signatures:",
+		"2 validation records: 1 + 1  — by signature, 2 signatures:",
 		"3 replays sent = 3 by the on-call's rounds + 0 by the standing policy",
 		"src#aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…", "bbbbbbbbbbbbbbbb…",
-		"23.8 s", "33.3 %  = 1 RESOLVED / (1 RESOLVED + 2 came back)",
+		"23.8 s", "33.3 %   = 1 RESOLVED / (1 RESOLVED + 2 came back)",
 		"re-arrival: ",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	if unequal.MatchString(out.String()) {
-		t.Errorf("a line does not add up:\n%s", out.String())
+	if unequal.MatchString(out.String()) || !r.OK() || len(r.Unreconciled()) != 0 {
+		t.Errorf("a line does not add up (OK %v, %q):\n%s", r.OK(), r.Unreconciled(), out.String())
+	}
+	for _, want := range []string{
+		"3 records: 1 exhausted + 2 validation  — by class",
+		"1 exhausted records = 1 outage events", "2 validation records = 1 malformed + 1 recalled lots",
+		"5 DLQ messages received = 5 distinct messages + 0 redeliveries",
+		"3 replays sent = 3 by the on-call's rounds + 0 by the standing policy",
+		"1 ARCHIVED = 1 archived by the sweeper",
+		"[ok  ] every count reconciles and every checked metric agrees (no ≠ above) (0)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The redeliveries are measured apart from the distinct messages (by SQS's
+// receive count, not as the difference), so "received = distinct +
+// redeliveries" fails when they disagree: here SQS hands message a again
+// with a receive count of 1.
+func TestIngestTapCountsRedeliveriesApart(t *testing.T) {
+	tap := newIngestTap()
+	h := tap.wrap(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	})
+	msg := func(id, n string) events.SQSMessage {
+		return events.SQSMessage{MessageId: id, Attributes: map[string]string{"ApproximateReceiveCount": n}}
+	}
+	for _, batch := range [][]events.SQSMessage{{msg("a", "1"), msg("b", "1")}, {msg("a", "2")}, {msg("a", "1")}} {
+		if _, err := h(context.Background(), events.SQSEvent{Records: batch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tap.count() != 2 || tap.redeliveries() != 1 {
+		t.Fatalf("%d distinct, %d redeliveries; want 2 and 1", tap.count(), tap.redeliveries())
+	}
+	r := fakeReport()
+	r.Ingest.Received, r.IngestMessages, r.IngestRedeliveries = 4, tap.count(), tap.redeliveries()
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	if r.OK() || !strings.Contains(out.String(), "4 DLQ messages received ≠ 2 distinct messages + 1 redeliveries (they sum to 3)") {
+		t.Fatalf("OK %v:\n%s", r.OK(), out.String())
 	}
 }
 
@@ -142,11 +188,19 @@ func TestReportShowsWhatDoesNotAddUp(t *testing.T) {
 	if broken != 2 {
 		t.Errorf("%d identities broken, want 2 (ingest's distinct messages, the replays)", broken)
 	}
+	// Any ≠ fails the run: the report is not OK, and its invariants say
+	// which lines do not add up.
+	if r.OK() || len(r.Unreconciled()) != 3 {
+		t.Errorf("OK %v with unreconciled %q: want false, the two lines and the metric", r.OK(), r.Unreconciled())
+	}
 	if !unequal.MatchString(out.String()) {
 		t.Errorf("unequal does not find the lines that do not add up")
 	}
 	for _, want := range []string{"5 distinct messages ≠ 3 first arrivals + 1 re-arrivals (they sum to 4)", "3 replays sent ≠ 1 consumed + 1 dead-lettered again (they sum to 2)",
-		"RedriveSuccessRate           90.0 %  ≠ 50.0 %"} {
+		"RedriveSuccessRate           90.0 %   ≠ 50.0 %",
+		"[FAIL] every count reconciles and every checked metric agrees (no ≠ above) (3)",
+		"    does not reconcile: 5 distinct messages ≠ 3 first arrivals + 1 re-arrivals (they sum to 4)",
+		"    does not reconcile: metric RedriveSuccessRate 90.0 % ≠ 50.0 %"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

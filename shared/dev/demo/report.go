@@ -19,7 +19,7 @@ func (r *Report) Print(w io.Writer, sample int) {
 	ids := r.identities()
 	line := func(id Identity) { fmt.Fprintf(w, "  %s\n", id) }
 	fmt.Fprintf(w, "\nDLQ Quarantine demo\n===================\n")
-	fmt.Fprintf(w, "(each count below is the sum of its parts, measured apart; a line that does not add up prints ≠; terms at the end)\n\n")
+	fmt.Fprintf(w, "(a \"whole = parts\" line is a check: whole and parts are measured apart; a \"whole: parts\" line splits one count and adds up\n by definition; a line that does not add up prints ≠ and fails the run; terms at the end)\n\n")
 	fmt.Fprintf(w, "source queue (the consumer, simulated, is the user's service):\n")
 	for _, id := range ids.Queue {
 		line(id)
@@ -29,11 +29,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 		line(id)
 	}
 	fmt.Fprintf(w, "\nrecords sealed: %d, by failure class and signature (stage|reason|schema), as quarantined:\n", len(r.Records))
-	line(ids.Classes[0])
+	for _, id := range ids.Classes {
+		line(id)
+	}
 	for i, c := range slices.Sorted(maps.Keys(r.ByClass)) {
-		line(ids.Classes[i+1])
-		for _, s := range r.classSignatures(c) {
-			fmt.Fprintf(w, "    %6d  %5.1f%%  %s\n", r.BySignature[s], 100*float64(r.BySignature[s])/float64(max(len(r.Records), 1)), s)
+		line(ids.BySignature[i])
+		in := r.classSignatures(c)
+		for _, s := range sortedByCount(in) {
+			fmt.Fprintf(w, "    %6d  %5.1f%%  %s\n", in[s], 100*float64(in[s])/float64(max(len(r.Records), 1)), s)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -105,10 +108,15 @@ func (r *Report) Print(w io.Writer, sample int) {
 	check(len(r.Duplicated) == 0, "no event consumed twice", len(r.Duplicated))
 	check(len(r.WrongState) == 0, "outage events resolved, recalled lots poison-parked at the cap, malformed never replayed", len(r.WrongState))
 	check(len(r.BadStubs) == 0, "every archive object verifies (checksum, seal chain, COMPLIANCE lock)", len(r.BadStubs))
+	unreconciled := r.Unreconciled()
+	check(len(unreconciled) == 0, "every count reconciles and every checked metric agrees (no ≠ above)", len(unreconciled))
 	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs} {
 		for _, x := range l[:min(len(l), 5)] {
 			fmt.Fprintf(w, "    %s\n", x)
 		}
+	}
+	for _, x := range unreconciled {
+		fmt.Fprintf(w, "    does not reconcile: %s\n", x)
 	}
 	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(100*time.Millisecond))
 }
@@ -119,7 +127,7 @@ var legend = []string{
 	"validation: an event that must be fixed before a replay (malformed, or declared permanent by the consumer)",
 	"signature: stage|reason|schema version, the key records are triaged and replayed by",
 	"re-arrival: a replay that failed again and came back through the DLQ, appended to its record (not a new one)",
-	"redelivery: the same DLQ message handed to ingest again (visibility expired); stored once",
+	"redelivery: the same DLQ message handed to ingest again (visibility expired; SQS's receive count above 1); stored once",
 	"batch item failure: a message ingest could not store, left on the DLQ to be received again",
 	"delete refused: SQS refused the acknowledgement because the receipt had expired; the message comes again as a redelivery",
 	"settled: RESOLVED once a replay has not come back within the settle window",

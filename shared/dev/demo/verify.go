@@ -138,6 +138,7 @@ func verifyFinal(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 			continue
 		}
 		rep.Final[r.Status]++
+		rep.Replays += r.RedriveCount
 		if r.Status == quarantine.StatusQuarantined {
 			rep.OpenBySignature[r.FailureSignature]++
 		}
