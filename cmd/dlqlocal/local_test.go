@@ -249,7 +249,7 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
 		"logs (the functions' output and the runner's log): " + local.logs,
-		"aws lambda invoke --function-name dlqq-redrive --payload fileb://events/redrive-dry-run.json",
+		"aws lambda invoke --function-name dlqq-redrive --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json",
 		`--queue-url "$DLQQ_DLQ_URL"`,
 	} {
 		if !strings.Contains(banner, want) {
