@@ -122,8 +122,14 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 		defer os.Remove(o.EnvFile)
 	}
 	<-ctx.Done()
+	// The stop, in order: what receives and invokes (the poller, the
+	// schedules, the consumer), then the functions (each waits for its
+	// invocations in flight), then the count of what -data cannot keep,
+	// then (deferred) the stack, whose Close writes the last snapshot.
 	wg.Wait()
 	<-consumed
+	l.Close()
+	o.Extras.warnInFlight(context.WithoutCancel(ctx), stderr, st)
 	fmt.Fprintln(stdout, "stopped")
 	return 0
 }
