@@ -49,9 +49,9 @@ type Supervised struct {
 	restarts int
 	polled   bool // the current process has polled
 	pollCh   chan struct{}
-	fetching bool            // a poll of kumo is outstanding
+	fetching bool                 // a poll of kumo is outstanding
 	inflight map[string]time.Time // invocations handed to the current process, when
-	arrived  chan invocation // invocations from kumo, for the next poll
+	arrived  chan invocation      // invocations from kumo, for the next poll
 	fetchCtx context.Context
 	cancel   context.CancelFunc
 }
