@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 )
 
@@ -132,8 +133,9 @@ func invokeFake(t *testing.T, st *embedded.Stack, sup *lambdatest.Supervised, pa
 }
 
 // The bootstrap leads its own process group (a terminal's Ctrl-C does not
-// reach it), and Close lets an invocation in flight finish and answer
-// before it stops the process, which it does without a restart.
+// reach it), and Close (here through localrunner's, which says that it
+// waits) lets an invocation in flight finish and answer before it stops
+// the process, which it does without a restart.
 func TestSupervisorCloseLetsTheInvocationInFlightFinish(t *testing.T) {
 	t.Parallel()
 	st := embedded.ForTest(t, embedded.Options{NoS3: true})
@@ -160,7 +162,11 @@ func TestSupervisorCloseLetsTheInvocationInFlightFinish(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sup.Close()
+	var progress strings.Builder
+	(&localrunner.Local{Functions: map[string]*lambdatest.Supervised{"Fake": sup}, Progress: &progress}).Close()
+	if want := "stopping: waiting up to 30s for 1 invocations in flight to finish …\n"; progress.String() != want {
+		t.Errorf("the stop said %q, want %q", progress.String(), want)
+	}
 	r := <-done
 	if r.err != nil || r.o.FunctionError != nil || string(r.o.Payload) != payload {
 		t.Fatalf("the invocation in flight at Close: %v %v %s\n%s", r.err, aws.ToString(r.o.FunctionError), r.o.Payload, out)

@@ -49,8 +49,10 @@ type Local struct {
 	Lambda    *lambda.Client
 	Poller    *Poller
 
-	log      *slog.Logger
-	progress io.Writer
+	// Progress, when not nil, is told what the stop waits for.
+	Progress io.Writer
+
+	log *slog.Logger
 }
 
 // StartLocal builds the four bootstraps for this machine, creates each
@@ -67,7 +69,7 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log, progress: o.Progress}
+	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log, Progress: o.Progress}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -173,8 +175,8 @@ func (l *Local) Close() {
 	for _, f := range l.Functions {
 		n += f.InFlight()
 	}
-	if n > 0 && l.progress != nil {
-		fmt.Fprintf(l.progress, "stopping: waiting up to %s for %d invocations in flight to finish …\n", lambdatest.StopGrace, n)
+	if n > 0 && l.Progress != nil {
+		fmt.Fprintf(l.Progress, "stopping: waiting up to %s for %d invocations in flight to finish …\n", lambdatest.StopGrace, n)
 	}
 	var wg sync.WaitGroup
 	for _, f := range l.Functions {
