@@ -72,7 +72,7 @@ func addLocalExtras(fs *flag.FlagSet) *localExtras {
 	}
 	fs.StringVar(&x.consumer, "consumer", "off", "consumer of the source queue: off, fail (reject every delivery), flaky (reject -flaky-rate of them) or validate (reject what fails the source's schema) (local)")
 	fs.Float64Var(&x.flakyRate, "flaky-rate", 0.5, "share of deliveries -consumer flaky rejects, 0..1 (local)")
-	fs.StringVar(&x.data, "data", "", "keep the stack's state (queues, tables, objects, keys) in this directory across restarts; default: a temporary directory, lost on stop (local)")
+	fs.StringVar(&x.data, "data", "", "keep the stack's state (queues, tables, objects, keys) in this directory across restarts (not messages in flight at the stop); it must not overlap -dir; default: a temporary directory, lost on stop (local)")
 	fs.Var(&x.parkAge, "park-age", "archive PARKED records after this long, e.g. 2m (default the template's 30 days) (local)")
 	fs.Var(&x.resolvedAge, "resolved-age", "archive RESOLVED records after this long, e.g. 1m (default the template's 7 days) (local)")
 	fs.Var(&x.sweepEvery, "sweep-every", "run the sweeper this often, whole minutes, e.g. 1m (default the template's 1h) (local)")
