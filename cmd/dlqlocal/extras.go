@@ -72,7 +72,7 @@ func addLocalExtras(fs *flag.FlagSet) *localExtras {
 	}
 	fs.StringVar(&x.consumer, "consumer", "off", "consumer of the source queue: off, fail (reject every delivery), flaky (reject -flaky-rate of them) or validate (reject what fails the source's schema) (local)")
 	fs.Float64Var(&x.flakyRate, "flaky-rate", 0.5, "share of deliveries -consumer flaky rejects, 0..1 (local)")
-	fs.StringVar(&x.data, "data", "", "keep the stack's state (queues, tables, objects, keys) in this directory across restarts; default: a temporary directory, lost on stop (local)")
+	fs.StringVar(&x.data, "data", "", "keep the stack's state (queues, tables, objects, keys) in this directory across restarts (not messages in flight at the stop); it must not overlap -dir; default: a temporary directory, lost on stop (local)")
 	fs.Var(&x.parkAge, "park-age", "archive PARKED records after this long, e.g. 2m (default the template's 30 days) (local)")
 	fs.Var(&x.resolvedAge, "resolved-age", "archive RESOLVED records after this long, e.g. 1m (default the template's 7 days) (local)")
 	fs.Var(&x.sweepEvery, "sweep-every", "run the sweeper this often, whole minutes, e.g. 1m (default the template's 1h) (local)")
@@ -255,7 +255,7 @@ func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
 		return err
 	}
 	if x.data != "" {
-		fmt.Fprintf(w, "state: kept in %s (kumo's queues, tables, keys and functions in %s/kumo, written every %s and on Ctrl-C; S3 objects in %s/s3); a kill -9 loses about the last %s of kumo writes\n",
+		fmt.Fprintf(w, "state: kept in %s (kumo's queues, tables, keys and functions in %s/kumo, written every %s and on Ctrl-C; S3 objects in %s/s3); a kill -9 loses about the last %s of kumo writes. Messages in flight (received and not deleted, released ones too until received again) are not kept: kumo snapshots only queued messages; a clean stop counts them on stderr\n",
 			x.data, x.data, embedded.FlushInterval, x.data, embedded.FlushInterval)
 	} else {
 		fmt.Fprintf(w, "state: in a temporary directory, lost on stop (-data DIR keeps it)\n")
@@ -286,6 +286,22 @@ func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
 			orDefault(x.parkAge, "30 days"), orDefault(x.resolvedAge, "7 days"), orDefault(x.sweepEvery, "hour"))
 	}
 	return nil
+}
+
+// warnInFlight says on w, with -data, how many messages of each queue are
+// in flight: kumo does not snapshot them, so the next start will not have
+// them. Call it once nothing receives any more, before the stack closes.
+func (x *localExtras) warnInFlight(ctx context.Context, w io.Writer, st *embedded.Stack) {
+	if x.data == "" {
+		return
+	}
+	qs, err := st.InFlight(ctx)
+	for _, q := range qs {
+		fmt.Fprintf(w, "warning: %d messages in flight in %s are not kept by -data (kumo snapshots only queued messages); AWS would deliver them again after their visibility timeout\n", q.N, q.Name)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: could not count the messages in flight, which -data does not keep: %v\n", err)
+	}
 }
 
 func orDefault(a ageFlag, def string) string {

@@ -122,8 +122,14 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 		defer os.Remove(o.EnvFile)
 	}
 	<-ctx.Done()
+	// The stop, in order: what receives and invokes (the poller, the
+	// schedules, the consumer), then the functions (each waits for its
+	// invocations in flight), then the count of what -data cannot keep,
+	// then (deferred) the stack, whose Close writes the last snapshot.
 	wg.Wait()
 	<-consumed
+	l.Close()
+	o.Extras.warnInFlight(context.WithoutCancel(ctx), stderr, st)
 	fmt.Fprintln(stdout, "stopped")
 	return 0
 }
@@ -269,7 +275,9 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	source := st.Names["SourceQueue"]
 	fmt.Fprintf(w, "\ntry (from the repository root, after the exports):\n")
 	fmt.Fprintf(w, "  aws lambda list-functions --query 'Functions[].FunctionName'\n")
-	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --payload fileb://events/redrive-dry-run.json out.json && cat out.json\n", l.Name("RedriveFunction"))
+	// --cli-read-timeout 0: the CLI's 60 s read timeout would retry a long
+	// redrive call, starting a second run.
+	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json out.json && cat out.json\n", l.Name("RedriveFunction"))
 	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}'\n")
 	fmt.Fprintf(w, "      (straight into the DLQ: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n")
 	fmt.Fprintf(w, "  dlqctl ls --status all      (dlqctl: go run ./cmd/dlqctl, or go build -o build/dlqctl ./cmd/dlqctl)\n")

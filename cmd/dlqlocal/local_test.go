@@ -92,6 +92,9 @@ func startLocal(dir string) error {
 	local.cmd = exec.Command(self, "local", "-dir", local.dir, "-env-file", local.envFile, "-logs", local.logs)
 	local.cmd.Env = append(os.Environ(), reexec+"=1")
 	local.cmd.Stdout, local.cmd.Stderr = local.stdout, local.stderr
+	// Its own process group, as a shell gives a foreground job: stopLocal
+	// sends SIGINT to the whole group, as a terminal's Ctrl-C does.
+	local.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := local.cmd.Start(); err != nil {
 		return err
 	}
@@ -138,7 +141,8 @@ func stopLocal() error {
 		return fmt.Errorf("exited before SIGINT: %v", local.cmd.ProcessState)
 	default:
 	}
-	_ = local.cmd.Process.Signal(os.Interrupt)
+	restarts := restartLines()
+	_ = syscall.Kill(-local.cmd.Process.Pid, syscall.SIGINT) // Ctrl-C: the foreground group
 	select {
 	case <-local.exited:
 	case <-time.After(2 * time.Minute):
@@ -148,6 +152,21 @@ func stopLocal() error {
 	}
 	if code := local.cmd.ProcessState.ExitCode(); code != 0 {
 		return fmt.Errorf("exit code %d, want 0", code)
+	}
+	if n := restartLines(); n != restarts {
+		return fmt.Errorf("Ctrl-C restarted %d bootstraps (their group got the SIGINT?)", n-restarts)
+	}
+	stopped := 0
+	for _, m := range logLines() {
+		if m["msg"] == "bootstrap exited on stop" {
+			stopped++
+			if st, _ := m["status"].(string); st != "signal: terminated" {
+				return fmt.Errorf("bootstrap of %v exited on stop with %q, want SIGTERM from dlqlocal (the terminal's SIGINT reached it?)", m["function"], st)
+			}
+		}
+	}
+	if stopped != 4 {
+		return fmt.Errorf("%d bootstraps exited on stop, want 4", stopped)
 	}
 	if !strings.HasSuffix(local.stdout.String(), "stopped\n") {
 		return fmt.Errorf("stdout does not end with stopped: %q", tail(local.stdout.String()))
@@ -190,6 +209,17 @@ func logLines() []map[string]any {
 		}
 	}
 	return out
+}
+
+// restartLines counts the supervisor's restart lines in the log.
+func restartLines() int {
+	n := 0
+	for _, m := range logLines() {
+		if m["msg"] == "bootstrap exited; restarting it" {
+			n++
+		}
+	}
+	return n
 }
 
 // bootstrapPIDs are the pids the supervisor started for dlqq-<fn>, in order.
@@ -249,7 +279,7 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
 		"logs (the functions' output and the runner's log): " + local.logs,
-		"aws lambda invoke --function-name dlqq-redrive --payload fileb://events/redrive-dry-run.json",
+		"aws lambda invoke --function-name dlqq-redrive --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json",
 		`--queue-url "$DLQQ_DLQ_URL"`,
 	} {
 		if !strings.Contains(banner, want) {

@@ -63,6 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if args[0] == "local" {
+		if err := checkDirs(*dir, extras.data); err != nil { // before the re-exec
+			fmt.Fprintln(stderr, "dlqlocal local:", err)
+			return 2
+		}
 		if err := extras.prepare(); err != nil { // with -data, re-executes the process
 			fmt.Fprintln(stderr, "dlqlocal local:", err)
 			return 2

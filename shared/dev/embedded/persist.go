@@ -22,7 +22,10 @@ import (
 // an interval of decades) and flushes the snapshots itself: every
 // FlushInterval while it runs, and once more in Close, after the callers
 // have stopped, so a write answered before Close survives. A hard crash
-// (kill -9) loses at most the last FlushInterval of kumo writes.
+// (kill -9) loses at most the last FlushInterval of kumo writes; besides,
+// kumo's SQS snapshot holds only queued messages, never the ones in flight
+// (received and not deleted, or released with visibility 0 and not
+// received again), which every restart loses (see InFlight).
 // versitygw writes every object to DataDir/s3 before it answers.
 
 // The variables kumo reads; PersistEnviron sets both.

@@ -123,6 +123,61 @@ func TestPersistHelper(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Println("read back: message, item, object, key")
+	case "inflight-write":
+		// Two messages; one received and released (visibility 0), as a
+		// consumer that rejects it does.
+		q := st.QueueURLs["SourceQueue"]
+		for _, b := range []string{"first", "second"} {
+			if _, err := st.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(b)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), MaxNumberOfMessages: 1})
+		if err != nil || len(got.Messages) != 1 {
+			t.Fatalf("receive: %v %+v", err, got)
+		}
+		if _, err := st.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q), ReceiptHandle: got.Messages[0].ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := st.InFlight(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		fmt.Printf("in flight: %+v\n", n)
+	case "inflight-read":
+		defer st.Close()
+		got, err := st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("after the restart: %d messages\n", len(got.Messages))
+	}
+}
+
+// A message released (visibility 0) and not received again is in flight
+// for kumo, which does not snapshot in-flight messages: InFlight counts it
+// before Close, and the restarted stack has only the other one. (Should
+// kumo start keeping them, this test says so: the warning would be wrong.)
+func TestInFlightMessagesAreCountedAndNotKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	phase := func(name string) string {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPersistHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), persistPhase+"="+name, "DLQQ_EMBEDDED_PERSIST_DIR="+dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("phase %s: %v\n%s", name, err, out.String())
+		}
+		return out.String()
+	}
+	if out := phase("inflight-write"); !strings.Contains(out, "in flight: [{Name:persist-source N:1}]") {
+		t.Fatalf("first run:\n%s", out)
+	}
+	if out := phase("inflight-read"); !strings.Contains(out, "after the restart: 1 messages") {
+		t.Fatalf("second run:\n%s", out)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -166,6 +167,10 @@ func command(st *embedded.Stack, s Spec, addr string, out io.Writer) *exec.Cmd {
 		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
 	), s.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group: a terminal's Ctrl-C (SIGINT to the foreground
+	// group) reaches dlqlocal, which stops the bootstraps in order, and not
+	// the bootstraps mid-invocation.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
 

@@ -49,9 +49,9 @@ type Supervised struct {
 	restarts int
 	polled   bool // the current process has polled
 	pollCh   chan struct{}
-	fetching bool            // a poll of kumo is outstanding
-	inflight map[string]bool // invocations handed to the current process
-	arrived  chan invocation // invocations from kumo, for the next poll
+	fetching bool                 // a poll of kumo is outstanding
+	inflight map[string]time.Time // invocations handed to the current process, when
+	arrived  chan invocation      // invocations from kumo, for the next poll
 	fetchCtx context.Context
 	cancel   context.CancelFunc
 }
@@ -72,7 +72,7 @@ func Supervise(ctx context.Context, st *embedded.Stack, s Spec, out io.Writer, l
 	}
 	f := &Supervised{Spec: s, st: st, out: NewPrefixWriter(out, "["+s.Name+"] "), log: log,
 		stop: make(chan struct{}), exited: make(chan struct{}), pollCh: make(chan struct{}),
-		inflight: map[string]bool{}, arrived: make(chan invocation)}
+		inflight: map[string]time.Time{}, arrived: make(chan invocation)}
 	f.fetchCtx, f.cancel = context.WithCancel(context.Background())
 	if err := f.listen(); err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func (f *Supervised) start() (*process, error) {
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	f.mu.Lock()
 	f.cmd, f.polled = cmd, false
-	f.inflight = map[string]bool{}
+	f.inflight = map[string]time.Time{}
 	f.mu.Unlock()
 	f.log.Info("bootstrap started", "function", f.Spec.Name, "pid", cmd.Process.Pid)
 	return p, nil
@@ -149,20 +149,28 @@ func (f *Supervised) onPoll() {
 
 // watch restarts the bootstrap each time it exits, until Close; a process
 // that exits before it polls waits longer before the next start (up to 5 s).
+// A process whose invocation runs past the function's timeout plus
+// TimeoutGrace is killed (and so restarted), as Lambda resets an execution
+// environment after a timeout. On Close it stops the process (shutdown).
 func (f *Supervised) watch(p *process) {
 	defer close(f.exited)
 	backoff := 100 * time.Millisecond
+	tick := time.NewTicker(timeoutCheck)
+	defer tick.Stop()
 	for {
 		select {
 		case <-f.stop:
-			f.kill(p)
+			f.shutdown(p)
 			return
+		case <-tick.C:
+			f.killTimedOut(p)
+			continue
 		case <-p.done:
 		}
 		f.mu.Lock()
 		f.restarts++
 		n, polled, lost := f.restarts, f.polled, f.inflight
-		f.inflight = map[string]bool{}
+		f.inflight = map[string]time.Time{}
 		f.mu.Unlock()
 		for id := range lost {
 			f.exitError(id, p.status())
@@ -244,7 +252,7 @@ func (f *Supervised) next(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.mu.Lock()
-		f.inflight[inv.header.Get("Lambda-Runtime-Aws-Request-Id")] = true
+		f.inflight[inv.header.Get("Lambda-Runtime-Aws-Request-Id")] = time.Now()
 		f.mu.Unlock()
 		for k, v := range inv.header {
 			w.Header()[k] = v
@@ -296,7 +304,11 @@ func (f *Supervised) requeue(inv invocation) {
 // as Lambda does.
 func (f *Supervised) exitError(id, status string) {
 	f.log.Warn("the bootstrap exited during an invocation; it fails with Runtime.ExitError", "function", f.Spec.Name, "request_id", id)
-	body := fmt.Sprintf(`{"errorType":"Runtime.ExitError","errorMessage":"RequestId: %s Error: Runtime exited with error: %s"}`, id, status)
+	f.failInvocation(id, fmt.Sprintf(`{"errorType":"Runtime.ExitError","errorMessage":"RequestId: %s Error: Runtime exited with error: %s"}`, id, status))
+}
+
+// failInvocation posts body as the error of invocation id.
+func (f *Supervised) failInvocation(id, body string) {
 	u := f.st.Endpoint + "/_runtime/" + f.Spec.Name + "/2018-06-01/runtime/invocation/" + id + "/error"
 	resp, err := http.Post(u, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -337,7 +349,9 @@ func (f *Supervised) WaitPolled(ctx context.Context) error {
 	}
 }
 
-// Close stops the bootstrap (no restart) and its proxy.
+// Close stops the bootstrap (no restart) and its proxy: it lets the
+// invocations in flight finish (up to StopGrace), then sends the process
+// group SIGTERM and, after TermGrace, SIGKILL (see shutdown).
 func (f *Supervised) Close() {
 	select {
 	case <-f.stop:

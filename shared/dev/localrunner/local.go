@@ -49,6 +49,9 @@ type Local struct {
 	Lambda    *lambda.Client
 	Poller    *Poller
 
+	// Progress, when not nil, is told what the stop waits for.
+	Progress io.Writer
+
 	log *slog.Logger
 }
 
@@ -66,7 +69,7 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log}
+	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log, Progress: o.Progress}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -164,9 +167,21 @@ func (l *Local) Run(ctx context.Context, ready func()) error {
 	return err
 }
 
-// Close stops the bootstraps.
+// Close stops the bootstraps, all at once, each once its invocations in
+// flight have finished (up to lambdatest.StopGrace); call it after what
+// invokes them (Run, a consumer) has stopped.
 func (l *Local) Close() {
+	n := 0
 	for _, f := range l.Functions {
-		f.Close()
+		n += f.InFlight()
 	}
+	if n > 0 && l.Progress != nil {
+		fmt.Fprintf(l.Progress, "stopping: waiting up to %s for %d invocations in flight to finish …\n", lambdatest.StopGrace, n)
+	}
+	var wg sync.WaitGroup
+	for _, f := range l.Functions {
+		wg.Add(1)
+		go func() { defer wg.Done(); f.Close() }()
+	}
+	wg.Wait()
 }
