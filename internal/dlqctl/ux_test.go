@@ -182,7 +182,7 @@ type inventory struct {
 	source string
 	q      *ingest.Quarantiner
 	srcARN string
-	// sources is the template's SOURCES JSON (show --sources).
+	// sources is the template's SOURCES JSON (the redrive function's).
 	sources string
 }
 
@@ -211,9 +211,10 @@ func (v *inventory) add(t *testing.T, msgID, body string) *quarantine.Record {
 }
 
 // Tables print long ids short, with an ellipsis; -o json and show print
-// them in full, and show takes the short id (or any unique prefix). show
-// prints the failure detail: which properties are missing (found with the
-// source's schema from --sources).
+// them in full, and show takes the short id (or any unique prefix ending
+// with an ellipsis). show prints the failure detail: which properties are
+// missing (found with the source's schema, named by the redrive function's
+// SOURCES).
 func TestLongIDsAndTheFailureDetail(t *testing.T) {
 	v := newInventory(t)
 	a := v.add(t, "m1", `{"ndc":"12345-678-90","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
@@ -236,21 +237,75 @@ func TestLongIDsAndTheFailureDetail(t *testing.T) {
 		t.Fatalf("buckets prints a full long id:\n%s", out)
 	}
 
-	for _, typed := range []string{short, strings.TrimSuffix(short, "…"), a.DLQID} {
-		out, errOut, code := v.run(t, "show", typed, "--sources", v.sources)
+	fn := createConfiguredFunction(t, v.st, map[string]string{"SOURCES": v.sources})
+	for _, typed := range []string{short, strings.TrimSuffix(short, "…") + "...", a.DLQID} {
+		out, errOut, code := v.run(t, "--function", fn, "show", typed)
 		if code != 0 || !regexp.MustCompile(`(?m)^id +`+regexp.QuoteMeta(a.DLQID)+`$`).MatchString(out) {
 			t.Fatalf("show %s (exit %d):\n%s%s", typed, code, out, errOut)
+		}
+		if matched := "matched " + a.DLQID + "\n"; (typed == a.DLQID) != (errOut == "") || (typed != a.DLQID && errOut != matched) {
+			t.Fatalf("show %s: stderr %q, want %q for a prefix and nothing for the id", typed, errOut, matched)
 		}
 		if !strings.Contains(out, "\nfailure detail:\n  ") || !strings.Contains(out, "missing propert") || !strings.Contains(out, "lot") || !strings.Contains(out, "event_id") {
 			t.Fatalf("show %s does not print the failure detail:\n%s", typed, out)
 		}
 	}
-	out, errOut, code := v.run(t, "show", v.source+"#")
+	if _, errOut, code := v.run(t, "show", strings.TrimSuffix(short, "…")); code != 1 || !strings.Contains(errOut, "no record") || !strings.Contains(errOut, "for a prefix end it with …") {
+		t.Fatalf("show of a short id without its ellipsis (exit %d): %s", code, errOut)
+	}
+	out, errOut, code := v.run(t, "show", v.source+"#…")
 	if code != dlqctl.ExitUsage || !strings.Contains(errOut, "is ambiguous") || !strings.Contains(errOut, a.DLQID) || !strings.Contains(errOut, b.DLQID) || out != "" {
 		t.Fatalf("show of an ambiguous prefix (exit %d): %s%s", code, out, errOut)
 	}
 	if _, errOut, code := v.run(t, "show", v.source+"#ffffffffffff…"); code != 1 || !strings.Contains(errOut, "no record") {
 		t.Fatalf("show of a prefix nothing has (exit %d): %s", code, errOut)
+	}
+}
+
+// show takes what was typed as a prefix only when it ends with an ellipsis:
+// a typo that begins one record's id (inv-00010 of inv-000101) names no
+// record, with or without --payload, and no read is recorded against the
+// record it begins. A prefix says the id it matched on stderr, and with
+// --payload is refused: the audited read needs the full id.
+func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
+	v := newInventory(t)
+	r := v.add(t, "m1", `{"event_id":"inv-000101","ndc":"12345-678-90","lot":"L1","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
+	typo := v.source + "#inv-00010"
+	if r.DLQID != typo+"1" {
+		t.Fatalf("want the id %s1, got %s", typo, r.DLQID)
+	}
+	reads := func() int {
+		rec, err := v.store.Get(context.Background(), r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.ReadCount
+	}
+	for _, args := range [][]string{{"show", typo}, {"show", typo, "--payload"}, {"show", typo, "--payload", "-o", "json"}} {
+		out, errOut, code := v.run(t, args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `no record "`+typo+`" in table `) || !strings.Contains(errOut, "; for a prefix end it with …") {
+			t.Fatalf("%v (exit %d), want no record:\n%s%s", args, code, out, errOut)
+		}
+	}
+	if n := reads(); n != 0 {
+		t.Fatalf("a typo recorded %d payload reads against %s", n, r.DLQID)
+	}
+	for _, typed := range []string{typo + "…", typo + "..."} {
+		out, errOut, code := v.run(t, "show", typed, "--payload")
+		if code != dlqctl.ExitUsage || out != "" || !strings.Contains(errOut, "--payload needs the full id") {
+			t.Fatalf("show %s --payload (exit %d), want refused:\n%s%s", typed, code, out, errOut)
+		}
+		out, errOut, code = v.run(t, "show", typed)
+		if code != 0 || errOut != "matched "+r.DLQID+"\n" || !regexp.MustCompile(`(?m)^id +`+regexp.QuoteMeta(r.DLQID)+`$`).MatchString(out) || strings.Contains(out, "payload (read recorded") {
+			t.Fatalf("show %s (exit %d):\n%s%s", typed, code, out, errOut)
+		}
+	}
+	if n := reads(); n != 0 {
+		t.Fatalf("show by prefix recorded %d payload reads", n)
+	}
+	out, errOut, code := v.run(t, "show", r.DLQID, "--payload")
+	if code != 0 || errOut != "" || !strings.Contains(out, "payload (read recorded as alice)") || reads() != 1 {
+		t.Fatalf("show of the full id --payload (exit %d):\n%s%s", code, out, errOut)
 	}
 }
 
