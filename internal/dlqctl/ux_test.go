@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
@@ -319,8 +321,23 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 	}
 	id := strings.Fields(out)[1]
 	out, _, code = f.run(t, "policy", "ls", "--source", "orders")
-	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 10 minimum sample sent") || !strings.Contains(out, "below it, however many came back, it cannot trip") {
+	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 10 minimum sample sent") || !strings.Contains(out, "below it, however many came back, it cannot trip") ||
+		!strings.Contains(out, fmt.Sprintf("has sent its minimum sample (here 10; --min-sample, default %d) since", policy.DefaultMinSample)) {
 		t.Fatalf("policy ls (exit %d):\n%s", code, out)
+	}
+	// The hint says the policies' own minimum samples, not the default's.
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s", "--max-per-run", "5", "--expires", "24h", "--min-sample", "3"); code != 0 {
+		t.Fatalf("add --min-sample 3 (exit %d): %s", code, errOut)
+	}
+	out, _, code = f.run(t, "policy", "ls", "--source", "o2")
+	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 3 minimum sample sent") || !strings.Contains(out, "has sent its minimum sample (here 3; --min-sample, default 10) since") {
+		t.Fatalf("policy ls of a policy with --min-sample 3 (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s2", "--max-per-run", "5", "--expires", "24h", "--min-sample", "12"); code != 0 {
+		t.Fatalf("add --min-sample 12 (exit %d): %s", code, errOut)
+	}
+	if out, _, _ = f.run(t, "policy", "ls", "--source", "o2"); !strings.Contains(out, "(here 3 or 12; --min-sample, default 10)") {
+		t.Fatalf("policy ls of two policies, 3 and 12:\n%s", out)
 	}
 	out, _, _ = f.run(t, "policy", "ls", "--source", "orders", "-o", "json")
 	var rows []struct {
