@@ -64,8 +64,8 @@ func ExitCode(err error) int {
 type Clients struct {
 	*awsclients.Clients
 	Lambda *lambda.Client
-	// Local is true against emulators (an endpoint is configured): health
-	// says that their alarms are never evaluated.
+	// Local is true against emulators (an endpoint is configured): the
+	// clients adjust to them (awsclients.Options).
 	Local bool
 }
 

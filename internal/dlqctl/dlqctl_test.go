@@ -404,6 +404,18 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if depth() != "10" {
 		t.Fatalf("source queue holds %s messages, want 10", depth())
 	}
+	// On a terminal, --yes: the progress bar (redrawn with \r on stderr)
+	// ends its line before the summary.
+	term, termOut, termErr := f.app("", time.Now)
+	term.IsTerminal = func() bool { return true }
+	code = term.Main(ctx, []string{"--table", st.Names["QuarantineTable"], "--actor", "alice", "redrive", "--function", name, "--source", source, "--max", "2", "--yes"})
+	bar := "\r[" + strings.Repeat("#", 30) + "] 2/2 redriven 2"
+	if code != 0 || !strings.Contains(termOut.String(), "redriven 2,") || !strings.Contains(termErr.String(), bar) || !strings.HasSuffix(termErr.String(), bar+"\n") {
+		t.Fatalf("redrive --yes on a terminal (exit %d): stdout %q, stderr %q: want the bar, its line ended", code, termOut, termErr)
+	}
+	if depth() != "12" {
+		t.Fatalf("source queue holds %s messages, want 12", depth())
+	}
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", "no-such-function", "--source", source, "--yes"); code != 1 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("missing function: %d %s", code, errOut)
 	}

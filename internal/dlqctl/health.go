@@ -4,6 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +19,7 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/spf13/cobra"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
@@ -24,10 +29,14 @@ type HealthOptions struct {
 	// Window is how far back a metric's latest datapoint is looked for.
 	Window time.Duration
 	// Stack names the stack: its alarms are those named "<stack>.…", and
-	// without Source its metrics those of the sources "<stack>-…".
+	// without Source its metrics those of the sources its redrive function
+	// configures (else, that unavailable, those named "<stack>-…").
 	Stack string
 	// Source restricts the metrics to one source queue.
-	Source    string
+	Source string
+	// Function is the redrive function whose SOURCES name the stack's
+	// sources; empty: "<stack>-redrive", the template's name for it.
+	Function  string
 	Namespace string
 }
 
@@ -38,6 +47,10 @@ type HealthMetric struct {
 	Value      float64           `json:"value"`
 	Unit       string            `json:"unit,omitempty"`
 	Timestamp  time.Time         `json:"timestamp"`
+	// AccountWide is true for a metric without a Source dimension (the
+	// sweeper's): nothing says which stack published it, so it is every
+	// stack's of the account and region.
+	AccountWide bool `json:"account_wide,omitempty"`
 	// dims keeps the dimensions in the order published, for the table.
 	dims []cwtypes.Dimension
 }
@@ -54,28 +67,41 @@ type HealthAlarm struct {
 
 // Health is what dlqctl health prints.
 type Health struct {
-	Namespace   string         `json:"namespace"`
-	Window      string         `json:"window"`
-	From        time.Time      `json:"from"`
-	To          time.Time      `json:"to"`
-	Metrics     []HealthMetric `json:"metrics"`
-	AlarmPrefix string         `json:"alarm_prefix"`
-	Alarms      []HealthAlarm  `json:"alarms"`
-	// AlarmsEvaluated is false against a local emulator: kumo stores
-	// alarms but never evaluates them.
+	Namespace string    `json:"namespace"`
+	Window    string    `json:"window"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+	// Sources are the stack's sources whose metrics are listed, and
+	// SourcesFrom where they come from; SourcePrefix, when the sources
+	// could not be read, is the name prefix taken instead.
+	Sources      []string       `json:"sources,omitempty"`
+	SourcePrefix string         `json:"source_prefix,omitempty"`
+	SourcesFrom  string         `json:"sources_from"`
+	Metrics      []HealthMetric `json:"metrics"`
+	AlarmPrefix  string         `json:"alarm_prefix"`
+	Alarms       []HealthAlarm  `json:"alarms"`
+	// AlarmsEvaluated is false against a CloudWatch endpoint on a
+	// loopback address (a local emulator): kumo stores alarms but never
+	// evaluates them.
 	AlarmsEvaluated bool   `json:"alarms_evaluated"`
 	Note            string `json:"note,omitempty"`
 }
 
-// notEvaluated is what health says of alarms against an emulator.
+// notEvaluated is what health says of alarms against a loopback endpoint.
 const notEvaluated = "locally (kumo) alarms are stored but never evaluated: each state is as created or last set, not a judgement of the metrics"
 
 func (a *App) healthCmd() *cobra.Command {
 	var o HealthOptions
-	c := command("health", "Show the latest DLQ health metrics and the stack's alarm states (CloudWatch; no AWS CLI needed)", func(ctx context.Context) error { return a.Health(ctx, o) })
+	c := command("health", "Show the latest DLQ health metrics and the stack's alarm states (CloudWatch; no AWS CLI needed)", nil)
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd.Flags().Changed("function") || os.Getenv("DLQQ_REDRIVE_FUNCTION") != "" {
+			o.Function = a.Function
+		}
+		return a.Health(cmd.Context(), o)
+	}
 	f := c.Flags()
 	f.DurationVar(&o.Window, "window", 15*time.Minute, "how far back to look for each metric's latest datapoint")
-	f.StringVar(&o.Stack, "stack", envOr("DLQQ_STACK", "dlqq"), "stack name: its alarms are named STACK.…, its sources STACK-… (DLQQ_STACK)")
+	f.StringVar(&o.Stack, "stack", envOr("DLQQ_STACK", "dlqq"), "stack name: its alarms are named STACK.…; its sources are those of its redrive function (--function, default STACK-redrive), else those named STACK-… (DLQQ_STACK)")
 	f.StringVar(&o.Source, "source", "", "only this source queue's metrics (default: the stack's sources)")
 	f.StringVar(&o.Namespace, "namespace", emf.Namespace, "CloudWatch namespace the functions publish to")
 	return c
@@ -99,12 +125,14 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 		return err
 	}
 	to := a.Now().UTC().Truncate(time.Second)
+	local := loopbackEndpoint(aws.ToString(c.CloudWatch.Options().BaseEndpoint))
 	h := Health{Namespace: o.Namespace, Window: shortDuration(o.Window), From: to.Add(-o.Window), To: to,
-		AlarmPrefix: o.Stack + ".", AlarmsEvaluated: !c.Local, Metrics: []HealthMetric{}, Alarms: []HealthAlarm{}}
-	if c.Local {
+		AlarmPrefix: o.Stack + ".", AlarmsEvaluated: !local, Metrics: []HealthMetric{}, Alarms: []HealthAlarm{}}
+	if local {
 		h.Note = notEvaluated
 	}
-	list, err := a.stackMetrics(ctx, c.CloudWatch, o)
+	a.healthSources(ctx, o, &h)
+	list, err := stackMetrics(ctx, c.CloudWatch, o.Namespace, h.Sources, h.SourcePrefix)
 	if err != nil {
 		return err
 	}
@@ -120,12 +148,54 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 	return a.healthText(h)
 }
 
+// healthSources sets h's sources: o.Source; else those the SOURCES of the
+// stack's redrive function configure; else, those unavailable, the name
+// prefix "<stack>-" (the template's names), saying why.
+func (a *App) healthSources(ctx context.Context, o HealthOptions, h *Health) {
+	if o.Source != "" {
+		h.Sources, h.SourcesFrom = []string{o.Source}, "--source"
+		return
+	}
+	fn := cmp.Or(o.Function, o.Stack+"-redrive")
+	raw, err := a.functionSources(ctx, fn)
+	var cfg map[string]sources.Config
+	if err == nil {
+		if cfg, err = sources.Parse(raw); err != nil {
+			err = fmt.Errorf("the SOURCES of function %s: %w", fn, err)
+		} else if len(cfg) == 0 {
+			err = fmt.Errorf("the SOURCES of function %s name no source", fn)
+		}
+	}
+	if err == nil {
+		h.Sources, h.SourcesFrom = slices.Sorted(maps.Keys(cfg)), "the SOURCES of function "+fn
+		return
+	}
+	h.SourcePrefix = o.Stack + "-"
+	h.SourcesFrom = "assumed from the stack name: " + err.Error()
+}
+
+// loopbackEndpoint reports whether endpoint (a URL; empty for AWS's own)
+// is on this machine: 127.0.0.0/8, ::1 or localhost.
+func loopbackEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || endpoint == "" {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // stackMetrics lists the namespace's metrics that belong to the stack:
-// those of its sources (or of o.Source), and those without a Source
-// dimension (the sweeper's).
-func (a *App) stackMetrics(ctx context.Context, cw *cloudwatch.Client, o HealthOptions) ([]cwtypes.Metric, error) {
+// those whose Source is one of names (or, names empty, starts with
+// prefix), and those without a Source dimension (the sweeper's: nothing
+// says which stack published them).
+func stackMetrics(ctx context.Context, cw *cloudwatch.Client, ns string, names []string, prefix string) ([]cwtypes.Metric, error) {
 	var out []cwtypes.Metric
-	p := cloudwatch.NewListMetricsPaginator(cw, &cloudwatch.ListMetricsInput{Namespace: aws.String(o.Namespace)})
+	p := cloudwatch.NewListMetricsPaginator(cw, &cloudwatch.ListMetricsInput{Namespace: aws.String(ns)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -135,9 +205,9 @@ func (a *App) stackMetrics(ctx context.Context, cw *cloudwatch.Client, o HealthO
 			source, ok := dimension(m.Dimensions, metrics.DimSource)
 			switch {
 			case !ok:
-			case o.Source != "" && source != o.Source:
+			case len(names) > 0 && !slices.Contains(names, source):
 				continue
-			case o.Source == "" && !strings.HasPrefix(source, o.Stack+"-"):
+			case len(names) == 0 && !strings.HasPrefix(source, prefix):
 				continue
 			}
 			out = append(out, m)
@@ -240,8 +310,9 @@ func latest(ctx context.Context, cw *cloudwatch.Client, ns string, m cwtypes.Met
 	for _, d := range m.Dimensions {
 		dims[aws.ToString(d.Name)] = aws.ToString(d.Value)
 	}
+	_, hasSource := dimension(m.Dimensions, metrics.DimSource)
 	return &HealthMetric{Metric: aws.ToString(m.MetricName), Dimensions: dims, Value: aws.ToFloat64(best.Maximum),
-		Unit: string(best.Unit), Timestamp: best.Timestamp.UTC(), dims: m.Dimensions}, nil
+		Unit: string(best.Unit), Timestamp: best.Timestamp.UTC(), AccountWide: !hasSource, dims: m.Dimensions}, nil
 }
 
 // stackAlarms reads the alarms whose names start with prefix.
@@ -263,12 +334,20 @@ func stackAlarms(ctx context.Context, cw *cloudwatch.Client, prefix string) ([]H
 }
 
 // healthText prints h for a person: the metrics (the Records series at 0
-// left to -o json), then the alarms.
+// left to -o json) and whose they are, then the alarms.
 func (a *App) healthText(h Health) error {
 	if len(h.Metrics) == 0 {
 		fmt.Fprintf(a.Out, "no datapoints in the last %s; the metrics function publishes every minute\n", h.Window)
 	} else {
-		fmt.Fprintf(a.Out, "%s metrics: the latest datapoint of each in the last %s (to %s)\n\n", h.Namespace, h.Window, h.To.Format(time.RFC3339))
+		fmt.Fprintf(a.Out, "%s metrics: the latest datapoint of each in the last %s (to %s)\n", h.Namespace, h.Window, h.To.Format(time.RFC3339))
+	}
+	if len(h.Sources) > 0 {
+		fmt.Fprintf(a.Out, "sources: %s (%s)\n", strings.Join(h.Sources, ", "), h.SourcesFrom)
+	} else {
+		fmt.Fprintf(a.Out, "sources: those named %s… (%s)\n", h.SourcePrefix, h.SourcesFrom)
+	}
+	if len(h.Metrics) > 0 {
+		fmt.Fprintln(a.Out)
 		tw := newTable(a.Out)
 		fmt.Fprintln(tw, "METRIC\tDIMENSIONS\tVALUE\tUNIT\tAT")
 		zero := 0
@@ -277,7 +356,11 @@ func (a *App) healthText(h Health) error {
 				zero++
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Metric, cmp.Or(dimsText(m.dims), "-"), formatValue(m.Value), m.Unit, m.Timestamp.Format(time.RFC3339))
+			dims := cmp.Or(dimsText(m.dims), "-")
+			if m.AccountWide {
+				dims += " " + accountWide
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Metric, dims, formatValue(m.Value), m.Unit, m.Timestamp.Format(time.RFC3339))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -305,6 +388,9 @@ func (a *App) healthText(h Health) error {
 	}
 	return nil
 }
+
+// accountWide labels a metric without a Source dimension in the table.
+const accountWide = "(account-wide: every stack)"
 
 // dimsText is "Name=value …" in the order published.
 func dimsText(dims []cwtypes.Dimension) string {

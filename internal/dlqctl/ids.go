@@ -18,23 +18,39 @@ import (
 // the search stops.
 const maxPrefixMatches = 5
 
-// resolveID turns what the user typed into a record id: the id itself
-// when such a record exists, else the one record whose id starts with it
-// (a table's short id, with or without its ellipsis). It refuses a prefix
-// that matches several records, naming some of them.
+// idPrefix reports whether typed is a prefix, the form ls and buckets
+// print: it ends with an ellipsis ("…" or "..."). prefix is typed without it.
+func idPrefix(typed string) (prefix string, ok bool) {
+	for _, e := range []string{"…", "..."} {
+		if p, found := strings.CutSuffix(typed, e); found {
+			return p, true
+		}
+	}
+	return typed, false
+}
+
+// resolveID turns what the user typed into a record id. An id without an
+// ellipsis is taken exactly: a typo names no record, never another one. An
+// id ending with an ellipsis ("…" or "...": a table's short id) is a
+// prefix, resolved to the one record whose id starts with it, and the id
+// it matched is said on stderr; a prefix that matches several records is
+// refused, naming some of them.
 func (a *App) resolveID(ctx context.Context, typed string) (string, error) {
-	store, _, _, err := a.store(ctx)
-	if err != nil {
-		return "", err
-	}
-	if _, err := store.Get(ctx, typed); err == nil {
+	prefix, isPrefix := idPrefix(typed)
+	if !isPrefix {
+		store, _, _, err := a.store(ctx)
+		if err != nil {
+			return "", err
+		}
+		if _, err := store.Get(ctx, typed); errors.Is(err, quarantine.ErrNotFound) {
+			return "", fmt.Errorf("no record %q in table %s; for a prefix end it with …", typed, a.Table)
+		} else if err != nil {
+			return "", describe(err, a.Table)
+		}
 		return typed, nil
-	} else if !errors.Is(err, quarantine.ErrNotFound) {
-		return "", describe(err, a.Table)
 	}
-	prefix := strings.TrimSuffix(strings.TrimSuffix(typed, "…"), "...")
 	if prefix == "" {
-		return "", fmt.Errorf("no record %q in table %s", typed, a.Table)
+		return "", &UsageError{fmt.Errorf("%q: give the start of an id before the ellipsis", typed)}
 	}
 	matches, err := a.idsWithPrefix(ctx, prefix)
 	if err != nil {
@@ -42,8 +58,9 @@ func (a *App) resolveID(ctx context.Context, typed string) (string, error) {
 	}
 	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("no record %q in table %s", typed, a.Table)
+		return "", fmt.Errorf("no record id in table %s begins with %q", a.Table, prefix)
 	case 1:
+		fmt.Fprintf(a.Err, "matched %s\n", matches[0])
 		return matches[0], nil
 	}
 	more := ""
@@ -54,8 +71,8 @@ func (a *App) resolveID(ctx context.Context, typed string) (string, error) {
 }
 
 // idsWithPrefix scans the table for record ids starting with prefix (a
-// forensic read, as verify's; show calls it only when no record has
-// exactly the id typed), up to maxPrefixMatches.
+// forensic read, as verify's; show calls it only for an id typed with an
+// ellipsis), up to maxPrefixMatches.
 func (a *App) idsWithPrefix(ctx context.Context, prefix string) ([]string, error) {
 	c, err := a.connect(ctx)
 	if err != nil {

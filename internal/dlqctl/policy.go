@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,8 +54,8 @@ func (a *App) policyCmd() *cobra.Command {
 	f.IntVar(&add.MaxPerRun, "max-per-run", 0, "records replayed per scheduled run (required, at most 1000)")
 	f.Float64Var(&add.Rate, "rate", 0, "sends per second")
 	f.StringVar(&add.Expires, "expires", "", "RFC 3339 time or a duration from now, within 90 days (required)")
-	f.Float64Var(&add.Threshold, "threshold", 0, "share of replays that may come back before the breaker suspends it (default 0.2)")
-	f.IntVar(&add.MinSample, "min-sample", 0, "replays before the breaker judges (default 10)")
+	f.Float64Var(&add.Threshold, "threshold", 0, fmt.Sprintf("share of replays that may come back before the breaker suspends it (default %g)", policy.DefaultThreshold))
+	f.IntVar(&add.MinSample, "min-sample", 0, fmt.Sprintf("replays before the breaker judges (default %d)", policy.DefaultMinSample))
 	f.StringVar(&add.Note, "note", "", "why (an incident, a change ticket)")
 
 	var ls string
@@ -191,7 +193,7 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 	}
 	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "ID\tSTATE\tSELECTS\tMAX/RUN\tEXPIRES\tSENT\tCAME BACK\tSHARE\tBREAKER\tCREATED BY\tLAST CHANGE")
-	waiting := false
+	var waiting []int // the minimum samples of the breakers below theirs
 	for _, r := range rows {
 		state := r.State
 		if state == policy.StateActive && r.Expired(a.Now()) {
@@ -205,15 +207,23 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 			sel = strings.TrimPrefix(sel+",first seen in a window", ",")
 		}
 		last := r.History[len(r.History)-1]
-		waiting = waiting || !r.Breaker.Judging
+		if !r.Breaker.Judging && !slices.Contains(waiting, r.Breaker.MinSample) {
+			waiting = append(waiting, r.Breaker.MinSample)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%.0f%%\t%s\t%s\t%s by %s\n", r.ID, state, sel, r.MaxPerRun,
 			r.ExpiresAt.UTC().Format(time.RFC3339), r.Breaker.Sent, r.Breaker.CameBack, 100*r.Breaker.Share, r.Breaker.text(r.Threshold), r.CreatedBy, last.Action, last.Actor)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if waiting {
-		fmt.Fprintln(a.Out, "\na breaker judges only once its policy has sent the minimum sample (--min-sample, default 10) since it was created or resumed;\nbelow it, however many came back, it cannot trip: the policy goes on replaying up to its max per run")
+	if len(waiting) > 0 {
+		slices.Sort(waiting)
+		here := make([]string, len(waiting))
+		for i, n := range waiting {
+			here[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(a.Out, "\na breaker judges only once its policy has sent its minimum sample (here %s; --min-sample, default %d) since it was created or resumed;\nbelow it, however many came back, it cannot trip: the policy goes on replaying up to its max per run\n",
+			strings.Join(here, " or "), policy.DefaultMinSample)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -22,20 +21,16 @@ type ShowOptions struct {
 	// Diff prints each correction as a structural JSON diff from the body
 	// it corrects: operations and paths only, values too with Payload.
 	Diff bool
-	// Sources is the SOURCES JSON of the functions, to find a record's
-	// schema; empty: the redrive function's, from its configuration.
-	Sources string
 }
 
 func (a *App) showCmd() *cobra.Command {
 	var o ShowOptions
-	c := idCommand("show ID", "Show a record (by id or a unique id prefix, such as a table's short id) and its history; the payload only with --payload (recorded)", func(ctx context.Context, id string) error {
+	c := idCommand("show ID", "Show a record (by its id, or a unique prefix ending with … such as a table's short id) and its history; the payload only with --payload (recorded, full id only)", func(ctx context.Context, id string) error {
 		o.ID = id
 		return a.Show(ctx, o)
 	})
 	c.Flags().BoolVar(&o.Payload, "payload", false, "print the payload and corrections (the read is recorded, who and when)")
 	c.Flags().BoolVar(&o.Diff, "diff", false, "print each correction as a JSON diff (paths only; values with --payload)")
-	c.Flags().StringVar(&o.Sources, "sources", os.Getenv("DLQQ_SOURCES"), "the functions' SOURCES JSON, to find the record's schema for its failure detail (DLQQ_SOURCES; default: the redrive function's)")
 	return c
 }
 
@@ -58,6 +53,11 @@ type shown struct {
 func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
+	}
+	if _, prefix := idPrefix(o.ID); prefix && o.Payload {
+		// The read is audited against the record named: a prefix could
+		// name another than the one meant.
+		return &UsageError{fmt.Errorf("--payload needs the full id: %q is a prefix; show it without --payload to see its full id", o.ID)}
 	}
 	id, err := a.resolveID(ctx, o.ID)
 	if err != nil {
@@ -83,7 +83,7 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	}
 	v.sealErr = quarantine.Verify(v.r)
 	if !o.Payload || a.Output == "json" {
-		v.failure = a.failureSummary(ctx, v.r, o.Sources)
+		v.failure = a.failureSummary(ctx, v.r)
 	}
 	if a.Output == "json" {
 		return a.showJSON(v, o)

@@ -30,12 +30,13 @@ type failureView struct {
 
 // failureSummary derives r's failure detail without payload values: it
 // re-validates the stored body (the original, else the latest correction)
-// against the source's schema at r's schema version and describes each
+// against the source's schema at r's schema version (recordSchema: named
+// by the redrive function's SOURCES, embedded in dlqctl) and describes each
 // failing leaf (ValueFreeDetail). It does so only when that body fails
 // exactly as recorded; otherwise, or when the body is claim-checked in S3
 // or the schema cannot be found, the detail is withheld. nil: r has no
 // detail.
-func (a *App) failureSummary(ctx context.Context, r *quarantine.Record, sourcesJSON string) *failureView {
+func (a *App) failureSummary(ctx context.Context, r *quarantine.Record) *failureView {
 	if strings.TrimSpace(r.FailureDetail) == "" {
 		return nil
 	}
@@ -45,7 +46,7 @@ func (a *App) failureSummary(ctx context.Context, r *quarantine.Record, sourcesJ
 	if r.FailureStage != quarantine.StageGate || r.SchemaVersion == "" {
 		return withhold("the failure is not a schema validation")
 	}
-	sch, why := a.recordSchema(ctx, r, sourcesJSON)
+	sch, why := a.recordSchema(ctx, r)
 	if sch == nil {
 		return withhold("%s", why)
 	}
@@ -84,18 +85,18 @@ func inlineBodies(r *quarantine.Record) (bodies [][]byte, why string) {
 	return bodies, why
 }
 
-// recordSchema compiles the schema of r's source from the sources
-// configuration (sourcesJSON, else the redrive function's SOURCES) when
-// its version is r's schema version; else nil and why not.
-func (a *App) recordSchema(ctx context.Context, r *quarantine.Record, sourcesJSON string) (*jsonschema.Schema, string) {
-	from := "--sources"
-	if strings.TrimSpace(sourcesJSON) == "" {
-		from = fmt.Sprintf("the SOURCES of function %s", a.Function)
-		var err error
-		if sourcesJSON, err = a.functionSources(ctx); err != nil {
-			return nil, err.Error()
-		}
+// recordSchema compiles the schema of r's source when its version is r's
+// schema version; else nil and why not. The source's schema name comes
+// from the SOURCES of the deployed redrive function only, and the schema
+// from those embedded in dlqctl only: a schema dlqctl's user could supply
+// (a file, another configuration) could probe the payload's values, an
+// enum or a pattern at a time, through the detail without an audited read.
+func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonschema.Schema, string) {
+	sourcesJSON, err := a.functionSources(ctx, a.Function)
+	if err != nil {
+		return nil, err.Error()
 	}
+	from := fmt.Sprintf("the SOURCES of function %s", a.Function)
 	cfg, err := sources.Parse(sourcesJSON)
 	if err != nil {
 		return nil, fmt.Sprintf("%s: %v", from, err)
@@ -107,9 +108,9 @@ func (a *App) recordSchema(ctx context.Context, r *quarantine.Record, sourcesJSO
 	case c.Schema == "":
 		return nil, fmt.Sprintf("%s give source %s no schema", from, r.Source)
 	}
-	sch, version, err := schemas.Compile(c.Schema)
+	sch, version, err := schemas.CompileEmbedded(c.Schema)
 	if err != nil {
-		return nil, err.Error()
+		return nil, fmt.Sprintf("the schema %q of source %s is not one embedded in dlqctl (it reads no schema file)", c.Schema, r.Source)
 	}
 	if version != r.SchemaVersion {
 		return nil, fmt.Sprintf("the schema of %s is now %s (%s); the record failed %s", r.Source, version, c.Schema, r.SchemaVersion)
@@ -117,22 +118,23 @@ func (a *App) recordSchema(ctx context.Context, r *quarantine.Record, sourcesJSO
 	return sch, ""
 }
 
-// functionSources reads SOURCES from the redrive function's configuration.
-func (a *App) functionSources(ctx context.Context) (string, error) {
+// functionSources reads SOURCES from the configuration of function fn
+// (lambda:GetFunctionConfiguration).
+func (a *App) functionSources(ctx context.Context, fn string) (string, error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return "", err
 	}
-	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(a.Function)})
+	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
 	if err != nil {
 		var code interface{ ErrorCode() string }
 		if errors.As(err, &code) {
-			return "", fmt.Errorf("the sources could not be read from function %s (%s); give --sources or DLQQ_SOURCES", a.Function, code.ErrorCode())
+			return "", fmt.Errorf("the sources could not be read from function %s (%s; --function names the redrive function)", fn, code.ErrorCode())
 		}
-		return "", fmt.Errorf("the sources could not be read from function %s (%v); give --sources or DLQQ_SOURCES", a.Function, err)
+		return "", fmt.Errorf("the sources could not be read from function %s (%v)", fn, err)
 	}
 	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables["SOURCES"]) == "" {
-		return "", fmt.Errorf("function %s has no SOURCES in its configuration; give --sources or DLQQ_SOURCES", a.Function)
+		return "", fmt.Errorf("function %s has no SOURCES in its configuration", fn)
 	}
 	return out.Environment.Variables["SOURCES"], nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
@@ -182,7 +184,7 @@ type inventory struct {
 	source string
 	q      *ingest.Quarantiner
 	srcARN string
-	// sources is the template's SOURCES JSON (show --sources).
+	// sources is the template's SOURCES JSON (the redrive function's).
 	sources string
 }
 
@@ -211,9 +213,10 @@ func (v *inventory) add(t *testing.T, msgID, body string) *quarantine.Record {
 }
 
 // Tables print long ids short, with an ellipsis; -o json and show print
-// them in full, and show takes the short id (or any unique prefix). show
-// prints the failure detail: which properties are missing (found with the
-// source's schema from --sources).
+// them in full, and show takes the short id (or any unique prefix ending
+// with an ellipsis). show prints the failure detail: which properties are
+// missing (found with the source's schema, named by the redrive function's
+// SOURCES).
 func TestLongIDsAndTheFailureDetail(t *testing.T) {
 	v := newInventory(t)
 	a := v.add(t, "m1", `{"ndc":"12345-678-90","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
@@ -236,21 +239,75 @@ func TestLongIDsAndTheFailureDetail(t *testing.T) {
 		t.Fatalf("buckets prints a full long id:\n%s", out)
 	}
 
-	for _, typed := range []string{short, strings.TrimSuffix(short, "…"), a.DLQID} {
-		out, errOut, code := v.run(t, "show", typed, "--sources", v.sources)
+	fn := createConfiguredFunction(t, v.st, map[string]string{"SOURCES": v.sources})
+	for _, typed := range []string{short, strings.TrimSuffix(short, "…") + "...", a.DLQID} {
+		out, errOut, code := v.run(t, "--function", fn, "show", typed)
 		if code != 0 || !regexp.MustCompile(`(?m)^id +`+regexp.QuoteMeta(a.DLQID)+`$`).MatchString(out) {
 			t.Fatalf("show %s (exit %d):\n%s%s", typed, code, out, errOut)
+		}
+		if matched := "matched " + a.DLQID + "\n"; (typed == a.DLQID) != (errOut == "") || (typed != a.DLQID && errOut != matched) {
+			t.Fatalf("show %s: stderr %q, want %q for a prefix and nothing for the id", typed, errOut, matched)
 		}
 		if !strings.Contains(out, "\nfailure detail:\n  ") || !strings.Contains(out, "missing propert") || !strings.Contains(out, "lot") || !strings.Contains(out, "event_id") {
 			t.Fatalf("show %s does not print the failure detail:\n%s", typed, out)
 		}
 	}
-	out, errOut, code := v.run(t, "show", v.source+"#")
+	if _, errOut, code := v.run(t, "show", strings.TrimSuffix(short, "…")); code != 1 || !strings.Contains(errOut, "no record") || !strings.Contains(errOut, "for a prefix end it with …") {
+		t.Fatalf("show of a short id without its ellipsis (exit %d): %s", code, errOut)
+	}
+	out, errOut, code := v.run(t, "show", v.source+"#…")
 	if code != dlqctl.ExitUsage || !strings.Contains(errOut, "is ambiguous") || !strings.Contains(errOut, a.DLQID) || !strings.Contains(errOut, b.DLQID) || out != "" {
 		t.Fatalf("show of an ambiguous prefix (exit %d): %s%s", code, out, errOut)
 	}
 	if _, errOut, code := v.run(t, "show", v.source+"#ffffffffffff…"); code != 1 || !strings.Contains(errOut, "no record") {
 		t.Fatalf("show of a prefix nothing has (exit %d): %s", code, errOut)
+	}
+}
+
+// show takes what was typed as a prefix only when it ends with an ellipsis:
+// a typo that begins one record's id (inv-00010 of inv-000101) names no
+// record, with or without --payload, and no read is recorded against the
+// record it begins. A prefix says the id it matched on stderr, and with
+// --payload is refused: the audited read needs the full id.
+func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
+	v := newInventory(t)
+	r := v.add(t, "m1", `{"event_id":"inv-000101","ndc":"12345-678-90","lot":"L1","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
+	typo := v.source + "#inv-00010"
+	if r.DLQID != typo+"1" {
+		t.Fatalf("want the id %s1, got %s", typo, r.DLQID)
+	}
+	reads := func() int {
+		rec, err := v.store.Get(context.Background(), r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.ReadCount
+	}
+	for _, args := range [][]string{{"show", typo}, {"show", typo, "--payload"}, {"show", typo, "--payload", "-o", "json"}} {
+		out, errOut, code := v.run(t, args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `no record "`+typo+`" in table `) || !strings.Contains(errOut, "; for a prefix end it with …") {
+			t.Fatalf("%v (exit %d), want no record:\n%s%s", args, code, out, errOut)
+		}
+	}
+	if n := reads(); n != 0 {
+		t.Fatalf("a typo recorded %d payload reads against %s", n, r.DLQID)
+	}
+	for _, typed := range []string{typo + "…", typo + "..."} {
+		out, errOut, code := v.run(t, "show", typed, "--payload")
+		if code != dlqctl.ExitUsage || out != "" || !strings.Contains(errOut, "--payload needs the full id") {
+			t.Fatalf("show %s --payload (exit %d), want refused:\n%s%s", typed, code, out, errOut)
+		}
+		out, errOut, code = v.run(t, "show", typed)
+		if code != 0 || errOut != "matched "+r.DLQID+"\n" || !regexp.MustCompile(`(?m)^id +`+regexp.QuoteMeta(r.DLQID)+`$`).MatchString(out) || strings.Contains(out, "payload (read recorded") {
+			t.Fatalf("show %s (exit %d):\n%s%s", typed, code, out, errOut)
+		}
+	}
+	if n := reads(); n != 0 {
+		t.Fatalf("show by prefix recorded %d payload reads", n)
+	}
+	out, errOut, code := v.run(t, "show", r.DLQID, "--payload")
+	if code != 0 || errOut != "" || !strings.Contains(out, "payload (read recorded as alice)") || reads() != 1 {
+		t.Fatalf("show of the full id --payload (exit %d):\n%s%s", code, out, errOut)
 	}
 }
 
@@ -264,8 +321,23 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 	}
 	id := strings.Fields(out)[1]
 	out, _, code = f.run(t, "policy", "ls", "--source", "orders")
-	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 10 minimum sample sent") || !strings.Contains(out, "below it, however many came back, it cannot trip") {
+	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 10 minimum sample sent") || !strings.Contains(out, "below it, however many came back, it cannot trip") ||
+		!strings.Contains(out, fmt.Sprintf("has sent its minimum sample (here 10; --min-sample, default %d) since", policy.DefaultMinSample)) {
 		t.Fatalf("policy ls (exit %d):\n%s", code, out)
+	}
+	// The hint says the policies' own minimum samples, not the default's.
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s", "--max-per-run", "5", "--expires", "24h", "--min-sample", "3"); code != 0 {
+		t.Fatalf("add --min-sample 3 (exit %d): %s", code, errOut)
+	}
+	out, _, code = f.run(t, "policy", "ls", "--source", "o2")
+	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 3 minimum sample sent") || !strings.Contains(out, "has sent its minimum sample (here 3; --min-sample, default 10) since") {
+		t.Fatalf("policy ls of a policy with --min-sample 3 (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s2", "--max-per-run", "5", "--expires", "24h", "--min-sample", "12"); code != 0 {
+		t.Fatalf("add --min-sample 12 (exit %d): %s", code, errOut)
+	}
+	if out, _, _ = f.run(t, "policy", "ls", "--source", "o2"); !strings.Contains(out, "(here 3 or 12; --min-sample, default 10)") {
+		t.Fatalf("policy ls of two policies, 3 and 12:\n%s", out)
 	}
 	out, _, _ = f.run(t, "policy", "ls", "--source", "orders", "-o", "json")
 	var rows []struct {

@@ -35,6 +35,22 @@ func Compile(name string) (*jsonschema.Schema, string, error) {
 	return s, Version(name), nil
 }
 
+// CompileEmbedded is Compile for the schemas embedded in the binary only:
+// a name that is not one of them is refused, never read from a file.
+// dlqctl derives what it shows from a schema, so it must not take one from
+// whoever runs it.
+func CompileEmbedded(name string) (*jsonschema.Schema, string, error) {
+	raw, err := embedded.ReadFile(name + ".json")
+	if err != nil {
+		return nil, "", fmt.Errorf("schema %q is not one embedded in this binary", name)
+	}
+	s, err := Parse(name, raw)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, Version(name), nil
+}
+
 // Parse compiles the schema document raw called name (formats asserted,
 // as for every schema Compile returns).
 func Parse(name string, raw []byte) (*jsonschema.Schema, error) {
