@@ -27,7 +27,6 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -340,24 +339,12 @@ func TestOperatorCommandsHoldATamperedRecord(t *testing.T) {
 // real redrive function (its bootstrap on kumo's Runtime API) end to end.
 func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	ctx := context.Background()
-	st := embedded.ForTest(t, embedded.Options{})
-	fn, _ := st.Template.GetServerlessFunctionWithName("RedriveFunction")
-	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs, _ := sources.Build(cfg)
-	source := st.Names["SourceQueue"]
-	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
+	v := newInventory(t)
+	st, source, store := v.st, v.source, v.store
 	var ids []string
 	for i := range 12 {
 		body := `{"event_id":"e` + string(rune('a'+i)) + `","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m" + string(rune('a'+i)), Body: []byte(body), SourceARN: srcs[source].ARN})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, out.Record.DLQID)
+		ids = append(ids, v.add(t, "m"+string(rune('a'+i)), body).DLQID)
 		time.Sleep(time.Millisecond) // distinct first_seen (docs/emulators.md)
 	}
 	bin, err := lambdatest.Build(ctx, "redrive", t.TempDir())
@@ -375,7 +362,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	}
 	defer lf.Close()
 
-	f := &fixture{st: st, store: store}
+	f := v.fixture
 	seals := func() string {
 		var b strings.Builder
 		for _, id := range ids {
@@ -439,11 +426,8 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 
 	// dlqctl fix: through the same function, so through the same gate.
 	bad := `{"event_id":"fx","ndc":"NDC?12","lot":"LOT-SECRET-7","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
-	m, err := q.Quarantine(ctx, ingest.Message{MessageID: "mfx", Body: []byte(bad), SourceARN: srcs[source].ARN})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := m.Record.DLQID
+	m := v.add(t, "mfx", bad)
+	id := m.DLQID
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -456,7 +440,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if _, errOut, code := f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", stillBad, "--reason", "typo"); code != 1 || !strings.Contains(errOut, "fails the current schema") {
 		t.Fatalf("fix with an invalid payload (exit %d): %s", code, errOut)
 	}
-	if r, _ := store.Get(ctx, id); r.Version != m.Record.Version {
+	if r, _ := store.Get(ctx, id); r.Version != m.Version {
 		t.Fatal("a refused fix changed the record")
 	}
 	if _, errOut, code := f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", stillBad); code != 2 || !strings.Contains(errOut, "--reason") {

@@ -61,7 +61,7 @@ func ValueFreeDetail(ve *jsonschema.ValidationError, doc any, declared map[strin
 			return
 		}
 		l := describeLeaf(e, declared)
-		l.Location = pointer(maskedLocation(e.InstanceLocation, doc, declared))
+		l.Location = pointer(quarantine.MaskLocation(e.InstanceLocation, doc, declared, Undeclared))
 		if !seen[l] {
 			seen[l] = true
 			out = append(out, l)
@@ -193,37 +193,6 @@ func keywordLocation(e *jsonschema.ValidationError) string {
 		loc += "/" + strings.Join(kw, "/")
 	}
 	return loc
-}
-
-// maskedLocation returns loc, following it through doc, with every object
-// key not in declared replaced by Undeclared (and every segment it cannot
-// follow too).
-func maskedLocation(loc []string, doc any, declared map[string]bool) []string {
-	out := make([]string, len(loc))
-	cur, known := doc, true
-	for i, seg := range loc {
-		out[i] = Undeclared
-		if !known {
-			continue
-		}
-		switch v := cur.(type) {
-		case []any:
-			if n, err := strconv.Atoi(seg); err == nil && n >= 0 && n < len(v) && strconv.Itoa(n) == seg {
-				out[i], cur = seg, v[n]
-				continue
-			}
-		case map[string]any:
-			if declared[seg] {
-				out[i] = seg
-			}
-			if next, ok := v[seg]; ok {
-				cur = next
-				continue
-			}
-		}
-		known = false
-	}
-	return out
 }
 
 // pointer writes segments as a JSON pointer ("/" for the document itself).

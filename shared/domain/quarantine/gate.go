@@ -117,7 +117,7 @@ func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc an
 				kind := fmt.Sprintf("%T", e.ErrorKind)
 				kw = strings.ToLower(kind[strings.LastIndexByte(kind, '.')+1:])
 			}
-			leaves = append(leaves, "schema /"+strings.Join(maskLocation(e.InstanceLocation, doc, names), "/")+" "+kw)
+			leaves = append(leaves, "schema /"+strings.Join(MaskLocation(e.InstanceLocation, doc, names, "*"), "/")+" "+kw)
 			return
 		}
 		for _, c := range e.Causes {
@@ -129,14 +129,16 @@ func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc an
 	return leaves[0]
 }
 
-// maskLocation returns loc with every object key the schema does not
-// declare replaced by "*". It follows loc through doc to tell object keys
-// from array indices; a segment it cannot follow is masked too.
-func maskLocation(loc []string, doc any, names map[string]bool) []string {
+// MaskLocation returns loc (a JSON pointer's segments) with every object
+// key not in names (the properties the schema declares) replaced by mask.
+// It follows loc through doc to tell object keys from array indices; a
+// segment it cannot follow is masked too. What is left comes from the
+// schema or the document's shape, never from payload values.
+func MaskLocation(loc []string, doc any, names map[string]bool, mask string) []string {
 	out := make([]string, len(loc))
 	cur, known := doc, true
 	for i, seg := range loc {
-		out[i] = "*"
+		out[i] = mask
 		if !known {
 			continue
 		}
