@@ -277,7 +277,7 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	fmt.Fprintf(w, "  aws lambda list-functions --query 'Functions[].FunctionName'\n")
 	// --cli-read-timeout 0: the CLI's 60 s read timeout would retry a long
 	// redrive call, starting a second run.
-	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json out.json && cat out.json\n", l.Name("RedriveFunction"))
+	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json build/out.json && cat build/out.json\n", l.Name("RedriveFunction"))
 	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}'\n")
 	fmt.Fprintf(w, "      (straight into the DLQ: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n")
 	fmt.Fprintf(w, "  dlqctl ls --status all      (dlqctl: go run ./cmd/dlqctl, or go build -o build/dlqctl ./cmd/dlqctl)\n")

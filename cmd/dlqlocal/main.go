@@ -74,6 +74,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first Ctrl-C the stop runs (up to half a minute); a second
+	// one ends the process at once, as a terminal user expects.
+	go func() { <-ctx.Done(); stop() }()
 	if args[0] == "local" {
 		if *logs == "" {
 			*logs = *logPath

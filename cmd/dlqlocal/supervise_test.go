@@ -28,7 +28,7 @@ const asBootstrap = "DLQLOCAL_TEST_AS_BOOTSTRAP"
 // fakeBootstrap is this test binary as a Lambda runtime client: it answers
 // each event with itself, and exits (a crash) on the event "exit". On
 // "hang" it never answers; on "slow:PATH" it creates PATH (it has the
-// invocation), takes 2 s, then answers.
+// invocation), waits until PATH.go exists, then answers.
 func fakeBootstrap() int {
 	base := "http://" + os.Getenv("AWS_LAMBDA_RUNTIME_API") + "/2018-06-01/runtime/invocation/"
 	for {
@@ -46,10 +46,15 @@ func fakeBootstrap() int {
 		case ev == "hang":
 			select {}
 		case strings.HasPrefix(ev, "slow:"):
-			if err := os.WriteFile(strings.TrimPrefix(ev, "slow:"), nil, 0o600); err != nil {
+			took := strings.TrimPrefix(ev, "slow:")
+			if err := os.WriteFile(took, nil, 0o600); err != nil {
 				return 1
 			}
-			time.Sleep(2 * time.Second)
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(took + ".go"); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
 		}
 		r, err := http.Post(base+resp.Header.Get("Lambda-Runtime-Aws-Request-Id")+"/response", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -162,8 +167,10 @@ func TestSupervisorCloseLetsTheInvocationInFlightFinish(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var progress strings.Builder
-	(&localrunner.Local{Functions: map[string]*lambdatest.Supervised{"Fake": sup}, Progress: &progress}).Close()
+	// The bootstrap answers once the stop has said it waits: the stop
+	// must wait for it however slow the machine.
+	progress := &releaseOnWrite{path: took + ".go"}
+	(&localrunner.Local{Functions: map[string]*lambdatest.Supervised{"Fake": sup}, Progress: progress}).Close()
 	if want := "stopping: waiting up to 30s for 1 invocations in flight to finish …\n"; progress.String() != want {
 		t.Errorf("the stop said %q, want %q", progress.String(), want)
 	}
@@ -204,4 +211,20 @@ func TestSupervisorKillsABootstrapPastItsTimeout(t *testing.T) {
 	if sup.PID() == first || !strings.Contains(out.String(), `"msg":"the invocation ran past the function's timeout; the bootstrap is killed and restarted"`) {
 		t.Fatalf("pid %d (first %d), log:\n%s", sup.PID(), first, out)
 	}
+}
+
+// releaseOnWrite keeps what is written to it and, at the first write,
+// creates path (a fake bootstrap waits for it).
+type releaseOnWrite struct {
+	path string
+	strings.Builder
+}
+
+func (w *releaseOnWrite) Write(p []byte) (int, error) {
+	if w.Len() == 0 {
+		if err := os.WriteFile(w.path, nil, 0o600); err != nil {
+			return 0, err
+		}
+	}
+	return w.Builder.Write(p)
 }

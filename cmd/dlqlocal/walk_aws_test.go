@@ -95,6 +95,15 @@ func awsStandIn(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
+	case "sqs send-message", "sqs get-queue-attributes":
+		if one("endpoint-url") == "" {
+			// As the AWS CLI v1 does (docs/local.md): without the flag its SQS
+			// goes to queue.amazonaws.com, whatever AWS_ENDPOINT_URL says.
+			fmt.Fprintln(stderr, `Could not connect to the endpoint URL: "https://queue.amazonaws.com/" (the stand-in, as CLI v1: sqs needs --endpoint-url)`)
+			return 255
+		}
+	}
+	switch args[0] + " " + args[1] {
 	case "sqs send-message":
 		body, e := os.ReadFile(strings.TrimPrefix(one("message-body"), "file://"))
 		if err, code = e, 255; e == nil {

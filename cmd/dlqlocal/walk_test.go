@@ -53,8 +53,10 @@ func TestLocalDocsWalk(t *testing.T) {
 	tmp := t.TempDir()
 	env := walkEnv(t, tmp)
 	envFile := filepath.Join(root, "build", "local.env")
-	if err := os.Remove(envFile); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
+	if _, err := os.Stat(envFile); err == nil {
+		// A make local of this checkout is running (or one was killed):
+		// the walk would take its env file. Say so rather than break it.
+		t.Fatalf("%s exists: a make local runs in this checkout (stop it), or a killed one left it (remove it)", envFile)
 	}
 	// The page's first command, with a -dir of the test's own so that it
 	// runs beside another `make local`.
@@ -196,8 +198,8 @@ func walkEnv(t *testing.T, tmp string) []string {
 var cliVersion = regexp.MustCompile(`^aws-cli/(\d+)\.(\d+)\.(\d+) `)
 
 // cliWorksLocally says whether the AWS CLI that printed version (`aws
-// --version`) is one docs/local.md says works: v1 from 1.32.90 (SQS's JSON
-// protocol), v2 from 2.13.0 (AWS_ENDPOINT_URL).
+// --version`) is one docs/local.md says works: v1 from 1.32.90, v2 from
+// 2.13.34 (SQS's JSON protocol; AWS_ENDPOINT_URL came earlier).
 func cliWorksLocally(version string) bool {
 	m := cliVersion.FindStringSubmatch(version)
 	if m == nil {
@@ -211,7 +213,7 @@ func cliWorksLocally(version string) bool {
 	case 1:
 		return v[1] > 32 || v[1] == 32 && v[2] >= 90
 	case 2:
-		return v[1] >= 13
+		return v[1] > 13 || v[1] == 13 && v[2] >= 34
 	}
 	return v[0] > 2
 }
@@ -392,7 +394,8 @@ func TestCLIWorksLocally(t *testing.T) {
 		"aws-cli/1.32.89 Python/3.11.7 Linux/6.18 botocore/1.34.89":  false,
 		"aws-cli/1.29.0 Python/3.11.7 Linux/6.18 botocore/1.31.0":    false,
 		"aws-cli/2.9.19 Python/3.11.2 Linux/6.18 source/x86_64":      false,
-		"aws-cli/2.13.0 Python/3.11.4 Linux/6.18 exe/x86_64":         true,
+		"aws-cli/2.13.0 Python/3.11.4 Linux/6.18 exe/x86_64":         false,
+		"aws-cli/2.13.34 Python/3.11.6 Linux/6.18 exe/x86_64":        true,
 		"aws-cli/2.27.20 Python/3.13.3 Linux/6.8.0-58-generic exe/x": true,
 		"not the aws cli": false,
 	} {

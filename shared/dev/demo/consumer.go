@@ -171,8 +171,11 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 		// Dead-letter on purpose, saying why, then acknowledge. A
 		// redelivery of a message already dead-lettered (its delete came
 		// after its visibility ran out) is only acknowledged.
+		// The id is claimed before the send, so that two deliveries handled
+		// at once send it once; a failed send gives the claim back.
 		c.mu.Lock()
 		again := c.recalledIDs[mid]
+		c.recalledIDs[mid] = true
 		c.mu.Unlock()
 		if !again {
 			_, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{
@@ -184,11 +187,11 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 				},
 			})
 			if err != nil {
+				c.mu.Lock()
+				delete(c.recalledIDs, mid)
+				c.mu.Unlock()
 				return err
 			}
-			c.mu.Lock()
-			c.recalledIDs[mid] = true
-			c.mu.Unlock()
 			c.recalled.Add(1)
 			if isReplay {
 				c.replayFailed.Add(1)

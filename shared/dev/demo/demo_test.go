@@ -75,7 +75,9 @@ func TestDemoScenarioHoldsInvariants(t *testing.T) {
 			t.Errorf("metric %s reads %v (published %v), want %v: %s", m.Name, got, ok, m.Want, m.Why)
 		}
 	}
-	if metricsChecked < 5 || regexp.MustCompile(`\S\s+≠ \d`).MatchString(out) {
+	// DLQ depth, poison, success rate and dominant share; the sweeper's
+	// metrics are account-wide and not checked (other stacks publish them too).
+	if metricsChecked < 4 || regexp.MustCompile(`\S\s+≠ \d`).MatchString(out) {
 		t.Errorf("%d metrics checked; report:\n%s", metricsChecked, out)
 	}
 	for _, want := range []string{"redrive round 1 of", "the sweeper archives"} {

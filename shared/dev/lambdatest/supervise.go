@@ -273,16 +273,19 @@ func (f *Supervised) fetch(path string) {
 	for f.fetchCtx.Err() == nil {
 		req, _ := http.NewRequestWithContext(f.fetchCtx, http.MethodGet, f.st.Endpoint+path, nil)
 		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("next invocation: %s", resp.Status)
+			}
+		}
+		if err != nil { // wait a little before asking again: no busy loop
 			select {
 			case <-f.fetchCtx.Done():
 			case <-time.After(100 * time.Millisecond):
 			}
-			continue
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
 			continue
 		}
 		f.mu.Lock()

@@ -94,6 +94,10 @@ type Poller struct {
 	stats Stats
 }
 
+// batchGrace bounds the invocation and the deletes of a batch gathered
+// before a stop.
+const batchGrace = 2 * time.Minute
+
 // Stats returns the counts so far.
 func (p *Poller) Stats() Stats {
 	p.mu.Lock()
@@ -137,6 +141,11 @@ func (p *Poller) PollOnce(ctx context.Context) (int, error) {
 	for i, m := range batch {
 		ev.Records[i] = toEvent(m, p.Mapping)
 	}
+	// A batch gathered is seen through, stop or not: the invocation runs to
+	// its end and what it stored is deleted, as Lambda's mapping does; a
+	// stop only ends the gathering. Bounded, so that a stop cannot hang.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchGrace)
+	defer cancel()
 	resp, herr := p.Handler(ctx, ev)
 	keep := map[string]bool{}
 	switch {
