@@ -369,9 +369,9 @@ func walkChecks() map[string]walkCheck {
 		"dlqctl redrive --source dlqq-source --id dlqq-source#inv-000104 --id dlqq-source#inv-000105 --yes":                                               ok("redriven 2, held 0"),
 		`dlqctl park dlqq-source#inv-000102 --reason "recall review"`:                                                                                     ok("dlqq-source#inv-000102 is PARKED"),
 		at("dlqq-redrive", "redrive-parked-approved.json"):                                                                                                invoked(`"redriven":{"count":1,"ids":["dlqq-source#inv-000102"]`),
-		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                              invoked(`"action":"redrive"`, `"dry_run":false`),
-		at("dlqq-redrive", "redrive-settle.json"):                                                                                                         invoked(`"action":"settle"`),
-		at("dlqq-redrive", "redrive-policies.json"):                                                                                                       invoked(`"action":"policies"`),
+		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                              invoked(`"action":"redrive"`, `"dry_run":false`, `"redriven":{"count":0`, `"failed":{"count":0`),
+		at("dlqq-redrive", "redrive-settle.json"):                                                                                                         invoked(`"action":"settle"`, `"failed":{"count":0`),
+		at("dlqq-redrive", "redrive-policies.json"):                                                                                                       invoked(`"action":"policies"`, `"failed":{"count":0`),
 		// 101 was replayed above and the failing consumer sends it back:
 		// it can be parked once it is in quarantine again.
 		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),
@@ -380,7 +380,8 @@ func walkChecks() map[string]walkCheck {
 		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
 		"dlqctl verify": ok("(1 archived stub): 0 problems"),
 		at("dlqq-metrics", "metrics-scheduled.json"): invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
-		"dlqctl health": ok("ArchivedRecords", "DLQDepth", "Records", "Source=dlqq-source"),
+		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
+			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
 		"dlqctl ls --source dlqq-inventory-source --status all": ok().and(lines(`^dlqq-inventory-source#`, 4)),
 		`aws sqs get-queue-attributes --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_DLQ_URL" --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible`: ok(`"ApproximateNumberOfMessages": "0"`, `"ApproximateNumberOfMessagesNotVisible": "0"`).soon(),
