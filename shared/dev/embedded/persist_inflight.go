@@ -63,3 +63,24 @@ func (s *Stack) InFlight(ctx context.Context) ([]QueueInFlight, error) {
 	}
 	return out, nil
 }
+
+// ReleaseOneOfTwo sends two messages to queue url, receives one and
+// releases it (visibility 0), as a consumer that rejects it does: one
+// message queued, one in flight until the next receive. For the tests of
+// what -data keeps.
+func (s *Stack) ReleaseOneOfTwo(ctx context.Context, url string) error {
+	for _, b := range []string{"first", "second"} {
+		if _, err := s.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b)}); err != nil {
+			return err
+		}
+	}
+	got, err := s.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 1})
+	if err != nil {
+		return err
+	}
+	if len(got.Messages) != 1 {
+		return fmt.Errorf("received %d messages, want 1", len(got.Messages))
+	}
+	_, err = s.Clients.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: got.Messages[0].ReceiptHandle, VisibilityTimeout: 0})
+	return err
+}
