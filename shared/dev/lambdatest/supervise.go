@@ -51,7 +51,10 @@ type Supervised struct {
 	pollCh   chan struct{}
 	fetching bool                 // a poll of kumo is outstanding
 	inflight map[string]time.Time // invocations handed to the current process, when
-	arrived  chan invocation      // invocations from kumo, for the next poll
+	// gen counts the processes whose invocations were collected as lost:
+	// a poll made under an older gen came from a process that is gone.
+	gen      int
+	arrived  chan invocation // invocations from kumo, for the next poll
 	fetchCtx context.Context
 	cancel   context.CancelFunc
 }
@@ -130,14 +133,16 @@ func (f *Supervised) start() (*process, error) {
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	f.mu.Lock()
+	// inflight is not reset here: watch collected the last process's, and
+	// a poll of this one may already have registered an invocation.
 	f.cmd, f.polled = cmd, false
-	f.inflight = map[string]time.Time{}
 	f.mu.Unlock()
 	f.log.Info("bootstrap started", "function", f.Spec.Name, "pid", cmd.Process.Pid)
 	return p, nil
 }
 
-func (f *Supervised) onPoll() {
+// onPoll notes a poll of the current process and returns its gen.
+func (f *Supervised) onPoll() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.polled {
@@ -145,6 +150,7 @@ func (f *Supervised) onPoll() {
 		close(f.pollCh)
 		f.pollCh = make(chan struct{})
 	}
+	return f.gen
 }
 
 // watch restarts the bootstrap each time it exits, until Close; a process
@@ -171,6 +177,7 @@ func (f *Supervised) watch(p *process) {
 		f.restarts++
 		n, polled, lost := f.restarts, f.polled, f.inflight
 		f.inflight = map[string]time.Time{}
+		f.gen++ // polls still open are the dead process's
 		f.mu.Unlock()
 		for id := range lost {
 			f.exitError(id, p.status())
@@ -237,7 +244,7 @@ func (f *Supervised) listen() error {
 
 // next answers a bootstrap's poll with the next invocation from kumo.
 func (f *Supervised) next(w http.ResponseWriter, r *http.Request) {
-	f.onPoll()
+	gen := f.onPoll() // the polling process is alive now
 	f.mu.Lock()
 	if !f.fetching {
 		f.fetching = true
@@ -246,12 +253,18 @@ func (f *Supervised) next(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	select {
 	case inv := <-f.arrived:
-		if r.Context().Err() != nil {
-			// The process is gone: the next one gets the invocation.
+		f.mu.Lock()
+		if r.Context().Err() != nil || f.gen != gen {
+			// The process that polled is gone (its lost invocations already
+			// collected): the invocation was not handed over, and the next
+			// process gets it.
+			f.mu.Unlock()
 			go f.requeue(inv)
 			return
 		}
-		f.mu.Lock()
+		// Registered under the lock that collects a dead process's
+		// invocations: if this process dies now, this one fails with
+		// Runtime.ExitError.
 		f.inflight[inv.header.Get("Lambda-Runtime-Aws-Request-Id")] = time.Now()
 		f.mu.Unlock()
 		for k, v := range inv.header {

@@ -78,6 +78,7 @@ func (f *Supervised) shutdown(p *process) {
 	f.mu.Lock()
 	lost := f.inflight
 	f.inflight = map[string]time.Time{}
+	f.gen++
 	f.mu.Unlock()
 	for id := range lost {
 		f.exitError(id, p.status())
