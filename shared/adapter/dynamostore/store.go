@@ -1,21 +1,22 @@
 // Package dynamostore is the DynamoDB adapter for quarantine.Store, and the
 // one owner of the table layout (layout.go): record, counter and policy
 // items, their keys, attribute names and the status index. A record write
-// (Create, Replace) is one TransactWriteItems: the whole record as a Put
-// with a condition (attribute_not_exists on the key for a new record;
-// equality on prev's version, and no integrity hold, for a replacement),
-// plus one Update per counter delta of the change (quarantine.CounterDeltas
-// of prev and next: an ADD to one counter shard, its clauses on one line:
-// docs/emulators.md). The record item is written whole, because partial
-// update expressions are where emulators (and hand-written expressions) go
-// wrong. A transaction cancelled for another reason than the record's
-// condition (a race on a counter shard) is retried; a write that still
-// fails (its condition, or every try) is read back: if the item holds
-// exactly the version written, the write was applied and succeeds. Hold is
-// the one write that does not replace the item: one transaction that sets
-// the two hold attributes, on the condition that the item still holds the
-// version read and no hold, and counts the hold. Policies (PolicyStore) are
-// single conditional PutItems.
+// is one conditional write of the record's item and nothing else: Create
+// is one PutItem conditional on attribute_not_exists of the key, Replace
+// one PutItem conditional on prev's version and no integrity hold, Hold one
+// UpdateItem that sets the two hold attributes while the item holds the
+// version read and no hold. The record item is written whole, because
+// partial update expressions are where emulators (and hand-written
+// expressions) go wrong. A write that fails (its condition, or an answer
+// lost after the SDK's tries) is read back with a consistent read: if the
+// item holds exactly the version written (quarantine.SameVersion), the
+// write was applied and succeeds.
+//
+// Counters are not written with the record: they follow the table's
+// stream. Counts (counts.go) derives each change's counter deltas from the
+// stream images (quarantine.ChangeDeltas) and applies them idempotently
+// per stream shard, in transactions that also advance the shard's
+// checkpoint. Policies (PolicyStore) are single conditional PutItems.
 package dynamostore
 
 import (
@@ -37,6 +38,7 @@ import (
 type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	QueryAPI
@@ -56,7 +58,7 @@ func New(api API, table string) *Store {
 // Create implements quarantine.Store.
 func (s *Store) Create(ctx context.Context, r *quarantine.Record) error {
 	cond := expression.AttributeNotExists(expression.Name(KeyAttr))
-	if err := s.put(ctx, nil, r, cond); err != nil {
+	if err := s.put(ctx, r, cond); err != nil {
 		if errors.Is(err, errConditionFailed) {
 			return quarantine.ErrExists
 		}
@@ -72,7 +74,7 @@ func (s *Store) Replace(ctx context.Context, prev, r *quarantine.Record) error {
 	}
 	// A held record is never overwritten: its item is the evidence.
 	cond := expression.Name(VersionAttr).Equal(expression.Value(prev.Version)).And(expression.AttributeNotExists(expression.Name(HoldAttr)))
-	if err := s.put(ctx, prev, r, cond); err != nil {
+	if err := s.put(ctx, r, cond); err != nil {
 		if errors.Is(err, errConditionFailed) {
 			if held, herr := s.held(ctx, r.DLQID); herr == nil && held {
 				return fmt.Errorf("replace %s: %w", r.DLQID, quarantine.ErrHeld)
@@ -105,13 +107,13 @@ func (s *Store) held(ctx context.Context, id string) (bool, error) {
 
 var errConditionFailed = errors.New("condition failed")
 
-// put writes r in place of prev (nil: a new record) under cond and, in the
-// same transaction, the counter changes the write makes
-// (quarantine.CounterDeltas(prev, r)): cond holds only while the item is
-// prev, so they are applied exactly when the record is. Transactions that
-// lose a race on a counter shard to another transaction are retried here:
-// the record's own condition did not fail.
-func (s *Store) put(ctx context.Context, prev, r *quarantine.Record, cond expression.ConditionBuilder) error {
+// put writes r in place of prev's item (a new record when cond says the key
+// does not exist) with one conditional PutItem. A write that fails for any
+// reason but a cancelled context is read back: a retry (the SDK's, after an
+// answer lost) whose first try was applied fails its own condition, and the
+// item then holds exactly what we wrote, so the write succeeded. It returns
+// errConditionFailed when the condition failed and the item is not r.
+func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.ConditionBuilder) error {
 	item, err := Marshal(r)
 	if err != nil {
 		return err
@@ -123,51 +125,22 @@ func (s *Store) put(ctx context.Context, prev, r *quarantine.Record, cond expres
 	if err != nil {
 		return fmt.Errorf("build condition: %w", err)
 	}
-	put := &types.Put{
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: item, ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	}
-	items := []types.TransactWriteItem{{Put: put}}
-	for _, d := range quarantine.CounterDeltas(prev, r) {
-		u, err := counterUpdate(s.table, d)
-		if err != nil {
-			return err
-		}
-		items = append(items, types.TransactWriteItem{Update: u})
-	}
-	err = s.transact(ctx, items)
+	})
 	if err != nil && ctx.Err() == nil && s.applied(ctx, r) {
-		// A retried write whose first try was applied fails its own
-		// condition (or the call ran out of tries after it was applied):
-		// the item holds exactly what we wrote, so the write succeeded,
-		// and its counter changes, in the same transaction, with it.
-		err = nil
+		return nil
 	}
-	return err
+	return asConditionFailed(err)
 }
 
-// transact runs one transaction whose first item is the record's own
-// conditional write, retrying when it loses a race on a counter shard to
-// another transaction. It returns errConditionFailed when the record's
-// condition failed.
-func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
-	var err error
-	for attempt := 0; ; attempt++ {
-		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		var tc *types.TransactionCanceledException
-		if !errors.As(err, &tc) {
-			break
-		}
-		if len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			err = errConditionFailed
-			break
-		}
-		if attempt >= 20 {
-			return fmt.Errorf("counters contended: %w", quarantine.ErrContention)
-		}
-		if err := quarantine.Backoff(ctx, attempt, 5*time.Millisecond, 160*time.Millisecond); err != nil {
-			return err
-		}
+// asConditionFailed maps a failed condition of a single write to
+// errConditionFailed; other errors pass through.
+func asConditionFailed(err error) error {
+	var cf *types.ConditionalCheckFailedException
+	if errors.As(err, &cf) {
+		return errConditionFailed
 	}
 	return err
 }

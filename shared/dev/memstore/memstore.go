@@ -15,7 +15,11 @@ import (
 )
 
 // Store is an in-memory quarantine.Store, with the same counters as the
-// DynamoDB store.
+// DynamoDB store. It has no change stream: each write applies the counter
+// changes of its change (quarantine.ChangeDeltas of the item before and
+// after) at once, under the store's lock. That is the model of a ledger
+// that has caught up with the table (dynamostore.Counts applied to every
+// change the stream holds).
 type Store struct {
 	mu       sync.Mutex
 	records  map[string]*quarantine.Record
@@ -77,7 +81,7 @@ func (s *Store) Create(_ context.Context, r *quarantine.Record) error {
 		}
 		return quarantine.ErrExists
 	}
-	s.apply(quarantine.CounterDeltas(nil, r))
+	s.apply(quarantine.ChangeDeltas(nil, r, nil, nil))
 	s.records[r.DLQID] = r.Clone()
 	return nil
 }
@@ -112,7 +116,7 @@ func (s *Store) Replace(_ context.Context, prev, r *quarantine.Record) error {
 		}
 		return quarantine.ErrVersionConflict
 	}
-	s.apply(quarantine.CounterDeltas(prev, r))
+	s.apply(quarantine.ChangeDeltas(cur, r, nil, nil))
 	s.records[r.DLQID] = r.Clone()
 	return nil
 }
@@ -136,7 +140,7 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 		return quarantine.ErrVersionConflict
 	}
 	s.holds[h.ID] = h
-	s.apply(quarantine.HoldDeltas(h.ID, h.At))
+	s.apply(quarantine.ChangeDeltas(cur, cur, nil, &h))
 	return nil
 }
 

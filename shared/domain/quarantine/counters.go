@@ -7,9 +7,12 @@ import (
 )
 
 // Counters keep the metrics function's cost independent of the table's
-// size: every record write also adjusts a few counter items in the same
-// transaction. Each counter is split into CounterShards items (by record) so
-// that concurrent writers rarely touch the same one; readers sum the shards.
+// size: every change of a record adjusts a few counter items. They are not
+// written with the record: the ledger derives each change's deltas from the
+// table's stream (ChangeDeltas of the old and new images) and applies them
+// per batch, once per change. Each counter is split into CounterShards items
+// (by record) so that concurrent writers rarely touch the same one; readers
+// sum the shards.
 const CounterShards = 8
 
 // Counter kinds.
@@ -60,9 +63,9 @@ type CounterDelta struct {
 
 // CounterDeltas are the counter changes that replacing prev, the version
 // the store holds, with next makes (prev nil: next is a new record). The
-// store applies them in the same transaction as the record, so a write
-// conditional on prev.Version counts each change exactly once; a retried
-// write found already applied (SameVersion) applies nothing again.
+// ledger applies them for each change of the table's stream (ChangeDeltas),
+// so each write the store applied is counted exactly once, however often
+// it was tried.
 func CounterDeltas(prev, next *Record) []CounterDelta {
 	src, shard := next.Source, next.shard()
 	var out []CounterDelta
@@ -198,4 +201,54 @@ func SourceOfID(id string) string {
 		return id[:i]
 	}
 	return id
+}
+
+// ChangeDeltas are the counter changes one change of a record's item makes,
+// from the item before (old, oldHold) and after (new, newHold) it: what
+// the table's stream reports as its old and new images (nil: no image; a
+// hold is nil when the image carries none).
+//
+//   - INSERT (old nil): CounterDeltas(nil, new);
+//   - a change of version: CounterDeltas(old, new);
+//   - a hold added (newHold set, oldHold nil): HoldDeltas(new's id, the
+//     hold's time), the one change Store.Hold makes (with the version
+//     unchanged: added to the above if a write ever did both);
+//   - REMOVE (new nil): RemoveDeltas(old), the record taken out of its
+//     state and open counters (a deletion is tampering, but counters follow
+//     the table);
+//   - anything else (the same version rewritten, a hold removed, identical
+//     images): nothing. No record write of the store makes such a change,
+//     and the old counting in the write's transaction did not count it
+//     either.
+//
+// Summed over the changes of a record's life, they are the counter changes
+// its writes (Create, Replace, Hold) make.
+func ChangeDeltas(old, new *Record, oldHold, newHold *IntegrityHold) []CounterDelta {
+	switch {
+	case new == nil && old == nil:
+		return nil
+	case new == nil:
+		return RemoveDeltas(old)
+	}
+	var out []CounterDelta
+	if old == nil || old.Version != new.Version {
+		out = CounterDeltas(old, new)
+	}
+	if newHold != nil && oldHold == nil {
+		out = append(out, HoldDeltas(new.DLQID, newHold.At)...)
+	}
+	return out
+}
+
+// RemoveDeltas take a record whose item was deleted out of the counters
+// that count what the table holds: its state counter, and its open
+// counter when it was QUARANTINED. (Time buckets count events, which
+// happened; a hold counter counts holds set.)
+func RemoveDeltas(old *Record) []CounterDelta {
+	src, shard := old.Source, old.shard()
+	out := []CounterDelta{{CounterKey: StateCounterKey(src, old.Status, old.FailureClass, shard), N: -1}}
+	if old.Status == StatusQuarantined {
+		out = append(out, CounterDelta{CounterKey: OpenCounterKey(src, old.FailureSignature, shard), N: -1})
+	}
+	return out
 }

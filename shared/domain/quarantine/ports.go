@@ -13,9 +13,12 @@ import (
 // the version it replaces. A writer recognizes its own applied write: when
 // the condition fails because the store already holds exactly the version
 // written (the same version and seal: a retried write whose first try was
-// applied and whose answer was lost), the write succeeds. Each write also
-// applies, in the same transaction, the counter changes it makes
-// (CounterDeltas). Implementations: dynamostore (DynamoDB) and memstore.
+// applied and whose answer was lost), the write succeeds. A write is one
+// conditional write of the record's item and nothing else: the counters it
+// changes (ChangeDeltas of the item before and after) are applied later,
+// from the table's change stream, by the ledger (dynamostore.Counts);
+// memstore applies them at once, the model of a ledger that has caught up.
+// Implementations: dynamostore (DynamoDB) and memstore.
 type Store interface {
 	// Create stores a new record, or returns ErrExists.
 	Create(ctx context.Context, r *Record) error
@@ -28,7 +31,7 @@ type Store interface {
 	// when the stored version still equals prev.Version, or returns
 	// ErrVersionConflict (ErrNotFound if the record is gone, ErrHeld if it
 	// is under an integrity hold: never overwritten). Its counters change
-	// by CounterDeltas(prev, next).
+	// by CounterDeltas(prev, next), once the ledger has counted it.
 	Replace(ctx context.Context, prev, next *Record) error
 	// Update is Get, fn, Replace, retried on ErrVersionConflict with the
 	// record read again (see the function Update, which implements it).
@@ -36,7 +39,8 @@ type Store interface {
 	// Hold sets aside the stored version h.Version of record h.ID, which
 	// failed verification: it marks that exact version with an unsealed
 	// integrity_hold attribute (the sealed fields stay exactly as found,
-	// the evidence), counts it once in its source's hold counter, and from
+	// the evidence), counted once in its source's hold counter (HoldDeltas,
+	// once the ledger has counted the change), and from
 	// then on the record is left out of List and refused by Replace. A
 	// second hold of a held record is a no-op. It returns
 	// ErrVersionConflict when the stored version is another, ErrNotFound
@@ -196,9 +200,8 @@ func SameVersion(stored, r *Record) bool {
 // CheckReplace is what a Store checks before Replace writes anything: next
 // is the version that follows prev (every transition makes it so: one
 // version on, chained to prev's seal). The write's condition is on
-// prev.Version and its counter changes are CounterDeltas(prev, next), so a
-// prev of another record would count the change against the wrong
-// counters, and prev and next swapped would read back the stored prev as
+// prev.Version, so a prev of another record would condition the write on
+// another item's version, and prev and next swapped would read back the stored prev as
 // "my write was applied" and report a write that never happened.
 func CheckReplace(prev, next *Record) error {
 	switch {
