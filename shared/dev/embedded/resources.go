@@ -180,6 +180,9 @@ func (s *Stack) createTables(ctx context.Context) error {
 				IndexName: aws.String(g.IndexName), KeySchema: keySchema(g.KeySchema), Projection: &p,
 			})
 		}
+		if t.StreamSpecification != nil && t.StreamSpecification.StreamViewType != "" {
+			in.StreamSpecification = &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewType(t.StreamSpecification.StreamViewType)}
+		}
 		if got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName}); err == nil {
 			// There from an earlier start (a persistent stack): keep its
 			// items if its keys and indexes are the template's.
@@ -194,6 +197,16 @@ func (s *Stack) createTables(ctx context.Context) error {
 			return fmt.Errorf("table %s not active: %w", id, err)
 		}
 		s.Names[id] = aws.ToString(t.TableName)
+		if in.StreamSpecification != nil {
+			got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName})
+			if err != nil {
+				return fmt.Errorf("describe table %s: %w", id, err)
+			}
+			if got.Table.LatestStreamArn == nil {
+				return fmt.Errorf("table %s has no stream: the template asks for one (%s)", id, in.StreamSpecification.StreamViewType)
+			}
+			s.StreamARNs[id] = aws.ToString(got.Table.LatestStreamArn)
+		}
 	}
 	return nil
 }
