@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
@@ -217,21 +218,25 @@ func TestListerContract(t *testing.T) {
 
 func TestUpdateContract(t *testing.T) {
 	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
-	storetest.RunUpdate(t, s, s)
+	storetest.RunUpdate(t, s, countstream.NewReader(stack))
 }
 
 func TestCountersContract(t *testing.T) {
 	table := stack.Names["QuarantineTable"]
 	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
-	storetest.RunCounters(t, s, l, s, l)
+	// The counters are counted from the table's stream (the ledger's
+	// work): the reader drains it before each read.
+	cr := countstream.NewReader(stack)
+	storetest.RunCounters(t, s, l, cr, cr)
 }
 
 // A create and a replace whose first try was applied and unanswered: the
 // SDK's retry fails the condition, and the store recognizes the item as
-// its own write (not ErrExists, not ErrVersionConflict), counted once.
+// its own write (not ErrExists, not ErrVersionConflict); the stream holds
+// each write once, so each is counted once.
 func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	t.Parallel()
-	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "TransactWriteItems", 2)
+	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "PutItem", 2)
 	s := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	ctx := context.Background()
 	r := storetest.Record(t, storetest.UniqueID("lost"))
@@ -260,12 +265,95 @@ func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 		t.Fatalf("stored %v: %v", got, err)
 	}
 	// Each write's counters were applied once.
-	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassValidation); n != 1 {
+	cr := countstream.NewReader(stack)
+	if n := storetest.StateCount(t, cr, r.Source, quarantine.StatusQuarantined, quarantine.ClassValidation); n != 1 {
 		t.Fatalf("state counter %d, want 1", n)
 	}
-	if n := storetest.StateCount(t, s, r.Source, quarantine.StatusQuarantined, quarantine.ClassExhausted); n != 0 {
+	if n := storetest.StateCount(t, cr, r.Source, quarantine.StatusQuarantined, quarantine.ClassExhausted); n != 0 {
 		t.Fatalf("old state counter %d, want 0", n)
 	}
+}
+
+// A hold whose first try was applied and unanswered: the SDK's retry fails
+// the condition, the read-back finds the record held, and the hold is
+// counted once.
+func TestAppliedButUnansweredHoldIsOurs(t *testing.T) {
+	t.Parallel()
+	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "UpdateItem", 1)
+	s := dynamostore.New(ddb, stack.Names["QuarantineTable"])
+	ctx := context.Background()
+	r := storetest.Record(t, storetest.UniqueID("losthold"))
+	r.Source = storetest.UniqueID("holdsrc")
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: r.Version, Reason: "seal_mismatch", At: r.FirstSeen.Time}); err != nil {
+		t.Fatalf("hold whose answer was lost = %v", err)
+	}
+	if lose.Lost() != 1 {
+		t.Fatalf("%d answers lost", lose.Lost())
+	}
+	if n := storetest.HeldCount(t, countstream.NewReader(stack), r.Source); n != 1 {
+		t.Fatalf("held counter %d, want 1", n)
+	}
+}
+
+// No record write is a transaction: one conditional PutItem or UpdateItem
+// each, so that every one of them streams (kumo streams no transaction).
+func TestRecordWritesAreSingleWrites(t *testing.T) {
+	t.Parallel()
+	api := &opCounting{API: stack.Clients.DynamoDB}
+	s := dynamostore.New(api, stack.Names["QuarantineTable"])
+	ctx := context.Background()
+	r := storetest.Record(t, storetest.UniqueID("single"))
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	next, err := r.ParkManual("ops", "looked at", r.FirstSeen.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Replace(ctx, r, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: next.Version, Reason: "seal_mismatch", At: r.FirstSeen.Time}); err != nil {
+		t.Fatal(err)
+	}
+	if api.puts != 2 || api.updates != 1 || api.txs != 0 {
+		t.Fatalf("%d PutItem, %d UpdateItem, %d TransactWriteItems: want 2, 1, 0", api.puts, api.updates, api.txs)
+	}
+}
+
+// opCounting counts the writes a store makes.
+type opCounting struct {
+	dynamostore.API
+	mu                 sync.Mutex
+	puts, updates, txs int
+}
+
+func (o *opCounting) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	o.mu.Lock()
+	o.puts++
+	o.mu.Unlock()
+	return o.API.PutItem(ctx, in, opts...)
+}
+
+func (o *opCounting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	o.mu.Lock()
+	o.updates++
+	o.mu.Unlock()
+	return o.API.UpdateItem(ctx, in, opts...)
+}
+
+func (o *opCounting) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	o.mu.Lock()
+	o.txs++
+	o.mu.Unlock()
+	return o.API.TransactWriteItems(ctx, in, opts...)
 }
 
 // TamperItem rewrites a record's item with one plain PutItem, as someone
@@ -292,5 +380,5 @@ func TamperItem(t *testing.T, id string, change func(*quarantine.Record)) {
 func TestHoldContract(t *testing.T) {
 	table := stack.Names["QuarantineTable"]
 	s, l := dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table)
-	storetest.RunHold(t, s, l, s, TamperItem)
+	storetest.RunHold(t, s, l, countstream.NewReader(stack), TamperItem)
 }
