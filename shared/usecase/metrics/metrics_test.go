@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
@@ -61,7 +62,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) service(c *counting) *metrics.Service {
-	s := &metrics.Service{SQS: stack.Clients.SQS, Counters: e.store, Signatures: e.list, Lister: e.list, Store: e.store,
+	s := &metrics.Service{SQS: stack.Clients.SQS, Counters: countstream.NewReader(stack), Signatures: countstream.NewReader(stack), Lister: e.list, Store: e.store,
 		CloudWatch: stack.Clients.CloudWatch, Sources: map[string]*quarantine.Source{e.src.Name: e.src}, Now: e.clock.Now,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	if c != nil {
@@ -201,7 +202,7 @@ func TestComebackAfterResolvedIsNoSuccess(t *testing.T) {
 		}
 		t.Fatalf("success rate %s, want 0: the only replay came back", got)
 	}
-	if sent, cameBack, err := policy.Counts(ctx, e.store, e.src.Name, "p-late"); err != nil || sent != 1 || cameBack != 1 {
+	if sent, cameBack, err := policy.Counts(ctx, countstream.NewReader(stack), e.src.Name, "p-late"); err != nil || sent != 1 || cameBack != 1 {
 		t.Fatalf("policy counters sent %d, came back %d (%v); want 1 and 1", sent, cameBack, err)
 	}
 	// The recount: the one record is QUARANTINED/exhausted.
@@ -212,7 +213,7 @@ func TestComebackAfterResolvedIsNoSuccess(t *testing.T) {
 			if st == back.Status && c == back.FailureClass {
 				want = 1
 			}
-			if got := storetest.StateCount(t, e.store, e.src.Name, st, c); got != want {
+			if got := storetest.StateCount(t, countstream.NewReader(stack), e.src.Name, st, c); got != want {
 				t.Errorf("state counter %s/%s = %d, recount %d", st, c, got, want)
 			}
 		}
@@ -292,7 +293,10 @@ func (c *counting) wrap(s *metrics.Service) {
 	table := stack.Names["QuarantineTable"]
 	store, list := dynamostore.New(ddb, table), dynamostore.NewLister(ddb, table)
 	s.SQS, s.CloudWatch = countSQS{s.SQS, c}, countCW{s.CloudWatch, c}
-	s.Counters, s.Signatures, s.Lister, s.Store = store, list, list, store
+	// The counters are the ledger's, caught up with the stream (its reads
+	// are not the metrics function's).
+	drained := &countstream.Reader{Stack: stack, Counters: store, Signatures: list}
+	s.Counters, s.Signatures, s.Lister, s.Store = drained, drained, list, store
 }
 
 // seed writes n quarantined records of the source straight into the table.
@@ -518,7 +522,7 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
 		for _, c := range []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison} {
-			if got := storetest.StateCount(t, store, name, stt, c); got != want[string(stt)+"/"+string(c)] {
+			if got := storetest.StateCount(t, countstream.NewReader(st), name, stt, c); got != want[string(stt)+"/"+string(c)] {
 				t.Errorf("counter %s/%s = %d, recount %d", stt, c, got, want[string(stt)+"/"+string(c)])
 			}
 		}

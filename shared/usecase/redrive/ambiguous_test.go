@@ -156,7 +156,7 @@ func TestOneRecordsErrorDoesNotStrandTheBatch(t *testing.T) {
 func TestRetriedClaimThatWasAppliedIsOurs(t *testing.T) {
 	t.Parallel()
 	e, ids := seeded(t, 1)
-	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "TransactWriteItems", 1)
+	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "PutItem", 1)
 	store := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	rep, err := e.service(nil, store, redrive.Config{}).Run(context.Background(), e.request(10))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
@@ -114,7 +115,7 @@ func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 	}
 	unchangedButHeld(t, field, before[field], "seal_mismatch")
 	unchangedButHeld(t, body, before[body], "body_mismatch")
-	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 2 {
+	if n := storetest.HeldCount(t, countstream.NewReader(stack), e.src.Name); n != 2 {
 		t.Fatalf("held counter %d, want 2", n)
 	}
 	// A run that names a held record explicitly still refuses it, and
@@ -125,7 +126,7 @@ func TestTamperedRecordIsHeldNeverSentOrResealed(t *testing.T) {
 	if err != nil || rep.Integrity.Count != 1 || rep.Redriven.Count != 0 {
 		t.Fatalf("explicit run: %+v %v", rep, err)
 	}
-	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 2 {
+	if n := storetest.HeldCount(t, countstream.NewReader(stack), e.src.Name); n != 2 {
 		t.Fatalf("held counter %d after a second hold, want 2", n)
 	}
 	var held []string
@@ -172,7 +173,7 @@ func TestStandingPolicyNeverLaundersATamperedRecord(t *testing.T) {
 		t.Fatalf("sent %v, want %v", sent, ids[1:])
 	}
 	unchangedButHeld(t, forged, before, "seal_mismatch")
-	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
+	if n := storetest.HeldCount(t, countstream.NewReader(stack), e.src.Name); n != 1 {
 		t.Fatalf("held counter %d, want 1", n)
 	}
 }

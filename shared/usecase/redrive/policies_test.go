@@ -16,6 +16,7 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -51,7 +52,7 @@ func (e *env) seedReason(t *testing.T, from, n int, reason string) []string {
 func (e *env) policies(t *testing.T, store quarantine.Store) (*redrive.Service, *dynamostore.PolicyStore, string) {
 	ns := embedded.RandomName("ns")
 	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
-	svc := e.service(nil, store, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: ns})
+	svc := e.service(nil, store, redrive.Config{}).WithPolicies(redrive.Policies{Store: ps, Counters: countstream.NewReader(stack), Metrics: stack.Clients.CloudWatch, Namespace: ns})
 	return svc, ps, ns
 }
 
@@ -128,7 +129,7 @@ func TestPolicyReplaysWhatItMatchesWithinItsLimits(t *testing.T) {
 	if r.RedrivenBy != p.Actor() || r.Attempts[len(r.Attempts)-1].Actor != p.Actor() {
 		t.Fatalf("history actor %q, want %q", r.RedrivenBy, p.Actor())
 	}
-	if n, _, err := policy.Counts(ctx, e.store, e.src.Name, p.ID); err != nil || n != 20 {
+	if n, _, err := policy.Counts(ctx, countstream.NewReader(stack), e.src.Name, p.ID); err != nil || n != 20 {
 		t.Fatalf("policy sent counter %d, %v; want 20", n, err)
 	}
 }
@@ -191,7 +192,7 @@ func TestBreakerSuspendsAPolicyWhoseReplaysComeBack(t *testing.T) {
 		}
 	}
 	// An operator resumes it: the breaker judges only what follows.
-	sent, back, err := policy.Counts(ctx, e.store, e.src.Name, p.ID)
+	sent, back, err := policy.Counts(ctx, countstream.NewReader(stack), e.src.Name, p.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func countedPolicies(t *testing.T, n int, reasons ...string) (*env, []string, *c
 	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	svc := redrive.New(e.store, lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
 		slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: 10000, MaxBackoff: 20 * time.Millisecond}).
-		WithPolicies(redrive.Policies{Store: ps, Counters: e.store, Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
+		WithPolicies(redrive.Policies{Store: ps, Counters: countstream.NewReader(stack), Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
 	var pols []*policy.Policy
 	for _, reason := range reasons {
 		pols = append(pols, e.addPolicy(t, ps, policy.Spec{Signatures: []string{quarantine.Signature("consumer", reason, e.src.SchemaVersion)},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
@@ -641,7 +642,7 @@ func TestTamperedParkedRecordIsHeldNotFailedEveryRun(t *testing.T) {
 	if after.Status != quarantine.StatusParked || after.Seal != r.Seal || after.Version != r.Version || after.FailureClass != quarantine.ClassExhausted || quarantine.Verify(after) == nil {
 		t.Fatalf("the held record changed: %+v", after)
 	}
-	if n := storetest.HeldCount(t, e.store, e.src.Name); n != 1 {
+	if n := storetest.HeldCount(t, countstream.NewReader(e.st), e.src.Name); n != 1 {
 		t.Fatalf("held counter %d, want 1", n)
 	}
 }
