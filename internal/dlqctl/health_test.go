@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
@@ -99,6 +100,9 @@ func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its counters are the ledger's, caught up with the table's stream.
+	drained := countstream.NewReader(v.st)
+	svc.Counters, svc.Signatures = drained, drained
 	body := `{"event_id":"e%d","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
 	var ids []string
 	for i := range 3 {

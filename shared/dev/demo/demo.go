@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
@@ -207,6 +208,10 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 	// Phase 4: the metrics function publishes DLQ health; read it back.
+	// Its counters are the ledger's: counted from the table's stream.
+	if err := countstream.DrainCounts(ctx, st); err != nil {
+		return nil, err
+	}
 	if _, err := fns.Metrics.Run(ctx); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
@@ -253,7 +254,11 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 		return nil, err
 	}
 	phase("archived by")
-	// Phase 4: metrics, under the same faults, until one run gets through.
+	// Phase 4: metrics, under the same faults, until one run gets through,
+	// on counters caught up with the table's stream (the ledger's work).
+	if err := countstream.DrainCounts(ctx, s.st); err != nil {
+		return nil, err
+	}
 	for {
 		if _, err := s.fns.Metrics.Run(ctx); err == nil {
 			break

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -100,7 +101,11 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			rep.SealFailures = append(rep.SealFailures, id+": body not verbatim")
 		}
 	}
-	// The metrics counters against the recount.
+	// The metrics counters, caught up with the table's stream, against the
+	// recount.
+	if err := countstream.DrainCounts(ctx, s.st); err != nil {
+		return err
+	}
 	store := dynamostore.New(s.st.Clients.DynamoDB, fns.IngestConfig.TableName)
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
