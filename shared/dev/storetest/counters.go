@@ -12,7 +12,9 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 )
 
-// CounterReader reads counter shards (memstore.Store, dynamostore.Store).
+// CounterReader reads counter shards (memstore.Store, which counts on each
+// write; for dynamostore, whose counters follow the table's stream, a
+// countstream.Reader, which lets the counting catch up before each read).
 type CounterReader interface {
 	ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
 }
@@ -47,8 +49,9 @@ func sumShards(t testing.TB, cr CounterReader, key func(shard int) quarantine.Co
 }
 
 // RunCounters drives concurrent arrivals, re-failures, claims, sends,
-// settles and parks through s, then compares every counter with a full
-// recount of the records (read back through l).
+// settles and parks through s, then compares every counter (read through
+// cr and sr, caught up with every write) with a full recount of the
+// records (read back through l).
 func RunCounters(t *testing.T, s quarantine.Store, l quarantine.Lister, cr CounterReader, sr SignatureReader) {
 	ctx := context.Background()
 	source := UniqueID("csrc")

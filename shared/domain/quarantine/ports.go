@@ -201,8 +201,9 @@ func SameVersion(stored, r *Record) bool {
 // is the version that follows prev (every transition makes it so: one
 // version on, chained to prev's seal). The write's condition is on
 // prev.Version, so a prev of another record would condition the write on
-// another item's version, and prev and next swapped would read back the stored prev as
-// "my write was applied" and report a write that never happened.
+// another item's version, and prev and next swapped would read back the
+// stored prev as "my write was applied" and report a write that never
+// happened.
 func CheckReplace(prev, next *Record) error {
 	switch {
 	case prev == nil || next == nil:
