@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
@@ -97,11 +98,19 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 
 	ready := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		if err := l.Run(ctx, func() { close(ready) }); err != nil {
 			fmt.Fprintln(stderr, err)
+		}
+	}()
+	// The metrics counters follow the table's stream: counted here, as the
+	// ledger function counts them in AWS.
+	go func() {
+		defer wg.Done()
+		if err := countstream.Run(ctx, st, log); err != nil {
+			fmt.Fprintln(stderr, "counters:", err)
 		}
 	}()
 	select {

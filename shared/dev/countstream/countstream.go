@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -115,4 +116,16 @@ func (r *Reader) OpenSignatures(ctx context.Context, source string) (map[string]
 		return nil, err
 	}
 	return r.Signatures.OpenSignatures(ctx, source)
+}
+
+// Run counts st's table stream as it grows, until ctx ends: a local stack's
+// stand-in for the ledger function's counting (its checkpoint makes the
+// two agree if both run).
+func Run(ctx context.Context, st *embedded.Stack, log *slog.Logger) error {
+	p, err := poller(st)
+	if err != nil {
+		return err
+	}
+	p.Log = log
+	return p.Run(ctx)
 }
