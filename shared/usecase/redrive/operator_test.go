@@ -256,3 +256,29 @@ func TestReadOfAnOversizedPayloadErrorsClearly(t *testing.T) {
 		t.Fatalf("read of 4.6 MB and a 300 KB attribute: %v", err)
 	}
 }
+
+// An unpark of a poison record at its cap raises the cap by one and says
+// from what: one more replay before it is parked again.
+func TestUnparkAtTheCapReportsTheRaise(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, ids := seeded(t, 1)
+	id := ids[0]
+	r := e.get(t, id)
+	r.RedriveCount = r.RedriveCap // as if replayed cap times (re-sealed in place: a transition refuses a record that does not verify)
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.ParkPoison("test", e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Replace(ctx, r, p); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := e.loggedService(nil)
+	rep, err := svc.LambdaHandler(ctx, operatorRequest(e, "unpark", id, "one more try"))
+	if err != nil || rep.RedriveCapBefore != cap3 || rep.Record.RedriveCap != cap3+1 || rep.Record.FailureClass != quarantine.ClassExhausted {
+		t.Fatalf("unpark at the cap: %+v %v", rep, err)
+	}
+}
