@@ -61,8 +61,9 @@ type ConfigError struct{ Problem string }
 
 func (e *ConfigError) Error() string { return "redrive misconfigured: " + e.Problem }
 
-// HeldError is a correction refused because its record fails verification;
-// the record was set aside by an integrity hold. It names the reason only.
+// HeldError is a correction or an operator action (park, unpark, read)
+// refused because its record fails verification; the record was set aside
+// by an integrity hold, as found. It names the reason only.
 type HeldError struct{ Reason string }
 
 func (e *HeldError) Error() string {
