@@ -128,6 +128,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				return nil, err
 			}
 			s.closers = append(s.closers, startFlusher())
+			advanceStreamSequence() // see streams.go
 		}
 		o.Dir = o.DataDir
 	}

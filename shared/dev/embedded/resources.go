@@ -189,6 +189,11 @@ func (s *Stack) createTables(ctx context.Context) error {
 			if err := sameTable(in, got.Table); err != nil {
 				return fmt.Errorf("existing table %s: %w", id, err)
 			}
+			if !s.External {
+				if err := s.restoreStream(ctx, got); err != nil {
+					return fmt.Errorf("existing table %s: %w", id, err)
+				}
+			}
 		} else if _, err := s.Clients.DynamoDB.CreateTable(ctx, in); err != nil {
 			return fmt.Errorf("create table %s: %w", id, err)
 		}
