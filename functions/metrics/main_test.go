@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -30,6 +31,10 @@ func TestBootstrapPublishesOnTheScheduledEvent(t *testing.T) {
 	source := st.Names["SourceQueue"]
 	q := ingest.NewQuarantiner(dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]), nil, nil, ingest.QuarantinerConfig{Sources: srcs})
 	if _, err := q.Quarantine(ctx, ingest.Message{MessageID: "m1", SourceARN: srcs[source].ARN, Body: []byte(`{"event_id":"SECRET-PAYLOAD-1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// Counters come from the table's stream (the ledger function's job).
+	if err := countstream.DrainCounts(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	f := lambdatest.ForTest(t, st, "metrics", "MetricsFunction", 60*time.Second)
