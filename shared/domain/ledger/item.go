@@ -162,7 +162,12 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 // Canonical returns the item's canonical bytes: RFC 8785 JSON of its
 // DynamoDB JSON with set members sorted. Two items are the same version iff
 // their canonical bytes are equal.
-func (it Item) Canonical() ([]byte, error) { return canonical(it) }
+func (it Item) Canonical() ([]byte, error) {
+	if it == nil {
+		return nil, errors.New("no item")
+	}
+	return appendItem(nil, it)
+}
 
 // canonical marshals v and canonicalizes it (RFC 8785).
 func canonical(v any) ([]byte, error) {
