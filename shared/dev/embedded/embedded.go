@@ -90,6 +90,9 @@ type Stack struct {
 	QueueURLs map[string]string
 	// QueueARNs maps queue logical ids to queue ARNs.
 	QueueARNs map[string]string
+	// StreamARNs maps table logical ids to the ARN of the table's
+	// DynamoDB stream (tables whose template asks for one).
+	StreamARNs map[string]string
 	// Skipped maps the logical ids of resources the template creates but
 	// the emulator cannot hold (a metric-math or composite alarm on kumo)
 	// to the reason.
@@ -104,7 +107,7 @@ type Stack struct {
 // Start starts the emulators (unless AWS_ENDPOINT_URL says otherwise) and
 // creates the template's queues, tables, buckets, keys and alarms.
 func Start(ctx context.Context, o Options) (st *Stack, err error) {
-	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}, Skipped: map[string]string{}}
+	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}, StreamARNs: map[string]string{}, Skipped: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -125,6 +128,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 				return nil, err
 			}
 			s.closers = append(s.closers, startFlusher())
+			advanceStreamSequence() // see streams.go
 		}
 		o.Dir = o.DataDir
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -46,7 +49,7 @@ func TestStatePersistsAcrossRestarts(t *testing.T) {
 		t.Fatalf("no kumo snapshot after the first run: %v", err)
 	}
 	// A wrong KUMO_DATA_DIR in the environment is replaced.
-	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key") {
+	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key, stream") {
 		t.Fatalf("second run:\n%s", out)
 	}
 }
@@ -93,6 +96,13 @@ func TestPersistHelper(t *testing.T) {
 		if err := os.WriteFile(cipherFile, enc.CiphertextBlob, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		seq, err := lastStreamSeq(ctx, st, "persisted-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cipherFile+".seq", []byte(seq), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		st.Close()
 	case "read":
 		defer st.Close()
@@ -119,10 +129,25 @@ func TestPersistHelper(t *testing.T) {
 		if err != nil || string(dec.Plaintext) != "persisted secret" {
 			problems = append(problems, fmt.Errorf("key: %v", err))
 		}
+		// The restored table still streams, with sequence numbers past the
+		// first run's (the ledger skips what it has seen).
+		if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+			"dlq_id": &ddbtypes.AttributeValueMemberS{Value: "persisted-2"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(cipherFile + ".seq")
+		if seq, err := lastStreamSeq(ctx, st, "persisted-2"); err != nil {
+			problems = append(problems, fmt.Errorf("stream: %w", err))
+		} else if a, ok1 := new(big.Int).SetString(string(before), 10); !ok1 {
+			problems = append(problems, fmt.Errorf("stream: the first run's sequence number %q", before))
+		} else if b, ok2 := new(big.Int).SetString(seq, 10); !ok2 || b.Cmp(a) <= 0 {
+			problems = append(problems, fmt.Errorf("stream: the change after the restart has sequence number %s, not past %s", seq, before))
+		}
 		if err := errors.Join(problems...); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Println("read back: message, item, object, key")
+		fmt.Println("read back: message, item, object, key, stream")
 	case "inflight-write":
 		// Two messages; one received and released (visibility 0), as a
 		// consumer that rejects it does.
@@ -210,4 +235,40 @@ func TestSameTableRefusesADifferentSchema(t *testing.T) {
 	if err := sameTable(in, &noIndex); err == nil || !strings.Contains(err.Error(), "indexes are") {
 		t.Fatalf("no index: %v", err)
 	}
+}
+
+// lastStreamSeq is the sequence number of the newest change to the item
+// with key id in the quarantine table's stream.
+func lastStreamSeq(ctx context.Context, st *Stack, id string) (string, error) {
+	arn := st.StreamARNs["QuarantineTable"]
+	d, err := st.Clients.DynamoDBStreams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		return "", err
+	}
+	last := ""
+	for _, sh := range d.StreamDescription.Shards {
+		it, err := st.Clients.DynamoDBStreams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			return "", err
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			out, err := st.Clients.DynamoDBStreams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				return "", err
+			}
+			for _, r := range out.Records {
+				if k, ok := r.Dynamodb.Keys["dlq_id"].(*streamtypes.AttributeValueMemberS); ok && k.Value == id {
+					last = aws.ToString(r.Dynamodb.SequenceNumber)
+				}
+			}
+			if len(out.Records) == 0 {
+				break
+			}
+			iter = out.NextShardIterator
+		}
+	}
+	if last == "" {
+		return "", fmt.Errorf("no change to %s in the stream", id)
+	}
+	return last, nil
 }

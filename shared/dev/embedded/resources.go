@@ -180,11 +180,19 @@ func (s *Stack) createTables(ctx context.Context) error {
 				IndexName: aws.String(g.IndexName), KeySchema: keySchema(g.KeySchema), Projection: &p,
 			})
 		}
+		if t.StreamSpecification != nil && t.StreamSpecification.StreamViewType != "" {
+			in.StreamSpecification = &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewType(t.StreamSpecification.StreamViewType)}
+		}
 		if got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName}); err == nil {
 			// There from an earlier start (a persistent stack): keep its
 			// items if its keys and indexes are the template's.
 			if err := sameTable(in, got.Table); err != nil {
 				return fmt.Errorf("existing table %s: %w", id, err)
+			}
+			if !s.External {
+				if err := s.restoreStream(ctx, got); err != nil {
+					return fmt.Errorf("existing table %s: %w", id, err)
+				}
 			}
 		} else if _, err := s.Clients.DynamoDB.CreateTable(ctx, in); err != nil {
 			return fmt.Errorf("create table %s: %w", id, err)
@@ -194,6 +202,16 @@ func (s *Stack) createTables(ctx context.Context) error {
 			return fmt.Errorf("table %s not active: %w", id, err)
 		}
 		s.Names[id] = aws.ToString(t.TableName)
+		if in.StreamSpecification != nil {
+			got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName})
+			if err != nil {
+				return fmt.Errorf("describe table %s: %w", id, err)
+			}
+			if got.Table.LatestStreamArn == nil {
+				return fmt.Errorf("table %s has no stream: the template asks for one (%s)", id, in.StreamSpecification.StreamViewType)
+			}
+			s.StreamARNs[id] = aws.ToString(got.Table.LatestStreamArn)
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -29,6 +30,8 @@ type Clients struct {
 	SQS        *sqs.Client
 	S3         *s3.Client
 	CloudWatch *cloudwatch.Client
+	// DynamoDBStreams reads the quarantine table's change stream.
+	DynamoDBStreams *dynamodbstreams.Client
 }
 
 // New builds every client from cfg.
@@ -45,6 +48,7 @@ func New(cfg aws.Config, o Options) *Clients {
 		S3: s3.NewFromConfig(cfg, func(s *s3.Options) {
 			s.UsePathStyle = s.UsePathStyle || o.Local
 		}),
-		CloudWatch: cloudwatch.NewFromConfig(cfg),
+		CloudWatch:      cloudwatch.NewFromConfig(cfg),
+		DynamoDBStreams: dynamodbstreams.NewFromConfig(cfg),
 	}
 }
