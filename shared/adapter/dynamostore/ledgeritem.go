@@ -71,7 +71,7 @@ func SDKItem(it ledger.Item) (map[string]types.AttributeValue, error) {
 	}
 	out := make(map[string]types.AttributeValue, len(it))
 	for name, v := range it {
-		av, err := sdkValue(v)
+		av, err := ledgerSDKValue(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", name, err)
 		}
@@ -80,7 +80,7 @@ func SDKItem(it ledger.Item) (map[string]types.AttributeValue, error) {
 	return out, nil
 }
 
-func sdkValue(v ledger.Value) (types.AttributeValue, error) {
+func ledgerSDKValue(v ledger.Value) (types.AttributeValue, error) {
 	switch {
 	case v.S != nil:
 		return &types.AttributeValueMemberS{Value: *v.S}, nil
@@ -101,7 +101,7 @@ func sdkValue(v ledger.Value) (types.AttributeValue, error) {
 	case v.L != nil:
 		l := make([]types.AttributeValue, len(v.L))
 		for i, e := range v.L {
-			av, err := sdkValue(e)
+			av, err := ledgerSDKValue(e)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}

@@ -229,8 +229,8 @@ func newSigner(t *testing.T) *keySigner {
 func (k *keySigner) Sign(_ context.Context, h [32]byte) ([]byte, error) {
 	return ecdsa.SignASN1(rand.Reader, k.key, h[:])
 }
-func (k *keySigner) KeyID() string                            { return "arn:aws:kms:us-east-1:000000000000:key/test" }
-func (k *keySigner) Algorithm() string                        { return dl.AlgECDSA }
+func (k *keySigner) KeyID() string                             { return "arn:aws:kms:us-east-1:000000000000:key/test" }
+func (k *keySigner) Algorithm() string                         { return dl.AlgECDSA }
 func (k *keySigner) PublicKey(context.Context) ([]byte, error) { return k.der, nil }
 
 type shardList []string
@@ -372,4 +372,3 @@ func (r *rig) exact(s *stream) {
 		r.t.Fatalf("verify: %v", res.Problems)
 	}
 }
-

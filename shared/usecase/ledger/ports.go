@@ -28,28 +28,10 @@ type Objects interface {
 }
 
 // Head is a shard chain's head item (#led#head#<shard>).
-type Head struct {
-	Shard string
-	// LastSeq is the padded sequence number of the last ledgered change.
-	LastSeq       string
-	SegmentKey    string
-	SegmentSHA256 string
-	Segments      int64
-	// PendingSince is when the oldest change not yet in a signed digest
-	// happened (zero: everything is anchored).
-	PendingSince time.Time
-	AnchoredSeq  string
-	UpdatedAt    time.Time
-}
+type Head = dl.ChainHead
 
 // DigestHead is the digest chain's head item (#led#digest).
-type DigestHead struct {
-	N         int64
-	Key       string
-	SHA256    string
-	Signature string
-	At        time.Time
-}
+type DigestHead = dl.DigestHead
 
 // State holds the ledger's items in the quarantine table. Every read is
 // consistent.
