@@ -28,6 +28,8 @@ type LedgerAPI interface {
 type LedgerObjects struct {
 	API    LedgerAPI
 	Bucket string
+	// PageSize is List's MaxKeys per page (0: S3's 1,000).
+	PageSize int32
 }
 
 // PutIfAbsent writes body under key only if the key holds no object
@@ -78,6 +80,9 @@ func (o LedgerObjects) List(ctx context.Context, prefix, startAfter string) ([]s
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(o.Bucket), Prefix: aws.String(prefix)}
 	if startAfter != "" {
 		in.StartAfter = aws.String(startAfter)
+	}
+	if o.PageSize > 0 {
+		in.MaxKeys = aws.Int32(o.PageSize)
 	}
 	var keys []string
 	p := s3.NewListObjectsV2Paginator(o.API, in)
