@@ -38,6 +38,10 @@ const (
 	VersionAttr  = "version"
 	SealAttr     = "seal"
 	PrevSealAttr = "prev_seal"
+	// HoldAttr and HoldAtAttr mark an integrity hold (dynamostore): the
+	// one change that keeps a record's version.
+	HoldAttr   = "integrity_hold"
+	HoldAtAttr = "integrity_hold_at"
 )
 
 // Ledgered reports whether a table key is ledgered: a quarantine record

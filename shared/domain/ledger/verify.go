@@ -471,7 +471,14 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		return cur
 	}
 	nv, nvOK := e.Item.Int(VersionAttr)
-	if !pvOK || !nvOK || nv == pv {
+	if !pvOK || !nvOK {
+		return cur
+	}
+	if nv == pv {
+		// The one change that keeps a version is an integrity hold.
+		if !sameButHold(prev.item, e.Item) {
+			v.fail(KindRewritten, key, "change %s rewrote version %d in place", e.Seq, nv)
+		}
 		return cur
 	}
 	switch {
@@ -497,4 +504,20 @@ func (v *verifier) recent(it Item) bool {
 		}
 	}
 	return !newest.IsZero() && v.in.Now.Sub(newest) < v.in.Grace
+}
+
+// sameButHold reports whether two items differ at most in the integrity
+// hold's attributes.
+func sameButHold(a, b Item) bool {
+	strip := func(it Item) []byte {
+		c := make(Item, len(it))
+		for k, v := range it {
+			if k != HoldAttr && k != HoldAtAttr {
+				c[k] = v
+			}
+		}
+		out, _ := c.Canonical()
+		return out
+	}
+	return bytes.Equal(strip(a), strip(b))
 }

@@ -242,3 +242,26 @@ func lastSegment(f *fixture, shard string) string {
 	k := segmentsOf(f, shard)
 	return k[len(k)-1]
 }
+
+func TestVerifyNamesARewriteTheLedgerSaw(t *testing.T) {
+	t.Parallel()
+	f := standard(t)
+	// Re-sealed in place (same version), and the stream carried it.
+	it := record("src#c", 1, "RESOLVED")
+	f.pending["shard-2"] = append(f.pending["shard-2"], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventModify, At: f.now.Format(time.RFC3339Nano),
+		Key: "src#c", Item: it, Old: &ledger.Old{Version: 1, Seal: seal("src#c", 1)}})
+	f.table["src#c"] = it
+	// A hold keeps the version too, and is no rewrite.
+	held := record("src#a", 2, "OPEN")
+	held["integrity_hold"] = ledger.Str("seal")
+	f.pending["shard-1"] = append(f.pending["shard-1"], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventModify, At: f.now.Format(time.RFC3339Nano),
+		Key: "src#a", Item: held, Old: &ledger.Old{Version: 2, Seal: seal("src#a", 2)}})
+	f.table["src#a"] = held
+	f.flush("shard-1")
+	f.flush("shard-2")
+	f.digest()
+	res := ledger.Verify(f.input())
+	if !res.Has(ledger.KindRewritten, "src#c") || len(res.Problems) != 1 {
+		t.Fatalf("problems %v, want src#c rewritten only", res.Problems)
+	}
+}
