@@ -116,7 +116,7 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(raw, &v.N)
 			if err == nil && v.N != nil {
 				if _, perr := strconv.ParseFloat(*v.N, 64); perr != nil {
-					err = fmt.Errorf("N %q is not a number", *v.N)
+					err = fmt.Errorf("number %q does not parse", *v.N)
 				}
 			}
 		case "B":
@@ -128,7 +128,7 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 			var t bool
 			err = json.Unmarshal(raw, &t)
 			if err == nil && !t {
-				err = errors.New("NULL must be true")
+				err = errors.New("a NULL value must be true")
 			}
 			v.NULL = t
 		case "M":
