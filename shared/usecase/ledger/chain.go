@@ -128,7 +128,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 		Segments: head.Segments + 1, AnchoredSeq: head.AnchoredSeq, UpdatedAt: s.now()}
 	pending := s.now()
 	for _, e := range seg.Entries {
-		if at, perr := time.Parse(time.RFC3339Nano, e.At); perr == nil && at.Before(pending) {
+		if at, perr := time.Parse(time.RFC3339Nano, e.At); perr == nil && !at.IsZero() && at.Before(pending) {
 			pending = at
 		}
 	}
