@@ -364,4 +364,3 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledg
 	v.res.Entries += len(out)
 	return out
 }
-
