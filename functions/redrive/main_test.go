@@ -88,9 +88,20 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		"redrive-policies.json": func(r *redrive.Report) bool {
 			return len(r.Policies) == 1 && r.Policies[0].Outcome == "ran" && r.Policies[0].Redriven == 1
 		},
+		// The operator actions, on a record of their own (inv-000106 in
+		// place of the walk's 102): parked, returned, its payload read.
+		"redrive-park.json": func(r *redrive.Report) bool {
+			return r.Record != nil && r.Record.Status == quarantine.StatusParked && r.Record.Body == ""
+		},
+		"redrive-unpark.json": func(r *redrive.Report) bool {
+			return r.Record != nil && r.Record.Status == quarantine.StatusQuarantined
+		},
+		"redrive-read.json": func(r *redrive.Report) bool {
+			return r.Payload != nil && string(r.Payload.Body) == operatorBody && r.Record.ReadCount == 1 && r.Record.Reads[0].Actor == "auditor@example.com"
+		},
 	}
 	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json",
-		"redrive-correct.json", "redrive-policies.json"}
+		"redrive-correct.json", "redrive-policies.json", "redrive-park.json", "redrive-unpark.json", "redrive-read.json"}
 	if len(files) != len(order) {
 		t.Fatalf("%d redrive samples, %d checked", len(files), len(order))
 	}
@@ -105,7 +116,15 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if name == "redrive-park.json" {
+			if _, err := q.Quarantine(ctx, ingest.Message{MessageID: "inv-000106", Body: []byte(operatorBody), SourceARN: srcs[source].ARN}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		payload := strings.ReplaceAll(string(lambdatest.Sample(t, name)), "dlqq-source", source)
+		if name == "redrive-park.json" || name == "redrive-unpark.json" || name == "redrive-read.json" {
+			payload = strings.ReplaceAll(payload, "inv-000102", "inv-000106")
+		}
 		answer := f.MustInvoke(t, []byte(payload))
 		var rep redrive.Report
 		if err := json.Unmarshal(answer, &rep); err != nil {
@@ -124,8 +143,9 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatalf("batch_size 51: %s", out.Payload)
 	}
 	// Its logs name no payload value: not the lot, the NDC, nor the event ids
-	// (which are the records' idempotency keys).
-	for _, v := range []string{"LOT-1", "00409-4888-02", "OO409", "inv-000101", "inv-000102", "inv-000103", "inv-000104", "invoice"} {
+	// (which are the records' idempotency keys), also after the read
+	// returned a payload.
+	for _, v := range []string{"LOT-1", "00409-4888-02", "OO409", "inv-000101", "inv-000102", "inv-000103", "inv-000104", "inv-000106", "invoice"} {
 		if strings.Contains(f.Output(), v) {
 			t.Fatalf("payload value %q in the redrive function's logs:\n%s", v, f.Output())
 		}
@@ -138,3 +158,6 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatalf("approved parked replay: %+v %v", r, err)
 	}
 }
+
+// operatorBody is the record the operator samples act on.
+const operatorBody = `{"event_id":"inv-000106","ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`

@@ -45,20 +45,6 @@ func (a *App) getRecord(ctx context.Context, store quarantine.Store, id string) 
 	return r, nil
 }
 
-// openRecord connects and reads record id: it returns the store it read
-// it from, the payload store and the record.
-func (a *App) openRecord(ctx context.Context, id string) (quarantine.Store, quarantine.PayloadStore, *quarantine.Record, error) {
-	store, _, payloads, err := a.store(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	r, err := a.getRecord(ctx, store, id)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return store, payloads, r, nil
-}
-
 // writeJSON writes v as indented JSON (--output json).
 func (a *App) writeJSON(v any) error {
 	enc := json.NewEncoder(a.Out)

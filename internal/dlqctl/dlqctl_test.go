@@ -27,6 +27,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -40,6 +41,10 @@ type fixture struct {
 	store *dynamostore.Store
 	clock *clock.Fake
 	ids   map[string]string
+	// function is the redrive function the commands use (startRedrive).
+	function string
+	// clients, when set, are the CLI's clients (readOnly).
+	clients *awsclients.Clients
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -95,7 +100,11 @@ func (f *fixture) app(stdin string, now func() time.Time) (*dlqctl.App, *bytes.B
 	a.Now = now
 	a.IsTerminal = func() bool { return false }
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
-		return &dlqctl.Clients{Clients: f.st.Clients, Lambda: lambda.NewFromConfig(f.st.AWS), Local: true}, nil
+		c := f.st.Clients
+		if f.clients != nil {
+			c = f.clients
+		}
+		return &dlqctl.Clients{Clients: c, Lambda: lambda.NewFromConfig(f.st.AWS), Local: true}, nil
 	}
 	return a, &out, &errw
 }
@@ -109,6 +118,9 @@ func (f *fixture) runAt(t *testing.T, now time.Time, args ...string) (string, st
 	t.Helper()
 	a, out, errw := f.app("", func() time.Time { return now })
 	base := []string{"--table", f.st.Names["QuarantineTable"], "--payload-bucket", f.st.Names["PayloadBucket"], "--actor", "alice"}
+	if f.function != "" {
+		base = append(base, "--function", f.function)
+	}
 	code := a.Main(context.Background(), append(base, args...))
 	return out.String(), errw.String(), code
 }
@@ -132,6 +144,8 @@ func golden(t *testing.T, name, got string) {
 
 func TestCommandsOnAKnownDataSet(t *testing.T) {
 	f := newFixture(t)
+	f.startRedrive(t, ordersSources)
+	f.readOnly(t)
 
 	out, _, code := f.run(t, "ls")
 	if code != 0 {
@@ -303,6 +317,8 @@ func TestPolicyCommands(t *testing.T) {
 // mismatch code; verify names it, ls leaves it out and ls --held lists it.
 func TestOperatorCommandsHoldATamperedRecord(t *testing.T) {
 	f := newFixture(t)
+	f.startRedrive(t, ordersSources)
+	f.readOnly(t)
 	ctx := context.Background()
 	table := f.st.Names["QuarantineTable"]
 	id := f.ids["o3"]
@@ -459,7 +475,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "replace  /ndc\n") || !strings.Contains(out, "1 correction(s)") || strings.Contains(out, "12345-678-90") || strings.Contains(out, "LOT-SECRET-7") {
 		t.Fatalf("show --diff (exit %d), want paths without values:\n%s %s", code, out, errOut)
 	}
-	out, _, code = f.runAt(t, time.Now(), "show", id, "--diff", "--payload")
+	out, _, code = f.runAt(t, time.Now(), "--function", name, "show", id, "--diff", "--payload")
 	if code != 0 || !strings.Contains(out, `replace  /ndc = "12345-678-90"`) || !strings.Contains(out, "correction 1:\n"+good) {
 		t.Fatalf("show --diff --payload (exit %d):\n%s", code, out)
 	}

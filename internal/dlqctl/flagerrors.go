@@ -69,6 +69,20 @@ func fixFlags(id string) flagMapper {
 	}
 }
 
+// recordFlags is the mapper of the commands that act on the record given
+// as their ID argument (park, unpark, show --payload).
+func recordFlags(id string) flagMapper {
+	return func(p string) string {
+		switch {
+		case p == "ids[0] names no record":
+			return fmt.Sprintf("no record %q", id)
+		case strings.HasSuffix(p, " needs a reason: it is recorded in the sealed history"):
+			return "--reason is required: it is recorded in the sealed history"
+		}
+		return mapFields(p, func(int) string { return "record " + id })
+	}
+}
+
 func mapFields(p string, id func(i int) string) string {
 	p = idIndex.ReplaceAllStringFunc(p, func(m string) string {
 		i, _ := strconv.Atoi(idIndex.FindStringSubmatch(m)[1])
@@ -95,12 +109,16 @@ func mapRequestError(err error, m flagMapper) error {
 }
 
 // mapFunctionError rewrites the text of a function error: a request error
-// (which the function returns whole) has its problems rewritten through m;
-// any other text is returned as it is.
+// (which the function returns whole) has its problems rewritten through m,
+// any other text (a held record, one that changed meanwhile, a payload too
+// large) as one problem.
 func mapFunctionError(msg string, m flagMapper) string {
-	rest, ok := strings.CutPrefix(msg, requestPrefix)
-	if !ok || m == nil {
+	if m == nil {
 		return msg
+	}
+	rest, ok := strings.CutPrefix(msg, requestPrefix)
+	if !ok {
+		return m(msg)
 	}
 	probs := strings.Split(rest, "; ")
 	for i, p := range probs {

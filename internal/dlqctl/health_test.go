@@ -110,8 +110,13 @@ func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 	// Another publication a second later (kumo stamps whole seconds), with
 	// one record fewer open: the latest value is 2, the window's maximum 3.
 	time.Sleep(1100 * time.Millisecond)
-	if _, errOut, code := v.run(t, "park", ids[0], "--reason", "look"); code != 0 {
-		t.Fatalf("park (exit %d): %s", code, errOut)
+	// Parked as dlqctl park would have the redrive function park it.
+	if r, err := v.store.Get(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	} else if parked, err := r.ParkManual("alice", "look", time.Now()); err != nil {
+		t.Fatal(err)
+	} else if err := v.store.Replace(ctx, r, parked); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := svc.Run(ctx); err != nil {
 		t.Fatal(err)

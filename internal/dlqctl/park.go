@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // ParkOptions are the flags of dlqctl park and unpark.
@@ -34,39 +36,32 @@ func (a *App) parkCmd(park bool) *cobra.Command {
 	return c
 }
 
-// ParkRecord runs dlqctl park or unpark with one conditional write.
+// ParkRecord runs dlqctl park or unpark: it asks the redrive function to
+// make the change (one conditional write under the function's role; the
+// operator needs no write permission on the table).
 func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
-	if o.Reason == "" {
+	if strings.TrimSpace(o.Reason) == "" {
 		return &UsageError{errors.New("--reason is required: it is recorded in the sealed history")}
 	}
-	store, _, r, err := a.openRecord(ctx, o.ID)
-	if err != nil {
-		return err
+	source, _, ok := strings.Cut(o.ID, "#")
+	if !ok || source == "" {
+		return &UsageError{fmt.Errorf("%q is not a record id (<source>#<key>)", o.ID)}
 	}
-	var next *quarantine.Record
+	action := redrive.ActionUnpark
 	if o.Park {
-		next, err = r.ParkManual(a.Actor, o.Reason, a.Now())
-	} else {
-		next, err = r.Unpark(a.Actor, o.Reason, a.Now())
+		action = redrive.ActionPark
 	}
-	if errors.Is(err, quarantine.ErrNotClaimable) {
-		return fmt.Errorf("record %s is %s: cannot %s it", o.ID, r.Status, map[bool]string{true: "park", false: "unpark"}[o.Park])
-	}
-	if quarantine.IsIntegrityFailure(err) {
-		return a.holdRecord(ctx, store, r, err)
-	}
+	rep, err := a.invoke(ctx, redrive.Request{Action: action, Source: source, IDs: []string{o.ID}, RequestedBy: a.Actor, Reason: o.Reason}, recordFlags(o.ID))
 	if err != nil {
-		return err
+		return a.heldByFunction(o.ID, err)
 	}
-	if err := store.Replace(ctx, r, next); err != nil {
-		if errors.Is(err, quarantine.ErrVersionConflict) {
-			return fmt.Errorf("record %s changed meanwhile; look again and retry", o.ID)
-		}
-		return err
+	r := rep.Record
+	if r == nil {
+		return fmt.Errorf("the redrive function reported no record for %s", action)
 	}
-	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, next.Status)
+	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, r.Status)
 	if !o.Park {
-		a.unparkNote(ctx, r, next)
+		a.unparkNote(ctx, rep.RedriveCapBefore, r)
 	}
 	return nil
 }
@@ -74,9 +69,10 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 // unparkNote says what unparking made possible: the record is eligible for
 // replay again, by a person and by the next run of every standing policy
 // that selects it (named when they can be read).
-func (a *App) unparkNote(ctx context.Context, was, r *quarantine.Record) {
-	if r.RedriveCap > was.RedriveCap {
-		fmt.Fprintf(a.Out, "its redrive cap was raised from %d to %d: one more replay before it is parked as poison again\n", was.RedriveCap, r.RedriveCap)
+// capBefore is the cap the unpark raised (0: not raised).
+func (a *App) unparkNote(ctx context.Context, capBefore int, r *quarantine.Record) {
+	if capBefore > 0 && r.RedriveCap > capBefore {
+		fmt.Fprintf(a.Out, "its redrive cap was raised from %d to %d: one more replay before it is parked as poison again\n", capBefore, r.RedriveCap)
 	}
 	store, _, err := a.policyStore(ctx)
 	var pols []*policy.Policy
@@ -119,15 +115,23 @@ func selects(p *policy.Policy, r *quarantine.Record) bool {
 	return q.Matches(r)
 }
 
-// holdRecord sets aside r, which failed verification (cause), exactly as
-// found: no operator action re-seals a forged record. It returns a
-// *MismatchError, so the command fails with the mismatch exit code.
-func (a *App) holdRecord(ctx context.Context, store quarantine.Store, r *quarantine.Record, cause error) error {
-	reason := quarantine.HoldReason(cause)
-	err := store.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: r.Version, Reason: reason, At: a.Now().UTC()})
-	if err != nil {
-		return fmt.Errorf("record %s fails verification (%s) and could not be held: %w", r.DLQID, reason, err)
+// heldReason finds the hold reason in a HeldError's text: "ids[0]
+// (seal_mismatch): …".
+var heldReason = regexp.MustCompile(`\(([a-z_]+)\): `)
+
+// heldByFunction turns the redrive function's refusal of a record that
+// fails verification (it held the record as found, changing nothing) into
+// a *MismatchError, so the command fails with the mismatch exit code; any
+// other error is returned as it is.
+func (a *App) heldByFunction(id string, err error) error {
+	var fe *FunctionError
+	if !errors.As(err, &fe) || (fe.Type != "HeldError" && !strings.Contains(fe.Message, quarantine.ErrHeld.Error())) {
+		return err
 	}
-	fmt.Fprintf(a.Err, "record %s fails verification (%s): held as found, not changed; see dlqctl verify and dlqctl ls --held\n", r.DLQID, reason)
+	reason := "integrity"
+	if m := heldReason.FindStringSubmatch(fe.Message); m != nil {
+		reason = m[1]
+	}
+	fmt.Fprintf(a.Err, "record %s fails verification (%s): held as found, not changed; see dlqctl verify and dlqctl ls --held\n", id, reason)
 	return &MismatchError{Count: 1}
 }

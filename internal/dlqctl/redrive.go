@@ -195,9 +195,10 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 	if out.FunctionError != nil {
 		var fe struct {
 			ErrorMessage string `json:"errorMessage"`
+			ErrorType    string `json:"errorType"`
 		}
 		_ = json.Unmarshal(out.Payload, &fe)
-		return nil, fmt.Errorf("redrive function refused the request: %s", mapFunctionError(cmpOr(fe.ErrorMessage, string(out.Payload)), flags))
+		return nil, &FunctionError{Type: fe.ErrorType, Message: mapFunctionError(cmpOr(fe.ErrorMessage, string(out.Payload)), flags)}
 	}
 	var rep redrive.Report
 	if err := json.Unmarshal(out.Payload, &rep); err != nil {
@@ -205,6 +206,13 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 	}
 	return &rep, nil
 }
+
+// FunctionError is a request the redrive function refused (a function
+// error): Type is the error's type as the runtime reports it (HeldError,
+// RequestError, …), Message its text with request fields named as flags.
+type FunctionError struct{ Type, Message string }
+
+func (e *FunctionError) Error() string { return "redrive function refused the request: " + e.Message }
 
 func cmpOr(a, b string) string {
 	if a != "" {

@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // ShowOptions are the flags of dlqctl show.
@@ -63,21 +65,22 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	if err != nil {
 		return err
 	}
-	store, payloads, r, err := a.openRecord(ctx, id)
+	store, _, _, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := a.getRecord(ctx, store, id)
 	if err != nil {
 		return err
 	}
 	v := shown{r: r}
 	if o.Payload {
-		if v.r, err = a.recordPayloadRead(ctx, store, id); err != nil {
-			return err
-		}
-		if err := a.loadPayload(ctx, store, payloads, &v); err != nil {
+		if err := a.readPayload(ctx, &v); err != nil {
 			return err
 		}
 	}
 	if o.Diff {
-		if v.diffs, err = diffCorrections(ctx, payloads, v.r, o.Payload); err != nil {
+		if v.diffs, err = diffCorrections(v, o.Payload); err != nil {
 			return err
 		}
 	}
@@ -92,56 +95,27 @@ func (a *App) Show(ctx context.Context, o ShowOptions) error {
 	return nil
 }
 
-// recordPayloadRead notes the payload read in record id's sealed history (one
-// conditional write, re-read and retried on a conflict) and returns the
-// record as written. A record that fails verification is held instead:
-// the read cannot be recorded under its seal.
-func (a *App) recordPayloadRead(ctx context.Context, store quarantine.Store, id string) (*quarantine.Record, error) {
-	var failed *quarantine.Record // the version whose read cannot be recorded
-	var ferr error
-	next, err := store.Update(ctx, id, func(cur *quarantine.Record) (*quarantine.Record, error) {
-		next, err := cur.NotePayloadRead(a.Actor, a.Now())
-		if err != nil {
-			failed, ferr = cur, err
-		}
-		return next, err
-	})
-	switch {
-	case failed != nil && quarantine.IsIntegrityFailure(ferr):
-		return nil, a.holdRecord(ctx, store, failed, ferr) // the read cannot be recorded under its seal
-	case failed != nil:
-		return nil, ferr
-	case err != nil:
-		return nil, fmt.Errorf("record the payload read: %w", err)
+// readPayload asks the redrive function to read v.r's payload: it records
+// the read in the sealed history (one conditional write) and returns the
+// version it wrote with the body, attributes and correction bodies, loaded
+// under its role (from the claim check when offloaded). The operator needs
+// no write permission on the table and no read permission on the payload
+// bucket. A record that fails verification is held by the function.
+func (a *App) readPayload(ctx context.Context, v *shown) error {
+	id := v.r.DLQID
+	rep, err := a.invoke(ctx, redrive.Request{Action: redrive.ActionRead, Source: v.r.Source, IDs: []string{id}, RequestedBy: a.Actor}, recordFlags(id))
+	if err != nil {
+		return a.heldByFunction(id, err)
 	}
-	return next, nil
-}
-
-// loadPayload loads v.r's body, attributes and correction bodies (an
-// archived record's are in its archive object: none are loaded). A body or
-// attributes that fail their hash hold the record.
-func (a *App) loadPayload(ctx context.Context, store quarantine.Store, payloads quarantine.PayloadStore, v *shown) error {
-	r := v.r
-	if r.Status == quarantine.StatusArchived {
-		return nil
+	if rep.Record == nil || rep.Payload == nil {
+		return errors.New("the redrive function returned no payload for the read")
 	}
-	var err error
-	if v.body, err = quarantine.LoadBody(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
-		return a.holdRecord(ctx, store, r, err)
-	} else if err != nil {
-		return err
+	if rep.Record.DLQID != id {
+		return fmt.Errorf("the redrive function read %s, not %s", rep.Record.DLQID, id)
 	}
-	if v.attrs, err = quarantine.LoadAttributes(ctx, payloads, r); quarantine.IsIntegrityFailure(err) {
-		return a.holdRecord(ctx, store, r, err)
-	} else if err != nil {
-		return err
-	}
-	for i := range r.Corrections {
-		b, err := quarantine.CorrectionBody(ctx, payloads, r, &r.Corrections[i])
-		if err != nil {
-			return err
-		}
-		v.corrections = append(v.corrections, string(b))
+	v.r, v.body, v.attrs = rep.Record, rep.Payload.Body, rep.Payload.Attributes
+	for _, c := range rep.Payload.Corrections {
+		v.corrections = append(v.corrections, string(c))
 	}
 	return nil
 }
@@ -329,9 +303,13 @@ type diffOp struct {
 	Value json.RawMessage `json:"value,omitempty"`
 }
 
-// diffCorrections diffs each correction against the body it corrects.
-// Values are left out unless withValues.
-func diffCorrections(ctx context.Context, payloads quarantine.PayloadStore, r *quarantine.Record, withValues bool) ([]correctionDiff, error) {
+// diffCorrections diffs each correction of v.r against the body it
+// corrects. With withValues the bodies are those the function's read
+// returned (v.body, v.corrections) and values are shown; without, only
+// bodies kept in the item are diffed (dlqctl reads no claim-check object:
+// such a diff is unavailable, --payload shows it) and values are left out.
+func diffCorrections(v shown, withValues bool) ([]correctionDiff, error) {
+	r := v.r
 	var out []correctionDiff
 	if len(r.Corrections) == 0 {
 		return nil, nil
@@ -342,16 +320,35 @@ func diffCorrections(ctx context.Context, payloads quarantine.PayloadStore, r *q
 		}
 		return out, nil
 	}
-	prev, err := quarantine.LoadBody(ctx, payloads, r)
-	if err != nil {
-		return nil, err
+	bodyOf := func(i int) ([]byte, error) { // -1: the original
+		switch {
+		case withValues && i < 0:
+			return v.body, nil
+		case withValues && i < len(v.corrections):
+			return []byte(v.corrections[i]), nil
+		case withValues:
+			return nil, fmt.Errorf("the read returned %d correction bodies, the record has %d", len(v.corrections), len(r.Corrections))
+		case i < 0 && r.BodyRef != nil, i >= 0 && r.Corrections[i].BodyRef != nil:
+			return nil, errClaimChecked
+		case i < 0:
+			return quarantine.LoadBody(context.Background(), nil, r)
+		}
+		return quarantine.CorrectionBody(context.Background(), nil, r, &r.Corrections[i])
 	}
+	prev, prevErr := bodyOf(-1)
 	from := "the original"
 	for i := range r.Corrections {
 		c := &r.Corrections[i]
-		body, err := quarantine.CorrectionBody(ctx, payloads, r, c)
-		if err != nil {
-			return nil, err
+		body, err := bodyOf(i)
+		for _, e := range []error{prevErr, err} {
+			if e != nil && !errors.Is(e, errClaimChecked) {
+				return nil, e
+			}
+		}
+		if prevErr != nil || err != nil {
+			out = append(out, correctionDiff{N: c.N, From: from, Ops: []diffOp{}, Unavailable: "a body it compares is claim-checked in S3, which dlqctl does not read; --payload shows the diff (the read is recorded); diff sha256 " + c.DiffSHA256})
+			prev, prevErr, from = body, err, fmt.Sprintf("correction %d", c.N)
+			continue
 		}
 		ops, err := quarantine.Diff(prev, body)
 		if err != nil {
@@ -369,7 +366,10 @@ func diffCorrections(ctx context.Context, payloads quarantine.PayloadStore, r *q
 			d.Ops = append(d.Ops, o)
 		}
 		out = append(out, d)
-		prev, from = body, fmt.Sprintf("correction %d", c.N)
+		prev, prevErr, from = body, nil, fmt.Sprintf("correction %d", c.N)
 	}
 	return out, nil
 }
+
+// errClaimChecked: a body is in the claim check, which dlqctl reads not.
+var errClaimChecked = errors.New("claim-checked body")

@@ -163,7 +163,10 @@ func TestShowTheFailureDetailWithoutPayloadValues(t *testing.T) {
 		t.Fatalf("show without --payload recorded a read: %+v", rec.Reads)
 	}
 
-	// With --payload the validator's words, the read recorded first.
+	// With --payload the validator's words, the read recorded first (by
+	// the real redrive function, which reads the record for the operator).
+	fn = f.startRedrive(t, srcJSON(inventorySchema))
+	f.readOnly(t)
 	out, _, code = f.run(t, "--function", fn, "show", r.DLQID, "--payload")
 	if code != 0 || !strings.Contains(out, "\nfailure detail (the validator's words; the read is recorded):\n") || !strings.Contains(out, "'SECRET-NDC-42' does not match pattern") {
 		t.Fatalf("show --payload (exit %d) lacks the raw detail:\n%s", code, out)

@@ -271,6 +271,8 @@ func TestLongIDsAndTheFailureDetail(t *testing.T) {
 // --payload is refused: the audited read needs the full id.
 func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
 	v := newInventory(t)
+	v.startRedrive(t, "")
+	v.readOnly(t)
 	r := v.add(t, "m1", `{"event_id":"inv-000101","ndc":"12345-678-90","lot":"L1","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
 	typo := v.source + "#inv-00010"
 	if r.DLQID != typo+"1" {
@@ -356,6 +358,7 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 // standing policies whose next run replays it.
 func TestUnparkNamesThePoliciesThatReplayIt(t *testing.T) {
 	f := newFixture(t)
+	f.startRedrive(t, ordersSources)
 	out, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--signature", "consumer|retries exhausted|", "--max-per-run", "5", "--expires", "24h")
 	if code != 0 {
 		t.Fatalf("add (exit %d): %s", code, errOut)

@@ -25,6 +25,9 @@ func TestReservedRequesterIsRefused(t *testing.T) {
 		"redrive": `{"source":"s","requested_by":%q}`,
 		"settle":  `{"action":"settle","source":"s","requested_by":%q}`,
 		"correct": `{"action":"correct","source":"s","ids":["s#k"],"payload":"{}","reason":"r","requested_by":%q}`,
+		"park":    `{"action":"park","source":"s","ids":["s#k"],"reason":"r","requested_by":%q}`,
+		"unpark":  `{"action":"unpark","source":"s","ids":["s#k"],"reason":"r","requested_by":%q}`,
+		"read":    `{"action":"read","source":"s","ids":["s#k"],"requested_by":%q}`,
 	}
 	for _, name := range reserved {
 		for action, body := range bodies {

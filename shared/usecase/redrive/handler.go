@@ -33,10 +33,12 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	var ce *quarantine.CorrectionError
 	var cfe *ConfigError
 	var he *HeldError
+	var te *TooLargeError
 	// Only an error that is one of these kinds as a whole passes: a joined
 	// error of a run may carry other records' ids.
 	whole := func(target any) bool { return errors.As(err, target) && !isJoined(err) }
-	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !errors.Is(err, quarantine.ErrCorrectionConflict) {
+	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !whole(&te) &&
+		!errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, ErrRecordChanged) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err
@@ -59,8 +61,9 @@ type ConfigError struct{ Problem string }
 
 func (e *ConfigError) Error() string { return "redrive misconfigured: " + e.Problem }
 
-// HeldError is a correction refused because its record fails verification;
-// the record was set aside by an integrity hold. It names the reason only.
+// HeldError is a correction or an operator action (park, unpark, read)
+// refused because its record fails verification; the record was set aside
+// by an integrity hold, as found. It names the reason only.
 type HeldError struct{ Reason string }
 
 func (e *HeldError) Error() string {

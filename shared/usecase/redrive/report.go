@@ -97,6 +97,15 @@ type Report struct {
 	// what was recorded (its body left out).
 	Corrected  Outcome                `json:"corrected"`
 	Correction *quarantine.Correction `json:"correction,omitempty"`
+	// Record is the version an operator action wrote: after a park or
+	// unpark without its payload values (bodies, attributes, the
+	// validator's words; its seal then does not verify), after a read
+	// whole, sealed, with the read recorded.
+	Record *quarantine.Record `json:"record,omitempty"`
+	// RedriveCapBefore is the cap an unpark raised (0: not raised).
+	RedriveCapBefore int `json:"redrive_cap_before,omitempty"`
+	// Payload is what a read returned.
+	Payload *Payload `json:"payload,omitempty"`
 	// Policies is what each standing policy did (action policies).
 	Policies []PolicyOutcome `json:"policies,omitempty"`
 

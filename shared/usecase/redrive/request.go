@@ -28,6 +28,13 @@ const (
 	ActionRedrive = "redrive"
 	ActionSettle  = "settle"
 	ActionCorrect = "correct"
+	// ActionPark, ActionUnpark and ActionRead act on the one record in
+	// ids for an operator (dlqctl park, unpark, show --payload), under the
+	// function's role: the operator needs no write permission on the
+	// table and no read permission on the payload bucket (operator.go).
+	ActionPark   = "park"
+	ActionUnpark = "unpark"
+	ActionRead   = "read"
 )
 
 // Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
@@ -131,10 +138,11 @@ func (r *Request) normalize() error {
 	if r.Action == "" {
 		r.Action = ActionRedrive
 	}
-	if r.Action != ActionRedrive && r.Action != ActionSettle && r.Action != ActionCorrect && r.Action != ActionPolicies {
-		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct or policies", r.Action))
+	if !slices.Contains([]string{ActionRedrive, ActionSettle, ActionCorrect, ActionPolicies, ActionPark, ActionUnpark, ActionRead}, r.Action) {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark or read", r.Action))
 	}
 	p = append(p, r.actorProblems()...)
+	p = append(p, r.operatorProblems()...)
 	if r.Action == ActionCorrect {
 		if len(r.IDs) != 1 {
 			p = append(p, "correct needs exactly one id in ids")
@@ -148,8 +156,8 @@ func (r *Request) normalize() error {
 		if r.DryRun {
 			p = append(p, "correct has no dry run: a refused correction changes nothing")
 		}
-	} else if len(r.Payload) > 0 || r.Reason != "" || r.NewKey {
-		p = append(p, "payload, reason and new_key belong to action correct")
+	} else if len(r.Payload) > 0 || r.NewKey || (r.Reason != "" && r.Action != ActionPark && r.Action != ActionUnpark) {
+		p = append(p, "payload, reason and new_key belong to action correct (reason also to park and unpark)")
 	}
 	if strings.TrimSpace(r.Source) == "" {
 		p = append(p, "source is required")

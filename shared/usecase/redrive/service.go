@@ -136,6 +136,8 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		return s.correct(ctx, req, src, rep)
 	case ActionPolicies:
 		return s.applyPolicies(ctx, src, rep)
+	case ActionPark, ActionUnpark, ActionRead:
+		return s.operate(ctx, req, rep)
 	}
 	r := &run{s: s, req: req, src: src, rep: rep}
 	err := r.execute(ctx)
