@@ -213,7 +213,7 @@ type keySigner struct {
 	der []byte
 }
 
-func newSigner(t *testing.T) *keySigner {
+func newSigner(t testing.TB) *keySigner {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -292,7 +292,7 @@ func batch(shard string, recs []events.DynamoDBEventRecord) events.DynamoDBTimeW
 }
 
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	objects *memObjects
 	state   *memState
 	signer  *keySigner
@@ -300,7 +300,7 @@ type rig struct {
 	now     time.Time
 }
 
-func newRig(t *testing.T, shards ...string) *rig {
+func newRig(t testing.TB, shards ...string) *rig {
 	t.Helper()
 	r := &rig{t: t, objects: newObjects(), state: newState(), signer: newSigner(t), now: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)}
 	r.svc = r.service(shards...)
