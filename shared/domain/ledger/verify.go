@@ -96,8 +96,8 @@ func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
 // its input; it costs about linear time in the number of entries.
 func Verify(in Input) Result {
 	v := &verifier{in: in}
-	digests, anchor := v.digests()
-	entries := v.segments(digests, anchor)
+	digests, signed := v.digests()
+	entries := v.segments(digests, signed)
 	v.records(entries)
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
@@ -111,9 +111,9 @@ type parsedDigest struct {
 	key string
 }
 
-// digests checks every digest and returns them by n, and the newest whose
-// signature verifies (nil when none).
-func (v *verifier) digests() (map[int64]*parsedDigest, *parsedDigest) {
+// digests checks every digest and returns them by n, and those whose
+// signature verifies, oldest first.
+func (v *verifier) digests() (map[int64]*parsedDigest, []*parsedDigest) {
 	byN := map[int64]*parsedDigest{}
 	for key, raw := range v.in.Digests {
 		d, err := ParseDigest(raw)
@@ -128,7 +128,7 @@ func (v *verifier) digests() (map[int64]*parsedDigest, *parsedDigest) {
 		byN[d.N] = &parsedDigest{d: d, raw: raw, key: key}
 	}
 	v.res.Digests = len(byN)
-	var anchor *parsedDigest
+	var signed []*parsedDigest
 	var last int64
 	for n := range byN {
 		last = max(last, n)
@@ -143,7 +143,7 @@ func (v *verifier) digests() (map[int64]*parsedDigest, *parsedDigest) {
 			v.fail(KindDigestSignature, p.key, "%v", err)
 			continue
 		}
-		anchor = p
+		signed = append(signed, p)
 		if n == 1 {
 			continue
 		}
@@ -154,10 +154,10 @@ func (v *verifier) digests() (map[int64]*parsedDigest, *parsedDigest) {
 			v.fail(KindDigestChain, p.key, "prev does not match digest %d", n-1)
 		}
 	}
-	if anchor != nil {
-		v.res.LastDigest = anchor.d.N
+	if len(signed) > 0 {
+		v.res.LastDigest = signed[len(signed)-1].d.N
 	}
-	return byN, anchor
+	return byN, signed
 }
 
 type segNode struct {
@@ -175,7 +175,7 @@ type ledgered struct {
 
 // segments checks every shard's chain against the digests and returns the
 // entries of the chained segments.
-func (v *verifier) segments(digests map[int64]*parsedDigest, anchor *parsedDigest) []ledgered {
+func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest) []ledgered {
 	byShard := map[string]map[string]*segNode{}
 	for key, raw := range v.in.Segments {
 		s, err := ParseSegment(raw)
@@ -193,9 +193,12 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, anchor *parsedDiges
 		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
 	}
 	v.res.Segments = len(v.in.Segments)
+	// Each shard's anchored head is the one in the newest signed digest
+	// that names the shard (a closed shard trimmed from the stream drops
+	// out of later digests but stays anchored by the earlier ones).
 	heads := map[string]Head{}
-	if anchor != nil {
-		for _, h := range anchor.d.Shards {
+	for _, p := range signed {
+		for _, h := range p.d.Shards {
 			heads[h.Shard] = h
 		}
 	}

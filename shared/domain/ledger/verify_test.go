@@ -265,3 +265,18 @@ func TestVerifyNamesARewriteTheLedgerSaw(t *testing.T) {
 		t.Fatalf("problems %v, want src#c rewritten only", res.Problems)
 	}
 }
+
+// A closed shard that later digests no longer name stays anchored by the
+// digest that last named it.
+func TestVerifyKeepsAShardAnchoredByAnEarlierDigest(t *testing.T) {
+	t.Parallel()
+	f := standard(t)
+	delete(f.heads, "shard-2") // trimmed from the stream: the next digests leave it out
+	f.write("shard-1", "src#a", 3)
+	f.flush("shard-1")
+	f.digest()
+	res := ledger.Verify(f.input())
+	if !res.OK() || res.Unanchored != 0 || res.LastDigest != 3 {
+		t.Fatalf("result %+v, want nothing unanchored", res)
+	}
+}
