@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,5 +257,63 @@ func TestLedgerDigestSignatureOnTheStack(t *testing.T) {
 	d.Shards[0].Segments = 7
 	if err := dl.VerifyDigest(d, l.der); err == nil {
 		t.Fatal("a changed digest verifies")
+	}
+}
+
+// crashOnce refuses the first head update (the function died between the
+// segment's PUT and the head's update).
+type crashOnce struct {
+	ledger.State
+	crashed bool
+}
+
+func (c *crashOnce) AdvanceHead(ctx context.Context, h ledger.Head, prev string, pending time.Time) error {
+	if !c.crashed {
+		c.crashed = true
+		return errors.New("the process died")
+	}
+	return c.State.AdvanceHead(ctx, h, prev, pending)
+}
+
+// lostOnce applies the first segment PUT and loses its answer.
+type lostOnce struct {
+	ledger.Objects
+	lost bool
+}
+
+func (l *lostOnce) PutIfAbsent(ctx context.Context, key string, body []byte, until time.Time) error {
+	err := l.Objects.PutIfAbsent(ctx, key, body, until)
+	if err == nil && !l.lost {
+		l.lost = true
+		return errors.New("connection reset")
+	}
+	return err
+}
+
+// A crash mid-batch and a lost answer on the real stack, with the batch
+// bisected and delivered again: every change is ledgered once.
+func TestLedgerCrashMidBatchOnTheStack(t *testing.T) {
+	l := startLedger(t)
+	crash := &crashOnce{State: l.svc.State}
+	l.svc.State = crash
+	l.svc.Objects = &lostOnce{Objects: l.svc.Objects}
+	l.poller.BatchSize, l.poller.Bisect = 3, true
+	var recs []*quarantine.Record
+	for range 5 {
+		r := storetest.Record(t, storetest.UniqueID("m"))
+		recs = append(recs, r)
+		l.put(r, 0)
+	}
+	l.put(next(t, recs[0], func(r *quarantine.Record) { r.Status = quarantine.StatusParked }), 1)
+	l.drain()
+	if !crash.crashed {
+		t.Fatal("no crash happened")
+	}
+	if rep := l.digest(); !rep.Written {
+		t.Fatalf("digest %+v", rep)
+	}
+	res := l.verify()
+	if !res.OK() || res.Entries != 6 || res.Items != 5 {
+		t.Fatalf("verify %+v, want 6 changes of 5 records, no problem", res)
 	}
 }
