@@ -2,13 +2,14 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive sweeper metrics
+FUNCTIONS := ingest redrive sweeper metrics ledger
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
-	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction
+	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction \
+	build-LedgerFunction
 
 all: lint test build
 
@@ -90,3 +91,6 @@ build-SweeperFunction:
 
 build-MetricsFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/metrics
+
+build-LedgerFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ledger

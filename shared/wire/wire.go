@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
@@ -39,17 +40,33 @@ type Clients struct {
 	S3         S3
 	SQS        SQS
 	CloudWatch CloudWatch
+	// KMS and DynamoDBStreams are the ledger's only (its signing key and
+	// its stream's shards).
+	KMS             KMS
+	DynamoDBStreams DynamoDBStreams
 }
 
 // DynamoDB is what the functions need of the DynamoDB client.
 type DynamoDB interface {
 	dynamostore.API
+	dynamostore.LedgerStateAPI
 }
 
 // S3 is what the functions need of the S3 client.
 type S3 interface {
 	s3store.API
 	s3store.ArchiveAPI
+	s3store.LedgerAPI
+}
+
+// KMS is what the ledger needs of the KMS client.
+type KMS interface {
+	kmssign.API
+}
+
+// DynamoDBStreams is what the ledger needs of the DynamoDB Streams client.
+type DynamoDBStreams interface {
+	dynamostore.StreamDescriber
 }
 
 // SQS is what the functions need of the SQS client.
@@ -68,7 +85,7 @@ type CloudWatch interface {
 // From takes the clients of an awsclients set (the embedded stack's, or
 // dlqctl's).
 func From(c *awsclients.Clients) *Clients {
-	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch}
+	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams}
 }
 
 // Runtime is what a function gets from its process besides its clients.

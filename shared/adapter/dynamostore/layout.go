@@ -128,3 +128,36 @@ func PolicyPartition(source string) string { return policyKeyPrefix + source }
 func itemKey(k string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{KeyAttr: &types.AttributeValueMemberS{Value: k}}
 }
+
+// The ledger's own items (design §2): a shard chain's head, the counters'
+// checkpoint of a shard, and the digest chain's head. The ledger ignores
+// changes to them (its writes stream back to it).
+const (
+	LedgerKeyPrefix   = "#led#"
+	LedgerHeadPrefix  = LedgerKeyPrefix + "head#"
+	LedgerCountPrefix = LedgerKeyPrefix + "ctr#"
+	LedgerDigestKey   = LedgerKeyPrefix + "digest"
+
+	// Head attributes.
+	LedgerLastSeqAttr       = "last_seq"
+	LedgerSegmentKeyAttr    = "segment_key"
+	LedgerSegmentSHA256Attr = "segment_sha256"
+	LedgerSegmentsAttr      = "segments"
+	LedgerPendingSinceAttr  = "pending_since"
+	LedgerAnchoredSeqAttr   = "anchored_seq"
+	LedgerUpdatedAtAttr     = "updated_at"
+	// The counters' checkpoint attribute.
+	LedgerCountSeqAttr = "ctr_seq"
+	// Digest head attributes.
+	LedgerDigestNAttr         = "n"
+	LedgerDigestKeyAttr       = "key"
+	LedgerDigestSHA256Attr    = "sha256"
+	LedgerDigestSignatureAttr = "signature"
+	LedgerDigestAtAttr        = "at"
+)
+
+// LedgerHeadKey is the table key of a shard chain's head.
+func LedgerHeadKey(shard string) string { return LedgerHeadPrefix + shard }
+
+// LedgerCountKey is the table key of a shard's counters' checkpoint.
+func LedgerCountKey(shard string) string { return LedgerCountPrefix + shard }

@@ -1,0 +1,99 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// LedgerAPI is what the ledger's objects need of the S3 client.
+type LedgerAPI interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+}
+
+// LedgerObjects are the ledger's segment and digest objects in the Object
+// Lock bucket (the ledger service's Objects port).
+type LedgerObjects struct {
+	API    LedgerAPI
+	Bucket string
+	// PageSize is List's MaxKeys per page (0: S3's 1,000).
+	PageSize int32
+}
+
+// PutIfAbsent writes body under key only if the key holds no object
+// (If-None-Match: *; a 412 is ledger.ErrExists), locked in COMPLIANCE mode
+// until retainUntil, with a SHA-256 checksum S3 verifies. The bucket's
+// default encryption applies.
+func (o LedgerObjects) PutIfAbsent(ctx context.Context, key string, body []byte, retainUntil time.Time) error {
+	sum := sha256.Sum256(body)
+	_, err := o.API.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(o.Bucket), Key: aws.String(key), Body: bytes.NewReader(body),
+		ContentLength:             aws.Int64(int64(len(body))),
+		ContentType:               aws.String("application/json"),
+		ChecksumAlgorithm:         types.ChecksumAlgorithmSha256,
+		ChecksumSHA256:            aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+		IfNoneMatch:               aws.String("*"),
+		ObjectLockMode:            types.ObjectLockModeCompliance,
+		ObjectLockRetainUntilDate: aws.Time(retainUntil),
+	})
+	if err == nil {
+		return nil
+	}
+	if preconditionFailed(err) {
+		return fmt.Errorf("put ledger object %s: %w", key, ledger.ErrExists)
+	}
+	return fmt.Errorf("put ledger object %s: %w", key, err)
+}
+
+// Get reads an object's bytes (ledger.ErrNotFound when it is absent).
+func (o LedgerObjects) Get(ctx context.Context, key string) ([]byte, error) {
+	out, err := o.API.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(o.Bucket), Key: aws.String(key)})
+	if err != nil {
+		if missing(err) {
+			return nil, fmt.Errorf("get ledger object %s: %w", key, ledger.ErrNotFound)
+		}
+		return nil, fmt.Errorf("get ledger object %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger object %s: %w", key, err)
+	}
+	return b, nil
+}
+
+// List returns the keys under prefix after startAfter, in key order, all
+// pages.
+func (o LedgerObjects) List(ctx context.Context, prefix, startAfter string) ([]string, error) {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(o.Bucket), Prefix: aws.String(prefix)}
+	if startAfter != "" {
+		in.StartAfter = aws.String(startAfter)
+	}
+	if o.PageSize > 0 {
+		in.MaxKeys = aws.Int32(o.PageSize)
+	}
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(o.API, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list ledger objects %s: %w", prefix, err)
+		}
+		for _, obj := range page.Contents {
+			keys = append(keys, aws.ToString(obj.Key))
+		}
+	}
+	return keys, nil
+}

@@ -1,0 +1,185 @@
+package ledger_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+const arn = "arn:aws:dynamodb:us-east-1:000000000000:table/q/stream/2026-12-01T00:00:00.000"
+
+// fixture builds a ledger as the ledger function would, with a table that
+// matches it, for tests to tamper with.
+type fixture struct {
+	t       testing.TB
+	key     *ecdsa.PrivateKey
+	der     []byte
+	seq     int64
+	now     time.Time
+	pending map[string][]ledger.Entry
+	heads   map[string]*ledger.Head
+	segs    map[string][]byte
+	digests map[string][]byte
+	last    *ledger.Digest
+	lastRaw []byte
+	table   map[string]ledger.Item
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, key: k, der: der, seq: 1000000000000000000, now: t0, pending: map[string][]ledger.Entry{},
+		heads: map[string]*ledger.Head{}, segs: map[string][]byte{}, digests: map[string][]byte{}, table: map[string]ledger.Item{}}
+}
+
+func seal(id string, v int64) string { return fmt.Sprintf("seal-%s-%d", id, v) }
+
+func record(id string, v int64, status string) ledger.Item {
+	it := ledger.Item{"dlq_id": ledger.Str(id), "version": ledger.Num(strconv.FormatInt(v, 10)), "seal": ledger.Str(seal(id, v)),
+		"status": ledger.Str(status), "tags": ledger.StrSet("b", "a")}
+	if v > 1 {
+		it["prev_seal"] = ledger.Str(seal(id, v-1))
+	}
+	return it
+}
+
+func (f *fixture) nextSeq() string {
+	f.seq += 7
+	f.now = f.now.Add(time.Second)
+	return strconv.FormatInt(f.seq, 10) + "000"
+}
+
+// write ledgers (and stores) version v of id on shard: an INSERT for
+// version 1, else a MODIFY of the table's current version.
+func (f *fixture) write(shard, id string, v int64) {
+	it := record(id, v, "OPEN")
+	e := ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventInsert, At: f.now.Format(time.RFC3339Nano), Key: id, Item: it}
+	if old, ok := f.table[id]; ok {
+		ov, _ := old.Int("version")
+		e.Event, e.Old = ledger.EventModify, &ledger.Old{Version: ov, Seal: old.S("seal")}
+	}
+	f.pending[shard] = append(f.pending[shard], e)
+	f.table[id] = it
+}
+
+func (f *fixture) remove(shard, id string) {
+	old := f.table[id]
+	ov, _ := old.Int("version")
+	f.pending[shard] = append(f.pending[shard], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventRemove, At: f.now.Format(time.RFC3339Nano),
+		Key: id, Removed: old, Old: &ledger.Old{Version: ov, Seal: old.S("seal")}})
+	delete(f.table, id)
+}
+
+// flush writes shard's pending entries as its next segment.
+func (f *fixture) flush(shard string) string {
+	var prev *ledger.Ref
+	h := f.heads[shard]
+	if h != nil {
+		prev = &ledger.Ref{Key: h.SegmentKey, SHA256: h.SegmentSHA256}
+	}
+	s, err := ledger.NewSegment(arn, shard, prev, f.pending[shard])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.putSegment(s)
+	delete(f.pending, shard)
+	return ledger.SegmentKey(shard, s.FirstSeq)
+}
+
+// putSegment stores s as its shard's new head, whatever it holds.
+func (f *fixture) putSegment(s ledger.Segment) {
+	raw, err := s.Encode()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	key := ledger.SegmentKey(s.Shard, s.FirstSeq)
+	f.segs[key] = raw
+	h := f.heads[s.Shard]
+	if h == nil {
+		h = &ledger.Head{Shard: s.Shard}
+		f.heads[s.Shard] = h
+	}
+	h.LastSeq, h.SegmentKey, h.SegmentSHA256 = s.LastSeq, key, ledger.SHA256Hex(raw)
+	h.Segments++
+}
+
+func (f *fixture) sign(d ledger.Digest, k *ecdsa.PrivateKey) ledger.Digest {
+	h, err := d.SigningHash()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sig, err := ecdsa.SignASN1(rand.Reader, k, h[:])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	d.Signature = base64.StdEncoding.EncodeToString(sig)
+	return d
+}
+
+// digest signs the next digest over the current heads.
+func (f *fixture) digest() string {
+	var heads []ledger.Head
+	for _, h := range f.heads {
+		heads = append(heads, *h)
+	}
+	n := int64(1)
+	var prev *ledger.DigestPrev
+	if f.last != nil {
+		n = f.last.N + 1
+		prev = &ledger.DigestPrev{Key: ledger.DigestKey(f.last.N), SHA256: ledger.SHA256Hex(f.lastRaw), Signature: f.last.Signature}
+	}
+	d := f.sign(ledger.NewDigest(n, f.now, arn, "key", ledger.AlgECDSA, prev, heads), f.key)
+	raw, err := d.Encode()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.digests[ledger.DigestKey(n)] = raw
+	f.last, f.lastRaw = &d, raw
+	return ledger.DigestKey(n)
+}
+
+func (f *fixture) input() ledger.Input {
+	in := ledger.Input{Segments: maps.Clone(f.segs), Digests: maps.Clone(f.digests), PublicKeyDER: f.der, Now: f.now}
+	for _, it := range f.table {
+		in.Items = append(in.Items, it)
+	}
+	return in
+}
+
+// standard is a ledger over two shards: a, b and c written, b modified
+// twice, two digests, everything anchored.
+func standard(t testing.TB) *fixture {
+	f := newFixture(t)
+	f.write("shard-1", "src#a", 1)
+	f.write("shard-1", "src#b", 1)
+	f.flush("shard-1")
+	f.write("shard-2", "src#c", 1)
+	f.write("shard-2", "#pol#src#p1", 1)
+	f.flush("shard-2")
+	f.digest()
+	f.write("shard-1", "src#b", 2)
+	f.flush("shard-1")
+	f.write("shard-1", "src#b", 3)
+	f.write("shard-1", "src#a", 2)
+	f.flush("shard-1")
+	f.digest()
+	return f
+}

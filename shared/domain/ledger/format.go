@@ -1,0 +1,269 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Object formats and signing algorithms (design §3).
+const (
+	SegmentFormat = "dlqq-ledger-segment/1"
+	DigestFormat  = "dlqq-ledger-digest/1"
+	// AlgECDSA is KMS ECDSA_SHA_256 (an ECC_NIST_P256 key); AlgRSAPSS is
+	// KMS RSASSA_PSS_SHA_256.
+	AlgECDSA  = "ECDSA_SHA_256"
+	AlgRSAPSS = "RSASSA_PSS_SHA_256"
+
+	SegmentPrefix = "ledger/segments/"
+	DigestPrefix  = "ledger/digests/"
+)
+
+// Stream event names.
+const (
+	EventInsert = "INSERT"
+	EventModify = "MODIFY"
+	EventRemove = "REMOVE"
+)
+
+// Table attributes the ledger reads from items.
+const (
+	KeyAttr      = "dlq_id"
+	VersionAttr  = "version"
+	SealAttr     = "seal"
+	PrevSealAttr = "prev_seal"
+	// HoldAttr and HoldAtAttr mark an integrity hold (dynamostore): the
+	// one change that keeps a record's version.
+	HoldAttr   = "integrity_hold"
+	HoldAtAttr = "integrity_hold_at"
+)
+
+// Ledgered reports whether a table key is ledgered: a quarantine record
+// (no '#' first) or a standing policy ("#pol#..."); counter shards and the
+// ledger's own items are not.
+func Ledgered(key string) bool {
+	return key != "" && (key[0] != '#' || strings.HasPrefix(key, "#pol#"))
+}
+
+// Ref names an object and its SHA-256 (hex).
+type Ref struct {
+	Key    string `json:"key"`
+	SHA256 string `json:"sha256"`
+}
+
+// Old is the version and seal of a change's old image.
+type Old struct {
+	Version int64  `json:"version"`
+	Seal    string `json:"seal"`
+}
+
+// Entry is one ledgered change.
+type Entry struct {
+	Seq     string `json:"seq"`
+	Event   string `json:"event"`
+	At      string `json:"at"`
+	Key     string `json:"key"`
+	Item    Item   `json:"item,omitempty"`
+	Removed Item   `json:"removed,omitempty"`
+	Old     *Old   `json:"old,omitempty"`
+}
+
+// Segment is one object of a shard's chain.
+type Segment struct {
+	Format    string  `json:"format"`
+	StreamARN string  `json:"stream_arn"`
+	Shard     string  `json:"shard"`
+	FirstSeq  string  `json:"first_seq"`
+	LastSeq   string  `json:"last_seq"`
+	Prev      *Ref    `json:"prev,omitempty"`
+	Entries   []Entry `json:"entries"`
+}
+
+// DigestPrev is the previous digest as a digest names it.
+type DigestPrev struct {
+	Key       string `json:"key"`
+	SHA256    string `json:"sha256"`
+	Signature string `json:"signature"`
+}
+
+// Head is a shard chain's head as a digest records it.
+type Head struct {
+	Shard         string `json:"shard"`
+	LastSeq       string `json:"last_seq"`
+	SegmentKey    string `json:"segment_key"`
+	SegmentSHA256 string `json:"segment_sha256"`
+	Segments      int64  `json:"segments"`
+}
+
+// Digest is one signed digest object.
+type Digest struct {
+	Format    string      `json:"format"`
+	N         int64       `json:"n"`
+	At        string      `json:"at"`
+	StreamARN string      `json:"stream_arn"`
+	KeyID     string      `json:"key_id"`
+	Algorithm string      `json:"algorithm"`
+	Prev      *DigestPrev `json:"prev,omitempty"`
+	Shards    []Head      `json:"shards"`
+	Signature string      `json:"signature,omitempty"`
+}
+
+// SegmentKey is the object key of a shard's segment starting at firstSeq.
+func SegmentKey(shard, firstSeq string) string {
+	return SegmentPrefix + shard + "/" + mustPadSeq(firstSeq) + ".json"
+}
+
+// DigestKey is the object key of digest n.
+func DigestKey(n int64) string { return fmt.Sprintf("%s%012d.json", DigestPrefix, n) }
+
+// SHA256Hex is the hex SHA-256 of b.
+func SHA256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Encode returns the segment's canonical bytes.
+func (s Segment) Encode() ([]byte, error) { return canonical(s) }
+
+// Encode returns the digest's canonical bytes (with its signature).
+func (d Digest) Encode() ([]byte, error) { return canonical(d) }
+
+// SigningHash is SHA-256 of the canonical JSON of d without its signature:
+// what KMS signs (MessageType DIGEST).
+func (d Digest) SigningHash() ([32]byte, error) {
+	d.Signature = ""
+	b, err := canonical(d)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+// decodeStrict decodes b into v, refusing unknown fields and trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// ParseSegment decodes and checks a segment's form: its format, its
+// sequence numbers (valid; first and last as stated) and its entries'
+// events. Their order is Verify's to judge (it names a duplicate).
+func ParseSegment(b []byte) (Segment, error) {
+	var s Segment
+	if err := decodeStrict(b, &s); err != nil {
+		return Segment{}, fmt.Errorf("parse segment: %w", err)
+	}
+	if s.Format != SegmentFormat {
+		return Segment{}, fmt.Errorf("parse segment: format %q", s.Format)
+	}
+	if len(s.Entries) == 0 {
+		return Segment{}, errors.New("parse segment: no entries")
+	}
+	for i, e := range s.Entries {
+		if !ValidSeq(e.Seq) {
+			return Segment{}, fmt.Errorf("parse segment: entry %d: sequence number %q", i, e.Seq)
+		}
+		if err := e.check(); err != nil {
+			return Segment{}, fmt.Errorf("parse segment: entry %s: %w", e.Seq, err)
+		}
+	}
+	if s.FirstSeq != s.Entries[0].Seq || s.LastSeq != s.Entries[len(s.Entries)-1].Seq {
+		return Segment{}, errors.New("parse segment: first_seq/last_seq do not match its entries")
+	}
+	if s.Shard == "" {
+		return Segment{}, errors.New("parse segment: no shard")
+	}
+	return s, nil
+}
+
+func (e Entry) check() error {
+	if e.Key == "" {
+		return errors.New("no key")
+	}
+	if _, err := time.Parse(time.RFC3339Nano, e.At); err != nil {
+		return fmt.Errorf("at %q: not RFC 3339", e.At)
+	}
+	switch e.Event {
+	case EventInsert, EventModify:
+		if e.Item == nil || e.Removed != nil {
+			return fmt.Errorf("%s without its new image", e.Event)
+		}
+	case EventRemove:
+		if e.Removed == nil || e.Item != nil {
+			return errors.New("REMOVE without its old image")
+		}
+	default:
+		return fmt.Errorf("event %q", e.Event)
+	}
+	return nil
+}
+
+// ParseDigest decodes and checks a digest's form (not its signature).
+func ParseDigest(b []byte) (Digest, error) {
+	var d Digest
+	if err := decodeStrict(b, &d); err != nil {
+		return Digest{}, fmt.Errorf("parse digest: %w", err)
+	}
+	if d.Format != DigestFormat {
+		return Digest{}, fmt.Errorf("parse digest: format %q", d.Format)
+	}
+	if d.N < 1 || (d.N == 1) != (d.Prev == nil) {
+		return Digest{}, fmt.Errorf("parse digest: n %d with prev %v", d.N, d.Prev != nil)
+	}
+	if !slices.IsSortedFunc(d.Shards, func(a, b Head) int { return strings.Compare(a.Shard, b.Shard) }) {
+		return Digest{}, errors.New("parse digest: shards not sorted")
+	}
+	return d, nil
+}
+
+// NewSegment builds the segment of shard holding entries (sorted here by
+// sequence number), chained to prev (nil on a shard's first segment). It
+// refuses no entries, an invalid or repeated sequence number and an entry
+// that does not check.
+func NewSegment(streamARN, shard string, prev *Ref, entries []Entry) (Segment, error) {
+	if len(entries) == 0 {
+		return Segment{}, errors.New("segment without entries")
+	}
+	es := slices.Clone(entries)
+	for _, e := range es {
+		if !ValidSeq(e.Seq) {
+			return Segment{}, fmt.Errorf("entry %s: invalid sequence number", e.Seq)
+		}
+		if err := e.check(); err != nil {
+			return Segment{}, fmt.Errorf("entry %s: %w", e.Seq, err)
+		}
+	}
+	slices.SortFunc(es, func(a, b Entry) int { return SeqCompare(a.Seq, b.Seq) })
+	for i := 1; i < len(es); i++ {
+		if SeqCompare(es[i-1].Seq, es[i].Seq) == 0 {
+			return Segment{}, fmt.Errorf("entry %s twice", es[i].Seq)
+		}
+	}
+	return Segment{Format: SegmentFormat, StreamARN: streamARN, Shard: shard, FirstSeq: es[0].Seq,
+		LastSeq: es[len(es)-1].Seq, Prev: prev, Entries: es}, nil
+}
+
+// NewDigest builds digest n (unsigned) over heads (sorted here by shard),
+// chained to prev (nil for n = 1).
+func NewDigest(n int64, at time.Time, streamARN, keyID, algorithm string, prev *DigestPrev, heads []Head) Digest {
+	hs := slices.Clone(heads)
+	slices.SortFunc(hs, func(a, b Head) int { return strings.Compare(a.Shard, b.Shard) })
+	if hs == nil {
+		hs = []Head{}
+	}
+	return Digest{Format: DigestFormat, N: n, At: at.UTC().Format(time.RFC3339Nano), StreamARN: streamARN,
+		KeyID: keyID, Algorithm: algorithm, Prev: prev, Shards: hs}
+}

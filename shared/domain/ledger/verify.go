@@ -1,0 +1,369 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind names a verification problem.
+type Kind string
+
+// The problems Verify names (design §6).
+const (
+	KindRewritten       Kind = "rewritten"       // a current item is not the ledgered version
+	KindUnledgered      Kind = "unledgered"      // an item the ledger never saw
+	KindDeleted         Kind = "deleted"         // a ledgered key gone from the table
+	KindVersionMissing  Kind = "version-missing" // consecutive ledgered versions do not chain
+	KindOldMismatch     Kind = "old-mismatch"    // an entry's old image is not the previous ledgered version
+	KindDuplicate       Kind = "duplicate-entry" // a change ledgered twice
+	KindSegmentInvalid  Kind = "segment-invalid" // an object that is not a well-formed segment
+	KindSegmentChain    Kind = "segment-chain"   // a shard's segments do not chain
+	KindSegmentHash     Kind = "segment-hash"    // bytes that do not hash to what the chain says
+	KindSegmentMissing  Kind = "segment-missing" // a segment the chain or a digest names is absent
+	KindSegmentOffChain Kind = "segment-off-chain"
+	KindDigestInvalid   Kind = "digest-invalid"
+	KindDigestSignature Kind = "digest-signature"
+	KindDigestChain     Kind = "digest-chain"
+	KindDigestGap       Kind = "digest-gap"
+)
+
+// Problem is one failure, naming what failed: a record id, a shard or an
+// object key.
+type Problem struct {
+	Kind    Kind   `json:"kind"`
+	Subject string `json:"subject"`
+	Detail  string `json:"detail"`
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s %s: %s", p.Kind, p.Subject, p.Detail) }
+
+// Input is what Verify checks.
+type Input struct {
+	// Items are the table's items; those not ledgered (Ledgered) are
+	// ignored.
+	Items []Item
+	// Segments and Digests map object keys to their bytes.
+	Segments map[string][]byte
+	Digests  map[string][]byte
+	// PublicKeyDER is the signing key's public part (GetPublicKey).
+	PublicKeyDER []byte
+	Now          time.Time
+	// Grace: an item that differs from its newest ledgered version (or
+	// that the ledger has not seen) and whose last change (status_since,
+	// last_seen) is within Grace of Now is counted as not yet ledgered
+	// instead of named as a problem.
+	Grace time.Duration
+}
+
+// Result is what Verify found.
+type Result struct {
+	Problems []Problem `json:"problems"`
+	Items    int       `json:"items"`
+	Entries  int       `json:"entries"`
+	Segments int       `json:"segments"`
+	Digests  int       `json:"digests"`
+	// LastDigest is the newest digest whose signature verifies (0: none).
+	LastDigest int64 `json:"last_digest"`
+	// Unanchored counts entries after the newest digest's heads ("not yet
+	// anchored": information, not a failure); OldestUnanchored is the age
+	// of the oldest of them.
+	Unanchored       int           `json:"unanchored"`
+	OldestUnanchored time.Duration `json:"oldest_unanchored"`
+	// NotYetLedgered counts items within Input.Grace (information).
+	NotYetLedgered int `json:"not_yet_ledgered"`
+}
+
+// OK reports whether nothing failed.
+func (r Result) OK() bool { return len(r.Problems) == 0 }
+
+// Has reports whether a problem of kind names subject.
+func (r Result) Has(kind Kind, subject string) bool {
+	return slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.Kind == kind && p.Subject == subject })
+}
+
+type verifier struct {
+	in  Input
+	res Result
+}
+
+func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
+	v.res.Problems = append(v.res.Problems, Problem{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Verify checks the ledger against the table (design §6). It reads only
+// its input; it costs about linear time in the number of entries.
+func Verify(in Input) Result {
+	v := &verifier{in: in}
+	digests, signed := v.digests()
+	entries := v.segments(digests, signed)
+	v.records(entries)
+	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
+		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
+	})
+	return v.res
+}
+
+type parsedDigest struct {
+	d   Digest
+	raw []byte
+	key string
+}
+
+// digests checks every digest and returns them by n, and those whose
+// signature verifies, oldest first.
+func (v *verifier) digests() (map[int64]*parsedDigest, []*parsedDigest) {
+	byN := map[int64]*parsedDigest{}
+	for key, raw := range v.in.Digests {
+		d, err := ParseDigest(raw)
+		if err != nil {
+			v.fail(KindDigestInvalid, key, "%v", err)
+			continue
+		}
+		if key != DigestKey(d.N) {
+			v.fail(KindDigestInvalid, key, "holds digest %d (its key is %s)", d.N, DigestKey(d.N))
+			continue
+		}
+		byN[d.N] = &parsedDigest{d: d, raw: raw, key: key}
+	}
+	v.res.Digests = len(byN)
+	var signed []*parsedDigest
+	var last int64
+	for n := range byN {
+		last = max(last, n)
+	}
+	for n := int64(1); n <= last; n++ {
+		p, ok := byN[n]
+		if !ok {
+			v.fail(KindDigestGap, DigestKey(n), "digest %d missing", n)
+			continue
+		}
+		if err := VerifyDigest(p.d, v.in.PublicKeyDER); err != nil {
+			v.fail(KindDigestSignature, p.key, "%v", err)
+			continue
+		}
+		signed = append(signed, p)
+		if n == 1 {
+			continue
+		}
+		prev, ok := byN[n-1]
+		switch {
+		case !ok:
+		case p.d.Prev.Key != prev.key || p.d.Prev.SHA256 != SHA256Hex(prev.raw) || p.d.Prev.Signature != prev.d.Signature:
+			v.fail(KindDigestChain, p.key, "prev does not match digest %d", n-1)
+		}
+	}
+	if len(signed) > 0 {
+		v.res.LastDigest = signed[len(signed)-1].d.N
+	}
+	return byN, signed
+}
+
+type segNode struct {
+	key string
+	seg Segment
+	sha string
+	raw []byte
+}
+
+type ledgered struct {
+	e        Entry
+	shard    string
+	anchored bool
+}
+
+// segments checks every shard's chain against the digests and returns the
+// entries of the chained segments.
+func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest) []ledgered {
+	byShard := map[string]map[string]*segNode{}
+	for key, raw := range v.in.Segments {
+		s, err := ParseSegment(raw)
+		if err != nil {
+			v.fail(KindSegmentInvalid, key, "%v", err)
+			continue
+		}
+		if key != SegmentKey(s.Shard, s.FirstSeq) {
+			v.fail(KindSegmentInvalid, key, "holds the segment of %s from %s", s.Shard, s.FirstSeq)
+			continue
+		}
+		if byShard[s.Shard] == nil {
+			byShard[s.Shard] = map[string]*segNode{}
+		}
+		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
+	}
+	v.res.Segments = len(v.in.Segments)
+	// Each shard's anchored head is the one in the newest signed digest
+	// that names the shard (a closed shard trimmed from the stream drops
+	// out of later digests but stays anchored by the earlier ones).
+	heads := map[string]Head{}
+	for _, p := range signed {
+		for _, h := range p.d.Shards {
+			heads[h.Shard] = h
+		}
+	}
+	shards := map[string]bool{}
+	for s := range byShard {
+		shards[s] = true
+	}
+	for s := range heads {
+		shards[s] = true
+	}
+	var out []ledgered
+	for _, shard := range slices.Sorted(mapKeys(shards)) {
+		out = append(out, v.shard(shard, byShard[shard], heads, digests)...)
+	}
+	return out
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// shard checks one shard's chain: back from the anchored head to its
+// first segment, then forward past the head (not yet anchored).
+func (v *verifier) shard(shard string, nodes map[string]*segNode, heads map[string]Head, digests map[int64]*parsedDigest) []ledgered {
+	visited := map[string]bool{}
+	var chain []*segNode // oldest first
+	anchoredN := 0
+	children := map[string][]*segNode{}
+	var roots []*segNode
+	for _, n := range nodes {
+		if n.seg.Prev == nil {
+			roots = append(roots, n)
+		} else {
+			children[n.seg.Prev.Key] = append(children[n.seg.Prev.Key], n)
+		}
+	}
+	var tip *segNode
+	if h, ok := heads[shard]; ok {
+		n := nodes[h.SegmentKey]
+		switch {
+		case n == nil:
+			v.fail(KindSegmentMissing, h.SegmentKey, "shard %s's anchored head segment is missing", shard)
+		case n.sha != h.SegmentSHA256:
+			v.fail(KindSegmentHash, h.SegmentKey, "does not hash to the digest's %s", h.SegmentSHA256)
+		default:
+			back := []*segNode{n}
+			visited[n.key] = true
+			for cur := n; cur.seg.Prev != nil; {
+				p := nodes[cur.seg.Prev.Key]
+				if p == nil {
+					v.fail(KindSegmentMissing, cur.seg.Prev.Key, "named by %s as its prev", cur.key)
+					break
+				}
+				if visited[p.key] {
+					v.fail(KindSegmentChain, p.key, "the chain of shard %s loops", shard)
+					break
+				}
+				if p.sha != cur.seg.Prev.SHA256 {
+					v.fail(KindSegmentHash, p.key, "does not hash to what %s says", cur.key)
+				}
+				visited[p.key] = true
+				back = append(back, p)
+				cur = p
+			}
+			slices.Reverse(back)
+			if back[0].seg.Prev == nil && int64(len(back)) != h.Segments {
+				v.fail(KindSegmentChain, shard, "the digest's head counts %d segments, the chain holds %d", h.Segments, len(back))
+			}
+			if SeqCompare(n.seg.LastSeq, h.LastSeq) != 0 {
+				v.fail(KindSegmentChain, shard, "the digest's head ends at %s, its segment at %s", h.LastSeq, n.seg.LastSeq)
+			}
+			chain, anchoredN, tip = back, len(back), n
+		}
+	} else {
+		switch len(roots) {
+		case 0:
+		case 1:
+			tip = roots[0]
+			chain, visited[tip.key] = []*segNode{tip}, true
+		default:
+			for _, r := range roots {
+				v.fail(KindSegmentChain, r.key, "shard %s has %d first segments", shard, len(roots))
+			}
+		}
+	}
+	// Forward past the tip: not yet anchored.
+	for tip != nil {
+		next := children[tip.key]
+		if len(next) == 0 {
+			break
+		}
+		if len(next) > 1 {
+			v.fail(KindSegmentChain, tip.key, "%d segments name it as their prev", len(next))
+			break
+		}
+		n := next[0]
+		if visited[n.key] {
+			break
+		}
+		if n.seg.Prev.SHA256 != tip.sha {
+			v.fail(KindSegmentHash, tip.key, "does not hash to what %s says", n.key)
+		}
+		visited[n.key] = true
+		chain = append(chain, n)
+		tip = n
+	}
+	for key := range nodes {
+		if !visited[key] {
+			v.fail(KindSegmentOffChain, key, "not on shard %s's chain", shard)
+		}
+	}
+	// Every digest's head of this shard names a segment of the chain.
+	for _, p := range digests {
+		for _, h := range p.d.Shards {
+			if h.Shard != shard || h == heads[shard] { // the anchor's is checked above
+				continue
+			}
+			n := nodes[h.SegmentKey]
+			switch {
+			case n == nil:
+				v.fail(KindSegmentMissing, h.SegmentKey, "named by digest %d", p.d.N)
+			case n.sha != h.SegmentSHA256:
+				v.fail(KindSegmentHash, h.SegmentKey, "does not hash to digest %d's %s", p.d.N, h.SegmentSHA256)
+			case !visited[n.key]:
+				v.fail(KindSegmentOffChain, h.SegmentKey, "named by digest %d but not on shard %s's chain", p.d.N, shard)
+			}
+		}
+	}
+	return v.entries(shard, chain, anchoredN)
+}
+
+// entries returns the entries of a shard's chain, naming duplicates and
+// entries out of order.
+func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledgered {
+	var out []ledgered
+	seen := map[string]string{} // padded seq → segment key
+	last := ""
+	for i, n := range chain {
+		for _, e := range n.seg.Entries {
+			p := mustPadSeq(e.Seq)
+			if where, dup := seen[p]; dup {
+				v.fail(KindDuplicate, shard, "entry %s (key %s) in %s and %s", e.Seq, e.Key, where, n.key)
+				continue
+			}
+			seen[p] = n.key
+			if last != "" && !SeqLess(last, e.Seq) {
+				v.fail(KindSegmentChain, n.key, "entry %s not after %s", e.Seq, last)
+			}
+			last = e.Seq
+			l := ledgered{e: e, shard: shard, anchored: i < anchoredN}
+			if !l.anchored {
+				v.res.Unanchored++
+				if at, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
+					v.res.OldestUnanchored = max(v.res.OldestUnanchored, v.in.Now.Sub(at))
+				}
+			}
+			out = append(out, l)
+		}
+	}
+	v.res.Entries += len(out)
+	return out
+}

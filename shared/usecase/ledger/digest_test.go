@@ -1,0 +1,189 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+func (r *rig) digest() DigestReport {
+	r.t.Helper()
+	rep, err := r.svc.Digest(context.Background())
+	if err != nil {
+		r.t.Fatalf("Digest: %v", err)
+	}
+	return rep
+}
+
+func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 4)
+	s.many("shard-2", 2)
+	r := newRig(t, "shard-1", "shard-2", "shard-3")
+	var emf bytes.Buffer
+	r.svc.Metrics = &emf
+	r.handle(batch("shard-1", s.recs["shard-1"]))
+	r.handle(batch("shard-2", s.recs["shard-2"]))
+	r.now = r.now.Add(time.Minute)
+	rep := r.digest()
+	if rep.N != 1 || !rep.Written || rep.Shards != 2 || rep.LagSeconds <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, h := range r.state.heads {
+		if !h.PendingSince.IsZero() || h.AnchoredSeq != h.LastSeq {
+			t.Fatalf("head %+v not anchored", h)
+		}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(emf.Bytes(), &doc); err != nil || doc[MetricAnchoringLag] != rep.LagSeconds {
+		t.Fatalf("emf %s (%v), want the lag %v", emf.String(), err, rep.LagSeconds)
+	}
+	if !strings.Contains(emf.String(), `"Unit":"Seconds"`) {
+		t.Fatalf("emf %s: lag not in seconds", emf.String())
+	}
+
+	// Nothing moved, the digest is young: nothing written.
+	r.now = r.now.Add(5 * time.Minute)
+	if rep := r.digest(); rep.Written || rep.N != 1 {
+		t.Fatalf("report %+v, want nothing written", rep)
+	}
+	// Nothing moved but the digest is old: written.
+	r.now = r.now.Add(DefaultDigestMaxAge)
+	if rep := r.digest(); !rep.Written || rep.N != 2 {
+		t.Fatalf("report %+v, want digest 2", rep)
+	}
+	// A head moved: written.
+	s.many("shard-3", 2)
+	r.handle(batch("shard-3", s.recs["shard-3"]))
+	r.now = r.now.Add(time.Minute)
+	if rep := r.digest(); !rep.Written || rep.N != 3 || rep.Shards != 3 {
+		t.Fatalf("report %+v, want digest 3 over 3 shards", rep)
+	}
+	r.exact(s)
+}
+
+func TestTwoConcurrentDigestRunsWriteOneDigest(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 4)
+	r := newRig(t, "shard-1")
+	r.handle(batch("shard-1", s.recs["shard-1"]))
+	other := r.service("shard-1")
+	var otherRep DigestReport
+	var otherErr error
+	ran := false
+	r.objects.beforePut = func(key string) {
+		if strings.HasPrefix(key, dl.DigestPrefix) && !ran {
+			ran = true // the other run writes digest 1 between this run's build and its PUT
+			otherRep, otherErr = other.Digest(context.Background())
+		}
+	}
+	rep := r.digest()
+	if otherErr != nil {
+		t.Fatal(otherErr)
+	}
+	if !otherRep.Written || rep.Written || !rep.Adopted || rep.N != 1 || otherRep.N != 1 {
+		t.Fatalf("reports %+v and %+v: want one written, one adopted, both digest 1", otherRep, rep)
+	}
+	if n := len(r.objects.under(dl.DigestPrefix)); n != 1 || r.state.digest.N != 1 {
+		t.Fatalf("%d digests, head %d", n, r.state.digest.N)
+	}
+	r.exact(s)
+}
+
+func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 4)
+	r := newRig(t, "shard-1")
+	r.handle(batch("shard-1", s.recs["shard-1"][:2]))
+	r.state.failDigest = func() error { return errors.New("the process died") }
+	if _, err := r.svc.Digest(context.Background()); err == nil {
+		t.Fatal("a digest run whose head update failed reported success")
+	}
+	r.state.failDigest = nil
+	r.now = r.now.Add(time.Minute)
+	if rep := r.digest(); !rep.Adopted || rep.N != 1 {
+		t.Fatalf("report %+v, want digest 1 adopted", rep)
+	}
+	r.handle(batch("shard-1", s.recs["shard-1"][2:]))
+	if rep := r.digest(); !rep.Written || rep.N != 2 {
+		t.Fatalf("report %+v, want digest 2", rep)
+	}
+	r.exact(s)
+}
+
+func TestADigestHeadUpdateWhoseAnswerWasLostStands(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 2)
+	r := newRig(t, "shard-1")
+	r.handle(batch("shard-1", s.recs["shard-1"]))
+	r.state.afterDigest = func() error { return errLost }
+	if rep := r.digest(); rep.N != 1 || !rep.Written {
+		t.Fatalf("report %+v", rep)
+	}
+	r.exact(s)
+}
+
+func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 2)
+	r := newRig(t, "shard-1")
+	r.handle(batch("shard-1", s.recs["shard-1"]))
+	forged := dl.NewDigest(1, r.now, streamARN, "k", dl.AlgECDSA, nil, nil)
+	forged.Signature = "AAAA"
+	raw, _ := forged.Encode()
+	r.objects.objs[dl.DigestKey(1)] = raw
+	if _, err := r.svc.Digest(context.Background()); !errors.Is(err, dl.ErrChainBroken) {
+		t.Fatalf("err = %v, want ErrChainBroken", err)
+	}
+}
+
+func TestLambdaHandlerDispatches(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 2)
+	r := newRig(t, "shard-1")
+	ev, _ := json.Marshal(batch("shard-1", s.recs["shard-1"]))
+	out, err := r.svc.LambdaHandler(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(out)
+	if !strings.Contains(string(body), `"state":{}`) || len(r.objects.under(dl.SegmentPrefix)) != 1 {
+		t.Fatalf("stream answer %s", body)
+	}
+	out, err = r.svc.LambdaHandler(context.Background(), json.RawMessage(`{"action":"digest"}`))
+	if rep, ok := out.(DigestReport); err != nil || !ok || rep.N != 1 {
+		t.Fatalf("digest answer %#v, %v", out, err)
+	}
+	for _, bad := range []string{`{"action":"sweep"}`, `{}`, `[1]`, `{"Records":"x"}`} {
+		if _, err := r.svc.LambdaHandler(context.Background(), json.RawMessage(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TABLE_NAME": "q", "LEDGER_BUCKET": "b", "SIGNING_KEY_ID": "alias/k", "STREAM_ARN": streamARN, "LEDGER_RETENTION_DAYS": "30"}
+	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || cfg.Ledger.Retention != 30*24*time.Hour || cfg.Ledger.DigestMaxAge != DefaultDigestMaxAge || cfg.Ledger.Namespace == "" {
+		t.Fatalf("cfg %+v, %v", cfg, err)
+	}
+	_, err = ConfigFromEnv(func(k string) string { return map[string]string{"DIGEST_MAX_AGE": "soon"}[k] })
+	for _, name := range []string{"TABLE_NAME", "LEDGER_BUCKET", "SIGNING_KEY_ID", "STREAM_ARN", "LEDGER_RETENTION_DAYS", "DIGEST_MAX_AGE"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("error %v does not name %s", err, name)
+		}
+	}
+}

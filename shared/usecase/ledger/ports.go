@@ -1,0 +1,84 @@
+// Package ledger is the ledger function (design §5, DESIGN.md invariants
+// 14 and 15): it writes the quarantine table's change stream, shard by
+// shard, into chained segment objects of the Object Lock bucket, advances
+// each shard's head item, hands the changes to the counters, and on a
+// schedule signs a digest of every shard's head.
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// Objects are the ledger's objects in the Object Lock bucket.
+type Objects interface {
+	// PutIfAbsent writes body under key, locked in COMPLIANCE mode until
+	// retainUntil, with its SHA-256 checksum, only if key holds nothing
+	// (dl.ErrExists otherwise).
+	PutIfAbsent(ctx context.Context, key string, body []byte, retainUntil time.Time) error
+	// Get reads an object (dl.ErrNotFound when absent).
+	Get(ctx context.Context, key string) ([]byte, error)
+	// List returns the keys under prefix after startAfter ("" for all),
+	// in key order.
+	List(ctx context.Context, prefix, startAfter string) ([]string, error)
+}
+
+// Head is a shard chain's head item (#led#head#<shard>).
+type Head = dl.ChainHead
+
+// DigestHead is the digest chain's head item (#led#digest).
+type DigestHead = dl.DigestHead
+
+// State holds the ledger's items in the quarantine table. Every read is
+// consistent.
+type State interface {
+	// Head reads a shard's head (false when the shard has none).
+	Head(ctx context.Context, shard string) (Head, bool, error)
+	// Heads reads the heads of shards; shards without one are absent.
+	Heads(ctx context.Context, shards []string) (map[string]Head, error)
+	// AdvanceHead writes h (its LastSeq, segment and count) if the head's
+	// last_seq is still prevLastSeq ("" : no head yet), keeping an
+	// existing pending_since and setting pendingSince otherwise
+	// (dl.ErrConflict when the condition fails).
+	AdvanceHead(ctx context.Context, h Head, prevLastSeq string, pendingSince time.Time) error
+	// MarkAnchored sets anchored_seq to lastSeq and removes pending_since
+	// if the head's last_seq is still lastSeq (dl.ErrConflict otherwise).
+	MarkAnchored(ctx context.Context, shard, lastSeq string) error
+	// DigestHead reads the digest chain's head (false: no digest yet).
+	DigestHead(ctx context.Context) (DigestHead, bool, error)
+	// PutDigestHead writes d if the head's n is still prevN (0: none yet;
+	// dl.ErrConflict otherwise).
+	PutDigestHead(ctx context.Context, d DigestHead, prevN int64) error
+}
+
+// Signer signs digests with the asymmetric KMS key.
+type Signer interface {
+	// Sign signs a SHA-256 hash (KMS MessageType DIGEST).
+	Sign(ctx context.Context, hash [32]byte) ([]byte, error)
+	// KeyID is the key's ARN as digests record it; Algorithm the signing
+	// algorithm (dl.AlgECDSA or dl.AlgRSAPSS).
+	KeyID() string
+	Algorithm() string
+	// PublicKey is the key's public part, DER (SubjectPublicKeyInfo).
+	PublicKey(ctx context.Context) ([]byte, error)
+}
+
+// Shards lists the shard ids of the table's stream.
+type Shards interface {
+	Shards(ctx context.Context) ([]string, error)
+}
+
+// Counts applies the counter deltas of a shard's changes idempotently
+// (design §4; dynamostore.Counts). It gets the batch's ledgered records in
+// sequence order, including those the ledger had already written.
+type Counts interface {
+	Apply(ctx context.Context, shard string, recs []events.DynamoDBEventRecord) error
+}
+
+// ImageDecoder converts a stream image into the ledger's item
+// (dynamostore.LedgerItemFromStream).
+type ImageDecoder func(map[string]events.DynamoDBAttributeValue) (dl.Item, error)

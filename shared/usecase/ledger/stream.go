@@ -1,0 +1,185 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// Service is the ledger function.
+type Service struct {
+	Objects Objects
+	State   State
+	Signer  Signer
+	Shards  Shards
+	// Counts is nil when counting is off (the changes are only ledgered).
+	Counts Counts
+	Decode ImageDecoder
+	// Metrics receives the EMF documents (nil drops them).
+	Metrics io.Writer
+	Log     *slog.Logger
+	Now     func() time.Time
+	Config  Config
+}
+
+func (s *Service) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+// change is one ledgered stream record with its padded sequence number.
+type change struct {
+	rec    events.DynamoDBEventRecord
+	padded string
+}
+
+// HandleStream ledgers one batch of a shard (design §5): the changes of
+// records and policies become the shard's next segment (or segments, when
+// an earlier try left one), the head advances, and the counters get the
+// batch. A failure after the event was read is a partial batch response
+// from the first record not fully processed; a malformed event, an event
+// without a shard id and a broken chain are errors.
+func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+	resp := events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}}}
+	shard := ev.ShardID
+	if shard == "" {
+		return resp, errors.New("stream event without a shard id (the mapping needs a tumbling window)")
+	}
+	if s.Config.StreamARN != "" && ev.EventSourceARN != "" && ev.EventSourceARN != s.Config.StreamARN {
+		return resp, fmt.Errorf("stream event from %s, not the ledger's stream", ev.EventSourceARN)
+	}
+	changes, err := ledgeredChanges(ev.Records)
+	if err != nil {
+		return resp, err
+	}
+	if len(changes) == 0 {
+		return resp, nil // nothing to ledger or count: no write at all
+	}
+	fail := func(from string, err error) (events.DynamoDBTimeWindowEventResponse, error) {
+		s.log().Error("ledger batch failed", "shard", shard, "from_seq", from, "records", len(changes), "error", err.Error())
+		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: from}}
+		return resp, nil
+	}
+	arn := s.Config.StreamARN
+	if arn == "" {
+		arn = ev.EventSourceARN
+	}
+	written, err := s.ledger(ctx, arn, shard, changes)
+	if errors.Is(err, dl.ErrChainBroken) {
+		s.log().Error("ledger chain broken", "shard", shard, "error", err.Error())
+		return resp, err
+	}
+	if err != nil {
+		from := changes[0].rec.Change.SequenceNumber
+		if s.Counts == nil {
+			from = firstAfter(changes, written)
+		}
+		return fail(from, err)
+	}
+	if s.Counts != nil {
+		recs := make([]events.DynamoDBEventRecord, len(changes))
+		for i, c := range changes {
+			recs[i] = c.rec
+		}
+		if err := s.Counts.Apply(ctx, shard, recs); err != nil {
+			return fail(changes[0].rec.Change.SequenceNumber, fmt.Errorf("counters: %w", err))
+		}
+	}
+	s.log().Info("ledger batch", "shard", shard, "records", len(ev.Records), "ledgered", len(changes), "head_seq", written)
+	return resp, nil
+}
+
+// firstAfter is the sequence number of the first change after the padded
+// sequence number written ("" : the first change).
+func firstAfter(changes []change, written string) string {
+	for _, c := range changes {
+		if written == "" || c.padded > written {
+			return c.rec.Change.SequenceNumber
+		}
+	}
+	return changes[0].rec.Change.SequenceNumber
+}
+
+// ledgeredChanges keeps the records and policies of a batch, sorted by
+// sequence number, each once. A record without a valid sequence number or
+// key is an error.
+func ledgeredChanges(recs []events.DynamoDBEventRecord) ([]change, error) {
+	var out []change
+	for i, r := range recs {
+		key := r.Change.Keys[dl.KeyAttr]
+		if key.DataType() != events.DataTypeString {
+			return nil, fmt.Errorf("stream record %d has no %s key", i, dl.KeyAttr)
+		}
+		p, err := dl.PadSeq(r.Change.SequenceNumber)
+		if err != nil {
+			return nil, fmt.Errorf("stream record %d: %w", i, err)
+		}
+		if !dl.Ledgered(key.String()) {
+			continue
+		}
+		out = append(out, change{rec: r, padded: p})
+	}
+	slices.SortFunc(out, func(a, b change) int { return compare(a.padded, b.padded) })
+	return slices.CompactFunc(out, func(a, b change) bool { return a.padded == b.padded }), nil
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// entry is a change as the segment records it.
+func (s *Service) entry(c change) (dl.Entry, error) {
+	r := c.rec
+	e := dl.Entry{Seq: r.Change.SequenceNumber, Event: r.EventName, Key: r.Change.Keys[dl.KeyAttr].String(),
+		At: r.Change.ApproximateCreationDateTime.UTC().Format(time.RFC3339Nano)}
+	var err error
+	var old dl.Item
+	if r.Change.OldImage != nil {
+		if old, err = s.Decode(r.Change.OldImage); err != nil {
+			return dl.Entry{}, fmt.Errorf("change %s: old image: %w", e.Seq, err)
+		}
+	}
+	switch r.EventName {
+	case dl.EventInsert, dl.EventModify:
+		if r.Change.NewImage == nil {
+			return dl.Entry{}, fmt.Errorf("change %s: %s without a new image (the stream must carry new and old images)", e.Seq, r.EventName)
+		}
+		if e.Item, err = s.Decode(r.Change.NewImage); err != nil {
+			return dl.Entry{}, fmt.Errorf("change %s: new image: %w", e.Seq, err)
+		}
+	case dl.EventRemove:
+		if old == nil {
+			return dl.Entry{}, fmt.Errorf("change %s: REMOVE without an old image", e.Seq)
+		}
+		e.Removed = old
+	default:
+		return dl.Entry{}, fmt.Errorf("change %s: event %q", e.Seq, r.EventName)
+	}
+	if v, ok := old.Int(dl.VersionAttr); ok && old.S(dl.SealAttr) != "" {
+		e.Old = &dl.Old{Version: v, Seal: old.S(dl.SealAttr)}
+	}
+	return e, nil
+}

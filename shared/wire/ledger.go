@@ -1,0 +1,46 @@
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
+)
+
+// Ledger builds the ledger function (its Lambda handler is LambdaHandler)
+// on c, or on clients loaded from the environment when c is nil. It
+// resolves the signing key (GetPublicKey) at init. Counting from the
+// stream (Service.Counts) is not wired yet: the ledger only ledgers.
+func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runtime) (*ledger.Service, error) {
+	if c == nil {
+		aws, local, err := awsConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), KMS: kms.NewFromConfig(aws), DynamoDBStreams: dynamodbstreams.NewFromConfig(aws)}
+	}
+	if c.DynamoDB == nil || c.S3 == nil || c.KMS == nil || c.DynamoDBStreams == nil {
+		return nil, errors.New("the ledger needs DynamoDB, S3, KMS and DynamoDB Streams clients")
+	}
+	signer, err := kmssign.New(ctx, c.KMS, cfg.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.Service{
+		Objects: s3store.LedgerObjects{API: c.S3, Bucket: cfg.Bucket},
+		State:   dynamostore.LedgerState{API: c.DynamoDB, Table: cfg.TableName},
+		Signer:  signer,
+		Shards:  dynamostore.StreamShards{API: c.DynamoDBStreams, StreamARN: cfg.Ledger.StreamARN},
+		Decode:  dynamostore.LedgerItemFromStream,
+		Metrics: rt.Metrics,
+		Log:     rt.Log,
+		Now:     rt.Now,
+		Config:  cfg.Ledger,
+	}, nil
+}
