@@ -115,7 +115,9 @@ func ledgerCalls(t *testing.T, s *stack) []request {
 	if table == "" || bucket == "" || stream == "" || signer == "" {
 		t.Fatalf("the ledger function's environment lacks TABLE_NAME, LEDGER_BUCKET, STREAM_ARN or SIGNING_KEY_ID")
 	}
-	d := func(svc, op string, p any) []request { return describe("LedgerFunction", env.Region, env.Account, svc, op, p) }
+	d := func(svc, op string, p any) []request {
+		return describe("LedgerFunction", env.Region, env.Account, svc, op, p)
+	}
 	until := time.Date(2033, 12, 1, 0, 0, 0, 0, time.UTC)
 	segment := func(k string) *s3.PutObjectInput {
 		return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), IfNoneMatch: aws.String("*"),
