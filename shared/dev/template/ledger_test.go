@@ -343,3 +343,107 @@ func TestLedgerAlarms(t *testing.T) {
 		t.Error("the dashboard does not show the anchoring lag")
 	}
 }
+
+// managedEffect evaluates a managed policy of the template for a request
+// of a user it is attached to: "deny", "allow" or "".
+func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
+	t.Helper()
+	const user = "arn:aws:iam::111122223333:user/alice"
+	ctx := map[string]string{"aws:principalarn": user, "aws:principalaccount": env.Account, "aws:securetransport": "true"}
+	maps.Copy(ctx, q.Context)
+	q.Context = ctx
+	effect := ""
+	for _, st := range namedStatements(policyID, props(s.resources[policyID])["PolicyDocument"], true) {
+		o, k := applies(st.st, q, user, env.Account)
+		if o == undecidable {
+			t.Fatalf("%s: condition on %s not modeled", st.from, k)
+		}
+		if o != matches {
+			continue
+		}
+		if st.st["Effect"] == "Deny" {
+			return "deny"
+		}
+		effect = "allow"
+	}
+	return effect
+}
+
+// The operator and auditor policies: exported, read-only, with explicit
+// denies of every write an operator or auditor could otherwise be given by
+// another policy. The allowed calls are the ones dlqctl makes
+// (internal/dlqctl: ls, show, buckets, ids and verify read the table and its
+// index; redrive, fix, park, unpark and payload reads invoke the redrive
+// function and read its SOURCES; health lists metrics, reads their
+// statistics and the stack's alarms; verify reads the archive).
+func TestOperatorAndAuditorPolicies(t *testing.T) {
+	tpl := open(t)
+	for _, out := range []string{"OperatorPolicyArn", "AuditorPolicyArn"} {
+		o, ok := tpl.Outputs[out]
+		raw, _ := json.Marshal(o)
+		if !ok || !strings.Contains(string(raw), "Export") {
+			t.Errorf("output %s is not exported: %s", out, raw)
+		}
+	}
+	s := openStack(t, nil)
+	table, index := tableARN(), tableARN()+"/index/status-first-seen-v2"
+	redriveFn := "arn:aws:lambda:eu-west-1:111122223333:function:prod-redrive"
+	archive, payload := "arn:aws:s3:::"+archiveName(), "arn:aws:s3:::"+template.GeneratedName("prod", "PayloadBucket", 63)
+	via := func(svc string) map[string]string {
+		return map[string]string{"kms:viaservice": svc + ".eu-west-1.amazonaws.com", "kms:calleraccount": env.Account}
+	}
+	q := func(action, resource string, ctx map[string]string) request {
+		return request{Action: action, Resource: resource, Context: ctx}
+	}
+	reads := []request{
+		q("dynamodb:GetItem", table, nil), q("dynamodb:BatchGetItem", table, nil), q("dynamodb:Scan", table, nil),
+		q("dynamodb:Query", index, nil), q("dynamodb:DescribeTable", table, nil),
+		q("kms:Decrypt", quarantineKey, via("dynamodb")),
+		q("cloudwatch:ListMetrics", "*", nil), q("cloudwatch:GetMetricStatistics", "*", nil), q("cloudwatch:GetMetricData", "*", nil),
+		q("cloudwatch:DescribeAlarms", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.ledger-anchoring-lag", nil),
+	}
+	denied := []request{
+		q("dynamodb:PutItem", table, nil), q("dynamodb:UpdateItem", table, nil), q("dynamodb:DeleteItem", table, nil),
+		q("dynamodb:BatchWriteItem", table, nil), q("dynamodb:PartiQLUpdate", table, nil), q("dynamodb:UpdateItem", index, nil),
+		q("s3:PutObject", archive+"/ledger/digests/000000000009.json", nil), q("s3:DeleteObject", payload+"/bodies/x", nil),
+		q("s3:PutObjectRetention", archive+"/archive/x", nil), q("s3:DeleteObjectVersion", archive+"/ledger/x", nil),
+		q("s3:PutBucketPolicy", archive, nil), q("s3:PutLifecycleConfiguration", payload, nil),
+		q("kms:Sign", signingKey, nil), q("kms:PutKeyPolicy", signingKey, nil), q("kms:CreateGrant", signingKey, nil),
+	}
+	notAllowed := []request{
+		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:DescribeAlarms", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:other.dlq-depth", nil),
+		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ingest", nil),
+		q("s3:GetObject", payload+"/bodies/x", nil), q("dynamodb:GetRecords", streamARN(), nil),
+	}
+	archiveReads := []request{
+		q("s3:GetObject", archive+"/archive/prod-source/2026/12/01/h/v1.json", nil), q("s3:GetObjectVersion", archive+"/archive/prod-source/2026/12/01/h/v1.json", nil),
+		q("s3:GetObjectRetention", archive+"/archive/prod-source/2026/12/01/h/v1.json", nil), q("s3:GetObject", archive+"/ledger/digests/000000000001.json", nil),
+		q("s3:ListBucket", archive, nil), q("s3:ListBucketVersions", archive, nil), q("kms:Decrypt", quarantineKey, via("s3")),
+		q("kms:GetPublicKey", signingKey, nil), q("kms:Verify", signingKey, nil),
+	}
+	functionCalls := []request{q("lambda:InvokeFunction", redriveFn, nil), q("lambda:GetFunctionConfiguration", redriveFn, nil)}
+	for _, c := range []struct {
+		policy   string
+		want     string
+		requests []request
+	}{
+		{"OperatorPolicy", "allow", slices.Concat(reads, functionCalls)},
+		{"OperatorPolicy", "deny", denied},
+		{"OperatorPolicy", "", slices.Concat(notAllowed, archiveReads, []request{q("kms:Decrypt", quarantineKey, via("s3"))})},
+		{"AuditorPolicy", "allow", slices.Concat(reads, archiveReads)},
+		{"AuditorPolicy", "deny", denied},
+		{"AuditorPolicy", "", slices.Concat(notAllowed, functionCalls)},
+	} {
+		for _, r := range c.requests {
+			if got := managedEffect(t, s, c.policy, r); got != c.want {
+				t.Errorf("%s: %s gives %q, want %q", c.policy, r, got, c.want)
+			}
+		}
+	}
+	// What the auditor verifies with, the key policy lets the account do.
+	for _, a := range []string{"kms:GetPublicKey", "kms:Verify"} {
+		if got := keyPolicyEffect(t, s, "arn:aws:iam::111122223333:user/alice", a); got != "allow" {
+			t.Errorf("the signing key's policy gives %s to an auditor %q", a, got)
+		}
+	}
+}
