@@ -400,7 +400,7 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		q("dynamodb:Query", index, nil), q("dynamodb:DescribeTable", table, nil),
 		q("kms:Decrypt", quarantineKey, via("dynamodb")),
 		q("cloudwatch:ListMetrics", "*", nil), q("cloudwatch:GetMetricStatistics", "*", nil), q("cloudwatch:GetMetricData", "*", nil),
-		q("cloudwatch:DescribeAlarms", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.ledger-anchoring-lag", nil),
+		q("cloudwatch:DescribeAlarms", "*", nil),
 	}
 	denied := []request{
 		q("dynamodb:PutItem", table, nil), q("dynamodb:UpdateItem", table, nil), q("dynamodb:DeleteItem", table, nil),
@@ -411,7 +411,7 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		q("kms:Sign", signingKey, nil), q("kms:PutKeyPolicy", signingKey, nil), q("kms:CreateGrant", signingKey, nil),
 	}
 	notAllowed := []request{
-		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:DescribeAlarms", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:other.dlq-depth", nil),
+		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
 		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ingest", nil),
 		q("s3:GetObject", payload+"/bodies/x", nil), q("dynamodb:GetRecords", streamARN(), nil),
 	}
