@@ -191,6 +191,11 @@ func TestLedgerSigningKey(t *testing.T) {
 	if len(found) > 0 {
 		t.Fatalf("the ledger's calls: %q", found)
 	}
+	// The key policy delegates the ledger role's signing to its IAM
+	// policy: without LedgerSigningPolicy it cannot sign.
+	c0 := s.clone()
+	delete(c0.resources, "LedgerSigningPolicy")
+	wantFinding(t, c0.check("LedgerFunction", sampleCalls(t, s)["LedgerFunction"]), "LedgerFunction (role LedgerRole): kms:Sign on "+signingKey, "no statement")
 	sign := request{Function: "SweeperFunction", Op: "Sign", Action: "kms:Sign", Resource: signingKey, Context: map[string]string{"aws:securetransport": "true"}}
 	c := s.clone()
 	stmt(t, c, "SweeperRole", "UseTheKey")["Resource"] = []any{"*"}
