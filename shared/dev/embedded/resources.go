@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -47,18 +48,27 @@ func (s *Stack) createResources(ctx context.Context, withS3 bool) error {
 
 func (s *Stack) createKeys(ctx context.Context) error {
 	client := kms.NewFromConfig(s.AWS)
-	for _, id := range sortedKeys(s.Template.GetAllKMSKeyResources()) {
+	keys := s.Template.GetAllKMSKeyResources()
+	for _, id := range sortedKeys(keys) {
+		k := keys[id]
 		alias := template.KeyAlias(s.Env.StackName, id)
+		// The key's kind as the template declares it (a signing key is
+		// ECC_NIST_P256 / SIGN_VERIFY); unset is KMS's default, a
+		// symmetric encryption key.
+		spec, usage := kmstypes.KeySpec(aws.ToString(k.KeySpec)), kmstypes.KeyUsageType(aws.ToString(k.KeyUsage))
 		// A persistent stack's key is there from an earlier start: keep it
-		// (its ciphertexts must still decrypt).
+		// (its ciphertexts must still decrypt, its signatures verify).
 		if got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)}); err == nil && got.KeyMetadata != nil {
 			if !got.KeyMetadata.Enabled {
 				return fmt.Errorf("key %s (%s) exists but is disabled", id, alias)
 			}
+			if m := got.KeyMetadata; (spec != "" && m.KeySpec != spec) || (usage != "" && m.KeyUsage != usage) {
+				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, m.KeySpec, m.KeyUsage, spec, usage)
+			}
 			s.Names[id] = alias
 			continue
 		}
-		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(s.Env.StackName + " " + id)})
+		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(s.Env.StackName + " " + id), KeySpec: spec, KeyUsage: usage})
 		if err != nil {
 			return fmt.Errorf("create key %s: %w", id, err)
 		}
@@ -211,6 +221,7 @@ func (s *Stack) createTables(ctx context.Context) error {
 				return fmt.Errorf("table %s has no stream: the template asks for one (%s)", id, in.StreamSpecification.StreamViewType)
 			}
 			s.StreamARNs[id] = aws.ToString(got.Table.LatestStreamArn)
+			s.useStreamARN(template.StreamARN(s.Env.Region, s.Env.Account, aws.ToString(t.TableName)), s.StreamARNs[id])
 		}
 	}
 	return nil
@@ -318,4 +329,26 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// useStreamARN puts the table's real stream ARN where the template
+// resolved Fn::GetAtt StreamArn to a placeholder (the stream's label is
+// its creation time): the functions' environments and the event source
+// mappings, which is where the template uses it.
+func (s *Stack) useStreamARN(placeholder, arn string) {
+	for _, fn := range s.Template.GetAllServerlessFunctionResources() {
+		if fn.Environment == nil {
+			continue
+		}
+		for k, v := range fn.Environment.Variables {
+			if v == placeholder {
+				fn.Environment.Variables[k] = arn
+			}
+		}
+	}
+	for _, m := range s.Template.GetAllLambdaEventSourceMappingResources() {
+		if aws.ToString(m.EventSourceArn) == placeholder {
+			m.EventSourceArn = aws.String(arn)
+		}
+	}
 }

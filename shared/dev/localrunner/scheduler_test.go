@@ -27,7 +27,8 @@ func TestParseRate(t *testing.T) {
 }
 
 // The scheduler runs exactly the template's schedules: the sweeper, the
-// metrics, and the redrive settle and standing policies with their inputs.
+// metrics, the redrive settle and standing policies with their inputs, and
+// the ledger's digest.
 func TestSchedulesFromTemplate(t *testing.T) {
 	t.Parallel()
 	tpl, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: "us-east-1", Account: "000000000000"})
@@ -74,7 +75,10 @@ func TestSchedulesFromTemplate(t *testing.T) {
 	if s := got["MetricsScheduleRule"]; s.Every != time.Minute || s.Function != "dlqq-metrics" {
 		t.Errorf("metrics schedule %+v", s)
 	}
-	if len(scheds) != 4 {
+	if s := got["LedgerDigestSchedule"]; s.Every != 5*time.Minute || s.Function != "dlqq-ledger" || s.Name() != "digest" || string(s.Input) != `{"action":"digest"}` {
+		t.Errorf("ledger digest schedule %+v", s)
+	}
+	if len(scheds) != 5 {
 		raw, _ := json.Marshal(scheds)
 		t.Errorf("schedules %s", raw)
 	}

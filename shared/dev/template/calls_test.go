@@ -18,6 +18,9 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -89,7 +92,14 @@ func tagContext(tags []s3types.Tag) map[string]string {
 //   - SQS: the action of the operation's name without "Batch" on the
 //     queue's ARN (GetQueueUrl on the ARN built from QueueName);
 //   - CloudWatch PutMetricData: no resource-level permissions ("*"), the
-//     namespace as cloudwatch:namespace.
+//     namespace as cloudwatch:namespace;
+//   - the DynamoDB item actions carry the item's partition key (dlq_id, the
+//     one table's) as dynamodb:LeadingKeys, a BatchGetItem all of its keys
+//     in the table; ListObjectsV2 its prefix as s3:prefix;
+//   - DynamoDB Streams: the action of the operation's name on the stream
+//     ARN (ListStreams on the table's streams);
+//   - KMS Sign, Verify, GetPublicKey, DescribeKey: the action of the
+//     operation's name on the key the KeyId names.
 //
 // An operation it does not know is reported as action "unknown" and fails
 // the check, so a new call cannot go unchecked.
@@ -126,17 +136,27 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		}
 		return []request{one(action, object(bucket, key), ctx)}
 	}
+	// leading is the dynamodb:LeadingKeys context of items' keys.
+	leading := func(items ...map[string]dtypes.AttributeValue) map[string]string {
+		var keys []string
+		for _, it := range items {
+			if k, ok := it["dlq_id"].(*dtypes.AttributeValueMemberS); ok {
+				keys = append(keys, k.Value)
+			}
+		}
+		return map[string]string{"dynamodb:leadingkeys": strings.Join(keys, "\x00")}
+	}
 	switch svc {
 	case "DynamoDB":
 		switch p := params.(type) {
 		case *dynamodb.GetItemInput:
-			return []request{one("dynamodb:GetItem", table(p.TableName), nil)}
+			return []request{one("dynamodb:GetItem", table(p.TableName), leading(p.Key))}
 		case *dynamodb.PutItemInput:
-			return []request{one("dynamodb:PutItem", table(p.TableName), nil)}
+			return []request{one("dynamodb:PutItem", table(p.TableName), leading(p.Item))}
 		case *dynamodb.UpdateItemInput:
-			return []request{one("dynamodb:UpdateItem", table(p.TableName), nil)}
+			return []request{one("dynamodb:UpdateItem", table(p.TableName), leading(p.Key))}
 		case *dynamodb.DeleteItemInput:
-			return []request{one("dynamodb:DeleteItem", table(p.TableName), nil)}
+			return []request{one("dynamodb:DeleteItem", table(p.TableName), leading(p.Key))}
 		case *dynamodb.QueryInput:
 			t := table(p.TableName)
 			if p.IndexName != nil {
@@ -152,7 +172,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		case *dynamodb.BatchGetItemInput:
 			var out []request
 			for _, name := range slices.Sorted(maps.Keys(p.RequestItems)) {
-				out = append(out, one("dynamodb:BatchGetItem", table(&name), nil))
+				out = append(out, one("dynamodb:BatchGetItem", table(&name), leading(p.RequestItems[name].Keys...)))
 			}
 			return out
 		case *dynamodb.BatchWriteItemInput:
@@ -166,13 +186,13 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			for _, it := range p.TransactItems {
 				switch {
 				case it.Put != nil:
-					out = append(out, one("dynamodb:PutItem", table(it.Put.TableName), nil))
+					out = append(out, one("dynamodb:PutItem", table(it.Put.TableName), leading(it.Put.Item)))
 				case it.Update != nil:
-					out = append(out, one("dynamodb:UpdateItem", table(it.Update.TableName), nil))
+					out = append(out, one("dynamodb:UpdateItem", table(it.Update.TableName), leading(it.Update.Key)))
 				case it.Delete != nil:
-					out = append(out, one("dynamodb:DeleteItem", table(it.Delete.TableName), nil))
+					out = append(out, one("dynamodb:DeleteItem", table(it.Delete.TableName), leading(it.Delete.Key)))
 				case it.ConditionCheck != nil:
-					out = append(out, one("dynamodb:ConditionCheckItem", table(it.ConditionCheck.TableName), nil))
+					out = append(out, one("dynamodb:ConditionCheckItem", table(it.ConditionCheck.TableName), leading(it.ConditionCheck.Key)))
 				}
 			}
 			return out
@@ -180,7 +200,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			var out []request
 			for _, it := range p.TransactItems {
 				if it.Get != nil {
-					out = append(out, one("dynamodb:GetItem", table(it.Get.TableName), nil))
+					out = append(out, one("dynamodb:GetItem", table(it.Get.TableName), leading(it.Get.Key)))
 				}
 			}
 			return out
@@ -210,7 +230,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		case *s3.ListObjectVersionsInput:
 			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
 		case *s3.ListObjectsV2Input:
-			return []request{one("s3:ListBucket", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
+			var ctx map[string]string
+			if p.Prefix != nil {
+				ctx = map[string]string{"s3:prefix": *p.Prefix}
+			}
+			return []request{one("s3:ListBucket", "arn:aws:s3:::"+aws.ToString(p.Bucket), ctx)}
 		case *s3.PutObjectInput:
 			ctx := map[string]string{}
 			if p.IfNoneMatch != nil {
@@ -274,6 +298,38 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one(action, queue(p.QueueUrl), nil)}
 		case *sqs.ChangeMessageVisibilityInput:
 			return []request{one(action, queue(p.QueueUrl), nil)}
+		}
+	case "DynamoDB Streams":
+		switch p := params.(type) {
+		case *dynamodbstreams.DescribeStreamInput:
+			return []request{one("dynamodb:DescribeStream", aws.ToString(p.StreamArn), nil)}
+		case *dynamodbstreams.GetShardIteratorInput:
+			return []request{one("dynamodb:GetShardIterator", aws.ToString(p.StreamArn), nil)}
+		case *dynamodbstreams.GetRecordsInput:
+			// An iterator starts with its stream's ARN ("arn:…|…").
+			if arn, _, ok := strings.Cut(aws.ToString(p.ShardIterator), "|"); ok && strings.HasPrefix(arn, "arn:aws:dynamodb:") {
+				return []request{one("dynamodb:GetRecords", arn, nil)}
+			}
+		case *dynamodbstreams.ListStreamsInput:
+			return []request{one("dynamodb:ListStreams", table(p.TableName)+"/stream/*", nil)}
+		}
+	case "KMS":
+		key := func(id *string) string {
+			k := aws.ToString(id)
+			if strings.HasPrefix(k, "alias/") {
+				k = fmt.Sprintf("arn:aws:kms:%s:%s:%s", region, account, k)
+			}
+			return k
+		}
+		switch p := params.(type) {
+		case *kms.SignInput:
+			return []request{one("kms:Sign", key(p.KeyId), nil)}
+		case *kms.VerifyInput:
+			return []request{one("kms:Verify", key(p.KeyId), nil)}
+		case *kms.GetPublicKeyInput:
+			return []request{one("kms:GetPublicKey", key(p.KeyId), nil)}
+		case *kms.DescribeKeyInput:
+			return []request{one("kms:DescribeKey", key(p.KeyId), nil)}
 		}
 	case "CloudWatch":
 		if p, ok := params.(*cloudwatch.PutMetricDataInput); ok {

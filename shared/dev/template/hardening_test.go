@@ -394,8 +394,8 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 			}
 		}
 	}
-	if scheduled < 4 {
-		t.Fatalf("%d scheduled targets, want settle, policies, sweeper and metrics", scheduled)
+	if scheduled < 5 {
+		t.Fatalf("%d scheduled targets, want settle, policies, sweeper, metrics and the ledger's digest", scheduled)
 	}
 	name := queue[strings.LastIndex(queue, ":")+1:]
 	watched := false
@@ -414,7 +414,7 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 		t.Errorf("no alarm on each new message in %s", name)
 	}
 	// A failed invocation that Lambda cannot even deliver there.
-	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction"} {
+	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction", "LedgerFunction"} {
 		f := lookup(t, tpl.GetServerlessFunctionWithName, fn)
 		found := false
 		for _, a := range tpl.GetAllCloudWatchAlarmResources() {

@@ -68,6 +68,7 @@ var modeledKeys = map[string]bool{
 	"s3:x-amz-server-side-encryption": true, "s3:x-amz-server-side-encryption-aws-kms-key-id": true,
 	"s3:object-lock-mode": true, "s3:object-lock-legal-hold": true,
 	"kms:viaservice": true, "kms:calleraccount": true,
+	"s3:prefix": true,
 }
 
 // stack is the resolved template as plain JSON values, with what the
@@ -241,6 +242,7 @@ func (s *stack) encryptionKey(arn string) string {
 		return s.keyOf["arn:aws:s3:::"+bucket]
 	case strings.HasPrefix(arn, "arn:aws:dynamodb:"):
 		table, _, _ := strings.Cut(arn, "/index/")
+		table, _, _ = strings.Cut(table, "/stream/")
 		return s.keyOf[table]
 	}
 	return s.keyOf[arn]
@@ -492,7 +494,7 @@ func principalMatches(p any, principal, account string) bool {
 
 // multiValued are the modeled keys whose value is a set; the request
 // context holds it joined by "\x00" ("" for the empty set).
-var multiValued = map[string]bool{"s3:requestobjecttagkeys": true}
+var multiValued = map[string]bool{"s3:requestobjecttagkeys": true, "dynamodb:leadingkeys": true}
 
 // modeled reports whether the checker knows a key's value or absence in
 // every request it builds.
@@ -694,7 +696,9 @@ func (s *stack) withKMS(q request) []request {
 // onBehalf returns the calls Lambda makes with a function's role: the event
 // source mappings' polling of their queues (AWS documents sqs:ReceiveMessage,
 // sqs:DeleteMessage and sqs:GetQueueAttributes for the execution role, and
-// kms:Decrypt for an encrypted queue) and the runtime's log writes.
+// kms:Decrypt for an encrypted queue) or DynamoDB streams
+// (dynamodb:DescribeStream, GetRecords, GetShardIterator, ListStreams), a
+// stream mapping's on-failure destination, and the runtime's log writes.
 func (s *stack) onBehalf(fn string) []request {
 	p := props(s.resources[fn])
 	name := str(p["FunctionName"])
@@ -706,13 +710,30 @@ func (s *stack) onBehalf(fn string) []request {
 			continue
 		}
 		src := str(m["EventSourceArn"])
-		if !strings.HasPrefix(src, "arn:aws:sqs:") {
-			out = append(out, request{Function: fn, Action: "unknown", Resource: src, For: id + " (only SQS sources are modeled)"})
+		var polling []string
+		switch {
+		case strings.HasPrefix(src, "arn:aws:sqs:"):
+			polling = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+		case strings.HasPrefix(src, "arn:aws:dynamodb:") && strings.Contains(src, "/stream/"):
+			// The DynamoDB developer guide's execution-role policy for a
+			// function on a table's stream (and kms:Decrypt of the table's
+			// key, which encrypts the stream).
+			polling = []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+		default:
+			out = append(out, request{Function: fn, Action: "unknown", Resource: src, For: id + " (only SQS queues and DynamoDB streams are modeled)"})
 			continue
 		}
-		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
-			op := strings.TrimPrefix(a, "sqs:")
+		for _, a := range polling {
+			_, op, _ := strings.Cut(a, ":")
 			out = append(out, s.withKMS(request{Function: fn, Op: op, Action: a, Resource: src, For: id, Context: map[string]string{"aws:securetransport": "true"}})...)
+		}
+		// A stream mapping's on-failure destination is written by Lambda
+		// with the function's role, as an asynchronous invocation's is.
+		if dc, ok := m["DestinationConfig"].(map[string]any); ok {
+			if d, ok := dc["OnFailure"].(map[string]any); ok && strings.HasPrefix(str(d["Destination"]), "arn:aws:sqs:") {
+				out = append(out, s.withKMS(request{Function: fn, Op: "SendMessage", Action: "sqs:SendMessage", Resource: str(d["Destination"]), For: id + " OnFailure",
+					Context: map[string]string{"aws:securetransport": "true"}})...)
+			}
 		}
 	}
 	// Asynchronous invocations' on-failure (and on-success) destinations
@@ -790,6 +811,9 @@ func (s *stack) check(fn string, calls []request) []string {
 			ctx[k] = v
 		}
 		q.Context = ctx
+		if strings.HasPrefix(q.Resource, "arn:aws:kms:") || strings.HasPrefix(q.Resource, "alias/") {
+			q.Resource = s.key(q.Resource) // KMS authorizes on the key an alias names
+		}
 		if why := s.decide(role, q); why != "" {
 			f := fmt.Sprintf("%s (role %s): %s: %s", fn, role, q, why)
 			if !seen[f] {

@@ -4,11 +4,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -89,7 +93,56 @@ func sampleCalls(t *testing.T, s *stack) map[string][]request {
 			d("RedriveFunction", "SQS", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(src)}),
 			d("RedriveFunction", "DynamoDB", "Query", &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(indexName(s))})),
 		"MetricsFunction": d("MetricsFunction", "CloudWatch", "PutMetricData", &cloudwatch.PutMetricDataInput{Namespace: aws.String("DLQQuarantine")}),
+		"LedgerFunction":  ledgerCalls(t, s),
 	}
+}
+
+// key is a DynamoDB key on dlq_id.
+func key(id string) map[string]dtypes.AttributeValue {
+	return map[string]dtypes.AttributeValue{"dlq_id": &dtypes.AttributeValueMemberS{Value: id}}
+}
+
+// ledgerCalls are the calls of design section 5: the head and checkpoint
+// reads, a segment's conditional create under COMPLIANCE and its read-back
+// after a 412, the counters' transaction with its checkpoint, the shard
+// listing, the heads' BatchGetItem, the digest's Sign and put.
+func ledgerCalls(t *testing.T, s *stack) []request {
+	t.Helper()
+	fnEnv := func(k string) string {
+		return str(props(s.resources["LedgerFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)[k])
+	}
+	table, bucket, stream, signer := fnEnv("TABLE_NAME"), fnEnv("LEDGER_BUCKET"), fnEnv("STREAM_ARN"), fnEnv("SIGNING_KEY_ID")
+	if table == "" || bucket == "" || stream == "" || signer == "" {
+		t.Fatalf("the ledger function's environment lacks TABLE_NAME, LEDGER_BUCKET, STREAM_ARN or SIGNING_KEY_ID")
+	}
+	d := func(svc, op string, p any) []request {
+		return describe("LedgerFunction", env.Region, env.Account, svc, op, p)
+	}
+	until := time.Date(2033, 12, 1, 0, 0, 0, 0, time.UTC)
+	segment := func(k string) *s3.PutObjectInput {
+		return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), IfNoneMatch: aws.String("*"),
+			ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: &until, ChecksumSHA256: aws.String("AAAA")}
+	}
+	const seg = "ledger/segments/shardId-00000001/0000000000000000000000000000000000000100.json"
+	return slices.Concat(
+		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
+		d("S3", "PutObject", segment(seg)),
+		d("S3", "GetObject", &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(seg)}),
+		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001")}),
+		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
+		d("DynamoDB", "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+			{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#ctr#state#src#QUARANTINED#3")}},
+			{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001")}}}}),
+		d("DynamoDB Streams", "DescribeStream", &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(stream)}),
+		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#digest"), ConsistentRead: aws.Bool(true)}),
+		d("DynamoDB", "BatchGetItem", &dynamodb.BatchGetItemInput{RequestItems: map[string]dtypes.KeysAndAttributes{
+			table: {Keys: []map[string]dtypes.AttributeValue{key("#led#head#shardId-00000001"), key("#led#head#shardId-00000002")}}}}),
+		d("KMS", "Sign", &kms.SignInput{KeyId: aws.String(signer), MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256}),
+		d("KMS", "GetPublicKey", &kms.GetPublicKeyInput{KeyId: aws.String(signer)}),
+		d("S3", "PutObject", segment("ledger/digests/000000000001.json")),
+		d("DynamoDB", "PutItem", &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("#led#digest")}),
+		d("S3", "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/digests/")}),
+	)
 }
 
 func wantFinding(t *testing.T, found []string, prefix, why string) {

@@ -149,6 +149,17 @@ func GeneratedName(stack, logicalID string, max int) string {
 	return base + suffix
 }
 
+// StreamLabel is the label of the stream ARN Fn::GetAtt Table.StreamArn
+// resolves to. DynamoDB gives a stream its creation time as label, which
+// only the running table knows: the embedded stack replaces the resolved
+// ARN with its table's real one (embedded.Stack.StreamARNs).
+const StreamLabel = "1970-01-01T00:00:00.000"
+
+// StreamARN is what Fn::GetAtt StreamArn on the named table resolves to.
+func StreamARN(region, account, table string) string {
+	return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s/stream/%s", region, account, table, StreamLabel)
+}
+
 // KeyAlias is the alias the embedded stack gives the KMS key with the given
 // logical id; Ref on the key resolves to it.
 func KeyAlias(stack, logicalID string) string {
@@ -250,6 +261,8 @@ func (r *resolver) attr(id, attr string) string {
 		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + name
 	case "AWS::DynamoDB::Table.Arn":
 		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.env.Region, r.env.Account, name)
+	case "AWS::DynamoDB::Table.StreamArn":
+		return StreamARN(r.env.Region, r.env.Account, name)
 	case "AWS::S3::Bucket.Arn":
 		return "arn:aws:s3:::" + name
 	case "AWS::KMS::Key.Arn":

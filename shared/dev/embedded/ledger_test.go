@@ -1,0 +1,82 @@
+package embedded_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+)
+
+// The template's signing key is created as it declares it (ECC_NIST_P256,
+// SIGN_VERIFY), and kumo signs a digest with it that Go verifies offline
+// with the public key, as dlqctl verify --offline does; the encryption key
+// stays a symmetric one. The ledger function and its stream mapping see
+// the table's real stream ARN.
+func TestTheLedgersKeysAndStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	client := kms.NewFromConfig(st.AWS)
+	signer := st.Names["LedgerSigningKey"]
+	if signer != template.KeyAlias(st.Env.StackName, "LedgerSigningKey") {
+		t.Fatalf("signing key named %q", signer)
+	}
+	for id, want := range map[string][2]string{"LedgerSigningKey": {"ECC_NIST_P256", "SIGN_VERIFY"}, "QuarantineKey": {"SYMMETRIC_DEFAULT", "ENCRYPT_DECRYPT"}} {
+		got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(st.Names[id])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.KeyMetadata.KeySpec) != want[0] || string(got.KeyMetadata.KeyUsage) != want[1] {
+			t.Errorf("%s is %s/%s, want %s/%s", id, got.KeyMetadata.KeySpec, got.KeyMetadata.KeyUsage, want[0], want[1])
+		}
+	}
+	digest := sha256.Sum256([]byte(`{"format":"dlqq-ledger-digest/1","n":1}`))
+	sig, err := client.Sign(ctx, &kms.SignInput{KeyId: aws.String(signer), Message: digest[:], MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := client.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(signer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := x509.ParsePKIXPublicKey(pub.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, ok := key.(*ecdsa.PublicKey)
+	if !ok || ec.Curve.Params().Name != "P-256" {
+		t.Fatalf("public key %T", key)
+	}
+	if !ecdsa.VerifyASN1(ec, digest[:], sig.Signature) {
+		t.Fatal("the signature does not verify with the public key")
+	}
+	other := sha256.Sum256([]byte("another digest"))
+	if ecdsa.VerifyASN1(ec, other[:], sig.Signature) {
+		t.Fatal("the signature verifies another digest")
+	}
+
+	stream := st.StreamARNs["QuarantineTable"]
+	fn, err := st.Template.GetServerlessFunctionWithName("LedgerFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Template.GetLambdaEventSourceMappingWithName("LedgerStreamMapping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream == "" || fn.Environment.Variables["STREAM_ARN"] != stream || aws.ToString(m.EventSourceArn) != stream {
+		t.Fatalf("stream %q; the function sees %q, the mapping reads %q", stream, fn.Environment.Variables["STREAM_ARN"], aws.ToString(m.EventSourceArn))
+	}
+}
