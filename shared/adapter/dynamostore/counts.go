@@ -254,7 +254,7 @@ var (
 // transact applies one chunk: its counter updates and the checkpoint's
 // move from before first to last, in one transaction.
 func (c *Counts) transact(ctx context.Context, shard, first, last string, updates []quarantine.CounterDelta) error {
-	seq := expression.Name(ctrSeqAttr)
+	seq := expression.Name(LedgerCountSeqAttr)
 	cond := expression.AttributeNotExists(seq).Or(seq.LessThan(expression.Value(first)))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(expression.Set(seq, expression.Value(last))).Build()
 	if err != nil {
@@ -296,12 +296,12 @@ func (c *Counts) transact(ctx context.Context, shard, first, last string, update
 func (c *Counts) checkpoint(ctx context.Context, shard string) (string, error) {
 	out, err := c.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.table), Key: itemKey(CounterCheckpointKey(shard)), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#s"), ExpressionAttributeNames: map[string]string{"#s": ctrSeqAttr},
+		ProjectionExpression: aws.String("#s"), ExpressionAttributeNames: map[string]string{"#s": LedgerCountSeqAttr},
 	})
 	if err != nil {
 		return "", fmt.Errorf("read counters checkpoint of shard %s: %w", shard, err)
 	}
-	if v, ok := out.Item[ctrSeqAttr].(*types.AttributeValueMemberS); ok {
+	if v, ok := out.Item[LedgerCountSeqAttr].(*types.AttributeValueMemberS); ok {
 		return v.Value, nil
 	}
 	return "", nil

@@ -66,7 +66,6 @@ const (
 	counterKeyPrefix     = "#ctr#"
 	openCounterPartition = "CTR#OPEN#"
 	policyKeyPrefix      = "#pol#"
-	ctrSeqAttr           = "ctr_seq" // a counters checkpoint's padded sequence number
 	// bucketLayout formats a time-bucket counter's minute in its key.
 	bucketLayout = "2006-01-02T15:04"
 	// bucketTTL is how long a time-bucket counter is kept after its
@@ -111,12 +110,9 @@ func OpenCounterPartition(source string) string {
 	return openCounterPartition + source
 }
 
-// LedgerKeyPrefix starts the keys of the ledger's own state items.
-const LedgerKeyPrefix = "#led#"
-
 // CounterCheckpointKey is the table key of a stream shard's counters
 // checkpoint: every change of the shard up to its ctr_seq is counted.
-func CounterCheckpointKey(shard string) string { return LedgerKeyPrefix + "ctr#" + shard }
+func CounterCheckpointKey(shard string) string { return LedgerCountKey(shard) }
 
 // policyKey is the table key of a standing policy.
 func policyKey(source, id string) string { return policyKeyPrefix + source + "#" + id }
