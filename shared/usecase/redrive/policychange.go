@@ -46,7 +46,10 @@ type PolicySpec struct {
 	MinAgeSeconds int                `json:"min_age_seconds,omitempty"`
 	MaxPerRun     int                `json:"max_per_run"`
 	RatePerSecond float64            `json:"rate_per_second,omitempty"`
-	ExpiresAt     time.Time          `json:"expires_at"`
+	ExpiresAt     time.Time          `json:"expires_at,omitzero"`
+	// ExpiresIn is the expiry as a Go duration from the function's now
+	// ("72h"), in place of ExpiresAt (a console request, a sample).
+	ExpiresIn string `json:"expires_in,omitempty"`
 	// Threshold and MinSample are the breaker's (0: the defaults).
 	Threshold float64 `json:"threshold,omitempty"`
 	MinSample int     `json:"min_sample,omitempty"`
@@ -110,6 +113,14 @@ func (r *Request) policyProblems() []string {
 	if r.DryRun {
 		p = append(p, r.Action+" has no dry run")
 	}
+	if ps := r.Policy; ps != nil && ps.ExpiresIn != "" {
+		if d, err := time.ParseDuration(ps.ExpiresIn); err != nil || d <= 0 {
+			p = append(p, fmt.Sprintf("policy.expires_in %q is not a positive duration (72h)", ps.ExpiresIn))
+		}
+		if !ps.ExpiresAt.IsZero() {
+			p = append(p, "policy has expires_at and expires_in: give one")
+		}
+	}
 	return p
 }
 
@@ -146,7 +157,13 @@ func (s *Service) changePolicy(ctx context.Context, req Request, src *quarantine
 // earlier try whose answer was lost, if it was created by the same
 // requester with the same settings and note: it is returned as it is now.
 func (s *Service) addPolicy(ctx context.Context, req Request, src *quarantine.Source) (*policy.Policy, error) {
-	p, err := policy.New(req.Policy.Spec(src.Name), req.RequestedBy, s.now())
+	now := s.now()
+	spec := req.Policy.Spec(src.Name)
+	if req.Policy.ExpiresIn != "" {
+		d, _ := time.ParseDuration(req.Policy.ExpiresIn) // checked by policyProblems
+		spec.ExpiresAt = now.Add(d)
+	}
+	p, err := policy.New(spec, req.RequestedBy, now)
 	if err != nil {
 		return nil, err
 	}
@@ -167,21 +184,21 @@ func (s *Service) addPolicy(ctx context.Context, req Request, src *quarantine.So
 	switch {
 	case gerr != nil:
 		return nil, fmt.Errorf("create policy: %w", errors.Join(err, gerr))
-	case cur.Seal == p.Seal || sameCreation(cur, p):
+	case cur.Seal == p.Seal || creation(cur, req.Policy.ExpiresIn != "") == creation(p, req.Policy.ExpiresIn != ""):
 		return cur, nil
 	}
 	return nil, &RequestError{Problems: []string{"policy_id names an existing policy that this request did not create"}}
 }
 
-// sameCreation reports whether a and b were created by one request: the
-// same id, source, settings, creator and note (their creation time and
-// what happened since may differ).
-func sameCreation(a, b *policy.Policy) bool {
-	return creation(a) == creation(b)
-}
-
-func creation(p *policy.Policy) string {
+// creation is what one request's policy_add makes the same on every try:
+// id, source, settings, creator and note, not the creation time nor what
+// happened since; nor the expiry when the request gave it relative to the
+// function's now (relative).
+func creation(p *policy.Policy, relative bool) string {
 	c := *p
+	if relative {
+		c.ExpiresAt = quarantine.Time{}
+	}
 	c.CreatedAt, c.State, c.SuspendedReason, c.BaselineSent, c.BaselineCameBack = quarantine.Time{}, "", "", 0, 0
 	c.History, c.Version, c.Seal, c.PrevSeal = nil, 0, "", ""
 	if len(p.History) > 0 {

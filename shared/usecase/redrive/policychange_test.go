@@ -109,18 +109,20 @@ func TestPolicyRequestValidation(t *testing.T) {
 	t.Parallel()
 	spec := `"policy":{"min_age_seconds":60,"max_per_run":1,"expires_at":"2030-01-01T00:00:00Z"}`
 	for raw, want := range map[string]string{
-		`{"action":"policy_add","source":"s","requested_by":"a"}`:                                                             "policy_add needs the policy",
-		`{"action":"policy_add","source":"s","policy_id":"p1",` + spec + `,"requested_by":"a"}`:                               "policy_id is not a policy id",
-		`{"action":"policy_revoke","source":"s","reason":"r","requested_by":"a"}`:                                             "policy_revoke needs the policy_id",
-		`{"action":"policy_resume","source":"s","policy_id":"pol-0123456789ab","requested_by":"a"}`:                           "policy_resume needs a reason",
-		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":" ","requested_by":"a"}`:              "policy_revoke needs a reason",
-		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab#x","reason":"r","requested_by":"a"}`:            "policy_id is not a policy id",
-		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":"r",` + spec + `,"requested_by":"a"}`: "policy belongs to action policy_add",
-		`{"action":"policy_add","source":"s","ids":["s#a"],` + spec + `,"requested_by":"a"}`:                                  "policy_add selects no records",
-		`{"action":"policy_add","source":"s","dry_run":true,` + spec + `,"requested_by":"a"}`:                                 "policy_add has no dry run",
-		`{"action":"policy_add","source":"s","reason":"r",` + spec + `,"requested_by":"a"}`:                                   "reason also to park and unpark, policy_revoke and policy_resume",
-		`{"action":"policy_add","source":"s","policy":{"max_per_run":1,"owner":"x"},"requested_by":"a"}`:                      `unknown field "owner"`,
-		`{"source":"s","policy_id":"pol-0123456789ab","requested_by":"a"}`:                                                    "policy_id and policy belong to the actions policy_add, policy_revoke and policy_resume",
+		`{"action":"policy_add","source":"s","requested_by":"a"}`:                                                                                                       "policy_add needs the policy",
+		`{"action":"policy_add","source":"s","policy_id":"p1",` + spec + `,"requested_by":"a"}`:                                                                         "policy_id is not a policy id",
+		`{"action":"policy_revoke","source":"s","reason":"r","requested_by":"a"}`:                                                                                       "policy_revoke needs the policy_id",
+		`{"action":"policy_resume","source":"s","policy_id":"pol-0123456789ab","requested_by":"a"}`:                                                                     "policy_resume needs a reason",
+		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":" ","requested_by":"a"}`:                                                        "policy_revoke needs a reason",
+		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab#x","reason":"r","requested_by":"a"}`:                                                      "policy_id is not a policy id",
+		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":"r",` + spec + `,"requested_by":"a"}`:                                           "policy belongs to action policy_add",
+		`{"action":"policy_add","source":"s","ids":["s#a"],` + spec + `,"requested_by":"a"}`:                                                                            "policy_add selects no records",
+		`{"action":"policy_add","source":"s","dry_run":true,` + spec + `,"requested_by":"a"}`:                                                                           "policy_add has no dry run",
+		`{"action":"policy_add","source":"s","reason":"r",` + spec + `,"requested_by":"a"}`:                                                                             "reason also to park and unpark, policy_revoke and policy_resume",
+		`{"action":"policy_add","source":"s","policy":{"max_per_run":1,"owner":"x"},"requested_by":"a"}`:                                                                `unknown field "owner"`,
+		`{"action":"policy_add","source":"s","policy":{"min_age_seconds":60,"max_per_run":1,"expires_in":"soon"},"requested_by":"a"}`:                                   `policy.expires_in "soon" is not a positive duration`,
+		`{"action":"policy_add","source":"s","policy":{"min_age_seconds":60,"max_per_run":1,"expires_in":"1h","expires_at":"2030-01-01T00:00:00Z"},"requested_by":"a"}`: "policy has expires_at and expires_in: give one",
+		`{"source":"s","policy_id":"pol-0123456789ab","requested_by":"a"}`:                                                                                              "policy_id and policy belong to the actions policy_add, policy_revoke and policy_resume",
 	} {
 		var re *redrive.RequestError
 		if _, err := redrive.ParseRequest([]byte(raw)); !errors.As(err, &re) || !strings.Contains(err.Error(), want) {
