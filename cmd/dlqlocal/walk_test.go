@@ -375,6 +375,11 @@ func walkChecks() map[string]walkCheck {
 		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                              invoked(`"action":"redrive"`, `"dry_run":false`, `"redriven":{"count":0`, `"failed":{"count":0`),
 		at("dlqq-redrive", "redrive-settle.json"):                                                                                                         invoked(`"action":"settle"`, `"failed":{"count":0`),
 		at("dlqq-redrive", "redrive-policies.json"):                                                                                                       invoked(`"action":"policies"`, `"failed":{"count":0`),
+		at("dlqq-redrive", "redrive-policy-add.json"):                                                                                                     invoked(`"action":"policy_add"`, `"id":"pol-5a17c0de0001"`, `"state":"active"`, `"created_by":"lead@example.com"`),
+		// Only a policy its breaker suspended is resumed: this one is active.
+		at("dlqq-redrive", "redrive-policy-resume.json"): ok(`"FunctionError"`, "only a suspended policy can be resumed; it is active"),
+		at("dlqq-redrive", "redrive-policy-revoke.json"): invoked(`"action":"policy_revoke"`, `"state":"revoked"`, `"note":"INC-4711 closed"`),
+		"dlqctl policy ls --source dlqq-source":          ok("pol-5a17c0de0001  revoked", "revoked by lead@example.com"),
 		// 101 was replayed above and the failing consumer sends it back:
 		// it can be parked once it is in quarantine again.
 		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),

@@ -99,9 +99,25 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		"redrive-read.json": func(r *redrive.Report) bool {
 			return r.Payload != nil && string(r.Payload.Body) == operatorBody && r.Record.ReadCount == 1 && r.Record.Reads[0].Actor == "auditor@example.com"
 		},
+		// A standing policy created, resumed once its breaker suspended it
+		// (set up below), revoked: each the version the function wrote.
+		"redrive-policy-add.json": func(r *redrive.Report) bool {
+			p := r.Policy
+			return p != nil && p.ID == samplePolicy && p.State == policy.StateActive && p.CreatedBy == "lead@example.com" && p.Version == 1 &&
+				p.ExpiresAt.Sub(p.CreatedAt.Time) == 72*time.Hour && p.Verify() == nil
+		},
+		"redrive-policy-resume.json": func(r *redrive.Report) bool {
+			p := r.Policy
+			return p != nil && p.State == policy.StateActive && p.Version == 3 && p.History[2].Action == "resumed" && p.Verify() == nil
+		},
+		"redrive-policy-revoke.json": func(r *redrive.Report) bool {
+			p := r.Policy
+			return p != nil && p.State == policy.StateRevoked && p.Version == 4 && p.History[3].Note == "INC-4711 closed" && p.Verify() == nil
+		},
 	}
 	order := []string{"redrive-dry-run.json", "redrive-ids.json", "redrive-parked-approved.json", "redrive-cleared-exhausted.json", "redrive-settle.json",
-		"redrive-correct.json", "redrive-policies.json", "redrive-park.json", "redrive-unpark.json", "redrive-read.json"}
+		"redrive-correct.json", "redrive-policies.json", "redrive-park.json", "redrive-unpark.json", "redrive-read.json",
+		"redrive-policy-add.json", "redrive-policy-resume.json", "redrive-policy-revoke.json"}
 	if len(files) != len(order) {
 		t.Fatalf("%d redrive samples, %d checked", len(files), len(order))
 	}
@@ -113,6 +129,20 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if name == "redrive-policy-resume.json" { // its breaker suspended it
+			ps := dynamostore.NewPolicyStore(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+			p, err := ps.Get(ctx, source, samplePolicy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			susp, err := p.Suspend(quarantine.ActorBreaker, "9 of 10 replays came back", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ps.Replace(ctx, susp, p.Version); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -161,3 +191,6 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 
 // operatorBody is the record the operator samples act on.
 const operatorBody = `{"event_id":"inv-000106","ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
+
+// samplePolicy is the policy the policy samples create and change.
+const samplePolicy = "pol-5a17c0de0001"

@@ -267,9 +267,15 @@ func TestVerifyDetectsTampering(t *testing.T) {
 }
 
 // dlqctl policy add, ls, rm and resume: each change recorded in the
-// policy's sealed history; bad policies are usage errors.
+// policy's sealed history; bad policies are usage errors. The changes go
+// through the redrive function: the CLI's own clients refuse every
+// DynamoDB write.
 func TestPolicyCommands(t *testing.T) {
 	f := newFixture(t)
+	f.startRedrive(t, ordersSources)
+	f.readOnly(t)
+	// The function checks the expiry against its own clock, the real one
+	// (the fixture's is a month behind): policies are added at the real now.
 	if _, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--max-per-run", "5"); code != 2 || !strings.Contains(errOut, "--expires") {
 		t.Fatalf("add without --expires (exit %d): %s", code, errOut)
 	}
@@ -279,7 +285,7 @@ func TestPolicyCommands(t *testing.T) {
 	if _, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--max-per-run", "5", "--expires", "24h"); code != 2 || !strings.Contains(errOut, "must be narrow") {
 		t.Fatalf("an unbounded policy (exit %d): %s", code, errOut)
 	}
-	out, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h", "--note", "INC-1")
+	out, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h", "--note", "INC-1")
 	if code != 0 || !strings.Contains(out, "created by alice for orders") {
 		t.Fatalf("add (exit %d): %s %s", code, out, errOut)
 	}
@@ -300,13 +306,38 @@ func TestPolicyCommands(t *testing.T) {
 	if _, errOut, code := f.run(t, "policy", "resume", id, "--source", "orders", "--reason", "again"); code != 1 || !strings.Contains(errOut, "only a suspended policy") {
 		t.Fatalf("resume a revoked policy (exit %d): %s", code, errOut)
 	}
+	// A policy its breaker suspended (test setup, straight to the table)
+	// is resumed.
+	out, _, _ = f.runAt(t, time.Now(), "policy", "add", "--source", "orders", "--min-age", "1h", "--max-per-run", "5", "--expires", "24h")
+	id2 := strings.Fields(out)[1]
+	ps := dynamostore.NewPolicyStore(f.st.Clients.DynamoDB, f.st.Names["QuarantineTable"])
+	p2, err := ps.Get(context.Background(), "orders", id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	susp, err := p2.Suspend(quarantine.ActorBreaker, "9 of 10 came back", time.Now())
+	if err != nil || ps.Replace(context.Background(), susp, p2.Version) != nil {
+		t.Fatalf("suspend: %v", err)
+	}
+	if out, errOut, code := f.run(t, "policy", "resume", id2, "--source", "orders", "--reason", "consumer fixed"); code != 0 || out != "policy "+id2+" resumed by alice\n" {
+		t.Fatalf("resume a suspended policy (exit %d): %s %s", code, out, errOut)
+	}
+	if p2, _ = ps.Get(context.Background(), "orders", id2); p2.State != "active" || p2.History[len(p2.History)-1].Actor != "alice" {
+		t.Fatalf("after resume: %+v", p2)
+	}
+	if _, errOut, code := f.run(t, "policy", "rm", "pol-000000000000", "--source", "orders", "--reason", "r"); code != 1 || !strings.Contains(errOut, `no policy "pol-000000000000" for orders`) {
+		t.Fatalf("rm of no policy (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "nope", "--min-age", "1h", "--max-per-run", "5", "--expires", "24h"); code != 1 || !strings.Contains(errOut, `--source "nope": source is not configured`) {
+		t.Fatalf("add for a source the function does not configure (exit %d): %s", code, errOut)
+	}
 	out, _, code = f.run(t, "policy", "ls", "--source", "orders", "-o", "json")
 	var rows []struct {
 		ID      string                                 `json:"id"`
 		State   string                                 `json:"state"`
 		History []struct{ Actor, Action, Note string } `json:"history"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].State != "revoked" || len(rows[0].History) != 2 ||
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].ID != id || rows[0].State != "revoked" || len(rows[0].History) != 2 ||
 		rows[0].History[0].Note != "INC-1" || rows[0].History[1].Action != "revoked" || rows[0].History[1].Note != "outage over" {
 		t.Fatalf("ls -o json (exit %d):\n%s", code, out)
 	}

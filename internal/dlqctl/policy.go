@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // PolicyAddOptions are the flags of dlqctl policy add.
@@ -130,13 +131,19 @@ func (o PolicyAddOptions) Spec(now time.Time) (policy.Spec, error) {
 	return spec, nil
 }
 
-// PolicyAdd runs dlqctl policy add.
+// PolicyAdd runs dlqctl policy add: the policy is checked here as the
+// function checks it (so a bad one is a usage error, offline), then the
+// redrive function creates it (action policy_add, one conditional write
+// under its role: the operator needs no write permission on the table),
+// under the id chosen here, so that a request sent again meets the policy
+// it created rather than creating another.
 func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 	spec, err := o.Spec(a.Now())
 	if err != nil {
 		return err
 	}
-	p, err := policy.New(spec, a.Actor, a.Now())
+	ps := redrive.NewPolicySpec(spec)
+	p, err := policy.New(ps.Spec(o.Source), a.Actor, a.Now())
 	var pe *policy.Error
 	if errors.As(err, &pe) {
 		return mapPolicyError(err)
@@ -144,12 +151,12 @@ func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 	if err != nil {
 		return err
 	}
-	store, _, err := a.policyStore(ctx)
+	rep, err := a.invoke(ctx, redrive.Request{Action: redrive.ActionPolicyAdd, Source: o.Source, RequestedBy: a.Actor, PolicyID: p.ID, Policy: ps}, policyAddFlags)
 	if err != nil {
 		return err
 	}
-	if err := store.Create(ctx, p); err != nil {
-		return describe(err, a.Table)
+	if p = rep.Policy; p == nil {
+		return errors.New("the redrive function reported no policy")
 	}
 	if a.Output == "json" {
 		return json.NewEncoder(a.Out).Encode(p)
@@ -256,38 +263,61 @@ func (b breakerReading) text(threshold float64) string {
 	return fmt.Sprintf("judging: trips over %.0f%% came back", 100*threshold)
 }
 
-// PolicyChange runs dlqctl policy rm and resume, with one conditional write.
+// PolicyChange runs dlqctl policy rm and resume: the redrive function
+// revokes or resumes the policy (actions policy_revoke, policy_resume),
+// with one conditional write under its role.
 func (a *App) PolicyChange(ctx context.Context, o PolicyChangeOptions) error {
 	if o.Source == "" || strings.TrimSpace(o.Reason) == "" {
 		return &UsageError{errors.New("--source and --reason are required")}
 	}
-	store, counters, err := a.policyStore(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := store.Get(ctx, o.Source, o.ID)
-	if errors.Is(err, policy.ErrNotFound) {
-		return fmt.Errorf("no policy %q for %s", o.ID, o.Source)
-	}
-	if err != nil {
-		return describe(err, a.Table)
-	}
-	var next *policy.Policy
+	action := redrive.ActionPolicyRevoke
 	if o.Resume {
-		sent, back, err := policy.Counts(ctx, counters, o.Source, o.ID)
-		if err != nil {
-			return err
-		}
-		next, err = p.Resume(a.Actor, o.Reason, sent, back, a.Now())
-		if err != nil {
-			return err
-		}
-	} else if next, err = p.Revoke(a.Actor, o.Reason, a.Now()); err != nil {
+		action = redrive.ActionPolicyResume
+	}
+	rep, err := a.invoke(ctx, redrive.Request{Action: action, Source: o.Source, RequestedBy: a.Actor, PolicyID: o.ID, Reason: o.Reason}, policyChangeFlags(o.ID, o.Source))
+	if err != nil {
 		return err
 	}
-	if err := store.Replace(ctx, next, p.Version); err != nil {
-		return describe(err, a.Table)
+	next := rep.Policy
+	if next == nil || len(next.History) == 0 {
+		return errors.New("the redrive function reported no policy")
 	}
 	fmt.Fprintf(a.Out, "policy %s %s by %s\n", next.ID, next.History[len(next.History)-1].Action, a.Actor)
 	return nil
+}
+
+// policyAddFlags is the mapper of dlqctl policy add: a problem the
+// function's validation of the policy finds reads with the flags.
+func policyAddFlags(p string) string {
+	rest, ok := strings.CutPrefix(p, "policy refused: ")
+	if !ok {
+		return mapFields(strings.ReplaceAll(p, "policy_id", "the id dlqctl chose"), func(int) string { return "the policy" })
+	}
+	var out []string
+	for _, q := range strings.Split(rest, "; ") {
+		for _, f := range policyFlags {
+			if r, ok := strings.CutPrefix(q, f.from); ok {
+				q = f.to + r
+				break
+			}
+		}
+		out = append(out, q)
+	}
+	return "policy refused: " + strings.Join(out, "; ")
+}
+
+// policyChangeFlags is the mapper of dlqctl policy rm and resume: the
+// policy is the ID argument.
+func policyChangeFlags(id, source string) flagMapper {
+	return func(p string) string {
+		switch {
+		case p == "policy_id names no policy of this source":
+			return fmt.Sprintf("no policy %q for %s", id, source)
+		case strings.HasPrefix(p, "policy_id is not a policy id"):
+			return fmt.Sprintf("ID %q", id) + strings.TrimPrefix(p, "policy_id")
+		case strings.HasSuffix(p, " needs a reason: it is recorded in the policy's sealed history"):
+			return "--reason is required: it is recorded in the policy's sealed history"
+		}
+		return mapFields(p, func(int) string { return fmt.Sprintf("ID %q", id) })
+	}
 }

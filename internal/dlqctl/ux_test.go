@@ -317,7 +317,11 @@ func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
 // breaker cannot trip.
 func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 	f := newFixture(t)
-	out, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h")
+	f.startRedrive(t, strings.TrimSuffix(ordersSources, "}")+`,"o2":{"arn":"arn:aws:sqs:us-east-1:000000000000:o2","dlq":"o2-dlq","idempotency_pointer":"/id","redrive_cap":3}}`)
+	f.readOnly(t)
+	// The function checks the expiry against its own clock, the real one
+	// (the fixture's is a month behind): policies are added at the real now.
+	out, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h")
 	if code != 0 {
 		t.Fatalf("add (exit %d): %s", code, errOut)
 	}
@@ -328,14 +332,14 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 		t.Fatalf("policy ls (exit %d):\n%s", code, out)
 	}
 	// The hint says the policies' own minimum samples, not the default's.
-	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s", "--max-per-run", "5", "--expires", "24h", "--min-sample", "3"); code != 0 {
+	if _, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "o2", "--signature", "s", "--max-per-run", "5", "--expires", "24h", "--min-sample", "3"); code != 0 {
 		t.Fatalf("add --min-sample 3 (exit %d): %s", code, errOut)
 	}
 	out, _, code = f.run(t, "policy", "ls", "--source", "o2")
 	if code != 0 || !strings.Contains(out, "cannot trip yet: 0 of 3 minimum sample sent") || !strings.Contains(out, "has sent its minimum sample (here 3; --min-sample, default 10) since") {
 		t.Fatalf("policy ls of a policy with --min-sample 3 (exit %d):\n%s", code, out)
 	}
-	if _, errOut, code := f.run(t, "policy", "add", "--source", "o2", "--signature", "s2", "--max-per-run", "5", "--expires", "24h", "--min-sample", "12"); code != 0 {
+	if _, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "o2", "--signature", "s2", "--max-per-run", "5", "--expires", "24h", "--min-sample", "12"); code != 0 {
 		t.Fatalf("add --min-sample 12 (exit %d): %s", code, errOut)
 	}
 	if out, _, _ = f.run(t, "policy", "ls", "--source", "o2"); !strings.Contains(out, "(here 3 or 12; --min-sample, default 10)") {
@@ -359,7 +363,10 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 func TestUnparkNamesThePoliciesThatReplayIt(t *testing.T) {
 	f := newFixture(t)
 	f.startRedrive(t, ordersSources)
-	out, errOut, code := f.run(t, "policy", "add", "--source", "orders", "--signature", "consumer|retries exhausted|", "--max-per-run", "5", "--expires", "24h")
+	f.readOnly(t)
+	// The function checks the expiry against its own clock, the real one
+	// (the fixture's is a month behind): policies are added at the real now.
+	out, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "orders", "--signature", "consumer|retries exhausted|", "--max-per-run", "5", "--expires", "24h")
 	if code != 0 {
 		t.Fatalf("add (exit %d): %s", code, errOut)
 	}

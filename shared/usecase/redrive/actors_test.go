@@ -28,6 +28,11 @@ func TestReservedRequesterIsRefused(t *testing.T) {
 		"park":    `{"action":"park","source":"s","ids":["s#k"],"reason":"r","requested_by":%q}`,
 		"unpark":  `{"action":"unpark","source":"s","ids":["s#k"],"reason":"r","requested_by":%q}`,
 		"read":    `{"action":"read","source":"s","ids":["s#k"],"requested_by":%q}`,
+		// A standing policy's changes: the breaker's suspension is its own,
+		// and no request revokes or resumes a policy in its name.
+		"policy_add":    `{"action":"policy_add","source":"s","policy":{"min_age_seconds":60,"max_per_run":1,"expires_at":"2030-01-01T00:00:00Z"},"requested_by":%q}`,
+		"policy_revoke": `{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":"r","requested_by":%q}`,
+		"policy_resume": `{"action":"policy_resume","source":"s","policy_id":"pol-0123456789ab","reason":"r","requested_by":%q}`,
 	}
 	for _, name := range reserved {
 		for action, body := range bodies {

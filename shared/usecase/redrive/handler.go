@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -34,11 +35,13 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	var cfe *ConfigError
 	var he *HeldError
 	var te *TooLargeError
+	var pe *policy.Error
 	// Only an error that is one of these kinds as a whole passes: a joined
-	// error of a run may carry other records' ids.
+	// error of a run may carry other records' ids. A policy's refusal names
+	// its settings and state only.
 	whole := func(target any) bool { return errors.As(err, target) && !isJoined(err) }
-	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !whole(&te) &&
-		!errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, ErrRecordChanged) {
+	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !whole(&te) && !whole(&pe) &&
+		!errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, ErrRecordChanged) && !errors.Is(err, ErrPolicyChanged) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}
 	return rep, err

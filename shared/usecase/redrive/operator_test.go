@@ -98,7 +98,7 @@ func TestOperatorRequestValidation(t *testing.T) {
 		`{"action":"read","source":"s","ids":["s#a"],"reason":"r","requested_by":"a"}`:                  "reason also to park and unpark",
 		`{"action":"unpark","source":"s","ids":["s#a"],"reason":"r","payload":"{}","requested_by":"a"}`: "payload, reason and new_key belong to action correct",
 		`{"action":"read","source":"s","ids":["s#a"]}`:                                                  "requested_by is required",
-		`{"action":"peek","source":"s","ids":["s#a"],"requested_by":"a"}`:                               `action "peek" is not redrive, settle, correct, policies, park, unpark or read`,
+		`{"action":"peek","source":"s","ids":["s#a"],"requested_by":"a"}`:                               `action "peek" is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke or policy_resume`,
 	} {
 		var re *redrive.RequestError
 		if _, err := redrive.ParseRequest([]byte(raw)); !errors.As(err, &re) || !strings.Contains(err.Error(), want) {

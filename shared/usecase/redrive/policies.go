@@ -33,9 +33,13 @@ const (
 // MetricsAPI is the part of the CloudWatch client policies publish with.
 type MetricsAPI = cwmetrics.API
 
-// PolicyStore is where standing policies live.
+// PolicyStore is where standing policies live. Create fails with
+// policy.ErrConflict when the id exists, Replace when the stored version
+// is no longer version; Get fails with policy.ErrNotFound.
 type PolicyStore interface {
 	List(ctx context.Context, source string) ([]*policy.Policy, error)
+	Get(ctx context.Context, source, id string) (*policy.Policy, error)
+	Create(ctx context.Context, p *policy.Policy) error
 	Replace(ctx context.Context, p *policy.Policy, version int64) error
 }
 
@@ -232,7 +236,7 @@ func (t *policyTick) publish(ctx context.Context) error {
 func policyRequest(p *policy.Policy, now time.Time) Request {
 	r := Request{
 		Source: p.Source, Classes: p.Classes, Signatures: p.Signatures, MaxMessages: p.MaxPerRun, BatchSize: MaxBatchSize,
-		RatePerSecond: p.RatePerSecond, RequestedBy: p.Actor(), Approve: true, policy: p.ID,
+		RatePerSecond: p.RatePerSecond, RequestedBy: p.Actor(), Approve: true, asPolicy: p.ID,
 	}
 	if p.FirstSeenFrom != nil {
 		t := p.FirstSeenFrom.Time

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -108,6 +109,10 @@ type Report struct {
 	Payload *Payload `json:"payload,omitempty"`
 	// Policies is what each standing policy did (action policies).
 	Policies []PolicyOutcome `json:"policies,omitempty"`
+	// Policy is the version of the standing policy a policy action wrote
+	// (or found written by an earlier try of the same request), whole and
+	// sealed.
+	Policy *policy.Policy `json:"policy,omitempty"`
 
 	// Remaining matching records this run did not reach.
 	Remaining int `json:"remaining"`

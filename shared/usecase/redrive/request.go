@@ -35,6 +35,12 @@ const (
 	ActionPark   = "park"
 	ActionUnpark = "unpark"
 	ActionRead   = "read"
+	// ActionPolicyAdd, ActionPolicyRevoke and ActionPolicyResume create,
+	// revoke and resume a standing policy for an operator (dlqctl policy
+	// add, rm, resume), under the function's role (policychange.go).
+	ActionPolicyAdd    = "policy_add"
+	ActionPolicyRevoke = "policy_revoke"
+	ActionPolicyResume = "policy_resume"
 )
 
 // Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
@@ -80,9 +86,17 @@ type Request struct {
 	// (action correct); the new key is recorded.
 	NewKey bool `json:"new_key,omitempty"`
 
-	// policy is set on the runs a standing policy makes: only they may act
-	// as "policy:<id>", whose replays the policy's breaker counts.
-	policy string
+	// PolicyID names the standing policy of a policy_revoke or
+	// policy_resume; on a policy_add it is the new policy's id, chosen by
+	// the caller (optional) so that a request sent again creates no second
+	// policy.
+	PolicyID string `json:"policy_id,omitempty"`
+	// Policy is what a policy_add creates.
+	Policy *PolicySpec `json:"policy,omitempty"`
+
+	// asPolicy is set on the runs a standing policy makes: only they may
+	// act as "policy:<id>", whose replays the policy's breaker counts.
+	asPolicy string
 	// noSettle is set on the runs of a policies tick after the first that
 	// settled: a tick settles once.
 	noSettle bool
@@ -138,11 +152,13 @@ func (r *Request) normalize() error {
 	if r.Action == "" {
 		r.Action = ActionRedrive
 	}
-	if !slices.Contains([]string{ActionRedrive, ActionSettle, ActionCorrect, ActionPolicies, ActionPark, ActionUnpark, ActionRead}, r.Action) {
-		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark or read", r.Action))
+	if !slices.Contains([]string{ActionRedrive, ActionSettle, ActionCorrect, ActionPolicies, ActionPark, ActionUnpark, ActionRead,
+		ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume}, r.Action) {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke or policy_resume", r.Action))
 	}
 	p = append(p, r.actorProblems()...)
 	p = append(p, r.operatorProblems()...)
+	p = append(p, r.policyProblems()...)
 	if r.Action == ActionCorrect {
 		if len(r.IDs) != 1 {
 			p = append(p, "correct needs exactly one id in ids")
@@ -156,8 +172,8 @@ func (r *Request) normalize() error {
 		if r.DryRun {
 			p = append(p, "correct has no dry run: a refused correction changes nothing")
 		}
-	} else if len(r.Payload) > 0 || r.NewKey || (r.Reason != "" && r.Action != ActionPark && r.Action != ActionUnpark) {
-		p = append(p, "payload, reason and new_key belong to action correct (reason also to park and unpark)")
+	} else if len(r.Payload) > 0 || r.NewKey || (r.Reason != "" && !slices.Contains([]string{ActionPark, ActionUnpark, ActionPolicyRevoke, ActionPolicyResume}, r.Action)) {
+		p = append(p, "payload, reason and new_key belong to action correct (reason also to park and unpark, policy_revoke and policy_resume)")
 	}
 	if strings.TrimSpace(r.Source) == "" {
 		p = append(p, "source is required")
@@ -215,7 +231,7 @@ func (r *Request) actorProblems() []string {
 	if !quarantine.ReservedActor(name) {
 		return nil
 	}
-	if r.policy != "" && name == quarantine.PolicyActorPrefix+r.policy {
+	if r.asPolicy != "" && name == quarantine.PolicyActorPrefix+r.asPolicy {
 		return nil
 	}
 	if quarantine.ScheduleActor(name) && (r.Action == ActionSettle || r.Action == ActionPolicies) {

@@ -138,6 +138,8 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		return s.applyPolicies(ctx, src, rep)
 	case ActionPark, ActionUnpark, ActionRead:
 		return s.operate(ctx, req, rep)
+	case ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume:
+		return s.changePolicy(ctx, req, src, rep)
 	}
 	r := &run{s: s, req: req, src: src, rep: rep}
 	err := r.execute(ctx)
