@@ -15,8 +15,9 @@ import (
 
 // Ledger builds the ledger function (its Lambda handler is LambdaHandler)
 // on c, or on clients loaded from the environment when c is nil. It
-// resolves the signing key (GetPublicKey) at init. Counting from the
-// stream (Service.Counts) is not wired yet: the ledger only ledgers.
+// resolves the signing key (GetPublicKey) at init. The same batches feed
+// the metrics counters (dynamostore.Counts: idempotent per shard), so no
+// record write carries a counter update.
 func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runtime) (*ledger.Service, error) {
 	if c == nil {
 		aws, local, err := awsConfig(ctx)
@@ -37,6 +38,7 @@ func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runti
 		State:   dynamostore.LedgerState{API: c.DynamoDB, Table: cfg.TableName},
 		Signer:  signer,
 		Shards:  dynamostore.StreamShards{API: c.DynamoDBStreams, StreamARN: cfg.Ledger.StreamARN},
+		Counts:  dynamostore.NewCounts(c.DynamoDB, cfg.TableName),
 		Decode:  dynamostore.LedgerItemFromStream,
 		Metrics: rt.Metrics,
 		Log:     rt.Log,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,20 +73,27 @@ func startLedger(t *testing.T) *ledgerStack {
 		poller:  &localrunner.StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: arn, Handler: svc.HandleStream, BatchSize: 2}}
 }
 
-// put writes a record version as the store's plain conditional write
-// does (kumo streams no TransactWriteItems: see the report).
+// put writes a record version through the store, as the functions do:
+// one conditional PutItem (a new record when prevVersion is 0, else in
+// place of the stored version prevVersion).
 func (l *ledgerStack) put(r *quarantine.Record, prevVersion int64) {
 	l.t.Helper()
-	item, err := dynamostore.Marshal(r)
+	ctx := context.Background()
+	store := dynamostore.New(l.st.Clients.DynamoDB, l.table)
+	if prevVersion == 0 {
+		if err := store.Create(ctx, r); err != nil {
+			l.t.Fatal(err)
+		}
+		return
+	}
+	prev, err := store.Get(ctx, r.DLQID)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item, ConditionExpression: aws.String("attribute_not_exists(dlq_id)")}
-	if prevVersion > 0 {
-		in.ConditionExpression = aws.String("version = :v")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(prevVersion, 10)}}
+	if prev.Version != prevVersion {
+		l.t.Fatalf("%s is at v%d, not v%d", r.DLQID, prev.Version, prevVersion)
 	}
-	if _, err := l.st.Clients.DynamoDB.PutItem(context.Background(), in); err != nil {
+	if err := store.Replace(ctx, prev, r); err != nil {
 		l.t.Fatal(err)
 	}
 }
