@@ -85,7 +85,7 @@ type CloudWatch interface {
 // From takes the clients of an awsclients set (the embedded stack's, or
 // dlqctl's).
 func From(c *awsclients.Clients) *Clients {
-	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams}
+	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams, KMS: c.KMS}
 }
 
 // Runtime is what a function gets from its process besides its clients.

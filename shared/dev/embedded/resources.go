@@ -66,6 +66,7 @@ func (s *Stack) createKeys(ctx context.Context) error {
 				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, m.KeySpec, m.KeyUsage, spec, usage)
 			}
 			s.Names[id] = alias
+			s.useKeyARN(alias, aws.ToString(got.KeyMetadata.Arn))
 			continue
 		}
 		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(s.Env.StackName + " " + id), KeySpec: spec, KeyUsage: usage})
@@ -76,8 +77,33 @@ func (s *Stack) createKeys(ctx context.Context) error {
 			return fmt.Errorf("create alias %s: %w", alias, err)
 		}
 		s.Names[id] = alias
+		s.useKeyARN(alias, aws.ToString(out.KeyMetadata.Arn))
 	}
 	return nil
+}
+
+// useKeyARN puts the key's real ARN where the template says
+// !GetAtt Key.Arn (resolved offline to the ARN of the key's alias, which
+// KMS does not take as a key id for every call: kumo's GetPublicKey
+// refuses it) in the functions' environments.
+func (s *Stack) useKeyARN(alias, arn string) {
+	if arn != "" {
+		s.replaceInFunctions(fmt.Sprintf("arn:aws:kms:%s:%s:%s", s.Env.Region, s.Env.Account, alias), arn)
+	}
+}
+
+// replaceInFunctions replaces an environment value of every function.
+func (s *Stack) replaceInFunctions(placeholder, value string) {
+	for _, fn := range s.Template.GetAllServerlessFunctionResources() {
+		if fn.Environment == nil {
+			continue
+		}
+		for k, v := range fn.Environment.Variables {
+			if v == placeholder {
+				fn.Environment.Variables[k] = value
+			}
+		}
+	}
 }
 
 func (s *Stack) createQueues(ctx context.Context) error {
@@ -336,16 +362,7 @@ func boolInt(b bool) int {
 // its creation time): the functions' environments and the event source
 // mappings, which is where the template uses it.
 func (s *Stack) useStreamARN(placeholder, arn string) {
-	for _, fn := range s.Template.GetAllServerlessFunctionResources() {
-		if fn.Environment == nil {
-			continue
-		}
-		for k, v := range fn.Environment.Variables {
-			if v == placeholder {
-				fn.Environment.Variables[k] = arn
-			}
-		}
-	}
+	s.replaceInFunctions(placeholder, arn)
 	for _, m := range s.Template.GetAllLambdaEventSourceMappingResources() {
 		if aws.ToString(m.EventSourceArn) == placeholder {
 			m.EventSourceArn = aws.String(arn)

@@ -10,6 +10,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -36,6 +37,10 @@ type Functions struct {
 	Lease time.Duration
 	// ArchiveBucket is the sweeper's Object Lock bucket.
 	ArchiveBucket string
+	// Ledger is the ledger function; LedgerStream its stream mapping.
+	Ledger       *ledger.Service
+	LedgerConfig ledger.FunctionConfig
+	LedgerStream StreamMapping
 
 	redriveConfig redrive.FunctionConfig
 	sweeperConfig sweeper.FunctionConfig
@@ -105,7 +110,33 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if f.Sweeper, err = f.NewSweeper(clients); err != nil {
 		return nil, err
 	}
+	if getenv, err = env("LedgerFunction"); err != nil {
+		return nil, err
+	}
+	if f.LedgerConfig, err = ledger.ConfigFromEnv(getenv); err != nil {
+		return nil, fmt.Errorf("ledger config from template: %w", err)
+	}
+	if f.LedgerStream, err = StreamMappingFromTemplate(st.Template, "LedgerStreamMapping", st.StreamARNs["QuarantineTable"]); err != nil {
+		return nil, err
+	}
+	if f.Ledger, err = f.NewLedger(clients, emfOut); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// NewLedger builds another ledger function on other clients (one process
+// of it, in the soak); metricsOut receives its EMF lines.
+func (f *Functions) NewLedger(c *awsclients.Clients, metricsOut io.Writer) (*ledger.Service, error) {
+	return wire.Ledger(context.Background(), f.LedgerConfig, wire.From(c), wire.Runtime{Log: f.log, Metrics: metricsOut})
+}
+
+// LedgerPoller is a poller that feeds the table's stream to handler
+// (Ledger.HandleStream, or an invocation of the function) as the ledger's
+// mapping does.
+func (f *Functions) LedgerPoller(c *awsclients.Clients, handler StreamHandler) *StreamPoller {
+	return &StreamPoller{API: c.DynamoDBStreams, StreamARN: f.LedgerStream.StreamARN, Handler: handler,
+		BatchSize: f.LedgerStream.BatchSize, Bisect: f.LedgerStream.Bisect, Log: f.log}
 }
 
 // NewRedrive builds another redrive function, as configured from the

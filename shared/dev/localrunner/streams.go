@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,7 +15,46 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/awslabs/goformation/v7/cloudformation"
 )
+
+// StreamMapping is a DynamoDB stream event source mapping, as the
+// template declares it.
+type StreamMapping struct {
+	StreamARN string
+	BatchSize int
+	Bisect    bool
+	// Window is the tumbling window (the event names the shard only with one).
+	Window time.Duration
+	// ReportBatchItemFailures enables partial batch responses.
+	ReportBatchItemFailures bool
+}
+
+// StreamMappingFromTemplate reads the stream mapping with the given logical
+// id, so the runner cannot drift from the template. streamARN is the
+// stream's real ARN (the template resolves it to a placeholder).
+func StreamMappingFromTemplate(t *cloudformation.Template, logicalID, streamARN string) (StreamMapping, error) {
+	m, err := t.GetLambdaEventSourceMappingWithName(logicalID)
+	if err != nil {
+		return StreamMapping{}, err
+	}
+	if streamARN == "" {
+		return StreamMapping{}, fmt.Errorf("mapping %s: the table has no stream", logicalID)
+	}
+	out := StreamMapping{StreamARN: streamARN, BatchSize: 100}
+	if m.BatchSize != nil {
+		out.BatchSize = *m.BatchSize
+	}
+	out.Bisect = aws.ToBool(m.BisectBatchOnFunctionError)
+	if m.TumblingWindowInSeconds != nil {
+		out.Window = time.Duration(*m.TumblingWindowInSeconds) * time.Second
+	}
+	out.ReportBatchItemFailures = slices.Contains(m.FunctionResponseTypes, "ReportBatchItemFailures")
+	if out.Window <= 0 {
+		return StreamMapping{}, fmt.Errorf("mapping %s has no tumbling window: its events would not name the shard", logicalID)
+	}
+	return out, nil
+}
 
 // StreamsAPI is the part of the DynamoDB Streams client the stream poller
 // uses.

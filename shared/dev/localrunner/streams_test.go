@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
@@ -200,3 +202,46 @@ func TestFromStreamImageReadsEveryType(t *testing.T) {
 }
 
 func lessSeq(a, b string) bool { return len(a) < len(b) || len(a) == len(b) && a < b }
+
+func TestTheTemplatesLedgerLedgersAndSignsOnTheStack(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	f, err := localrunner.NewFunctions(st, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.LedgerStream.BatchSize != 100 || !f.LedgerStream.Bisect || f.LedgerStream.Window <= 0 || !f.LedgerStream.ReportBatchItemFailures {
+		t.Fatalf("the ledger's mapping as read from the template: %+v", f.LedgerStream)
+	}
+	r := storetest.Record(t, storetest.UniqueID("ledgered"))
+	if err := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.LedgerPoller(st.Clients, f.Ledger.HandleStream).Drain(ctx); err != nil || n < 1 {
+		t.Fatalf("drained %d: %v", n, err)
+	}
+	rep, err := f.Ledger.Digest(ctx)
+	if err != nil || !rep.Written {
+		t.Fatalf("digest %+v: %v", rep, err)
+	}
+	out, err := st.Clients.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(f.LedgerConfig.Bucket), Prefix: aws.String("ledger/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segments, digests int
+	for _, o := range out.Contents {
+		switch k := aws.ToString(o.Key); {
+		case strings.HasPrefix(k, "ledger/segments/"):
+			segments++
+		case strings.HasPrefix(k, "ledger/digests/"):
+			digests++
+		}
+	}
+	if segments < 1 || digests != 1 {
+		t.Fatalf("%d segments and %d digests in %s", segments, digests, f.LedgerConfig.Bucket)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -32,6 +33,8 @@ type Clients struct {
 	CloudWatch *cloudwatch.Client
 	// DynamoDBStreams reads the quarantine table's change stream.
 	DynamoDBStreams *dynamodbstreams.Client
+	// KMS signs the ledger's digests.
+	KMS *kms.Client
 }
 
 // New builds every client from cfg.
@@ -50,5 +53,6 @@ func New(cfg aws.Config, o Options) *Clients {
 		}),
 		CloudWatch:      cloudwatch.NewFromConfig(cfg),
 		DynamoDBStreams: dynamodbstreams.NewFromConfig(cfg),
+		KMS:             kms.NewFromConfig(cfg),
 	}
 }
