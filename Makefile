@@ -45,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/usecase/ingest/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/domain/ledger/
+	$(GO) test -run '^$$' -fuzz FuzzLambdaHandler -fuzztime 30s ./shared/usecase/ledger/
 
 # linux/arm64 bootstrap zips for provided.al2023.
 build: $(FUNCTIONS:%=$(BUILD)/%.zip)
