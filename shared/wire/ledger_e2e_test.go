@@ -17,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -303,6 +304,10 @@ func TestLedgerCrashMidBatchOnTheStack(t *testing.T) {
 	crash := &crashOnce{State: l.svc.State}
 	l.svc.State = crash
 	l.svc.Objects = &lostOnce{Objects: l.svc.Objects}
+	// The first two counter transactions are applied and their answers
+	// lost: the SDK and then the retried batch send them again.
+	lossy, lost := faults.LoseDynamoDBAnswers(l.st.AWS, "TransactWriteItems", 2)
+	l.svc.Counts = dynamostore.NewCounts(lossy, l.table)
 	l.poller.BatchSize, l.poller.Bisect = 3, true
 	var recs []*quarantine.Record
 	for range 5 {
@@ -321,5 +326,26 @@ func TestLedgerCrashMidBatchOnTheStack(t *testing.T) {
 	res := l.verify()
 	if !res.OK() || res.Entries != 6 || res.Items != 5 {
 		t.Fatalf("verify %+v, want 6 changes of 5 records, no problem", res)
+	}
+	// The counters equal a full recount of the table: each change counted
+	// once through the crash, the lost answers and the retried batches.
+	if lost.Lost() != 2 {
+		t.Fatalf("%d counter answers lost, want 2", lost.Lost())
+	}
+	store := dynamostore.New(l.st.Clients.DynamoDB, l.table)
+	want := map[[2]string]int64{}
+	for _, r := range recs {
+		cur, err := store.Get(context.Background(), r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[[2]string{string(cur.Status), string(cur.FailureClass)}]++
+	}
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusParked, quarantine.StatusRedriven} {
+		for _, c := range []quarantine.Class{quarantine.ClassExhausted, quarantine.ClassValidation, quarantine.ClassPoison} {
+			if got, w := storetest.StateCount(t, store, "src", st, c), want[[2]string{string(st), string(c)}]; got != w {
+				t.Errorf("counter %s/%s = %d, the table holds %d", st, c, got, w)
+			}
+		}
 	}
 }
