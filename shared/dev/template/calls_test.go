@@ -538,6 +538,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	for _, f := range stk.checkServices() {
 		t.Error(f)
 	}
+	checkVerifyAsAuditor(t, st, stk)
 
 	// The same calls against a template whose ingest role may write
 	// claim-check objects only under corrections/: the checker names the
