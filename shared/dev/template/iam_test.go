@@ -86,6 +86,10 @@ type stack struct {
 	keyLogical map[string]string
 	// external declares keys of queues outside the template (ExtraDLQArn).
 	external map[string]string
+	// realKeys maps the ARN a running stack's KMS gave one of the
+	// template's keys to the key's alias (the embedded stack puts the real
+	// ARN in the functions' environments).
+	realKeys map[string]string
 }
 
 func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
@@ -112,7 +116,7 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 // clone returns a deep copy a test may mutate.
 func (s *stack) clone() *stack {
 	raw, _ := json.Marshal(s.resources)
-	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external)}
+	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external), realKeys: maps.Clone(s.realKeys)}
 	_ = json.Unmarshal(raw, &c.resources)
 	c.derive()
 	return c
@@ -177,6 +181,11 @@ func (s *stack) derive() {
 		if k, ok := s.keyIDs[str(p["TargetKeyId"])]; ok {
 			name := str(p["AliasName"])
 			s.keyIDs[name], s.keyIDs[s.arn("kms", name)], s.keyIDs[s.env.StackName+"-"+id] = k, k, k
+		}
+	}
+	for real, alias := range s.realKeys {
+		if k, ok := s.keyIDs[alias]; ok {
+			s.keyIDs[real] = k
 		}
 	}
 	for _, id := range s.of("AWS::SQS::Queue") {
@@ -798,27 +807,66 @@ func (s *stack) check(fn string, calls []request) []string {
 	if role == "" {
 		return []string{fn + ": no role in the template runs it"}
 	}
-	var all []request
-	for _, c := range calls {
-		all = append(all, s.withKMS(c)...)
-	}
-	all = append(all, s.onBehalf(fn)...)
 	seen := map[string]bool{}
 	var out []string
-	for _, q := range all {
-		ctx := map[string]string{"aws:principalarn": s.roleARN(role), "aws:principalaccount": s.env.Account, "aws:principaltype": "AssumedRole"}
-		for k, v := range q.Context {
-			ctx[k] = v
-		}
-		q.Context = ctx
-		if strings.HasPrefix(q.Resource, "arn:aws:kms:") || strings.HasPrefix(q.Resource, "alias/") {
-			q.Resource = s.key(q.Resource) // KMS authorizes on the key an alias names
-		}
+	for _, q := range s.expand(fn, role, calls) {
 		if why := s.decide(role, q); why != "" {
 			f := fmt.Sprintf("%s (role %s): %s: %s", fn, role, q, why)
 			if !seen[f] {
 				seen[f] = true
 				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// expand returns the authorizations behind a function's calls as IAM sees
+// them: each call with the key uses it implies, the calls Lambda makes
+// with the role, each with the principal's context and on the key an
+// alias names.
+func (s *stack) expand(fn, role string, calls []request) []request {
+	var all []request
+	for _, c := range calls {
+		all = append(all, s.withKMS(c)...)
+	}
+	all = append(all, s.onBehalf(fn)...)
+	for i, q := range all {
+		ctx := map[string]string{"aws:principalarn": s.roleARN(role), "aws:principalaccount": s.env.Account, "aws:principaltype": "AssumedRole"}
+		maps.Copy(ctx, q.Context)
+		q.Context = ctx
+		if strings.HasPrefix(q.Resource, "arn:aws:kms:") || strings.HasPrefix(q.Resource, "alias/") {
+			q.Resource = s.key(q.Resource) // KMS authorizes on the key an alias names
+		}
+		all[i] = q
+	}
+	return all
+}
+
+// unused returns one finding per action of an Allow statement of the
+// function's role that none of its calls (as expand has them) is granted
+// by: "role/statement grants action: no call uses it". A grant narrowed
+// by a resource or a condition counts as used only by a call it covers.
+func (s *stack) unused(fn string, calls []request) []string {
+	role := s.roleOf(fn)
+	if role == "" {
+		return []string{fn + ": no role in the template runs it"}
+	}
+	all := s.expand(fn, role, calls)
+	ids, problems := s.identityPolicies(role)
+	out := problems
+	for _, st := range ids {
+		if st.st["Effect"] != "Allow" {
+			continue
+		}
+		for _, a := range strs(st.st["Action"]) {
+			one := maps.Clone(st.st)
+			one["Action"] = a
+			if !slices.ContainsFunc(all, func(q request) bool {
+				o, _ := applies(one, q, s.roleARN(role), s.env.Account)
+				return o == matches
+			}) {
+				out = append(out, fmt.Sprintf("%s grants %s: no call uses it", st.from, a))
 			}
 		}
 	}

@@ -86,8 +86,7 @@ func sampleCalls(t *testing.T, s *stack) map[string][]request {
 		"IngestFunction": slices.Concat(
 			d("IngestFunction", "S3", "PutObject", put),
 			d("IngestFunction", "S3", "GetObject", &s3.GetObjectInput{Bucket: aws.String(bucket), Key: put.Key, VersionId: aws.String("v1")}),
-			d("IngestFunction", "DynamoDB", "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
-				{Put: &dtypes.Put{TableName: aws.String(table)}}, {Update: &dtypes.Update{TableName: aws.String(table)}}}})),
+			d("IngestFunction", "DynamoDB", "PutItem", &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("prod-source#0123abcd")})),
 		"RedriveFunction": slices.Concat(
 			d("RedriveFunction", "SQS", "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(src)}),
 			d("RedriveFunction", "SQS", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(src)}),
@@ -140,7 +139,7 @@ func ledgerCalls(t *testing.T, s *stack) []request {
 		d("KMS", "Sign", &kms.SignInput{KeyId: aws.String(signer), MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256}),
 		d("KMS", "GetPublicKey", &kms.GetPublicKeyInput{KeyId: aws.String(signer)}),
 		d("S3", "PutObject", segment("ledger/digests/000000000001.json")),
-		d("DynamoDB", "PutItem", &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("#led#digest")}),
+		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#digest")}),
 		d("S3", "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/digests/")}),
 	)
 }

@@ -380,7 +380,8 @@ func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
 // (internal/dlqctl: ls, show, buckets, ids and verify read the table and its
 // index; redrive, fix, park, unpark and payload reads invoke the redrive
 // function and read its SOURCES; health lists metrics, reads their
-// statistics and the stack's alarms; verify reads the archive).
+// statistics and the stack's alarms; verify reads the archive, the ledger
+// and, auditors only, the claim-checked bodies).
 func TestOperatorAndAuditorPolicies(t *testing.T) {
 	tpl := open(t)
 	for _, out := range []string{"OperatorPolicyArn", "AuditorPolicyArn"} {
@@ -418,7 +419,12 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 	notAllowed := []request{
 		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
 		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ingest", nil),
-		q("s3:GetObject", payload+"/bodies/x", nil), q("dynamodb:GetRecords", streamARN(), nil),
+		q("dynamodb:GetRecords", streamARN(), nil),
+	}
+	// dlqctl verify re-reads claim-checked bodies: the auditor may, the
+	// operator reads a payload only through the redrive function.
+	payloadReads := []request{
+		q("s3:GetObject", payload+"/bodies/x", nil), q("s3:GetObjectVersion", payload+"/bodies/x", nil), q("kms:Decrypt", quarantineKey, via("s3")),
 	}
 	archiveReads := []request{
 		q("s3:GetObject", archive+"/archive/prod-source/2026/12/01/h/v1.json", nil), q("s3:GetObjectVersion", archive+"/archive/prod-source/2026/12/01/h/v1.json", nil),
@@ -434,8 +440,8 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 	}{
 		{"OperatorPolicy", "allow", slices.Concat(reads, functionCalls)},
 		{"OperatorPolicy", "deny", denied},
-		{"OperatorPolicy", "", slices.Concat(notAllowed, archiveReads, []request{q("kms:Decrypt", quarantineKey, via("s3"))})},
-		{"AuditorPolicy", "allow", slices.Concat(reads, archiveReads)},
+		{"OperatorPolicy", "", slices.Concat(notAllowed, archiveReads, payloadReads)},
+		{"AuditorPolicy", "allow", slices.Concat(reads, archiveReads, payloadReads)},
 		{"AuditorPolicy", "deny", denied},
 		{"AuditorPolicy", "", slices.Concat(notAllowed, functionCalls)},
 	} {
