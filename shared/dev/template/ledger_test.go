@@ -320,12 +320,13 @@ func TestLedgerAlarms(t *testing.T) {
 		dim, value                    string
 		period                        int
 		threshold                     float64
+		periods, datapoints           int
 	}
 	for id, w := range map[string]want{
-		"LedgerAnchoringLagAlarm": {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900},
-		"LedgerErrorsAlarm":       {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0},
-		"LedgerIteratorAgeAlarm":  {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 600000},
-		"LedgerFailuresAlarm":     {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0},
+		"LedgerAnchoringLagAlarm": {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
+		"LedgerErrorsAlarm":       {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
+		"LedgerIteratorAgeAlarm":  {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 600000, 1, 0},
+		"LedgerFailuresAlarm":     {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
 		var dims []string
@@ -338,7 +339,7 @@ func TestLedgerAlarms(t *testing.T) {
 		}
 		if aws.ToString(a.Namespace) != w.ns || aws.ToString(a.MetricName) != w.metric || aws.ToString(a.Statistic) != w.stat || a.ComparisonOperator != w.op ||
 			aws.ToString(a.TreatMissingData) != w.missing || aws.ToInt(a.Period) != w.period || aws.ToFloat64(a.Threshold) != w.threshold ||
-			a.EvaluationPeriods != 1 || !slices.Equal(dims, wantDims) {
+			a.EvaluationPeriods != w.periods || aws.ToInt(a.DatapointsToAlarm) != w.datapoints || !slices.Equal(dims, wantDims) {
 			raw, _ := json.Marshal(a)
 			t.Errorf("%s: %s", id, raw)
 		}
