@@ -79,6 +79,9 @@ func TestLocalDocsWalk(t *testing.T) {
 		if !stopped {
 			_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
 			<-exited
+			// Killed, it could not remove its env file: the next walk
+			// would take it for a make local still running.
+			_ = os.Remove(envFile)
 		}
 	})
 	deadline := time.After(12 * time.Minute)
