@@ -138,7 +138,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// the whole run (it also counts the metrics counters). A batch it has
 	// started is seen through when the run stops it.
 	ledgerPoller := fns.LedgerPoller(st.Clients, func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-		return fns.Ledger.HandleStream(context.WithoutCancel(ctx), ev)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return fns.Ledger.HandleStream(ctx, ev)
 	})
 	ledgerCtx, stopLedger := context.WithCancel(ctx)
 	var ledgering sync.WaitGroup
