@@ -443,7 +443,7 @@ func walkChecks() map[string]walkCheck {
 		"dlqctl ls --source dlqq-inventory-source --status all": ok().and(lines(`^dlqq-inventory-source#`, 4)),
 		// The ledger: a digest signed now; the stream sample, from another
 		// table's stream, refused; segments and digests in the bucket.
-		at("dlqq-ledger", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),"shards":1,"lag_seconds":`)),
+		at("dlqq-ledger", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),("adopted":true,)?"shards":1,"lag_seconds":`)),
 		at("dlqq-ledger", "ledger-stream.json"): ok(`"FunctionError"`, "not the ledger's stream"),
 		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET/ledger/" --recursive`: ok().and(atLeast(`ledger/segments/shardId-[^/ ]+/[0-9]{40}\.json$`, 1)).and(atLeast(`ledger/digests/[0-9]{12}\.json$`, 1)).
 			and(lines(`archive/`, 0)),
