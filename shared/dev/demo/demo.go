@@ -111,7 +111,9 @@ func (r *Report) OK() bool {
 func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	start := time.Now()
 	if o.Timeout == 0 {
-		o.Timeout = 100 * time.Second
+		// About 75 s for the default 3000 events on 2 busy cores, the
+		// ledger included.
+		o.Timeout = 3 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
