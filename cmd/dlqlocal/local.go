@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
@@ -35,9 +34,10 @@ type localOptions struct {
 
 func defaultLocalDir() string { return filepath.Join(os.TempDir(), "dlqq-local") }
 
-// runLocal starts the stack named dlqq, deploys the four functions in the
+// runLocal starts the stack named dlqq, deploys the five functions in the
 // local Lambda API with their real bootstraps (supervised), runs the DLQ's
-// event source mapping and the schedules through the Lambda API, prints how
+// and the table stream's event source mappings and the schedules through
+// the Lambda API, prints how
 // to reach it and runs until ctx is done (Ctrl-C), then exits 0.
 func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int {
 	if o.Dir == "" {
@@ -98,19 +98,13 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 
 	ready := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
+	// The mappings (the DLQ's to ingest, the table stream's to the ledger,
+	// which also counts the metrics counters) and the schedules.
 	go func() {
 		defer wg.Done()
 		if err := l.Run(ctx, func() { close(ready) }); err != nil {
 			fmt.Fprintln(stderr, err)
-		}
-	}()
-	// The metrics counters follow the table's stream: counted here, as the
-	// ledger function counts them in AWS.
-	go func() {
-		defer wg.Done()
-		if err := countstream.Run(ctx, st, log); err != nil {
-			fmt.Fprintln(stderr, "counters:", err)
 		}
 	}()
 	select {
@@ -131,8 +125,9 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 		defer os.Remove(o.EnvFile)
 	}
 	<-ctx.Done()
-	// The stop, in order: what receives and invokes (the poller, the
-	// schedules, the consumer), then the functions (each waits for its
+	// The stop, in order: what receives and invokes (the pollers, each
+	// after the invocation it started answered, the schedules, the
+	// consumer), then the functions (each waits for its
 	// invocations in flight), then the count of what -data cannot keep,
 	// then (deferred) the stack, whose Close writes the last snapshot.
 	wg.Wait()
@@ -218,9 +213,22 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		envVar{"DLQQ_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
 		envVar{"DLQQ_STACK", st.Env.StackName},
 		envVar{"DLQQ_REDRIVE_FUNCTION", l.Name("RedriveFunction")},
+		envVar{"DLQQ_LEDGER_FUNCTION", l.Name("LedgerFunction")},
+		envVar{"DLQQ_SIGNING_KEY", signingKey(st)},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
 	)
+}
+
+// signingKey is the ARN of the ledger's signing key, as the ledger
+// function has it (SIGNING_KEY_ID: the embedded stack puts the key's real
+// ARN there).
+func signingKey(st *embedded.Stack) string {
+	fn, err := st.Template.GetServerlessFunctionWithName("LedgerFunction")
+	if err != nil || fn.Environment == nil {
+		return ""
+	}
+	return fn.Environment.Variables["SIGNING_KEY_ID"]
 }
 
 // shellQuote quotes v for a POSIX shell.
@@ -251,7 +259,11 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 		fmt.Fprintf(w, "  %-14s timeout %s, %d MB\n", s.Name, s.Timeout, s.MemorySize)
 	}
 	m := l.Mapping
-	fmt.Fprintf(w, "ingest is invoked with the DLQ's batches (batch %d, window %s, partial batch responses %s)\n", m.BatchSize, m.Window, map[bool]string{true: "on", false: "off"}[m.ReportBatchItemFailures])
+	onOff := map[bool]string{true: "on", false: "off"}
+	fmt.Fprintf(w, "ingest is invoked with the DLQ's batches (batch %d, window %s, partial batch responses %s)\n", m.BatchSize, m.Window, onOff[m.ReportBatchItemFailures])
+	ls := l.LedgerStream
+	fmt.Fprintf(w, "%s is invoked with the table stream's batches (batch %d, tumbling window %s, bisect on error %s, partial batch responses %s, retried until it succeeds)\n",
+		l.Name("LedgerFunction"), ls.BatchSize, ls.Window, onOff[ls.Bisect], onOff[ls.ReportBatchItemFailures])
 	fmt.Fprintf(w, "schedules (each invokes its function through the Lambda API):\n")
 	for _, s := range l.Schedules {
 		input := "the scheduled event"

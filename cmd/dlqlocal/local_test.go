@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
@@ -165,8 +167,8 @@ func stopLocal() error {
 			}
 		}
 	}
-	if stopped != 4 {
-		return fmt.Errorf("%d bootstraps exited on stop, want 4", stopped)
+	if stopped != 5 {
+		return fmt.Errorf("%d bootstraps exited on stop, want 5", stopped)
 	}
 	if !strings.HasSuffix(local.stdout.String(), "stopped\n") {
 		return fmt.Errorf("stdout does not end with stopped: %q", tail(local.stdout.String()))
@@ -174,7 +176,7 @@ func stopLocal() error {
 	if _, err := os.Stat(local.envFile); !os.IsNotExist(err) {
 		return fmt.Errorf("the env file outlived the stack: %v", err)
 	}
-	for _, f := range []string{"ingest", "redrive", "sweeper", "metrics"} {
+	for _, f := range []string{"ingest", "redrive", "sweeper", "metrics", "ledger"} {
 		if pids := bootstrapPIDs(f); len(pids) > 0 {
 			if err := syscall.Kill(pids[len(pids)-1], 0); err == nil {
 				return fmt.Errorf("bootstrap of dlqq-%s (pid %d) still runs", f, pids[len(pids)-1])
@@ -265,7 +267,7 @@ func eventually(t *testing.T, what string, check func() error) {
 // variables dlqctl reads, and queue URLs on the real endpoint.
 func TestLocalEnvFileAndBanner(t *testing.T) {
 	banner := local.stdout.String()
-	for _, want := range []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
+	for _, want := range []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_LEDGER_FUNCTION", "DLQQ_SIGNING_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
 		if local.env[want] == "" {
 			t.Errorf("env file has no %s", want)
 		}
@@ -273,11 +275,16 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 			t.Errorf("banner does not export %s as the env file does", want)
 		}
 	}
+	if local.env["DLQQ_LEDGER_FUNCTION"] != "dlqq-ledger" || !strings.HasPrefix(local.env["DLQQ_SIGNING_KEY"], "arn:aws:kms:") || strings.Contains(local.env["DLQQ_SIGNING_KEY"], ":alias/") {
+		t.Errorf("the ledger's exports: %v", local.env)
+	}
 	if local.env["DLQQ_REDRIVE_FUNCTION"] != "dlqq-redrive" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
 		t.Errorf("env %v", local.env)
 	}
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
+		`dlqq-ledger    every 5m0s    digest    {"action":"digest"}`,
+		"dlqq-ledger is invoked with the table stream's batches (batch 100, tumbling window 1m0s, bisect on error on, partial batch responses on, retried until it succeeds)",
 		"logs (the functions' output and the runner's log): " + local.logs,
 		"aws lambda invoke --function-name dlqq-redrive --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json",
 		`--queue-url "$DLQQ_DLQ_URL"`,
@@ -291,8 +298,8 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	}
 }
 
-// The four functions exist in the Lambda API as the template deploys them.
-func TestLocalListsTheFourFunctions(t *testing.T) {
+// The five functions exist in the Lambda API as the template deploys them.
+func TestLocalListsTheFiveFunctions(t *testing.T) {
 	ctx := context.Background()
 	api := lambda.NewFromConfig(local.aws)
 	out, err := api.ListFunctions(ctx, &lambda.ListFunctionsInput{})
@@ -303,7 +310,7 @@ func TestLocalListsTheFourFunctions(t *testing.T) {
 	for _, f := range out.Functions {
 		got[aws.ToString(f.FunctionName)] = true
 	}
-	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics"} {
+	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger"} {
 		if !got[f] {
 			t.Errorf("list-functions lacks %s: %v", f, got)
 		}
@@ -439,5 +446,60 @@ func TestResetDirRefusesAForeignDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ours, "old-run")); !os.IsNotExist(err) {
 		t.Fatalf("an earlier run's file survived: %v", err)
+	}
+}
+
+// The table's stream reaches the ledger bootstrap through the Lambda API:
+// a record made from a DLQ message is in a segment of the Object Lock
+// bucket within seconds, and the digest schedule's input, invoked now,
+// signs a digest that anchors it.
+func TestLocalLedgerLedgersARecord(t *testing.T) {
+	ctx := context.Background()
+	event := embedded.RandomName("led")
+	if _, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	id := "dlqq-source#" + event
+	s3c := s3.NewFromConfig(local.aws, func(o *s3.Options) {
+		o.BaseEndpoint, o.UsePathStyle = aws.String(local.env["AWS_ENDPOINT_URL_S3"]), true
+	})
+	bucket := local.env["DLQQ_ARCHIVE_BUCKET"]
+	eventually(t, "a segment with the record's first version", func() error {
+		p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/segments/")})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, o := range page.Contents {
+				got, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+				if err != nil {
+					return err
+				}
+				raw, err := io.ReadAll(got.Body)
+				got.Body.Close()
+				if err != nil {
+					return err
+				}
+				if strings.Contains(string(raw), `"event":"INSERT"`) && strings.Contains(string(raw), `"key":"`+id+`"`) {
+					return nil
+				}
+			}
+		}
+		return errors.New("no segment holds it yet")
+	})
+	if !strings.Contains(logs(t), "[dlqq-ledger] {") {
+		t.Error("the ledger bootstrap logged nothing")
+	}
+	out, err := lambda.NewFromConfig(local.aws).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-ledger"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		N      int64 `json:"n"`
+		Shards int   `json:"shards"`
+	}
+	if out.FunctionError != nil || json.Unmarshal(out.Payload, &rep) != nil || rep.N < 1 || rep.Shards < 1 {
+		t.Fatalf("digest: %v %s", aws.ToString(out.FunctionError), out.Payload)
 	}
 }

@@ -7,9 +7,10 @@
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
-// stack with the four functions deployed in the local Lambda API, each its
-// real bootstrap under a supervisor, invoked by the DLQ's event source
-// mapping and the template's schedules through that API, and keeps it up
+// stack with the five functions deployed in the local Lambda API, each its
+// real bootstrap under a supervisor, invoked by the DLQ's and the table
+// stream's event source mappings and the template's schedules through that
+// API, and keeps it up
 // until Ctrl-C (exit 0), for the AWS CLI and dlqctl. soak
 // sends N messages through the whole pipeline while injecting AWS faults and
 // crashing redrive and sweeper processes, prints its table and exits 1 if an

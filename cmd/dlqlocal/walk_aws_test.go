@@ -125,12 +125,13 @@ func awsStandIn(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	case "s3 ls":
-		bucket, given := strings.CutPrefix(strings.Join(pos, ""), "s3://")
-		if !given {
-			break
+		url, given := strings.CutPrefix(strings.Join(pos, ""), "s3://")
+		if _, recursive := flags["recursive"]; !given || !recursive {
+			break // the page lists with --recursive only: keys, not folders
 		}
+		bucket, prefix, _ := strings.Cut(url, "/")
 		c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-		p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
 		for p.HasMorePages() {
 			page, e := p.NextPage(ctx)
 			if e != nil {

@@ -79,6 +79,9 @@ func TestLocalDocsWalk(t *testing.T) {
 		if !stopped {
 			_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
 			<-exited
+			// Killed, it could not remove its env file: the next walk
+			// would take it for a make local still running.
+			_ = os.Remove(envFile)
 		}
 	})
 	deadline := time.After(12 * time.Minute)
@@ -337,6 +340,53 @@ func lines(re string, n int) func(string) error {
 	}
 }
 
+// atLeast wants n or more output lines matching re.
+func atLeast(re string, n int) func(string) error {
+	rx := regexp.MustCompile(re)
+	return func(out string) error {
+		got := 0
+		for _, l := range strings.Split(out, "\n") {
+			if rx.MatchString(l) {
+				got++
+			}
+		}
+		if got < n {
+			return fmt.Errorf("%d lines match %s, want %d or more", got, re, n)
+		}
+		return nil
+	}
+}
+
+// matches wants the output to match re.
+func matches(re string) func(string) error {
+	rx := regexp.MustCompile(re)
+	return func(out string) error {
+		if !rx.MatchString(out) {
+			return fmt.Errorf("the output does not match %s", re)
+		}
+		return nil
+	}
+}
+
+// lineAt wants output line i (from 0) to match rx whole.
+func lineAt(i int, rx *regexp.Regexp) func(string) error {
+	return func(out string) error {
+		ls := strings.Split(out, "\n")
+		if i >= len(ls) || !rx.MatchString(ls[i]) {
+			return fmt.Errorf("line %d is not %s", i+1, rx)
+		}
+		return nil
+	}
+}
+
+// The first two lines of dlqctl verify's output contract, after the walk
+// above: 1 archived stub, nothing wrong with the records or the ledger,
+// a signed digest (a duration as Go prints one).
+var (
+	verifyRecordsLine = regexp.MustCompile(`^verified [0-9]+ records \(1 archived stubs?\): 0 problems$`)
+	verifyLedgerLine  = regexp.MustCompile(`^ledger: [1-9][0-9]* versions? in [1-9][0-9]* segments? of 1 shards?, [1-9][0-9]* digests? \(newest #[1-9][0-9]*, signed [0-9][0-9.a-zµ]* ago\): 0 problems$`)
+)
+
 func lacks(s string) func(string) error {
 	return func(out string) error {
 		if strings.Contains(out, s) {
@@ -357,7 +407,7 @@ func walkChecks() map[string]walkCheck {
 	return map[string]walkCheck{
 		"source build/local.env": ok(),
 		`go build -o build/dlqctl ./cmd/dlqctl && export PATH="$PWD/build:$PATH"`:    ok(),
-		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics"),
+		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger"),
 		`for n in 101 102 103 104 105; do aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --message-body file://events/messages/inv-000$n.json --query MessageId --output text; done`: ok().and(lines(`^[0-9a-f-]{36}$`, 5)),
 		"dlqctl ls --status all":                   ok().and(lines(`^dlqq-source#inv-00010[1-3] +QUARANTINED +exhausted `, 3)).and(lines(`^dlqq-source#inv-00010[45] +QUARANTINED +validation `, 2)).soon(),
 		"dlqctl buckets":                           ok("5 open records in 3 failure signatures", "consumer|retries exhausted"),
@@ -386,12 +436,20 @@ func walkChecks() map[string]walkCheck {
 		"sleep 6": ok(),
 		at("dlqq-sweeper", "sweeper-scheduled.json"):        invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
 		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
-		"dlqctl verify": ok("(1 archived stub): 0 problems"),
-		at("dlqq-metrics", "metrics-scheduled.json"): invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
+		at("dlqq-metrics", "metrics-scheduled.json"):        invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
 		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
 		"dlqctl ls --source dlqq-inventory-source --status all": ok().and(lines(`^dlqq-inventory-source#`, 4)),
+		// The ledger: a digest signed now; the stream sample, from another
+		// table's stream, refused; segments and digests in the bucket.
+		at("dlqq-ledger", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),("adopted":true,)?"shards":1,"lag_seconds":`)),
+		at("dlqq-ledger", "ledger-stream.json"): ok(`"FunctionError"`, "not the ledger's stream"),
+		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET/ledger/" --recursive`: ok().and(atLeast(`ledger/segments/shardId-[^/ ]+/[0-9]{40}\.json$`, 1)).and(atLeast(`ledger/digests/[0-9]{12}\.json$`, 1)).
+			and(lines(`archive/`, 0)),
+		// The verify output contract (docs/local.md, phase 2): its first
+		// two lines, exactly; records and ledger clean.
+		"dlqctl verify": ok().and(lineAt(0, verifyRecordsLine)).and(lineAt(1, verifyLedgerLine)),
 		`aws sqs get-queue-attributes --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_DLQ_URL" --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible`: ok(`"ApproximateNumberOfMessages": "0"`, `"ApproximateNumberOfMessagesNotVisible": "0"`).soon(),
 	}
 }
@@ -410,6 +468,31 @@ func TestCLIWorksLocally(t *testing.T) {
 	} {
 		if got := cliWorksLocally(v); got != want {
 			t.Errorf("cliWorksLocally(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Every sample event in events/ is invoked by docs/local.md's walk (as
+// `fileb://events/NAME`), so none can stop working unnoticed;
+// ingest-env.json is sam local invoke's --env-vars, not an event, and
+// messages/ holds message bodies the page sends.
+func TestLocalDocsInvokeEverySample(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := strings.Join(shownCommands(t, filepath.Join(root, "docs", "local.md")), "\n")
+	samples, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
+	if err != nil || len(samples) < 10 {
+		t.Fatalf("samples %v: %v", samples, err)
+	}
+	for _, f := range samples {
+		name := filepath.Base(f)
+		if name == "ingest-env.json" {
+			continue
+		}
+		if !strings.Contains(cmds, invoke) || !regexp.MustCompile(regexp.QuoteMeta(" --payload fileb://events/"+name+" ")).MatchString(cmds) {
+			t.Errorf("docs/local.md invokes no function with events/%s", name)
 		}
 	}
 }

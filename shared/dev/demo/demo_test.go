@@ -89,6 +89,17 @@ func TestDemoScenarioHoldsInvariants(t *testing.T) {
 		rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || len(rep.Sweep.Archived) != rep.Final["ARCHIVED"] {
 		t.Fatalf("the scenario did not exercise every path:\n%s", out)
 	}
+	// The ledger ran through the demo: every version in a segment, two
+	// digests (one while it ran, one at the end) that verify, the counters
+	// it counted equal to a recount, nothing left unanchored.
+	if l := rep.Ledger; l == nil || l.RecordVersions <= len(rep.Records) || l.PolicyVersions == 0 || l.Signed != 2 || l.Newest != 2 || l.Segments == 0 ||
+		len(l.Counters) < 3 || len(l.Problems) != 0 || l.Unanchored != 0 || l.Batches.Invocations == 0 {
+		t.Fatalf("ledger %+v:\n%s", rep.Ledger, out)
+	}
+	if !strings.Contains(out, "ledger.Verify over the table and the bucket: 0 problems") {
+		t.Errorf("the report does not show the ledger's verification:\n%s", out)
+	}
+	t.Logf("report:\n%s", out)
 	if len(rep.Corrected) == 0 || len(rep.Policies) != 1 || rep.Policies[0].Redriven != len(rep.Corrected) {
 		t.Fatalf("corrections %d, policies %+v: want every corrected record replayed by the policy", len(rep.Corrected), rep.Policies)
 	}

@@ -79,12 +79,12 @@ func term(t Term) string {
 // BySignature holds one breakdown per class, in the order of the classes'
 // names.
 type identities struct {
-	Queue, Ingest, Classes, BySignature, Replays, Final []Identity
+	Queue, Ingest, Classes, BySignature, Replays, Final, Ledger []Identity
 }
 
 // all lists every line.
 func (ids identities) all() []Identity {
-	return slices.Concat(ids.Queue, ids.Ingest, ids.Classes, ids.BySignature, ids.Replays, ids.Final)
+	return slices.Concat(ids.Queue, ids.Ingest, ids.Classes, ids.BySignature, ids.Replays, ids.Final, ids.Ledger)
 }
 
 // Identities are the reconciliation lines the report prints: every count of
@@ -194,6 +194,27 @@ func (r *Report) identities() identities {
 	ids.Final = append(ids.Final,
 		Identity{Whole: Term{r.Kinds[Malformed], "malformed"}, Parts: []Term{open, {len(r.Corrected), "corrected"}}, Note: "uncorrected, a malformed event is never replayed"},
 		Identity{Whole: open, Parts: bySig, Note: "by signature, as dlqctl buckets lists them below", Breakdown: true})
+	if r.Ledger != nil {
+		ids.Ledger = r.Ledger.identities()
+	}
+	return ids
+}
+
+// identities are the ledger's lines: each version the table's stream
+// holds is in a segment once, each digest run that signed wrote one object
+// and the newest digest's signature verifies, and the counters the ledger
+// counted from the stream are the table's recount.
+func (l *LedgerReport) identities() []Identity {
+	ids := []Identity{
+		{Whole: Term{l.RecordEntries, "record versions ledgered"}, Parts: []Term{{l.RecordVersions, "record versions written"}},
+			Note: "ledgered: entries of the bucket's segments; written: the table's stream, read apart from its start"},
+		{Whole: Term{l.PolicyEntries, "policy versions ledgered"}, Parts: []Term{{l.PolicyVersions, "policy versions written"}}, Note: "the standing policy's changes, likewise"},
+		{Whole: Term{l.Digests, "digests in the bucket"}, Parts: []Term{{l.Signed, "digest runs that signed one"}}},
+		{Whole: Term{int(l.Newest), "digests up to the newest whose signature verifies (its n)"}, Parts: []Term{{l.Digests, "in the bucket"}}, Note: "numbered from 1, no gap"},
+	}
+	for _, c := range l.Counters {
+		ids = append(ids, Identity{Whole: Term{int(c.Counted), c.Name + " counted"}, Parts: []Term{{int(c.Recounted), "in the table"}}})
+	}
 	return ids
 }
 

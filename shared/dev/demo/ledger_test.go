@@ -206,3 +206,49 @@ func TestReportShowsWhatDoesNotAddUp(t *testing.T) {
 		}
 	}
 }
+
+// The ledger's lines reconcile what the bucket holds with the table's
+// stream and the counters with the recount; a version missing from the
+// segments, a counter off by one or a problem of the verification fails
+// the run.
+func TestLedgerLinesReconcile(t *testing.T) {
+	r := fakeReport()
+	r.Ledger = &LedgerReport{RecordVersions: 9, PolicyVersions: 2, RecordEntries: 9, PolicyEntries: 2, Segments: 3, Shards: 1, Digests: 2, Signed: 2, Newest: 2,
+		Counters: []CounterCheck{{Name: "QUARANTINED/exhausted", Counted: 1, Recounted: 1}}, Batches: localrunner.StreamStats{Invocations: 4, Failed: 1}}
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	for _, want := range []string{
+		"ledger (the table's stream, 4 batches by its mapping, 1 of them failed and delivered again; 3 segments chaining 1 shard in the Object Lock bucket):",
+		"9 record versions ledgered = 9 record versions written  — ledgered: entries of the bucket's segments",
+		"2 policy versions ledgered = 2 policy versions written",
+		"2 digests in the bucket = 2 digest runs that signed one",
+		"2 digests up to the newest whose signature verifies (its n) = 2 in the bucket",
+		"1 QUARANTINED/exhausted counted = 1 in the table",
+		"ledger.Verify over the table and the bucket: 0 problems, 0 changes not yet anchored",
+		"[ok  ] the ledger verifies",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !r.OK() || unequal.MatchString(out.String()) {
+		t.Fatalf("OK %v, unreconciled %q:\n%s", r.OK(), r.Unreconciled(), out.String())
+	}
+	r.Ledger.RecordEntries = 8
+	r.Ledger.Counters[0].Counted = 2
+	r.Ledger.Problems = []string{"rewritten src#2: not the ledgered version"}
+	out.Reset()
+	r.Print(&out, 3)
+	if r.OK() || len(r.Unreconciled()) != 2 {
+		t.Fatalf("OK %v with unreconciled %q: want false, two lines", r.OK(), r.Unreconciled())
+	}
+	for _, want := range []string{
+		"8 record versions ledgered ≠ 9 record versions written (they sum to 9)",
+		"2 QUARANTINED/exhausted counted ≠ 1 in the table (they sum to 1)",
+		"[FAIL] the ledger verifies", "    rewritten src#2: not the ledgered version",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

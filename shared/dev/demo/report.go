@@ -73,6 +73,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 		}
 		tw.Flush()
 	}
+	if l := r.Ledger; l != nil {
+		fmt.Fprintf(w, "\nledger (the table's stream, %d batches by its mapping, %d of them failed and delivered again; %d segments chaining %d %s in the Object Lock bucket):\n",
+			l.Batches.Invocations, l.Batches.Failed, l.Segments, l.Shards, plural(l.Shards, "shard"))
+		for _, id := range ids.Ledger {
+			line(id)
+		}
+		fmt.Fprintf(w, "  ledger.Verify over the table and the bucket: %d %s, %d %s not yet anchored\n", len(l.Problems), plural(len(l.Problems), "problem"), l.Unanchored, plural(l.Unanchored, "change"))
+	}
 	if len(r.Metrics) > 0 {
 		fmt.Fprintf(w, "\nDLQ health, as CloudWatch holds it (namespace DLQQuarantine), against the counts above:\n")
 		want := map[string]MetricCheck{}
@@ -108,9 +116,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 	check(len(r.Duplicated) == 0, "no event consumed twice", len(r.Duplicated))
 	check(len(r.WrongState) == 0, "outage events resolved, recalled lots poison-parked at the cap, malformed never replayed", len(r.WrongState))
 	check(len(r.BadStubs) == 0, "every archive object verifies (checksum, seal chain, COMPLIANCE lock)", len(r.BadStubs))
+	var ledgerProblems []string
+	if r.Ledger != nil {
+		ledgerProblems = r.Ledger.Problems
+		check(len(ledgerProblems) == 0, "the ledger verifies: every item is its newest ledgered version, versions, segments and digests chain, signatures valid", len(ledgerProblems))
+	}
 	unreconciled := r.Unreconciled()
 	check(len(unreconciled) == 0, "every count reconciles and every checked metric agrees (no ≠ above)", len(unreconciled))
-	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs} {
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs, ledgerProblems} {
 		for _, x := range l[:min(len(l), 5)] {
 			fmt.Fprintf(w, "    %s\n", x)
 		}

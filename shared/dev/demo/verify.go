@@ -8,17 +8,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
@@ -216,4 +219,174 @@ func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[st
 		}
 	}
 	return out, units, nil
+}
+
+// LedgerReport is what the ledger function made of the demo's writes,
+// read back from the bucket and checked against the table's stream (read
+// apart, from its start) and the table.
+type LedgerReport struct {
+	// RecordVersions and PolicyVersions are the stream's records of record
+	// keys and of standing-policy keys: every version the table was
+	// written.
+	RecordVersions, PolicyVersions int
+	// RecordEntries and PolicyEntries are the entries of the bucket's
+	// segments, by the same split; Segments and Shards count the segments
+	// and the shards they chain.
+	RecordEntries, PolicyEntries, Segments, Shards int
+	// Digests are the digest objects in the bucket; Signed the digest runs
+	// that reported writing one; Newest the newest digest whose signature
+	// verifies (its n).
+	Digests, Signed int
+	Newest          int64
+	// Problems are what the pure verification (ledger.Verify) names over
+	// the table and the bucket; Unanchored the changes after the newest
+	// digest (information).
+	Problems   []string
+	Unanchored int
+	// Counters are the metrics counters, as the ledger counted them from
+	// the stream, against a recount of the table.
+	Counters []CounterCheck
+	// Batches is what the stream's mapping delivered to the ledger.
+	Batches localrunner.StreamStats
+}
+
+// CounterCheck is one counter (summed over its shards) and its recount.
+type CounterCheck struct {
+	Name               string
+	Counted, Recounted int64
+}
+
+// verifyLedger fills rep.Ledger (but Signed and Batches, the run's own)
+// once the ledger has caught up with the stream and signed its last
+// digest.
+func verifyLedger(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, rep *Report) error {
+	lr := rep.Ledger
+	// The stream, read apart from its start: what the table was written.
+	reader := &localrunner.StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: fns.LedgerStream.StreamARN,
+		Handler: func(_ context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+			for _, r := range ev.Records {
+				k := r.Change.Keys[dynamostore.KeyAttr]
+				switch {
+				case k.DataType() != events.DataTypeString || !dl.Ledgered(k.String()):
+				case dynamostore.IsRecordKey(k.String()):
+					lr.RecordVersions++
+				default:
+					lr.PolicyVersions++
+				}
+			}
+			resp := events.DynamoDBTimeWindowEventResponse{}
+			resp.State = map[string]string{}
+			return resp, nil
+		}}
+	if _, err := reader.Drain(ctx); err != nil {
+		return fmt.Errorf("read the table's stream: %w", err)
+	}
+	// The bucket: segments and digests.
+	objects := s3store.LedgerObjects{API: st.Clients.S3, Bucket: fns.LedgerConfig.Bucket}
+	in := dl.Input{Segments: map[string][]byte{}, Digests: map[string][]byte{}, Now: time.Now()}
+	shards := map[string]bool{}
+	for prefix, into := range map[string]map[string][]byte{dl.SegmentPrefix: in.Segments, dl.DigestPrefix: in.Digests} {
+		keys, err := objects.List(ctx, prefix, "")
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+		for _, k := range keys {
+			if into[k], err = objects.Get(ctx, k); err != nil {
+				return fmt.Errorf("read %s: %w", k, err)
+			}
+		}
+	}
+	for k, raw := range in.Segments {
+		seg, err := dl.ParseSegment(raw)
+		if err != nil {
+			return fmt.Errorf("segment %s: %w", k, err)
+		}
+		shards[seg.Shard] = true
+		for _, e := range seg.Entries {
+			if dynamostore.IsRecordKey(e.Key) {
+				lr.RecordEntries++
+			} else {
+				lr.PolicyEntries++
+			}
+		}
+	}
+	lr.Segments, lr.Shards, lr.Digests = len(in.Segments), len(shards), len(in.Digests)
+	// The table, and the key's public part.
+	pub, err := st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(fns.LedgerConfig.SigningKey)})
+	if err != nil {
+		return fmt.Errorf("public key: %w", err)
+	}
+	in.PublicKeyDER = pub.PublicKey
+	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(fns.LedgerConfig.TableName), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("scan the table: %w", err)
+		}
+		for _, item := range page.Items {
+			it, err := dynamostore.LedgerItem(item)
+			if err != nil {
+				return err
+			}
+			in.Items = append(in.Items, it)
+		}
+	}
+	res := dl.Verify(in)
+	for _, pr := range res.Problems {
+		lr.Problems = append(lr.Problems, pr.String())
+	}
+	lr.Newest, lr.Unanchored = res.LastDigest, res.Unanchored
+	return recountCounters(ctx, st, fns, lr)
+}
+
+// recountCounters compares the state and open-signature counters of the
+// demo's source with a recount of its records in the table.
+func recountCounters(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, lr *LedgerReport) error {
+	byID, err := scanRecords(ctx, st, fns.IngestConfig.TableName, fns.Source)
+	if err != nil {
+		return err
+	}
+	state, open := map[string]int64{}, map[string]int64{}
+	for _, r := range byID {
+		state[string(r.Status)+"/"+string(r.FailureClass)]++
+		open[r.FailureSignature] += 0
+		if r.Status == quarantine.StatusQuarantined {
+			open[r.FailureSignature]++
+		}
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, fns.IngestConfig.TableName)
+	sum := func(key func(shard int) quarantine.CounterKey) (int64, error) {
+		var keys []quarantine.CounterKey
+		for shard := range quarantine.CounterShards {
+			keys = append(keys, key(shard))
+		}
+		got, err := store.ReadCounters(ctx, keys)
+		var n int64
+		for _, v := range got {
+			n += v
+		}
+		return n, err
+	}
+	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
+		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
+		for _, cl := range []quarantine.Class{quarantine.ClassExhausted, quarantine.ClassPoison, quarantine.ClassValidation} {
+			n, err := sum(func(shard int) quarantine.CounterKey { return quarantine.StateCounterKey(fns.Source, stt, cl, shard) })
+			if err != nil {
+				return err
+			}
+			if want := state[string(stt)+"/"+string(cl)]; n != 0 || want != 0 {
+				lr.Counters = append(lr.Counters, CounterCheck{Name: string(stt) + "/" + string(cl), Counted: n, Recounted: want})
+			}
+		}
+	}
+	for _, sig := range slices.Sorted(maps.Keys(open)) {
+		n, err := sum(func(shard int) quarantine.CounterKey { return quarantine.OpenCounterKey(fns.Source, sig, shard) })
+		if err != nil {
+			return err
+		}
+		if n != 0 || open[sig] != 0 {
+			lr.Counters = append(lr.Counters, CounterCheck{Name: "QUARANTINED " + sig, Counted: n, Recounted: open[sig]})
+		}
+	}
+	return nil
 }

@@ -84,3 +84,30 @@ func InvokeScheduled(api Invoker, function string) func(context.Context, json.Ra
 		return err
 	}
 }
+
+// InvokeStream is a StreamHandler that delivers the batch by invoking
+// function through the Lambda API, as the table stream's mapping does, and
+// reads its tumbling-window response. A failed invocation, a function
+// error, a response that is not JSON and a response without a state (Lambda
+// counts one as a failure) are errors: the poller then delivers the batch
+// again (halved first, with Bisect).
+func InvokeStream(api Invoker, function string) StreamHandler {
+	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+		var resp events.DynamoDBTimeWindowEventResponse
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return resp, err
+		}
+		out, err := Invoke(ctx, api, function, payload)
+		if err != nil {
+			return resp, err
+		}
+		if err := json.Unmarshal(out, &resp); err != nil {
+			return events.DynamoDBTimeWindowEventResponse{}, fmt.Errorf("function %s: the response is not a tumbling-window response: %w", function, err)
+		}
+		if resp.State == nil {
+			return events.DynamoDBTimeWindowEventResponse{}, fmt.Errorf("function %s: the response has no state (a failed batch for a tumbling window)", function)
+		}
+		return resp, nil
+	}
+}

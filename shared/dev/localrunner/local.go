@@ -3,26 +3,36 @@ package localrunner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 )
 
-// LocalFunctions are the template's four functions, by logical id, with
+// LocalFunctions are the template's five functions, by logical id, with
 // the ./functions directory that builds each.
 var LocalFunctions = []struct{ LogicalID, Dir string }{
 	{"IngestFunction", "ingest"},
 	{"RedriveFunction", "redrive"},
 	{"SweeperFunction", "sweeper"},
 	{"MetricsFunction", "metrics"},
+	{"LedgerFunction", "ledger"},
 }
+
+// The template's event source mappings the runner feeds, by logical id.
+const (
+	ingestMapping = "IngestDLQMapping"
+	ledgerMapping = "LedgerStreamMapping"
+	ledgerTable   = "QuarantineTable"
+)
 
 // LocalOptions configure StartLocal.
 type LocalOptions struct {
@@ -39,7 +49,8 @@ type LocalOptions struct {
 
 // Local is the template's functions deployed in kumo's Lambda API, each
 // served by its real bootstrap under a supervisor, with the DLQ's event
-// source mapping and the schedules invoking them through the Lambda API.
+// source mapping, the table stream's mapping and the schedules invoking
+// them through the Lambda API.
 type Local struct {
 	Stack *embedded.Stack
 	// Functions maps logical ids to the running functions.
@@ -48,6 +59,10 @@ type Local struct {
 	Schedules []Schedule
 	Lambda    *lambda.Client
 	Poller    *Poller
+	// LedgerStream is the table stream's mapping to the ledger function;
+	// LedgerPoller feeds it by invoking the function (InvokeStream).
+	LedgerStream StreamMapping
+	LedgerPoller *StreamPoller
 
 	// Progress, when not nil, is told what the stop waits for.
 	Progress io.Writer
@@ -55,11 +70,12 @@ type Local struct {
 	log *slog.Logger
 }
 
-// StartLocal builds the four bootstraps for this machine, creates each
+// StartLocal builds the five bootstraps for this machine, creates each
 // function in kumo as the template deploys it (name, environment, timeout,
 // memory) and starts it under a supervisor. It returns once every
-// bootstrap polls for invocations.
-func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Local, err error) {
+// bootstrap polls for invocations. On an error it stops what it started
+// and returns a nil *Local.
+func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Local, err error) {
 	if o.Output == nil {
 		o.Output = io.Discard
 	}
@@ -69,13 +85,16 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	l = &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log, Progress: o.Progress}
+	l := &Local{Stack: st, Functions: map[string]*lambdatest.Supervised{}, Lambda: lambda.NewFromConfig(st.AWS), log: o.Log, Progress: o.Progress}
 	defer func() {
 		if err != nil {
 			l.Close()
 		}
 	}()
-	if l.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+	if l.Mapping, err = MappingFromTemplate(st.Template, ingestMapping, st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+		return nil, err
+	}
+	if l.LedgerStream, err = StreamMappingFromTemplate(st.Template, ledgerMapping, st.StreamARNs[ledgerTable]); err != nil {
 		return nil, err
 	}
 	if l.Schedules, err = SchedulesFromTemplate(st.Template); err != nil {
@@ -85,11 +104,24 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 		s := &l.Schedules[i]
 		s.RuleARN = fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", st.Env.Region, st.Env.Account, st.Env.StackName, s.Rule)
 	}
+	// Every function's spec, and every schedule's target among them,
+	// before anything is built or started.
 	dirs := make([]string, len(LocalFunctions))
+	specs := make([]lambdatest.Spec, len(LocalFunctions))
+	names := map[string]bool{}
 	for i, f := range LocalFunctions {
 		dirs[i] = f.Dir
+		if specs[i], err = lambdatest.FromTemplate(st, f.LogicalID, ""); err != nil {
+			return nil, err
+		}
+		names[specs[i].Name] = true
 	}
-	fmt.Fprintf(o.Progress, "building the four function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
+	for _, s := range l.Schedules {
+		if !names[s.Function] {
+			return nil, fmt.Errorf("rule %s targets %s, which is not one of the template's functions", s.Rule, s.Function)
+		}
+	}
+	fmt.Fprintf(o.Progress, "building the five function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
 	bins, err := lambdatest.BuildAll(ctx, filepath.Clean(o.BuildDir), dirs...)
 	if err != nil {
 		return nil, err
@@ -98,10 +130,8 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 	var wg sync.WaitGroup
 	errs := make([]error, len(LocalFunctions))
 	for i, f := range LocalFunctions {
-		spec, err := lambdatest.FromTemplate(st, f.LogicalID, bins[f.Dir])
-		if err != nil {
-			return nil, err
-		}
+		spec := specs[i]
+		spec.Bootstrap = bins[f.Dir]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -116,18 +146,26 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (l *Loc
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range l.Schedules {
-		if l.byName(s.Function) == nil {
-			return nil, fmt.Errorf("rule %s targets %s, which is not one of the template's functions", s.Rule, s.Function)
-		}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	l.Poller = &Poller{SQS: st.Clients.SQS, Mapping: l.Mapping, Handler: InvokeSQS(l.Lambda, l.Name("IngestFunction")), Log: o.Log}
+	// Retried without bound (the mapping's MaximumRetryAttempts -1): Run.
+	l.LedgerPoller = &StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: l.LedgerStream.StreamARN,
+		Handler:   seeThrough(InvokeStream(l.Lambda, l.Name("LedgerFunction"))),
+		BatchSize: l.LedgerStream.BatchSize, Bisect: l.LedgerStream.Bisect, Log: o.Log}
 	return l, nil
+}
+
+// seeThrough lets a stream batch whose invocation has started finish when
+// the stop comes (bounded by batchGrace), as the SQS poller does: the
+// invocation's answer is taken, not cut off, and the poller stops after it.
+func seeThrough(h StreamHandler) StreamHandler {
+	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchGrace)
+		defer cancel()
+		return h(ctx, ev)
+	}
 }
 
 // Name is the function name of the function with the given logical id.
@@ -138,18 +176,10 @@ func (l *Local) Name(logicalID string) string {
 	return ""
 }
 
-func (l *Local) byName(name string) *lambdatest.Supervised {
-	for _, f := range l.Functions {
-		if f.Spec.Name == name {
-			return f
-		}
-	}
-	return nil
-}
-
-// Run runs the DLQ's event source mapping and the schedules until ctx is
-// done; both invoke the functions through the Lambda API. ready, when not
-// nil, is called once both run.
+// Run runs the DLQ's event source mapping, the table stream's mapping and
+// the schedules until ctx is done; all invoke the functions through the
+// Lambda API. ready, when not nil, is called once they run. It returns
+// once each has stopped, an invocation it started answered.
 func (l *Local) Run(ctx context.Context, ready func()) error {
 	handlers := map[string]func(context.Context, json.RawMessage) error{}
 	for _, s := range l.Schedules {
@@ -157,8 +187,9 @@ func (l *Local) Run(ctx context.Context, ready func()) error {
 	}
 	var wg sync.WaitGroup
 	var err error
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = l.Poller.Run(ctx) }()
+	go func() { defer wg.Done(); _ = l.LedgerPoller.Run(ctx) }()
 	go func() { defer wg.Done(); err = RunSchedules(ctx, l.Schedules, handlers, l.log) }()
 	if ready != nil {
 		ready()

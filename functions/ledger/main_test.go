@@ -1,0 +1,105 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
+)
+
+// The real ledger bootstrap, configured from the template: the digest
+// schedule's input (events/ledger-digest.json) signs digest 1, which
+// verifies with the key's public part; the stream sample
+// (events/ledger-stream.json), from another table's stream, is refused
+// and writes nothing; the same batch from this stack's stream is ledgered
+// as one segment of its shard.
+func TestBootstrapDigestsAndLedgersTheSamples(t *testing.T) {
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.Options{})
+	f := lambdatest.ForTest(t, st, "ledger", "LedgerFunction", 60*time.Second)
+	env, err := lambdatest.Env(st, "LedgerFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v
+			}
+		}
+		return ""
+	}
+	objects := s3store.LedgerObjects{API: st.Clients.S3, Bucket: getenv("LEDGER_BUCKET")}
+
+	var rep ledger.DigestReport
+	if out := f.MustInvoke(t, lambdatest.Sample(t, "ledger-digest.json")); json.Unmarshal(out, &rep) != nil || rep.N != 1 || !rep.Written {
+		t.Fatalf("digest report %s", out)
+	}
+	pub, err := st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(getenv("SIGNING_KEY_ID"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := dl.Input{Digests: map[string][]byte{}, Segments: map[string][]byte{}, PublicKeyDER: pub.PublicKey, Now: time.Now()}
+	if in.Digests[dl.DigestKey(1)], err = objects.Get(ctx, dl.DigestKey(1)); err != nil {
+		t.Fatal(err)
+	}
+	if res := dl.Verify(in); !res.OK() || res.LastDigest != 1 {
+		t.Fatalf("digest 1 does not verify: %+v", res)
+	}
+
+	sample := lambdatest.Sample(t, "ledger-stream.json")
+	var ev events.DynamoDBTimeWindowEvent
+	if err := json.Unmarshal(sample, &ev); err != nil || ev.ShardID == "" || len(ev.Records) != 1 || ev.Records[0].EventName != "INSERT" {
+		t.Fatalf("sample %+v: %v", ev, err)
+	}
+	out, err := f.Invoke(ctx, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "not the ledger's stream") {
+		t.Fatalf("the sample from another stream: %v %s", aws.ToString(out.FunctionError), out.Payload)
+	}
+	if keys, err := objects.List(ctx, dl.SegmentPrefix, ""); err != nil || len(keys) != 0 {
+		t.Fatalf("a refused batch wrote %v (%v)", keys, err)
+	}
+
+	// The same change as this stack's stream delivers it.
+	ev.EventSourceARN = getenv("STREAM_ARN")
+	for i := range ev.Records {
+		ev.Records[i].EventSourceArn = ev.EventSourceARN
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.DynamoDBTimeWindowEventResponse
+	if out := f.MustInvoke(t, raw); json.Unmarshal(out, &resp) != nil || resp.State == nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("stream response %s", out)
+	}
+	keys, err := objects.List(ctx, dl.SegmentPrefix, "")
+	if err != nil || len(keys) != 1 || !strings.HasPrefix(keys[0], dl.SegmentPrefix+ev.ShardID+"/") {
+		t.Fatalf("segments %v (%v)", keys, err)
+	}
+	body, err := objects.Get(ctx, keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := dl.ParseSegment(body)
+	if err != nil || len(seg.Entries) != 1 || seg.Entries[0].Key != "dlqq-source#inv-000101" || seg.Entries[0].Event != dl.EventInsert || seg.Prev != nil {
+		t.Fatalf("segment %s: %+v %v", keys[0], seg, err)
+	}
+	if strings.Contains(f.Output(), "PHARM-EAST-1") {
+		t.Fatal("a payload value reached the ledger's logs")
+	}
+}
