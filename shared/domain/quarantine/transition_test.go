@@ -40,8 +40,12 @@ func realTransitions(t *testing.T) map[string][2]*quarantine.Record {
 	q := in(t, quarantine.StatusQuarantined)
 	add("Arrive", q, func(r *quarantine.Record) (*quarantine.Record, error) { return reArrive(r, 10, now) })
 	claimed := add("Claim", q, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("ops", now, time.Minute) })
-	add("Claim/reclaim", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Claim("ops", now.Add(time.Hour), time.Minute) })
-	add("Release", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Release("ops", "send failed", now, nil) })
+	add("Claim/reclaim", claimed, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Claim("ops", now.Add(time.Hour), time.Minute)
+	})
+	add("Release", claimed, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Release("ops", "send failed", now, nil)
+	})
 	add("ParkUnsendable", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkUnsendable("ops", "too big", now) })
 	add("SendUnknown", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.SendUnknown("ops", "timeout", 1, now) })
 	add("NoteSentWhileChanged", q, func(r *quarantine.Record) (*quarantine.Record, error) {
@@ -50,7 +54,9 @@ func realTransitions(t *testing.T) map[string][2]*quarantine.Record {
 	add("ParkPoison", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("ops", now) })
 	sent := add("MarkRedriven", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("ops", "mid", now) })
 	add("Arrive/after a replay", sent, func(r *quarantine.Record) (*quarantine.Record, error) { return reArrive(r, 10, now) })
-	resolved := add("Settle", sent, func(r *quarantine.Record) (*quarantine.Record, error) { return r.Settle(now.Add(time.Hour), time.Minute) })
+	resolved := add("Settle", sent, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Settle(now.Add(time.Hour), time.Minute)
+	})
 	add("ArchiveStub/resolved", resolved, func(r *quarantine.Record) (*quarantine.Record, error) {
 		return r.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "b", Key: "k", Seal: r.Seal, RetainUntil: quarantine.At(now)}, now)
 	})
@@ -62,7 +68,9 @@ func realTransitions(t *testing.T) map[string][2]*quarantine.Record {
 	add("ReturnExpiredParkedClaim", pc, func(r *quarantine.Record) (*quarantine.Record, error) {
 		return r.ReturnExpiredParkedClaim("ops", now.Add(time.Hour))
 	})
-	add("MarkSent", pc, func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkSent("ops", "mid", true, true, now) })
+	add("MarkSent", pc, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.MarkSent("ops", "mid", true, true, now)
+	})
 	add("ArchiveStub/parked", parked, func(r *quarantine.Record) (*quarantine.Record, error) {
 		return r.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "b", Key: "k", Seal: r.Seal, RetainUntil: quarantine.At(now)}, now)
 	})
