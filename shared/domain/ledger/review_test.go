@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,8 @@ func TestReviewFutureTimestampDefeatsGrace(t *testing.T) {
 func TestReviewRecordsOlderThanTheLedgerAreNamed(t *testing.T) {
 	f := newFixture(t)
 	old := record("src#old", 4, "OPEN")
+	// (The fix: the ledger's baseline scan saw both before the change.)
+	f.baseline(old, record("src#untouched", 2, "OPEN"))
 	it := record("src#old", 5, "OPEN")
 	f.pending["shard-1"] = append(f.pending["shard-1"], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventModify, At: f.now.Format(time.RFC3339Nano),
 		Key: "src#old", Item: it, Old: &ledger.Old{Version: 4, Seal: old.S("seal")}})
@@ -77,6 +80,8 @@ func TestReviewRecordsOlderThanTheLedgerAreNamed(t *testing.T) {
 	if res := ledger.Verify(f.input()); !res.OK() {
 		t.Logf("legitimate pre-ledger records are named: %v", res.Problems)
 		t.Fail()
+	} else if len(res.PreLedger) != 2 || !strings.Contains(res.PreLedger[0].Detail, "pre-ledger: unproven before") {
+		t.Errorf("pre-ledger notes %v, want src#old and src#untouched", res.PreLedger)
 	}
 }
 
