@@ -208,25 +208,27 @@ func fixtureCheck(prev, next ledger.Item) error {
 	return nil
 }
 
-// baseline writes the table's current items as the next baseline object,
-// for the next digest to name.
-func (f *fixture) baseline(items ...ledger.Item) string {
-	n := int64(len(f.baselines) + 1)
+// baseline writes a complete baseline: one object per list of items, for
+// the next digest to name.
+func (f *fixture) baseline(objects ...[]ledger.Item) {
 	var prev *ledger.Ref
 	var total int64
-	if f.baseRef != nil {
-		prev, total = &ledger.Ref{Key: f.baseRef.Key, SHA256: f.baseRef.SHA256}, f.baseRef.Items
+	for i, items := range objects {
+		n := int64(i + 1)
+		b, err := ledger.NewBaseline(n, f.now, arn, prev, total, items)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if b.Complete = i == len(objects)-1; !b.Complete {
+			b.Resume = fmt.Sprintf("after-%d", n)
+		}
+		raw, err := b.Encode()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		key := ledger.BaselineKey(n)
+		f.baselines[key] = raw
+		prev, total = &ledger.Ref{Key: key, SHA256: ledger.SHA256Hex(raw)}, b.Items
+		f.baseRef = &ledger.BaselineRef{Key: key, SHA256: prev.SHA256, Items: total}
 	}
-	b, err := ledger.NewBaseline(n, f.now, arn, prev, items)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	raw, err := b.Encode()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	key := ledger.BaselineKey(n)
-	f.baselines[key] = raw
-	f.baseRef = &ledger.BaselineRef{Key: key, SHA256: ledger.SHA256Hex(raw), Items: total + int64(len(items))}
-	return key
 }

@@ -36,7 +36,13 @@ type Baseline struct {
 	At        string          `json:"at"`
 	StreamARN string          `json:"stream_arn"`
 	Prev      *Ref            `json:"prev,omitempty"`
-	Entries   []BaselineEntry `json:"entries"`
+	// Items counts the entries of this object and those before it.
+	Items int64 `json:"items"`
+	// Resume is the table key the scan goes on after (absent on the last
+	// object); Complete marks the last object.
+	Resume   string          `json:"resume,omitempty"`
+	Complete bool            `json:"complete,omitempty"`
+	Entries  []BaselineEntry `json:"entries"`
 }
 
 // BaselineRef is the newest baseline object as a digest names it, with the
@@ -48,8 +54,9 @@ type BaselineRef struct {
 }
 
 // NewBaseline builds baseline object n over items (sorted here by key),
-// chained to prev (nil for n = 1).
-func NewBaseline(n int64, at time.Time, streamARN string, prev *Ref, items []Item) (Baseline, error) {
+// chained to prev (nil for n = 1), which with the objects before it held
+// prevItems entries. The caller sets Resume or Complete.
+func NewBaseline(n int64, at time.Time, streamARN string, prev *Ref, prevItems int64, items []Item) (Baseline, error) {
 	if n < 1 || (n == 1) != (prev == nil) {
 		return Baseline{}, fmt.Errorf("baseline %d with prev %v", n, prev != nil)
 	}
@@ -62,7 +69,8 @@ func NewBaseline(n int64, at time.Time, streamARN string, prev *Ref, items []Ite
 		es = append(es, BaselineEntry{Event: EventBaseline, Key: key, Item: it})
 	}
 	slices.SortFunc(es, func(a, b BaselineEntry) int { return strings.Compare(a.Key, b.Key) })
-	return Baseline{Format: BaselineFormat, N: n, At: at.UTC().Format(time.RFC3339Nano), StreamARN: streamARN, Prev: prev, Entries: es}, nil
+	return Baseline{Format: BaselineFormat, N: n, At: at.UTC().Format(time.RFC3339Nano), StreamARN: streamARN, Prev: prev,
+		Items: prevItems + int64(len(es)), Entries: es}, nil
 }
 
 // Encode returns the object's canonical bytes.
@@ -79,6 +87,9 @@ func ParseBaseline(raw []byte) (Baseline, error) {
 	}
 	if _, err := time.Parse(time.RFC3339Nano, b.At); err != nil {
 		return Baseline{}, fmt.Errorf("parse baseline: at %q", b.At)
+	}
+	if b.Complete == (b.Resume != "") || b.Items < int64(len(b.Entries)) {
+		return Baseline{}, fmt.Errorf("parse baseline: complete %v with resume %q, %d items", b.Complete, b.Resume, b.Items)
 	}
 	for i, e := range b.Entries {
 		if e.Event != EventBaseline || e.Key == "" || e.Item == nil || e.Item.S(KeyAttr) != e.Key {
@@ -116,6 +127,7 @@ func (v *verifier) baseline(signed []*parsedDigest) map[string]baselined {
 	}
 	var chain []Baseline
 	var prev *Ref
+	var total int64
 	for n := int64(1); ; n++ {
 		key := BaselineKey(n)
 		raw, ok := v.in.Baselines[key]
@@ -133,7 +145,11 @@ func (v *verifier) baseline(signed []*parsedDigest) map[string]baselined {
 		case n > 1 && (b.Prev.Key != prev.Key || b.Prev.SHA256 != prev.SHA256):
 			v.fail(KindBaseline, key, "prev does not match %s", prev.Key)
 			return nil
+		case b.Items != int64(len(b.Entries))+total:
+			v.fail(KindBaseline, key, "counts %d items, the chain holds %d", b.Items, int64(len(b.Entries))+total)
+			return nil
 		}
+		total = b.Items
 		chain = append(chain, b)
 		prev = &Ref{Key: key, SHA256: SHA256Hex(raw)}
 	}
@@ -155,6 +171,14 @@ func (v *verifier) baseline(signed []*parsedDigest) map[string]baselined {
 			ver, _ := e.Item.Int(VersionAttr)
 			out[e.Key] = baselined{item: e.Item, canon: c, version: ver, seal: e.Item.S(SealAttr)}
 		}
+	}
+	if ref != nil && (prev == nil || ref.Key != prev.Key || ref.SHA256 != prev.SHA256) {
+		v.fail(KindBaseline, ref.Key, "named by a signed digest, not the end of the baseline chain")
+		return nil
+	}
+	if len(chain) == 0 || !chain[len(chain)-1].Complete {
+		v.fail(KindBaseline, BaselinePrefix, "incomplete (a baseline run is under way or stopped: run it again to finish it)")
+		return nil
 	}
 	v.baselineAt = chain[len(chain)-1].At
 	switch {

@@ -212,7 +212,7 @@ func TestVerifyBaseline(t *testing.T) {
 	t.Run("a change made before the scan", func(t *testing.T) {
 		f := setup(t)
 		f.write("shard-1", "src#a", 4) // ledgered; the scan then reads version 4
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.write("shard-1", "src#a", 5)
 		f.flush("shard-1")
 		f.digest()
@@ -223,7 +223,7 @@ func TestVerifyBaseline(t *testing.T) {
 	})
 	t.Run("a first change that does not follow the baseline", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.table["src#a"] = record("src#a", 7, "OPEN")
 		f.write("shard-1", "src#a", 8)
 		f.flush("shard-1")
@@ -234,7 +234,7 @@ func TestVerifyBaseline(t *testing.T) {
 	})
 	t.Run("an item rewritten after the baseline", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.digest()
 		f.table["src#b"] = record("src#b", 1, "RESOLVED")
 		if res := ledger.Verify(f.input()); !res.Has(ledger.KindRewritten, "src#b") {
@@ -243,7 +243,7 @@ func TestVerifyBaseline(t *testing.T) {
 	})
 	t.Run("the first change after the baseline is checked", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		it := record("src#a", 4, "OPEN")
 		it["payload"] = ledger.Str("forged")
 		f.modify("shard-1", it)
@@ -255,12 +255,11 @@ func TestVerifyBaseline(t *testing.T) {
 	})
 	t.Run("a baseline object swapped", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"])
-		f.baseline(f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"]}, []ledger.Item{f.table["src#b"]})
 		f.digest()
 		in := f.input()
 		g := setup(t)
-		g.baseline(record("src#a", 2, "OPEN"))
+		g.baseline([]ledger.Item{record("src#a", 2, "OPEN")}, []ledger.Item{f.table["src#b"]})
 		in.Baselines[ledger.BaselineKey(1)] = g.baselines[ledger.BaselineKey(1)]
 		if res := ledger.Verify(in); !res.Has(ledger.KindBaseline, ledger.BaselineKey(2)) {
 			t.Fatalf("problems %v", res.Problems)
@@ -268,8 +267,7 @@ func TestVerifyBaseline(t *testing.T) {
 	})
 	t.Run("the newest baseline object dropped", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"])
-		f.baseline(f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"]}, []ledger.Item{f.table["src#b"]})
 		f.digest()
 		in := f.input()
 		delete(in.Baselines, ledger.BaselineKey(2))
@@ -277,16 +275,25 @@ func TestVerifyBaseline(t *testing.T) {
 			t.Fatalf("problems %v", res.Problems)
 		}
 	})
+	t.Run("incomplete", func(t *testing.T) {
+		f := setup(t)
+		f.baseline([]ledger.Item{f.table["src#a"]}, []ledger.Item{f.table["src#b"]})
+		in := f.input() // no digest names it yet
+		delete(in.Baselines, ledger.BaselineKey(2))
+		if res := ledger.Verify(in); !res.Has(ledger.KindBaseline, ledger.BaselinePrefix) {
+			t.Fatalf("problems %v", res.Problems)
+		}
+	})
 	t.Run("not yet anchored", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		if res := ledger.Verify(f.input()); !res.OK() || !res.BaselineUnanchored {
 			t.Fatalf("result %+v", res)
 		}
 	})
 	t.Run("a record deleted after the baseline", func(t *testing.T) {
 		f := setup(t)
-		f.baseline(f.table["src#a"], f.table["src#b"])
+		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.digest()
 		delete(f.table, "src#b")
 		if res := ledger.Verify(f.input()); !res.Has(ledger.KindDeleted, "src#b") {

@@ -69,7 +69,7 @@ func TestReviewRecordsOlderThanTheLedgerAreNamed(t *testing.T) {
 	f := newFixture(t)
 	old := record("src#old", 4, "OPEN")
 	// (The fix: the ledger's baseline scan saw both before the change.)
-	f.baseline(old, record("src#untouched", 2, "OPEN"))
+	f.baseline([]ledger.Item{old, record("src#untouched", 2, "OPEN")})
 	it := record("src#old", 5, "OPEN")
 	f.pending["shard-1"] = append(f.pending["shard-1"], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventModify, At: f.now.Format(time.RFC3339Nano),
 		Key: "src#old", Item: it, Old: &ledger.Old{Version: 4, Seal: old.S("seal")}})
