@@ -31,11 +31,11 @@ type BaselineEntry struct {
 // Baseline is one object of the baseline chain: its entries sorted by key,
 // chained to the previous object (absent on the first) as segments are.
 type Baseline struct {
-	Format    string          `json:"format"`
-	N         int64           `json:"n"`
-	At        string          `json:"at"`
-	StreamARN string          `json:"stream_arn"`
-	Prev      *Ref            `json:"prev,omitempty"`
+	Format    string `json:"format"`
+	N         int64  `json:"n"`
+	At        string `json:"at"`
+	StreamARN string `json:"stream_arn"`
+	Prev      *Ref   `json:"prev,omitempty"`
 	// Items counts the entries of this object and those before it.
 	Items int64 `json:"items"`
 	// Resume is the table key the scan goes on after (absent on the last
