@@ -64,3 +64,33 @@ func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
 		t.Fatalf("a policy: %v", err)
 	}
 }
+
+// BenchmarkLedgerVersionCheck is the hook's cost per ledgered version
+// (Verify calls it once per version; the previous one is decoded once).
+func BenchmarkLedgerVersionCheck(b *testing.B) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	body := strings.Repeat(`{"a":1}`, 100)
+	r := &quarantine.Record{DLQID: "src#k", Source: "src", IdempotencyKey: "k", KeyOrigin: quarantine.KeyFromBodyHash,
+		Status: quarantine.StatusQuarantined, StatusSince: quarantine.At(now), Body: body, BodyEncoding: quarantine.EncodingUTF8,
+		BodySHA256: quarantine.BodySHA256([]byte(body)), BodySize: int64(len(body)), AttemptCount: 1, RedriveCap: 3, Version: 1,
+		Attempts:  []quarantine.Attempt{{At: quarantine.At(now), Stage: "consumer", Reason: "x", Actor: "ingest", Kind: quarantine.AttemptArrival}},
+		FirstSeen: quarantine.At(now), LastSeen: quarantine.At(now)}
+	if err := quarantine.SealRecord(r); err != nil {
+		b.Fatal(err)
+	}
+	next, err := r.Claim("ops", now, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb := &testing.T{}
+	v1, v2 := ledgerItemOf(tb, r), ledgerItemOf(tb, next)
+	check := dynamostore.LedgerVersionCheck()
+	for b.Loop() {
+		if err := check(nil, v1); err != nil {
+			b.Fatal(err)
+		}
+		if err := check(v1, v2); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -301,3 +301,21 @@ func TestVerifyBaseline(t *testing.T) {
 		}
 	})
 }
+
+// A version check that panics on an item it cannot read names the
+// version; Verify does not panic.
+func TestVerifyTurnsAPanickingCheckIntoAProblem(t *testing.T) {
+	t.Parallel()
+	f := standard(t)
+	in := f.input()
+	in.CheckVersion = func(prev, next ledger.Item) error {
+		if next.S("dlq_id") == "src#b" {
+			panic("bad item")
+		}
+		return nil
+	}
+	res := ledger.Verify(in)
+	if !res.Has(ledger.KindForged, "src#b") || res.Has(ledger.KindForged, "src#a") {
+		t.Fatalf("problems %v", res.Problems)
+	}
+}

@@ -67,7 +67,8 @@ type Input struct {
 	// CheckVersion, when set, is called for each consecutive pair of a
 	// record key's ledgered versions (prev nil for a key's first version):
 	// an error names the newer version KindForged. The caller decodes the
-	// items (dynamostore.LedgerVersionCheck).
+	// items (dynamostore.LedgerVersionCheck). It is called from several
+	// goroutines at once.
 	CheckVersion func(prev, next Item) error
 	// MaxDigestAge, when set, is how old the newest signed digest may be at
 	// Now (DIGEST_MAX_AGE + the schedule + a margin): older is
@@ -132,6 +133,7 @@ type verifier struct {
 	res        Result
 	preNoted   map[string]bool
 	baselineAt string
+	checks     []checkJob
 }
 
 func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
@@ -145,6 +147,7 @@ func Verify(in Input) Result {
 	digests, signed := v.digests()
 	entries := v.segments(digests, signed)
 	v.records(entries, v.baseline(signed))
+	v.runChecks()
 	v.fresh(signed)
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
