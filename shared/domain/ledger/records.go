@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,10 +98,12 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		}
 		v.fail(KindUnledgered, key, "never ledgered")
 	}
+	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // orderVersions orders one key's entries by the version they carry (a
-// REMOVE after the version it removed), then by sequence number: sequence
+// hold after the change that made the version, a REMOVE after both), then
+// by sequence number: sequence
 // numbers are ordered within a shard only, and a key's later changes may
 // be in a child shard. A key with an entry without a version is ordered
 // by sequence number alone.
@@ -118,14 +121,19 @@ func orderVersions(ls []ledgered) {
 	for i := range idx {
 		idx[i] = i
 	}
-	rank := func(e Entry) int {
-		if e.Event == EventRemove {
+	// Within a version: the change that made it, then changes that keep
+	// it (an integrity hold), then its REMOVE.
+	rank := func(e Entry, v int64) int {
+		switch {
+		case e.Event == EventRemove:
+			return 2
+		case e.Old != nil && e.Old.Version == v:
 			return 1
 		}
 		return 0
 	}
 	slices.SortFunc(idx, func(a, b int) int {
-		return cmp.Or(cmp.Compare(versions[a], versions[b]), cmp.Compare(rank(ls[a].e), rank(ls[b].e)), SeqCompare(ls[a].e.Seq, ls[b].e.Seq))
+		return cmp.Or(cmp.Compare(versions[a], versions[b]), cmp.Compare(rank(ls[a].e, versions[a]), rank(ls[b].e, versions[b])), SeqCompare(ls[a].e.Seq, ls[b].e.Seq))
 	})
 	sorted := make([]ledgered, len(ls))
 	for i, j := range idx {

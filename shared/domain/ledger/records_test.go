@@ -193,8 +193,10 @@ func TestVerifyOrdersAKeysVersionsByVersion(t *testing.T) {
 	f.flush("shard-parent")
 	f.seq = 1000000000000000000 // the child's numbers sort lower
 	f.write("shard-child", "src#a", 3)
-	f.modify("shard-child", hold(record("src#a", 3, "OPEN"), f.now))
 	f.flush("shard-child")
+	f.seq = 500000000000000000 // and a grandchild's lower still
+	f.modify("shard-grandchild", hold(record("src#a", 3, "OPEN"), f.now))
+	f.flush("shard-grandchild")
 	f.digest()
 	if res := ledger.Verify(f.input()); !res.OK() {
 		t.Fatalf("problems %v", res.Problems)

@@ -1,10 +1,6 @@
 package ledger
 
-import (
-	"slices"
-	"strings"
-	"time"
-)
+import "time"
 
 // DefaultMaxDigestAge is Input.MaxDigestAge when it is zero: the design's
 // DIGEST_MAX_AGE (55m), plus the 5-minute schedule, plus a margin.
@@ -43,5 +39,4 @@ func (v *verifier) fresh(signed []*parsedDigest) {
 	case v.res.Unanchored > 0 && v.res.OldestUnanchored > maxAge:
 		v.fail(KindDigestStale, DigestPrefix, "no signed digest; the oldest change is %s old, more than %s", v.res.OldestUnanchored.Round(time.Second), maxAge)
 	}
-	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
 }
