@@ -349,3 +349,79 @@ func TestLedgerCrashMidBatchOnTheStack(t *testing.T) {
 		}
 	}
 }
+
+// An insider's forged next version on the stack: version 3 written by
+// PutItem with prev_seal = version 2's seal and a recomputed seal, the
+// payload changed. The stream ledgers it like any write and a digest
+// anchors it; Verify with dynamostore.LedgerVersionCheck names it.
+func TestLedgerVerifyNamesAForgedNextVersionOnTheStack(t *testing.T) {
+	l := startLedger(t)
+	ctx := context.Background()
+	now := time.Now()
+	a := storetest.Record(t, storetest.UniqueID("a"))
+	l.put(a, 0)
+	a2, err := a.Claim("ops", now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.put(a2, 1)
+	a3, err := a2.MarkRedriven("ops", "mid-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The forgery: a legitimate-looking version 3 whose payload changed.
+	a3.Body = `{"forged":true}`
+	a3.BodySHA256, a3.BodySize = quarantine.BodySHA256([]byte(a3.Body)), int64(len(a3.Body))
+	if err := quarantine.SealRecord(a3); err != nil {
+		t.Fatal(err)
+	}
+	if err := quarantine.VerifyChain(a2, a3); err != nil {
+		t.Fatalf("the forgery's own seal and chain: %v", err)
+	}
+	item, err := dynamostore.Marshal(a3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	l.drain()
+	if rep := l.digest(); !rep.Written {
+		t.Fatalf("digest %+v", rep)
+	}
+	// The table and the bucket, as dlqctl verify reads them.
+	in := dl.Input{Segments: map[string][]byte{}, Digests: map[string][]byte{}, PublicKeyDER: l.der, Now: time.Now()}
+	out, err := l.st.Clients.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range out.Items {
+		it, err := dynamostore.LedgerItem(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Items = append(in.Items, it)
+	}
+	for prefix, into := range map[string]map[string][]byte{dl.SegmentPrefix: in.Segments, dl.DigestPrefix: in.Digests} {
+		keys, err := l.objects.List(ctx, prefix, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if into[k], err = l.objects.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if res := dl.Verify(in); !res.OK() || res.Entries != 3 {
+		t.Fatalf("without the hook (what chains): %+v", res)
+	}
+	in.CheckVersion = dynamostore.LedgerVersionCheck()
+	res := dl.Verify(in)
+	if !res.Has(dl.KindForged, a.DLQID) || len(res.Problems) != 1 {
+		t.Fatalf("with the hook: %v, want %s forged", res.Problems, a.DLQID)
+	}
+	if d := res.Problems[0].Detail; !strings.Contains(d, "version 3 is not a transition of version 2") || !strings.Contains(d, "BodySHA256") {
+		t.Fatalf("detail %q", d)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -34,6 +35,10 @@ type fixture struct {
 	last    *ledger.Digest
 	lastRaw []byte
 	table   map[string]ledger.Item
+	// baselines and baseRef: the baseline objects, and the newest one as
+	// the next digest names it.
+	baselines map[string][]byte
+	baseRef   *ledger.BaselineRef
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -47,7 +52,8 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, key: k, der: der, seq: 1000000000000000000, now: t0, pending: map[string][]ledger.Entry{},
-		heads: map[string]*ledger.Head{}, segs: map[string][]byte{}, digests: map[string][]byte{}, table: map[string]ledger.Item{}}
+		heads: map[string]*ledger.Head{}, segs: map[string][]byte{}, digests: map[string][]byte{}, table: map[string]ledger.Item{},
+		baselines: map[string][]byte{}}
 }
 
 func seal(id string, v int64) string { return fmt.Sprintf("seal-%s-%d", id, v) }
@@ -146,7 +152,9 @@ func (f *fixture) digest() string {
 		n = f.last.N + 1
 		prev = &ledger.DigestPrev{Key: ledger.DigestKey(f.last.N), SHA256: ledger.SHA256Hex(f.lastRaw), Signature: f.last.Signature}
 	}
-	d := f.sign(ledger.NewDigest(n, f.now, arn, "key", ledger.AlgECDSA, prev, heads), f.key)
+	d := ledger.NewDigest(n, f.now, arn, "key", ledger.AlgECDSA, prev, heads)
+	d.Baseline = f.baseRef
+	d = f.sign(d, f.key)
 	raw, err := d.Encode()
 	if err != nil {
 		f.t.Fatal(err)
@@ -157,7 +165,8 @@ func (f *fixture) digest() string {
 }
 
 func (f *fixture) input() ledger.Input {
-	in := ledger.Input{Segments: maps.Clone(f.segs), Digests: maps.Clone(f.digests), PublicKeyDER: f.der, Now: f.now}
+	in := ledger.Input{Segments: maps.Clone(f.segs), Digests: maps.Clone(f.digests), PublicKeyDER: f.der, Now: f.now,
+		Baselines: maps.Clone(f.baselines), CheckVersion: fixtureCheck}
 	for _, it := range f.table {
 		in.Items = append(in.Items, it)
 	}
@@ -182,4 +191,44 @@ func standard(t testing.TB) *fixture {
 	f.flush("shard-1")
 	f.digest()
 	return f
+}
+
+// fixtureCheck is the fixture's Input.CheckVersion (the real one decodes
+// records: dynamostore.LedgerVersionCheck): a version's seal is the
+// fixture's seal of its id and version, and its payload is its
+// predecessor's.
+func fixtureCheck(prev, next ledger.Item) error {
+	v, _ := next.Int("version")
+	if next.S("seal") != seal(next.S("dlq_id"), v) {
+		return errors.New("its seal does not verify")
+	}
+	if prev != nil && prev.S("payload") != next.S("payload") {
+		return errors.New("the payload changed")
+	}
+	return nil
+}
+
+// baseline writes a complete baseline: one object per list of items, for
+// the next digest to name.
+func (f *fixture) baseline(objects ...[]ledger.Item) {
+	var prev *ledger.Ref
+	var total int64
+	for i, items := range objects {
+		n := int64(i + 1)
+		b, err := ledger.NewBaseline(n, f.now, arn, prev, total, items)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if b.Complete = i == len(objects)-1; !b.Complete {
+			b.Resume = fmt.Sprintf("after-%d", n)
+		}
+		raw, err := b.Encode()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		key := ledger.BaselineKey(n)
+		f.baselines[key] = raw
+		prev, total = &ledger.Ref{Key: key, SHA256: ledger.SHA256Hex(raw)}, b.Items
+		f.baseRef = &ledger.BaselineRef{Key: key, SHA256: prev.SHA256, Items: total}
+	}
 }

@@ -111,7 +111,9 @@ type Digest struct {
 	Algorithm string      `json:"algorithm"`
 	Prev      *DigestPrev `json:"prev,omitempty"`
 	Shards    []Head      `json:"shards"`
-	Signature string      `json:"signature,omitempty"`
+	// Baseline names the newest baseline object (absent until one exists).
+	Baseline  *BaselineRef `json:"baseline,omitempty"`
+	Signature string       `json:"signature,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.

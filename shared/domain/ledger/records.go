@@ -2,7 +2,13 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,25 +16,39 @@ type version struct {
 	item  Item // nil after a REMOVE
 	canon []byte
 	e     Entry
+	// baseline is set on a version known only from the baseline.
+	baseline bool
 }
 
+// clockSkew is how far in the future an item's own time may lie and still
+// count as recent (the clocks of the writers and of the verifier differ).
+const clockSkew = time.Minute
+
 // records checks each key's ledgered versions and the table against them.
-func (v *verifier) records(entries []ledgered) {
+func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 	byKey := map[string][]ledgered{}
 	for _, l := range entries {
 		if Ledgered(l.e.Key) {
 			byKey[l.e.Key] = append(byKey[l.e.Key], l)
 		}
 	}
-	newest := make(map[string]version, len(byKey))
+	newest := make(map[string]version, len(byKey)+len(base))
 	for key, ls := range byKey {
-		slices.SortFunc(ls, func(a, b ledgered) int { return SeqCompare(a.e.Seq, b.e.Seq) })
+		orderVersions(ls)
 		var prev *version
+		if b, ok := base[key]; ok && ls[0].e.Event != EventInsert {
+			prev, ls = v.startAfterBaseline(key, b, ls)
+		}
 		for _, l := range ls {
 			cur := v.step(key, prev, l.e)
 			prev = &cur
 		}
 		newest[key] = *prev
+	}
+	for key, b := range base {
+		if _, ok := newest[key]; !ok {
+			newest[key] = version{item: b.item, canon: b.canon, baseline: true, e: Entry{Key: key, Event: EventBaseline}}
+		}
 	}
 	table := map[string]Item{}
 	for _, it := range v.in.Items {
@@ -38,39 +58,102 @@ func (v *verifier) records(entries []ledgered) {
 		}
 	}
 	v.res.Items = len(table)
-	for key, nv := range newest {
+	for _, key := range slices.Sorted(mapKeys(newest)) {
+		nv := newest[key]
 		it, ok := table[key]
 		switch {
 		case !ok && nv.item == nil:
 			v.fail(KindDeleted, key, "deleted (its newest ledgered change %s is a REMOVE)", nv.e.Seq)
+		case !ok && nv.baseline:
+			v.fail(KindDeleted, key, "absent from the table; in the baseline")
 		case !ok:
 			v.fail(KindDeleted, key, "absent from the table; ledgered at %s", nv.e.Seq)
 		default:
 			c, err := it.Canonical()
 			if err == nil && nv.canon != nil && bytes.Equal(c, nv.canon) {
+				if nv.baseline {
+					v.preLedger(key)
+				}
 				continue
 			}
-			if v.recent(it) {
-				v.res.NotYetLedgered++
+			if v.pending(key, it) {
 				continue
 			}
-			if nv.item == nil {
+			switch {
+			case nv.item == nil:
 				v.fail(KindUnledgered, key, "in the table after its ledgered REMOVE %s", nv.e.Seq)
-			} else {
+			case nv.baseline:
+				v.fail(KindRewritten, key, "not its baseline version, and no ledgered change")
+			default:
 				v.fail(KindRewritten, key, "not the ledgered version (change %s)", nv.e.Seq)
 			}
 		}
 	}
-	for key, it := range table {
+	for _, key := range slices.Sorted(mapKeys(table)) {
 		if _, ok := newest[key]; ok {
 			continue
 		}
-		if v.recent(it) {
-			v.res.NotYetLedgered++
+		if v.pending(key, table[key]) {
 			continue
 		}
 		v.fail(KindUnledgered, key, "never ledgered")
 	}
+	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
+}
+
+// orderVersions orders one key's entries by the version they carry (a
+// hold after the change that made the version, a REMOVE after both), then
+// by sequence number: sequence
+// numbers are ordered within a shard only, and a key's later changes may
+// be in a child shard. A key with an entry without a version is ordered
+// by sequence number alone.
+func orderVersions(ls []ledgered) {
+	versions := make([]int64, len(ls))
+	for i, l := range ls {
+		n, ok := entryVersion(l.e)
+		if !ok {
+			slices.SortFunc(ls, func(a, b ledgered) int { return SeqCompare(a.e.Seq, b.e.Seq) })
+			return
+		}
+		versions[i] = n
+	}
+	idx := make([]int, len(ls))
+	for i := range idx {
+		idx[i] = i
+	}
+	// Within a version: the change that made it, then changes that keep
+	// it (an integrity hold), then its REMOVE.
+	rank := func(e Entry, v int64) int {
+		switch {
+		case e.Event == EventRemove:
+			return 2
+		case e.Old != nil && e.Old.Version == v:
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(versions[a], versions[b]), cmp.Compare(rank(ls[a].e, versions[a]), rank(ls[b].e, versions[b])), SeqCompare(ls[a].e.Seq, ls[b].e.Seq))
+	})
+	sorted := make([]ledgered, len(ls))
+	for i, j := range idx {
+		sorted[i] = ls[j]
+	}
+	copy(ls, sorted)
+}
+
+// entryVersion is the version an entry's item has (a REMOVE: the removed
+// one's).
+func entryVersion(e Entry) (int64, bool) {
+	switch {
+	case e.Item != nil:
+		return e.Item.Int(VersionAttr)
+	case e.Old != nil:
+		return e.Old.Version, true
+	case e.Removed != nil:
+		return e.Removed.Int(VersionAttr)
+	}
+	return 0, false
 }
 
 // step checks change e of key against the previous ledgered version.
@@ -79,15 +162,14 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 	if e.Item != nil {
 		cur.canon, _ = e.Item.Canonical()
 	}
-	if prev == nil {
-		if e.Event != EventInsert {
+	if prev == nil || prev.item == nil {
+		switch {
+		case prev == nil && e.Event != EventInsert:
 			v.fail(KindVersionMissing, key, "its first ledgered change %s is a %s: earlier versions missing", e.Seq, e.Event)
-		}
-		return cur
-	}
-	if prev.item == nil {
-		if e.Event != EventInsert {
+		case prev != nil && e.Event != EventInsert:
 			v.fail(KindOldMismatch, key, "change %s is a %s after the REMOVE %s", e.Seq, e.Event, prev.e.Seq)
+		default:
+			v.check(key, nil, e)
 		}
 		return cur
 	}
@@ -98,7 +180,13 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		return cur
 	}
 	if e.Old != nil && pvOK && (e.Old.Version != pv || e.Old.Seal != pseal) {
-		v.fail(KindOldMismatch, key, "change %s replaced version %d, the ledger holds version %d", e.Seq, e.Old.Version, pv)
+		if prev.baseline {
+			v.fail(KindOldMismatch, key, "change %s replaced version %d, the baseline holds version %d", e.Seq, e.Old.Version, pv)
+		} else {
+			v.fail(KindOldMismatch, key, "change %s replaced version %d, the ledger holds version %d", e.Seq, e.Old.Version, pv)
+		}
+	} else if prev.baseline {
+		v.preLedger(key)
 	}
 	if e.Event == EventRemove {
 		if c, err := e.Removed.Canonical(); err != nil || !bytes.Equal(c, prev.canon) {
@@ -114,9 +202,13 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 	if !pvOK || !nvOK {
 		return cur
 	}
+	_, held := prev.item[HoldAttr]
 	if nv == pv {
-		// The one change that keeps a version is an integrity hold.
-		if !sameButHold(prev.item, e.Item) {
+		// The one change that keeps a version adds an integrity hold.
+		switch {
+		case held && e.Item[HoldAttr].S == nil:
+			v.fail(KindRewritten, key, "change %s lifted the integrity hold of version %d in place", e.Seq, nv)
+		case held || !addsHold(prev.item, e.Item):
 			v.fail(KindRewritten, key, "change %s rewrote version %d in place", e.Seq, nv)
 		}
 		return cur
@@ -128,12 +220,77 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		v.fail(KindVersionMissing, key, "change %s goes back to version %d after %d", e.Seq, nv, pv)
 	case e.Item.S(PrevSealAttr) != pseal:
 		v.fail(KindVersionMissing, key, "version %d's prev_seal is not version %d's seal", nv, pv)
+	case held:
+		v.fail(KindRewritten, key, "change %s replaced version %d while it was held (a held record takes no new version)", e.Seq, pv)
+	default:
+		v.check(key, prev.item, e)
 	}
 	return cur
 }
 
-// recent reports whether an item's last change is within the grace.
-func (v *verifier) recent(it Item) bool {
+// check queues Input.CheckVersion of a version and the one before it (nil
+// for a key's first version); runChecks runs the queue.
+func (v *verifier) check(key string, prev Item, e Entry) {
+	if v.in.CheckVersion != nil {
+		v.checks = append(v.checks, checkJob{key: key, prev: prev, e: e})
+	}
+}
+
+type checkJob struct {
+	key  string
+	prev Item
+	e    Entry
+}
+
+// runChecks runs the queued version checks on every CPU (decoding and
+// re-sealing each version is most of Verify's time) and names each
+// version that fails as forged.
+func (v *verifier) runChecks() {
+	jobs := v.checks
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(jobs), 1)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				errs[i] = callCheck(v.in.CheckVersion, jobs[i].prev, jobs[i].e.Item)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		j := jobs[i]
+		nv, _ := j.e.Item.Int(VersionAttr)
+		if j.prev == nil {
+			v.fail(KindForged, j.key, "forged: version %d (change %s) is not a first version: %v", nv, j.e.Seq, err)
+			continue
+		}
+		v.fail(KindForged, j.key, "forged: version %d is not a transition of version %d (change %s): %v", nv, nv-1, j.e.Seq, err)
+	}
+}
+
+// callCheck calls check, turning a panic into an error.
+func callCheck(check func(prev, next Item) error, prev, next Item) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the version check failed: %v", r)
+		}
+	}()
+	return check(prev, next)
+}
+
+// pending reports whether an item that is not its ledgered version counts
+// as not yet ledgered: its own newest time (status_since, last_seen) lies
+// within Grace of Now and not in the future beyond clockSkew. It records
+// the item and its age.
+func (v *verifier) pending(key string, it Item) bool {
 	if v.in.Grace <= 0 {
 		return false
 	}
@@ -143,21 +300,46 @@ func (v *verifier) recent(it Item) bool {
 			newest = t
 		}
 	}
-	return !newest.IsZero() && v.in.Now.Sub(newest) < v.in.Grace
+	if newest.IsZero() {
+		return false
+	}
+	age := v.in.Now.Sub(newest)
+	if age >= v.in.Grace || age < -clockSkew {
+		return false
+	}
+	v.res.NotYetLedgered++
+	v.res.Pending = append(v.res.Pending, PendingItem{ID: key, Age: age})
+	return true
 }
 
-// sameButHold reports whether two items differ at most in the integrity
-// hold's attributes.
-func sameButHold(a, b Item) bool {
-	strip := func(it Item) []byte {
-		c := make(Item, len(it))
-		for k, v := range it {
-			if k != HoldAttr && k != HoldAtAttr {
-				c[k] = v
-			}
-		}
-		out, _ := c.Canonical()
-		return out
+// addsHold reports whether b is a with exactly the integrity hold's
+// attributes added (the hold's time parseable).
+func addsHold(a, b Item) bool {
+	if _, ok := a[HoldAttr]; ok || len(b) != len(a)+2 || b[HoldAttr].S == nil || b[HoldAtAttr].S == nil {
+		return false
 	}
-	return bytes.Equal(strip(a), strip(b))
+	if _, err := time.Parse(time.RFC3339Nano, *b[HoldAtAttr].S); err != nil {
+		return false
+	}
+	strip := make(Item, len(a))
+	for k, val := range b {
+		if k != HoldAttr && k != HoldAtAttr {
+			strip[k] = val
+		}
+	}
+	x, err1 := strip.Canonical()
+	y, err2 := a.Canonical()
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// preLedger notes a key whose history before the baseline is unproven.
+func (v *verifier) preLedger(key string) {
+	if v.preNoted[key] {
+		return
+	}
+	if v.preNoted == nil {
+		v.preNoted = map[string]bool{}
+	}
+	v.preNoted[key] = true
+	v.res.PreLedger = append(v.res.PreLedger, Note{Subject: key, Detail: fmt.Sprintf("pre-ledger: unproven before %s", v.baselineAt)})
 }

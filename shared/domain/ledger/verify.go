@@ -27,6 +27,15 @@ const (
 	KindDigestSignature Kind = "digest-signature"
 	KindDigestChain     Kind = "digest-chain"
 	KindDigestGap       Kind = "digest-gap"
+	// KindForged: a ledgered version that no transition makes from the one
+	// before it (Input.CheckVersion).
+	KindForged Kind = "forged"
+	// KindDigestStale: the newest signed digest is older than
+	// Input.MaxDigestAge (digests are written at least hourly).
+	KindDigestStale Kind = "digest-stale"
+	// KindBaseline: a baseline object that does not chain or is not the
+	// one a signed digest names.
+	KindBaseline Kind = "baseline"
 )
 
 // Problem is one failure, naming what failed: a record id, a shard or an
@@ -55,6 +64,32 @@ type Input struct {
 	// last_seen) is within Grace of Now is counted as not yet ledgered
 	// instead of named as a problem.
 	Grace time.Duration
+	// CheckVersion, when set, is called for each consecutive pair of a
+	// record key's ledgered versions (prev nil for a key's first version):
+	// an error names the newer version KindForged. The caller decodes the
+	// items (dynamostore.LedgerVersionCheck). It is called from several
+	// goroutines at once.
+	CheckVersion func(prev, next Item) error
+	// MaxDigestAge, when set, is how old the newest signed digest may be at
+	// Now (DIGEST_MAX_AGE + the schedule + a margin): older is
+	// KindDigestStale. Zero means DefaultMaxDigestAge; negative turns the
+	// check off.
+	MaxDigestAge time.Duration
+	// Baselines maps baseline object keys (ledger/baseline/...) to bytes.
+	Baselines map[string][]byte
+}
+
+// PendingItem is an item counted as not yet ledgered, with the age of its
+// own newest time.
+type PendingItem struct {
+	ID  string        `json:"id"`
+	Age time.Duration `json:"age"`
+}
+
+// Note is information about a subject: not a failure.
+type Note struct {
+	Subject string `json:"subject"`
+	Detail  string `json:"detail"`
 }
 
 // Result is what Verify found.
@@ -73,6 +108,16 @@ type Result struct {
 	OldestUnanchored time.Duration `json:"oldest_unanchored"`
 	// NotYetLedgered counts items within Input.Grace (information).
 	NotYetLedgered int `json:"not_yet_ledgered"`
+	// Pending lists those items, by id.
+	Pending []PendingItem `json:"pending,omitempty"`
+	// PreLedger lists the keys whose history before the baseline is
+	// unproven ("pre-ledger: unproven before <baseline time>"): an
+	// untouched item equal to its baseline entry, or a key whose first
+	// ledgered change follows its baseline entry.
+	PreLedger []Note `json:"pre_ledger,omitempty"`
+	// BaselineUnanchored says a baseline exists that no signed digest
+	// names yet (information: the next digest does).
+	BaselineUnanchored bool `json:"baseline_unanchored,omitempty"`
 }
 
 // OK reports whether nothing failed.
@@ -84,8 +129,11 @@ func (r Result) Has(kind Kind, subject string) bool {
 }
 
 type verifier struct {
-	in  Input
-	res Result
+	in         Input
+	res        Result
+	preNoted   map[string]bool
+	baselineAt string
+	checks     []checkJob
 }
 
 func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
@@ -98,7 +146,9 @@ func Verify(in Input) Result {
 	v := &verifier{in: in}
 	digests, signed := v.digests()
 	entries := v.segments(digests, signed)
-	v.records(entries)
+	v.records(entries, v.baseline(signed))
+	v.runChecks()
+	v.fresh(signed)
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
 	})

@@ -254,6 +254,7 @@ func TestVerifyNamesARewriteTheLedgerSaw(t *testing.T) {
 	// A hold keeps the version too, and is no rewrite.
 	held := record("src#a", 2, "OPEN")
 	held["integrity_hold"] = ledger.Str("seal")
+	held["integrity_hold_at"] = ledger.Str(f.now.Format(time.RFC3339Nano))
 	f.pending["shard-1"] = append(f.pending["shard-1"], ledger.Entry{Seq: f.nextSeq(), Event: ledger.EventModify, At: f.now.Format(time.RFC3339Nano),
 		Key: "src#a", Item: held, Old: &ledger.Old{Version: 2, Seal: seal("src#a", 2)}})
 	f.table["src#a"] = held

@@ -130,6 +130,10 @@ func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, head
 		hs = append(hs, dl.Head{Shard: id, LastSeq: h.LastSeq, SegmentKey: h.SegmentKey, SegmentSHA256: h.SegmentSHA256, Segments: h.Segments})
 	}
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
+	var err error
+	if d.Baseline, err = s.baselineRef(ctx, last, hasLast); err != nil { // baseline.go
+		return d, nil, err
+	}
 	hash, err := d.SigningHash()
 	if err != nil {
 		return d, nil, err

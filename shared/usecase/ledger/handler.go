@@ -87,8 +87,10 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (any, 
 			return rep, fmt.Errorf("digest failed: %w", err)
 		}
 		return rep, nil
+	case probe.Action != nil && *probe.Action == "baseline" && probe.Records == nil && probe.ShardID == nil:
+		return s.Baseline(ctx) // baseline.go
 	case probe.Action != nil:
-		return nil, fmt.Errorf("ledger event with action %q: only \"digest\" is known", *probe.Action)
+		return nil, fmt.Errorf("ledger event with action %q: only \"digest\" and \"baseline\" are known", *probe.Action)
 	case probe.Records != nil || probe.ShardID != nil:
 		var ev events.DynamoDBTimeWindowEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
