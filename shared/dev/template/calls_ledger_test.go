@@ -118,6 +118,9 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	if rep, err := f.Ledger.Digest(ctx); err != nil || !rep.Written || rep.N != 2 {
 		t.Fatalf("digest 2: %+v %v", rep, err)
 	}
+	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"baseline"}`)); err != nil {
+		t.Fatalf("the baseline: %v", err)
+	}
 	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"digest"}`)); err != nil {
 		t.Fatalf("the scheduled digest event: %v", err)
 	}
