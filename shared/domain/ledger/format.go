@@ -64,6 +64,13 @@ type Old struct {
 }
 
 // Entry is one ledgered change.
+//
+// OldItem ("old_item") is the full old image of a MODIFY or REMOVE (on a
+// REMOVE it equals Removed), so that a segment alone determines the
+// counter deltas of its changes. Late ("late":true) marks a change that
+// reached the ledger after a later change of its shard (a retried batch
+// delivered out of order): its seq is below the previous segments'
+// last_seq, and it appears nowhere else in the shard's chain.
 type Entry struct {
 	Seq     string `json:"seq"`
 	Event   string `json:"event"`
@@ -71,18 +78,23 @@ type Entry struct {
 	Key     string `json:"key"`
 	Item    Item   `json:"item,omitempty"`
 	Removed Item   `json:"removed,omitempty"`
+	OldItem Item   `json:"old_item,omitempty"`
 	Old     *Old   `json:"old,omitempty"`
+	Late    bool   `json:"late,omitempty"`
 }
 
-// Segment is one object of a shard's chain.
+// Segment is one object of a shard's chain. ParentShard
+// ("parent_shard") is the shard's parent (DescribeStream ParentShardId),
+// on a shard's first segment only, when it has one.
 type Segment struct {
-	Format    string  `json:"format"`
-	StreamARN string  `json:"stream_arn"`
-	Shard     string  `json:"shard"`
-	FirstSeq  string  `json:"first_seq"`
-	LastSeq   string  `json:"last_seq"`
-	Prev      *Ref    `json:"prev,omitempty"`
-	Entries   []Entry `json:"entries"`
+	Format      string  `json:"format"`
+	StreamARN   string  `json:"stream_arn"`
+	Shard       string  `json:"shard"`
+	ParentShard string  `json:"parent_shard,omitempty"`
+	FirstSeq    string  `json:"first_seq"`
+	LastSeq     string  `json:"last_seq"`
+	Prev        *Ref    `json:"prev,omitempty"`
+	Entries     []Entry `json:"entries"`
 }
 
 // DigestPrev is the previous digest as a digest names it.
@@ -92,9 +104,15 @@ type DigestPrev struct {
 	Signature string `json:"signature"`
 }
 
-// Head is a shard chain's head as a digest records it.
+// Head is a shard chain's head as a digest records it. A shard that
+// DescribeStream lists but that has no chain yet has an empty head
+// (LastSeq, SegmentKey and SegmentSHA256 "", Segments 0). ParentShard is
+// the shard's parent (DescribeStream ParentShardId), when it has one.
+// LastSeq is the chain's highest seq (a segment of late changes only ends
+// below it).
 type Head struct {
 	Shard         string `json:"shard"`
+	ParentShard   string `json:"parent_shard,omitempty"`
 	LastSeq       string `json:"last_seq"`
 	SegmentKey    string `json:"segment_key"`
 	SegmentSHA256 string `json:"segment_sha256"`
@@ -201,9 +219,15 @@ func (e Entry) check() error {
 		if e.Item == nil || e.Removed != nil {
 			return fmt.Errorf("%s without its new image", e.Event)
 		}
+		if e.Event == EventInsert && e.OldItem != nil {
+			return errors.New("INSERT with an old image")
+		}
 	case EventRemove:
 		if e.Removed == nil || e.Item != nil {
 			return errors.New("REMOVE without its old image")
+		}
+		if e.OldItem != nil && !sameItem(e.OldItem, e.Removed) {
+			return errors.New("REMOVE whose old_item is not what it removed")
 		}
 	default:
 		return fmt.Errorf("event %q", e.Event)
@@ -230,9 +254,10 @@ func ParseDigest(b []byte) (Digest, error) {
 }
 
 // NewSegment builds the segment of shard holding entries (sorted here by
-// sequence number), chained to prev (nil on a shard's first segment). It
-// refuses no entries, an invalid or repeated sequence number and an entry
-// that does not check.
+// sequence number, each seq once), chained to prev (nil on a shard's first
+// segment). Entries marked Late may be below prev's last_seq; the others
+// are after it (the caller's to ensure). It refuses no entries, an invalid
+// or repeated sequence number and an entry that does not check.
 func NewSegment(streamARN, shard string, prev *Ref, entries []Entry) (Segment, error) {
 	if len(entries) == 0 {
 		return Segment{}, errors.New("segment without entries")
@@ -266,4 +291,14 @@ func NewDigest(n int64, at time.Time, streamARN, keyID, algorithm string, prev *
 	}
 	return Digest{Format: DigestFormat, N: n, At: at.UTC().Format(time.RFC3339Nano), StreamARN: streamARN,
 		KeyID: keyID, Algorithm: algorithm, Prev: prev, Shards: hs}
+}
+
+// sameItem reports whether a and b have the same canonical bytes.
+func sameItem(a, b Item) bool {
+	ca, err := a.Canonical()
+	if err != nil {
+		return false
+	}
+	cb, err := b.Canonical()
+	return err == nil && bytes.Equal(ca, cb)
 }

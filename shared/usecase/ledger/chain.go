@@ -32,15 +32,9 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 		} else if ok {
 			continue
 		}
-		var entries []dl.Entry
-		for _, c := range changes {
-			if c.padded > head.LastSeq {
-				e, err := s.entry(c)
-				if err != nil {
-					return head.LastSeq, err
-				}
-				entries = append(entries, e)
-			}
+		entries, err := s.unledgered(ctx, head, changes)
+		if err != nil {
+			return head.LastSeq, err
 		}
 		if len(entries) == 0 {
 			return head.LastSeq, nil
@@ -48,6 +42,11 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 		seg, err := dl.NewSegment(arn, shard, prevRef(head), entries)
 		if err != nil {
 			return head.LastSeq, err
+		}
+		if head.SegmentKey == "" {
+			if seg.ParentShard, err = s.parentOf(ctx, shard); err != nil {
+				return head.LastSeq, err
+			}
 		}
 		raw, err := seg.Encode()
 		if err != nil {
@@ -65,6 +64,7 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 		case err != nil:
 			return head.LastSeq, fmt.Errorf("put segment %s: %w", key, err)
 		default:
+			s.remember(key, seg)
 			if head, err = s.advance(ctx, head, key, raw, seg); err != nil {
 				return head.LastSeq, err
 			}
@@ -83,7 +83,13 @@ func prevRef(h Head) *dl.Ref {
 // adoptNext adopts the first segment after the head's, if an earlier try
 // left one.
 func (s *Service) adoptNext(ctx context.Context, head Head) (Head, bool, error) {
-	keys, err := s.Objects.List(ctx, dl.SegmentPrefix+head.Shard+"/", head.SegmentKey)
+	// A segment after the head starts after the chain's last seq (a late
+	// segment sorts before it: its retry meets it through the 412).
+	after := head.SegmentKey
+	if head.LastSeq != "" {
+		after = max(after, dl.SegmentKey(head.Shard, head.LastSeq))
+	}
+	keys, err := s.Objects.List(ctx, dl.SegmentPrefix+head.Shard+"/", after)
 	if err != nil {
 		return head, false, fmt.Errorf("list segments: %w", err)
 	}
@@ -107,11 +113,11 @@ func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error
 	}
 	prev := prevRef(head)
 	chains := seg.Shard == head.Shard && key == dl.SegmentKey(seg.Shard, seg.FirstSeq) &&
-		(prev == nil) == (seg.Prev == nil) && (prev == nil || *prev == *seg.Prev) &&
-		(head.LastSeq == "" || dl.SeqLess(head.LastSeq, seg.FirstSeq))
+		(prev == nil) == (seg.Prev == nil) && (prev == nil || *prev == *seg.Prev) && follows(head.LastSeq, seg)
 	if !chains {
 		return head, fmt.Errorf("%w: segment %s does not follow the head of shard %s (%s)", dl.ErrChainBroken, key, head.Shard, head.SegmentKey)
 	}
+	s.remember(key, seg)
 	s.log().Warn("ledger adopted a segment an earlier try wrote", "shard", head.Shard, "key", key)
 	return s.advance(ctx, head, key, raw, seg)
 }
@@ -124,6 +130,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	if err != nil {
 		return head, err
 	}
+	last = max(last, head.LastSeq) // a segment of late changes ends below the head
 	next := Head{Shard: head.Shard, LastSeq: last, SegmentKey: key, SegmentSHA256: dl.SHA256Hex(raw),
 		Segments: head.Segments + 1, AnchoredSeq: head.AnchoredSeq, UpdatedAt: s.now()}
 	pending := s.now()
@@ -141,4 +148,18 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 		return got, nil // applied; the answer was lost
 	}
 	return head, errors.Join(fmt.Errorf("advance head of shard %s: %w", head.Shard, err), rerr)
+}
+
+// follows reports whether seg can follow a head at lastSeq: its entries
+// after lastSeq, except late ones, which are before it.
+func follows(lastSeq string, seg dl.Segment) bool {
+	for _, e := range seg.Entries {
+		if lastSeq != "" && e.Late != dl.SeqLess(e.Seq, lastSeq) {
+			return false
+		}
+		if lastSeq == "" && e.Late {
+			return false
+		}
+	}
+	return true
 }

@@ -235,7 +235,17 @@ func (k *keySigner) PublicKey(context.Context) ([]byte, error) { return k.der, n
 
 type shardList []string
 
-func (s shardList) Shards(context.Context) ([]string, error) { return s, nil }
+// Shards: each shard's parent is the one before it in the list.
+func (s shardList) Shards(context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for i, id := range s {
+		out[id] = ""
+		if i > 0 {
+			out[id] = s[i-1]
+		}
+	}
+	return out, nil
+}
 
 const streamARN = "arn:aws:dynamodb:us-east-1:000000000000:table/q/stream/2026-12-01T00:00:00.000"
 

@@ -67,9 +67,10 @@ type Signer interface {
 	PublicKey(ctx context.Context) ([]byte, error)
 }
 
-// Shards lists the shard ids of the table's stream.
+// Shards lists the shards of the table's stream: shard id → its parent
+// shard id (DescribeStream ParentShardId; "" when it has none).
 type Shards interface {
-	Shards(ctx context.Context) ([]string, error)
+	Shards(ctx context.Context) (map[string]string, error)
 }
 
 // Counts applies the counter deltas of a shard's changes idempotently

@@ -28,6 +28,8 @@ type Service struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Config  Config
+
+	cache segmentCache
 }
 
 func (s *Service) now() time.Time {
