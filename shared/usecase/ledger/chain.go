@@ -16,41 +16,41 @@ const maxSteps = 1000
 // ledger writes a batch's changes after the shard's head: first it adopts
 // the segments an earlier try wrote but did not record in the head (the
 // answer lost, or a crash between the PUT and the head's update), then it
-// writes the changes the head does not cover yet as one segment. It
-// returns the head's padded last sequence number.
-func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (string, error) {
+// writes the changes the chain does not hold yet as one segment. It
+// returns the head it leaves.
+func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (Head, error) {
 	head, ok, err := s.State.Head(ctx, shard)
 	if err != nil {
-		return "", fmt.Errorf("read head: %w", err)
+		return Head{Shard: shard}, fmt.Errorf("read head: %w", err)
 	}
 	if !ok {
 		head = Head{Shard: shard}
 	}
 	for range maxSteps {
 		if head, ok, err = s.adoptNext(ctx, head); err != nil {
-			return head.LastSeq, err
+			return head, err
 		} else if ok {
 			continue
 		}
 		entries, err := s.unledgered(ctx, head, changes)
 		if err != nil {
-			return head.LastSeq, err
+			return head, err
 		}
 		if len(entries) == 0 {
-			return head.LastSeq, nil
+			return head, nil
 		}
 		seg, err := dl.NewSegment(arn, shard, prevRef(head), entries)
 		if err != nil {
-			return head.LastSeq, err
+			return head, err
 		}
 		if head.SegmentKey == "" {
 			if seg.ParentShard, err = s.parentOf(ctx, shard); err != nil {
-				return head.LastSeq, err
+				return head, err
 			}
 		}
 		raw, err := seg.Encode()
 		if err != nil {
-			return head.LastSeq, fmt.Errorf("encode segment: %w", err)
+			return head, fmt.Errorf("encode segment: %w", err)
 		}
 		key := dl.SegmentKey(shard, seg.FirstSeq)
 		err = s.Objects.PutIfAbsent(ctx, key, raw, s.now().Add(s.Config.Retention))
@@ -59,18 +59,18 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 			// An earlier try wrote this key and its answer was lost, or a
 			// concurrent one did: adopt what is there (the next step).
 			if head, err = s.adopt(ctx, head, key); err != nil {
-				return head.LastSeq, err
+				return head, err
 			}
 		case err != nil:
-			return head.LastSeq, fmt.Errorf("put segment %s: %w", key, err)
+			return head, fmt.Errorf("put segment %s: %w", key, err)
 		default:
 			s.remember(key, seg)
 			if head, err = s.advance(ctx, head, key, raw, seg); err != nil {
-				return head.LastSeq, err
+				return head, err
 			}
 		}
 	}
-	return head.LastSeq, fmt.Errorf("shard %s: more than %d segments in one batch", shard, maxSteps)
+	return head, fmt.Errorf("shard %s: more than %d segments in one batch", shard, maxSteps)
 }
 
 func prevRef(h Head) *dl.Ref {

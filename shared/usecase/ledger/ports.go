@@ -73,11 +73,18 @@ type Shards interface {
 	Shards(ctx context.Context) (map[string]string, error)
 }
 
-// Counts applies the counter deltas of a shard's changes idempotently
-// (design §4; dynamostore.Counts). It gets the batch's ledgered records in
-// sequence order, including those the ledger had already written.
+// Counts counts the shard chains' segments into the metrics counters,
+// segment by segment in chain order, idempotently (design §4 as review 1's
+// F2 changed it; dynamostore.Counts): counting follows the ledger, not the
+// stream, so a change delivered late is counted once it is ledgered.
 type Counts interface {
-	Apply(ctx context.Context, shard string, recs []events.DynamoDBEventRecord) error
+	// Counted is the number of shard's last fully counted segment (its
+	// place in the chain: 1 for the first, the head's Segments for the
+	// head; 0 when none is).
+	Counted(ctx context.Context, shard string) (int64, error)
+	// Count counts segment n of shard's chain, the segments before it
+	// being counted (nothing to do when it is counted already).
+	Count(ctx context.Context, shard string, n int64, seg dl.Segment) error
 }
 
 // ImageDecoder converts a stream image into the ledger's item
