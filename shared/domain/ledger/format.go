@@ -12,7 +12,26 @@ import (
 	"time"
 )
 
-// Object formats and signing algorithms (design §3).
+// Object formats and signing algorithms (design §3), with what review 1
+// added to them (optional members: a segment or digest without them reads
+// as before):
+//
+//   - an entry's "late":true: the change reached the ledger after a later
+//     change of its shard (Lambda may deliver a retried batch out of
+//     order). Its seq is below the chain's last seq when it was written;
+//     it is in order within its segment, and its seq appears nowhere else
+//     in the shard's chain. Every entry not marked late is after all the
+//     not-late entries before it.
+//   - an entry's "old_item" on MODIFY and REMOVE: the full old image (on a
+//     REMOVE equal to "removed"), so that a segment alone determines its
+//     counter deltas; "old" {version, seal} stays.
+//   - a segment's "parent_shard": on a shard's first segment, the shard's
+//     parent (DescribeStream ParentShardId), when it has one.
+//   - a digest's shard entries: "parent_shard" as above, and every shard
+//     DescribeStream lists, one without a chain yet with an empty head
+//     (last_seq, segment_key, segment_sha256 "", segments 0). A head's
+//     last_seq is its chain's highest seq (a segment of late entries only
+//     ends below it).
 const (
 	SegmentFormat = "dlqq-ledger-segment/1"
 	DigestFormat  = "dlqq-ledger-digest/1"
