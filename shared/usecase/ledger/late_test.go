@@ -144,3 +144,23 @@ func TestDigestHeadRolledBackFastForwards(t *testing.T) {
 	}
 	r.exact(s)
 }
+
+// A failed write of a batch holding late changes retries it from its first
+// change, not from the first after the head (that would drop the late
+// ones): also without counters.
+func TestAFailureWithLateChangesRetriesFromTheFirst(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 10)
+	r := newRig(t, "shard-1")
+	recs := s.recs["shard-1"]
+	r.handle(batch("shard-1", recs[4:8]))
+	r.objects.putErr = func(string) error { return errLost }
+	resp := r.handle(batch("shard-1", recs))
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != recs[0].Change.SequenceNumber {
+		t.Fatalf("failures %+v, want from the first change %s", resp.BatchItemFailures, recs[0].Change.SequenceNumber)
+	}
+	r.objects.putErr = nil
+	r.handle(batch("shard-1", recs))
+	r.exact(s)
+}

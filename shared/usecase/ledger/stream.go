@@ -89,11 +89,9 @@ func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindow
 		return resp, err
 	}
 	if err != nil {
-		from := changes[0].rec.Change.SequenceNumber
-		if s.Counts == nil {
-			from = firstAfter(changes, head.LastSeq)
-		}
-		return fail(from, err)
+		// From the first change: one at or below the head may be a late
+		// change not yet ledgered (the retry proves what is there).
+		return fail(changes[0].rec.Change.SequenceNumber, err)
 	}
 	if s.Counts != nil {
 		if err := s.count(ctx, head); err != nil {
@@ -143,17 +141,6 @@ func (s *Service) count(ctx context.Context, head Head) error {
 		}
 	}
 	return nil
-}
-
-// firstAfter is the sequence number of the first change after the padded
-// sequence number written ("" : the first change).
-func firstAfter(changes []change, written string) string {
-	for _, c := range changes {
-		if written == "" || c.padded > written {
-			return c.rec.Change.SequenceNumber
-		}
-	}
-	return changes[0].rec.Change.SequenceNumber
 }
 
 // ledgeredChanges keeps the records and policies of a batch, sorted by
