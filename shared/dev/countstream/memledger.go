@@ -80,11 +80,11 @@ func (s *state) Heads(_ context.Context, shards []string) (map[string]ledger.Hea
 	return out, nil
 }
 
-func (s *state) AdvanceHead(_ context.Context, h ledger.Head, prevLastSeq string, pendingSince time.Time) error {
+func (s *state) AdvanceHead(_ context.Context, h ledger.Head, prevSegmentKey string, pendingSince time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.heads[h.Shard]
-	if (prevLastSeq == "") == ok || (ok && cur.LastSeq != prevLastSeq) {
+	if (prevSegmentKey == "") == ok || (ok && cur.SegmentKey != prevSegmentKey) {
 		return dl.ErrConflict
 	}
 	h.PendingSince = pendingSince
@@ -92,7 +92,7 @@ func (s *state) AdvanceHead(_ context.Context, h ledger.Head, prevLastSeq string
 	return nil
 }
 
-func (s *state) MarkAnchored(context.Context, string, string) error { return nil }
+func (s *state) MarkAnchored(context.Context, string, string, string) error { return nil }
 
 func (s *state) DigestHead(context.Context) (ledger.DigestHead, bool, error) {
 	return ledger.DigestHead{}, false, nil

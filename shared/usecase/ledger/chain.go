@@ -139,7 +139,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 			pending = at
 		}
 	}
-	err = s.State.AdvanceHead(ctx, next, head.LastSeq, pending)
+	err = s.State.AdvanceHead(ctx, next, head.SegmentKey, pending)
 	if err == nil {
 		return next, nil
 	}

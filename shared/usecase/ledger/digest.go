@@ -230,7 +230,7 @@ func (s *Service) anchor(ctx context.Context, d dl.Digest, heads map[string]Head
 		if h.PendingSince.IsZero() && h.AnchoredSeq == h.LastSeq {
 			continue
 		}
-		if err := s.State.MarkAnchored(ctx, dh.Shard, h.LastSeq); err != nil && !errors.Is(err, dl.ErrConflict) {
+		if err := s.State.MarkAnchored(ctx, dh.Shard, h.SegmentKey, h.LastSeq); err != nil && !errors.Is(err, dl.ErrConflict) {
 			// The next run marks it; the head stays pending meanwhile.
 			s.log().Warn("ledger could not mark a head anchored", "shard", dh.Shard, "error", err.Error())
 		}

@@ -136,7 +136,7 @@ func (m *memState) Heads(_ context.Context, shards []string) (map[string]Head, e
 	return out, nil
 }
 
-func (m *memState) AdvanceHead(_ context.Context, h Head, prevLastSeq string, pendingSince time.Time) error {
+func (m *memState) AdvanceHead(_ context.Context, h Head, prevSegmentKey string, pendingSince time.Time) error {
 	m.mu.Lock()
 	if m.failAdvance != nil {
 		if err := m.failAdvance(); err != nil {
@@ -145,7 +145,7 @@ func (m *memState) AdvanceHead(_ context.Context, h Head, prevLastSeq string, pe
 		}
 	}
 	cur, ok := m.heads[h.Shard]
-	if (prevLastSeq == "" && ok) || (prevLastSeq != "" && (!ok || cur.LastSeq != prevLastSeq)) {
+	if (prevSegmentKey == "" && ok) || (prevSegmentKey != "" && (!ok || cur.SegmentKey != prevSegmentKey)) {
 		m.mu.Unlock()
 		return dl.ErrConflict
 	}
@@ -164,11 +164,11 @@ func (m *memState) AdvanceHead(_ context.Context, h Head, prevLastSeq string, pe
 	return nil
 }
 
-func (m *memState) MarkAnchored(_ context.Context, shard, lastSeq string) error {
+func (m *memState) MarkAnchored(_ context.Context, shard, segmentKey, lastSeq string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.heads[shard]
-	if !ok || h.LastSeq != lastSeq {
+	if !ok || h.SegmentKey != segmentKey {
 		return dl.ErrConflict
 	}
 	h.AnchoredSeq, h.PendingSince = lastSeq, time.Time{}

@@ -164,3 +164,33 @@ func TestAFailureWithLateChangesRetriesFromTheFirst(t *testing.T) {
 	r.handle(batch("shard-1", recs))
 	r.exact(s)
 }
+
+// A late segment written while a digest run is between reading the heads
+// and marking them anchored keeps the head pending: the head's last_seq
+// did not move, its segment did.
+func TestALateSegmentDuringADigestStaysPending(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 8)
+	r := newRig(t, "shard-1")
+	recs := s.recs["shard-1"]
+	r.handle(batch("shard-1", recs[4:8]))
+	r.state.afterDigest = func() error {
+		r.state.afterDigest = nil
+		r.handle(batch("shard-1", recs[0:4])) // late
+		return nil
+	}
+	r.now = r.now.Add(time.Minute)
+	r.digest()
+	if h := r.state.heads["shard-1"]; h.PendingSince.IsZero() {
+		t.Fatalf("head %+v marked anchored, but digest 1 does not hold its late segment", h)
+	}
+	r.now = r.now.Add(time.Minute)
+	if rep := r.digest(); !rep.Written || rep.N != 2 {
+		t.Fatalf("report %+v, want digest 2 for the late segment", rep)
+	}
+	if h := r.state.heads["shard-1"]; !h.PendingSince.IsZero() {
+		t.Fatalf("head %+v not anchored by digest 2", h)
+	}
+	r.exact(s)
+}

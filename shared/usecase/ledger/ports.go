@@ -41,13 +41,16 @@ type State interface {
 	// Heads reads the heads of shards; shards without one are absent.
 	Heads(ctx context.Context, shards []string) (map[string]Head, error)
 	// AdvanceHead writes h (its LastSeq, segment and count) if the head's
-	// last_seq is still prevLastSeq ("" : no head yet), keeping an
+	// segment_key is still prevSegmentKey ("" : no head yet), keeping an
 	// existing pending_since and setting pendingSince otherwise
-	// (dl.ErrConflict when the condition fails).
-	AdvanceHead(ctx context.Context, h Head, prevLastSeq string, pendingSince time.Time) error
+	// (dl.ErrConflict when the condition fails). The segment key, not
+	// last_seq, is the condition: a segment of late changes moves the head
+	// and keeps its last_seq.
+	AdvanceHead(ctx context.Context, h Head, prevSegmentKey string, pendingSince time.Time) error
 	// MarkAnchored sets anchored_seq to lastSeq and removes pending_since
-	// if the head's last_seq is still lastSeq (dl.ErrConflict otherwise).
-	MarkAnchored(ctx context.Context, shard, lastSeq string) error
+	// if the head's segment_key is still segmentKey (dl.ErrConflict
+	// otherwise).
+	MarkAnchored(ctx context.Context, shard, segmentKey, lastSeq string) error
 	// DigestHead reads the digest chain's head (false: no digest yet).
 	DigestHead(ctx context.Context) (DigestHead, bool, error)
 	// PutDigestHead writes d if the head's n is still prevN (0: none yet;
