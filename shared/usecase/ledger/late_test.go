@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,7 +135,12 @@ func TestDigestHeadRolledBackFastForwards(t *testing.T) {
 	s.write("shard-1", "src#fresh-b", 1)
 	r.handle(batch("shard-1", s.recs["shard-1"][6:]))
 	r.now = r.now.Add(30 * time.Minute)
+	var logs bytes.Buffer
+	r.svc.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	rep, err := r.svc.Digest(context.Background())
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"ledger digest head is behind the bucket`) {
+		t.Errorf("no error logged for a digest head behind the bucket: %s", logs.String())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
