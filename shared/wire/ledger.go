@@ -15,9 +15,10 @@ import (
 
 // Ledger builds the ledger function (its Lambda handler is LambdaHandler)
 // on c, or on clients loaded from the environment when c is nil. It
-// resolves the signing key (GetPublicKey) at init. The same batches feed
-// the metrics counters (dynamostore.Counts: idempotent per shard), so no
-// record write carries a counter update.
+// resolves the signing key (GetPublicKey) at init. The segments it writes
+// feed the metrics counters (dynamostore.Counts: segment by segment in
+// chain order, idempotent per shard), so no record write carries a counter
+// update.
 func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runtime) (*ledger.Service, error) {
 	if c == nil {
 		aws, local, err := awsConfig(ctx)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/aws/aws-lambda-go/events"
 	"strings"
 	"testing"
 	"time"
@@ -423,5 +424,86 @@ func TestLedgerVerifyNamesAForgedNextVersionOnTheStack(t *testing.T) {
 	}
 	if d := res.Problems[0].Detail; !strings.Contains(d, "version 3 is not a transition of version 2") || !strings.Contains(d, "BodySHA256") {
 		t.Fatalf("detail %q", d)
+	}
+}
+
+// A retried batch delivered out of order on the real stack (Lambda may do
+// so): its later half first, then its earlier half. The earlier changes
+// are ledgered late, not dropped, and counted once: the counters equal a
+// recount of the table, and the digest lists the stream's shards.
+func TestLedgerOutOfOrderRetryOnTheStack(t *testing.T) {
+	l := startLedger(t)
+	l.poller.BatchSize = 10
+	swapped := false
+	l.poller.Handler = func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+		if swapped || len(ev.Records) < 4 {
+			return l.svc.HandleStream(ctx, ev)
+		}
+		swapped = true
+		half := len(ev.Records) / 2
+		first, second := ev, ev
+		first.Records, second.Records = ev.Records[:half], ev.Records[half:]
+		if resp, err := l.svc.HandleStream(ctx, second); err != nil || len(resp.BatchItemFailures) > 0 {
+			return resp, err
+		}
+		return l.svc.HandleStream(ctx, first)
+	}
+	var recs []*quarantine.Record
+	for range 6 {
+		r := storetest.Record(t, storetest.UniqueID("o"))
+		recs = append(recs, r)
+		l.put(r, 0)
+	}
+	l.put(next(t, recs[0], func(r *quarantine.Record) { r.Status = quarantine.StatusParked }), 1)
+	l.drain()
+	if !swapped {
+		t.Fatal("no batch was delivered out of order")
+	}
+	rep := l.digest()
+	if !rep.Written || rep.Shards < 1 {
+		t.Fatalf("digest %+v", rep)
+	}
+	res := l.verify()
+	if !res.OK() || res.Entries != 7 || res.Items != 6 {
+		t.Fatalf("verify %+v, want 7 changes of 6 records, no problem", res)
+	}
+	late := 0
+	keys, err := l.objects.List(context.Background(), dl.SegmentPrefix, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		raw, err := l.objects.Get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg, err := dl.ParseSegment(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range seg.Entries {
+			if e.Late {
+				late++
+			}
+		}
+	}
+	if late == 0 {
+		t.Fatal("no entry ledgered late")
+	}
+	store := dynamostore.New(l.st.Clients.DynamoDB, l.table)
+	want := map[[2]string]int64{}
+	for _, r := range recs {
+		cur, err := store.Get(context.Background(), r.DLQID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[[2]string{string(cur.Status), string(cur.FailureClass)}]++
+	}
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusParked} {
+		for _, c := range []quarantine.Class{quarantine.ClassExhausted, quarantine.ClassValidation, quarantine.ClassPoison} {
+			if got, w := storetest.StateCount(t, store, "src", st, c), want[[2]string{string(st), string(c)}]; got != w {
+				t.Errorf("counter %s/%s = %d, the table holds %d", st, c, got, w)
+			}
+		}
 	}
 }

@@ -6,15 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -24,25 +25,25 @@ type CountsAPI interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// Counts applies the counter changes of the table's stream records: the
-// ledger's port for counters (design section 4). Each stream record of a
-// quarantine record is one change, whose deltas are
-// quarantine.ChangeDeltas of its old and new images; records of other
-// keys (counter shards, policies, the ledger's own items) count nothing.
+// Counts applies the counter changes of the ledger's chain of a stream
+// shard, segment by segment in chain order: the ledger's port for counters
+// (design section 4, review 1's F2 and F8). A segment alone determines its
+// deltas (each MODIFY and REMOVE entry carries the old image), so a change
+// the stream delivered late, once ledgered, is counted like any other.
+// Entries of other keys than quarantine records (policies) count nothing.
 //
-// Changes are applied idempotently per stream shard: the shard's
-// checkpoint item (CounterCheckpointKey) holds ctr_seq, the sequence
-// number (zero-padded to 40 digits) up to which every change is counted.
-// Apply reads it (consistent), drops the changes at or before it, and
-// applies the rest in seq order in chunks: one TransactWriteItems of at
-// most 99 counter updates (the chunk's deltas summed per counter shard)
-// and the checkpoint's update to the chunk's last seq, conditioned on
-// ctr_seq being absent or before the chunk's first. So a batch applied
-// twice, retried from its middle (bisected) or applied and unanswered
-// counts each change once: a transaction whose checkpoint condition failed
-// is read back, and a checkpoint at or past the chunk's last seq means it
-// was applied. This rests on one writer per shard seeing its changes in
-// stream order (ParallelizationFactor 1; children after parents).
+// Counting is idempotent per shard: the shard's checkpoint item
+// (CounterCheckpointKey) holds the position of the last counted chunk:
+// ctr_segment (the segment's number in the chain: 1 for the shard's first,
+// the head's segments count for the head), ctr_chunk (the chunk's index in
+// it) and ctr_done (it was the segment's last chunk). A segment's entries
+// are applied in chunks of at most 99 counter updates (the deltas summed
+// per counter shard), each one TransactWriteItems with the checkpoint's
+// move, conditioned on the checkpoint being exactly at the previous chunk.
+// A segment with nothing to count is one chunk that moves only the
+// checkpoint. A transaction whose condition failed is read back: the
+// checkpoint says how far counting got (an earlier try whose answer was
+// lost, or another writer), and counting continues after it.
 type Counts struct {
 	api   CountsAPI
 	table string
@@ -57,133 +58,191 @@ func NewCounts(api CountsAPI, table string) *Counts {
 // TransactWriteItems takes at most 100 actions, one is the checkpoint.
 const maxChunkUpdates = 99
 
-// maxCountTries bounds the tries of one chunk lost to contention.
+// maxCountTries bounds the tries of one segment lost to contention or
+// moved checkpoints.
 const maxCountTries = 20
 
-// change is one stream record's counter deltas.
+// The checkpoint's attributes.
+const (
+	countSegmentAttr = "ctr_segment"
+	countChunkAttr   = "ctr_chunk"
+	countDoneAttr    = "ctr_done"
+)
+
+// change is one entry's counter deltas.
 type change struct {
-	seq    string // padded to 40 digits
+	seq    string
 	deltas []quarantine.CounterDelta
 }
 
-// Apply counts the changes recs (one batch of stream shard shard) make.
-// A batch with nothing to count reads and writes nothing. A malformed
-// record (no sequence number, an image missing, an image that does not
-// decode) is an error before anything is written.
-func (c *Counts) Apply(ctx context.Context, shard string, recs []events.DynamoDBEventRecord) error {
-	if shard == "" {
-		return errors.New("count changes: no stream shard id")
+// countPos is a checkpoint: the last counted chunk (set false: none).
+type countPos struct {
+	set     bool
+	segment int64
+	chunk   int64
+	done    bool
+}
+
+// counted is the number of the last fully counted segment.
+func (p countPos) counted() int64 {
+	switch {
+	case !p.set:
+		return 0
+	case p.done:
+		return p.segment
 	}
-	changes, err := countedChanges(recs)
-	if err != nil || len(changes) == 0 {
-		return err
+	return p.segment - 1
+}
+
+// Counted returns the number of shard's last fully counted segment (0:
+// none), read consistently.
+func (c *Counts) Counted(ctx context.Context, shard string) (int64, error) {
+	p, err := c.position(ctx, shard)
+	return p.counted(), err
+}
+
+// Count counts segment n (1 for the shard's first) of shard's chain,
+// whose segments before it are counted: the chunks after the checkpoint.
+// A segment counted already is nothing to do; one whose predecessor is
+// not counted is an error, as is a malformed entry (before anything is
+// written).
+func (c *Counts) Count(ctx context.Context, shard string, n int64, seg ledger.Segment) error {
+	if shard == "" || n < 1 {
+		return fmt.Errorf("count segment %d of shard %q: no shard or no segment number", n, shard)
 	}
-	ctr, err := c.checkpoint(ctx, shard)
+	chunks, err := segmentChunks(seg)
 	if err != nil {
-		return err
+		return fmt.Errorf("count segment %d of shard %s: %w", n, shard, err)
 	}
+	m := int64(len(chunks))
 	for tries := 0; ; {
-		i, _ := slices.BinarySearchFunc(changes, ctr, func(ch change, seq string) int {
-			if ch.seq <= seq {
-				return -1
-			}
-			return 1
-		})
-		if changes = changes[i:]; len(changes) == 0 {
-			return nil
+		pos, err := c.position(ctx, shard)
+		if err != nil {
+			return err
 		}
-		n, updates := nextChunk(changes)
-		first, last := changes[0].seq, changes[n-1].seq
-		err := c.transact(ctx, shard, first, last, updates)
-		var moved bool
+		var start int64
+		switch {
+		case pos.counted() >= n:
+			return nil
+		case pos.set && pos.segment == n && pos.chunk+1 < m:
+			start = pos.chunk + 1
+		case pos.counted() == n-1:
+			start = 0
+		default:
+			return fmt.Errorf("count segment %d of shard %s: the checkpoint is at segment %d chunk %d (done %v) of %d chunks", n, shard, pos.segment, pos.chunk, pos.done, m)
+		}
+		for i := start; i < m; i++ {
+			err = c.transact(ctx, shard, n, i, m, chunks[i])
+			for errors.Is(err, errContended) {
+				if tries++; tries >= maxCountTries {
+					return fmt.Errorf("count segment %d of shard %s: %d tries: %w", n, shard, tries, quarantine.ErrContention)
+				}
+				if err := quarantine.Backoff(ctx, tries, 20*time.Millisecond, 1280*time.Millisecond); err != nil {
+					return err
+				}
+				err = c.transact(ctx, shard, n, i, m, chunks[i])
+			}
+			if err != nil {
+				break
+			}
+		}
 		switch {
 		case err == nil:
-			ctr, tries = last, 0
-			continue
-		case errors.Is(err, errCheckpointMoved):
-			moved = true
-		case !errors.Is(err, errContended):
+			return nil
+		case !errors.Is(err, errCheckpointMoved):
 			return err
 		}
+		// Applied by an earlier try whose answer was lost, or by another
+		// writer: the checkpoint says how far.
 		if tries++; tries >= maxCountTries {
-			return fmt.Errorf("count changes of shard %s: %d tries: %w", shard, tries, quarantine.ErrContention)
-		}
-		if moved {
-			// Applied by an earlier try whose answer was lost, or by
-			// another writer: the checkpoint says how far.
-			if ctr, err = c.checkpoint(ctx, shard); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := quarantine.Backoff(ctx, tries, 20*time.Millisecond, 1280*time.Millisecond); err != nil {
-			return err
+			return fmt.Errorf("count segment %d of shard %s: %d tries: %w", n, shard, tries, quarantine.ErrContention)
 		}
 	}
 }
 
-// countedChanges decodes recs into the changes that count something,
-// sorted by seq, each seq once.
-func countedChanges(recs []events.DynamoDBEventRecord) ([]change, error) {
-	var out []change
-	for i := range recs {
-		ch, err := changeOf(&recs[i])
+// segmentChunks splits a segment's counter deltas into the chunks of its
+// transactions (at least one: a segment with nothing to count moves the
+// checkpoint only).
+func segmentChunks(seg ledger.Segment) ([][]quarantine.CounterDelta, error) {
+	var changes []change
+	for _, e := range seg.Entries {
+		ds, err := EntryDeltas(e)
 		if err != nil {
-			return nil, fmt.Errorf("count changes: record %d (%s): %w", i, recs[i].EventID, err)
+			return nil, fmt.Errorf("entry %s: %w", e.Seq, err)
 		}
-		if len(ch.deltas) > 0 {
-			out = append(out, ch)
+		if len(ds) > 0 {
+			changes = append(changes, change{seq: e.Seq, deltas: ds})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b change) int { return strings.Compare(a.seq, b.seq) })
-	return slices.CompactFunc(out, func(a, b change) bool { return a.seq == b.seq }), nil
+	var chunks [][]quarantine.CounterDelta
+	for len(changes) > 0 {
+		n, updates := nextChunk(changes)
+		chunks = append(chunks, updates)
+		changes = changes[n:]
+	}
+	if len(chunks) == 0 {
+		chunks = append(chunks, nil)
+	}
+	return chunks, nil
 }
 
-// changeOf decodes one stream record's change. Records whose key is not a
-// quarantine record's count nothing.
-func changeOf(rec *events.DynamoDBEventRecord) (change, error) {
-	seq, err := padSeq(rec.Change.SequenceNumber)
-	if err != nil {
-		return change{}, err
+// EntryDeltas are the counter changes of one ledgered change (nothing for
+// a key that is not a quarantine record's): quarantine.ChangeDeltas of
+// its old and new images, except that a MODIFY keeping the version also
+// moves the state and open counters when it changed what they count (the
+// counters follow the table's contents; event buckets count events, and
+// there was none).
+func EntryDeltas(e ledger.Entry) ([]quarantine.CounterDelta, error) {
+	if !IsRecordKey(e.Key) {
+		return nil, nil
 	}
-	oldImg, err := FromStreamImage(rec.Change.OldImage)
-	if err != nil {
-		return change{}, fmt.Errorf("old image: %w", err)
-	}
-	newImg, err := FromStreamImage(rec.Change.NewImage)
-	if err != nil {
-		return change{}, fmt.Errorf("new image: %w", err)
-	}
-	keys, err := FromStreamImage(rec.Change.Keys)
-	if err != nil {
-		return change{}, fmt.Errorf("keys: %w", err)
-	}
-	key := ""
-	for _, img := range []map[string]types.AttributeValue{keys, newImg, oldImg} {
-		if k, ok := img[KeyAttr].(*types.AttributeValueMemberS); ok && key == "" {
-			key = k.Value
+	var oldIt, newIt ledger.Item
+	switch e.Event {
+	case ledger.EventInsert:
+		newIt = e.Item
+	case ledger.EventModify:
+		if e.OldItem == nil {
+			return nil, errors.New("MODIFY without its old_item (a segment written before old images were ledgered)")
 		}
-	}
-	if !IsRecordKey(key) {
-		return change{seq: seq}, nil
-	}
-	var wantOld, wantNew bool
-	switch rec.EventName {
-	case string(events.DynamoDBOperationTypeInsert):
-		wantNew = true
-	case string(events.DynamoDBOperationTypeModify):
-		wantOld, wantNew = true, true
-	case string(events.DynamoDBOperationTypeRemove):
-		wantOld = true
+		oldIt, newIt = e.OldItem, e.Item
+	case ledger.EventRemove:
+		oldIt = e.Removed
 	default:
-		return change{}, fmt.Errorf("event %q is not INSERT, MODIFY or REMOVE", rec.EventName)
+		return nil, fmt.Errorf("event %q is not INSERT, MODIFY or REMOVE", e.Event)
 	}
-	if wantOld != (len(oldImg) > 0) || wantNew != (len(newImg) > 0) {
-		return change{}, fmt.Errorf("%s of a record with old image %v, new image %v: the stream must carry NEW_AND_OLD_IMAGES", rec.EventName, len(oldImg) > 0, len(newImg) > 0)
+	old, oldHold, err := entryRecord(oldIt)
+	if err != nil {
+		return nil, fmt.Errorf("old image: %w", err)
 	}
-	old, oldHold := recordImage(oldImg)
-	next, newHold := recordImage(newImg)
-	return change{seq: seq, deltas: quarantine.ChangeDeltas(old, next, oldHold, newHold)}, nil
+	next, newHold, err := entryRecord(newIt)
+	if err != nil {
+		return nil, fmt.Errorf("new image: %w", err)
+	}
+	if old == nil || next == nil || old.Version != next.Version {
+		return quarantine.ChangeDeltas(old, next, oldHold, newHold), nil
+	}
+	out := quarantine.RemoveDeltas(old)
+	for _, d := range quarantine.RemoveDeltas(next) {
+		out = append(out, quarantine.CounterDelta{CounterKey: d.CounterKey, N: -d.N})
+	}
+	if newHold != nil && oldHold == nil {
+		out = append(out, quarantine.HoldDeltas(next.DLQID, newHold.At)...)
+	}
+	return out, nil
+}
+
+// entryRecord decodes a ledgered image (nil when there is none) and its
+// integrity hold, if any, as the store reads an item.
+func entryRecord(it ledger.Item) (*quarantine.Record, *quarantine.IntegrityHold, error) {
+	if it == nil {
+		return nil, nil, nil
+	}
+	img, err := SDKItem(it)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, h := recordImage(img)
+	return r, h, nil
 }
 
 // recordImage decodes a record's image (nil when there is none) and its
@@ -198,15 +257,6 @@ func recordImage(img map[string]types.AttributeValue) (*quarantine.Record, *quar
 		return r, &h
 	}
 	return r, nil
-}
-
-// padSeq zero-pads a stream sequence number (a decimal string of up to 40
-// digits) to 40 digits, so that sequence numbers compare as strings.
-func padSeq(seq string) (string, error) {
-	if seq == "" || len(seq) > 40 || strings.Trim(seq, "0123456789") != "" {
-		return "", fmt.Errorf("sequence number %q is not a decimal of 1..40 digits", seq)
-	}
-	return strings.Repeat("0", 40-len(seq)) + seq, nil
 }
 
 // nextChunk takes changes from the front while their deltas touch at
@@ -251,12 +301,22 @@ var (
 	errContended       = errors.New("counter transaction contended")
 )
 
-// transact applies one chunk: its counter updates and the checkpoint's
-// move from before first to last, in one transaction.
-func (c *Counts) transact(ctx context.Context, shard, first, last string, updates []quarantine.CounterDelta) error {
-	seq := expression.Name(LedgerCountSeqAttr)
-	cond := expression.AttributeNotExists(seq).Or(seq.LessThan(expression.Value(first)))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(expression.Set(seq, expression.Value(last))).Build()
+// transact applies chunk i of the m chunks of segment n: its counter
+// updates and the checkpoint's move from the previous chunk to it, in one
+// transaction.
+func (c *Counts) transact(ctx context.Context, shard string, n, i, m int64, updates []quarantine.CounterDelta) error {
+	segN, chunkN, doneN := expression.Name(countSegmentAttr), expression.Name(countChunkAttr), expression.Name(countDoneAttr)
+	var cond expression.ConditionBuilder
+	switch {
+	case i > 0:
+		cond = segN.Equal(expression.Value(n)).And(chunkN.Equal(expression.Value(i - 1)))
+	case n == 1:
+		cond = expression.AttributeNotExists(segN)
+	default:
+		cond = segN.Equal(expression.Value(n - 1)).And(doneN.Equal(expression.Value(true)))
+	}
+	upd := expression.Set(segN, expression.Value(n)).Set(chunkN, expression.Value(i)).Set(doneN, expression.Value(i == m-1))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return fmt.Errorf("build checkpoint update: %w", err)
 	}
@@ -276,33 +336,51 @@ func (c *Counts) transact(ctx context.Context, shard, first, last string, update
 	var tc *types.TransactionCanceledException
 	if !errors.As(err, &tc) {
 		if err != nil {
-			return fmt.Errorf("count changes of shard %s: %w", shard, err)
+			return fmt.Errorf("count segment %d of shard %s: %w", n, shard, err)
 		}
 		return nil
 	}
-	for i, r := range tc.CancellationReasons {
+	for j, r := range tc.CancellationReasons {
 		switch code := aws.ToString(r.Code); {
-		case i == 0 && code == "ConditionalCheckFailed":
+		case j == 0 && code == "ConditionalCheckFailed":
 			return errCheckpointMoved
 		case code == "TransactionConflict" || code == "ThrottlingError" || code == "ProvisionedThroughputExceeded":
 			return errContended
 		}
 	}
-	return fmt.Errorf("count changes of shard %s: %w", shard, err)
+	return fmt.Errorf("count segment %d of shard %s: %w", n, shard, err)
 }
 
-// checkpoint reads shard's ctr_seq ("" when nothing is counted yet) with a
-// consistent read.
-func (c *Counts) checkpoint(ctx context.Context, shard string) (string, error) {
+// position reads shard's checkpoint with a consistent read. A checkpoint
+// of the sequence-number format (ctr_seq, before counting followed the
+// chain) is refused: counting again from the first segment would count
+// twice.
+func (c *Counts) position(ctx context.Context, shard string) (countPos, error) {
 	out, err := c.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.table), Key: itemKey(CounterCheckpointKey(shard)), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#s"), ExpressionAttributeNames: map[string]string{"#s": LedgerCountSeqAttr},
 	})
 	if err != nil {
-		return "", fmt.Errorf("read counters checkpoint of shard %s: %w", shard, err)
+		return countPos{}, fmt.Errorf("read counters checkpoint of shard %s: %w", shard, err)
 	}
-	if v, ok := out.Item[LedgerCountSeqAttr].(*types.AttributeValueMemberS); ok {
-		return v.Value, nil
+	seg, ok := out.Item[countSegmentAttr].(*types.AttributeValueMemberN)
+	if !ok {
+		if _, old := out.Item[LedgerCountSeqAttr]; old {
+			return countPos{}, fmt.Errorf("counters checkpoint of shard %s holds %s (the old format): recount the counters and delete it", shard, LedgerCountSeqAttr)
+		}
+		return countPos{}, nil
 	}
-	return "", nil
+	p := countPos{set: true}
+	chunk, _ := out.Item[countChunkAttr].(*types.AttributeValueMemberN)
+	done, _ := out.Item[countDoneAttr].(*types.AttributeValueMemberBOOL)
+	if chunk == nil || done == nil {
+		return countPos{}, fmt.Errorf("counters checkpoint of shard %s without %s or %s", shard, countChunkAttr, countDoneAttr)
+	}
+	if p.segment, err = strconv.ParseInt(seg.Value, 10, 64); err == nil {
+		p.chunk, err = strconv.ParseInt(chunk.Value, 10, 64)
+	}
+	if err != nil {
+		return countPos{}, fmt.Errorf("counters checkpoint of shard %s: %w", shard, err)
+	}
+	p.done = done.Value
+	return p, nil
 }

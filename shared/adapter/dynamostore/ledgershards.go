@@ -25,10 +25,11 @@ type StreamShards struct {
 // most a few thousand shards in its 24 hours).
 const maxDescribePages = 10000
 
-// Shards returns every shard id of the stream, open and closed, paging
-// with ExclusiveStartShardId.
-func (s StreamShards) Shards(ctx context.Context) ([]string, error) {
-	var ids []string
+// Shards returns every shard of the stream, open and closed, with its
+// parent shard id ("" when it has none), paging with
+// ExclusiveStartShardId.
+func (s StreamShards) Shards(ctx context.Context) (map[string]string, error) {
+	ids := map[string]string{}
 	var start *string
 	for range maxDescribePages {
 		out, err := s.API.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(s.StreamARN), ExclusiveStartShardId: start})
@@ -39,7 +40,7 @@ func (s StreamShards) Shards(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("describe stream: no description")
 		}
 		for _, sh := range out.StreamDescription.Shards {
-			ids = append(ids, aws.ToString(sh.ShardId))
+			ids[aws.ToString(sh.ShardId)] = aws.ToString(sh.ParentShardId)
 		}
 		start = out.StreamDescription.LastEvaluatedShardId
 		if start == nil {

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 
@@ -23,7 +24,11 @@ func (p pagedStreams) DescribeStream(_ context.Context, in *dynamodbstreams.Desc
 	end := min(i+2, len(p))
 	d := &streamtypes.StreamDescription{}
 	for _, id := range p[i:end] {
-		d.Shards = append(d.Shards, streamtypes.Shard{ShardId: aws.String(id)})
+		sh := streamtypes.Shard{ShardId: aws.String(id)}
+		if j := slices.Index(p, id); j > 0 {
+			sh.ParentShardId = aws.String(p[j-1]) // each shard's parent is the one before it
+		}
+		d.Shards = append(d.Shards, sh)
 	}
 	if end < len(p) {
 		d.LastEvaluatedShardId = aws.String(p[end-1])
@@ -35,7 +40,7 @@ func TestStreamShardsPages(t *testing.T) {
 	t.Parallel()
 	want := pagedStreams{"s1", "s2", "s3", "s4", "s5"}
 	got, err := dynamostore.StreamShards{API: want, StreamARN: "arn"}.Shards(context.Background())
-	if err != nil || !slices.Equal(got, want) {
-		t.Fatalf("Shards = %v, %v", got, err)
+	if err != nil || !maps.Equal(got, map[string]string{"s1": "", "s2": "s1", "s3": "s2", "s4": "s3", "s5": "s4"}) {
+		t.Fatalf("Shards = %v, %v (every shard with its parent)", got, err)
 	}
 }

@@ -156,10 +156,10 @@ func ledgerConflict(err error, what string) error {
 
 func ledgerStr(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
-// AdvanceHead writes h if the head's last_seq is still prevLastSeq (""
-// : no head yet), keeping an existing pending_since and setting
+// AdvanceHead writes h if the head's segment_key is still prevSegmentKey
+// ("" : no head yet), keeping an existing pending_since and setting
 // pendingSince otherwise (ledger.ErrConflict when the condition fails).
-func (s LedgerState) AdvanceHead(ctx context.Context, h ledger.ChainHead, prevLastSeq string, pendingSince time.Time) error {
+func (s LedgerState) AdvanceHead(ctx context.Context, h ledger.ChainHead, prevSegmentKey string, pendingSince time.Time) error {
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.Table), Key: itemKey(LedgerHeadKey(h.Shard)),
 		UpdateExpression: aws.String("SET #l = :l, #k = :k, #h = :h, #n = :n, #u = :u, #p = if_not_exists(#p, :p)"),
@@ -168,11 +168,11 @@ func (s LedgerState) AdvanceHead(ctx context.Context, h ledger.ChainHead, prevLa
 		ExpressionAttributeValues: map[string]types.AttributeValue{":l": ledgerStr(h.LastSeq), ":k": ledgerStr(h.SegmentKey), ":h": ledgerStr(h.SegmentSHA256),
 			":n": &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Segments, 10)}, ":u": ledgerStr(h.UpdatedAt.UTC().Format(time.RFC3339Nano)),
 			":p": ledgerStr(pendingSince.UTC().Format(time.RFC3339Nano))},
-		ConditionExpression: aws.String("attribute_not_exists(#l)"),
+		ConditionExpression: aws.String("attribute_not_exists(#k)"),
 	}
-	if prevLastSeq != "" {
-		in.ConditionExpression = aws.String("#l = :prev")
-		in.ExpressionAttributeValues[":prev"] = ledgerStr(prevLastSeq)
+	if prevSegmentKey != "" {
+		in.ConditionExpression = aws.String("#k = :prev")
+		in.ExpressionAttributeValues[":prev"] = ledgerStr(prevSegmentKey)
 	}
 	if _, err := s.API.UpdateItem(ctx, in); err != nil {
 		return ledgerConflict(err, "advance ledger head of shard "+h.Shard)
@@ -180,15 +180,16 @@ func (s LedgerState) AdvanceHead(ctx context.Context, h ledger.ChainHead, prevLa
 	return nil
 }
 
-// MarkAnchored sets anchored_seq and removes pending_since if the head's
-// last_seq is still lastSeq (ledger.ErrConflict otherwise).
-func (s LedgerState) MarkAnchored(ctx context.Context, shard, lastSeq string) error {
+// MarkAnchored sets anchored_seq to lastSeq and removes pending_since if
+// the head's segment_key is still segmentKey (ledger.ErrConflict
+// otherwise: a segment of late changes keeps last_seq, not the key).
+func (s LedgerState) MarkAnchored(ctx context.Context, shard, segmentKey, lastSeq string) error {
 	_, err := s.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.Table), Key: itemKey(LedgerHeadKey(shard)),
 		UpdateExpression:          aws.String("SET #a = :l REMOVE #p"),
-		ConditionExpression:       aws.String("#l = :l"),
-		ExpressionAttributeNames:  map[string]string{"#a": LedgerAnchoredSeqAttr, "#p": LedgerPendingSinceAttr, "#l": LedgerLastSeqAttr},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":l": ledgerStr(lastSeq)},
+		ConditionExpression:       aws.String("#k = :k"),
+		ExpressionAttributeNames:  map[string]string{"#a": LedgerAnchoredSeqAttr, "#p": LedgerPendingSinceAttr, "#k": LedgerSegmentKeyAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": ledgerStr(lastSeq), ":k": ledgerStr(segmentKey)},
 	})
 	if err != nil {
 		return ledgerConflict(err, "mark ledger head of shard "+shard+" anchored")

@@ -32,20 +32,32 @@ func TestLedgerStateConditions(t *testing.T) {
 		t.Fatalf("a second first head: %v, want ErrConflict", err)
 	}
 	h2 := ledger.ChainHead{Shard: shard, LastSeq: "0002", SegmentKey: "k2", SegmentSHA256: "s2", Segments: 2, UpdatedAt: t1}
-	if err := s.AdvanceHead(ctx, h2, "0000", t1.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("advance from the wrong seq: %v", err)
+	if err := s.AdvanceHead(ctx, h2, "k0", t1.Add(time.Hour)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("advance from the wrong segment: %v", err)
 	}
-	if err := s.AdvanceHead(ctx, h2, "0001", t1.Add(time.Hour)); err != nil {
+	if err := s.AdvanceHead(ctx, h2, "k1", t1.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := s.Head(ctx, shard)
 	if err != nil || !ok || got.LastSeq != "0002" || got.Segments != 2 || !got.PendingSince.Equal(t1) {
 		t.Fatalf("head %+v %v %v; want seq 0002, pending since the first change", got, ok, err)
 	}
-	if err := s.MarkAnchored(ctx, shard, "0001"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.MarkAnchored(ctx, shard, "k1", "0001"); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("anchoring a moved head: %v", err)
 	}
-	if err := s.MarkAnchored(ctx, shard, "0002"); err != nil {
+	// A late segment moves the head and keeps its last_seq: the segment
+	// key is the condition, of the advance and of the anchoring.
+	h3 := ledger.ChainHead{Shard: shard, LastSeq: "0002", SegmentKey: "k0000", SegmentSHA256: "s3", Segments: 3, UpdatedAt: t1}
+	if err := s.AdvanceHead(ctx, h3, "k1", t1); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("a late advance from a stale segment with the same last_seq: %v", err)
+	}
+	if err := s.AdvanceHead(ctx, h3, "k2", t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkAnchored(ctx, shard, "k2", "0002"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("anchoring a head a late segment moved (same last_seq): %v", err)
+	}
+	if err := s.MarkAnchored(ctx, shard, "k0000", "0002"); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ = s.Head(ctx, shard)
@@ -53,7 +65,7 @@ func TestLedgerStateConditions(t *testing.T) {
 		t.Fatalf("head %+v, want anchored", got)
 	}
 	heads, err := s.Heads(ctx, []string{shard, shard + "-none"})
-	if err != nil || len(heads) != 1 || heads[shard].SegmentKey != "k2" {
+	if err != nil || len(heads) != 1 || heads[shard].SegmentKey != "k0000" {
 		t.Fatalf("Heads = %+v, %v", heads, err)
 	}
 

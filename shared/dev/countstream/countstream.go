@@ -3,41 +3,57 @@
 // does in a deployed stack: record writes no longer touch a counter, so
 // whoever reads counters after writes through dynamostore first lets the
 // counting catch up (DrainCounts, or a Reader that does it on each read).
-// memstore needs none of this: it counts on each write.
+// It runs the ledger's own service (usecase/ledger) over a ledger kept in
+// memory (no bucket, no signing key), so its counting is the ledger's:
+// segment by segment, late changes included. memstore needs none of this:
+// it counts on each write.
 package countstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-
-	"github.com/aws/aws-lambda-go/events"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
 
 // Table is the logical id of the table whose stream is counted.
 const Table = "QuarantineTable"
 
 // Handler is a stream handler (a tumbling-window batch, the one event
-// shape that names its shard) that applies the batch's counter changes.
-// An event without a shard id is refused: the counters never guess a
-// checkpoint. On a failure the whole batch is retried: the checkpoint
-// makes that count each change once.
+// shape that names its shard) that ledgers the batch in memory and counts
+// the ledger's new segments with c. An event without a shard id is
+// refused: the counters never guess a checkpoint. On a failure the batch
+// is retried (a partial batch response): the checkpoint makes that count
+// each change once. Counting the same table with the ledger function too
+// would count twice (each its own chain): run one of them.
 func Handler(c *dynamostore.Counts) localrunner.StreamHandler {
-	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-		resp := events.DynamoDBTimeWindowEventResponse{}
-		resp.State = map[string]string{}
-		if ev.ShardID == "" {
-			return resp, errors.New("count changes: the stream event names no shard (a tumbling window is required)")
-		}
-		return resp, c.Apply(ctx, ev.ShardID, ev.Records)
-	}
+	svc := &ledger.Service{Objects: newObjects(), State: newState(), Counts: own{c}, Decode: dynamostore.LedgerItemFromStream,
+		Config: ledger.Config{Retention: time.Hour}}
+	return svc.HandleStream
+}
+
+// CheckpointPrefix prefixes the shard ids of countstream's counters
+// checkpoints: its chain in memory is not the ledger function's, so the
+// two must not share a checkpoint.
+const CheckpointPrefix = "countstream-"
+
+// own counts under countstream's own checkpoints.
+type own struct{ c *dynamostore.Counts }
+
+func (o own) Counted(ctx context.Context, shard string) (int64, error) {
+	return o.c.Counted(ctx, CheckpointPrefix+shard)
+}
+
+func (o own) Count(ctx context.Context, shard string, n int64, seg dl.Segment) error {
+	return o.c.Count(ctx, CheckpointPrefix+shard, n, seg)
 }
 
 var (

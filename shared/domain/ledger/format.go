@@ -12,7 +12,26 @@ import (
 	"time"
 )
 
-// Object formats and signing algorithms (design §3).
+// Object formats and signing algorithms (design §3), with what review 1
+// added to them (optional members: a segment or digest without them reads
+// as before):
+//
+//   - an entry's "late":true: the change reached the ledger after a later
+//     change of its shard (Lambda may deliver a retried batch out of
+//     order). Its seq is below the chain's last seq when it was written;
+//     it is in order within its segment, and its seq appears nowhere else
+//     in the shard's chain. Every entry not marked late is after all the
+//     not-late entries before it.
+//   - an entry's "old_item" on MODIFY and REMOVE: the full old image (on a
+//     REMOVE equal to "removed"), so that a segment alone determines its
+//     counter deltas; "old" {version, seal} stays.
+//   - a segment's "parent_shard": on a shard's first segment, the shard's
+//     parent (DescribeStream ParentShardId), when it has one.
+//   - a digest's shard entries: "parent_shard" as above, and every shard
+//     DescribeStream lists, one without a chain yet with an empty head
+//     (last_seq, segment_key, segment_sha256 "", segments 0). A head's
+//     last_seq is its chain's highest seq (a segment of late entries only
+//     ends below it).
 const (
 	SegmentFormat = "dlqq-ledger-segment/1"
 	DigestFormat  = "dlqq-ledger-digest/1"
@@ -64,6 +83,13 @@ type Old struct {
 }
 
 // Entry is one ledgered change.
+//
+// OldItem ("old_item") is the full old image of a MODIFY or REMOVE (on a
+// REMOVE it equals Removed), so that a segment alone determines the
+// counter deltas of its changes. Late ("late":true) marks a change that
+// reached the ledger after a later change of its shard (a retried batch
+// delivered out of order): its seq is below the previous segments'
+// last_seq, and it appears nowhere else in the shard's chain.
 type Entry struct {
 	Seq     string `json:"seq"`
 	Event   string `json:"event"`
@@ -71,18 +97,23 @@ type Entry struct {
 	Key     string `json:"key"`
 	Item    Item   `json:"item,omitempty"`
 	Removed Item   `json:"removed,omitempty"`
+	OldItem Item   `json:"old_item,omitempty"`
 	Old     *Old   `json:"old,omitempty"`
+	Late    bool   `json:"late,omitempty"`
 }
 
-// Segment is one object of a shard's chain.
+// Segment is one object of a shard's chain. ParentShard
+// ("parent_shard") is the shard's parent (DescribeStream ParentShardId),
+// on a shard's first segment only, when it has one.
 type Segment struct {
-	Format    string  `json:"format"`
-	StreamARN string  `json:"stream_arn"`
-	Shard     string  `json:"shard"`
-	FirstSeq  string  `json:"first_seq"`
-	LastSeq   string  `json:"last_seq"`
-	Prev      *Ref    `json:"prev,omitempty"`
-	Entries   []Entry `json:"entries"`
+	Format      string  `json:"format"`
+	StreamARN   string  `json:"stream_arn"`
+	Shard       string  `json:"shard"`
+	ParentShard string  `json:"parent_shard,omitempty"`
+	FirstSeq    string  `json:"first_seq"`
+	LastSeq     string  `json:"last_seq"`
+	Prev        *Ref    `json:"prev,omitempty"`
+	Entries     []Entry `json:"entries"`
 }
 
 // DigestPrev is the previous digest as a digest names it.
@@ -92,9 +123,15 @@ type DigestPrev struct {
 	Signature string `json:"signature"`
 }
 
-// Head is a shard chain's head as a digest records it.
+// Head is a shard chain's head as a digest records it. A shard that
+// DescribeStream lists but that has no chain yet has an empty head
+// (LastSeq, SegmentKey and SegmentSHA256 "", Segments 0). ParentShard is
+// the shard's parent (DescribeStream ParentShardId), when it has one.
+// LastSeq is the chain's highest seq (a segment of late changes only ends
+// below it).
 type Head struct {
 	Shard         string `json:"shard"`
+	ParentShard   string `json:"parent_shard,omitempty"`
 	LastSeq       string `json:"last_seq"`
 	SegmentKey    string `json:"segment_key"`
 	SegmentSHA256 string `json:"segment_sha256"`
@@ -203,9 +240,15 @@ func (e Entry) check() error {
 		if e.Item == nil || e.Removed != nil {
 			return fmt.Errorf("%s without its new image", e.Event)
 		}
+		if e.Event == EventInsert && e.OldItem != nil {
+			return errors.New("INSERT with an old image")
+		}
 	case EventRemove:
 		if e.Removed == nil || e.Item != nil {
 			return errors.New("REMOVE without its old image")
+		}
+		if e.OldItem != nil && !sameItem(e.OldItem, e.Removed) {
+			return errors.New("REMOVE whose old_item is not what it removed")
 		}
 	default:
 		return fmt.Errorf("event %q", e.Event)
@@ -232,9 +275,10 @@ func ParseDigest(b []byte) (Digest, error) {
 }
 
 // NewSegment builds the segment of shard holding entries (sorted here by
-// sequence number), chained to prev (nil on a shard's first segment). It
-// refuses no entries, an invalid or repeated sequence number and an entry
-// that does not check.
+// sequence number, each seq once), chained to prev (nil on a shard's first
+// segment). Entries marked Late may be below prev's last_seq; the others
+// are after it (the caller's to ensure). It refuses no entries, an invalid
+// or repeated sequence number and an entry that does not check.
 func NewSegment(streamARN, shard string, prev *Ref, entries []Entry) (Segment, error) {
 	if len(entries) == 0 {
 		return Segment{}, errors.New("segment without entries")
@@ -268,4 +312,14 @@ func NewDigest(n int64, at time.Time, streamARN, keyID, algorithm string, prev *
 	}
 	return Digest{Format: DigestFormat, N: n, At: at.UTC().Format(time.RFC3339Nano), StreamARN: streamARN,
 		KeyID: keyID, Algorithm: algorithm, Prev: prev, Shards: hs}
+}
+
+// sameItem reports whether a and b have the same canonical bytes.
+func sameItem(a, b Item) bool {
+	ca, err := a.Canonical()
+	if err != nil {
+		return false
+	}
+	cb, err := b.Canonical()
+	return err == nil && bytes.Equal(ca, cb)
 }

@@ -249,7 +249,9 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 	heads := map[string]Head{}
 	for _, p := range signed {
 		for _, h := range p.d.Shards {
-			heads[h.Shard] = h
+			if h.SegmentKey != "" { // an empty head: listed, no chain yet
+				heads[h.Shard] = h
+			}
 		}
 	}
 	shards := map[string]bool{}
@@ -323,8 +325,14 @@ func (v *verifier) shard(shard string, nodes map[string]*segNode, heads map[stri
 			if back[0].seg.Prev == nil && int64(len(back)) != h.Segments {
 				v.fail(KindSegmentChain, shard, "the digest's head counts %d segments, the chain holds %d", h.Segments, len(back))
 			}
-			if SeqCompare(n.seg.LastSeq, h.LastSeq) != 0 {
-				v.fail(KindSegmentChain, shard, "the digest's head ends at %s, its segment at %s", h.LastSeq, n.seg.LastSeq)
+			top := n.seg.LastSeq // the chain's highest seq (a late segment ends below it)
+			for _, b := range back {
+				if SeqLess(top, b.seg.LastSeq) {
+					top = b.seg.LastSeq
+				}
+			}
+			if SeqCompare(top, h.LastSeq) != 0 {
+				v.fail(KindSegmentChain, shard, "the digest's head ends at %s, its chain at %s", h.LastSeq, top)
 			}
 			chain, anchoredN, tip = back, len(back), n
 		}
@@ -369,7 +377,7 @@ func (v *verifier) shard(shard string, nodes map[string]*segNode, heads map[stri
 	// Every digest's head of this shard names a segment of the chain.
 	for _, p := range digests {
 		for _, h := range p.d.Shards {
-			if h.Shard != shard || h == heads[shard] { // the anchor's is checked above
+			if h.Shard != shard || h == heads[shard] || h.SegmentKey == "" { // the anchor's is checked above
 				continue
 			}
 			n := nodes[h.SegmentKey]
@@ -393,17 +401,26 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledg
 	seen := map[string]string{} // padded seq → segment key
 	last := ""
 	for i, n := range chain {
-		for _, e := range n.seg.Entries {
+		for j, e := range n.seg.Entries {
 			p := mustPadSeq(e.Seq)
 			if where, dup := seen[p]; dup {
 				v.fail(KindDuplicate, shard, "entry %s (key %s) in %s and %s", e.Seq, e.Key, where, n.key)
 				continue
 			}
 			seen[p] = n.key
-			if last != "" && !SeqLess(last, e.Seq) {
+			// A late entry (seen nowhere else, checked above) may be below
+			// the chain's last seq; within its segment it is in order too.
+			switch {
+			case j > 0 && !SeqLess(n.seg.Entries[j-1].Seq, e.Seq):
+				v.fail(KindSegmentChain, n.key, "entry %s not after %s", e.Seq, n.seg.Entries[j-1].Seq)
+			case e.Late && (last == "" || !SeqLess(e.Seq, last)):
+				v.fail(KindSegmentChain, n.key, "entry %s marked late but not before %s", e.Seq, last)
+			case !e.Late && last != "" && !SeqLess(last, e.Seq):
 				v.fail(KindSegmentChain, n.key, "entry %s not after %s", e.Seq, last)
 			}
-			last = e.Seq
+			if !e.Late && (last == "" || SeqLess(last, e.Seq)) {
+				last = e.Seq
+			}
 			l := ledgered{e: e, shard: shard, anchored: i < anchoredN}
 			if !l.anchored {
 				v.res.Unanchored++

@@ -16,42 +16,41 @@ const maxSteps = 1000
 // ledger writes a batch's changes after the shard's head: first it adopts
 // the segments an earlier try wrote but did not record in the head (the
 // answer lost, or a crash between the PUT and the head's update), then it
-// writes the changes the head does not cover yet as one segment. It
-// returns the head's padded last sequence number.
-func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (string, error) {
+// writes the changes the chain does not hold yet as one segment. It
+// returns the head it leaves.
+func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (Head, error) {
 	head, ok, err := s.State.Head(ctx, shard)
 	if err != nil {
-		return "", fmt.Errorf("read head: %w", err)
+		return Head{Shard: shard}, fmt.Errorf("read head: %w", err)
 	}
 	if !ok {
 		head = Head{Shard: shard}
 	}
 	for range maxSteps {
 		if head, ok, err = s.adoptNext(ctx, head); err != nil {
-			return head.LastSeq, err
+			return head, err
 		} else if ok {
 			continue
 		}
-		var entries []dl.Entry
-		for _, c := range changes {
-			if c.padded > head.LastSeq {
-				e, err := s.entry(c)
-				if err != nil {
-					return head.LastSeq, err
-				}
-				entries = append(entries, e)
-			}
+		entries, err := s.unledgered(ctx, head, changes)
+		if err != nil {
+			return head, err
 		}
 		if len(entries) == 0 {
-			return head.LastSeq, nil
+			return head, nil
 		}
 		seg, err := dl.NewSegment(arn, shard, prevRef(head), entries)
 		if err != nil {
-			return head.LastSeq, err
+			return head, err
+		}
+		if head.SegmentKey == "" {
+			if seg.ParentShard, err = s.parentOf(ctx, shard); err != nil {
+				return head, err
+			}
 		}
 		raw, err := seg.Encode()
 		if err != nil {
-			return head.LastSeq, fmt.Errorf("encode segment: %w", err)
+			return head, fmt.Errorf("encode segment: %w", err)
 		}
 		key := dl.SegmentKey(shard, seg.FirstSeq)
 		err = s.Objects.PutIfAbsent(ctx, key, raw, s.now().Add(s.Config.Retention))
@@ -60,17 +59,18 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 			// An earlier try wrote this key and its answer was lost, or a
 			// concurrent one did: adopt what is there (the next step).
 			if head, err = s.adopt(ctx, head, key); err != nil {
-				return head.LastSeq, err
+				return head, err
 			}
 		case err != nil:
-			return head.LastSeq, fmt.Errorf("put segment %s: %w", key, err)
+			return head, fmt.Errorf("put segment %s: %w", key, err)
 		default:
+			s.remember(key, seg)
 			if head, err = s.advance(ctx, head, key, raw, seg); err != nil {
-				return head.LastSeq, err
+				return head, err
 			}
 		}
 	}
-	return head.LastSeq, fmt.Errorf("shard %s: more than %d segments in one batch", shard, maxSteps)
+	return head, fmt.Errorf("shard %s: more than %d segments in one batch", shard, maxSteps)
 }
 
 func prevRef(h Head) *dl.Ref {
@@ -83,7 +83,13 @@ func prevRef(h Head) *dl.Ref {
 // adoptNext adopts the first segment after the head's, if an earlier try
 // left one.
 func (s *Service) adoptNext(ctx context.Context, head Head) (Head, bool, error) {
-	keys, err := s.Objects.List(ctx, dl.SegmentPrefix+head.Shard+"/", head.SegmentKey)
+	// A segment after the head starts after the chain's last seq (a late
+	// segment sorts before it: its retry meets it through the 412).
+	after := head.SegmentKey
+	if head.LastSeq != "" {
+		after = max(after, dl.SegmentKey(head.Shard, head.LastSeq))
+	}
+	keys, err := s.Objects.List(ctx, dl.SegmentPrefix+head.Shard+"/", after)
 	if err != nil {
 		return head, false, fmt.Errorf("list segments: %w", err)
 	}
@@ -107,11 +113,11 @@ func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error
 	}
 	prev := prevRef(head)
 	chains := seg.Shard == head.Shard && key == dl.SegmentKey(seg.Shard, seg.FirstSeq) &&
-		(prev == nil) == (seg.Prev == nil) && (prev == nil || *prev == *seg.Prev) &&
-		(head.LastSeq == "" || dl.SeqLess(head.LastSeq, seg.FirstSeq))
+		(prev == nil) == (seg.Prev == nil) && (prev == nil || *prev == *seg.Prev) && follows(head.LastSeq, seg)
 	if !chains {
 		return head, fmt.Errorf("%w: segment %s does not follow the head of shard %s (%s)", dl.ErrChainBroken, key, head.Shard, head.SegmentKey)
 	}
+	s.remember(key, seg)
 	s.log().Warn("ledger adopted a segment an earlier try wrote", "shard", head.Shard, "key", key)
 	return s.advance(ctx, head, key, raw, seg)
 }
@@ -124,6 +130,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	if err != nil {
 		return head, err
 	}
+	last = max(last, head.LastSeq) // a segment of late changes ends below the head
 	next := Head{Shard: head.Shard, LastSeq: last, SegmentKey: key, SegmentSHA256: dl.SHA256Hex(raw),
 		Segments: head.Segments + 1, AnchoredSeq: head.AnchoredSeq, UpdatedAt: s.now()}
 	pending := s.now()
@@ -132,7 +139,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 			pending = at
 		}
 	}
-	err = s.State.AdvanceHead(ctx, next, head.LastSeq, pending)
+	err = s.State.AdvanceHead(ctx, next, head.SegmentKey, pending)
 	if err == nil {
 		return next, nil
 	}
@@ -141,4 +148,18 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 		return got, nil // applied; the answer was lost
 	}
 	return head, errors.Join(fmt.Errorf("advance head of shard %s: %w", head.Shard, err), rerr)
+}
+
+// follows reports whether seg can follow a head at lastSeq: its entries
+// after lastSeq, except late ones, which are before it.
+func follows(lastSeq string, seg dl.Segment) bool {
+	for _, e := range seg.Entries {
+		if lastSeq != "" && e.Late != dl.SeqLess(e.Seq, lastSeq) {
+			return false
+		}
+		if lastSeq == "" && e.Late {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,8 +17,9 @@ type DigestReport struct {
 	// N is the newest digest's number after the run.
 	N       int64 `json:"n"`
 	Written bool  `json:"written"`
-	// Adopted is true when a concurrent or crashed run had written digest
-	// N: this run checked and recorded it instead of writing its own.
+	// Adopted is true when this run checked and recorded a digest another
+	// (concurrent or crashed) run wrote: digest N when nothing was
+	// written, or the digests the head was behind the bucket by.
 	Adopted bool `json:"adopted,omitempty"`
 	Shards  int  `json:"shards"`
 	// LagSeconds is the anchoring lag: the longest a change waited for
@@ -29,22 +31,26 @@ type DigestReport struct {
 const MetricAnchoringLag = "LedgerAnchoringLag"
 
 // Digest writes the next digest when a head moved since the last one or
-// the last one is older than Config.DigestMaxAge (design §5).
+// the last one is older than Config.DigestMaxAge (design §5). It first
+// fast-forwards: digests in the bucket after the digest head's (a head
+// rolled back by a restore, or a run that crashed before recording its
+// digest) are checked and adopted, so the next one follows the newest.
 func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	last, hasLast, err := s.State.DigestHead(ctx)
 	if err != nil {
 		return DigestReport{}, fmt.Errorf("read digest head: %w", err)
 	}
-	shardIDs, err := s.Shards.Shards(ctx)
+	shards, err := s.Shards.Shards(ctx)
 	if err != nil {
 		return DigestReport{}, fmt.Errorf("list shards: %w", err)
 	}
-	heads, err := s.State.Heads(ctx, shardIDs)
+	heads, err := s.State.Heads(ctx, slices.Sorted(maps.Keys(shards)))
 	if err != nil {
 		return DigestReport{}, fmt.Errorf("read heads: %w", err)
 	}
 	now := s.now()
-	rep := DigestReport{N: last.N, Shards: len(heads)}
+	// The lag is what the heads just read say, whatever digest is adopted.
+	rep := DigestReport{N: last.N, Shards: len(shards), LagSeconds: lag(heads, now)}
 	var prev *dl.Digest
 	if hasLast {
 		raw, err := s.Objects.Get(ctx, last.Key)
@@ -57,12 +63,17 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 		}
 		prev = &d
 	}
-	if hasLast && !moved(prev, heads) && now.Sub(last.At) < s.Config.DigestMaxAge {
-		rep.LagSeconds = lag(heads, now)
+	if last, hasLast, prev, err = s.fastForward(ctx, last, hasLast, prev); err != nil {
+		return rep, err
+	}
+	rep.N, rep.Adopted = last.N, last.N != rep.N
+	listed := shardHeads(shards, heads)
+	if hasLast && slices.Equal(prev.Shards, listed) && now.Sub(last.At) < s.Config.DigestMaxAge {
+		s.anchor(ctx, *prev, heads) // a digest adopted above, or a mark a crash left undone
 		s.emitLag(now, rep.LagSeconds)
 		return rep, nil
 	}
-	d, raw, err := s.build(ctx, last, hasLast, heads, now)
+	d, raw, err := s.build(ctx, last, hasLast, listed, now)
 	if err != nil {
 		return rep, err
 	}
@@ -77,34 +88,77 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	} else {
 		rep.Written = true
 	}
-	at, _ := time.Parse(time.RFC3339Nano, d.At)
-	dh := DigestHead{N: d.N, Key: dl.DigestKey(d.N), SHA256: dl.SHA256Hex(raw), Signature: d.Signature, At: at}
-	if err := s.State.PutDigestHead(ctx, dh, last.N); err != nil {
-		got, ok, rerr := s.State.DigestHead(ctx)
-		if rerr != nil || !ok || got.N < d.N || (got.N == d.N && got.SHA256 != dh.SHA256) {
-			return rep, errors.Join(fmt.Errorf("update digest head to %d: %w", d.N, err), rerr)
-		}
+	dh, err := s.recordDigest(ctx, d, raw, last.N)
+	if err != nil {
+		return rep, err
 	}
 	rep.N = d.N
-	rep.LagSeconds = s.anchor(ctx, d, heads, at)
-	s.log().Info("ledger digest", "n", d.N, "written", rep.Written, "adopted", rep.Adopted, "shards", len(d.Shards), "lag_seconds", rep.LagSeconds)
+	s.anchor(ctx, d, heads)
+	s.log().Info("ledger digest", "n", d.N, "written", rep.Written, "adopted", rep.Adopted, "shards", len(d.Shards), "lag_seconds", rep.LagSeconds, "at", dh.At)
 	s.emitLag(now, rep.LagSeconds)
 	return rep, nil
 }
 
-// moved reports whether a head differs from what the previous digest says.
-func moved(prev *dl.Digest, heads map[string]Head) bool {
-	was := map[string]dl.Head{}
-	for _, h := range prev.Shards {
-		was[h.Shard] = h
-	}
-	for id, h := range heads {
-		w, ok := was[id]
-		if !ok || w.SegmentKey != h.SegmentKey || w.SegmentSHA256 != h.SegmentSHA256 {
-			return true
+// recordDigest moves the digest head from prevN to d. An update whose
+// answer was lost, or that a concurrent run made, is recognised by
+// reading the head back.
+func (s *Service) recordDigest(ctx context.Context, d dl.Digest, raw []byte, prevN int64) (DigestHead, error) {
+	at, _ := time.Parse(time.RFC3339Nano, d.At)
+	dh := DigestHead{N: d.N, Key: dl.DigestKey(d.N), SHA256: dl.SHA256Hex(raw), Signature: d.Signature, At: at}
+	if err := s.State.PutDigestHead(ctx, dh, prevN); err != nil {
+		got, ok, rerr := s.State.DigestHead(ctx)
+		if rerr != nil || !ok || got.N < d.N || (got.N == d.N && got.SHA256 != dh.SHA256) {
+			return dh, errors.Join(fmt.Errorf("update digest head to %d: %w", d.N, err), rerr)
 		}
 	}
-	return false
+	return dh, nil
+}
+
+// fastForward adopts, in order, every digest of the bucket after the
+// digest head's that chains to it (signature and prev checked), moving
+// the head along. The head being behind the bucket is logged as an error:
+// a restore of the table or a direct write rolled it back (or a run
+// crashed between its PUT and the head's update).
+func (s *Service) fastForward(ctx context.Context, last DigestHead, hasLast bool, prev *dl.Digest) (DigestHead, bool, *dl.Digest, error) {
+	after := ""
+	if hasLast {
+		after = last.Key
+	}
+	keys, err := s.Objects.List(ctx, dl.DigestPrefix, after)
+	if err != nil {
+		return last, hasLast, prev, fmt.Errorf("list digests: %w", err)
+	}
+	if len(keys) == 0 {
+		return last, hasLast, prev, nil
+	}
+	s.log().Error("ledger digest head is behind the bucket: adopting the newer digests", "head_n", last.N, "newer", len(keys), "first", keys[0])
+	for _, key := range keys {
+		if key != dl.DigestKey(last.N+1) {
+			return last, hasLast, prev, fmt.Errorf("%w: %s in the bucket where digest %d belongs", dl.ErrChainBroken, key, last.N+1)
+		}
+		d, raw, err := s.adoptDigest(ctx, last, hasLast, last.N+1)
+		if err != nil {
+			return last, hasLast, prev, err
+		}
+		dh, err := s.recordDigest(ctx, d, raw, last.N)
+		if err != nil {
+			return last, hasLast, prev, err
+		}
+		last, hasLast, prev = dh, true, &d
+	}
+	return last, hasLast, prev, nil
+}
+
+// shardHeads is the digest's list: every shard DescribeStream lists, with
+// its parent and its head (empty when it has none yet), by shard id.
+func shardHeads(shards map[string]string, heads map[string]Head) []dl.Head {
+	out := []dl.Head{}
+	for _, id := range slices.Sorted(maps.Keys(shards)) {
+		h := heads[id]
+		out = append(out, dl.Head{Shard: id, ParentShard: shards[id], LastSeq: h.LastSeq, SegmentKey: h.SegmentKey,
+			SegmentSHA256: h.SegmentSHA256, Segments: h.Segments})
+	}
+	return out
 }
 
 // lag is the longest a change still pending has waited, at now.
@@ -119,15 +173,10 @@ func lag(heads map[string]Head, now time.Time) float64 {
 }
 
 // build makes and signs digest last.N+1 over heads.
-func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, heads map[string]Head, now time.Time) (dl.Digest, []byte, error) {
+func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs []dl.Head, now time.Time) (dl.Digest, []byte, error) {
 	var dprev *dl.DigestPrev
 	if hasLast {
 		dprev = &dl.DigestPrev{Key: last.Key, SHA256: last.SHA256, Signature: last.Signature}
-	}
-	var hs []dl.Head
-	for _, id := range slices.Sorted(mapKeys(heads)) {
-		h := heads[id]
-		hs = append(hs, dl.Head{Shard: id, LastSeq: h.LastSeq, SegmentKey: h.SegmentKey, SegmentSHA256: h.SegmentSHA256, Segments: h.Segments})
 	}
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
 	var err error
@@ -175,34 +224,19 @@ func (s *Service) adoptDigest(ctx context.Context, last DigestHead, hasLast bool
 }
 
 // anchor marks the heads d covers as anchored, each only if it has not
-// moved since, and returns the anchoring lag at at.
-func (s *Service) anchor(ctx context.Context, d dl.Digest, heads map[string]Head, at time.Time) float64 {
-	var l float64
+// moved since.
+func (s *Service) anchor(ctx context.Context, d dl.Digest, heads map[string]Head) {
 	for _, dh := range d.Shards {
 		h, ok := heads[dh.Shard]
-		if !ok || h.SegmentKey != dh.SegmentKey {
+		if !ok || dh.SegmentKey == "" || h.SegmentKey != dh.SegmentKey {
 			continue
-		}
-		if !h.PendingSince.IsZero() {
-			l = max(l, at.Sub(h.PendingSince).Seconds())
 		}
 		if h.PendingSince.IsZero() && h.AnchoredSeq == h.LastSeq {
 			continue
 		}
-		if err := s.State.MarkAnchored(ctx, dh.Shard, h.LastSeq); err != nil && !errors.Is(err, dl.ErrConflict) {
+		if err := s.State.MarkAnchored(ctx, dh.Shard, h.SegmentKey, h.LastSeq); err != nil && !errors.Is(err, dl.ErrConflict) {
 			// The next run marks it; the head stays pending meanwhile.
 			s.log().Warn("ledger could not mark a head anchored", "shard", dh.Shard, "error", err.Error())
-		}
-	}
-	return l
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }

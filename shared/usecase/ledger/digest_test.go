@@ -33,8 +33,14 @@ func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 	r.handle(batch("shard-2", s.recs["shard-2"]))
 	r.now = r.now.Add(time.Minute)
 	rep := r.digest()
-	if rep.N != 1 || !rep.Written || rep.Shards != 2 || rep.LagSeconds <= 0 {
+	if rep.N != 1 || !rep.Written || rep.Shards != 3 || rep.LagSeconds <= 0 {
 		t.Fatalf("report %+v", rep)
+	}
+	// Every listed shard, with its parent; shard-3 has no chain yet.
+	d1, err := dl.ParseDigest(r.objects.under(dl.DigestPrefix)[dl.DigestKey(1)])
+	if err != nil || len(d1.Shards) != 3 || d1.Shards[1].ParentShard != "shard-1" || d1.Shards[1].SegmentKey == "" ||
+		d1.Shards[2] != (dl.Head{Shard: "shard-3", ParentShard: "shard-2"}) {
+		t.Fatalf("digest 1 lists %+v (%v), want the three shards with their parents, shard-3 empty", d1.Shards, err)
 	}
 	for _, h := range r.state.heads {
 		if !h.PendingSince.IsZero() || h.AnchoredSeq != h.LastSeq {

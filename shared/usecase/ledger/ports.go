@@ -41,13 +41,16 @@ type State interface {
 	// Heads reads the heads of shards; shards without one are absent.
 	Heads(ctx context.Context, shards []string) (map[string]Head, error)
 	// AdvanceHead writes h (its LastSeq, segment and count) if the head's
-	// last_seq is still prevLastSeq ("" : no head yet), keeping an
+	// segment_key is still prevSegmentKey ("" : no head yet), keeping an
 	// existing pending_since and setting pendingSince otherwise
-	// (dl.ErrConflict when the condition fails).
-	AdvanceHead(ctx context.Context, h Head, prevLastSeq string, pendingSince time.Time) error
+	// (dl.ErrConflict when the condition fails). The segment key, not
+	// last_seq, is the condition: a segment of late changes moves the head
+	// and keeps its last_seq.
+	AdvanceHead(ctx context.Context, h Head, prevSegmentKey string, pendingSince time.Time) error
 	// MarkAnchored sets anchored_seq to lastSeq and removes pending_since
-	// if the head's last_seq is still lastSeq (dl.ErrConflict otherwise).
-	MarkAnchored(ctx context.Context, shard, lastSeq string) error
+	// if the head's segment_key is still segmentKey (dl.ErrConflict
+	// otherwise).
+	MarkAnchored(ctx context.Context, shard, segmentKey, lastSeq string) error
 	// DigestHead reads the digest chain's head (false: no digest yet).
 	DigestHead(ctx context.Context) (DigestHead, bool, error)
 	// PutDigestHead writes d if the head's n is still prevN (0: none yet;
@@ -67,16 +70,24 @@ type Signer interface {
 	PublicKey(ctx context.Context) ([]byte, error)
 }
 
-// Shards lists the shard ids of the table's stream.
+// Shards lists the shards of the table's stream: shard id → its parent
+// shard id (DescribeStream ParentShardId; "" when it has none).
 type Shards interface {
-	Shards(ctx context.Context) ([]string, error)
+	Shards(ctx context.Context) (map[string]string, error)
 }
 
-// Counts applies the counter deltas of a shard's changes idempotently
-// (design §4; dynamostore.Counts). It gets the batch's ledgered records in
-// sequence order, including those the ledger had already written.
+// Counts counts the shard chains' segments into the metrics counters,
+// segment by segment in chain order, idempotently (design §4 as review 1's
+// F2 changed it; dynamostore.Counts): counting follows the ledger, not the
+// stream, so a change delivered late is counted once it is ledgered.
 type Counts interface {
-	Apply(ctx context.Context, shard string, recs []events.DynamoDBEventRecord) error
+	// Counted is the number of shard's last fully counted segment (its
+	// place in the chain: 1 for the first, the head's Segments for the
+	// head; 0 when none is).
+	Counted(ctx context.Context, shard string) (int64, error)
+	// Count counts segment n of shard's chain, the segments before it
+	// being counted (nothing to do when it is counted already).
+	Count(ctx context.Context, shard string, n int64, seg dl.Segment) error
 }
 
 // ImageDecoder converts a stream image into the ledger's item

@@ -28,6 +28,8 @@ type Service struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Config  Config
+
+	cache segmentCache
 }
 
 func (s *Service) now() time.Time {
@@ -81,40 +83,64 @@ func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindow
 	if arn == "" {
 		arn = ev.EventSourceARN
 	}
-	written, err := s.ledger(ctx, arn, shard, changes)
+	head, err := s.ledger(ctx, arn, shard, changes)
 	if errors.Is(err, dl.ErrChainBroken) {
 		s.log().Error("ledger chain broken", "shard", shard, "error", err.Error())
 		return resp, err
 	}
 	if err != nil {
-		from := changes[0].rec.Change.SequenceNumber
-		if s.Counts == nil {
-			from = firstAfter(changes, written)
-		}
-		return fail(from, err)
+		// From the first change: one at or below the head may be a late
+		// change not yet ledgered (the retry proves what is there).
+		return fail(changes[0].rec.Change.SequenceNumber, err)
 	}
 	if s.Counts != nil {
-		recs := make([]events.DynamoDBEventRecord, len(changes))
-		for i, c := range changes {
-			recs[i] = c.rec
-		}
-		if err := s.Counts.Apply(ctx, shard, recs); err != nil {
+		if err := s.count(ctx, head); err != nil {
 			return fail(changes[0].rec.Change.SequenceNumber, fmt.Errorf("counters: %w", err))
 		}
 	}
-	s.log().Info("ledger batch", "shard", shard, "records", len(ev.Records), "ledgered", len(changes), "head_seq", written)
+	s.log().Info("ledger batch", "shard", shard, "records", len(ev.Records), "ledgered", len(changes), "head_seq", head.LastSeq)
 	return resp, nil
 }
 
-// firstAfter is the sequence number of the first change after the padded
-// sequence number written ("" : the first change).
-func firstAfter(changes []change, written string) string {
-	for _, c := range changes {
-		if written == "" || c.padded > written {
-			return c.rec.Change.SequenceNumber
+// count counts the segments of head's chain after the counters'
+// checkpoint, oldest first (read back from the bucket when they are not
+// the ones this Service just wrote: after a crash between a segment's PUT
+// and its counting, the retry counts it).
+func (s *Service) count(ctx context.Context, head Head) error {
+	done, err := s.Counts.Counted(ctx, head.Shard)
+	if err != nil {
+		return err
+	}
+	if done >= head.Segments {
+		return nil
+	}
+	type ref struct{ key, sha string }
+	refs := make([]ref, head.Segments-done)
+	key, sha := head.SegmentKey, head.SegmentSHA256
+	for i := len(refs) - 1; i >= 0; i-- {
+		refs[i] = ref{key, sha}
+		seg, err := s.segment(ctx, key, sha)
+		if err != nil {
+			return err
+		}
+		if seg.Prev == nil {
+			if i > 0 {
+				return fmt.Errorf("%w: shard %s's chain holds fewer than the head's %d segments", dl.ErrChainBroken, head.Shard, head.Segments)
+			}
+			break
+		}
+		key, sha = seg.Prev.Key, seg.Prev.SHA256
+	}
+	for i, r := range refs {
+		seg, err := s.segment(ctx, r.key, r.sha)
+		if err != nil {
+			return err
+		}
+		if err := s.Counts.Count(ctx, head.Shard, done+1+int64(i), seg); err != nil {
+			return err
 		}
 	}
-	return changes[0].rec.Change.SequenceNumber
+	return nil
 }
 
 // ledgeredChanges keeps the records and policies of a batch, sorted by
@@ -177,6 +203,9 @@ func (s *Service) entry(c change) (dl.Entry, error) {
 		e.Removed = old
 	default:
 		return dl.Entry{}, fmt.Errorf("change %s: event %q", e.Seq, r.EventName)
+	}
+	if r.EventName != dl.EventInsert {
+		e.OldItem = old // a segment alone determines its counter deltas
 	}
 	if v, ok := old.Int(dl.VersionAttr); ok && old.S(dl.SealAttr) != "" {
 		e.Old = &dl.Old{Version: v, Seal: old.S(dl.SealAttr)}

@@ -3,11 +3,14 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
@@ -200,20 +203,43 @@ func TestMalformedEventsAreRefused(t *testing.T) {
 	}
 }
 
+// countsFake counts segments as dynamostore.Counts does: in chain order,
+// each once (a segment out of order is an error).
 type countsFake struct {
-	calls int
-	fail  error
-	seqs  []string
+	calls   int
+	fail    error
+	seqs    []string
+	counted map[string]int64
 }
 
-func (c *countsFake) Apply(_ context.Context, _ string, recs []events.DynamoDBEventRecord) error {
+func (c *countsFake) Counted(_ context.Context, shard string) (int64, error) {
+	c.calls++
+	if c.fail != nil {
+		return 0, c.fail
+	}
+	return c.counted[shard], nil
+}
+
+func (c *countsFake) Count(_ context.Context, shard string, n int64, seg dl.Segment) error {
 	c.calls++
 	if c.fail != nil {
 		return c.fail
 	}
-	for _, r := range recs {
-		c.seqs = append(c.seqs, r.Change.SequenceNumber)
+	if c.counted == nil {
+		c.counted = map[string]int64{}
 	}
+	switch {
+	case n <= c.counted[shard]:
+		return nil
+	case n != c.counted[shard]+1:
+		return fmt.Errorf("segment %d counted after %d", n, c.counted[shard])
+	}
+	for _, e := range seg.Entries {
+		if dynamostore.IsRecordKey(e.Key) {
+			c.seqs = append(c.seqs, e.Seq)
+		}
+	}
+	c.counted[shard] = n
 	return nil
 }
 
@@ -238,5 +264,40 @@ func TestCountsGetTheLedgeredChangesAndTheirFailureRetriesTheBatch(t *testing.T)
 		t.Fatalf("counts got %v, want the 3 record changes", counts.seqs)
 	}
 	s.recs["shard-1"] = recs[:3]
+	r.exact(s)
+}
+
+// Late changes are counted once they are ledgered, and a crash between a
+// segment's PUT and its counting is caught up by the next batch, which
+// counts the segments after the checkpoint (read back from the bucket).
+func TestCountsFollowTheChainIncludingLateChanges(t *testing.T) {
+	t.Parallel()
+	s := newStream()
+	s.many("shard-1", 10)
+	r := newRig(t, "shard-1")
+	counts := &countsFake{}
+	r.svc.Counts = counts
+	recs := s.recs["shard-1"]
+	r.handle(batch("shard-1", recs[4:8]))
+	r.handle(batch("shard-1", recs[0:4])) // late
+	counts.fail = errors.New("the process died before counting")
+	if resp := r.handle(batch("shard-1", recs[8:9])); len(resp.BatchItemFailures) == 0 {
+		t.Fatal("a counting failure reported as done")
+	}
+	counts.fail = nil
+	// A fresh instance (no cached segments) gets the next batch.
+	r.svc = r.service("shard-1")
+	r.svc.Counts = counts
+	r.handle(batch("shard-1", recs[9:10]))
+	r.handle(batch("shard-1", recs))
+	got := slices.Clone(counts.seqs)
+	slices.SortFunc(got, dl.SeqCompare)
+	var want []string
+	for _, rec := range recs {
+		want = append(want, rec.Change.SequenceNumber)
+	}
+	if !slices.Equal(got, want) || counts.counted["shard-1"] != 4 {
+		t.Fatalf("counted %v (%d segments),\nwant each of %v once", counts.seqs, counts.counted["shard-1"], want)
+	}
 	r.exact(s)
 }
