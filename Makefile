@@ -38,7 +38,7 @@ test-localstack:
 	$(GO) test -count=1 -timeout 15m ./shared/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 -timeout 60m ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
 
 fuzz:

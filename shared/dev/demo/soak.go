@@ -17,11 +17,11 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
-	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 )
@@ -41,8 +41,9 @@ type SoakOptions struct {
 	// or a timeout in a live process, which the SDK retries (default 0.03;
 	// negative: none).
 	LostRate float64
-	// CrashShare is the share of redrive and sweeper invocations that crash
-	// at a random request (default 0.5).
+	// CrashShare is the share of redrive, sweeper, ledger and digest
+	// invocations that crash at a random request (default 0.5); the first
+	// ledger and digest processes crash at chosen requests (soakAims).
 	CrashShare float64
 	// PerInvocation bounds the records one redrive invocation replays
 	// (default 500; a sweeper invocation archives a twentieth of it), so
@@ -55,6 +56,9 @@ type SoakOptions struct {
 	// FailFirst makes the first request of each faulted kind fail, so a
 	// short run meets every kind of fault.
 	FailFirst bool
+	// DigestEvery is the ledger's digest schedule (default 1 s; deployed,
+	// 5 minutes).
+	DigestEvery time.Duration
 	// Timeout bounds the whole run (default 45 minutes).
 	Timeout time.Duration
 	// Log receives the functions' JSON logs (discarded when nil).
@@ -82,6 +86,9 @@ func (o SoakOptions) withDefaults() SoakOptions {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 45 * time.Minute
+	}
+	if o.DigestEvery <= 0 {
+		o.DigestEvery = time.Second
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -125,8 +132,48 @@ type SoakReport struct {
 	ArchiveObjects int
 	MultiVersion   []string
 	BadStubs       []string
-	// CounterDrift are metrics counters that differ from a recount.
-	CounterDrift []string
+	// CounterDrift are metrics counters that differ from a recount of the
+	// table (state and open counters); CountedDrift counters that differ
+	// from the deltas of every change in the stream, each counted once.
+	CounterDrift, CountedDrift []string
+	// Counters and CountedKeys are how many counter shards the two
+	// recounts compared.
+	Counters, CountedKeys int
+
+	// The ledger. StreamChanges are the record and policy changes the
+	// table's stream holds (read on its own, from its start), of which
+	// VersionChanges wrote a new record version; VersionsSum is the sum of
+	// the records' versions (each version is one write), VersionDrift
+	// what disagrees between the two.
+	StreamChanges, VersionChanges, VersionsSum int
+	VersionDrift                               []string
+	// Ledgered are the entries of every segment, in Segments objects;
+	// LedgerMissing are stream changes no segment holds, LedgerDuplicates
+	// changes ledgered more than once, LedgerExtra entries the stream
+	// never held.
+	Ledgered, Segments                           int
+	LedgerMissing, LedgerDuplicates, LedgerExtra []string
+	// Digests are the digest objects; Unanchored changes no digest
+	// anchors; Lags the anchoring lags (change time to the time of the
+	// first digest whose heads cover it), sorted.
+	Digests    int
+	Unanchored []string
+	Lags       []time.Duration
+	// LedgerProblems are what the pure ledger.Verify names over the table
+	// and the bucket.
+	LedgerProblems []string
+	// LedgerBatches are the mapping's deliveries, LedgerRetried those that
+	// failed (crashed, or a partial batch response) and came again.
+	LedgerBatches, LedgerRetried int
+	// DigestRuns are the digest processes that finished; DigestsWritten
+	// and DigestsAdopted what they did; FinalDigestLag the lag the last
+	// one reported with everything anchored.
+	DigestRuns, DigestsWritten, DigestsAdopted int
+	FinalDigestLag                             float64
+	// AimedCrashes are the crashes aimed at a chosen request.
+	AimedCrashes []string
+	// Verified is what ledger.Verify found.
+	Verified dl.Result
 
 	// Faults injected, by kind, and AWS requests made by the functions.
 	Faults map[string]int64
@@ -140,12 +187,6 @@ type SoakReport struct {
 	// Phases are the wall times of the soak's phases.
 	Phases  []string
 	Elapsed time.Duration
-}
-
-// OK reports whether every invariant held.
-func (r *SoakReport) OK() bool {
-	return len(r.Lost)+len(r.Duplicates)+len(r.SealFailures)+len(r.WrongState)+len(r.Unexplained)+len(r.Overconsumed)+
-		len(r.MultiVersion)+len(r.BadStubs)+len(r.CounterDrift) == 0 && r.Quarantined == r.DeadLettered
 }
 
 // soak is one soak run.
@@ -164,11 +205,17 @@ type soak struct {
 	// lister reads the status index (on clean clients) to see whether
 	// anything is left in flight or parked.
 	lister quarantine.Lister
+	// ledgerPoller is the ledger's stream mapping; aims the crash points
+	// left to meet, by function.
+	ledgerPoller *localrunner.StreamPoller
+	aims         map[string][]aim
 }
 
 // Soak sends o.Messages through the whole pipeline on st while injecting
-// faults into every function's AWS clients and crashing redrive and sweeper
-// processes, then checks that nothing was lost, duplicated or altered.
+// faults into every function's AWS clients and crashing redrive, sweeper
+// and ledger processes, then checks that nothing was lost, duplicated or
+// altered, and that the ledger holds every change once, anchored, with
+// exact counters.
 func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, error) {
 	start := time.Now()
 	o = o.withDefaults()
@@ -178,7 +225,8 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	s := &soak{
 		st: st, o: o, inj: faults.New(o.FaultRate, o.Seed), cfg: st.AWS.Copy(), base: st.AWS.HTTPClient,
 		rngs: map[string]*rand.Rand{}, spans: map[string]int64{}, log: slog.New(slog.NewJSONHandler(logw, nil)),
-		rep: &SoakReport{Final: map[quarantine.Status]int{}, Invocations: map[string]int{}, Crashes: map[string]int{}, Errors: map[string]int{}},
+		aims: map[string][]aim{},
+		rep:  &SoakReport{Final: map[quarantine.Status]int{}, Invocations: map[string]int{}, Crashes: map[string]int{}, Errors: map[string]int{}},
 	}
 	if s.base == nil {
 		s.base = awshttp.NewBuildableClient()
@@ -198,6 +246,12 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	}
 	s.fns.Mapping.Concurrency = o.IngestConcurrency
 	s.lister = dynamostore.NewLister(st.Clients.DynamoDB, s.fns.IngestConfig.TableName)
+	for k, v := range soakAims {
+		s.aims[k] = slices.Clone(v)
+	}
+	// The ledger follows the table's stream from the first write on.
+	stopLedger := s.startLedger(ctx)
+	defer stopLedger()
 	poller := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: s.fns.Mapping, Handler: s.fns.Ingest.Handle, Log: s.log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup
@@ -254,11 +308,16 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 		return nil, err
 	}
 	phase("archived by")
-	// Phase 4: metrics, under the same faults, until one run gets through,
-	// on counters caught up with the table's stream (the ledger's work).
-	if err := countstream.DrainCounts(ctx, s.st); err != nil {
-		return nil, err
+	// Phase 4: the ledger catches up with the stream and a digest anchors
+	// it all; then metrics, under the same faults, until one run gets
+	// through, on the ledger's counters.
+	stopLedger()
+	if err := s.catchUpLedger(ctx); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	delivered := s.pollerStats()
+	rep.LedgerBatches, rep.LedgerRetried = delivered.Invocations, delivered.Failed
+	phase("ledgered and anchored by")
 	for {
 		if _, err := s.fns.Metrics.Run(ctx); err == nil {
 			break
@@ -302,18 +361,29 @@ func (s *soak) invoke(ctx context.Context, name string, run func(context.Context
 		at = 1 + rng.Int64N(span)
 	}
 	applied := rng.IntN(2) == 0
+	var proc process = faults.NewCrash(s.inj.HTTPClient(s.base), at, applied, cancel)
+	aimed := len(s.aims[name]) > 0
+	if aimed {
+		// The function's next aimed crash point comes first; a process
+		// that does not reach it leaves it to the next one.
+		proc = &aimedCrash{base: s.inj.HTTPClient(s.base), aim: s.aims[name][0], cancel: cancel}
+	}
 	s.mu.Unlock()
-	proc := faults.NewCrash(s.inj.HTTPClient(s.base), at, applied, cancel)
 	err = run(ctx, s.clients(proc))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.rep.Invocations[name]++
 	if ok, point := proc.Crashed(); ok {
 		s.rep.Crashes[name]++
-		s.rep.CrashPoints = append(s.rep.CrashPoints, fmt.Sprintf("%s at request %d: %s", name, at, point))
+		if aimed {
+			s.aims[name] = s.aims[name][1:]
+			s.rep.AimedCrashes = append(s.rep.AimedCrashes, name+" "+point)
+		} else {
+			s.rep.CrashPoints = append(s.rep.CrashPoints, fmt.Sprintf("%s at request %d: %s", name, at, point))
+		}
 		return true, nil
 	}
-	s.mu.Lock()
 	s.spans[name] = proc.Requests()
-	s.mu.Unlock()
 	if err != nil {
 		s.rep.Errors[name]++
 		s.log.Warn("soak invocation failed", "function", name, "error", quarantine.ErrorKind(err))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
-	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -51,7 +50,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 		}
 		dupsOf[k.id] += n - 1
 	}
-	recount := map[string]int64{}
+	recount, open := map[string]int64{}, map[string]int64{}
 	for id, g := range expected {
 		r, ok := records[id]
 		if !ok {
@@ -87,6 +86,9 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			rep.Duplicates = append(rep.Duplicates, id)
 		}
 		recount[string(r.Status)+"/"+string(r.FailureClass)]++
+		if r.Status == quarantine.StatusQuarantined {
+			open[r.FailureSignature]++
+		}
 		if err := quarantine.Verify(r); err != nil {
 			rep.SealFailures = append(rep.SealFailures, id+": "+err.Error())
 			continue
@@ -101,11 +103,8 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			rep.SealFailures = append(rep.SealFailures, id+": body not verbatim")
 		}
 	}
-	// The metrics counters, caught up with the table's stream, against the
-	// recount.
-	if err := countstream.DrainCounts(ctx, s.st); err != nil {
-		return err
-	}
+	// The metrics counters, counted by the ledger (caught up with the
+	// table's stream), against the recount.
 	store := dynamostore.New(s.st.Clients.DynamoDB, fns.IngestConfig.TableName)
 	for _, stt := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 		quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived} {
@@ -118,6 +117,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			if err != nil {
 				return err
 			}
+			rep.Counters += len(keys)
 			var n int64
 			for _, v := range got {
 				n += v
@@ -127,7 +127,29 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			}
 		}
 	}
-	// Every archive object: one version per key.
+	for _, sig := range slices.Sorted(maps.Keys(open)) {
+		var keys []quarantine.CounterKey
+		for shard := range quarantine.CounterShards {
+			keys = append(keys, quarantine.OpenCounterKey(fns.Source, sig, shard))
+		}
+		got, err := store.ReadCounters(ctx, keys)
+		if err != nil {
+			return err
+		}
+		rep.Counters += len(keys)
+		var n int64
+		for _, v := range got {
+			n += v
+		}
+		if n != open[sig] {
+			rep.CounterDrift = append(rep.CounterDrift, fmt.Sprintf("open %s: counter %d, recount %d", sig, n, open[sig]))
+		}
+	}
+	if err := s.checkLedger(ctx, records); err != nil {
+		return err
+	}
+	// Every object of the archive bucket (the archive and the ledger): one
+	// version per key.
 	versions := map[string]int{}
 	p := s3.NewListObjectVersionsPaginator(s.st.Clients.S3, &s3.ListObjectVersionsInput{Bucket: aws.String(fns.ArchiveBucket)})
 	for p.HasMorePages() {
@@ -139,7 +161,11 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			versions[aws.ToString(v.Key)]++
 		}
 	}
-	rep.ArchiveObjects = len(versions)
+	for k := range versions {
+		if !strings.HasPrefix(k, "ledger/") {
+			rep.ArchiveObjects++
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(versions)) {
 		if versions[k] > 1 {
 			rep.MultiVersion = append(rep.MultiVersion, fmt.Sprintf("%s: %d versions", k, versions[k]))

@@ -14,8 +14,9 @@ import (
 
 // The soak in a shorter form: the whole pipeline under DynamoDB, S3 and SQS
 // faults (requests refused, and requests applied whose answer is lost in a
-// live process) and crashed redrive and sweeper processes keeps every
-// invariant.
+// live process) and crashed redrive, sweeper and ledger processes keeps
+// every invariant, and the ledger holds every change once, anchored by a
+// signed digest, with counters exact.
 // The first request of each faulted kind fails, so a small run is sure to
 // meet every kind of fault, and the SDK's backoff is capped lower than
 // deployed to save time; the checks do not depend on timing.
@@ -33,8 +34,32 @@ func TestSoakUnderFaultsAndCrashes(t *testing.T) {
 			t.Errorf("no %s was injected", k)
 		}
 	}
-	if rep.Crashes["redrive"] == 0 || rep.Crashes["sweeper"] == 0 {
-		t.Errorf("crashes: %v; want redrive and sweeper processes crashed", rep.Crashes)
+	if rep.Crashes["redrive"] == 0 || rep.Crashes["sweeper"] == 0 || rep.Crashes["ledger"] == 0 || rep.Crashes["digest"] == 0 {
+		t.Errorf("crashes: %v; want redrive, sweeper, ledger and digest processes crashed", rep.Crashes)
+	}
+	// Every aimed crash happened: a ledger process died after its segment
+	// PUT and before the head update, with its segment PUT applied and the
+	// answer lost, and with its counters' transaction applied and the
+	// answer lost; a digest process with its PUT applied and the answer
+	// lost, and after its PUT before the digest head's update.
+	if want := len(demo.SoakAims["ledger"]) + len(demo.SoakAims["digest"]); len(rep.AimedCrashes) != want {
+		t.Errorf("aimed crashes %q; want all %d", rep.AimedCrashes, want)
+	}
+	if rep.LedgerRetried == 0 || rep.Ledgered == 0 || rep.Ledgered != rep.StreamChanges || rep.VersionsSum == 0 || len(rep.Lags) != rep.Ledgered {
+		t.Errorf("the ledger rows have nothing to check:\n%s", out)
+	}
+	// The table's checks include the ledger's rows, each checked.
+	checks := map[string]bool{}
+	for _, c := range rep.Checks() {
+		checks[c.What] = c.OK()
+	}
+	for _, what := range []string{demo.CheckVersionsWritten, demo.CheckVersionsLedgered, demo.CheckAnchoringLag, demo.CheckCounted, demo.CheckLedgerVerify} {
+		if ok, found := checks[what]; !found || !ok {
+			t.Errorf("check %q: found %v, held %v", what, found, ok)
+		}
+	}
+	if len(checks) < 14 {
+		t.Errorf("%d checks, want the soak's 9 and the ledger's 5", len(checks))
 	}
 	if rep.Final["RESOLVED"] == 0 || rep.Final["ARCHIVED"] == 0 || rep.Final["QUARANTINED"] == 0 || rep.ArchiveObjects == 0 {
 		t.Errorf("the soak did not exercise every path:\n%s", out)
