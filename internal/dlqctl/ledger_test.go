@@ -284,7 +284,7 @@ func TestVerifyLedgerNotYetAnchored(t *testing.T) {
 func TestVerifyLedgerSettings(t *testing.T) {
 	l := &ledgerFixture{t: t}
 	for _, args := range [][]string{
-		{"verify"},                 // no ledger bucket
+		{"verify"},                           // no ledger bucket
 		{"verify", "--offline", t.TempDir()}, // no public key
 		{"verify", "--public-key", "k.der"},
 		{"ledger", "export", t.TempDir()},
