@@ -214,7 +214,7 @@ func TestVerifyLedgerNamesRewriteAndDeletion(t *testing.T) {
 		t.Fatalf("verify exit %d:\n%s", code, out)
 	}
 	mustContain(t, out, "verified 2 records (0 archived stubs): 2 problems\n", "): 2 problems\n",
-		"  MISMATCH "+a.DLQID+": rewritten: ", "  MISMATCH "+b.DLQID+": deleted: ", "  not yet anchored: 2 changes, oldest ")
+		"  MISMATCH "+a.DLQID+": rewritten: ", "  MISMATCH "+b.DLQID+": deleted ", "  not yet anchored: 2 changes, oldest ")
 	off, code := l.offline(l.export())
 	if code != dlqctl.ExitMismatch || firstLines(off) != firstLines(out) {
 		t.Fatalf("offline (exit %d):\n%s", code, off)
