@@ -4,12 +4,16 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -194,4 +198,47 @@ func TestVerifyOfflineNamesTampering(t *testing.T) {
 			mustContain(t, out, tc.want...)
 		})
 	}
+}
+
+// Offline, archived stubs and claim-checked bodies are not checked (they
+// are not in the copy): a note says so, with their counts.
+func TestVerifyOfflineNotesWhatItCannotCheck(t *testing.T) {
+	dir := t.TempDir()
+	stub := storetest.Record(t, storetest.UniqueID("s"))
+	stub.Status, stub.Archive = quarantine.StatusArchived, &quarantine.ArchiveRef{Bucket: "archive", Key: "k", SHA256: "00", Seal: "x"}
+	ref := storetest.Record(t, storetest.UniqueID("r"))
+	ref.Body, ref.BodyRef = "", &quarantine.ObjectRef{Bucket: "payloads", Key: "k", SHA256: ref.BodySHA256, Size: ref.BodySize}
+	var lines []byte
+	for _, r := range []*quarantine.Record{stub, ref} {
+		if err := quarantine.SealRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		item, err := dynamostore.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := dynamostore.LedgerItem(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(append(lines, b...), '\n')
+	}
+	writeFile(t, filepath.Join(dir, dlqctl.ExportTable), lines)
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, dlqctl.ExportPublicKey), der)
+	l := &ledgerFixture{t: t}
+	out, _ := l.offline(dir)
+	mustContain(t, out, "verified 2 records (1 archived stub): ", "ledger: 0 versions in 0 segments of 0 shards, 0 digests (none signed): 2 problems",
+		"  note: offline: 1 archived stub not checked against their archive objects", "  note: offline: 1 claim-checked body not re-read")
 }

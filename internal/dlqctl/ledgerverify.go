@@ -165,7 +165,15 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 		res.Problems = append(res.Problems, Problem{ID: p.Subject, Kind: string(p.Kind), What: what})
 	}
 	res.Ledger = l
+	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
+		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))
+	}
 }
+
+// StaleAnchor is how long a change may wait for a digest before verify
+// says so in a note: the ledger digests every 5 minutes, and at least
+// hourly.
+const StaleAnchor = time.Hour
 
 // shardCount is the number of shards the segment keys name.
 func shardCount(segments map[string][]byte) int {
