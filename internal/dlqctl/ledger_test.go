@@ -187,6 +187,14 @@ func TestVerifyLedgerClean(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("verify -o json exit %d", code)
 	}
+	// A ledger that cannot be read, or a key that is not the stack's, is
+	// an error, never a pass.
+	if out, errOut, code := l.run(false, "--ledger-bucket", "no-such-bucket", "verify"); code != dlqctl.ExitFailure || !strings.Contains(errOut, "ledger bucket no-such-bucket") {
+		t.Fatalf("unreadable ledger (exit %d): %s%s", code, out, errOut)
+	}
+	if out, errOut, code := l.run(false, "--signing-key", "alias/no-such-key", "verify"); code != dlqctl.ExitFailure || !strings.Contains(errOut, "signing key alias/no-such-key") {
+		t.Fatalf("unknown key (exit %d): %s%s", code, out, errOut)
+	}
 }
 
 // A record rewritten and re-sealed through the SDK after the ledger saw
