@@ -82,6 +82,9 @@ type App struct {
 	Connect func(ctx context.Context, profile, region string) (*Clients, error)
 
 	Table, PayloadBucket, Function, Profile, Region, Output, Actor string
+	// LedgerBucket holds the ledger's objects; SigningKey is the KMS key
+	// whose public key verifies the digests (verify, ledger export).
+	LedgerBucket, SigningKey string
 
 	clients *Clients
 }
@@ -159,9 +162,11 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.Profile, "profile", "", "AWS profile")
 	pf.StringVar(&a.Region, "region", "", "AWS region")
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
+	pf.StringVar(&a.LedgerBucket, "ledger-bucket", envOr("DLQQ_LEDGER_BUCKET", os.Getenv("DLQQ_ARCHIVE_BUCKET")), "the ledger's Object Lock bucket, the stack's ArchiveBucket (DLQQ_LEDGER_BUCKET, else DLQQ_ARCHIVE_BUCKET)")
+	pf.StringVar(&a.SigningKey, "signing-key", envOr("DLQQ_SIGNING_KEY", "alias/"+envOr("DLQQ_STACK", "dlqq")+"-ledger-signing"), "the ledger's KMS signing key: id, ARN or alias (DLQQ_SIGNING_KEY, else alias/STACK-ledger-signing)")
 	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.checkActor() }
-	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd())
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd())
 	return root
 }
 

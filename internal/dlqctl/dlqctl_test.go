@@ -192,7 +192,7 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 		t.Fatalf("show does not list the payload read:\n%s", out)
 	}
 
-	out, _, code = f.run(t, "verify")
+	out, _, code = f.run(t, "verify", "--no-ledger")
 	if code != 0 || !strings.Contains(out, "verified 10 records (1 archived stub): 0 problems") {
 		t.Fatalf("verify (exit %d): %s", code, out)
 	}
@@ -255,7 +255,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	if _, err := f.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: swappedItem}); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := f.run(t, "verify")
+	out, _, code := f.run(t, "verify", "--no-ledger")
 	if code != dlqctl.ExitMismatch {
 		t.Fatalf("verify exit %d, want %d:\n%s", code, dlqctl.ExitMismatch, out)
 	}
@@ -370,7 +370,7 @@ func TestOperatorCommandsHoldATamperedRecord(t *testing.T) {
 	if after.Seal != found.Seal || after.Version != found.Version || len(after.Attempts) != len(found.Attempts) || after.Status != quarantine.StatusQuarantined {
 		t.Fatal("an operator command changed the tampered record")
 	}
-	out, _, code := f.run(t, "verify")
+	out, _, code := f.run(t, "verify", "--no-ledger")
 	if code != dlqctl.ExitMismatch || !strings.Contains(out, "MISMATCH "+id+": record") || !strings.Contains(out, "HELD "+id+": version 1, seal_mismatch") {
 		t.Fatalf("verify (exit %d):\n%s", code, out)
 	}

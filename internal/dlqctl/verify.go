@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,24 +14,44 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
+// VerifyOptions are the flags of dlqctl verify.
+type VerifyOptions struct {
+	// Offline is a directory written by dlqctl ledger export: verify it
+	// with PublicKey (a DER file), with no AWS call.
+	Offline, PublicKey string
+	// NoLedger checks the records only (seals, stubs, bodies), and says so.
+	NoLedger bool
+	// Grace: an item changed within it that the ledger has not seen yet is
+	// counted as not yet ledgered, not named as a problem.
+	Grace time.Duration
+}
+
 // VerifyResult is what dlqctl verify found.
 type VerifyResult struct {
-	Records  int       `json:"records"`
-	Archived int       `json:"archived"`
+	Records  int `json:"records"`
+	Archived int `json:"archived"`
+	// Problems are every problem found: the records' and the ledger's.
 	Problems []Problem `json:"problems"`
 	// Held are the records set aside by an integrity hold (a transition
 	// found them failing verification); they are never replayed,
 	// re-sealed or archived.
 	Held []quarantine.IntegrityHold `json:"held"`
+	// Ledger is the ledger's part (nil with --no-ledger).
+	Ledger *LedgerReport `json:"ledger"`
+	// Notes say what was not checked, and why.
+	Notes []string `json:"notes"`
 }
 
-// Problem is one verification problem: the record and what is wrong,
-// said once (the id is not repeated in What).
+// Problem is one verification problem: the record (or ledger object, or
+// shard) and what is wrong, said once (the id is not repeated in What).
+// Kind names a ledger problem (ledger.Kind); record problems have none.
 type Problem struct {
 	ID   string `json:"id"`
+	Kind string `json:"kind,omitempty"`
 	What string `json:"what"`
 }
 
@@ -48,16 +69,36 @@ func plural(n int, one, many string) string {
 }
 
 func (a *App) verifyCmd() *cobra.Command {
-	return command("verify", "Recompute every seal; check every archived stub against its Object Lock object", a.Verify)
+	var o VerifyOptions
+	c := command("verify", "Check every record against its seal and the signed ledger; every archived stub against its Object Lock object", func(ctx context.Context) error { return a.Verify(ctx, o) })
+	f := c.Flags()
+	f.StringVar(&o.Offline, "offline", "", "verify a directory written by dlqctl ledger export instead, with no AWS call (needs --public-key)")
+	f.StringVar(&o.PublicKey, "public-key", "", "the signing key's public key, DER (GetPublicKey; public-key.der of an export): with --offline")
+	f.BoolVar(&o.NoLedger, "no-ledger", false, "check the records only, not the ledger (the output says so)")
+	f.DurationVar(&o.Grace, "grace", time.Minute, "a change this recent that the ledger has not seen yet is counted as not yet ledgered, not as a problem")
+	return c
 }
 
-// Verify reads every record of the table (a forensic full read: the one
-// command that scans), recomputes its seal and body hash, re-reads
-// claim-checked bodies, and checks archived stubs against their objects. It
-// returns a *MismatchError listing nothing itself when problems were found.
-func (a *App) Verify(ctx context.Context) error {
+// Verify reads every item of the table (a forensic full read: the one
+// command that scans), recomputes each record's seal and body hash,
+// re-reads claim-checked bodies, checks archived stubs against their
+// objects, and checks the table against the signed ledger (ledger.Verify)
+// with the public key of the configured signing key. It returns a
+// *MismatchError listing nothing itself when problems were found.
+func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
+	}
+	if o.Grace < 0 {
+		return &UsageError{fmt.Errorf("--grace %s: not negative", o.Grace)}
+	}
+	if o.Offline != "" || o.PublicKey != "" {
+		return a.verifyOffline(ctx, o)
+	}
+	if !o.NoLedger {
+		if err := a.checkLedgerSettings(); err != nil {
+			return err
+		}
 	}
 	c, err := a.connect(ctx)
 	if err != nil {
@@ -67,53 +108,134 @@ func (a *App) Verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res := VerifyResult{Problems: []Problem{}, Held: []quarantine.IntegrityHold{}}
+	rc := &recordCheck{res: newVerifyResult(), ctx: ctx, online: true, verifyStub: func(r *quarantine.Record) ([]archive.Problem, error) {
+		return s3store.VerifyStub(ctx, c.S3, r)
+	}, payloads: payloads}
+	// The ledger first, then the table: a change between the two reads is
+	// then a table newer than its ledger (within the grace), never a
+	// ledger newer than the table read.
+	in := ledger.Input{Grace: o.Grace}
+	if !o.NoLedger {
+		if in.PublicKeyDER, err = a.publicKey(ctx); err != nil {
+			return err
+		}
+		if in.Segments, in.Digests, err = a.readLedger(ctx); err != nil {
+			return err
+		}
+	}
+	items, err := a.scanTable(ctx)
+	if err != nil {
+		return err
+	}
+	in.Now = a.Now()
+	for _, item := range items {
+		rc.check(item)
+		if !o.NoLedger {
+			it, err := dynamostore.LedgerItem(item)
+			if err != nil {
+				rc.res.Problems = append(rc.res.Problems, problem(itemID(item), "unreadable item: "+err.Error()))
+				continue
+			}
+			in.Items = append(in.Items, it)
+		}
+	}
+	if o.NoLedger {
+		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
+		return a.report(rc.res)
+	}
+	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
+	return a.report(rc.res)
+}
+
+func newVerifyResult() *VerifyResult {
+	return &VerifyResult{Problems: []Problem{}, Held: []quarantine.IntegrityHold{}, Notes: []string{}}
+}
+
+// scanTable reads every item of the table (consistent reads).
+func (a *App) scanTable(ctx context.Context) ([]map[string]ddbtypes.AttributeValue, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var items []map[string]ddbtypes.AttributeValue
 	p := dynamodb.NewScanPaginator(c.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(a.Table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return describe(err, a.Table)
+			return nil, describe(err, a.Table)
 		}
-		for _, item := range page.Items {
-			k, _ := item["dlq_id"].(*ddbtypes.AttributeValueMemberS)
-			if k != nil && !dynamostore.IsRecordKey(k.Value) {
-				continue // a metrics counter, not a record
-			}
-			r, err := dynamostore.Unmarshal(item)
-			if err != nil {
-				id := "(no string dlq_id)"
-				if k != nil {
-					id = k.Value
-				}
-				res.Problems = append(res.Problems, problem(id, "unreadable item: "+err.Error()))
-				continue
-			}
-			res.Records++
-			if h, held := dynamostore.HoldOf(item); held {
-				res.Held = append(res.Held, h)
-			}
-			if r.Status == quarantine.StatusArchived {
-				res.Archived++
-				probs, err := s3store.VerifyStub(ctx, c.S3, r)
-				if err != nil {
-					probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
-				}
-				for _, p := range probs {
-					res.Problems = append(res.Problems, problem(p.ID, p.What))
-				}
-				continue
-			}
-			if err := quarantine.Verify(r); err != nil {
-				res.Problems = append(res.Problems, problem(r.DLQID, err.Error()))
-				continue
-			}
-			if r.BodyRef != nil {
-				if _, err := quarantine.LoadBody(ctx, payloads, r); err != nil {
-					res.Problems = append(res.Problems, problem(r.DLQID, "claim-check body: "+err.Error()))
-				}
-			}
+		items = append(items, page.Items...)
+	}
+	return items, nil
+}
+
+func itemID(item map[string]ddbtypes.AttributeValue) string {
+	if k, ok := item["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok {
+		return k.Value
+	}
+	return "(no string dlq_id)"
+}
+
+// recordCheck is the records' part of verify: seals, stubs, bodies.
+type recordCheck struct {
+	res *VerifyResult
+	ctx context.Context
+	// online: archived stubs and claim-checked bodies are checked (else
+	// counted in unchecked*).
+	online                       bool
+	verifyStub                   func(*quarantine.Record) ([]archive.Problem, error)
+	payloads                     quarantine.PayloadStore
+	uncheckedStubs, uncheckedRef int
+}
+
+func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
+	res := rc.res
+	k, _ := item["dlq_id"].(*ddbtypes.AttributeValueMemberS)
+	if k != nil && !dynamostore.IsRecordKey(k.Value) {
+		return // a policy, a counter or the ledger's state: not a record
+	}
+	r, err := dynamostore.Unmarshal(item)
+	if err != nil {
+		res.Problems = append(res.Problems, problem(itemID(item), "unreadable item: "+err.Error()))
+		return
+	}
+	res.Records++
+	if h, held := dynamostore.HoldOf(item); held {
+		res.Held = append(res.Held, h)
+	}
+	if r.Status == quarantine.StatusArchived {
+		res.Archived++
+		if !rc.online {
+			rc.uncheckedStubs++
+			return
+		}
+		probs, err := rc.verifyStub(r)
+		if err != nil {
+			probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
+		}
+		for _, p := range probs {
+			res.Problems = append(res.Problems, problem(p.ID, p.What))
+		}
+		return
+	}
+	if err := quarantine.Verify(r); err != nil {
+		res.Problems = append(res.Problems, problem(r.DLQID, err.Error()))
+		return
+	}
+	if r.BodyRef != nil {
+		if !rc.online {
+			rc.uncheckedRef++
+			return
+		}
+		if _, err := quarantine.LoadBody(rc.ctx, rc.payloads, r); err != nil {
+			res.Problems = append(res.Problems, problem(r.DLQID, "claim-check body: "+err.Error()))
 		}
 	}
+}
+
+// report writes the result and returns the mismatch error when there are
+// problems.
+func (a *App) report(res *VerifyResult) error {
 	if a.Output == "json" {
 		if err := a.writeJSON(res); err != nil {
 			return err
@@ -121,15 +243,43 @@ func (a *App) Verify(ctx context.Context) error {
 	} else {
 		fmt.Fprintf(a.Out, "verified %s (%s): %s\n", plural(res.Records, "record", "records"),
 			plural(res.Archived, "archived stub", "archived stubs"), plural(len(res.Problems), "problem", "problems"))
+		if l := res.Ledger; l != nil {
+			signed := "none signed"
+			if l.NewestDigest > 0 {
+				signed = fmt.Sprintf("newest #%d, signed %s ago", l.NewestDigest, age(l.newestAge))
+			}
+			fmt.Fprintf(a.Out, "ledger: %s in %s of %s, %s (%s): %s\n", plural(l.Versions, "version", "versions"),
+				plural(l.Segments, "segment", "segments"), plural(l.Shards, "shard", "shards"), plural(l.Digests, "digest", "digests"),
+				signed, plural(l.Problems, "problem", "problems"))
+		} else {
+			fmt.Fprintln(a.Out, "ledger: not checked (--no-ledger)")
+		}
 		for _, pr := range res.Problems {
 			fmt.Fprintf(a.Out, "  MISMATCH %s: %s\n", pr.ID, pr.What)
 		}
+		if l := res.Ledger; l != nil && l.Unanchored > 0 {
+			fmt.Fprintf(a.Out, "  not yet anchored: %s, oldest %s old\n", plural(l.Unanchored, "change", "changes"), age(l.oldestUnanchored))
+		}
+		if l := res.Ledger; l != nil && l.NotYetLedgered > 0 {
+			fmt.Fprintf(a.Out, "  not yet ledgered: %s changed within the grace (--grace)\n", plural(l.NotYetLedgered, "item", "items"))
+		}
 		for _, h := range res.Held {
 			fmt.Fprintf(a.Out, "  HELD %s: version %d, %s, since %s\n", h.ID, h.Version, h.Reason, quarantine.At(h.At))
+		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(a.Out, "  note: %s\n", n)
 		}
 	}
 	if len(res.Problems) > 0 {
 		return &MismatchError{Count: len(res.Problems)}
 	}
 	return nil
+}
+
+// age is a duration as verify prints it: whole seconds.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return shortDuration(d.Round(time.Second))
 }

@@ -1,0 +1,117 @@
+package dlqctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// ExportResult is what dlqctl ledger export wrote.
+type ExportResult struct {
+	Dir      string `json:"dir"`
+	Versions int    `json:"versions"`
+	Segments int    `json:"segments"`
+	Digests  int    `json:"digests"`
+	Items    int    `json:"items"`
+}
+
+func (a *App) ledgerCmd() *cobra.Command {
+	c := &cobra.Command{Use: "ledger", Short: "The ledger's signed copy of every record version"}
+	c.AddCommand(&cobra.Command{
+		Use: "export DIR", Short: "Copy the ledger, the table's records and policies and the public key into DIR, for verify --offline",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.LedgerExport(cmd.Context(), args[0]) },
+	})
+	return c
+}
+
+// LedgerExport writes DIR/ledger/segments/..., DIR/ledger/digests/...
+// (the bucket's keys), DIR/table.jsonl (one DynamoDB-JSON item a line:
+// the records and policies) and DIR/public-key.der (GetPublicKey of the
+// signing key). DIR must be empty or absent. The ledger is read before the
+// table, as verify reads them.
+func (a *App) LedgerExport(ctx context.Context, dir string) error {
+	if err := a.checkOutput(); err != nil {
+		return err
+	}
+	if err := a.checkLedgerSettings(); err != nil {
+		return err
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return &UsageError{fmt.Errorf("%s is not empty: export into a new directory", dir)}
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	der, err := a.publicKey(ctx)
+	if err != nil {
+		return err
+	}
+	segments, digests, err := a.readLedger(ctx)
+	if err != nil {
+		return err
+	}
+	items, err := a.scanTable(ctx)
+	if err != nil {
+		return err
+	}
+	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests)}
+	for _, part := range []map[string][]byte{segments, digests} {
+		for key, b := range part {
+			if strings.Contains(key, "..") || filepath.IsAbs(key) {
+				return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)
+			}
+			path := filepath.Join(dir, filepath.FromSlash(key))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range segments {
+		if s, err := ledger.ParseSegment(b); err == nil {
+			res.Versions += len(s.Entries)
+		}
+	}
+	var table []byte
+	for _, item := range items {
+		if !ledger.Ledgered(itemID(item)) {
+			continue // counters and the ledger's own state
+		}
+		it, err := dynamostore.LedgerItem(item)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", itemID(item), err)
+		}
+		line, err := json.Marshal(it)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", itemID(item), err)
+		}
+		table = append(append(table, line...), '\n')
+		res.Items++
+	}
+	if err := os.WriteFile(filepath.Join(dir, ExportTable), table, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o644); err != nil {
+		return err
+	}
+	if a.Output == "json" {
+		return a.writeJSON(res)
+	}
+	fmt.Fprintf(a.Out, "exported %s, %s, %s to %s\n", plural(res.Versions, "version", "versions"),
+		plural(res.Digests, "digest", "digests"), plural(res.Items, "item", "items"), dir)
+	return nil
+}

@@ -1,0 +1,187 @@
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// LedgerReadConcurrency is how many ledger objects verify and export read
+// at once.
+const LedgerReadConcurrency = 16
+
+// LedgerReport is the ledger's part of dlqctl verify.
+type LedgerReport struct {
+	// Versions are the ledgered changes on the shards' chains, in
+	// Segments segment objects of Shards shards; Digests signed digests.
+	Versions int `json:"versions"`
+	Segments int `json:"segments"`
+	Shards   int `json:"shards"`
+	Digests  int `json:"digests"`
+	// NewestDigest is the newest digest whose signature verifies (0:
+	// none), signed at NewestDigestAt.
+	NewestDigest           int64      `json:"newest_digest"`
+	NewestDigestAt         *time.Time `json:"newest_digest_at,omitempty"`
+	NewestDigestAgeSeconds float64    `json:"newest_digest_age_seconds"`
+	// Problems counts the ledger's problems (in VerifyResult.Problems,
+	// with a kind).
+	Problems int `json:"problems"`
+	// Unanchored changes are ledgered after the newest digest's heads (not
+	// a problem); the oldest is OldestUnanchoredSeconds old.
+	Unanchored              int     `json:"unanchored"`
+	OldestUnanchoredSeconds float64 `json:"oldest_unanchored_seconds"`
+	// NotYetLedgered items changed within the grace and the ledger has
+	// not seen them yet (not a problem).
+	NotYetLedgered int `json:"not_yet_ledgered"`
+	// PublicKey says where the public key came from: the configured
+	// signing key (GetPublicKey) or a file. Never a key a digest names.
+	PublicKey string `json:"public_key"`
+
+	newestAge, oldestUnanchored time.Duration
+}
+
+// checkLedgerSettings refuses an online ledger check without a bucket or
+// a signing key.
+func (a *App) checkLedgerSettings() error {
+	switch {
+	case strings.TrimSpace(a.LedgerBucket) == "":
+		return &UsageError{errors.New("no ledger bucket: set --ledger-bucket or DLQQ_LEDGER_BUCKET (the stack's ArchiveBucket, the ledger function's LEDGER_BUCKET), or verify --no-ledger")}
+	case strings.TrimSpace(a.SigningKey) == "":
+		return &UsageError{errors.New("no signing key: set --signing-key or DLQQ_SIGNING_KEY (the ledger function's SIGNING_KEY_ID)")}
+	}
+	return nil
+}
+
+// publicKey is the configured signing key's public key (DER), from KMS.
+func (a *App) publicKey(ctx context.Context) ([]byte, error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.KMS == nil {
+		return nil, errors.New("no KMS client")
+	}
+	out, err := c.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(a.SigningKey)})
+	if err != nil {
+		return nil, fmt.Errorf("the public key of signing key %s (--signing-key, DLQQ_SIGNING_KEY): %w", a.SigningKey, err)
+	}
+	if out.KeyUsage != kmstypes.KeyUsageTypeSignVerify || len(out.PublicKey) == 0 {
+		return nil, fmt.Errorf("key %s is not a signing key (key usage %s)", a.SigningKey, out.KeyUsage)
+	}
+	return out.PublicKey, nil
+}
+
+// readLedger lists and reads every digest, then every segment, of the
+// ledger bucket (digests first: every segment they name is written
+// before them), LedgerReadConcurrency at once.
+func (a *App) readLedger(ctx context.Context) (segments, digests map[string][]byte, err error) {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	objs := s3store.LedgerObjects{API: c.S3, Bucket: a.LedgerBucket}
+	if digests, err = readAll(ctx, objs, ledger.DigestPrefix); err != nil {
+		return nil, nil, err
+	}
+	if segments, err = readAll(ctx, objs, ledger.SegmentPrefix); err != nil {
+		return nil, nil, err
+	}
+	return segments, digests, nil
+}
+
+// readAll reads every object under prefix.
+func readAll(ctx context.Context, objs s3store.LedgerObjects, prefix string) (map[string][]byte, error) {
+	keys, err := objs.List(ctx, prefix, "")
+	if err != nil {
+		return nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+	}
+	out := make(map[string][]byte, len(keys))
+	var mu sync.Mutex
+	var first error
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(LedgerReadConcurrency, max(len(keys), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				b, err := objs.Get(ctx, k)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+					cancel()
+				}
+				out[k] = b
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, k := range keys {
+		select {
+		case work <- k:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, ctx.Err()
+}
+
+// addLedger runs the ledger's verification on in and merges it into res.
+func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
+	lr := ledger.Verify(in)
+	l := &LedgerReport{Versions: lr.Entries, Segments: lr.Segments, Shards: shardCount(in.Segments), Digests: lr.Digests,
+		NewestDigest: lr.LastDigest, Problems: len(lr.Problems), Unanchored: lr.Unanchored, NotYetLedgered: lr.NotYetLedgered,
+		PublicKey: publicKey, oldestUnanchored: lr.OldestUnanchored}
+	l.OldestUnanchoredSeconds = lr.OldestUnanchored.Seconds()
+	if lr.LastDigest > 0 {
+		if d, err := ledger.ParseDigest(in.Digests[ledger.DigestKey(lr.LastDigest)]); err == nil {
+			if at, err := time.Parse(time.RFC3339Nano, d.At); err == nil {
+				l.NewestDigestAt, l.newestAge = &at, in.Now.Sub(at)
+				l.NewestDigestAgeSeconds = l.newestAge.Seconds()
+			}
+		}
+	}
+	for _, p := range lr.Problems {
+		what := string(p.Kind) + ": " + p.Detail
+		if strings.HasPrefix(p.Detail, string(p.Kind)) {
+			what = p.Detail // "deleted: deleted (...)" says it twice
+		}
+		res.Problems = append(res.Problems, Problem{ID: p.Subject, Kind: string(p.Kind), What: what})
+	}
+	res.Ledger = l
+	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
+		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))
+	}
+}
+
+// StaleAnchor is how long a change may wait for a digest before verify
+// says so in a note: the ledger digests every 5 minutes, and at least
+// hourly.
+const StaleAnchor = time.Hour
+
+// shardCount is the number of shards the segment keys name.
+func shardCount(segments map[string][]byte) int {
+	shards := map[string]bool{}
+	for k := range segments {
+		if shard, _, ok := strings.Cut(strings.TrimPrefix(k, ledger.SegmentPrefix), "/"); ok {
+			shards[shard] = true
+		}
+	}
+	return len(shards)
+}

@@ -1,0 +1,133 @@
+package dlqctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+)
+
+// The layout of an export (dlqctl ledger export, verify --offline).
+const (
+	ExportTable     = "table.jsonl"
+	ExportPublicKey = "public-key.der"
+)
+
+// maxItemLine bounds one line of table.jsonl: a DynamoDB item is at most
+// 400 KB, its JSON (base64 binary) somewhat more.
+const maxItemLine = 4 << 20
+
+// verifyOffline runs verify on an export directory and a public key
+// file: no AWS call at all.
+func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
+	switch {
+	case o.Offline == "":
+		return &UsageError{errors.New("--public-key goes with --offline DIR")}
+	case o.PublicKey == "":
+		return &UsageError{errors.New("--offline needs --public-key FILE (the signing key's DER public key, from GetPublicKey or public-key.der of the export, obtained on its own path)")}
+	case o.NoLedger:
+		return &UsageError{errors.New("--offline checks the ledger: --no-ledger does not go with it")}
+	}
+	der, err := os.ReadFile(o.PublicKey)
+	if err != nil {
+		return fmt.Errorf("--public-key: %w", err)
+	}
+	items, err := readTableExport(filepath.Join(o.Offline, ExportTable))
+	if err != nil {
+		return err
+	}
+	in := ledger.Input{Now: a.Now(), Grace: o.Grace, PublicKeyDER: der, Items: items}
+	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
+		return err
+	}
+	if in.Digests, err = readExportDir(o.Offline, ledger.DigestPrefix); err != nil {
+		return err
+	}
+	rc := &recordCheck{res: newVerifyResult()}
+	for i, it := range items {
+		item, err := dynamostore.SDKItem(it)
+		if err != nil {
+			rc.res.Problems = append(rc.res.Problems, problem(fmt.Sprintf("%s line %d", ExportTable, i+1), "unreadable item: "+err.Error()))
+			continue
+		}
+		rc.check(item)
+	}
+	if rc.uncheckedStubs > 0 {
+		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("offline: %s not checked against their archive objects (not in %s; run verify online for them)",
+			plural(rc.uncheckedStubs, "archived stub", "archived stubs"), o.Offline))
+	}
+	if rc.uncheckedRef > 0 {
+		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("offline: %s not re-read (not in %s; run verify online for them)",
+			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
+	}
+	rc.res.addLedger(in, "file "+o.PublicKey)
+	return a.report(rc.res)
+}
+
+// readTableExport reads table.jsonl: one DynamoDB-JSON item a line.
+func readTableExport(path string) ([]ledger.Item, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("offline table export: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxItemLine)
+	var items []ledger.Item
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		it, err := ledger.ParseItem(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		}
+		items = append(items, it)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return items, nil
+}
+
+// readExportDir reads every file under dir/prefix, keyed as the bucket
+// keys them (slash-separated, relative to dir). A missing prefix
+// directory is an empty ledger part (verify names what it misses).
+func readExportDir(dir, prefix string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	root := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path == root {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("offline ledger copy: %w", err)
+	}
+	return out, nil
+}

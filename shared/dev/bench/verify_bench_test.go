@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// Verify benchmark's shape: records, versions of each, stream shards and
+// changes a segment (the ledger mapping's batch size).
+const (
+	verifyRecords  = 100000
+	verifyVersions = 3
+	verifyShards   = 4
+	verifySegment  = 100
+)
+
+// BenchmarkVerify times dlqctl verify, online and offline, over a ledger
+// of 100,000 records of 3 versions each (DLQQ_VERIFY_BENCH_RECORDS
+// overrides the count). The ledger is not built by the ledger function
+// (300,000 stream changes through kumo take too long for a benchmark): the
+// table is written with BatchWriteItem (each record's newest version), and
+// the segments and the digest with the ledger's own builders
+// (ledger.NewSegment, NewDigest), written by its S3 adapter
+// (s3store.LedgerObjects: If-None-Match, COMPLIANCE) and signed by its KMS
+// adapter (kmssign) with the stack's signing key: the objects are those the
+// function writes, over 4 shards of 100-change segments. Run it with
+// -run '^$' -bench BenchmarkVerify -benchtime=1x.
+func BenchmarkVerify(b *testing.B) {
+	n := verifyRecords
+	if s := os.Getenv("DLQQ_VERIFY_BENCH_RECORDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			b.Fatalf("DLQQ_VERIFY_BENCH_RECORDS=%q", s)
+		}
+	}
+	ctx := context.Background()
+	st := embedded.ForTest(b, embedded.Options{})
+	fns, err := localrunner.NewFunctions(st, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	table, bucket, key := st.Names["QuarantineTable"], fns.LedgerConfig.Bucket, fns.LedgerConfig.SigningKey
+	start := time.Now()
+	newest, entries := verifyLedgerData(b, n)
+	writeTable(b, st, table, newest)
+	objs := s3store.LedgerObjects{API: st.Clients.S3, Bucket: bucket}
+	heads := writeSegments(b, objs, entries)
+	signer, err := kmssign.New(ctx, st.Clients.KMS, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := dl.NewDigest(1, time.Now(), st.StreamARNs["QuarantineTable"], signer.KeyID(), signer.Algorithm(), nil, heads)
+	h, err := d.SigningHash()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig, err := signer.Sign(ctx, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.Signature = base64.StdEncoding.EncodeToString(sig)
+	raw, err := d.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := objs.PutIfAbsent(ctx, dl.DigestKey(1), raw, time.Now().Add(24*time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("built %d records, %d versions, %d segments in %s", n, n*verifyVersions, countSegments(heads), time.Since(start).Round(time.Second))
+
+	run := func(args ...string) (string, time.Duration) {
+		var out, errw bytes.Buffer
+		a := dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+		a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+			return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS), Local: true}, nil
+		}
+		t0 := time.Now()
+		code := a.Main(ctx, append([]string{"--actor", "bench", "--table", table, "--ledger-bucket", bucket, "--signing-key", key}, args...))
+		took := time.Since(t0)
+		if code != 0 {
+			b.Fatalf("dlqctl %v (exit %d): %s%s", args, code, firstN(out.String(), 2000), errw.String())
+		}
+		return out.String(), took
+	}
+	dir := filepath.Join(b.TempDir(), "export")
+	b.ResetTimer()
+	for range b.N {
+		out, online := run("verify")
+		want := fmt.Sprintf("verified %d records (0 archived stubs): 0 problems\nledger: %d versions", n, n*verifyVersions)
+		if !strings.HasPrefix(out, want) {
+			b.Fatalf("verify:\n%s", firstN(out, 2000))
+		}
+		_, export := run("ledger", "export", dir)
+		off, offline := run("verify", "--offline", dir, "--public-key", filepath.Join(dir, dlqctl.ExportPublicKey))
+		if !strings.HasPrefix(off, want) {
+			b.Fatalf("verify --offline:\n%s", firstN(off, 2000))
+		}
+		b.ReportMetric(online.Seconds(), "online-s")
+		b.ReportMetric(offline.Seconds(), "offline-s")
+		b.ReportMetric(export.Seconds(), "export-s")
+		b.ReportMetric(float64(n), "records")
+		b.Logf("%d records: online verify %s, ledger export %s, offline verify %s", n, online.Round(time.Millisecond), export.Round(time.Millisecond), offline.Round(time.Millisecond))
+		os.RemoveAll(dir)
+	}
+}
+
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func countSegments(heads []dl.Head) int64 {
+	var s int64
+	for _, h := range heads {
+		s += h.Segments
+	}
+	return s
+}
+
+// verifyLedgerData builds n records of verifyVersions versions each: each
+// record's newest version (the table) and every shard's changes in order
+// (the stream), a record's changes on one shard as DynamoDB Streams keeps
+// them.
+func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) {
+	b.Helper()
+	newest := make([]*quarantine.Record, n)
+	entries := make([][]dl.Entry, verifyShards)
+	seqs := make([]*big.Int, verifyShards)
+	for s := range seqs {
+		seqs[s] = new(big.Int).Exp(big.NewInt(10), big.NewInt(20), nil) // 21 digits
+	}
+	at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339Nano)
+	for i := range n {
+		r := storetest.Record(b, fmt.Sprintf("verify-%07d", i))
+		shard := i % verifyShards
+		for v := 1; v <= verifyVersions; v++ {
+			if v > 1 {
+				next := *r
+				next.Version, next.PrevSeal = r.Version+1, r.Seal
+				next.Status = []quarantine.Status{quarantine.StatusParked, quarantine.StatusQuarantined}[v%2]
+				if err := quarantine.SealRecord(&next); err != nil {
+					b.Fatal(err)
+				}
+				r = &next
+			}
+			item, err := dynamostore.Marshal(r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			it, err := dynamostore.LedgerItem(item)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seqs[shard].Add(seqs[shard], big.NewInt(1))
+			e := dl.Entry{Seq: seqs[shard].String(), Event: dl.EventInsert, At: at, Key: r.DLQID, Item: it}
+			if v > 1 {
+				e.Event, e.Old = dl.EventModify, &dl.Old{Version: r.Version - 1, Seal: r.PrevSeal}
+			}
+			entries[shard] = append(entries[shard], e)
+		}
+		newest[i] = r
+	}
+	return newest, entries
+}
+
+// writeTable writes the records with BatchWriteItem, 8 writers.
+func writeTable(b *testing.B, st *embedded.Stack, table string, recs []*quarantine.Record) {
+	b.Helper()
+	ctx := context.Background()
+	work := make(chan []*quarantine.Record)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for chunk := range work {
+				reqs := make([]ddbtypes.WriteRequest, 0, len(chunk))
+				for _, r := range chunk {
+					item, err := dynamostore.Marshal(r)
+					if err != nil {
+						mu.Lock()
+						first = err
+						mu.Unlock()
+						return
+					}
+					reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
+				}
+				for len(reqs) > 0 {
+					out, err := st.Clients.DynamoDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{table: reqs}})
+					if err != nil {
+						mu.Lock()
+						first = err
+						mu.Unlock()
+						return
+					}
+					reqs = out.UnprocessedItems[table]
+				}
+			}
+		}()
+	}
+	for i := 0; i < len(recs); i += 25 {
+		work <- recs[i:min(i+25, len(recs))]
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+}
+
+// writeSegments chains each shard's entries into segments of
+// verifySegment changes and writes them, 16 at once; it returns the
+// shards' heads.
+func writeSegments(b *testing.B, objs s3store.LedgerObjects, entries [][]dl.Entry) []dl.Head {
+	b.Helper()
+	type put struct {
+		key string
+		raw []byte
+	}
+	var puts []put
+	var heads []dl.Head
+	for s, es := range entries {
+		shard := fmt.Sprintf("shardId-%020d", s)
+		var prev *dl.Ref
+		var h dl.Head
+		for i := 0; i < len(es); i += verifySegment {
+			seg, err := dl.NewSegment("bench-stream", shard, prev, es[i:min(i+verifySegment, len(es))])
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw, err := seg.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := dl.SegmentKey(shard, seg.FirstSeq)
+			puts = append(puts, put{key, raw})
+			prev = &dl.Ref{Key: key, SHA256: dl.SHA256Hex(raw)}
+			h = dl.Head{Shard: shard, LastSeq: seg.LastSeq, SegmentKey: key, SegmentSHA256: prev.SHA256, Segments: h.Segments + 1}
+		}
+		if h.Segments > 0 {
+			heads = append(heads, h)
+		}
+	}
+	ctx := context.Background()
+	until := time.Now().Add(24 * time.Hour)
+	work := make(chan put)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := objs.PutIfAbsent(ctx, p.key, p.raw, until); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range puts {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+	return heads
+}
