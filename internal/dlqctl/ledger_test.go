@@ -64,20 +64,27 @@ func (l *ledgerFixture) create(prefix string) *quarantine.Record {
 	return r
 }
 
-// next writes r's next version (edited) in place of r, as the functions
-// do, and returns it.
-func (l *ledgerFixture) next(r *quarantine.Record, edit func(*quarantine.Record)) *quarantine.Record {
+// next writes r's next version, made by a real transition, in place of r,
+// as the functions do, and returns it.
+func (l *ledgerFixture) next(r *quarantine.Record, transition func(*quarantine.Record) (*quarantine.Record, error)) *quarantine.Record {
 	l.t.Helper()
-	n := *r
-	n.Version, n.PrevSeal = r.Version+1, r.Seal
-	edit(&n)
-	if err := quarantine.SealRecord(&n); err != nil {
+	n, err := transition(r)
+	if err != nil {
 		l.t.Fatal(err)
 	}
-	if err := l.store.Replace(context.Background(), r, &n); err != nil {
+	if err := l.store.Replace(context.Background(), r, n); err != nil {
 		l.t.Fatal(err)
 	}
-	return &n
+	return n
+}
+
+// park and unpark are the operator's transitions.
+func park(r *quarantine.Record) (*quarantine.Record, error) {
+	return r.ParkManual("operator:test", "by hand", r.LastSeen.Add(time.Minute))
+}
+
+func unpark(r *quarantine.Record) (*quarantine.Record, error) {
+	return r.Unpark("operator:test", "back", r.StatusSince.Add(time.Minute))
 }
 
 func (l *ledgerFixture) drain() {
@@ -166,7 +173,7 @@ func mustContain(t *testing.T, out string, wants ...string) {
 func TestVerifyLedgerClean(t *testing.T) {
 	l := newLedgerFixture(t)
 	a, _ := l.create("a"), l.create("b")
-	l.next(a, func(r *quarantine.Record) { r.Status = quarantine.StatusParked })
+	l.next(a, park)
 	l.drain()
 	l.digest()
 	out, errOut, code := l.run(false, "verify")
@@ -236,8 +243,9 @@ func TestVerifyLedgerNamesRewriteAndDeletion(t *testing.T) {
 	}
 }
 
-// An insider moves a shard's head item forward, so that the ledger skips
-// the changes after it: the record changed is named.
+// An insider moves a shard's head item forward, so that the ledger would
+// skip the changes after it: it ledgers them all the same (late), and
+// verify names the tampering.
 func TestVerifyLedgerCatchesAHeadMovedForward(t *testing.T) {
 	l := newLedgerFixture(t)
 	ctx := context.Background()
@@ -266,14 +274,21 @@ func TestVerifyLedgerCatchesAHeadMovedForward(t *testing.T) {
 	if heads == 0 {
 		t.Fatal("no head item to move")
 	}
-	a2 := l.next(a, func(r *quarantine.Record) { r.Status = quarantine.StatusParked })
+	a2 := l.next(a, park)
 	fresh := l.create("f")
 	l.drain()
 	out, _, code := l.run(false, "verify")
 	if code != dlqctl.ExitMismatch {
 		t.Fatalf("verify exit %d:\n%s", code, out)
 	}
-	mustContain(t, out, "  MISMATCH "+a2.DLQID+": rewritten: ", "  MISMATCH "+fresh.DLQID+": unledgered: never ledgered")
+	// The ledger does not skip what the moved head claims: it proves each
+	// change at or below the head against the chain and ledgers the
+	// absent ones late, so no version is lost; the late entries above the
+	// chain's real end name the tampering.
+	mustContain(t, out, ": segment-chain: entry ", " marked late but not before ")
+	if strings.Contains(out, a2.DLQID) || strings.Contains(out, fresh.DLQID) {
+		t.Fatalf("the records written after the head moved are ledgered, and not named:\n%s", out)
+	}
 }
 
 // Changes ledgered after the newest digest are not yet anchored: said,
@@ -283,7 +298,7 @@ func TestVerifyLedgerNotYetAnchored(t *testing.T) {
 	a := l.create("a")
 	l.drain()
 	l.digest()
-	l.next(a, func(r *quarantine.Record) { r.Status = quarantine.StatusParked })
+	l.next(a, park)
 	l.create("b")
 	l.drain()
 	out, _, code := l.run(false, "verify")
@@ -297,7 +312,10 @@ func TestVerifyLedgerNotYetAnchored(t *testing.T) {
 }
 
 // A copy whose newest digests were left out leaves changes waiting for a
-// digest: past an hour, verify says so in a note (not a problem).
+// digest: past an hour, verify says so in a note, and a newest digest
+// older than the ledger's hourly bound (75 minutes) is a problem: the
+// ledger signs one at least hourly, so a copy without its newest digests,
+// or a stopped digest schedule, does not verify.
 func TestVerifyOfflineNotesAStaleAnchor(t *testing.T) {
 	l := newLedgerFixture(t)
 	l.create("a")
@@ -311,10 +329,10 @@ func TestVerifyOfflineNotesAStaleAnchor(t *testing.T) {
 	}
 	l.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	out, code := l.offline(dir)
-	if code != 0 {
-		t.Fatalf("exit %d:\n%s", code, out)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (a stale digest):\n%s", code, out)
 	}
-	mustContain(t, out, "  not yet anchored: 1 change, oldest 2h0m", "  note: changes have waited 2h0m", "lacks its newest digests")
+	mustContain(t, out, "digest-stale: the newest signed digest (#1) is 2h0m", "  not yet anchored: 1 change, oldest 2h", "  note: changes have waited 2h", "lacks its newest digests")
 }
 
 func TestVerifyLedgerSettings(t *testing.T) {

@@ -34,7 +34,8 @@ func (a *App) ledgerCmd() *cobra.Command {
 	return c
 }
 
-// LedgerExport writes DIR/ledger/segments/..., DIR/ledger/digests/...
+// LedgerExport writes DIR/ledger/segments/..., DIR/ledger/digests/...,
+// DIR/ledger/baseline/...
 // (the bucket's keys), DIR/table.jsonl (one DynamoDB-JSON item a line:
 // the records and policies) and DIR/public-key.der (GetPublicKey of the
 // signing key). DIR must be empty or absent. The ledger is read before the
@@ -58,7 +59,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	segments, digests, err := a.readLedger(ctx)
+	segments, digests, baselines, err := a.readLedger(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		return err
 	}
 	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests)}
-	for _, part := range []map[string][]byte{segments, digests} {
+	for _, part := range []map[string][]byte{segments, digests, baselines} {
 		for key, b := range part {
 			if strings.Contains(key, "..") || filepath.IsAbs(key) {
 				return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)

@@ -137,8 +137,8 @@ func (x tamperable) removeVersion(id string, version int64, digests int64) {
 func TestVerifyOfflineNamesTampering(t *testing.T) {
 	l := newLedgerFixture(t)
 	a := l.create("a")
-	a2 := l.next(a, func(r *quarantine.Record) { r.Status = quarantine.StatusParked })
-	l.next(a2, func(r *quarantine.Record) { r.Status = quarantine.StatusQuarantined })
+	a2 := l.next(a, park)
+	l.next(a2, unpark)
 	l.create("b")
 	l.drain()
 	l.digest()

@@ -81,22 +81,26 @@ func (a *App) publicKey(ctx context.Context) ([]byte, error) {
 	return out.PublicKey, nil
 }
 
-// readLedger lists and reads every digest, then every segment, of the
+// readLedger lists and reads every digest, then every segment, then every
+// baseline object (the records older than the stream), of the
 // ledger bucket (digests first: every segment they name is written
 // before them), LedgerReadConcurrency at once.
-func (a *App) readLedger(ctx context.Context) (segments, digests map[string][]byte, err error) {
+func (a *App) readLedger(ctx context.Context) (segments, digests, baselines map[string][]byte, err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	objs := s3store.LedgerObjects{API: c.S3, Bucket: a.LedgerBucket}
 	if digests, err = readAll(ctx, objs, ledger.DigestPrefix); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if segments, err = readAll(ctx, objs, ledger.SegmentPrefix); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return segments, digests, nil
+	if baselines, err = readAll(ctx, objs, ledger.BaselinePrefix); err != nil {
+		return nil, nil, nil, err
+	}
+	return segments, digests, baselines, nil
 }
 
 // readAll reads every object under prefix.
@@ -165,6 +169,12 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 		res.Problems = append(res.Problems, Problem{ID: p.Subject, Kind: string(p.Kind), What: what})
 	}
 	res.Ledger = l
+	for _, p := range lr.Pending {
+		res.Notes = append(res.Notes, fmt.Sprintf("not yet ledgered: %s, %s old (a change the stream has not delivered yet; named if it stays)", p.ID, age(p.Age)))
+	}
+	if n := len(lr.PreLedger); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s whose history before the baseline is unproven (%s)", plural(n, "record", "records"), lr.PreLedger[0].Detail))
+	}
 	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
 		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))
 	}

@@ -44,8 +44,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	in := ledger.Input{Now: a.Now(), Grace: o.Grace, PublicKeyDER: der, Items: items}
+	in := ledger.Input{Now: a.Now(), Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck()}
 	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
+		return err
+	}
+	if in.Baselines, err = readExportDir(o.Offline, ledger.BaselinePrefix); err != nil {
 		return err
 	}
 	if in.Digests, err = readExportDir(o.Offline, ledger.DigestPrefix); err != nil {

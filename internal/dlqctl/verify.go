@@ -114,12 +114,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	// The ledger first, then the table: a change between the two reads is
 	// then a table newer than its ledger (within the grace), never a
 	// ledger newer than the table read.
-	in := ledger.Input{Grace: o.Grace}
+	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck()}
 	if !o.NoLedger {
 		if in.PublicKeyDER, err = a.publicKey(ctx); err != nil {
 			return err
 		}
-		if in.Segments, in.Digests, err = a.readLedger(ctx); err != nil {
+		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
 			return err
 		}
 	}

@@ -76,7 +76,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 				}
 				continue
 			}
-			if v.pending(key, it) {
+			if v.pending(key, it, nv.item) {
 				continue
 			}
 			switch {
@@ -93,7 +93,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		if _, ok := newest[key]; ok {
 			continue
 		}
-		if v.pending(key, table[key]) {
+		if v.pending(key, table[key], nil) {
 			continue
 		}
 		v.fail(KindUnledgered, key, "never ledgered")
@@ -287,19 +287,29 @@ func callCheck(check func(prev, next Item) error, prev, next Item) (err error) {
 }
 
 // pending reports whether an item that is not its ledgered version counts
-// as not yet ledgered: its own newest time (status_since, last_seen) lies
-// within Grace of Now and not in the future beyond clockSkew. It records
-// the item and its age.
-func (v *verifier) pending(key string, it Item) bool {
+// as not yet ledgered, and records it with its age. Its own newest time
+// (status_since, last_seen, and the newest attempt, payload read,
+// correction or hold: a payload read changes none of the first two) must
+// lie within Grace of Now and not in the future beyond clockSkew. When the
+// key has a ledgered version (prev), the item must also be the very next
+// version of it (version + 1, prev_seal its seal) and, with a version
+// check, a transition of it: every table write streams, so anything else
+// is not a change on its way.
+func (v *verifier) pending(key string, it, prev Item) bool {
 	if v.in.Grace <= 0 {
 		return false
 	}
-	var newest time.Time
-	for _, a := range []string{"status_since", "last_seen"} {
-		if t, err := time.Parse(time.RFC3339Nano, it.S(a)); err == nil && t.After(newest) {
-			newest = t
+	if prev != nil {
+		pv, ok1 := prev.Int("version")
+		nv, ok2 := it.Int("version")
+		if !ok1 || !ok2 || nv != pv+1 || it.S("prev_seal") != prev.S("seal") || it.S("prev_seal") == "" {
+			return false
+		}
+		if v.in.CheckVersion != nil && callCheck(v.in.CheckVersion, prev, it) != nil {
+			return false
 		}
 	}
+	newest := newestTime(it)
 	if newest.IsZero() {
 		return false
 	}
@@ -310,6 +320,27 @@ func (v *verifier) pending(key string, it Item) bool {
 	v.res.NotYetLedgered++
 	v.res.Pending = append(v.res.Pending, PendingItem{ID: key, Age: age})
 	return true
+}
+
+// newestTime is the newest time an item records of its own changes.
+func newestTime(it Item) time.Time {
+	var newest time.Time
+	see := func(s string) {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil && t.After(newest) {
+			newest = t
+		}
+	}
+	for _, a := range []string{"status_since", "last_seen", HoldAtAttr} {
+		see(it.S(a))
+	}
+	for _, list := range []string{"attempts", "reads", "corrections"} {
+		if l := it[list].L; len(l) > 0 {
+			if at := l[len(l)-1].M["at"]; at.S != nil {
+				see(*at.S)
+			}
+		}
+	}
+	return newest
 }
 
 // addsHold reports whether b is a with exactly the integrity hold's
