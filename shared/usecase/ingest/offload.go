@@ -24,6 +24,21 @@ func (qr *Quarantiner) moveAttributes(ctx context.Context, r *quarantine.Record,
 	return qr.offloadAttributes(ctx, r, raw)
 }
 
+// inline reports whether offload would leave r as it is: its body and
+// attributes stay in the item.
+func (qr *Quarantiner) inline(r *quarantine.Record) bool {
+	if r.BodyRef == nil && len(r.Body) > qr.cfg.BodyInlineMax {
+		return false
+	}
+	if r.AttributesRef == nil && r.Attributes != nil {
+		raw, err := json.Marshal(r.Attributes)
+		if err != nil || len(raw) > qr.cfg.AttributesInlineMax {
+			return false
+		}
+	}
+	return len(r.Body)+attributesSize(r.Attributes)+smallFieldsBound+quarantine.GrowthReserve(qr.cfg.MaxAttempts) <= quarantine.ItemBudget
+}
+
 // offload moves the body and attributes to the payload store when they would
 // make the item too large. It is idempotent: object keys are content hashes.
 func (qr *Quarantiner) offload(ctx context.Context, r *quarantine.Record) error {

@@ -246,6 +246,24 @@ func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *
 		}
 		return false
 	}
+	// A first arrival is one conditional PutItem: create first, and read
+	// only when the record exists (a re-failure or a duplicate delivery,
+	// handled below from position 0). Only when nothing would be offloaded
+	// (offload is then a no-op), so that no payload object is uploaded for
+	// a record that exists.
+	att.Note = quarantine.JoinNote(baseNote, redriveHeaderNote(m, ours))
+	if rec := quarantine.Successor(proto, start, nil, prevLink, att, qr.cfg.MaxAttempts); qr.inline(rec) {
+		if err := quarantine.SealRecord(rec); err != nil {
+			return Outcome{}, err
+		}
+		err := qr.store.Create(ctx, rec)
+		if err == nil {
+			return Outcome{Result: ResultCreated, Record: rec}, nil
+		}
+		if !errors.Is(err, quarantine.ErrExists) {
+			return Outcome{}, fmt.Errorf("create record: %w", err)
+		}
+	}
 	for i := 0; i < qr.cfg.MaxWriteRetries; {
 		if pos >= quarantine.MaxChain {
 			return Outcome{}, fmt.Errorf("record %s: %w", quarantine.LogRef(start), quarantine.ErrChainTooLong)
