@@ -37,8 +37,12 @@ test-localstack:
 	AWS_ENDPOINT_URL=$${AWS_ENDPOINT_URL:-http://localhost:4566} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 \
 	$(GO) test -count=1 -timeout 15m ./shared/...
 
+# Three runs of each throughput benchmark (ratios measured in one run),
+# then one run of dlqctl verify on 100,000 records (DLQQ_VERIFY_BENCH_RECORDS
+# changes the count).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime=1x -count=3 -timeout 60m ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench '^Benchmark(Ingest|Redrive|Sweeper|WriteUnits)' -benchtime=1x -count=3 -timeout 60m ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench '^BenchmarkVerify$$' -benchtime=1x -count=1 -timeout 60m ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
 
 fuzz:

@@ -69,7 +69,12 @@ func checkVerifyAsAuditor(t *testing.T, st *embedded.Stack, stk *stack) {
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
 		return &dlqctl.Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: true}), Lambda: lambda.NewFromConfig(cfg), Local: true}, nil
 	}
-	code := a.Main(context.Background(), []string{"--table", st.Names["QuarantineTable"], "--payload-bucket", st.Names["PayloadBucket"], "verify"})
+	ledgerFn, err := st.Template.GetServerlessFunctionWithName("LedgerFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := a.Main(context.Background(), []string{"--table", st.Names["QuarantineTable"], "--payload-bucket", st.Names["PayloadBucket"],
+		"--ledger-bucket", st.Names["ArchiveBucket"], "--signing-key", ledgerFn.Environment.Variables["SIGNING_KEY_ID"], "verify"})
 	if !strings.Contains(out.String(), "verified ") {
 		t.Fatalf("dlqctl verify (exit %d): %s %s", code, out.String(), errw.String())
 	}
