@@ -421,10 +421,19 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		q("s3:PutObjectRetention", archive+"/archive/x", nil), q("s3:DeleteObjectVersion", archive+"/ledger/x", nil),
 		q("s3:PutBucketPolicy", archive, nil), q("s3:PutLifecycleConfiguration", payload, nil),
 		q("kms:Sign", signingKey, nil), q("kms:PutKeyPolicy", signingKey, nil), q("kms:CreateGrant", signingKey, nil),
+		// Acting as a function, inventing events, stopping the ledger,
+		// losing the history: denied even where another policy allows it.
+		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ingest", nil),
+		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ledger", nil),
+		q("lambda:UpdateFunctionCode", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ledger", nil),
+		q("lambda:UpdateFunctionConfiguration", redriveFn, nil),
+		q("lambda:AddPermission", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ledger", nil),
+		q("iam:PassRole", "arn:aws:iam::111122223333:role/prod-LedgerRole", nil),
+		q("dynamodb:UpdateTable", table, nil), q("dynamodb:RestoreTableToPointInTime", table, nil),
+		q("kms:ScheduleKeyDeletion", signingKey, nil), q("kms:DisableKey", signingKey, nil),
 	}
 	notAllowed := []request{
 		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
-		q("lambda:InvokeFunction", "arn:aws:lambda:eu-west-1:111122223333:function:prod-ingest", nil),
 		q("dynamodb:GetRecords", streamARN(), nil),
 	}
 	// dlqctl verify re-reads claim-checked bodies: the auditor may, the
