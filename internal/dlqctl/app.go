@@ -85,9 +85,17 @@ type App struct {
 	// LedgerBucket holds the ledger's objects; SigningKey is the KMS key
 	// whose public key verifies the digests (verify, ledger export).
 	LedgerBucket, SigningKey string
+	// BusyWait is how long a request waits while the redrive function is
+	// busy (TooManyRequestsException: its one concurrent slot is taken by
+	// a run), retrying, before it gives up (default DefaultBusyWait).
+	BusyWait time.Duration
 
 	clients *Clients
 }
+
+// DefaultBusyWait bounds the wait for a busy redrive function: a park or a
+// policy revocation during a run is retried for this long.
+const DefaultBusyWait = 2 * time.Minute
 
 // NewApp returns an App on the process's IO and the real AWS config chain.
 func NewApp(in io.Reader, out, errw io.Writer) *App {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -184,7 +185,7 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 		return nil, err
 	}
 	payload, _ := json.Marshal(req)
-	out, err := c.Lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(a.Function), Payload: payload})
+	out, err := a.invokeWhenFree(ctx, c, payload)
 	if err != nil {
 		var code interface{ ErrorCode() string }
 		if errors.As(err, &code) && code.ErrorCode() == "ResourceNotFoundException" {
@@ -205,6 +206,40 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 		return nil, fmt.Errorf("redrive report: %w", err)
 	}
 	return &rep, nil
+}
+
+// invokeWhenFree invokes the redrive function, and while Lambda refuses
+// the invocation because the function's one concurrent slot is taken (a
+// run in progress: TooManyRequestsException, the request was not run),
+// says so once and tries again every few seconds, for up to BusyWait.
+func (a *App) invokeWhenFree(ctx context.Context, c *Clients, payload []byte) (*lambda.InvokeOutput, error) {
+	wait := a.BusyWait
+	if wait <= 0 {
+		wait = DefaultBusyWait
+	}
+	deadline := time.Now().Add(wait)
+	pause := 2 * time.Second
+	if wait < 10*pause {
+		pause = wait / 10
+	}
+	for warned := false; ; warned = true {
+		out, err := c.Lambda.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(a.Function), Payload: payload})
+		var busy *lambdatypes.TooManyRequestsException
+		if !errors.As(err, &busy) || time.Now().Add(pause).After(deadline) {
+			if errors.As(err, &busy) {
+				err = fmt.Errorf("the redrive function stayed busy for %s (a run holds its one concurrent slot): retry once it has ended: %w", wait, err)
+			}
+			return out, err
+		}
+		if !warned {
+			fmt.Fprintf(a.Err, "the redrive function is busy (a run holds its one concurrent slot): retrying for up to %s\n", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // FunctionError is a request the redrive function refused (a function
