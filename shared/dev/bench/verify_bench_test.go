@@ -161,15 +161,22 @@ func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) 
 	for i := range n {
 		r := storetest.Record(b, fmt.Sprintf("verify-%07d", i))
 		shard := i % verifyShards
+		var prevItem dl.Item
 		for v := 1; v <= verifyVersions; v++ {
 			if v > 1 {
-				next := *r
-				next.Version, next.PrevSeal = r.Version+1, r.Seal
-				next.Status = []quarantine.Status{quarantine.StatusParked, quarantine.StatusQuarantined}[v%2]
-				if err := quarantine.SealRecord(&next); err != nil {
+				// Real transitions (verify checks each version is one):
+				// parked by hand, then back to quarantine, and so on.
+				var next *quarantine.Record
+				var err error
+				if r.Status == quarantine.StatusParked {
+					next, err = r.Unpark("operator:bench", "bench", r.StatusSince.Add(time.Minute))
+				} else {
+					next, err = r.ParkManual("operator:bench", "bench", r.LastSeen.Add(time.Minute))
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
-				r = &next
+				r = next
 			}
 			item, err := dynamostore.Marshal(r)
 			if err != nil {
@@ -182,8 +189,9 @@ func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) 
 			seqs[shard].Add(seqs[shard], big.NewInt(1))
 			e := dl.Entry{Seq: seqs[shard].String(), Event: dl.EventInsert, At: at, Key: r.DLQID, Item: it}
 			if v > 1 {
-				e.Event, e.Old = dl.EventModify, &dl.Old{Version: r.Version - 1, Seal: r.PrevSeal}
+				e.Event, e.Old, e.OldItem = dl.EventModify, &dl.Old{Version: r.Version - 1, Seal: r.PrevSeal}, prevItem
 			}
+			prevItem = it
 			entries[shard] = append(entries[shard], e)
 		}
 		newest[i] = r
