@@ -99,6 +99,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		v.fail(KindUnledgered, key, "never ledgered")
 	}
 	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(v.res.PreLedger, func(a, b Note) int { return strings.Compare(a.Subject, b.Subject) })
 }
 
 // orderVersions orders one key's entries by the version they carry (a
