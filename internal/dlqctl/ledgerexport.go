@@ -86,11 +86,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		return err
 	}
 	info.TableScanEnd = a.Now().UTC()
-	for key := range digests {
-		if d, err := ledger.ParseDigest(digests[key]); err == nil && key == ledger.DigestKey(d.N) {
-			info.NewestDigest = max(info.NewestDigest, d.N)
-		}
-	}
+	info.NewestDigest = newestDigest(digests).N
 	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests)}
 	for _, part := range []map[string][]byte{segments, digests, baselines} {
 		for key, b := range part {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
 // R2-5: a change made while verify reads (after its ledger read began)
@@ -153,4 +154,24 @@ func TestVerifyPrintsPreLedgerIDs(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	mustContain(t, out, "pre-ledger: 2 records", "pre-ledger: "+a.DLQID+", unproven before ", "pre-ledger: "+b.DLQID+", unproven before ")
+}
+
+// R2-3: a copy that holds fewer digests than its export.json says it was
+// exported with was cut short after the export: named.
+func TestVerifyOfflineNamesDigestsDroppedFromTheCopy(t *testing.T) {
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	l.create("b")
+	l.drain()
+	l.digest()
+	dir := l.export()
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(ledger.DigestKey(2)))); err != nil {
+		t.Fatal(err)
+	}
+	out, code := l.offline(dir)
+	if code != dlqctl.ExitMismatch || !strings.Contains(out, "digest-gap: the copy's newest digest is #1; export.json says it was exported with #2") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
 }

@@ -58,7 +58,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	rc := &recordCheck{res: newVerifyResult()}
-	note, err := a.copyTime(&in, o.Offline)
+	note, exportedNewest, err := a.copyTime(&in, o.Offline)
 	if err != nil {
 		return err
 	}
@@ -80,6 +80,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
 	}
 	rc.res.addLedger(in, "file "+o.PublicKey)
+	if want, have := exportedNewest, newestDigest(in.Digests).N; want > have {
+		rc.res.Problems = append(rc.res.Problems, Problem{ID: ExportInfoFile, Kind: string(ledger.KindDigestGap),
+			What: fmt.Sprintf("%s: the copy's newest digest is #%d; %s says it was exported with #%d (digests were removed from the copy)", ledger.KindDigestGap, have, ExportInfoFile, want)})
+		rc.res.Ledger.Problems++
+	}
 	return a.report(rc.res)
 }
 
@@ -147,35 +152,43 @@ func readExportDir(dir, prefix string) (map[string][]byte, error) {
 // the grace and the digest freshness judge the copy as it was taken
 // (review 2 R2-3): from DIR/export.json (the table scan's end, the ledger
 // read's start), or, without it, the newest digest's time. It returns the
-// notes that say so.
-func (a *App) copyTime(in *ledger.Input, dir string) ([]string, error) {
+// notes that say so, and the newest digest the export says it copied (0:
+// unknown).
+func (a *App) copyTime(in *ledger.Input, dir string) ([]string, int64, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, ExportInfoFile))
 	switch {
 	case err == nil:
 		var info ExportInfo
 		if err := json.Unmarshal(raw, &info); err != nil || info.TableScanEnd.IsZero() || info.ExportedAt.IsZero() {
-			return nil, fmt.Errorf("%s: not an export's description (exported_at, ledger_read_start, table_scan_end): %v", ExportInfoFile, err)
+			return nil, 0, fmt.Errorf("%s: not an export's description (exported_at, ledger_read_start, table_scan_end): %v", ExportInfoFile, err)
 		}
 		in.Now, in.ReadStart = info.TableScanEnd, info.LedgerReadStart
 		at := info.ExportedAt.UTC().Format(time.RFC3339)
 		return []string{
 			fmt.Sprintf("copy as of %s (%s ago)", at, age(a.Now().Sub(info.ExportedAt))),
 			fmt.Sprintf("an offline copy proves nothing about digests after %s: compare its newest digest (#%d) with the bucket's", at, info.NewestDigest),
-		}, nil
+		}, info.NewestDigest, nil
 	case errors.Is(err, fs.ErrNotExist):
-		var newest ledger.Digest
-		for key, b := range in.Digests {
-			if d, err := ledger.ParseDigest(b); err == nil && key == ledger.DigestKey(d.N) && d.N > newest.N {
-				newest = d
-			}
-		}
+		newest := newestDigest(in.Digests)
 		if t, err := time.Parse(time.RFC3339Nano, newest.At); err == nil {
 			in.Now = t
-			return []string{fmt.Sprintf("no %s: the copy is judged as of its newest digest (#%d, %s); it proves nothing about digests after that", ExportInfoFile, newest.N, t.UTC().Format(time.RFC3339))}, nil
+			return []string{fmt.Sprintf("no %s: the copy is judged as of its newest digest (#%d, %s); it proves nothing about digests after that", ExportInfoFile, newest.N, t.UTC().Format(time.RFC3339))}, 0, nil
 		}
 		in.Now = a.Now()
-		return []string{fmt.Sprintf("no %s and no digest: the copy is judged as of now", ExportInfoFile)}, nil
+		return []string{fmt.Sprintf("no %s and no digest: the copy is judged as of now", ExportInfoFile)}, 0, nil
 	default:
-		return nil, fmt.Errorf("offline ledger copy: %w", err)
+		return nil, 0, fmt.Errorf("offline ledger copy: %w", err)
 	}
+}
+
+// newestDigest is the highest-numbered digest of digests that parses
+// and is under its own key (its signature unchecked: Verify checks it).
+func newestDigest(digests map[string][]byte) ledger.Digest {
+	var newest ledger.Digest
+	for key, b := range digests {
+		if d, err := ledger.ParseDigest(b); err == nil && key == ledger.DigestKey(d.N) && d.N > newest.N {
+			newest = d
+		}
+	}
+	return newest
 }
