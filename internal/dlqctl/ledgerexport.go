@@ -8,12 +8,25 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
+
+// ExportInfo is DIR/export.json: when the copy was taken. verify
+// --offline judges the copy as of TableScanEnd (the grace from
+// LedgerReadStart), so it verifies the same whenever it runs.
+type ExportInfo struct {
+	ExportedAt      time.Time `json:"exported_at"`
+	LedgerReadStart time.Time `json:"ledger_read_start"`
+	TableScanEnd    time.Time `json:"table_scan_end"`
+	// NewestDigest is the newest digest number the copy holds (0: none):
+	// compare it with the bucket's to see what came after.
+	NewestDigest int64 `json:"newest_digest"`
+}
 
 // ExportResult is what dlqctl ledger export wrote.
 type ExportResult struct {
@@ -38,8 +51,9 @@ func (a *App) ledgerCmd() *cobra.Command {
 // DIR/ledger/baseline/...
 // (the bucket's keys), DIR/table.jsonl (one DynamoDB-JSON item a line:
 // the records and policies) and DIR/public-key.der (GetPublicKey of the
-// signing key). DIR must be empty or absent. The ledger is read before the
-// table, as verify reads them.
+// signing key), and DIR/export.json (ExportInfo). DIR must be empty or
+// absent. The ledger is read before the table, as verify reads them. The
+// copy holds payloads: files are 0600, directories 0700.
 func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if err := a.checkOutput(); err != nil {
 		return err
@@ -52,13 +66,17 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
 	der, err := a.publicKey(ctx)
 	if err != nil {
 		return err
 	}
+	info := ExportInfo{LedgerReadStart: a.Now().UTC()}
 	segments, digests, baselines, err := a.readLedger(ctx)
 	if err != nil {
 		return err
@@ -67,6 +85,8 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	info.TableScanEnd = a.Now().UTC()
+	info.NewestDigest = newestDigest(digests).N
 	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests)}
 	for _, part := range []map[string][]byte{segments, digests, baselines} {
 		for key, b := range part {
@@ -74,10 +94,10 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 				return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)
 			}
 			path := filepath.Join(dir, filepath.FromSlash(key))
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				return err
 			}
-			if err := os.WriteFile(path, b, 0o644); err != nil {
+			if err := os.WriteFile(path, b, 0o600); err != nil {
 				return err
 			}
 		}
@@ -103,10 +123,18 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		table = append(append(table, line...), '\n')
 		res.Items++
 	}
-	if err := os.WriteFile(filepath.Join(dir, ExportTable), table, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ExportTable), table, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o600); err != nil {
+		return err
+	}
+	info.ExportedAt = a.Now().UTC()
+	raw, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ExportInfoFile), append(raw, '\n'), 0o600); err != nil {
 		return err
 	}
 	if a.Output == "json" {

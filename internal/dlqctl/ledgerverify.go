@@ -174,6 +174,9 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 	}
 	if n := len(lr.PreLedger); n > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s whose history before the baseline is unproven (%s)", plural(n, "record", "records"), lr.PreLedger[0].Detail))
+		for _, p := range lr.PreLedger {
+			res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s, %s", p.Subject, strings.TrimPrefix(p.Detail, "pre-ledger: ")))
+		}
 	}
 	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
 		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))

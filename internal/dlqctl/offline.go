@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -19,6 +21,7 @@ import (
 const (
 	ExportTable     = "table.jsonl"
 	ExportPublicKey = "public-key.der"
+	ExportInfoFile  = "export.json"
 )
 
 // maxItemLine bounds one line of table.jsonl: a DynamoDB item is at most
@@ -44,7 +47,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	in := ledger.Input{Now: a.Now(), Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck()}
+	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
 	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
 		return err
 	}
@@ -55,6 +58,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	rc := &recordCheck{res: newVerifyResult()}
+	note, exportedNewest, err := a.copyTime(&in, o.Offline)
+	if err != nil {
+		return err
+	}
+	rc.res.Notes = append(rc.res.Notes, note...)
 	for i, it := range items {
 		item, err := dynamostore.SDKItem(it)
 		if err != nil {
@@ -72,6 +80,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
 	}
 	rc.res.addLedger(in, "file "+o.PublicKey)
+	if want, have := exportedNewest, newestDigest(in.Digests).N; want > have {
+		rc.res.Problems = append(rc.res.Problems, Problem{ID: ExportInfoFile, Kind: string(ledger.KindDigestGap),
+			What: fmt.Sprintf("%s: the copy's newest digest is #%d; %s says it was exported with #%d (digests were removed from the copy)", ledger.KindDigestGap, have, ExportInfoFile, want)})
+		rc.res.Ledger.Problems++
+	}
 	return a.report(rc.res)
 }
 
@@ -133,4 +146,49 @@ func readExportDir(dir, prefix string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("offline ledger copy: %w", err)
 	}
 	return out, nil
+}
+
+// copyTime sets in.Now and in.ReadStart to the copy's own time, so that
+// the grace and the digest freshness judge the copy as it was taken
+// (review 2 R2-3): from DIR/export.json (the table scan's end, the ledger
+// read's start), or, without it, the newest digest's time. It returns the
+// notes that say so, and the newest digest the export says it copied (0:
+// unknown).
+func (a *App) copyTime(in *ledger.Input, dir string) ([]string, int64, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, ExportInfoFile))
+	switch {
+	case err == nil:
+		var info ExportInfo
+		if err := json.Unmarshal(raw, &info); err != nil || info.TableScanEnd.IsZero() || info.ExportedAt.IsZero() {
+			return nil, 0, fmt.Errorf("%s: not an export's description (exported_at, ledger_read_start, table_scan_end): %v", ExportInfoFile, err)
+		}
+		in.Now, in.ReadStart = info.TableScanEnd, info.LedgerReadStart
+		at := info.ExportedAt.UTC().Format(time.RFC3339)
+		return []string{
+			fmt.Sprintf("copy as of %s (%s ago)", at, age(a.Now().Sub(info.ExportedAt))),
+			fmt.Sprintf("an offline copy proves nothing about digests after %s: compare its newest digest (#%d) with the bucket's", at, info.NewestDigest),
+		}, info.NewestDigest, nil
+	case errors.Is(err, fs.ErrNotExist):
+		newest := newestDigest(in.Digests)
+		if t, err := time.Parse(time.RFC3339Nano, newest.At); err == nil {
+			in.Now = t
+			return []string{fmt.Sprintf("no %s: the copy is judged as of its newest digest (#%d, %s); it proves nothing about digests after that", ExportInfoFile, newest.N, t.UTC().Format(time.RFC3339))}, 0, nil
+		}
+		in.Now = a.Now()
+		return []string{fmt.Sprintf("no %s and no digest: the copy is judged as of now", ExportInfoFile)}, 0, nil
+	default:
+		return nil, 0, fmt.Errorf("offline ledger copy: %w", err)
+	}
+}
+
+// newestDigest is the highest-numbered digest of digests that parses
+// and is under its own key (its signature unchecked: Verify checks it).
+func newestDigest(digests map[string][]byte) ledger.Digest {
+	var newest ledger.Digest
+	for key, b := range digests {
+		if d, err := ledger.ParseDigest(b); err == nil && key == ledger.DigestKey(d.N) && d.N > newest.N {
+			newest = d
+		}
+	}
+	return newest
 }

@@ -28,6 +28,19 @@ type VerifyOptions struct {
 	// Grace: an item changed within it that the ledger has not seen yet is
 	// counted as not yet ledgered, not named as a problem.
 	Grace time.Duration
+	// MaxDigestAge is how old the newest signed digest may be (online: at
+	// the end of the scan; offline: at the copy's table scan); 0 turns
+	// the check off.
+	MaxDigestAge time.Duration
+}
+
+// maxDigestAge is o.MaxDigestAge as ledger.Input takes it (negative:
+// off).
+func (o VerifyOptions) maxDigestAge() time.Duration {
+	if o.MaxDigestAge == 0 {
+		return -1
+	}
+	return o.MaxDigestAge
 }
 
 // VerifyResult is what dlqctl verify found.
@@ -76,6 +89,7 @@ func (a *App) verifyCmd() *cobra.Command {
 	f.StringVar(&o.PublicKey, "public-key", "", "the signing key's public key, DER (GetPublicKey; public-key.der of an export): with --offline")
 	f.BoolVar(&o.NoLedger, "no-ledger", false, "check the records only, not the ledger (the output says so)")
 	f.DurationVar(&o.Grace, "grace", time.Minute, "a change this recent that the ledger has not seen yet is counted as not yet ledgered, not as a problem")
+	f.DurationVar(&o.MaxDigestAge, "max-digest-age", ledger.DefaultMaxDigestAge, "how old the newest signed digest may be (online: now; offline: when the copy was exported); 0 turns the check off")
 	return c
 }
 
@@ -91,6 +105,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	}
 	if o.Grace < 0 {
 		return &UsageError{fmt.Errorf("--grace %s: not negative", o.Grace)}
+	}
+	if o.MaxDigestAge < 0 {
+		return &UsageError{fmt.Errorf("--max-digest-age %s: not negative (0 turns the check off)", o.MaxDigestAge)}
 	}
 	if o.Offline != "" || o.PublicKey != "" {
 		return a.verifyOffline(ctx, o)
@@ -112,13 +129,16 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return s3store.VerifyStub(ctx, c.S3, r)
 	}, payloads: payloads}
 	// The ledger first, then the table: a change between the two reads is
-	// then a table newer than its ledger (within the grace), never a
-	// ledger newer than the table read.
-	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck()}
+	// then a table newer than its ledger, never a ledger newer than the
+	// table read. The grace runs back from when the ledger read began
+	// (ReadStart), so a change made while verify reads is pending however
+	// long the reads take.
+	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
 	if !o.NoLedger {
 		if in.PublicKeyDER, err = a.publicKey(ctx); err != nil {
 			return err
 		}
+		in.ReadStart = a.Now()
 		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
 			return err
 		}

@@ -99,6 +99,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		v.fail(KindUnledgered, key, "never ledgered")
 	}
 	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(v.res.PreLedger, func(a, b Note) int { return strings.Compare(a.Subject, b.Subject) })
 }
 
 // orderVersions orders one key's entries by the version they carry (a
@@ -290,7 +291,7 @@ func callCheck(check func(prev, next Item) error, prev, next Item) (err error) {
 // as not yet ledgered, and records it with its age. Its own newest time
 // (status_since, last_seen, and the newest attempt, payload read,
 // correction or hold: a payload read changes none of the first two) must
-// lie within Grace of Now and not in the future beyond clockSkew. When the
+// lie after Input.ReadStart less Grace and not after Now plus clockSkew. When the
 // key has a ledgered version (prev), the item must also be the very next
 // version of it (version + 1, prev_seal its seal) and, with a version
 // check, a transition of it: every table write streams, so anything else
@@ -313,10 +314,17 @@ func (v *verifier) pending(key string, it, prev Item) bool {
 	if newest.IsZero() {
 		return false
 	}
-	age := v.in.Now.Sub(newest)
-	if age >= v.in.Grace || age < -clockSkew {
+	// The grace runs back from when the ledger read began (ReadStart): a
+	// change after it may be missing from the ledger read however long
+	// the reads took; the skew bound runs from Now (after the scan).
+	start := v.in.ReadStart
+	if start.IsZero() || start.After(v.in.Now) {
+		start = v.in.Now
+	}
+	if !newest.After(start.Add(-v.in.Grace)) || newest.After(v.in.Now.Add(clockSkew)) {
 		return false
 	}
+	age := v.in.Now.Sub(newest)
 	v.res.NotYetLedgered++
 	v.res.Pending = append(v.res.Pending, PendingItem{ID: key, Age: age})
 	return true

@@ -181,6 +181,7 @@ func (v *verifier) baseline(signed []*parsedDigest) map[string]baselined {
 		return nil
 	}
 	v.baselineAt = chain[len(chain)-1].At
+	v.baselineStart, _ = time.Parse(time.RFC3339Nano, chain[0].At)
 	switch {
 	case ref == nil:
 		v.res.BaselineUnanchored = true
@@ -215,4 +216,34 @@ func (v *verifier) startAfterBaseline(key string, b baselined, ls []ledgered) (*
 		}
 	}
 	return bv, ls
+}
+
+// baselineInTime keeps a baseline only when its scan began before (or at)
+// the ledger's first segment entry and its first signed digest (review 2
+// R2-4): a later baseline would pass off items written behind the ledger
+// as pre-ledger. A later one is named, and its items are judged as if
+// there were no baseline.
+func (v *verifier) baselineInTime(base map[string]baselined, entries []ledgered, signed []*parsedDigest) map[string]baselined {
+	if base == nil {
+		return nil
+	}
+	var first time.Time
+	see := func(s string) {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	for _, l := range entries {
+		see(l.e.At)
+	}
+	if len(signed) > 0 {
+		see(signed[0].d.At)
+	}
+	if first.IsZero() || !v.baselineStart.After(first) {
+		return base
+	}
+	v.fail(KindBaseline, BaselinePrefix, "taken after the ledger started (its items are not pre-ledger): begun %s, the ledger's first change or digest %s",
+		v.baselineStart.Format(time.RFC3339Nano), first.Format(time.RFC3339Nano))
+	v.baselineAt = ""
+	return nil
 }

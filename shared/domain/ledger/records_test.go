@@ -211,10 +211,12 @@ func TestVerifyBaseline(t *testing.T) {
 		f.table["src#a"], f.table["src#b"] = record("src#a", 3, "OPEN"), record("src#b", 1, "OPEN")
 		return f
 	}
-	t.Run("a change made before the scan", func(t *testing.T) {
+	t.Run("a change made during the scan", func(t *testing.T) {
 		f := setup(t)
-		f.write("shard-1", "src#a", 4) // ledgered; the scan then reads version 4
+		f.write("shard-1", "src#a", 4) // ledgered; the scan, begun before it, then reads version 4
+		f.now = f.now.Add(-time.Second)
 		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
+		f.now = f.now.Add(time.Second)
 		f.write("shard-1", "src#a", 5)
 		f.flush("shard-1")
 		f.digest()

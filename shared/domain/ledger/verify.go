@@ -33,8 +33,8 @@ const (
 	// KindDigestStale: the newest signed digest is older than
 	// Input.MaxDigestAge (digests are written at least hourly).
 	KindDigestStale Kind = "digest-stale"
-	// KindBaseline: a baseline object that does not chain or is not the
-	// one a signed digest names.
+	// KindBaseline: a baseline object that does not chain, is not the
+	// one a signed digest names, or was taken after the ledger started.
 	KindBaseline Kind = "baseline"
 )
 
@@ -59,6 +59,10 @@ type Input struct {
 	// PublicKeyDER is the signing key's public part (GetPublicKey).
 	PublicKeyDER []byte
 	Now          time.Time
+	// ReadStart is when the ledger read began (zero: Now). The grace runs
+	// back from it, so a change made during a long ledger read and table
+	// scan is pending, not a problem.
+	ReadStart time.Time
 	// Grace: an item that differs from its newest ledgered version (or
 	// that the ledger has not seen) and whose last change (status_since,
 	// last_seen) is within Grace of Now is counted as not yet ledgered
@@ -133,7 +137,10 @@ type verifier struct {
 	res        Result
 	preNoted   map[string]bool
 	baselineAt string
-	checks     []checkJob
+	// baselineStart is when the baseline scan began (its first object's
+	// time).
+	baselineStart time.Time
+	checks        []checkJob
 }
 
 func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
@@ -146,7 +153,7 @@ func Verify(in Input) Result {
 	v := &verifier{in: in}
 	digests, signed := v.digests()
 	entries := v.segments(digests, signed)
-	v.records(entries, v.baseline(signed))
+	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
 	v.fresh(signed)
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
