@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -74,8 +75,13 @@ func TestBootstrapDigestsAndLedgersTheSamples(t *testing.T) {
 		t.Fatalf("a refused batch wrote %v (%v)", keys, err)
 	}
 
-	// The same change as this stack's stream delivers it.
+	// The same change as this stack's stream delivers it (on its shard).
 	ev.EventSourceARN = getenv("STREAM_ARN")
+	desc, err := st.Clients.DynamoDBStreams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(ev.EventSourceARN)})
+	if err != nil || len(desc.StreamDescription.Shards) == 0 {
+		t.Fatalf("describe the stack's stream: %v", err)
+	}
+	ev.ShardID = aws.ToString(desc.StreamDescription.Shards[0].ShardId)
 	for i := range ev.Records {
 		ev.Records[i].EventSourceArn = ev.EventSourceARN
 	}

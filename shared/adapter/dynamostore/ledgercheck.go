@@ -4,16 +4,23 @@ import (
 	"fmt"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // LedgerVersionCheck returns the ledger.Input.CheckVersion that Verify's
 // callers (dlqctl verify, online and offline) pass: each ledgered version
 // of a record is decoded and must be a transition of the version before
-// it (quarantine.CheckTransition). Items that are not records (standing
-// policies) are not checked here. It is safe for concurrent use.
+// it (quarantine.CheckTransition). Each ledgered version of a standing
+// policy (#pol# keys) is decoded as PolicyStore reads it, its seal checked,
+// and must be a version shared/domain/policy can make of the one before it
+// (checkPolicyTransition). Other items are not checked here. It is safe for
+// concurrent use.
 func LedgerVersionCheck() func(prev, next ledger.Item) error {
 	return func(prev, next ledger.Item) error {
+		if isPolicyKey(next.S(KeyAttr)) {
+			return checkLedgeredPolicy(prev, next)
+		}
 		if !IsRecordKey(next.S(KeyAttr)) {
 			return nil
 		}
@@ -38,4 +45,19 @@ func decodeLedgered(it ledger.Item) (*quarantine.Record, error) {
 		return nil, err
 	}
 	return Unmarshal(sdk)
+}
+
+func checkLedgeredPolicy(prev, next ledger.Item) error {
+	var p *policy.Policy
+	if prev != nil {
+		var err error
+		if p, err = decodeLedgeredPolicy(prev); err != nil {
+			return fmt.Errorf("the version before it is not a sealed policy: %w", err)
+		}
+	}
+	n, err := decodeLedgeredPolicy(next)
+	if err != nil {
+		return fmt.Errorf("it is not a sealed policy: %w", err)
+	}
+	return checkPolicyTransition(p, n)
 }

@@ -60,8 +60,8 @@ func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
 	if err := check(v1, bad); err == nil || !strings.Contains(err.Error(), "does not decode") {
 		t.Fatalf("an item that is no record: %v", err)
 	}
-	if err := check(nil, ledger.Item{"dlq_id": ledger.Str("#pol#src#p")}); err != nil {
-		t.Fatalf("a policy: %v", err)
+	if err := check(nil, ledger.Item{"dlq_id": ledger.Str("#pol#src#p")}); err == nil || !strings.Contains(err.Error(), "not a sealed policy") {
+		t.Fatalf("a policy item without its policy: %v", err)
 	}
 }
 

@@ -33,10 +33,11 @@ const Table = "QuarantineTable"
 // refused: the counters never guess a checkpoint. On a failure the batch
 // is retried (a partial batch response): the checkpoint makes that count
 // each change once. Counting the same table with the ledger function too
-// would count twice (each its own chain): run one of them.
-func Handler(c *dynamostore.Counts) localrunner.StreamHandler {
+// would count twice (each its own chain): run one of them. As the ledger
+// does, it takes only batches of streamARN on a shard shards lists.
+func Handler(c *dynamostore.Counts, streamARN string, shards ledger.Shards) localrunner.StreamHandler {
 	svc := &ledger.Service{Objects: newObjects(), State: newState(), Counts: own{c}, Decode: dynamostore.LedgerItemFromStream,
-		Config: ledger.Config{Retention: time.Hour}}
+		Shards: shards, Config: ledger.Config{StreamARN: streamARN, Retention: time.Hour}}
 	return svc.HandleStream
 }
 
@@ -74,7 +75,7 @@ func poller(st *embedded.Stack) (*localrunner.StreamPoller, error) {
 		return nil, fmt.Errorf("count changes: table %s has no stream", Table)
 	}
 	counts := dynamostore.NewCounts(st.Clients.DynamoDB, st.Names[Table])
-	p := &localrunner.StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: arn, Handler: Handler(counts), Bisect: true}
+	p := &localrunner.StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: arn, Handler: Handler(counts, arn, dynamostore.StreamShards{API: st.Clients.DynamoDBStreams, StreamARN: arn}), Bisect: true}
 	pollers[st] = p
 	return p, nil
 }

@@ -16,7 +16,7 @@ import (
 // An event without a shard id (no tumbling window) is refused, and every
 // response carries a state (Lambda counts one without as a failure).
 func TestHandlerRefusesAnEventWithoutShard(t *testing.T) {
-	h := countstream.Handler(dynamostore.NewCounts(nil, "table"))
+	h := countstream.Handler(dynamostore.NewCounts(nil, "table"), "", nil)
 	resp, err := h(context.Background(), events.DynamoDBTimeWindowEvent{})
 	if err == nil || resp.State == nil {
 		t.Fatalf("handler = %+v, %v; want an error and a state", resp, err)

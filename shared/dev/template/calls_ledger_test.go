@@ -80,6 +80,11 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	t.Helper()
 	ctx := context.Background()
 	poller := f.LedgerPoller(st.Clients, f.Ledger.HandleStream)
+	// The baseline, before the ledger's first segment and digest (it is
+	// refused after them).
+	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"baseline"}`)); err != nil {
+		t.Fatalf("the baseline: %v", err)
+	}
 	crash.arm(dynamostore.LedgerKeyPrefix + "head#")
 	if n, err := poller.Drain(ctx); err != nil || n == 0 {
 		t.Fatalf("ledger stream: drained %d: %v", n, err)
@@ -119,7 +124,7 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 		t.Fatalf("digest 2: %+v %v", rep, err)
 	}
 	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"baseline"}`)); err != nil {
-		t.Fatalf("the baseline: %v", err)
+		t.Fatalf("the baseline run once it is complete: %v", err)
 	}
 	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"digest"}`)); err != nil {
 		t.Fatalf("the scheduled digest event: %v", err)

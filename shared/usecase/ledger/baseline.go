@@ -35,8 +35,15 @@ type BaselineReport struct {
 // names the last one. Records older than the ledger are then told from
 // forgeries up to the scan ("pre-ledger: unproven before" it). A run when
 // a baseline is complete writes nothing; a run after one that stopped part
-// way goes on where it stopped.
+// way goes on where it stopped. Once the ledger has started (a segment or
+// a digest exists) a baseline, new or unfinished, is refused (review 2
+// R2-4): an item it scanned then could have been written behind the
+// ledger, and the baseline would pass it off as pre-ledger.
 func (s *Service) Baseline(ctx context.Context) (BaselineReport, error) {
+	// When the run began, before it looked for the ledger: the baseline's
+	// objects record it (At), verify compares the first one's with the
+	// ledger's first change and digest.
+	now := s.now()
 	scan, ok := s.State.(TableScanner)
 	if !ok {
 		return BaselineReport{}, errors.New("the ledger's table adapter cannot scan the table")
@@ -64,7 +71,9 @@ func (s *Service) Baseline(ctx context.Context) (BaselineReport, error) {
 		}
 		n, after, prev = b.N+1, b.Resume, &dl.Ref{Key: last, SHA256: dl.SHA256Hex(raw)}
 	}
-	now := s.now()
+	if err := s.ledgerNotStarted(ctx); err != nil {
+		return rep, err
+	}
 	err = scan.ScanLedgered(ctx, after, func(items []dl.Item, resume string) error {
 		b, err := dl.NewBaseline(n, now, s.Config.StreamARN, prev, rep.Items, items)
 		if err != nil {
@@ -127,4 +136,29 @@ func (s *Service) baselineRef(ctx context.Context, last DigestHead, hasLast bool
 		return nil, nil
 	}
 	return &dl.BaselineRef{Key: last0, SHA256: dl.SHA256Hex(raw), Items: b.Items}, nil
+}
+
+// ErrLedgerStarted refuses a baseline once the ledger has a segment or a
+// digest.
+var ErrLedgerStarted = errors.New("the ledger has started: a baseline is taken only before its first segment and digest (an item scanned now could have been written behind the ledger; verify names what the ledger never saw)")
+
+// ledgerNotStarted is ErrLedgerStarted when the digest head or any object
+// under the digest or segment prefix exists. The digest head is read first:
+// on a running ledger it answers without listing the bucket.
+func (s *Service) ledgerNotStarted(ctx context.Context) error {
+	if _, ok, err := s.State.DigestHead(ctx); err != nil {
+		return fmt.Errorf("read the digest head: %w", err)
+	} else if ok {
+		return fmt.Errorf("%w (the digest head exists)", ErrLedgerStarted)
+	}
+	for _, prefix := range []string{dl.DigestPrefix, dl.SegmentPrefix} {
+		keys, err := s.Objects.List(ctx, prefix, "")
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if len(keys) > 0 {
+			return fmt.Errorf("%w (%s exists)", ErrLedgerStarted, keys[0])
+		}
+	}
+	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
@@ -123,10 +125,6 @@ func TestBaselineCutShortGoesOnWhereItStopped(t *testing.T) {
 	if err == nil || rep.Written != 2 || rep.Complete {
 		t.Fatalf("a run cut short: %+v, %v", rep, err)
 	}
-	r.digest() // an incomplete baseline is not named
-	if d, _ := dl.ParseDigest(r.objects.objs[dl.DigestKey(1)]); d.Baseline != nil {
-		t.Fatalf("digest 1 names an incomplete baseline %+v", d.Baseline)
-	}
 	if res := r.verifyWith(st.items); !res.Has(dl.KindBaseline, dl.BaselinePrefix) {
 		t.Fatalf("verify of an incomplete baseline: %v", res.Problems)
 	}
@@ -138,6 +136,72 @@ func TestBaselineCutShortGoesOnWhereItStopped(t *testing.T) {
 	r.digest()
 	if res := r.verifyWith(st.items); !res.OK() || len(res.PreLedger) != 7 {
 		t.Fatalf("verify %+v", res)
+	}
+}
+
+// An incomplete baseline is not named by a digest, and once the ledger has
+// started (a digest) it cannot be finished: its rest would be scanned after
+// the ledger began.
+func TestAnIncompleteBaselineIsNotNamedAndNotFinishedLate(t *testing.T) {
+	t.Parallel()
+	r, st := baselineRig(t, 7)
+	st.failAt = 3
+	if rep, err := r.svc.Baseline(context.Background()); err == nil || rep.Written != 2 || rep.Complete {
+		t.Fatalf("a run cut short: %+v, %v", rep, err)
+	}
+	r.digest()
+	if d, _ := dl.ParseDigest(r.objects.objs[dl.DigestKey(1)]); d.Baseline != nil {
+		t.Fatalf("digest 1 names an incomplete baseline %+v", d.Baseline)
+	}
+	puts := r.objects.puts
+	if rep, err := r.svc.Baseline(context.Background()); err == nil || !strings.Contains(err.Error(), "ledger has started") || rep.Written != 0 || r.objects.puts != puts {
+		t.Fatalf("finishing a baseline after the ledger's first digest: %+v, %v (%d puts)", rep, err, r.objects.puts-puts)
+	}
+}
+
+// A baseline is refused once the ledger has started: a segment or a digest
+// exists (review 2 R2-4: a late baseline would pass off an item written
+// behind the ledger as pre-ledger). A complete baseline still answers.
+func TestBaselineRefusedOnceTheLedgerStarted(t *testing.T) {
+	t.Parallel()
+	for name, start := range map[string]func(r *rig){
+		"a segment": func(r *rig) {
+			s := newStream()
+			s.many("shard-1", 2)
+			r.handle(batch("shard-1", s.recs["shard-1"]))
+		},
+		"a digest": func(r *rig) { r.digest() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r, st := baselineRig(t, 3)
+			start(r)
+			puts, pages := r.objects.puts, st.pages
+			rep, err := r.svc.Baseline(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "ledger has started") || rep.Written != 0 || r.objects.puts != puts || st.pages != pages {
+				t.Fatalf("a baseline after the ledger started: %+v, %v (%d puts, %d pages)", rep, err, r.objects.puts-puts, st.pages-pages)
+			}
+			if len(r.objects.under(dl.BaselinePrefix)) != 0 {
+				t.Fatal("a refused baseline wrote an object")
+			}
+		})
+	}
+	// Taken before the ledger started, it records when it began, and a
+	// later run answers that it is complete.
+	r, _ := baselineRig(t, 3)
+	began := r.now
+	r.now = r.now.Add(time.Second)
+	r.svc.Now = func() time.Time { n := r.now; r.now = r.now.Add(time.Second); return n }
+	if _, err := r.svc.Baseline(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := dl.ParseBaseline(r.objects.objs[dl.BaselineKey(1)])
+	if err != nil || b.At != began.Add(time.Second).UTC().Format(time.RFC3339Nano) {
+		t.Fatalf("baseline 1 at %q (%v), want when the run began, %s", b.At, err, began.Add(time.Second))
+	}
+	r.digest()
+	if rep, err := r.svc.Baseline(context.Background()); err != nil || !rep.Complete || rep.Written != 0 {
+		t.Fatalf("a run after a complete baseline: %+v, %v", rep, err)
 	}
 }
 

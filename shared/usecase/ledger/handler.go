@@ -16,8 +16,9 @@ import (
 
 // Config is the ledger's configuration (design §5).
 type Config struct {
-	// StreamARN is the table's stream (STREAM_ARN): digests name it and
-	// batches from another stream are refused.
+	// StreamARN is the table's stream (STREAM_ARN, required): digests name
+	// it, and a batch is taken only when the event and each of its records
+	// name it (an empty StreamARN refuses every batch).
 	StreamARN string
 	// Retention is how long objects are locked (LEDGER_RETENTION_DAYS).
 	Retention time.Duration

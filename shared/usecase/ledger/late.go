@@ -129,16 +129,3 @@ func (s *Service) unledgered(ctx context.Context, head Head, changes []change) (
 	}
 	return entries, nil
 }
-
-// parentOf is shard's parent shard id as DescribeStream names it ("" when
-// it has none or the stream does not list the shard).
-func (s *Service) parentOf(ctx context.Context, shard string) (string, error) {
-	if s.Shards == nil {
-		return "", nil
-	}
-	shards, err := s.Shards.Shards(ctx)
-	if err != nil {
-		return "", fmt.Errorf("list shards: %w", err)
-	}
-	return shards[shard], nil
-}

@@ -29,7 +29,8 @@ type Service struct {
 	Now     func() time.Time
 	Config  Config
 
-	cache segmentCache
+	cache  segmentCache
+	shards shardCache
 }
 
 func (s *Service) now() time.Time {
@@ -57,15 +58,17 @@ type change struct {
 // an earlier try left one), the head advances, and the counters get the
 // batch. A failure after the event was read is a partial batch response
 // from the first record not fully processed; a malformed event, an event
-// without a shard id and a broken chain are errors.
+// without a shard id, a batch that is not the mapping's (fromTheStream) and
+// a broken chain are errors.
 func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	resp := events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}}}
 	shard := ev.ShardID
 	if shard == "" {
 		return resp, errors.New("stream event without a shard id (the mapping needs a tumbling window)")
 	}
-	if s.Config.StreamARN != "" && ev.EventSourceARN != "" && ev.EventSourceARN != s.Config.StreamARN {
-		return resp, fmt.Errorf("stream event from %s, not the ledger's stream", ev.EventSourceARN)
+	if err := s.fromTheStream(ctx, ev); err != nil {
+		s.log().Error("ledger batch refused", "shard", shard, "records", len(ev.Records), "error", err.Error())
+		return resp, err
 	}
 	changes, err := ledgeredChanges(ev.Records)
 	if err != nil {
@@ -79,11 +82,7 @@ func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindow
 		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: from}}
 		return resp, nil
 	}
-	arn := s.Config.StreamARN
-	if arn == "" {
-		arn = ev.EventSourceARN
-	}
-	head, err := s.ledger(ctx, arn, shard, changes)
+	head, err := s.ledger(ctx, s.Config.StreamARN, shard, changes)
 	if errors.Is(err, dl.ErrChainBroken) {
 		s.log().Error("ledger chain broken", "shard", shard, "error", err.Error())
 		return resp, err
