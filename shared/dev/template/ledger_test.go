@@ -473,3 +473,29 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		}
 	}
 }
+
+// LedgerMappingEnabled=false (the first deploy on an existing table, so
+// that the baseline runs before the ledger's first segment or digest)
+// turns off the stream mapping and the digest schedule together; the
+// default runs both.
+func TestLedgerMappingParameter(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		on    bool
+	}{{"", true}, {"true", true}, {"false", false}} {
+		e := env
+		if c.value != "" {
+			e.Params = map[string]any{"LedgerMappingEnabled": c.value}
+		}
+		tpl, err := template.Open(template.Path(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := lookup(t, tpl.GetLambdaEventSourceMappingWithName, "LedgerStreamMapping")
+		rule := lookup(t, tpl.GetEventsRuleWithName, "LedgerDigestSchedule")
+		state := map[bool]string{true: "ENABLED", false: "DISABLED"}[c.on]
+		if m.Enabled == nil || *m.Enabled != c.on || aws.ToString(rule.State) != state {
+			t.Errorf("LedgerMappingEnabled=%q: mapping enabled %v, schedule %v; want %v, %s", c.value, m.Enabled, aws.ToString(rule.State), c.on, state)
+		}
+	}
+}
