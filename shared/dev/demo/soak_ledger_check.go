@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -290,24 +287,9 @@ func recordOf(img map[string]events.DynamoDBAttributeValue) (*quarantine.Record,
 // scan) and the bucket's segments and digests, with the signing key's
 // public part.
 func (s *soak) verifyLedger(ctx context.Context, segs, digs map[string][]byte) error {
-	pub, err := s.st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(s.fns.LedgerConfig.SigningKey)})
-	if err != nil {
-		return fmt.Errorf("signing key: %w", err)
-	}
-	in := dl.Input{Segments: segs, Digests: digs, PublicKeyDER: pub.PublicKey, Now: time.Now()}
-	p := dynamodb.NewScanPaginator(s.st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(s.fns.IngestConfig.TableName), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("scan the table: %w", err)
-		}
-		for _, item := range page.Items {
-			it, err := dynamostore.LedgerItem(item)
-			if err != nil {
-				return err
-			}
-			in.Items = append(in.Items, it)
-		}
+	in := dl.Input{Segments: segs, Digests: digs, Now: time.Now()}
+	if err := ledgerInput(ctx, s.st, s.fns, &in); err != nil {
+		return err
 	}
 	res := dl.Verify(in)
 	for _, pr := range res.Problems {

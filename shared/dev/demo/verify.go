@@ -312,24 +312,8 @@ func verifyLedger(ctx context.Context, st *embedded.Stack, fns *localrunner.Func
 	}
 	lr.Segments, lr.Shards, lr.Digests = len(in.Segments), len(shards), len(in.Digests)
 	// The table, and the key's public part.
-	pub, err := st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(fns.LedgerConfig.SigningKey)})
-	if err != nil {
-		return fmt.Errorf("public key: %w", err)
-	}
-	in.PublicKeyDER = pub.PublicKey
-	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(fns.LedgerConfig.TableName), ConsistentRead: aws.Bool(true)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("scan the table: %w", err)
-		}
-		for _, item := range page.Items {
-			it, err := dynamostore.LedgerItem(item)
-			if err != nil {
-				return err
-			}
-			in.Items = append(in.Items, it)
-		}
+	if err := ledgerInput(ctx, st, fns, &in); err != nil {
+		return err
 	}
 	res := dl.Verify(in)
 	for _, pr := range res.Problems {
@@ -386,6 +370,33 @@ func recountCounters(ctx context.Context, st *embedded.Stack, fns *localrunner.F
 		}
 		if n != 0 || open[sig] != 0 {
 			lr.Counters = append(lr.Counters, CounterCheck{Name: "QUARANTINED " + sig, Counted: n, Recounted: open[sig]})
+		}
+	}
+	return nil
+}
+
+// ledgerInput completes in (its segments and digests read) for the
+// ledger's verification as dlqctl verify runs it: the signing key's public
+// part, every item of the table (a consistent scan) and the check that
+// each ledgered version is one a function could have written.
+func ledgerInput(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, in *dl.Input) error {
+	pub, err := st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(fns.LedgerConfig.SigningKey)})
+	if err != nil {
+		return fmt.Errorf("public key: %w", err)
+	}
+	in.PublicKeyDER, in.CheckVersion = pub.PublicKey, dynamostore.LedgerVersionCheck()
+	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(fns.LedgerConfig.TableName), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("scan the table: %w", err)
+		}
+		for _, item := range page.Items {
+			it, err := dynamostore.LedgerItem(item)
+			if err != nil {
+				return err
+			}
+			in.Items = append(in.Items, it)
 		}
 	}
 	return nil
