@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 // An Invoke that is not the mapping (no eventSourceARN, a sequence number
@@ -136,4 +138,23 @@ func TestShardListingIsCachedAndRelistedOnAMiss(t *testing.T) {
 		t.Fatalf("an unknown shard listed the stream %d times in all, want 3 (once more)", g.calls)
 	}
 	r.exact(s)
+}
+
+// The final invoke of a tumbling window may carry no record (and the
+// event's window fields only): it writes nothing and succeeds, with a
+// state, so that Lambda does not hold the shard.
+func TestAnEmptyFinalInvokeSucceedsAndWritesNothing(t *testing.T) {
+	r := newRig(t, "shard-1")
+	for _, ev := range []events.DynamoDBTimeWindowEvent{
+		{TimeWindowProperties: events.TimeWindowProperties{ShardID: "shard-1", IsFinalInvokeForWindow: true}},
+		{TimeWindowProperties: events.TimeWindowProperties{IsFinalInvokeForWindow: true}},
+	} {
+		resp, err := r.svc.HandleStream(context.Background(), ev)
+		if err != nil || resp.State == nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("empty final invoke: %+v %v", resp, err)
+		}
+	}
+	if n := len(r.objects.objs); n != 0 {
+		t.Fatalf("an empty invoke wrote %d objects", n)
+	}
 }

@@ -62,6 +62,12 @@ type change struct {
 // a broken chain are errors.
 func (s *Service) HandleStream(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	resp := events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{State: map[string]string{}}}
+	if len(ev.Records) == 0 {
+		// A tumbling window's final invoke may carry no record: nothing to
+		// ledger or count, and it must succeed (Lambda holds the shard
+		// until the final invoke does).
+		return resp, nil
+	}
 	shard := ev.ShardID
 	if shard == "" {
 		return resp, errors.New("stream event without a shard id (the mapping needs a tumbling window)")
