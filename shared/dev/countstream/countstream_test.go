@@ -13,11 +13,14 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
-// An event without a shard id (no tumbling window) is refused, and every
-// response carries a state (Lambda counts one without as a failure).
+// An event with records but without a shard id (no tumbling window) is
+// refused, and every response carries a state (Lambda counts one without
+// as a failure).
 func TestHandlerRefusesAnEventWithoutShard(t *testing.T) {
 	h := countstream.Handler(dynamostore.NewCounts(nil, "table"), "", nil)
-	resp, err := h(context.Background(), events.DynamoDBTimeWindowEvent{})
+	ev := events.DynamoDBTimeWindowEvent{DynamoDBEvent: events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{
+		EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "100000000000000000001"}}}}}
+	resp, err := h(context.Background(), ev)
 	if err == nil || resp.State == nil {
 		t.Fatalf("handler = %+v, %v; want an error and a state", resp, err)
 	}
