@@ -33,7 +33,7 @@ type CountsAPI interface {
 // Entries of other keys than quarantine records (policies) count nothing.
 //
 // Counting is idempotent per shard: the shard's checkpoint item
-// (CounterCheckpointKey) holds the position of the last counted chunk:
+// (LedgerCountKey) holds the position of the last counted chunk:
 // ctr_segment (the segment's number in the chain: 1 for the shard's first,
 // the head's segments count for the head), ctr_chunk (the chunk's index in
 // it) and ctr_done (it was the segment's last chunk). A segment's entries
@@ -321,7 +321,7 @@ func (c *Counts) transact(ctx context.Context, shard string, n, i, m int64, upda
 		return fmt.Errorf("build checkpoint update: %w", err)
 	}
 	items := []types.TransactWriteItem{{Update: &types.Update{
-		TableName: aws.String(c.table), Key: itemKey(CounterCheckpointKey(shard)),
+		TableName: aws.String(c.table), Key: itemKey(LedgerCountKey(shard)),
 		UpdateExpression:    aws.String(strings.ReplaceAll(aws.ToString(expr.Update()), "\n", " ")),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}}}
@@ -357,7 +357,7 @@ func (c *Counts) transact(ctx context.Context, shard string, n, i, m int64, upda
 // twice.
 func (c *Counts) position(ctx context.Context, shard string) (countPos, error) {
 	out, err := c.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(c.table), Key: itemKey(CounterCheckpointKey(shard)), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(c.table), Key: itemKey(LedgerCountKey(shard)), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return countPos{}, fmt.Errorf("read counters checkpoint of shard %s: %w", shard, err)

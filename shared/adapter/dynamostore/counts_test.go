@@ -400,7 +400,7 @@ func TestCountsRefusesAnOldCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	shard := storetest.UniqueID("shard")
 	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: map[string]ddbtypes.AttributeValue{
-		dynamostore.KeyAttr:            &ddbtypes.AttributeValueMemberS{Value: dynamostore.CounterCheckpointKey(shard)},
+		dynamostore.KeyAttr:            &ddbtypes.AttributeValueMemberS{Value: dynamostore.LedgerCountKey(shard)},
 		dynamostore.LedgerCountSeqAttr: &ddbtypes.AttributeValueMemberS{Value: "0000000000000000000100000000000000000001"},
 	}}); err != nil {
 		t.Fatal(err)

@@ -110,10 +110,6 @@ func OpenCounterPartition(source string) string {
 	return openCounterPartition + source
 }
 
-// CounterCheckpointKey is the table key of a stream shard's counters
-// checkpoint: every change of the shard up to its ctr_seq is counted.
-func CounterCheckpointKey(shard string) string { return LedgerCountKey(shard) }
-
 // policyKey is the table key of a standing policy.
 func policyKey(source, id string) string { return policyKeyPrefix + source + "#" + id }
 
@@ -142,7 +138,8 @@ const (
 	LedgerPendingSinceAttr  = "pending_since"
 	LedgerAnchoredSeqAttr   = "anchored_seq"
 	LedgerUpdatedAtAttr     = "updated_at"
-	// The counters' checkpoint attribute.
+	// The counters' checkpoint attribute of the old, sequence-number
+	// format: a checkpoint that still holds it is refused (counts.go).
 	LedgerCountSeqAttr = "ctr_seq"
 	// Digest head attributes.
 	LedgerDigestNAttr         = "n"
