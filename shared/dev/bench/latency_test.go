@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -93,28 +91,7 @@ func BenchmarkIngestThroughputAtAWSLatency(b *testing.B) {
 		}
 		items := rawItems(b, source+"-raw")[:n]
 		rawRate := raw(items)
-		batches := make(chan events.SQSEvent, n/batchSize)
-		for j := 0; j < n; j += batchSize {
-			var ev events.SQSEvent
-			for k := j; k < j+batchSize; k++ {
-				ev.Records = append(ev.Records, events.SQSMessage{
-					MessageId: fmt.Sprintf("m-%d", k), Body: inventory(k), EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source + "-dlq",
-					Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": icfg.Sources[source].ARN},
-				})
-			}
-			batches <- ev
-		}
-		close(batches)
-		start := time.Now()
-		run(invocations, func() {
-			for ev := range batches {
-				resp, err := h.Handle(ctx, ev)
-				if err != nil || len(resp.BatchItemFailures) > 0 {
-					b.Errorf("batch failed: %v %v", err, resp.BatchItemFailures)
-				}
-			}
-		})
-		ingestRate := n / time.Since(start).Seconds()
+		ingestRate := ingestRun(ctx, b, h, source, icfg.Sources[source].ARN, n)
 		b.ReportMetric(ingestRate, "ingest-msgs/s-at-5ms")
 		b.ReportMetric(rawRate, "raw-puts/s-at-5ms")
 		b.ReportMetric(ingestRate/rawRate, "ratio-at-5ms")
