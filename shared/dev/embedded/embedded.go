@@ -90,6 +90,8 @@ type Stack struct {
 	QueueURLs map[string]string
 	// QueueARNs maps queue logical ids to queue ARNs.
 	QueueARNs map[string]string
+	// KeyARNs maps KMS key logical ids to the keys' ARNs.
+	KeyARNs map[string]string
 	// StreamARNs maps table logical ids to the ARN of the table's
 	// DynamoDB stream (tables whose template asks for one).
 	StreamARNs map[string]string
@@ -107,7 +109,7 @@ type Stack struct {
 // Start starts the emulators (unless AWS_ENDPOINT_URL says otherwise) and
 // creates the template's queues, tables, buckets, keys and alarms.
 func Start(ctx context.Context, o Options) (st *Stack, err error) {
-	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}, StreamARNs: map[string]string{}, Skipped: map[string]string{}}
+	s := &Stack{Names: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}, StreamARNs: map[string]string{}, KeyARNs: map[string]string{}, Skipped: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -168,9 +170,13 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	s.Clients = awsclients.New(s.AWS, awsclients.Options{Local: true})
 
 	s.Env = template.Env{StackName: o.StackName, Region: s.AWS.Region, Account: Account, Endpoint: s.Endpoint, Params: o.Params}
-	s.Template, err = template.Open(o.Template, s.Env)
+	var names map[string]string
+	s.Template, names, err = template.OpenNamed(o.Template, s.Env)
 	if err != nil {
 		return nil, err
+	}
+	for _, id := range sortedKeys(s.Template.GetAllKMSKeyResources()) {
+		s.Names[id] = names[id]
 	}
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
-	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
 // The template's signing key is created as it declares it (ECC_NIST_P256,
@@ -29,14 +28,17 @@ func TestTheLedgersKeysAndStream(t *testing.T) {
 	}
 	defer st.Close()
 	client := kms.NewFromConfig(st.AWS)
-	signer := st.Names["LedgerSigningKey"]
-	if signer != template.KeyAlias(st.Env.StackName, "LedgerSigningKey") {
-		t.Fatalf("signing key named %q", signer)
-	}
+	// The keys answer under the aliases the template declares
+	// (AWS::KMS::Alias), which dlqctl's default --signing-key names.
+	signer := "alias/" + st.Env.StackName + "-ledger-signing"
+	aliases := map[string]string{"LedgerSigningKey": signer, "QuarantineKey": "alias/" + st.Env.StackName + "-quarantine"}
 	for id, want := range map[string][2]string{"LedgerSigningKey": {"ECC_NIST_P256", "SIGN_VERIFY"}, "QuarantineKey": {"SYMMETRIC_DEFAULT", "ENCRYPT_DECRYPT"}} {
-		got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(st.Names[id])})
+		if st.Names[id] != aliases[id] {
+			t.Errorf("%s named %q, the template's alias is %q", id, st.Names[id], aliases[id])
+		}
+		got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(aliases[id])})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s under %s: %v", id, aliases[id], err)
 		}
 		if string(got.KeyMetadata.KeySpec) != want[0] || string(got.KeyMetadata.KeyUsage) != want[1] {
 			t.Errorf("%s is %s/%s, want %s/%s", id, got.KeyMetadata.KeySpec, got.KeyMetadata.KeyUsage, want[0], want[1])
@@ -78,5 +80,39 @@ func TestTheLedgersKeysAndStream(t *testing.T) {
 	}
 	if stream == "" || fn.Environment.Variables["STREAM_ARN"] != stream || aws.ToString(m.EventSourceArn) != stream {
 		t.Fatalf("stream %q; the function sees %q, the mapping reads %q", stream, fn.Environment.Variables["STREAM_ARN"], aws.ToString(m.EventSourceArn))
+	}
+}
+
+// A stack started before keys were named by the template's aliases has its
+// signing key under alias/STACK-ledgersigningkey: a later start keeps that
+// key (old digests must still verify) and gives it the template's alias.
+func TestAKeyUnderTheOldAliasIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	client := kms.NewFromConfig(first.AWS)
+	name := embedded.RandomName("dlqq")
+	old, err := client.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String("alias/" + name + "-ledgersigningkey"), TargetKeyId: old.KeyMetadata.KeyId}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := embedded.Start(ctx, embedded.Options{StackName: name, Dir: t.TempDir(), NoS3: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String("alias/" + name + "-ledger-signing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := aws.ToString(got.KeyMetadata.KeyId); k != aws.ToString(old.KeyMetadata.KeyId) || st.KeyARNs["LedgerSigningKey"] != aws.ToString(old.KeyMetadata.Arn) {
+		t.Fatalf("the signing key is %s (%s), want the one under the old alias, %s", k, st.KeyARNs["LedgerSigningKey"], aws.ToString(old.KeyMetadata.KeyId))
 	}
 }

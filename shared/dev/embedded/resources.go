@@ -51,21 +51,37 @@ func (s *Stack) createKeys(ctx context.Context) error {
 	keys := s.Template.GetAllKMSKeyResources()
 	for _, id := range sortedKeys(keys) {
 		k := keys[id]
-		alias := template.KeyAlias(s.Env.StackName, id)
+		// The alias the template declares for the key (its
+		// AWS::KMS::Alias), which Ref on the key resolved to.
+		alias := s.Names[id]
+		if alias == "" {
+			alias = template.KeyAlias(s.Env.StackName, id)
+		}
 		// The key's kind as the template declares it (a signing key is
 		// ECC_NIST_P256 / SIGN_VERIFY); unset is KMS's default, a
 		// symmetric encryption key.
 		spec, usage := kmstypes.KeySpec(aws.ToString(k.KeySpec)), kmstypes.KeyUsageType(aws.ToString(k.KeyUsage))
 		// A persistent stack's key is there from an earlier start: keep it
 		// (its ciphertexts must still decrypt, its signatures verify).
-		if got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)}); err == nil && got.KeyMetadata != nil {
+		got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)})
+		if legacy := template.KeyAlias(s.Env.StackName, id); err != nil && legacy != alias {
+			// A stack started before keys were named by the template's
+			// aliases has its key under the old name: give it the new one.
+			if old, oldErr := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(legacy)}); oldErr == nil && old.KeyMetadata != nil {
+				if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: old.KeyMetadata.KeyId}); err != nil {
+					return fmt.Errorf("alias %s for the key of %s: %w", alias, legacy, err)
+				}
+				got, err = old, nil
+			}
+		}
+		if err == nil && got.KeyMetadata != nil {
 			if !got.KeyMetadata.Enabled {
 				return fmt.Errorf("key %s (%s) exists but is disabled", id, alias)
 			}
 			if m := got.KeyMetadata; (spec != "" && m.KeySpec != spec) || (usage != "" && m.KeyUsage != usage) {
 				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, m.KeySpec, m.KeyUsage, spec, usage)
 			}
-			s.Names[id] = alias
+			s.Names[id], s.KeyARNs[id] = alias, aws.ToString(got.KeyMetadata.Arn)
 			s.useKeyARN(alias, aws.ToString(got.KeyMetadata.Arn))
 			continue
 		}
@@ -76,7 +92,7 @@ func (s *Stack) createKeys(ctx context.Context) error {
 		if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: out.KeyMetadata.KeyId}); err != nil {
 			return fmt.Errorf("create alias %s: %w", alias, err)
 		}
-		s.Names[id] = alias
+		s.Names[id], s.KeyARNs[id] = alias, aws.ToString(out.KeyMetadata.Arn)
 		s.useKeyARN(alias, aws.ToString(out.KeyMetadata.Arn))
 	}
 	return nil

@@ -114,6 +114,10 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 	if len(keys) == 0 {
 		t.Fatal("no KMS key")
 	}
+	_, names, err := template.OpenNamed(template.Path(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
 	used := 0
 	for id := range tpl.Resources {
 		m := meta(t, tpl, id)
@@ -121,7 +125,7 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 			continue
 		}
 		for kid := range keys {
-			if !bytes.Contains(m.Properties, []byte(template.KeyAlias("prod", kid))) {
+			if !bytes.Contains(m.Properties, []byte(names[kid])) {
 				continue
 			}
 			used++
@@ -137,7 +141,7 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 	}
 	aliased := false
 	for id, a := range tpl.GetAllKMSAliasResources() {
-		if a.TargetKeyId == template.KeyAlias("prod", "QuarantineKey") {
+		if a.TargetKeyId == quarantineAlias {
 			aliased = true
 			if !strings.HasPrefix(a.AliasName, "alias/prod-") {
 				t.Errorf("%s: alias %s does not name the stack", id, a.AliasName)
@@ -583,7 +587,7 @@ func TestTLSOnlyAndKeyGrantsByResource(t *testing.T) {
 	}
 
 	key := lookup(t, tpl.GetKMSKeyWithName, "QuarantineKey")
-	keyArn := "arn:aws:kms:eu-west-1:111122223333:" + template.KeyAlias("prod", "QuarantineKey")
+	keyArn := "arn:aws:kms:eu-west-1:111122223333:" + quarantineAlias
 	var logsPatterns []string
 	cloudwatch := false
 	for _, st := range statementsOf(t, key.KeyPolicy) {

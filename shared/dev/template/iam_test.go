@@ -90,6 +90,9 @@ type stack struct {
 	// template's keys to the key's alias (the embedded stack puts the real
 	// ARN in the functions' environments).
 	realKeys map[string]string
+	// keyNames maps a key's logical id to what Ref on it resolves to (its
+	// alias).
+	keyNames map[string]string
 }
 
 func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
@@ -104,7 +107,11 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}}
+	_, names, err := template.OpenNamed(template.Path(), env)
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}, keyNames: names}
 	for k, v := range doc.Conditions {
 		b, _ := v.(bool)
 		s.cond[k] = b
@@ -116,7 +123,7 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 // clone returns a deep copy a test may mutate.
 func (s *stack) clone() *stack {
 	raw, _ := json.Marshal(s.resources)
-	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external), realKeys: maps.Clone(s.realKeys)}
+	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external), realKeys: maps.Clone(s.realKeys), keyNames: s.keyNames}
 	_ = json.Unmarshal(raw, &c.resources)
 	c.derive()
 	return c
@@ -172,7 +179,7 @@ func (s *stack) arn(service, rest string) string {
 func (s *stack) derive() {
 	s.keyIDs, s.keyOf, s.keyLogical = map[string]string{}, map[string]string{}, map[string]string{}
 	for _, id := range s.of("AWS::KMS::Key") {
-		alias := template.KeyAlias(s.env.StackName, id)
+		alias := s.keyNames[id]
 		a := s.arn("kms", alias) // what !GetAtt Key.Arn resolves to
 		s.keyIDs[a], s.keyIDs[alias], s.keyLogical[a] = a, a, id
 	}

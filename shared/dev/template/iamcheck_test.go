@@ -166,7 +166,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 	if found := base.checkServices(); len(found) > 0 {
 		t.Fatalf("the template as written: %q", found)
 	}
-	const key = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantinekey"
+	const key = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantine"
 	const dlq = "arn:aws:sqs:eu-west-1:111122223333:prod-dlq"
 	fnEnv := func(k string) string {
 		return str(props(base.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)[k])
@@ -248,7 +248,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 	})
 	t.Run("on-failure destination", func(t *testing.T) {
 		s := base.clone()
-		s.resources["FailureQueue"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-failures", "KmsMasterKeyId": "alias/prod-quarantinekey"}}
+		s.resources["FailureQueue"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-failures", "KmsMasterKeyId": "alias/prod-quarantine"}}
 		s.resources["RedriveFailures"] = map[string]any{"Type": "AWS::Lambda::EventInvokeConfig", "Properties": map[string]any{"FunctionName": "prod-redrive", "Qualifier": "$LATEST",
 			"DestinationConfig": map[string]any{"OnFailure": map[string]any{"Destination": "arn:aws:sqs:eu-west-1:111122223333:prod-failures"}}}}
 		s.derive()
@@ -287,7 +287,7 @@ func TestIAMCheckerCatchesMissingGrants(t *testing.T) {
 	t.Run("schedule dead-letter queue", func(t *testing.T) {
 		s := base.clone()
 		const q = "arn:aws:sqs:eu-west-1:111122223333:prod-schedule-dlq"
-		s.resources["ScheduleDLQ"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-schedule-dlq", "KmsMasterKeyId": "alias/prod-quarantinekey"}}
+		s.resources["ScheduleDLQ"] = map[string]any{"Type": "AWS::SQS::Queue", "Properties": map[string]any{"QueueName": "prod-schedule-dlq", "KmsMasterKeyId": "alias/prod-quarantine"}}
 		props(s.resources["SweeperSchedule"])["Targets"].([]any)[0].(map[string]any)["DeadLetterConfig"] = map[string]any{"Arn": q}
 		s.derive()
 		wantFinding(t, s.checkServices(), "events.amazonaws.com: sqs:SendMessage on "+q+" (for rule SweeperSchedule's dead-letter queue)", "no statement of the resource's policy allows events.amazonaws.com")

@@ -24,8 +24,8 @@ import (
 
 const (
 	ledgerRoleARN = "arn:aws:iam::111122223333:role/prod-LedgerRole"
-	signingKey    = "arn:aws:kms:eu-west-1:111122223333:alias/prod-ledgersigningkey"
-	quarantineKey = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantinekey"
+	signingKey    = "arn:aws:kms:eu-west-1:111122223333:alias/prod-ledger-signing"
+	quarantineKey = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantine"
 	ledgerQueue   = "arn:aws:sqs:eu-west-1:111122223333:prod-ledger-failures"
 	failedQueue   = "arn:aws:sqs:eu-west-1:111122223333:prod-failed-invocations"
 )
@@ -112,7 +112,7 @@ func TestLedgerStreamMapping(t *testing.T) {
 	// it holds shard and sequence numbers for 14 days, under the customer
 	// key.
 	q := lookup(t, tpl.GetSQSQueueWithName, "LedgerFailureQueue")
-	if aws.ToBool(q.FifoQueue) || aws.ToInt(q.MessageRetentionPeriod) != 14*24*3600 || aws.ToString(q.KmsMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
+	if aws.ToBool(q.FifoQueue) || aws.ToInt(q.MessageRetentionPeriod) != 14*24*3600 || aws.ToString(q.KmsMasterKeyId) != quarantineAlias {
 		t.Errorf("ledger failure queue fifo %v retention %v key %v", aws.ToBool(q.FifoQueue), aws.ToInt(q.MessageRetentionPeriod), aws.ToString(q.KmsMasterKeyId))
 	}
 	// The table streams both images (the ledger keeps the new one, and
@@ -159,7 +159,7 @@ func TestLedgerSigningKey(t *testing.T) {
 	}
 	aliased := false
 	for _, a := range tpl.GetAllKMSAliasResources() {
-		aliased = aliased || (a.TargetKeyId == template.KeyAlias("prod", "LedgerSigningKey") && a.AliasName == "alias/prod-ledger-signing")
+		aliased = aliased || (a.TargetKeyId == signingAlias && a.AliasName == "alias/prod-ledger-signing")
 	}
 	if !aliased {
 		t.Error("no alias/prod-ledger-signing for the signing key")

@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,25 +45,44 @@ func Path() string {
 // against env. Unresolvable references become the string
 // "unresolved:<expression>" so that a test can see them.
 func Open(path string, env Env) (*cloudformation.Template, error) {
+	t, _, err := OpenNamed(path, env)
+	return t, err
+}
+
+// OpenNamed is Open that also returns the physical names references
+// resolved to, by logical id: a queue's, table's, bucket's, function's or
+// alarm's name, and a KMS key's alias (the AliasName of the AWS::KMS::Alias that names it).
+func OpenNamed(path string, env Env) (*cloudformation.Template, map[string]string, error) {
+	t, r, err := open(path, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, maps.Clone(r.names), nil
+}
+
+func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	// goformation registers its YAML tags in package state on every parse:
 	// parses must not overlap.
 	parseMu.Lock()
 	defer parseMu.Unlock()
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read template: %w", err)
+		return nil, nil, fmt.Errorf("read template: %w", err)
 	}
 	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
 	if err != nil {
-		return nil, fmt.Errorf("parse template: %w", err)
+		return nil, nil, fmt.Errorf("parse template: %w", err)
 	}
 	var probe struct {
 		Parameters map[string]struct{ Default any }
-		Resources  map[string]struct{ Type string }
+		Resources  map[string]struct {
+			Type       string
+			Properties map[string]any
+		}
 		Conditions map[string]any
 	}
 	if err := json.Unmarshal(long, &probe); err != nil {
-		return nil, fmt.Errorf("parse template: %w", err)
+		return nil, nil, fmt.Errorf("parse template: %w", err)
 	}
 	r := &resolver{env: env, types: map[string]string{}, names: map[string]string{}, params: map[string]any{}, conditions: probe.Conditions}
 	for id, res := range probe.Resources {
@@ -76,7 +97,7 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	// Physical names come from the Name properties, resolved in a first pass.
 	first, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
-		return nil, fmt.Errorf("resolve template: %w", err)
+		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
 	for id, q := range first.GetAllSQSQueueResources() {
 		r.names[id] = deref(q.QueueName, strings.ToLower(env.StackName+"-"+id))
@@ -93,8 +114,13 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	for id, f := range first.GetAllServerlessFunctionResources() {
 		r.names[id] = deref(f.FunctionName, env.StackName+"-"+id)
 	}
+	aliasOf := keyAliases(probe.Resources)
+	aliases := first.GetAllKMSAliasResources()
 	for id := range first.GetAllKMSKeyResources() {
 		r.names[id] = KeyAlias(env.StackName, id)
+		if a, ok := aliases[aliasOf[id]]; ok && a.AliasName != "" && !strings.HasPrefix(a.AliasName, "unresolved:") {
+			r.names[id] = a.AliasName
+		}
 	}
 	for id, a := range first.GetAllCloudWatchAlarmResources() {
 		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
@@ -104,7 +130,7 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 	}
 	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
-		return nil, fmt.Errorf("resolve template: %w", err)
+		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
 	// A table, bucket or alarm without a name is named by CloudFormation (the
 	// stack name, the logical id and a suffix); here it gets the name the
@@ -129,7 +155,7 @@ func Open(path string, env Env) (*cloudformation.Template, error) {
 			a.AlarmName = &[]string{r.names[id]}[0]
 		}
 	}
-	return t, nil
+	return t, r, nil
 }
 
 var parseMu sync.Mutex
@@ -160,8 +186,54 @@ func StreamARN(region, account, table string) string {
 	return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s/stream/%s", region, account, table, StreamLabel)
 }
 
-// KeyAlias is the alias the embedded stack gives the KMS key with the given
-// logical id; Ref on the key resolves to it.
+// keyAliases maps a KMS key's logical id to the logical id of the
+// AWS::KMS::Alias that names it (TargetKeyId !Ref Key or !GetAtt Key.Arn,
+// in the long form), the first by logical id when several do.
+func keyAliases(resources map[string]struct {
+	Type       string
+	Properties map[string]any
+}) map[string]string {
+	out := map[string]string{}
+	ids := slices.Sorted(maps.Keys(resources))
+	for _, id := range ids {
+		res := resources[id]
+		if res.Type != "AWS::KMS::Alias" {
+			continue
+		}
+		key := refTarget(res.Properties["TargetKeyId"])
+		if _, taken := out[key]; key != "" && !taken {
+			out[key] = id
+		}
+	}
+	return out
+}
+
+// refTarget is the logical id a {"Ref": id} or {"Fn::GetAtt": [id, attr]}
+// (or "id.attr") names; "" for anything else.
+func refTarget(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return ""
+	}
+	if id, ok := m["Ref"].(string); ok {
+		return id
+	}
+	switch g := m["Fn::GetAtt"].(type) {
+	case []any:
+		if len(g) == 2 {
+			id, _ := g[0].(string)
+			return id
+		}
+	case string:
+		id, _, _ := strings.Cut(g, ".")
+		return id
+	}
+	return ""
+}
+
+// KeyAlias is the alias the embedded stack gives a KMS key with the given
+// logical id that no AWS::KMS::Alias of the template names (a key the
+// template aliases is named by that alias: see OpenNamed).
 func KeyAlias(stack, logicalID string) string {
 	return "alias/" + stack + "-" + strings.ToLower(logicalID)
 }

@@ -21,6 +21,13 @@ import (
 
 var env = template.Env{StackName: "prod", Region: "eu-west-1", Account: "111122223333", Endpoint: "https://sqs.eu-west-1.amazonaws.com"}
 
+// The aliases the template declares for its keys (AWS::KMS::Alias), which
+// Ref on a key resolves to.
+const (
+	quarantineAlias = "alias/prod-quarantine"
+	signingAlias    = "alias/prod-ledger-signing"
+)
+
 func open(t *testing.T) *cloudformation.Template {
 	t.Helper()
 	tpl, err := template.Open(template.Path(), env)
@@ -106,7 +113,7 @@ func TestQueues(t *testing.T) {
 	tpl := open(t)
 	src, _ := tpl.GetSQSQueueWithName("SourceQueue")
 	dlq, _ := tpl.GetSQSQueueWithName("DeadLetterQueue")
-	key := template.KeyAlias("prod", "QuarantineKey")
+	key := quarantineAlias
 	for name, q := range map[string]string{"source": aws.ToString(src.KmsMasterKeyId), "dlq": aws.ToString(dlq.KmsMasterKeyId)} {
 		if q != key {
 			t.Errorf("%s queue key %q, want the customer key %q", name, q, key)
@@ -135,7 +142,7 @@ func TestTable(t *testing.T) {
 		tb.PointInTimeRecoverySpecification == nil || !aws.ToBool(tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled) {
 		t.Fatal("table must be on-demand, deletion-protected, with point-in-time recovery")
 	}
-	if s := tb.SSESpecification; s == nil || !s.SSEEnabled || aws.ToString(s.SSEType) != "KMS" || aws.ToString(s.KMSMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
+	if s := tb.SSESpecification; s == nil || !s.SSEEnabled || aws.ToString(s.SSEType) != "KMS" || aws.ToString(s.KMSMasterKeyId) != quarantineAlias {
 		t.Fatalf("table encryption %+v", tb.SSESpecification)
 	}
 	if len(tb.KeySchema) != 1 || tb.KeySchema[0].AttributeName != "dlq_id" {
@@ -170,7 +177,7 @@ func TestPayloadBucket(t *testing.T) {
 	tpl := open(t)
 	b := lookup(t, tpl.GetS3BucketWithName, "PayloadBucket")
 	enc := b.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault
-	if enc.SSEAlgorithm != "aws:kms" || !strings.Contains(aws.ToString(enc.KMSMasterKeyID), "alias/prod-quarantinekey") {
+	if enc.SSEAlgorithm != "aws:kms" || !strings.Contains(aws.ToString(enc.KMSMasterKeyID), quarantineAlias) {
 		t.Fatalf("bucket encryption %+v", enc)
 	}
 	p := b.PublicAccessBlockConfiguration
@@ -393,7 +400,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		}
 	}
 	topic, err := tpl.GetSNSTopicWithName("AlarmTopic")
-	if err != nil || aws.ToString(topic.KmsMasterKeyId) != template.KeyAlias("prod", "QuarantineKey") {
+	if err != nil || aws.ToString(topic.KmsMasterKeyId) != quarantineAlias {
 		t.Fatalf("alarm topic %+v %v", topic, err)
 	}
 	fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction")
