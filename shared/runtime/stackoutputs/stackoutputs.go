@@ -1,0 +1,26 @@
+// Package stackoutputs names the CloudFormation outputs of
+// infra/template.yaml that tools read from a deployed stack (dlqctl
+// --stack): one list, pinned by a template test, so that a renamed output
+// fails a test instead of a command on a real stack.
+package stackoutputs
+
+// The outputs dlqctl reads.
+const (
+	// QuarantineTable is the quarantine table's name (--table).
+	QuarantineTable = "QuarantineTableName"
+	// PayloadBucket is the claim-check bucket's name (--payload-bucket).
+	PayloadBucket = "PayloadBucketName"
+	// RedriveFunction is the redrive function's name (--function).
+	RedriveFunction = "RedriveFunctionName"
+	// ArchiveBucket is the Object Lock bucket that holds the archive and
+	// the ledger (--ledger-bucket).
+	ArchiveBucket = "ArchiveBucketName"
+	// LedgerSigningKey is the ARN of the ledger's KMS signing key
+	// (--signing-key).
+	LedgerSigningKey = "LedgerSigningKeyArn"
+)
+
+// DLQCTL lists every output dlqctl reads.
+func DLQCTL() []string {
+	return []string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey}
+}
