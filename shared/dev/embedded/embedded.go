@@ -78,6 +78,9 @@ type Stack struct {
 	// Endpoint serves every service but S3; S3Endpoint serves S3.
 	Endpoint   string
 	S3Endpoint string
+	// CloudFormationEndpoint answers DescribeStacks for the stack (the dev
+	// kit's endpoint: kumo's CloudFormation stores no outputs).
+	CloudFormationEndpoint string
 	// External is true when the endpoints came from AWS_ENDPOINT_URL.
 	External bool
 	// Env is what the template was resolved against.
@@ -164,6 +167,11 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			s.S3Endpoint = url
 		}
 	}
+	cfn, err := cloudFormation()
+	if err != nil {
+		return nil, err
+	}
+	s.CloudFormationEndpoint = cfn.url
 	if err := s.loadConfig(ctx, o.Dir); err != nil {
 		return nil, err
 	}
@@ -181,6 +189,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
 		return nil, err
 	}
+	s.registerOutputs(cfn)
 	return s, nil
 }
 
@@ -194,8 +203,9 @@ func (s *Stack) loadConfig(ctx context.Context, dir string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[profile %s]\nregion = %s\nendpoint_url = %s\ndisable_request_compression = true\n", profile, Region, s.Endpoint)
 	fmt.Fprintf(&b, "aws_access_key_id = %s\naws_secret_access_key = %s\n", AccessKey, SecretKey)
+	fmt.Fprintf(&b, "services = %s\n\n[services %s]\ncloudformation =\n  endpoint_url = %s\n", profile, profile, s.CloudFormationEndpoint)
 	if s.S3Endpoint != "" {
-		fmt.Fprintf(&b, "services = %s\n\n[services %s]\ns3 =\n  endpoint_url = %s\n", profile, profile, s.S3Endpoint)
+		fmt.Fprintf(&b, "s3 =\n  endpoint_url = %s\n", s.S3Endpoint)
 	}
 	s.ConfigFile = filepath.Join(dir, "aws-config")
 	if err := os.WriteFile(s.ConfigFile, []byte(b.String()), 0o600); err != nil {
@@ -224,6 +234,7 @@ func (s *Stack) Environ() []string {
 		"AWS_REGION=" + s.AWS.Region,
 		"AWS_DEFAULT_REGION=" + s.AWS.Region,
 		"AWS_DISABLE_REQUEST_COMPRESSION=true",
+		"AWS_ENDPOINT_URL_CLOUDFORMATION=" + s.CloudFormationEndpoint,
 	}
 	if s.S3Endpoint != "" {
 		env = append(env, "AWS_ENDPOINT_URL_S3="+s.S3Endpoint)
