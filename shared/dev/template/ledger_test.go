@@ -413,6 +413,8 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		q("kms:Decrypt", quarantineKey, via("dynamodb")),
 		q("cloudwatch:ListMetrics", "*", nil), q("cloudwatch:GetMetricStatistics", "*", nil), q("cloudwatch:GetMetricData", "*", nil),
 		q("cloudwatch:DescribeAlarms", "*", nil),
+		// dlqctl --stack: this stack's outputs, no other's.
+		q("cloudformation:DescribeStacks", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod/0f1e2d3c-0000-4000-8000-000000000000", nil),
 	}
 	denied := []request{
 		q("dynamodb:PutItem", table, nil), q("dynamodb:UpdateItem", table, nil), q("dynamodb:DeleteItem", table, nil),
@@ -435,6 +437,7 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 	notAllowed := []request{
 		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
 		q("dynamodb:GetRecords", streamARN(), nil),
+		q("cloudformation:DescribeStacks", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod-other/0f1e2d3c-0000-4000-8000-000000000000", nil),
 	}
 	// dlqctl verify re-reads claim-checked bodies: the auditor may, the
 	// operator reads a payload only through the redrive function.
