@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
@@ -64,6 +66,10 @@ func ExitCode(err error) int {
 type Clients struct {
 	*awsclients.Clients
 	Lambda *lambda.Client
+	// CloudFormation reads the stack --stack names; STS says who the
+	// credentials are when no --actor is given.
+	CloudFormation StackDescriber
+	STS            CallerIdentity
 	// Local is true against emulators (an endpoint is configured): the
 	// clients adjust to them (awsclients.Options).
 	Local bool
@@ -82,6 +88,9 @@ type App struct {
 	Connect func(ctx context.Context, profile, region string) (*Clients, error)
 
 	Table, PayloadBucket, Function, Profile, Region, Output, Actor string
+	// Stack names a CloudFormation stack whose outputs fill the settings
+	// not given (stack.go).
+	Stack string
 	// LedgerBucket holds the ledger's objects; SigningKey is the KMS key
 	// whose public key verifies the digests (verify, ledger export).
 	LedgerBucket, SigningKey string
@@ -90,7 +99,10 @@ type App struct {
 	// a run), retrying, before it gives up (default DefaultBusyWait).
 	BusyWait time.Duration
 
-	clients *Clients
+	clients  *Clients
+	stackErr error
+	// cmd is the command running (set before it runs).
+	cmd *cobra.Command
 }
 
 // DefaultBusyWait bounds the wait for a busy redrive function: a park or a
@@ -123,7 +135,8 @@ func connect(ctx context.Context, profile, region string) (*Clients, error) {
 		return nil, fmt.Errorf("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or run aws sso login): %w", err)
 	}
 	local := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL") != ""
-	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg), Local: local}, nil
+	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg),
+		CloudFormation: cloudformation.NewFromConfig(cfg), STS: sts.NewFromConfig(cfg), Local: local}, nil
 }
 
 func (a *App) connect(ctx context.Context) (*Clients, error) {
@@ -133,6 +146,10 @@ func (a *App) connect(ctx context.Context) (*Clients, error) {
 			return nil, err
 		}
 		a.clients = c
+		a.stackErr = a.useStack(ctx, c)
+	}
+	if a.stackErr != nil {
+		return nil, a.stackErr
 	}
 	return a.clients, nil
 }
@@ -172,8 +189,15 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
 	pf.StringVar(&a.LedgerBucket, "ledger-bucket", envOr("DLQQ_LEDGER_BUCKET", os.Getenv("DLQQ_ARCHIVE_BUCKET")), "the ledger's Object Lock bucket, the stack's ArchiveBucket (DLQQ_LEDGER_BUCKET, else DLQQ_ARCHIVE_BUCKET)")
 	pf.StringVar(&a.SigningKey, "signing-key", envOr("DLQQ_SIGNING_KEY", "alias/"+envOr("DLQQ_STACK", "dlqq")+"-ledger-signing"), "the ledger's KMS signing key: id, ARN or alias (DLQQ_SIGNING_KEY, else alias/STACK-ledger-signing)")
-	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.checkActor() }
+	pf.StringVar(&a.Stack, "stack", os.Getenv("DLQQ_STACK"), "CloudFormation stack whose outputs give the table, buckets, redrive function and signing key not set by a flag or variable (DLQQ_STACK)")
+	pf.StringVar(&a.Actor, "actor", os.Getenv("DLQQ_ACTOR"), "who you are, for the audit history (DLQQ_ACTOR; default: your ARN from sts:GetCallerIdentity)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		a.cmd = cmd
+		if !a.actorGiven() {
+			return nil // asked of STS by a command that records it (actor.go)
+		}
+		return a.checkActor()
+	}
 	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd())
 	return root
 }

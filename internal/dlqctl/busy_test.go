@@ -53,7 +53,7 @@ func busyApp(t *testing.T, c *lambda.Client, wait time.Duration) (*dlqctl.App, *
 func TestARequestWaitsForABusyRedriveFunction(t *testing.T) {
 	c, calls := busyLambda(t, 2, `{"record":{"dlq_id":"orders#k1","status":"PARKED"}}`)
 	a, out, errw := busyApp(t, c, 3*time.Second)
-	if code := a.Main(context.Background(), []string{"park", "orders#k1", "--reason", "stop it"}); code != 0 {
+	if code := a.Main(context.Background(), []string{"park", "orders#k1", "--reason", "stop it", "--actor", "alice"}); code != 0 {
 		t.Fatalf("park exit %d: %s %s", code, out, errw)
 	}
 	if calls.Load() != 3 || !strings.Contains(errw.String(), "the redrive function is busy") || strings.Count(errw.String(), "busy") != 1 {
@@ -61,7 +61,7 @@ func TestARequestWaitsForABusyRedriveFunction(t *testing.T) {
 	}
 	c, _ = busyLambda(t, 1000, `{}`)
 	a, out, errw = busyApp(t, c, time.Second)
-	if code := a.Main(context.Background(), []string{"park", "orders#k1", "--reason", "stop it"}); code == 0 || !strings.Contains(errw.String(), "stayed busy for 1s") {
+	if code := a.Main(context.Background(), []string{"park", "orders#k1", "--reason", "stop it", "--actor", "alice"}); code == 0 || !strings.Contains(errw.String(), "stayed busy for 1s") {
 		t.Fatalf("exit %d: %s %s", code, out, errw)
 	}
 }

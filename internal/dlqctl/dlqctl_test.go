@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
@@ -104,7 +106,8 @@ func (f *fixture) app(stdin string, now func() time.Time) (*dlqctl.App, *bytes.B
 		if f.clients != nil {
 			c = f.clients
 		}
-		return &dlqctl.Clients{Clients: c, Lambda: lambda.NewFromConfig(f.st.AWS), Local: true}, nil
+		return &dlqctl.Clients{Clients: c, Lambda: lambda.NewFromConfig(f.st.AWS),
+			CloudFormation: cloudformation.NewFromConfig(f.st.AWS), STS: sts.NewFromConfig(f.st.AWS), Local: true}, nil
 	}
 	return a, &out, &errw
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
 // docs/dlqctl.md documents every command and flag as cobra defines them:
@@ -85,4 +86,39 @@ func TestDocsDescribeEveryCommandAndFlag(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// docs/operations.md sets dlqctl up with DLQQ_STACK alone (the stack's
+// outputs give the rest), and docs/dlqctl.md's --stack row names every
+// output dlqctl reads.
+func TestDocsSetDlqctlUpWithTheStack(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	_, after, ok := strings.Cut(doc, "Set dlqctl up once:\n\n```sh\n")
+	block, _, closed := strings.Cut(after, "```")
+	if !ok || !closed {
+		t.Fatal(`docs/operations.md has no "Set dlqctl up once:" sh block`)
+	}
+	if strings.TrimSpace(block) != "export DLQQ_STACK=$STACK" {
+		t.Errorf("docs/operations.md sets dlqctl up with\n%s\nwant the one line export DLQQ_STACK=$STACK", block)
+	}
+	for _, v := range regexp.MustCompile(`export (DLQQ_[A-Z_]+)`).FindAllStringSubmatch(doc, -1) {
+		if v[1] != "DLQQ_STACK" {
+			t.Errorf("docs/operations.md exports %s, which the stack's outputs give", v[1])
+		}
+	}
+	raw, err = os.ReadFile("../../docs/dlqctl.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, row, _ := strings.Cut(string(raw), "| `--stack` |")
+	row, _, _ = strings.Cut(row, "\n")
+	for _, o := range stackoutputs.DLQCTL() {
+		if !strings.Contains(row, "`"+o+"`") {
+			t.Errorf("docs/dlqctl.md's --stack row does not name the output %s", o)
+		}
+	}
 }

@@ -97,11 +97,11 @@ func (a *App) healthCmd() *cobra.Command {
 		if cmd.Flags().Changed("function") || os.Getenv("DLQQ_REDRIVE_FUNCTION") != "" {
 			o.Function = a.Function
 		}
+		o.Stack = cmp.Or(a.Stack, "dlqq") // the global --stack
 		return a.Health(cmd.Context(), o)
 	}
 	f := c.Flags()
 	f.DurationVar(&o.Window, "window", 15*time.Minute, "how far back to look for each metric's latest datapoint")
-	f.StringVar(&o.Stack, "stack", envOr("DLQQ_STACK", "dlqq"), "stack name: its alarms are named STACK.…; its sources are those of its redrive function (--function, default STACK-redrive), else those named STACK-… (DLQQ_STACK)")
 	f.StringVar(&o.Source, "source", "", "only this source queue's metrics (default: the stack's sources)")
 	f.StringVar(&o.Namespace, "namespace", emf.Namespace, "CloudWatch namespace the functions publish to")
 	return c
@@ -123,6 +123,9 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
+	}
+	if o.Function == "" && a.Stack != "" {
+		o.Function = a.Function // the stack's RedriveFunctionName
 	}
 	to := a.Now().UTC().Truncate(time.Second)
 	local := loopbackEndpoint(aws.ToString(c.CloudWatch.Options().BaseEndpoint))

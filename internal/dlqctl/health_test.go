@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/countstream"
@@ -226,7 +228,8 @@ func TestHealthNotesUnevaluatedAlarmsOnlyOnALoopbackEndpoint(t *testing.T) {
 	clients.CloudWatch = cloudwatch.NewFromConfig(cfg)
 	a, out, errw := v.app("", time.Now)
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
-		return &dlqctl.Clients{Clients: &clients, Lambda: lambda.NewFromConfig(v.st.AWS), Local: true}, nil
+		return &dlqctl.Clients{Clients: &clients, Lambda: lambda.NewFromConfig(v.st.AWS),
+			CloudFormation: cloudformation.NewFromConfig(v.st.AWS), STS: sts.NewFromConfig(v.st.AWS), Local: true}, nil
 	}
 	code := a.Main(context.Background(), []string{"health", "--stack", v.st.Env.StackName, "-o", "json"})
 	var h struct {

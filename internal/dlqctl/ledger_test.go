@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
@@ -116,7 +118,8 @@ func (l *ledgerFixture) run(offline bool, args ...string) (string, string, int) 
 			l.t.Errorf("an offline command connected to AWS: %v", args)
 			return nil, errors.New("no AWS call offline")
 		}
-		return &dlqctl.Clients{Clients: l.st.Clients, Lambda: lambda.NewFromConfig(l.st.AWS), Local: true}, nil
+		return &dlqctl.Clients{Clients: l.st.Clients, Lambda: lambda.NewFromConfig(l.st.AWS),
+			CloudFormation: cloudformation.NewFromConfig(l.st.AWS), STS: sts.NewFromConfig(l.st.AWS), Local: true}, nil
 	}
 	base := []string{"--actor", "alice", "--table", l.table}
 	if !offline {

@@ -54,6 +54,8 @@ type LedgerReport struct {
 // a signing key.
 func (a *App) checkLedgerSettings() error {
 	switch {
+	case a.fromStack("ledger-bucket") && a.fromStack("signing-key"):
+		return nil // the stack's outputs give them, or reading it says which it lacks
 	case strings.TrimSpace(a.LedgerBucket) == "":
 		return &UsageError{errors.New("no ledger bucket: set --ledger-bucket or DLQQ_LEDGER_BUCKET (the stack's ArchiveBucket, the ledger function's LEDGER_BUCKET), or verify --no-ledger")}
 	case strings.TrimSpace(a.SigningKey) == "":

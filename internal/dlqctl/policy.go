@@ -143,7 +143,11 @@ func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 		return err
 	}
 	ps := redrive.NewPolicySpec(spec)
-	p, err := policy.New(ps.Spec(o.Source), a.Actor, a.Now())
+	actor, err := a.actor(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := policy.New(ps.Spec(o.Source), actor, a.Now())
 	var pe *policy.Error
 	if errors.As(err, &pe) {
 		return mapPolicyError(err)
@@ -151,7 +155,7 @@ func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := a.invoke(ctx, redrive.Request{Action: redrive.ActionPolicyAdd, Source: o.Source, RequestedBy: a.Actor, PolicyID: p.ID, Policy: ps}, policyAddFlags)
+	rep, err := a.invoke(ctx, redrive.Request{Action: redrive.ActionPolicyAdd, Source: o.Source, RequestedBy: actor, PolicyID: p.ID, Policy: ps}, policyAddFlags)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package dlqctl
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,8 +123,13 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
-	req, err := o.Request(a.Actor, a.Now())
+	// The flags are checked first, with a stand-in for an actor still to
+	// be asked of STS (actor.go), which then replaces it.
+	req, err := o.Request(cmp.Or(a.Actor, actorPending), a.Now())
 	if err != nil {
+		return err
+	}
+	if req.RequestedBy, err = a.actor(ctx); err != nil {
 		return err
 	}
 	plan := req
@@ -183,6 +189,11 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if req.RequestedBy == "" {
+		if req.RequestedBy, err = a.actor(ctx); err != nil {
+			return nil, err
+		}
 	}
 	payload, _ := json.Marshal(req)
 	out, err := a.invokeWhenFree(ctx, c, payload)

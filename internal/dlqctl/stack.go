@@ -1,0 +1,167 @@
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/smithy-go"
+
+	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
+)
+
+// StackDescriber reads a CloudFormation stack (its outputs).
+type StackDescriber interface {
+	DescribeStacks(ctx context.Context, in *cloudformation.DescribeStacksInput, opts ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error)
+}
+
+// stackSetting is a global flag that --stack can fill from an output.
+type stackSetting struct {
+	flag   string
+	env    []string
+	output string
+	dst    *string
+}
+
+func (a *App) stackSettings() []stackSetting {
+	return []stackSetting{
+		{"table", []string{"DLQQ_TABLE"}, stackoutputs.QuarantineTable, &a.Table},
+		{"payload-bucket", []string{"DLQQ_PAYLOAD_BUCKET"}, stackoutputs.PayloadBucket, &a.PayloadBucket},
+		{"function", []string{"DLQQ_REDRIVE_FUNCTION"}, stackoutputs.RedriveFunction, &a.Function},
+		{"ledger-bucket", []string{"DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET"}, stackoutputs.ArchiveBucket, &a.LedgerBucket},
+		{"signing-key", []string{"DLQQ_SIGNING_KEY"}, stackoutputs.LedgerSigningKey, &a.SigningKey},
+	}
+}
+
+// stackNeeds names, by command path, the settings a command cannot do
+// without; a command not listed needs them all. The payload bucket is
+// never needed (a record's reference names its bucket).
+var stackNeeds = map[string][]string{
+	"ls":            {"table"},
+	"buckets":       {"table"},
+	"show":          {"table", "function"},
+	"fix":           {"table", "function"},
+	"redrive":       {"table", "function"},
+	"park":          {"table", "function"},
+	"unpark":        {"table", "function"},
+	"policy add":    {"table", "function"},
+	"policy ls":     {"table"},
+	"policy rm":     {"table", "function"},
+	"policy resume": {"table", "function"},
+	"health":        {"function"},
+	"verify":        {"table", "ledger-bucket", "signing-key"},
+	"ledger export": {"table", "ledger-bucket", "signing-key"},
+}
+
+// given says whether the user set the setting: its flag, else one of its
+// variables. Outside cobra (a test calling a run function), a value is
+// given when it is set.
+func (a *App) given(s stackSetting) bool {
+	if a.cmd == nil {
+		return *s.dst != ""
+	}
+	if a.cmd.Flags().Changed(s.flag) {
+		return true
+	}
+	for _, name := range s.env {
+		if os.Getenv(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// fromStack says whether the setting of the flag will come from the
+// stack's outputs: a stack is named and the user did not set it.
+func (a *App) fromStack(flag string) bool {
+	if a.Stack == "" {
+		return false
+	}
+	for _, s := range a.stackSettings() {
+		if s.flag == flag {
+			return !a.given(s)
+		}
+	}
+	return false
+}
+
+// needed says whether the running command cannot do without the setting.
+func (a *App) needed(flag string) bool {
+	if flag == "payload-bucket" {
+		return false
+	}
+	if a.cmd == nil {
+		return true
+	}
+	path := strings.TrimPrefix(a.cmd.CommandPath(), a.cmd.Root().Name()+" ")
+	needs, ok := stackNeeds[path]
+	if !ok {
+		return true
+	}
+	if f := a.cmd.Flags().Lookup("no-ledger"); f != nil && f.Value.String() == "true" && (flag == "ledger-bucket" || flag == "signing-key") {
+		return false
+	}
+	for _, n := range needs {
+		if n == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// useStack fills, once, the settings the user did not give from the
+// outputs of the stack --stack (DLQQ_STACK) names: a flag and its
+// variables win over an output, an output over the built-in default. A
+// stack that does not exist, or lacks an output the command needs, is an
+// error naming both. When flags and variables give every setting the
+// command needs, the stack is not read.
+func (a *App) useStack(ctx context.Context, c *Clients) error {
+	if a.Stack == "" {
+		return nil
+	}
+	wanted := false // a setting the command needs is not given
+	for _, s := range a.stackSettings() {
+		wanted = wanted || (a.needed(s.flag) && !a.given(s))
+	}
+	if !wanted {
+		return nil // flags and variables give all it needs
+	}
+	if c.CloudFormation == nil {
+		return errors.New("no CloudFormation client to read --stack with")
+	}
+	out, err := c.CloudFormation.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(a.Stack)})
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &api) && api.ErrorCode() == "ValidationError":
+		return fmt.Errorf("stack %s (--stack, DLQQ_STACK): no such CloudFormation stack in this account and region: %s", a.Stack, api.ErrorMessage())
+	case err != nil:
+		return fmt.Errorf("read stack %s (--stack, DLQQ_STACK): %w", a.Stack, err)
+	case len(out.Stacks) != 1:
+		return fmt.Errorf("stack %s (--stack, DLQQ_STACK): DescribeStacks returned %d stacks", a.Stack, len(out.Stacks))
+	}
+	outputs := map[string]string{}
+	for _, o := range out.Stacks[0].Outputs {
+		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
+	}
+	var missing []string
+	for _, s := range a.stackSettings() {
+		if a.given(s) {
+			continue
+		}
+		if v := outputs[s.output]; v != "" {
+			*s.dst = v
+			continue
+		}
+		if a.needed(s.flag) {
+			missing = append(missing, fmt.Sprintf("%s (set --%s or %s)", s.output, s.flag, s.env[0]))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("stack %s has no output %s", a.Stack, strings.Join(missing, ", no output "))
+	}
+	return nil
+}
