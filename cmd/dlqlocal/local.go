@@ -199,8 +199,10 @@ func reachable(queueURL, endpoint string) string {
 type envVar struct{ Name, Value string }
 
 // localEnv is what points the AWS CLI and dlqctl at the stack: the SDK's
-// endpoint and credential variables, the DLQQ_* variables dlqctl reads, and
-// the queue URLs.
+// endpoint and credential variables (the CloudFormation endpoint among
+// them), DLQQ_STACK (dlqctl reads the table, buckets, redrive function and
+// signing key from the stack's outputs), and for the AWS CLI the archive
+// bucket, the ledger function and the queue URLs.
 func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 	var env []envVar
 	for _, kv := range st.Environ() {
@@ -208,27 +210,12 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		env = append(env, envVar{k, v})
 	}
 	return append(env,
-		envVar{"DLQQ_TABLE", st.Names["QuarantineTable"]},
-		envVar{"DLQQ_PAYLOAD_BUCKET", st.Names["PayloadBucket"]},
-		envVar{"DLQQ_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
 		envVar{"DLQQ_STACK", st.Env.StackName},
-		envVar{"DLQQ_REDRIVE_FUNCTION", l.Name("RedriveFunction")},
+		envVar{"DLQQ_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
 		envVar{"DLQQ_LEDGER_FUNCTION", l.Name("LedgerFunction")},
-		envVar{"DLQQ_SIGNING_KEY", signingKey(st)},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
 	)
-}
-
-// signingKey is the ARN of the ledger's signing key, as the ledger
-// function has it (SIGNING_KEY_ID: the embedded stack puts the key's real
-// ARN there).
-func signingKey(st *embedded.Stack) string {
-	fn, err := st.Template.GetServerlessFunctionWithName("LedgerFunction")
-	if err != nil || fn.Environment == nil {
-		return ""
-	}
-	return fn.Environment.Variables["SIGNING_KEY_ID"]
 }
 
 // shellQuote quotes v for a POSIX shell.

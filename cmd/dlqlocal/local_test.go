@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -28,6 +29,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
 // The package's tests share one `dlqlocal local`, run as a subprocess (this
@@ -262,12 +264,34 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
+// stackOutput is the output of the local stack that DescribeStacks gives
+// at the endpoint the env file names (AWS_ENDPOINT_URL_CLOUDFORMATION).
+func stackOutput(t *testing.T, name string) string {
+	t.Helper()
+	cfn := cloudformation.NewFromConfig(local.aws, func(o *cloudformation.Options) {
+		o.BaseEndpoint = aws.String(local.env["AWS_ENDPOINT_URL_CLOUDFORMATION"])
+	})
+	out, err := cfn.DescribeStacks(context.Background(), &cloudformation.DescribeStacksInput{StackName: aws.String(local.env["DLQQ_STACK"])})
+	if err != nil || len(out.Stacks) != 1 {
+		t.Fatalf("describe the local stack %q: %v", local.env["DLQQ_STACK"], err)
+	}
+	for _, o := range out.Stacks[0].Outputs {
+		if aws.ToString(o.OutputKey) == name {
+			return aws.ToString(o.OutputValue)
+		}
+	}
+	t.Fatalf("the local stack has no output %s", name)
+	return ""
+}
+
 // The env file has the exports the banner shows, and they are what dlqctl
-// and the AWS CLI need: the endpoints, the credentials, the DLQQ_*
-// variables dlqctl reads, and queue URLs on the real endpoint.
+// and the AWS CLI need: the endpoints (CloudFormation's among them), the
+// credentials, DLQQ_STACK, whose outputs give dlqctl the rest, and for the
+// AWS CLI the archive bucket, the ledger function and queue URLs on the
+// real endpoint.
 func TestLocalEnvFileAndBanner(t *testing.T) {
 	banner := local.stdout.String()
-	for _, want := range []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_LEDGER_FUNCTION", "DLQQ_SIGNING_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
+	for _, want := range []string{"DLQQ_STACK", "DLQQ_ARCHIVE_BUCKET", "DLQQ_LEDGER_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_CLOUDFORMATION", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
 		if local.env[want] == "" {
 			t.Errorf("env file has no %s", want)
 		}
@@ -275,11 +299,14 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 			t.Errorf("banner does not export %s as the env file does", want)
 		}
 	}
-	if local.env["DLQQ_LEDGER_FUNCTION"] != "dlqq-ledger" || !strings.HasPrefix(local.env["DLQQ_SIGNING_KEY"], "arn:aws:kms:") || strings.Contains(local.env["DLQQ_SIGNING_KEY"], ":alias/") {
-		t.Errorf("the ledger's exports: %v", local.env)
+	if key := stackOutput(t, stackoutputs.LedgerSigningKey); local.env["DLQQ_LEDGER_FUNCTION"] != "dlqq-ledger" || !strings.HasPrefix(key, "arn:aws:kms:") || strings.Contains(key, ":alias/") {
+		t.Errorf("the ledger's function %q and signing key %q", local.env["DLQQ_LEDGER_FUNCTION"], key)
 	}
-	if local.env["DLQQ_REDRIVE_FUNCTION"] != "dlqq-redrive" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
-		t.Errorf("env %v", local.env)
+	if fn := stackOutput(t, stackoutputs.RedriveFunction); fn != "dlqq-redrive" || local.env["DLQQ_STACK"] != "dlqq" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
+		t.Errorf("redrive function %q; env %v", fn, local.env)
+	}
+	if stackOutput(t, stackoutputs.ArchiveBucket) != local.env["DLQQ_ARCHIVE_BUCKET"] || stackOutput(t, "DeadLetterQueueUrl") == "" {
+		t.Errorf("the stack's outputs disagree with the env file %v", local.env)
 	}
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
@@ -319,7 +346,7 @@ func TestLocalListsTheFiveFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if aws.ToInt32(cfg.Timeout) != 900 || cfg.Environment == nil || cfg.Environment.Variables["TABLE_NAME"] != local.env["DLQQ_TABLE"] {
+	if aws.ToInt32(cfg.Timeout) != 900 || cfg.Environment == nil || cfg.Environment.Variables["TABLE_NAME"] != stackOutput(t, stackoutputs.QuarantineTable) {
 		t.Errorf("dlqq-redrive configuration: timeout %d, environment %+v", aws.ToInt32(cfg.Timeout), cfg.Environment)
 	}
 }
@@ -359,8 +386,9 @@ func TestLocalDLQMessageBecomesARecord(t *testing.T) {
 	}
 	db := dynamodb.NewFromConfig(local.aws, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	id := "dlqq-source#" + event
+	table := stackOutput(t, stackoutputs.QuarantineTable)
 	eventually(t, "the record of the DLQ message", func() error {
-		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(local.env["DLQQ_TABLE"]), Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}}})
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}}})
 		if err != nil {
 			return err
 		}
