@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,6 +41,9 @@ func TestDemoRunsToItsEnd(t *testing.T) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, tail(out))
 		}
 	}
+	if missing := missingExcerptLines(t, "../../README.md", out); len(missing) > 0 {
+		t.Errorf("README.md's excerpt of the demo's report has lines the demo does not print (numbers aside):\n%s\n\nthe demo printed:\n%s", strings.Join(missing, "\n"), out)
+	}
 	if strings.Contains(out, "not checked (--no-ledger)") {
 		t.Error("the demo's verify did not check the ledger")
 	}
@@ -65,4 +69,50 @@ func TestDemoNamesTheStepThatFailed(t *testing.T) {
 	if !strings.Contains(stdout.String(), "$ dlqctl buckets") {
 		t.Errorf("stdout %q does not show the command", stdout.String())
 	}
+}
+
+// missingExcerptLines returns the lines of the README's demo excerpt (the
+// fenced block after the demo-excerpt marker) that have the shape of no
+// line in out: counts, ages and plurals aside, since the test runs a
+// smaller demo than make demo.
+func missingExcerptLines(t *testing.T, readme, out string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "<!-- demo-excerpt")
+	if !ok {
+		t.Fatalf("%s has no demo-excerpt marker", readme)
+	}
+	_, rest, _ = strings.Cut(rest, "```text\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok || strings.TrimSpace(block) == "" {
+		t.Fatalf("%s: no fenced block after the demo-excerpt marker", readme)
+	}
+	printed := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		printed[shape(l)] = true
+	}
+	var missing []string
+	for _, l := range strings.Split(block, "\n") {
+		if strings.TrimSpace(l) != "" && !printed[shape(l)] {
+			missing = append(missing, l)
+		}
+	}
+	return missing
+}
+
+var (
+	ageShape   = regexp.MustCompile(`[0-9][0-9hms.]* ago`)
+	numShape   = regexp.MustCompile(`[0-9]+`)
+	pluralWord = regexp.MustCompile(`N ([a-z]+?)s\b`)
+)
+
+// shape is a line with its numbers as N, its ages as AGE and the word
+// after a number in the singular.
+func shape(l string) string {
+	l = ageShape.ReplaceAllString(strings.TrimRight(l, " "), "AGE ago")
+	l = numShape.ReplaceAllString(l, "N")
+	return pluralWord.ReplaceAllString(l, "N $1")
 }
