@@ -77,10 +77,8 @@ func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 
 func TestTwoConcurrentDigestRunsWriteOneDigest(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 4)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	s, r, recs := oneShard(t, 4)
+	r.handle(batch("shard-1", recs))
 	other := r.service("shard-1")
 	var otherRep DigestReport
 	var otherErr error
@@ -106,10 +104,8 @@ func TestTwoConcurrentDigestRunsWriteOneDigest(t *testing.T) {
 
 func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 4)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"][:2]))
+	s, r, recs := oneShard(t, 4)
+	r.handle(batch("shard-1", recs[:2]))
 	r.state.failDigest = func() error { return errors.New("the process died") }
 	if _, err := r.svc.Digest(context.Background()); err == nil {
 		t.Fatal("a digest run whose head update failed reported success")
@@ -119,7 +115,7 @@ func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 	if rep := r.digest(); !rep.Adopted || rep.N != 1 {
 		t.Fatalf("report %+v, want digest 1 adopted", rep)
 	}
-	r.handle(batch("shard-1", s.recs["shard-1"][2:]))
+	r.handle(batch("shard-1", recs[2:]))
 	if rep := r.digest(); !rep.Written || rep.N != 2 {
 		t.Fatalf("report %+v, want digest 2", rep)
 	}
@@ -128,10 +124,8 @@ func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 
 func TestADigestHeadUpdateWhoseAnswerWasLostStands(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	s, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs))
 	r.state.afterDigest = func() error { return errLost }
 	if rep := r.digest(); rep.N != 1 || !rep.Written {
 		t.Fatalf("report %+v", rep)
@@ -141,10 +135,8 @@ func TestADigestHeadUpdateWhoseAnswerWasLostStands(t *testing.T) {
 
 func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	_, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs))
 	forged := dl.NewDigest(1, r.now, streamARN, "k", dl.AlgECDSA, nil, nil)
 	forged.Signature = "AAAA"
 	raw, _ := forged.Encode()
@@ -156,10 +148,8 @@ func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
 
 func TestLambdaHandlerDispatches(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	ev, _ := json.Marshal(batch("shard-1", s.recs["shard-1"]))
+	_, r, recs := oneShard(t, 2)
+	ev, _ := json.Marshal(batch("shard-1", recs))
 	out, err := r.svc.LambdaHandler(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
