@@ -47,9 +47,7 @@ func TestVerifyNamesALateEntryLedgeredTwice(t *testing.T) {
 	f.flush("shard-1")
 	f.heads["shard-1"].LastSeq = top
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindDuplicate, "shard-1") {
-		t.Fatalf("a late entry that is also in the segment before: %v", res.Problems)
-	}
+	f.named(ledger.KindDuplicate, "shard-1", "a late entry that is also in the segment before")
 }
 
 func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
@@ -60,9 +58,7 @@ func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
 	f.pending["shard-1"][0].Late = true
 	key := f.flush("shard-1")
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindSegmentChain, key) {
-		t.Fatalf("an entry after the chain's last marked late: %v", res.Problems)
-	}
+	f.named(ledger.KindSegmentChain, key, "an entry after the chain's last marked late")
 }
 
 // A digest's head whose last_seq is the late segment's own (below the
@@ -78,9 +74,7 @@ func TestVerifyNamesAHeadBelowTheChainsHighestSeq(t *testing.T) {
 	f.pending["shard-1"] = []ledger.Entry{early}
 	f.flush("shard-1") // the fixture's head takes the segment's last seq
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindSegmentChain, "shard-1") {
-		t.Fatalf("a head below its chain's highest seq: %v", res.Problems)
-	}
+	f.named(ledger.KindSegmentChain, "shard-1", "a head below its chain's highest seq")
 }
 
 // A digest listing a shard with no chain yet (an empty head) verifies.
