@@ -21,6 +21,15 @@ func (r *rig) digest() DigestReport {
 	return rep
 }
 
+// digestWritten runs a digest and fails the test unless it wrote digest n
+// (why says what for).
+func (r *rig) digestWritten(n int64, why string) {
+	r.t.Helper()
+	if rep := r.digest(); !rep.Written || rep.N != n {
+		r.t.Fatalf("report %+v, want digest %d%s", rep, n, why)
+	}
+}
+
 func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 	t.Parallel()
 	s := newStream()
@@ -62,9 +71,7 @@ func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 	}
 	// Nothing moved but the digest is old: written.
 	r.now = r.now.Add(DefaultDigestMaxAge)
-	if rep := r.digest(); !rep.Written || rep.N != 2 {
-		t.Fatalf("report %+v, want digest 2", rep)
-	}
+	r.digestWritten(2, "")
 	// A head moved: written.
 	s.many("shard-3", 2)
 	r.handle(batch("shard-3", s.recs["shard-3"]))
@@ -116,9 +123,7 @@ func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 		t.Fatalf("report %+v, want digest 1 adopted", rep)
 	}
 	r.handle(batch("shard-1", recs[2:]))
-	if rep := r.digest(); !rep.Written || rep.N != 2 {
-		t.Fatalf("report %+v, want digest 2", rep)
-	}
+	r.digestWritten(2, "")
 	r.exact(s)
 }
 
@@ -127,9 +132,7 @@ func TestADigestHeadUpdateWhoseAnswerWasLostStands(t *testing.T) {
 	s, r, recs := oneShard(t, 2)
 	r.handle(batch("shard-1", recs))
 	r.state.afterDigest = func() error { return errLost }
-	if rep := r.digest(); rep.N != 1 || !rep.Written {
-		t.Fatalf("report %+v", rep)
-	}
+	r.digestWritten(1, "")
 	r.exact(s)
 }
 
