@@ -6,11 +6,13 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
-// lateFixture ledgers src#a and src#b on shard-1, src#b's change first and
+// lateChain ledgers src#a and src#b on shard-1, src#b's change first and
 // src#a's (the older seq) late in the next segment, as the ledger function
 // does when a retry comes out of order; mutate may change the late
-// segment's entries before it is written.
-func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) *fixture {
+// segment's entries before it is written. It returns the fixture, whose
+// head then holds the late segment's last seq, and the chain's highest
+// seq.
+func lateChain(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) (*fixture, string) {
 	t.Helper()
 	f := newFixture(t)
 	f.write("shard-1", "src#a", 1)
@@ -22,6 +24,14 @@ func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) 
 	early.Late = true
 	f.pending["shard-1"] = mutate([]ledger.Entry{early})
 	f.flush("shard-1")
+	return f, top
+}
+
+// lateFixture is lateChain with the head at the chain's highest seq, as
+// the ledger function keeps it, and a digest.
+func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) *fixture {
+	t.Helper()
+	f, top := lateChain(t, mutate)
 	f.heads["shard-1"].LastSeq = top // the head keeps the chain's highest seq
 	f.digest()
 	return f
@@ -64,15 +74,7 @@ func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
 // A digest's head whose last_seq is the late segment's own (below the
 // chain's highest) is named.
 func TestVerifyNamesAHeadBelowTheChainsHighestSeq(t *testing.T) {
-	f := newFixture(t)
-	f.write("shard-1", "src#a", 1)
-	f.write("shard-1", "src#b", 1)
-	early, later := f.pending["shard-1"][0], f.pending["shard-1"][1]
-	f.pending["shard-1"] = []ledger.Entry{later}
-	f.flush("shard-1")
-	early.Late = true
-	f.pending["shard-1"] = []ledger.Entry{early}
-	f.flush("shard-1") // the fixture's head takes the segment's last seq
+	f, _ := lateChain(t, func(l []ledger.Entry) []ledger.Entry { return l }) // the fixture's head takes the late segment's last seq
 	f.digest()
 	f.named(ledger.KindSegmentChain, "shard-1", "a head below its chain's highest seq")
 }
