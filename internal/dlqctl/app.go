@@ -30,6 +30,9 @@ const (
 	ExitFailure  = 1
 	ExitUsage    = 2
 	ExitMismatch = 3
+	// ExitNotExecuted: a change was planned but not made because it was
+	// not confirmed (redrive without --yes off a terminal, or declined).
+	ExitNotExecuted = 4
 )
 
 // UsageError is a bad command line.
@@ -49,6 +52,7 @@ func (e *MismatchError) Error() string {
 func ExitCode(err error) int {
 	var u *UsageError
 	var m *MismatchError
+	var n *NotExecutedError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -56,6 +60,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &m):
 		return ExitMismatch
+	case errors.As(err, &n):
+		return ExitNotExecuted
 	}
 	return ExitFailure
 }
@@ -162,7 +168,7 @@ func (a *App) Root() *cobra.Command {
 	root.SetIn(a.In)
 	root.SetOut(a.Out)
 	root.SetErr(a.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	root.SetFlagErrorFunc(flagError) // root_help.go: a usage error, naming the flag meant
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.Table, "table", envOr("DLQQ_TABLE", "dlqq-quarantine"), "quarantine table (DLQQ_TABLE)")
 	pf.StringVar(&a.PayloadBucket, "payload-bucket", os.Getenv("DLQQ_PAYLOAD_BUCKET"), "claim-check bucket (DLQQ_PAYLOAD_BUCKET)")
@@ -173,8 +179,14 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.LedgerBucket, "ledger-bucket", envOr("DLQQ_LEDGER_BUCKET", os.Getenv("DLQQ_ARCHIVE_BUCKET")), "the ledger's Object Lock bucket, the stack's ArchiveBucket (DLQQ_LEDGER_BUCKET, else DLQQ_ARCHIVE_BUCKET)")
 	pf.StringVar(&a.SigningKey, "signing-key", envOr("DLQQ_SIGNING_KEY", "alias/"+envOr("DLQQ_STACK", "dlqq")+"-ledger-signing"), "the ledger's KMS signing key: id, ARN or alias (DLQQ_SIGNING_KEY, else alias/STACK-ledger-signing)")
 	pf.StringVar(&a.Actor, "actor", envOr("DLQQ_ACTOR", envOr("USER", "dlqctl")), "who you are, for the audit history (DLQQ_ACTOR)")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.checkActor() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := a.checkOutput(); err != nil {
+			return err
+		}
+		return a.checkActor()
+	}
 	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd())
+	a.finishRoot(root) // root_help.go: version, help, examples, suggestions
 	return root
 }
 
@@ -224,7 +236,10 @@ func (a *App) checkActor() error {
 	return nil
 }
 
+// checkOutput checks -o, case-insensitively as every enum flag
+// (enumValue), and stores it lower-case.
 func (a *App) checkOutput() error {
+	a.Output = strings.ToLower(strings.TrimSpace(a.Output))
 	if a.Output != "table" && a.Output != "json" {
 		return &UsageError{fmt.Errorf("--output %q: want table or json", a.Output)}
 	}
