@@ -51,8 +51,10 @@ type ConsumerSQS interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
-	// ListQueueTags reads ModeTag (only when it is set).
+	// ListQueueTags reads ModeTag and TagQueue writes the mode in force
+	// (only when ModeTag is set).
 	ListQueueTags(ctx context.Context, in *sqs.ListQueueTagsInput, opts ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error)
+	TagQueue(ctx context.Context, in *sqs.TagQueueInput, opts ...func(*sqs.Options)) (*sqs.TagQueueOutput, error)
 }
 
 // Consumer plays the user's service on a source queue, for a local run:
@@ -69,7 +71,10 @@ type Consumer struct {
 	// while Run runs: its value, read at most every TagEvery, is the mode
 	// from then on (`aws sqs tag-queue … --tags NAME=validate` ends a
 	// failing consumer's outage). A value that is not a mode it can run
-	// is logged and ignored; removing the tag keeps the current mode.
+	// is logged and ignored; removing the tag keeps the current mode. The
+	// consumer tags the queue ModeTag+"-mode" with the mode in force, at
+	// the start and once a change has taken effect (every delivery
+	// received after that is handled in that mode).
 	ModeTag string
 	// TagEvery is how often ModeTag is read (default 1 s).
 	TagEvery time.Duration
@@ -148,6 +153,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		tagEvery = time.Second
 	}
 	c.mode.Store(c.Mode)
+	if c.ModeTag != "" {
+		c.confirmMode(ctx, log)
+	}
 	var tagRead time.Time
 	ignored := ""
 	for ctx.Err() == nil {
@@ -237,7 +245,16 @@ func (c *Consumer) readModeTag(ctx context.Context, log *slog.Logger, ignored st
 	}
 	c.mode.Store(m)
 	log.Info("consumer mode changed by the queue's tag", "tag", c.ModeTag, "mode", string(m))
+	c.confirmMode(ctx, log)
 	return ""
+}
+
+// confirmMode tags the queue ModeTag+"-mode" with the mode in force.
+func (c *Consumer) confirmMode(ctx context.Context, log *slog.Logger) {
+	name := c.ModeTag + "-mode"
+	if _, err := c.SQS.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(c.QueueURL), Tags: map[string]string{name: string(c.CurrentMode())}}); err != nil && ctx.Err() == nil {
+		log.Warn("consumer could not tag the queue with its mode", "queue", c.QueueURL, "tag", name, "error", err.Error())
+	}
 }
 
 func (c *Consumer) decide(m sqstypes.Message) (bool, string) {

@@ -250,6 +250,13 @@ func TestConsumerModeTagChangesTheMode(t *testing.T) {
 	if v, f := depth(t, st, "SourceQueue"); v != 1 || f != 0 || c.Stats().Received != 0 {
 		t.Fatalf("off: source %d visible, %d in flight, stats %+v", v, f, c.Stats())
 	}
+	confirmed := func(mode string) func() bool {
+		return func() bool {
+			out, err := st.Clients.SQS.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"])})
+			return err == nil && out.Tags["dlqlocal-consumer-mode"] == mode
+		}
+	}
+	waitFor("the mode off confirmed at the start", confirmed("off"))
 	tag("fail")
 	waitFor("dead-lettered message", func() bool { d, _ := depth(t, st, "DeadLetterQueue"); return d == 1 })
 	if c.CurrentMode() != localrunner.ConsumerFail || c.Stats().Accepted != 0 {
@@ -261,7 +268,12 @@ func TestConsumerModeTagChangesTheMode(t *testing.T) {
 		t.Fatalf("a bad tag changed the mode to %s", c.CurrentMode())
 	}
 	tag("validate")
-	waitFor("validate mode", func() bool { return c.CurrentMode() == localrunner.ConsumerValidate })
+	// The consumer confirms the mode in force with a tag of its own: once
+	// it says validate, every delivery is handled in that mode.
+	waitFor("the consumer's confirmation", confirmed("validate"))
+	if c.CurrentMode() != localrunner.ConsumerValidate {
+		t.Fatalf("the tag confirms validate, the mode is %s", c.CurrentMode())
+	}
 	send(t, st, "good-1")
 	waitFor("accepted message", func() bool { return c.Stats().Accepted == 1 })
 	if d, _ := depth(t, st, "DeadLetterQueue"); d != 1 {
