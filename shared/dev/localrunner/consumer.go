@@ -71,10 +71,11 @@ type Consumer struct {
 	// while Run runs: its value, read at most every TagEvery, is the mode
 	// from then on (`aws sqs tag-queue … --tags NAME=validate` ends a
 	// failing consumer's outage). A value that is not a mode it can run
-	// is logged and ignored; removing the tag keeps the current mode. The
-	// consumer tags the queue ModeTag+"-mode" with the mode in force, at
-	// the start and once a change has taken effect (every delivery
-	// received after that is handled in that mode).
+	// is logged and ignored; removing the tag keeps the current mode. At
+	// the start Run sets the tag to Mode (a tag an earlier run left does
+	// not override it). The consumer tags the queue ModeTag+"-mode" with
+	// the mode in force, at the start and once a change has taken effect
+	// (every delivery received after that is handled in that mode).
 	ModeTag string
 	// TagEvery is how often ModeTag is read (default 1 s).
 	TagEvery time.Duration
@@ -154,7 +155,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.mode.Store(c.Mode)
 	if c.ModeTag != "" {
-		c.confirmMode(ctx, log)
+		// Mode wins over a tag an earlier run left (a queue kept with
+		// -data keeps its tags): the start sets the tag to it.
+		c.confirmMode(ctx, log, c.ModeTag)
 	}
 	var tagRead time.Time
 	ignored := ""
@@ -249,11 +252,16 @@ func (c *Consumer) readModeTag(ctx context.Context, log *slog.Logger, ignored st
 	return ""
 }
 
-// confirmMode tags the queue ModeTag+"-mode" with the mode in force.
-func (c *Consumer) confirmMode(ctx context.Context, log *slog.Logger) {
-	name := c.ModeTag + "-mode"
-	if _, err := c.SQS.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(c.QueueURL), Tags: map[string]string{name: string(c.CurrentMode())}}); err != nil && ctx.Err() == nil {
-		log.Warn("consumer could not tag the queue with its mode", "queue", c.QueueURL, "tag", name, "error", err.Error())
+// confirmMode tags the queue ModeTag+"-mode", and each of also, with the
+// mode in force.
+func (c *Consumer) confirmMode(ctx context.Context, log *slog.Logger, also ...string) {
+	mode := string(c.CurrentMode())
+	tags := map[string]string{c.ModeTag + "-mode": mode}
+	for _, name := range also {
+		tags[name] = mode
+	}
+	if _, err := c.SQS.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(c.QueueURL), Tags: tags}); err != nil && ctx.Err() == nil {
+		log.Warn("consumer could not tag the queue with its mode", "queue", c.QueueURL, "tag", c.ModeTag+"-mode", "error", err.Error())
 	}
 }
 
