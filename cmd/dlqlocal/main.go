@@ -2,7 +2,7 @@
 // account and no Docker.
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
-//	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D]
+//	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D]
 //	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
@@ -11,7 +11,9 @@
 // real bootstrap under a supervisor, invoked by the DLQ's and the table
 // stream's event source mappings and the template's schedules through that
 // API, and keeps it up
-// until Ctrl-C (exit 0), for the AWS CLI and dlqctl. soak
+// until Ctrl-C (exit 0), for the AWS CLI and dlqctl; its -settle-window,
+// -settle-margin and -source-visibility shorten the redrive function's
+// settle window so that a short session sees a replay RESOLVED. soak
 // sends N messages through the whole pipeline while injecting AWS faults and
 // crashing redrive and sweeper processes, prints its table and exits 1 if an
 // invariant was violated.
@@ -39,7 +41,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
