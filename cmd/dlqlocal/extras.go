@@ -1,8 +1,10 @@
 package main
 
 // The extras of `dlqlocal local`: a consumer of the source queue
-// (-consumer, -flaky-rate), state kept across restarts (-data) and short
-// sweeper ages (-park-age, -resolved-age, -sweep-every).
+// (-consumer, -flaky-rate, and the queue's mode tag), state kept across
+// restarts (-data), short sweeper ages (-park-age, -resolved-age,
+// -sweep-every) and a short settle window (-settle-window, -settle-margin,
+// -source-visibility).
 
 import (
 	"context"
@@ -20,7 +22,9 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // localExtras holds the extras' flag values.
@@ -31,7 +35,17 @@ type localExtras struct {
 	parkAge     ageFlag
 	resolvedAge ageFlag
 	sweepEvery  ageFlag
+	// The redrive function's settle window and margin, and the source
+	// queue's visibility timeout, which bounds the window from below.
+	settleWindow, settleMargin, sourceVisibility ageFlag
 }
+
+// consumerTag is the source queue's tag that changes the consumer's mode
+// while it runs.
+const consumerTag = "dlqlocal-consumer"
+
+// maxVisibility is the longest visibility timeout SQS takes (12 hours).
+const maxVisibility = 12 * time.Hour
 
 // ageFlag is a positive duration flag that remembers whether it was given.
 type ageFlag struct {
@@ -39,6 +53,7 @@ type ageFlag struct {
 	set   bool
 	unit  time.Duration // the duration must be a whole number of these
 	uname string
+	max   time.Duration // the longest accepted; 0 for no bound
 }
 
 func (a *ageFlag) String() string {
@@ -59,6 +74,9 @@ func (a *ageFlag) Set(s string) error {
 	if d%a.unit != 0 {
 		return fmt.Errorf("%s is not a whole number of %s", s, a.uname)
 	}
+	if a.max > 0 && d > a.max {
+		return fmt.Errorf("%s is longer than %s", s, a.max)
+	}
 	a.d, a.set = d, true
 	return nil
 }
@@ -69,6 +87,11 @@ func addLocalExtras(fs *flag.FlagSet) *localExtras {
 		parkAge:     ageFlag{unit: time.Second, uname: "seconds"},
 		resolvedAge: ageFlag{unit: time.Second, uname: "seconds"},
 		sweepEvery:  ageFlag{unit: time.Minute, uname: "minutes"},
+		// Whole positive seconds, as the redrive function's configuration
+		// takes them (SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS).
+		settleWindow:     ageFlag{unit: time.Second, uname: "seconds"},
+		settleMargin:     ageFlag{unit: time.Second, uname: "seconds"},
+		sourceVisibility: ageFlag{unit: time.Second, uname: "seconds", max: maxVisibility},
 	}
 	fs.StringVar(&x.consumer, "consumer", "off", "consumer of the source queue: off, fail (reject every delivery), flaky (reject -flaky-rate of them) or validate (reject what fails the source's schema) (local)")
 	fs.Float64Var(&x.flakyRate, "flaky-rate", 0.5, "share of deliveries -consumer flaky rejects, 0..1 (local)")
@@ -76,6 +99,9 @@ func addLocalExtras(fs *flag.FlagSet) *localExtras {
 	fs.Var(&x.parkAge, "park-age", "archive PARKED records after this long, e.g. 2m (default the template's 30 days) (local)")
 	fs.Var(&x.resolvedAge, "resolved-age", "archive RESOLVED records after this long, e.g. 1m (default the template's 7 days) (local)")
 	fs.Var(&x.sweepEvery, "sweep-every", "run the sweeper this often, whole minutes, e.g. 1m (default the template's 1h) (local)")
+	fs.Var(&x.settleWindow, "settle-window", "the redrive function's settle window: a replay that stays out of the DLQ this long is RESOLVED, whole seconds, e.g. 20s (default the template's 30m); the function uses the longer of it and -source-visibility x the source's max receives + -settle-margin (local)")
+	fs.Var(&x.settleMargin, "settle-margin", "the ingest lag the settle window allows beyond the source queue's redeliveries, whole seconds, e.g. 5s (default the template's 10m) (local)")
+	fs.Var(&x.sourceVisibility, "source-visibility", "the source queue's visibility timeout, whole seconds up to 12h, e.g. 2s (default the template's 180s); with the source's max receives it bounds the settle window from below (local)")
 	return x
 }
 
@@ -90,6 +116,13 @@ func (x *localExtras) prepare() error {
 	if !(x.flakyRate >= 0 && x.flakyRate <= 1) {
 		errs = append(errs, fmt.Errorf("-flaky-rate %v is outside 0..1", x.flakyRate))
 	}
+	if x.settleWindow.set || x.settleMargin.set || x.sourceVisibility.set {
+		// The redrive function's own check of its configuration, on the
+		// environment the template gives it with these values.
+		if err := checkRedriveConfig(x.stackOptions(embedded.Options{}).Params); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -99,18 +132,78 @@ func (x *localExtras) prepare() error {
 	return nil
 }
 
-// stackOptions adds the data dir and the sweep schedule to o.
+// stackOptions adds the data dir, the sweep schedule and the settle
+// parameters to o.
 func (x *localExtras) stackOptions(o embedded.Options) embedded.Options {
 	o.DataDir = x.data
+	params := map[string]any{}
+	for k, v := range o.Params {
+		params[k] = v
+	}
 	if x.sweepEvery.set {
-		params := map[string]any{}
-		for k, v := range o.Params {
-			params[k] = v
-		}
 		params["SweepSchedule"] = rate(x.sweepEvery.d)
+	}
+	for name, a := range map[string]ageFlag{"SettleWindowSeconds": x.settleWindow, "SettleMarginSeconds": x.settleMargin,
+		"SourceVisibilityTimeoutSeconds": x.sourceVisibility} {
+		if a.set {
+			params[name] = int(a.d / time.Second)
+		}
+	}
+	if len(params) > 0 {
 		o.Params = params
 	}
 	return o
+}
+
+// checkRedriveConfig resolves the template with params and checks the
+// redrive function's environment as the function does at init
+// (redrive.ConfigFromEnv), so that a value it would refuse stops dlqlocal
+// before anything starts.
+func checkRedriveConfig(params map[string]any) error {
+	t, err := template.Open(template.Path(), template.Env{StackName: "dlqq", Region: embedded.Region, Account: embedded.Account, Endpoint: "http://127.0.0.1:1", Params: params})
+	if err != nil {
+		return err
+	}
+	env, err := functionEnvironment(t, "RedriveFunction")
+	if err != nil {
+		return err
+	}
+	if _, err := redrive.ConfigFromEnv(func(k string) string { return env[k] }); err != nil {
+		return fmt.Errorf("the redrive function would refuse its configuration: %w", err)
+	}
+	return nil
+}
+
+// functionEnvironment is a function's environment in the resolved template.
+func functionEnvironment(t *cloudformation.Template, id string) (map[string]string, error) {
+	fn, err := t.GetServerlessFunctionWithName(id)
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", id, err)
+	}
+	if fn.Environment == nil || fn.Environment.Variables == nil {
+		return nil, fmt.Errorf("function %s has no environment", id)
+	}
+	return fn.Environment.Variables, nil
+}
+
+// settleWindow is the window the redrive function settles with on st: the
+// longer of its SETTLE_WINDOW_SECONDS and the source queue's bound
+// (redrive.MinSettleWindow with its SETTLE_MARGIN_SECONDS), as the
+// function computes it at each settle; configured and bound are the two.
+func settleWindow(st *embedded.Stack, q sourceQueue) (window, configured, bound time.Duration, err error) {
+	cfg, err := functionEnvironment(st.Template, "RedriveFunction")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	fc, err := redrive.ConfigFromEnv(func(k string) string { return cfg[k] })
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	attrs := map[string]string{"VisibilityTimeout": strconv.Itoa(q.visibility), "RedrivePolicy": fmt.Sprintf(`{"maxReceiveCount":%d}`, q.maxReceiveCount)}
+	if bound, err = redrive.MinSettleWindow(attrs, fc.Service.SettleMargin); err != nil {
+		return 0, 0, 0, err
+	}
+	return max(fc.Service.SettleWindow, bound), fc.Service.SettleWindow, bound, nil
 }
 
 func rate(d time.Duration) string {
@@ -222,11 +315,10 @@ func (x *localExtras) newConsumer(st *embedded.Stack, log *slog.Logger) (*localr
 	if err != nil {
 		return nil, err
 	}
-	c := &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: st.QueueURLs["SourceQueue"], Mode: mode, FlakyRate: x.flakyRate, Log: log}
-	if mode == localrunner.ConsumerValidate {
-		if c.Accept, _, err = sourceCheck(st); err != nil {
-			return nil, fmt.Errorf("-consumer validate: %w", err)
-		}
+	c := &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: st.QueueURLs["SourceQueue"], Mode: mode, FlakyRate: x.flakyRate, Log: log, ModeTag: consumerTag}
+	// The source's gate, for -consumer validate or a tag that switches to it.
+	if c.Accept, _, err = sourceCheck(st); err != nil && mode == localrunner.ConsumerValidate {
+		return nil, fmt.Errorf("-consumer validate: %w", err)
 	}
 	return c, c.Validate()
 }
@@ -280,6 +372,16 @@ func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
 		}
 		fmt.Fprintf(w, "consumer: validate. Messages from %s that pass the source's gate (%s) are deleted; the others are rejected, released at once, and reach the DLQ after %d receives\n",
 			q.name, schema, q.maxReceiveCount)
+	}
+	fmt.Fprintf(w, "to change the consumer's mode while it runs: aws sqs tag-queue --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_SOURCE_QUEUE_URL\" --tags %s=MODE (off, fail, flaky or validate)\n", consumerTag)
+	if x.settleWindow.set || x.settleMargin.set || x.sourceVisibility.set {
+		window, configured, bound, err := settleWindow(st, q)
+		if err != nil {
+			return err
+		}
+		margin := bound - time.Duration(q.maxReceiveCount*q.visibility)*time.Second
+		fmt.Fprintf(w, "settling (local): a replay that stays out of the DLQ for %s is RESOLVED, the longer of the settle window %s and %d receives x %d s visibility + margin %s = %s, as the redrive function computes it at each redrive run and settle schedule\n",
+			window, configured, q.maxReceiveCount, q.visibility, margin, bound)
 	}
 	if x.parkAge.set || x.resolvedAge.set || x.sweepEvery.set {
 		fmt.Fprintf(w, "sweeper (local ages): archives PARKED records after %s and RESOLVED records after %s, runs every %s\n",

@@ -19,6 +19,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -51,6 +52,13 @@ func TestAgeFlagsRefuseWhatIsNotAPositiveAge(t *testing.T) {
 		{"-resolved-age soon", `"soon" is not a duration (write it as 90s, 2m or 1h30m)`},
 		{"-resolved-age 1500ms", "1500ms is not a whole number of seconds"},
 		{"-sweep-every 90s", "90s is not a whole number of minutes"},
+		// The redrive function takes whole positive seconds.
+		{"-settle-window 0s", "0s is not positive"},
+		{"-settle-window 20.5s", "20.5s is not a whole number of seconds"},
+		{"-settle-margin -5s", "-5s is not positive"},
+		{"-settle-margin 5", `"5" is not a duration`},
+		{"-source-visibility 500ms", "500ms is not a whole number of seconds"},
+		{"-source-visibility 12h1s", "12h1s is longer than 12h0m0s"},
 	} {
 		_, err := parseExtras(t, strings.Fields(tc.args)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -144,6 +152,68 @@ func TestSweepEveryAndDataSetTheStackOptions(t *testing.T) {
 	}
 }
 
+// -settle-window, -settle-margin and -source-visibility become the
+// template's parameters, so the redrive function's configuration read from
+// its environment has them, and the window it settles with is the longer
+// of the settle window and the source queue's bound.
+func TestSettleFlagsSetTheRedriveFunctionsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args                     []string
+		window, margin, settleAt time.Duration
+	}{
+		{[]string{"-settle-window", "20s", "-settle-margin", "5s", "-source-visibility", "2s"}, 20 * time.Second, 5 * time.Second, 20 * time.Second},
+		// Shorter than 5 receives x 2 s + 5 s: the function waits 15 s.
+		{[]string{"-settle-window", "5s", "-settle-margin", "5s", "-source-visibility", "2s"}, 5 * time.Second, 5 * time.Second, 15 * time.Second},
+		// The template's visibility (180 s) and margin (10 minutes).
+		{[]string{"-settle-window", "1m"}, time.Minute, 10 * time.Minute, 5*180*time.Second + 10*time.Minute},
+	} {
+		x, err := parseExtras(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.prepare(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		st := stackFor(t, x.stackOptions(embedded.Options{}).Params)
+		env, err := functionEnvironment(st.Template, "RedriveFunction")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := redrive.ConfigFromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Service.SettleWindow != tc.window || cfg.Service.SettleMargin != tc.margin {
+			t.Errorf("%v: window %s, margin %s; want %s, %s", tc.args, cfg.Service.SettleWindow, cfg.Service.SettleMargin, tc.window, tc.margin)
+		}
+		q, err := sourceQueueOf(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _, err := settleWindow(st, q); err != nil || got != tc.settleAt {
+			t.Errorf("%v: settles after %s (%v), want %s", tc.args, got, err, tc.settleAt)
+		}
+	}
+	none, _ := parseExtras(t)
+	if p := none.stackOptions(embedded.Options{}).Params; len(p) != 0 {
+		t.Fatalf("no flags: params %v", p)
+	}
+}
+
+// The check before the start is the redrive function's own: what its
+// configuration refuses, dlqlocal refuses, naming the variable.
+func TestCheckRedriveConfigIsTheFunctionsCheck(t *testing.T) {
+	if err := checkRedriveConfig(map[string]any{"SettleWindowSeconds": 20, "SettleMarginSeconds": 5}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkRedriveConfig(map[string]any{"SettleWindowSeconds": -1, "SettleMarginSeconds": "soon"})
+	for _, want := range []string{"the redrive function would refuse its configuration", `SETTLE_WINDOW_SECONDS="-1" is not a positive number of seconds`, `SETTLE_MARGIN_SECONDS="soon"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+}
+
 // -consumer validate accepts what passes the source's schema and rejects
 // the rest, with a reason that does not quote the body.
 func TestValidateConsumerUsesTheSourcesGate(t *testing.T) {
@@ -181,12 +251,16 @@ func TestValidateConsumerUsesTheSourcesGate(t *testing.T) {
 	if ok, _ := c.Accept([]byte("not json")); ok {
 		t.Fatal("the consumer's Accept is not the source's gate")
 	}
+	// Any mode follows the queue's tag, and can switch to validate.
+	x, _ = parseExtras(t, "-consumer", "fail")
+	if c, err = x.newConsumer(st, nil); err != nil || c.ModeTag != consumerTag || c.Accept == nil {
+		t.Fatalf("fail consumer %+v, %v", c, err)
+	}
 }
 
 // The banner says what each mode does, with the template's numbers, and
 // whether state survives.
 func TestBannerSaysWhatTheExtrasDo(t *testing.T) {
-	st := stackFor(t, map[string]any{"MaxReceiveCount": 4})
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -196,11 +270,14 @@ func TestBannerSaysWhatTheExtrasDo(t *testing.T) {
 		{[]string{"-consumer", "flaky", "-flaky-rate", "0.25"}, []string{"consumer: flaky. 25% of deliveries", "rejected 4 times in a row"}},
 		{[]string{"-consumer", "validate"}, []string{"pass the source's gate (inventory-movement.v1)"}},
 		{[]string{"-park-age", "2m", "-sweep-every", "1m"}, []string{"sweeper (local ages): archives PARKED records after 2m0s and RESOLVED records after 7 days (template), runs every 1m0s"}},
+		{[]string{"-consumer", "fail"}, []string{`to change the consumer's mode while it runs: aws sqs tag-queue --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --tags dlqlocal-consumer=MODE (off, fail, flaky or validate)`}},
+		{[]string{"-settle-window", "20s", "-settle-margin", "5s", "-source-visibility", "2s"}, []string{"settling (local): a replay that stays out of the DLQ for 20s is RESOLVED, the longer of the settle window 20s and 4 receives x 2 s visibility + margin 5s = 13s"}},
 	} {
 		x, err := parseExtras(t, tc.args...)
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := stackFor(t, x.stackOptions(embedded.Options{Params: map[string]any{"MaxReceiveCount": 4}}).Params)
 		var b bytes.Buffer
 		if err := x.banner(&b, st); err != nil {
 			t.Fatal(err)

@@ -410,7 +410,7 @@ func TestLocalDLQMessageBecomesARecord(t *testing.T) {
 	}
 	out.Reset()
 	ctl = dlqctl.NewApp(strings.NewReader(""), &out, &errw)
-	if code := ctl.Main(ctx, []string{"redrive", "--source", "dlqq-source", "--id", id}); code != 0 || !strings.Contains(out.String()+errw.String(), "plan (dry run): would redrive 0, hold 1") {
+	if code := ctl.Main(ctx, []string{"redrive", "--source", "dlqq-source", "--id", id}); code != dlqctl.ExitNotExecuted || !strings.Contains(out.String()+errw.String(), "plan (dry run): would redrive 0, hold 1") {
 		t.Fatalf("dlqctl redrive --id %s: %d\n%s%s", id, code, out.String(), errw.String())
 	}
 }

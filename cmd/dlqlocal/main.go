@@ -2,7 +2,7 @@
 // account and no Docker.
 //
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
-//	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D]
+//	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D]
 //	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
@@ -11,7 +11,9 @@
 // real bootstrap under a supervisor, invoked by the DLQ's and the table
 // stream's event source mappings and the template's schedules through that
 // API, and keeps it up
-// until Ctrl-C (exit 0), for the AWS CLI and dlqctl. soak
+// until Ctrl-C (exit 0), for the AWS CLI and dlqctl; its -settle-window,
+// -settle-margin and -source-visibility shorten the redrive function's
+// settle window so that a short session sees a replay RESOLVED. soak
 // sends N messages through the whole pipeline while injecting AWS faults and
 // crashing redrive and sweeper processes, prints its table and exits 1 if an
 // invariant was violated.
@@ -39,7 +41,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -130,26 +132,57 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 		return 1
 	}
 	rep.Print(stdout, 8)
-	// The operator's view of the same data: dlqctl buckets and verify.
-	ctl := dlqctl.NewApp(strings.NewReader(""), stdout, stderr)
-	ctl.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
-		return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS)}, nil
-	}
-	base := []string{"--table", st.Names["QuarantineTable"], "--payload-bucket", st.Names["PayloadBucket"]}
-	fmt.Fprintf(stdout, "\n$ dlqctl buckets\n")
-	if code := ctl.Main(ctx, append(base, "buckets")); code != 0 {
-		return code
-	}
-	fmt.Fprintf(stdout, "\n$ dlqctl verify\n")
-	verified := ctl.Main(ctx, append(base, "verify"))
-	if !rep.OK() || verified != 0 {
+	ok := rep.OK()
+	if !ok {
 		for _, x := range rep.Unreconciled() {
 			fmt.Fprintln(stderr, "does not reconcile:", x)
 		}
 		fmt.Fprintln(stderr, "an invariant was violated")
+	}
+	// The operator's view of the same data: dlqctl buckets and verify,
+	// pointed at this stack by explicit flags (the names are random; a
+	// DLQQ_* variable in the caller's shell names some other stack).
+	base := []string{
+		"--table", st.Names["QuarantineTable"],
+		"--payload-bucket", st.Names["PayloadBucket"],
+		"--ledger-bucket", st.Names["ArchiveBucket"],
+		"--signing-key", st.Names["LedgerSigningKey"],
+	}
+	connect := func(context.Context, string, string) (*dlqctl.Clients, error) {
+		return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS)}, nil
+	}
+	for _, step := range []string{"buckets", "verify"} {
+		if code := demoCtl(ctx, connect, stdout, stderr, append(base, step)); code != 0 {
+			ok = false
+		}
+	}
+	if !ok {
 		return 1
 	}
 	return 0
+}
+
+// demoCtl runs one dlqctl command against the demo's stack, showing it as
+// an operator would type it; when it fails it says which step failed, with
+// dlqctl's exit code and its last error line.
+func demoCtl(ctx context.Context, connect func(context.Context, string, string) (*dlqctl.Clients, error), stdout, stderr io.Writer, args []string) int {
+	cmd := args[len(args)-1]
+	fmt.Fprintf(stdout, "\n$ dlqctl %s\n", cmd)
+	var errs strings.Builder
+	ctl := dlqctl.NewApp(strings.NewReader(""), stdout, io.MultiWriter(stderr, &errs))
+	ctl.Connect = connect
+	code := ctl.Main(ctx, args)
+	if code != 0 {
+		last := strings.TrimSpace(errs.String())
+		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+			last = last[i+1:]
+		}
+		if last == "" {
+			last = "no message"
+		}
+		fmt.Fprintf(stderr, "dlqctl %s failed (exit %d): %s\n", cmd, code, strings.TrimPrefix(last, "dlqctl: "))
+	}
+	return code
 }
 
 // lost maps the flag's 0 (none) to the soak's "none" (negative; its 0 is

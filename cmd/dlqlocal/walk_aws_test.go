@@ -95,7 +95,7 @@ func awsStandIn(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 		}
-	case "sqs send-message", "sqs get-queue-attributes":
+	case "sqs send-message", "sqs get-queue-attributes", "sqs tag-queue", "sqs list-queue-tags":
 		if one("endpoint-url") == "" {
 			// As the AWS CLI v1 does (docs/local.md): without the flag its SQS
 			// goes to queue.amazonaws.com, whatever AWS_ENDPOINT_URL says.
@@ -121,6 +121,27 @@ func awsStandIn(args []string, stdout, stderr io.Writer) int {
 		out, e := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(one("queue-url")), AttributeNames: names})
 		if err, code = e, 255; e == nil {
 			b, _ := json.MarshalIndent(map[string]any{"Attributes": out.Attributes}, "", "    ")
+			fmt.Fprintln(stdout, string(b))
+			return 0
+		}
+	case "sqs tag-queue":
+		// --tags in the CLI's shorthand: k=v[,k=v…].
+		tags := map[string]string{}
+		for _, kv := range strings.Split(one("tags"), ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+				tags[k] = v
+			}
+		}
+		if err = fmt.Errorf("aws stand-in: --tags %q is not k=v[,k=v…]", one("tags")); len(tags) > 0 {
+			_, e := sqs.NewFromConfig(cfg).TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(one("queue-url")), Tags: tags})
+			if err, code = e, 255; e == nil {
+				return 0
+			}
+		}
+	case "sqs list-queue-tags":
+		out, e := sqs.NewFromConfig(cfg).ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(one("queue-url"))})
+		if err, code = e, 255; e == nil {
+			b, _ := json.MarshalIndent(map[string]any{"Tags": out.Tags}, "", "    ")
 			fmt.Fprintln(stdout, string(b))
 			return 0
 		}

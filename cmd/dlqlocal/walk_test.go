@@ -450,6 +450,20 @@ func walkChecks() map[string]walkCheck {
 		// The verify output contract (docs/local.md, phase 2): its first
 		// two lines, exactly; records and ledger clean.
 		"dlqctl verify": ok().and(lineAt(0, verifyRecordsLine)).and(lineAt(1, verifyLedgerLine)),
+		// The outage ends: the consumer takes 103's replay, which settles
+		// as RESOLVED and is archived by the sweeper. A schedule may settle
+		// or sweep it before the page's invokes do: their checks do not
+		// count, the record's state and history do.
+		`aws sqs tag-queue --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --tags dlqlocal-consumer=validate`: ok(),
+		`aws sqs list-queue-tags --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL"`:                             ok(`"dlqlocal-consumer-mode": "validate"`).soon(),
+		"dlqctl redrive --source dlqq-source --id dlqq-source#inv-000103 --yes":                                                       ok("redriven 1, held 0"),
+		"sleep 21": ok(),
+		invoke + "dlqq-redrive --payload fileb://events/redrive-settle.json build/settle.json && cat build/settle.json": invoked(`"action":"settle"`, `"failed":{"count":0`, `"settle_window_seconds":20`),
+		"dlqctl ls --status RESOLVED": ok().and(lines(`^dlqq-source#inv-000103 +RESOLVED `, 1)).soon(),
+		invoke + "dlqq-sweeper --payload fileb://events/sweeper-scheduled.json build/sweep.json && cat build/sweep.json": invoked(`"failed":0`),
+		"dlqctl ls --status ARCHIVED": ok().and(lines(`^dlqq-source#inv-00010[13] +ARCHIVED `, 2)).soon(),
+		"dlqctl show dlqq-source#inv-000103": ok().and(matches(`(?m)^status +ARCHIVED since `)).
+			and(matches(`(?s)\n  \S+ +redrive +\S+ +sent \(round [0-9]+\)\n  \S+ +settle +settler +no failure within 20s of the replay\n  \S+ +archive +sweeper +archived to s3://`)),
 		`aws sqs get-queue-attributes --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_DLQ_URL" --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible`: ok(`"ApproximateNumberOfMessages": "0"`, `"ApproximateNumberOfMessagesNotVisible": "0"`).soon(),
 	}
 }

@@ -32,6 +32,9 @@ const (
 	ExitFailure  = 1
 	ExitUsage    = 2
 	ExitMismatch = 3
+	// ExitNotExecuted: a change was planned but not made because it was
+	// not confirmed (redrive without --yes off a terminal, or declined).
+	ExitNotExecuted = 4
 )
 
 // UsageError is a bad command line.
@@ -51,6 +54,7 @@ func (e *MismatchError) Error() string {
 func ExitCode(err error) int {
 	var u *UsageError
 	var m *MismatchError
+	var n *NotExecutedError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -58,6 +62,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &m):
 		return ExitMismatch
+	case errors.As(err, &n):
+		return ExitNotExecuted
 	}
 	return ExitFailure
 }
@@ -179,7 +185,7 @@ func (a *App) Root() *cobra.Command {
 	root.SetIn(a.In)
 	root.SetOut(a.Out)
 	root.SetErr(a.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	root.SetFlagErrorFunc(flagError) // root_help.go: a usage error, naming the flag meant
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.Table, "table", envOr("DLQQ_TABLE", "dlqq-quarantine"), "quarantine table (DLQQ_TABLE)")
 	pf.StringVar(&a.PayloadBucket, "payload-bucket", os.Getenv("DLQQ_PAYLOAD_BUCKET"), "claim-check bucket (DLQQ_PAYLOAD_BUCKET)")
@@ -193,12 +199,16 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.Actor, "actor", os.Getenv("DLQQ_ACTOR"), "who you are, for the audit history (DLQQ_ACTOR; default: your ARN from sts:GetCallerIdentity)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		a.cmd = cmd
+		if err := a.checkOutput(); err != nil {
+			return err
+		}
 		if !a.actorGiven() {
 			return nil // asked of STS by a command that records it (actor.go)
 		}
 		return a.checkActor()
 	}
 	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd())
+	a.finishRoot(root) // root_help.go: version, help, examples, suggestions
 	return root
 }
 
@@ -248,7 +258,10 @@ func (a *App) checkActor() error {
 	return nil
 }
 
+// checkOutput checks -o, case-insensitively as every enum flag
+// (enumValue), and stores it lower-case.
 func (a *App) checkOutput() error {
+	a.Output = strings.ToLower(strings.TrimSpace(a.Output))
 	if a.Output != "table" && a.Output != "json" {
 		return &UsageError{fmt.Errorf("--output %q: want table or json", a.Output)}
 	}

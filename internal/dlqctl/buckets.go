@@ -77,6 +77,9 @@ func (a *App) Buckets(ctx context.Context, o BucketsOptions) error {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
+	if err := a.checkSource(ctx, "", o.Source, false, a.hasRecords(ctx, o.Source)); err != nil {
+		return err
+	}
 	recs, err := a.list(ctx, []quarantine.Status{quarantine.StatusQuarantined}, quarantine.ListQuery{Source: o.Source, Limit: 1000}, 0)
 	if err != nil {
 		return err
@@ -100,5 +103,9 @@ func (a *App) Buckets(ctx context.Context, o BucketsOptions) error {
 		fmt.Fprintf(tw, "%d\t%.1f%%\t%s\t%s\t%s\t%s%s\n", b.Count, 100*b.Share, b.Signature,
 			b.FirstSeen.UTC().Format(time.RFC3339), b.LastSeen.UTC().Format(time.RFC3339), ShortID(b.ExampleID), flag)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.Out, "\n"+signatureNote)
+	return nil
 }

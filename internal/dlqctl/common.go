@@ -25,13 +25,43 @@ func command(use, short string, run func(ctx context.Context) error) *cobra.Comm
 	}
 }
 
-// idCommand is a command whose one argument is an id, given to run.
-func idCommand(use, short string, run func(ctx context.Context, id string) error) *cobra.Command {
+// idCommand is a command whose one argument is an id, given to run; what
+// says what it is ("a record id (from dlqctl ls)"), in the error without
+// it.
+func idCommand(use, short, what string, run func(ctx context.Context, id string) error) *cobra.Command {
 	return &cobra.Command{
-		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		Use: use, Short: short, Args: oneArg(what),
 		RunE: func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), args[0]) },
 	}
 }
+
+// required is a required flag and whether it was left unset.
+type required struct {
+	flag  string
+	unset bool
+}
+
+// requireFlags is a usage error naming the required flags left unset,
+// only those ("--reason is required", "--source and --reason are
+// required"), or nil.
+func requireFlags(flags ...required) error {
+	var missing []string
+	for _, f := range flags {
+		if f.unset {
+			missing = append(missing, f.flag)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return &UsageError{fmt.Errorf("%s is required", missing[0])}
+	}
+	return &UsageError{fmt.Errorf("%s and %s are required", strings.Join(missing[:len(missing)-1], ", "), missing[len(missing)-1])}
+}
+
+// recordArg is what a command on one record takes.
+const recordArg = "a record id (from dlqctl ls)"
 
 // getRecord reads record id, saying which table has no such record.
 func (a *App) getRecord(ctx context.Context, store quarantine.Store, id string) (*quarantine.Record, error) {

@@ -24,7 +24,7 @@ type FixOptions struct {
 
 func (a *App) fixCmd() *cobra.Command {
 	var o FixOptions
-	c := idCommand("fix ID --payload-file F --reason TEXT", "Store a corrected payload beside the original (validated by the redrive function; redrive it after)",
+	c := idCommand("fix ID --payload-file F --reason TEXT", "Store a corrected payload beside the original (validated by the redrive function; redrive it after)", recordArg,
 		func(ctx context.Context, id string) error {
 			o.ID = id
 			return a.Fix(ctx, o)
@@ -38,8 +38,8 @@ func (a *App) fixCmd() *cobra.Command {
 // Fix runs dlqctl fix: it asks the redrive function to correct the record,
 // so the correction passes the same gate, under the function's role.
 func (a *App) Fix(ctx context.Context, o FixOptions) error {
-	if o.PayloadFile == "" || strings.TrimSpace(o.Reason) == "" {
-		return &UsageError{errors.New("--payload-file and --reason are required")}
+	if err := requireFlags(required{"--payload-file", o.PayloadFile == ""}, required{"--reason", strings.TrimSpace(o.Reason) == ""}); err != nil {
+		return err
 	}
 	source, _, ok := strings.Cut(o.ID, "#")
 	if !ok || source == "" {

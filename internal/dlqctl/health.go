@@ -120,12 +120,18 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 	if strings.TrimSpace(o.Stack) == "" {
 		return &UsageError{fmt.Errorf("--stack is empty: name the stack (DLQQ_STACK)")}
 	}
+	if o.Function == "" && a.Stack != "" {
+		if _, err := a.connect(ctx); err != nil {
+			return err
+		}
+		o.Function = a.Function // the stack's RedriveFunctionName
+	}
+	if err := a.checkSource(ctx, cmp.Or(o.Function, o.Stack+"-redrive"), o.Source, false, a.hasMetrics(ctx, o.Namespace, o.Source)); err != nil {
+		return err
+	}
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
-	}
-	if o.Function == "" && a.Stack != "" {
-		o.Function = a.Function // the stack's RedriveFunctionName
 	}
 	to := a.Now().UTC().Truncate(time.Second)
 	local := loopbackEndpoint(aws.ToString(c.CloudWatch.Options().BaseEndpoint))
@@ -149,6 +155,24 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 		return a.writeJSON(h)
 	}
 	return a.healthText(h)
+}
+
+// hasMetrics is checkSource's present for health: whether any metric of
+// the namespace names source.
+func (a *App) hasMetrics(ctx context.Context, ns, source string) func() (bool, error) {
+	return func() (bool, error) {
+		c, err := a.connect(ctx)
+		if err != nil {
+			return false, err
+		}
+		list, err := stackMetrics(ctx, c.CloudWatch, ns, []string{source}, "")
+		for _, m := range list {
+			if _, ok := dimension(m.Dimensions, metrics.DimSource); ok {
+				return true, err
+			}
+		}
+		return false, err
+	}
 }
 
 // healthSources sets h's sources: o.Source; else those the SOURCES of the

@@ -41,7 +41,7 @@ func (a *App) ledgerCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ledger", Short: "The ledger's signed copy of every record version"}
 	c.AddCommand(&cobra.Command{
 		Use: "export DIR", Short: "Copy the ledger, the table's records and policies and the public key into DIR, for verify --offline",
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("a directory to export into (new or empty)"),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.LedgerExport(cmd.Context(), args[0]) },
 	})
 	return c

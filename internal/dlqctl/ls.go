@@ -66,6 +66,9 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 	if o.OlderThan > 0 {
 		q.FirstSeenTo = a.Now().Add(-o.OlderThan)
 	}
+	if err := a.checkSource(ctx, "", o.Source, false, a.hasRecords(ctx, o.Source)); err != nil {
+		return err
+	}
 	recs, err := a.list(ctx, sts, q, o.Limit)
 	if err != nil {
 		return err
@@ -82,9 +85,26 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 		return nil
 	}
 	tw := newTable(a.Out)
-	fmt.Fprintln(tw, "ID\tSTATUS\tCLASS\tATTEMPTS\tREDRIVES\tFIRST SEEN\tSIGNATURE")
+	fmt.Fprintln(tw, "ID\tSTATUS\tCLASS\tFAILURES\tREPLAYS\tREDRIVES\tFIRST SEEN\tSIGNATURE")
+	trimmed := false
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", ShortID(s.ID), s.Status, s.Class, s.Attempts, s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
+		more := ""
+		if s.HistoryTrimmed {
+			more, trimmed = "+", true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%d%s\t%d/%d\t%s\t%s\n", ShortID(s.ID), s.Status, s.Class, s.Failures, more, s.Replays, more,
+			s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.Out, "\nFAILURES: arrivals from the DLQ (the first and each return after a replay); REPLAYS: redrive sends; REDRIVES: rounds/cap")
+	if trimmed {
+		fmt.Fprintln(a.Out, "N+: older entries of the attempt history were dropped; at least N")
+	}
+	fmt.Fprintln(a.Out, signatureNote)
+	return nil
 }
+
+// signatureNote explains the SIGNATURE column under the tables that show it.
+const signatureNote = "SIGNATURE: stage|reason|schema version, digits shown as # (v# is any version v1, v2, …); --signature and --cleared take it as shown"

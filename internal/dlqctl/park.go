@@ -28,7 +28,7 @@ func (a *App) parkCmd(park bool) *cobra.Command {
 	if !park {
 		use, short = "unpark ID --reason TEXT", "Return a parked record to quarantine"
 	}
-	c := idCommand(use, short, func(ctx context.Context, id string) error {
+	c := idCommand(use, short, recordArg, func(ctx context.Context, id string) error {
 		o.ID = id
 		return a.ParkRecord(ctx, o)
 	})
@@ -58,6 +58,9 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	r := rep.Record
 	if r == nil {
 		return fmt.Errorf("the redrive function reported no record for %s", action)
+	}
+	if a.Output == "json" {
+		return a.writeJSON(rep) // the function's report: the record written, without payload values
 	}
 	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, r.Status)
 	if !o.Park {

@@ -2,7 +2,6 @@ package dlqctl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,7 +68,7 @@ func (a *App) policyCmd() *cobra.Command {
 		if resume {
 			use, short = "resume ID --source Q --reason R", "Resume a suspended policy; its breaker starts afresh (recorded)"
 		}
-		cc := idCommand(use, short, func(ctx context.Context, id string) error {
+		cc := idCommand(use, short, "a policy id (from dlqctl policy ls)", func(ctx context.Context, id string) error {
 			o.ID = id
 			return a.PolicyChange(ctx, o)
 		})
@@ -95,22 +94,8 @@ func (a *App) policyStore(ctx context.Context) (*dynamostore.PolicyStore, policy
 
 // Spec turns the flags into a policy spec.
 func (o PolicyAddOptions) Spec(now time.Time) (policy.Spec, error) {
-	var missing []string
-	for _, m := range []struct {
-		flag  string
-		unset bool
-	}{{"--source", o.Source == ""}, {"--max-per-run", o.MaxPerRun == 0}, {"--expires", o.Expires == ""}} {
-		if m.unset {
-			missing = append(missing, m.flag)
-		}
-	}
-	switch len(missing) {
-	case 1:
-		return policy.Spec{}, &UsageError{fmt.Errorf("%s is required", missing[0])}
-	case 2:
-		return policy.Spec{}, &UsageError{fmt.Errorf("%s and %s are required", missing[0], missing[1])}
-	case 3:
-		return policy.Spec{}, &UsageError{fmt.Errorf("%s, %s and %s are required", missing[0], missing[1], missing[2])}
+	if err := requireFlags(required{"--source", o.Source == ""}, required{"--max-per-run", o.MaxPerRun == 0}, required{"--expires", o.Expires == ""}); err != nil {
+		return policy.Spec{}, err
 	}
 	cls, err := classes(o.Classes)
 	if err != nil {
@@ -163,7 +148,7 @@ func (a *App) PolicyAdd(ctx context.Context, o PolicyAddOptions) error {
 		return errors.New("the redrive function reported no policy")
 	}
 	if a.Output == "json" {
-		return json.NewEncoder(a.Out).Encode(p)
+		return a.writeJSON(p)
 	}
 	fmt.Fprintf(a.Out, "policy %s created by %s for %s: up to %d per run until %s; breaker at %.0f%% over %d replays\n",
 		p.ID, p.CreatedBy, p.Source, p.MaxPerRun, p.ExpiresAt.UTC().Format(time.RFC3339), 100*p.Threshold, p.MinSample)
@@ -187,7 +172,7 @@ func (a *App) PolicyList(ctx context.Context, source string) error {
 		*policy.Policy
 		Breaker breakerReading `json:"breaker"`
 	}
-	var rows []row
+	rows := []row{}
 	for _, p := range pols {
 		sent, back, err := policy.Counts(ctx, counters, source, p.ID)
 		if err != nil {
@@ -271,8 +256,8 @@ func (b breakerReading) text(threshold float64) string {
 // revokes or resumes the policy (actions policy_revoke, policy_resume),
 // with one conditional write under its role.
 func (a *App) PolicyChange(ctx context.Context, o PolicyChangeOptions) error {
-	if o.Source == "" || strings.TrimSpace(o.Reason) == "" {
-		return &UsageError{errors.New("--source and --reason are required")}
+	if err := requireFlags(required{"--source", o.Source == ""}, required{"--reason", strings.TrimSpace(o.Reason) == ""}); err != nil {
+		return err
 	}
 	action := redrive.ActionPolicyRevoke
 	if o.Resume {
@@ -285,6 +270,9 @@ func (a *App) PolicyChange(ctx context.Context, o PolicyChangeOptions) error {
 	next := rep.Policy
 	if next == nil || len(next.History) == 0 {
 		return errors.New("the redrive function reported no policy")
+	}
+	if a.Output == "json" {
+		return a.writeJSON(next)
 	}
 	fmt.Fprintf(a.Out, "policy %s %s by %s\n", next.ID, next.History[len(next.History)-1].Action, a.Actor)
 	return nil

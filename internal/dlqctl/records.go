@@ -4,35 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // Summary is a record without its payload: what ls and buckets print.
 type Summary struct {
-	ID           string    `json:"id"`
-	Source       string    `json:"source"`
-	Status       string    `json:"status"`
-	Class        string    `json:"class"`
-	Signature    string    `json:"signature"`
-	Attempts     int       `json:"attempts"`
-	RedriveCount int       `json:"redrive_count"`
-	RedriveCap   int       `json:"redrive_cap"`
-	FirstSeen    time.Time `json:"first_seen"`
-	LastSeen     time.Time `json:"last_seen"`
+	ID        string `json:"id"`
+	Source    string `json:"source"`
+	Status    string `json:"status"`
+	Class     string `json:"class"`
+	Signature string `json:"signature"`
+	// Attempts counts every entry of the attempt history, kept or not.
+	Attempts int `json:"attempts"`
+	// Failures are the arrivals from the DLQ (the first failure and each
+	// re-failure after a replay), Replays the sends of a redrive, both
+	// counted in the history kept; HistoryTrimmed says older entries were
+	// dropped from it (the counts are then at least these).
+	Failures       int       `json:"failures"`
+	Replays        int       `json:"replays"`
+	HistoryTrimmed bool      `json:"history_trimmed,omitempty"`
+	RedriveCount   int       `json:"redrive_count"`
+	RedriveCap     int       `json:"redrive_cap"`
+	FirstSeen      time.Time `json:"first_seen"`
+	LastSeen       time.Time `json:"last_seen"`
 }
 
 func summarize(r *quarantine.Record) Summary {
-	return Summary{ID: r.DLQID, Source: r.Source, Status: string(r.Status), Class: string(r.FailureClass), Signature: r.FailureSignature,
-		Attempts: r.AttemptCount, RedriveCount: r.RedriveCount, RedriveCap: r.RedriveCap, FirstSeen: r.FirstSeen.Time, LastSeen: r.LastSeen.Time}
+	s := Summary{ID: r.DLQID, Source: r.Source, Status: string(r.Status), Class: string(r.FailureClass), Signature: r.FailureSignature,
+		Attempts: r.AttemptCount, RedriveCount: r.RedriveCount, RedriveCap: r.RedriveCap, FirstSeen: r.FirstSeen.Time, LastSeen: r.LastSeen.Time,
+		HistoryTrimmed: r.AttemptCount > len(r.Attempts)}
+	for i := range r.Attempts {
+		switch at := &r.Attempts[i]; {
+		case at.IsArrival():
+			s.Failures++
+		case at.Stage == quarantine.StageRedrive && at.MessageID != "":
+			s.Replays++ // a send records the message id SQS gave it
+		}
+	}
+	return s
 }
 
 // statuses parses a --status value: one status, several comma-separated,
 // or "all".
 func statuses(v string) ([]quarantine.Status, error) {
-	if v == "all" {
+	if strings.EqualFold(strings.TrimSpace(v), "all") {
 		return []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusRedriving, quarantine.StatusRedriven,
 			quarantine.StatusResolved, quarantine.StatusParked, quarantine.StatusArchived}, nil
 	}
@@ -121,4 +143,64 @@ func describe(err error, table string) error {
 		return fmt.Errorf("table %q not found (set --table or DLQQ_TABLE): %w", table, err)
 	}
 	return err
+}
+
+// checkSource refuses a --source that the system knows nothing of: one
+// that the redrive function fn does not configure (by the SOURCES of its
+// configuration, as the function refuses it in a redrive request, in its
+// words: `--source "nope": source is not configured`) and, when present
+// is given, of which present finds nothing either (ingest keeps the
+// records of a DLQ message from an unconfigured source: those are listed,
+// with a note that they cannot be replayed). When the configuration
+// cannot be read (no function of that name, no permission) the source is
+// not checked and, unless quiet (the function checks it itself), a
+// warning says so; source "" is not checked. fn "" is the redrive
+// function --function names, else the stack's (--stack).
+func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, present func() (bool, error)) error {
+	if source == "" {
+		return nil
+	}
+	if fn == "" { // the redrive function: --function, else the stack's
+		if _, err := a.connect(ctx); err != nil {
+			return err
+		}
+		fn = a.Function
+	}
+	raw, err := a.functionSources(ctx, fn)
+	var cfg map[string]sources.Config
+	if err == nil {
+		if cfg, err = sources.Parse(raw); err != nil {
+			err = fmt.Errorf("the SOURCES of function %s: %w", fn, err)
+		}
+	}
+	if err != nil {
+		if !quiet {
+			fmt.Fprintf(a.Err, "warning: --source %q not checked: %v\n", source, err)
+		}
+		return nil
+	}
+	if _, ok := cfg[source]; ok {
+		return nil
+	}
+	if present != nil {
+		found, err := present()
+		if err != nil {
+			return err
+		}
+		if found {
+			fmt.Fprintf(a.Err, "note: source %q is not configured in the redrive function %s: its records are shown, but cannot be replayed\n", source, fn)
+			return nil
+		}
+	}
+	return &UsageError{fmt.Errorf("--source %q: %s (the redrive function %s configures %s)", source, redrive.ErrUnknownSource, fn, strings.Join(slices.Sorted(maps.Keys(cfg)), ", "))}
+}
+
+// hasRecords is checkSource's present for the commands that list
+// records: whether any record, of any status, names source.
+func (a *App) hasRecords(ctx context.Context, source string) func() (bool, error) {
+	return func() (bool, error) {
+		all, _ := statuses("all")
+		recs, err := a.list(ctx, all, quarantine.ListQuery{Source: source, Limit: 1}, 1)
+		return len(recs) > 0, err
+	}
 }

@@ -129,6 +129,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := a.checkSource(ctx, "", o.Source, true, nil); err != nil {
+		return err
+	}
 	if req.RequestedBy, err = a.actor(ctx); err != nil {
 		return err
 	}
@@ -149,19 +152,23 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 		return a.print(rep)
 	}
 	if !o.Yes {
+		// Not confirmed: the plan (the dry run's report) is the output,
+		// and the exit code says nothing was done.
 		if !a.IsTerminal() {
-			fmt.Fprintln(a.Err, "not executed: pass --yes to execute when not on a terminal")
-			return a.print(rep)
+			return errors.Join(a.print(rep), &NotExecutedError{Why: "pass --yes to execute when not on a terminal"})
 		}
 		fmt.Fprint(a.Err, "execute? [y/N] ")
 		line, _ := bufio.NewReader(a.In).ReadString('\n')
 		if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
-			fmt.Fprintln(a.Err, "not executed")
-			return nil
+			return errors.Join(a.print(rep), &NotExecutedError{Why: "not confirmed at the prompt"})
 		}
 	}
 	req.Approve = true // the operator confirmed the plan above
-	total := &redrive.Report{}
+	// The bar counts against the plan: what the dry run would redrive or
+	// park, not --max.
+	planned := rep.Redriven.Count + rep.Parked.Count
+	total := &redrive.Report{Action: rep.Action, Source: rep.Source, RequestedBy: rep.RequestedBy}
+	var runs []string
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
 		rep, err := a.invoke(ctx, req, flags)
@@ -169,8 +176,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 			return err
 		}
 		merge(total, rep)
+		runs = append(runs, rep.RunID)
 		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count + rep.Unknown.Count + rep.Deferred.Count + rep.Integrity.Count
-		a.progress(done, o.Max, total)
+		a.progress(planned, total)
 		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count+rep.Integrity.Count == 0 {
 			total.Remaining = rep.Remaining
 			break
@@ -180,7 +188,20 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	if a.IsTerminal() {
 		fmt.Fprintln(a.Err) // end the bar's line before the summary
 	}
+	if len(runs) == 1 {
+		total.RunID = runs[0]
+	}
+	if a.Output == "json" {
+		return a.writeJSON(redriveResult{Report: total, RunIDs: runs})
+	}
 	return a.print(total)
+}
+
+// redriveResult is redrive's -o json after a run: the invocations'
+// reports added up, and each one's run id (run_id too when there was one).
+type redriveResult struct {
+	*redrive.Report
+	RunIDs []string `json:"run_ids"`
 }
 
 // invoke sends req to the redrive function; a request error it returns
@@ -270,17 +291,25 @@ func cmpOr(a, b string) string {
 func merge(total, r *redrive.Report) {
 	total.AddOutcomes(r)
 	total.Source, total.RequestedBy, total.Stopped = r.Source, r.RequestedBy, r.Stopped
+	if total.StartedAt.IsZero() {
+		total.StartedAt = r.StartedAt
+	}
+	total.FinishedAt = r.FinishedAt
 }
 
-// progress shows a bar on a terminal and plain lines otherwise.
-func (a *App) progress(done, limit int, t *redrive.Report) {
+// progress shows a bar on a terminal and plain lines otherwise, counting
+// the records redriven or parked so far against planned, the dry run's
+// would-redrive and would-park (more, when more came to match since).
+func (a *App) progress(planned int, t *redrive.Report) {
+	done := t.Redriven.Count + t.Parked.Count
+	limit := max(planned, done)
 	if a.IsTerminal() {
 		width := 30
 		filled := min(width, width*done/max(limit, 1))
 		fmt.Fprintf(a.Err, "\r[%s%s] %d/%d redriven %d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, limit, t.Redriven.Count)
 		return
 	}
-	fmt.Fprintf(a.Err, "progress: %d/%d examined, %d redriven, %d held, %d parked, %d failed\n", done, limit, t.Redriven.Count, t.Held.Count, t.Parked.Count, t.Failed.Count)
+	fmt.Fprintf(a.Err, "progress: %d/%d of the plan, %d redriven, %d parked, %d held, %d failed\n", done, limit, t.Redriven.Count, t.Parked.Count, t.Held.Count, t.Failed.Count)
 }
 
 func (a *App) print(r *redrive.Report) error {

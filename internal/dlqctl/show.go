@@ -27,7 +27,7 @@ type ShowOptions struct {
 
 func (a *App) showCmd() *cobra.Command {
 	var o ShowOptions
-	c := idCommand("show ID", "Show a record (by its id, or a unique prefix ending with … such as a table's short id) and its history; the payload only with --payload (recorded, full id only)", func(ctx context.Context, id string) error {
+	c := idCommand("show ID", "Show a record (by its id, or a unique prefix ending with … such as a table's short id) and its history; the payload only with --payload (recorded, full id only)", recordArg, func(ctx context.Context, id string) error {
 		o.ID = id
 		return a.Show(ctx, o)
 	})
@@ -136,13 +136,21 @@ func (a *App) showJSON(v shown, o ShowOptions) error {
 	}
 	if o.Payload {
 		out["payload"] = string(v.body)
-		out["attributes"] = v.attrs
-		out["corrections"] = v.corrections
+		out["attributes"] = cmpOrEmpty(v.attrs)
+		out["corrections"] = append([]string{}, v.corrections...)
 	}
 	if o.Diff {
-		out["diffs"] = v.diffs
+		out["diffs"] = append([]correctionDiff{}, v.diffs...)
 	}
 	return a.writeJSON(out)
+}
+
+// cmpOrEmpty is m, or an empty map for nil (-o json prints {}, never null).
+func cmpOrEmpty[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
 }
 
 // showText prints v for a person, section by section.

@@ -138,7 +138,7 @@ func TestShowTheFailureDetailWithoutPayloadValues(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "\nfailure detail:\n  "+wantLines[0]+"\n  "+wantLines[1]+"\n") {
 		t.Fatalf("show (exit %d) lacks the value-free detail:\n%s%s", code, out, errOut)
 	}
-	if _, errOut, code := f.run(t, "--function", fn, "show", r.DLQID, "--sources", srcJSON(probe)); code != dlqctl.ExitUsage || !strings.Contains(errOut, "unknown flag: --sources") {
+	if _, errOut, code := f.run(t, "--function", fn, "show", r.DLQID, "--sources", srcJSON(probe)); code != dlqctl.ExitUsage || !strings.Contains(errOut, "unknown flag --sources") {
 		t.Fatalf("show --sources (exit %d): %s", code, errOut)
 	}
 	// JSON: the record's failure_detail is left out, the summary given.

@@ -53,8 +53,8 @@ type VerifyResult struct {
 	// found them failing verification); they are never replayed,
 	// re-sealed or archived.
 	Held []quarantine.IntegrityHold `json:"held"`
-	// Ledger is the ledger's part (nil with --no-ledger).
-	Ledger *LedgerReport `json:"ledger"`
+	// Ledger is the ledger's part (nil, and left out, with --no-ledger).
+	Ledger *LedgerReport `json:"ledger,omitempty"`
 	// Notes say what was not checked, and why.
 	Notes []string `json:"notes"`
 }

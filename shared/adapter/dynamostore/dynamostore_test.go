@@ -230,6 +230,16 @@ func TestCountersContract(t *testing.T) {
 	storetest.RunCounters(t, s, l, cr, cr)
 }
 
+// ownSourceRecord is a storetest.Record under a source of its own, so
+// that its counters are its own; id and source are prefixes made unique.
+func ownSourceRecord(t *testing.T, id, source string) *quarantine.Record {
+	t.Helper()
+	r := storetest.Record(t, storetest.UniqueID(id))
+	r.Source = storetest.UniqueID(source)
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	return r
+}
+
 // A create and a replace whose first try was applied and unanswered: the
 // SDK's retry fails the condition, and the store recognizes the item as
 // its own write (not ErrExists, not ErrVersionConflict); the stream holds
@@ -239,9 +249,7 @@ func TestAppliedButUnansweredWriteIsOurs(t *testing.T) {
 	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "PutItem", 2)
 	s := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	ctx := context.Background()
-	r := storetest.Record(t, storetest.UniqueID("lost"))
-	r.Source = storetest.UniqueID("lostsrc") // its own counters
-	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	r := ownSourceRecord(t, "lost", "lostsrc")
 	r.WriteID = quarantine.NewWriteID()
 	if err := quarantine.SealRecord(r); err != nil {
 		t.Fatal(err)
@@ -282,9 +290,7 @@ func TestAppliedButUnansweredHoldIsOurs(t *testing.T) {
 	ddb, lose := faults.LoseDynamoDBAnswers(stack.AWS, "UpdateItem", 1)
 	s := dynamostore.New(ddb, stack.Names["QuarantineTable"])
 	ctx := context.Background()
-	r := storetest.Record(t, storetest.UniqueID("losthold"))
-	r.Source = storetest.UniqueID("holdsrc")
-	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	r := ownSourceRecord(t, "losthold", "holdsrc")
 	if err := quarantine.SealRecord(r); err != nil {
 		t.Fatal(err)
 	}

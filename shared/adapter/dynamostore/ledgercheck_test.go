@@ -10,7 +10,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
-func ledgerItemOf(t *testing.T, r *quarantine.Record) ledger.Item {
+func ledgerItemOf(t testing.TB, r *quarantine.Record) ledger.Item {
 	t.Helper()
 	sdk, err := dynamostore.Marshal(r)
 	if err != nil {
@@ -23,11 +23,11 @@ func ledgerItemOf(t *testing.T, r *quarantine.Record) ledger.Item {
 	return it
 }
 
-func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	body := `{"a":1}`
-	r := &quarantine.Record{DLQID: "src#k", Source: "src", IdempotencyKey: "k", KeyOrigin: quarantine.KeyFromBodyHash,
+// claimedPair is a sealed record of body quarantined at now (version 1)
+// and its claim by ops (version 2).
+func claimedPair(t testing.TB, now time.Time, body string) (r, next *quarantine.Record) {
+	t.Helper()
+	r = &quarantine.Record{DLQID: "src#k", Source: "src", IdempotencyKey: "k", KeyOrigin: quarantine.KeyFromBodyHash,
 		Status: quarantine.StatusQuarantined, StatusSince: quarantine.At(now), Body: body, BodyEncoding: quarantine.EncodingUTF8,
 		BodySHA256: quarantine.BodySHA256([]byte(body)), BodySize: int64(len(body)), AttemptCount: 1, RedriveCap: 3, Version: 1,
 		Attempts:  []quarantine.Attempt{{At: quarantine.At(now), Stage: "consumer", Reason: "x", Actor: "ingest", Kind: quarantine.AttemptArrival}},
@@ -39,6 +39,13 @@ func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, next
+}
+
+func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	r, next := claimedPair(t, now, `{"a":1}`)
 	check := dynamostore.LedgerVersionCheck()
 	v1, v2 := ledgerItemOf(t, r), ledgerItemOf(t, next)
 	if err := check(nil, v1); err != nil {
@@ -69,21 +76,8 @@ func TestLedgerVersionCheckDecodesAndChecksTransitions(t *testing.T) {
 // (Verify calls it once per version; the previous one is decoded once).
 func BenchmarkLedgerVersionCheck(b *testing.B) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	body := strings.Repeat(`{"a":1}`, 100)
-	r := &quarantine.Record{DLQID: "src#k", Source: "src", IdempotencyKey: "k", KeyOrigin: quarantine.KeyFromBodyHash,
-		Status: quarantine.StatusQuarantined, StatusSince: quarantine.At(now), Body: body, BodyEncoding: quarantine.EncodingUTF8,
-		BodySHA256: quarantine.BodySHA256([]byte(body)), BodySize: int64(len(body)), AttemptCount: 1, RedriveCap: 3, Version: 1,
-		Attempts:  []quarantine.Attempt{{At: quarantine.At(now), Stage: "consumer", Reason: "x", Actor: "ingest", Kind: quarantine.AttemptArrival}},
-		FirstSeen: quarantine.At(now), LastSeen: quarantine.At(now)}
-	if err := quarantine.SealRecord(r); err != nil {
-		b.Fatal(err)
-	}
-	next, err := r.Claim("ops", now, time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tb := &testing.T{}
-	v1, v2 := ledgerItemOf(tb, r), ledgerItemOf(tb, next)
+	r, next := claimedPair(b, now, strings.Repeat(`{"a":1}`, 100))
+	v1, v2 := ledgerItemOf(b, r), ledgerItemOf(b, next)
 	check := dynamostore.LedgerVersionCheck()
 	for b.Loop() {
 		if err := check(nil, v1); err != nil {

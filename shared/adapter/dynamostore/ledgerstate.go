@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // LedgerStateAPI is what LedgerState needs of the DynamoDB client.
@@ -136,14 +137,7 @@ func (s LedgerState) pause(ctx context.Context, round int) error {
 	if s.Pause != nil {
 		return s.Pause(ctx, round)
 	}
-	t := time.NewTimer(time.Duration(round*round) * 20 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return quarantine.Sleep(ctx, time.Duration(round*round)*20*time.Millisecond)
 }
 
 func ledgerConflict(err error, what string) error {

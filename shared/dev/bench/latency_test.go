@@ -5,14 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
@@ -63,34 +59,9 @@ func BenchmarkIngestThroughputAtAWSLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cond, _ := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("dlq_id"))).Build()
-		raw := func(items []map[string]ddbtypes.AttributeValue) float64 {
-			work := make(chan []map[string]ddbtypes.AttributeValue, n/batchSize)
-			for j := 0; j < n; j += batchSize {
-				work <- items[j : j+batchSize]
-			}
-			close(work)
-			start := time.Now()
-			run(invocations, func() {
-				for batch := range work {
-					var wg sync.WaitGroup
-					for _, it := range batch {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it,
-								ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
-				}
-			})
-			return n / time.Since(start).Seconds()
-		}
+		put := conditionalPut(ctx, b, ddb, table)
 		items := rawItems(b, source+"-raw")[:n]
-		rawRate := raw(items)
+		rawRate := rawRun(items, n, put)
 		ingestRate := ingestRun(ctx, b, h, source, icfg.Sources[source].ARN, n)
 		b.ReportMetric(ingestRate, "ingest-msgs/s-at-5ms")
 		b.ReportMetric(rawRate, "raw-puts/s-at-5ms")

@@ -51,6 +51,10 @@ type ConsumerSQS interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	// ListQueueTags reads ModeTag and TagQueue writes the mode in force
+	// (only when ModeTag is set).
+	ListQueueTags(ctx context.Context, in *sqs.ListQueueTagsInput, opts ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error)
+	TagQueue(ctx context.Context, in *sqs.TagQueueInput, opts ...func(*sqs.Options)) (*sqs.TagQueueOutput, error)
 }
 
 // Consumer plays the user's service on a source queue, for a local run:
@@ -63,6 +67,18 @@ type Consumer struct {
 	SQS      ConsumerSQS
 	QueueURL string
 	Mode     ConsumerMode
+	// ModeTag, when set, names a tag of the queue that changes the mode
+	// while Run runs: its value, read at most every TagEvery, is the mode
+	// from then on (`aws sqs tag-queue … --tags NAME=validate` ends a
+	// failing consumer's outage). A value that is not a mode it can run
+	// is logged and ignored; removing the tag keeps the current mode. At
+	// the start Run sets the tag to Mode (a tag an earlier run left does
+	// not override it). The consumer tags the queue ModeTag+"-mode" with
+	// the mode in force, at the start and once a change has taken effect
+	// (every delivery received after that is handled in that mode).
+	ModeTag string
+	// TagEvery is how often ModeTag is read (default 1 s).
+	TagEvery time.Duration
 	// FlakyRate is the share of deliveries ConsumerFlaky rejects, in [0, 1].
 	FlakyRate float64
 	// Accept decides for ConsumerValidate; reason, logged when it rejects,
@@ -75,6 +91,15 @@ type Consumer struct {
 	Log  *slog.Logger
 
 	received, accepted, rejected atomic.Int64
+	mode                         atomic.Value // ConsumerMode, while Run runs
+}
+
+// CurrentMode is the mode in force: Mode, or the last one ModeTag set.
+func (c *Consumer) CurrentMode() ConsumerMode {
+	if m, ok := c.mode.Load().(ConsumerMode); ok {
+		return m
+	}
+	return c.Mode
 }
 
 // ConsumerStats counts a Consumer's deliveries so far.
@@ -93,7 +118,7 @@ func (c *Consumer) Validate() error {
 	if _, err := ParseConsumerMode(string(c.Mode)); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Mode != ConsumerOff && (c.SQS == nil || c.QueueURL == "") {
+	if (c.Mode != ConsumerOff || c.ModeTag != "") && (c.SQS == nil || c.QueueURL == "") {
 		errs = append(errs, errors.New("consumer: SQS client and queue URL are required"))
 	}
 	if !(c.FlakyRate >= 0 && c.FlakyRate <= 1) {
@@ -106,14 +131,14 @@ func (c *Consumer) Validate() error {
 }
 
 // Run consumes until ctx is cancelled and then returns nil (at once for
-// ConsumerOff). Receive errors are logged and retried; a failed delete or
+// ConsumerOff without ModeTag). Receive errors are logged and retried; a failed delete or
 // release leaves the message to come back after the visibility timeout,
 // so no message is lost.
 func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.Mode == ConsumerOff {
+	if c.Mode == ConsumerOff && c.ModeTag == "" {
 		return nil
 	}
 	log := c.Log
@@ -124,7 +149,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if idle <= 0 {
 		idle = 200 * time.Millisecond
 	}
+	tagEvery := c.TagEvery
+	if tagEvery <= 0 {
+		tagEvery = time.Second
+	}
+	c.mode.Store(c.Mode)
+	if c.ModeTag != "" {
+		// Mode wins over a tag an earlier run left (a queue kept with
+		// -data keeps its tags): the start sets the tag to it.
+		c.confirmMode(ctx, log, c.ModeTag)
+	}
+	var tagRead time.Time
+	ignored := ""
 	for ctx.Err() == nil {
+		if c.ModeTag != "" && time.Since(tagRead) >= tagEvery {
+			tagRead = time.Now()
+			ignored = c.readModeTag(ctx, log, ignored)
+		}
+		if c.CurrentMode() == ConsumerOff {
+			sleep(ctx, min(idle, tagEvery))
+			continue
+		}
 		out, err := c.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(c.QueueURL), MaxNumberOfMessages: 10,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount},
@@ -161,7 +206,7 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, m sqstypes.Mess
 	defer cancel()
 	c.received.Add(1)
 	ok, reason := c.decide(m)
-	attrs := []any{"mode", string(c.Mode), "message_id", aws.ToString(m.MessageId), "receive_count", m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]}
+	attrs := []any{"mode", string(c.CurrentMode()), "message_id", aws.ToString(m.MessageId), "receive_count", m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]}
 	if !ok {
 		c.rejected.Add(1)
 		log.Info("consumer rejected", append(attrs, "reason", reason)...)
@@ -176,8 +221,53 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, m sqstypes.Mess
 	log.Info("consumer accepted", attrs...)
 }
 
+// readModeTag sets the mode from ModeTag's value, if it names one the
+// consumer can run; ignored is the value last refused (logged once), and
+// the new one is returned.
+func (c *Consumer) readModeTag(ctx context.Context, log *slog.Logger, ignored string) string {
+	out, err := c.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(c.QueueURL)})
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("consumer could not read the queue's tags; the mode stays", "queue", c.QueueURL, "tag", c.ModeTag, "error", err.Error())
+		}
+		return ignored
+	}
+	v, ok := out.Tags[c.ModeTag]
+	if !ok || ConsumerMode(v) == c.CurrentMode() {
+		return ""
+	}
+	m, err := ParseConsumerMode(v)
+	if err == nil && m == ConsumerValidate && c.Accept == nil {
+		err = errors.New("validate mode needs Accept")
+	}
+	if err != nil {
+		if v != ignored {
+			log.Warn("consumer ignores the queue's mode tag", "tag", c.ModeTag, "error", err.Error(), "mode", string(c.CurrentMode()))
+		}
+		return v
+	}
+	c.mode.Store(m)
+	log.Info("consumer mode changed by the queue's tag", "tag", c.ModeTag, "mode", string(m))
+	c.confirmMode(ctx, log)
+	return ""
+}
+
+// confirmMode tags the queue ModeTag+"-mode", and each of also, with the
+// mode in force.
+func (c *Consumer) confirmMode(ctx context.Context, log *slog.Logger, also ...string) {
+	mode := string(c.CurrentMode())
+	tags := map[string]string{c.ModeTag + "-mode": mode}
+	for _, name := range also {
+		tags[name] = mode
+	}
+	if _, err := c.SQS.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(c.QueueURL), Tags: tags}); err != nil && ctx.Err() == nil {
+		log.Warn("consumer could not tag the queue with its mode", "queue", c.QueueURL, "tag", c.ModeTag+"-mode", "error", err.Error())
+	}
+}
+
 func (c *Consumer) decide(m sqstypes.Message) (bool, string) {
-	switch c.Mode {
+	mode := c.CurrentMode()
+	switch mode {
 	case ConsumerFail:
 		return false, "fail mode"
 	case ConsumerFlaky:

@@ -210,6 +210,83 @@ func TestConsumerOffConsumesNothing(t *testing.T) {
 	}
 }
 
+// ModeTag: the queue's tag changes the mode while Run runs. A consumer
+// started off takes nothing until the tag says fail, then dead-letters; a
+// tag that names no mode is logged once and ignored; validate then takes
+// what Accept passes (the outage is over).
+func TestConsumerModeTagChangesTheMode(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"MaxReceiveCount": 2}})
+	var log syncBuffer
+	c := newConsumer(st, localrunner.ConsumerOff, &log)
+	c.ModeTag, c.TagEvery = "dlqlocal-consumer", 20*time.Millisecond
+	c.Accept = func(b []byte) (bool, string) { return bytes.HasPrefix(b, []byte("good")), "not good" }
+	tag := func(v string) {
+		t.Helper()
+		if _, err := st.Clients.SQS.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), Tags: map[string]string{c.ModeTag: v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within a minute; mode %s, stats %+v\n%s", what, c.CurrentMode(), c.Stats(), log.String())
+			}
+		}
+	}
+	// A tag an earlier run left (a queue kept with -data) does not
+	// override the mode Run starts with.
+	tag("validate")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	send(t, st, "good-0")
+	time.Sleep(100 * time.Millisecond) // off: several tag reads, no receive
+	if v, f := depth(t, st, "SourceQueue"); v != 1 || f != 0 || c.Stats().Received != 0 {
+		t.Fatalf("off: source %d visible, %d in flight, stats %+v", v, f, c.Stats())
+	}
+	confirmed := func(mode string) func() bool {
+		return func() bool {
+			out, err := st.Clients.SQS.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"])})
+			return err == nil && out.Tags["dlqlocal-consumer-mode"] == mode
+		}
+	}
+	waitFor("the mode off confirmed at the start", confirmed("off"))
+	tag("fail")
+	waitFor("dead-lettered message", func() bool { d, _ := depth(t, st, "DeadLetterQueue"); return d == 1 })
+	if c.CurrentMode() != localrunner.ConsumerFail || c.Stats().Accepted != 0 {
+		t.Fatalf("mode %s, stats %+v", c.CurrentMode(), c.Stats())
+	}
+	tag("sometimes")
+	waitFor("refusal of the tag", func() bool { return strings.Contains(log.String(), "consumer ignores the queue's mode tag") })
+	if c.CurrentMode() != localrunner.ConsumerFail {
+		t.Fatalf("a bad tag changed the mode to %s", c.CurrentMode())
+	}
+	tag("validate")
+	// The consumer confirms the mode in force with a tag of its own: once
+	// it says validate, every delivery is handled in that mode.
+	waitFor("the consumer's confirmation", confirmed("validate"))
+	if c.CurrentMode() != localrunner.ConsumerValidate {
+		t.Fatalf("the tag confirms validate, the mode is %s", c.CurrentMode())
+	}
+	send(t, st, "good-1")
+	waitFor("accepted message", func() bool { return c.Stats().Accepted == 1 })
+	if d, _ := depth(t, st, "DeadLetterQueue"); d != 1 {
+		t.Fatalf("DLQ holds %d, want only the one sent while failing", d)
+	}
+	if n := strings.Count(log.String(), "consumer ignores the queue's mode tag"); n != 1 {
+		t.Fatalf("the bad tag was logged %d times, want once:\n%s", n, log.String())
+	}
+}
+
 func TestConsumerRefusesBadConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		c    *localrunner.Consumer

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -147,13 +148,7 @@ func appendString(b []byte, s string) []byte {
 // compareUTF16 orders strings by their UTF-16 code units (RFC 8785 §3.2.3).
 func compareUTF16(a, b string) int {
 	if isASCII(a) && isASCII(b) {
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
+		return strings.Compare(a, b)
 	}
 	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 }

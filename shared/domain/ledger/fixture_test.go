@@ -232,3 +232,12 @@ func (f *fixture) baseline(objects ...[]ledger.Item) {
 		f.baseRef = &ledger.BaselineRef{Key: key, SHA256: prev.SHA256, Items: total}
 	}
 }
+
+// named fails the test unless Verify over the fixture names a problem of
+// kind at where; what says what the case is.
+func (f *fixture) named(kind ledger.Kind, where, what string) {
+	f.t.Helper()
+	if res := ledger.Verify(f.input()); !res.Has(kind, where) {
+		f.t.Fatalf("%s: %v", what, res.Problems)
+	}
+}

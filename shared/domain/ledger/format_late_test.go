@@ -6,11 +6,13 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
-// lateFixture ledgers src#a and src#b on shard-1, src#b's change first and
+// lateChain ledgers src#a and src#b on shard-1, src#b's change first and
 // src#a's (the older seq) late in the next segment, as the ledger function
 // does when a retry comes out of order; mutate may change the late
-// segment's entries before it is written.
-func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) *fixture {
+// segment's entries before it is written. It returns the fixture, whose
+// head then holds the late segment's last seq, and the chain's highest
+// seq.
+func lateChain(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) (*fixture, string) {
 	t.Helper()
 	f := newFixture(t)
 	f.write("shard-1", "src#a", 1)
@@ -22,6 +24,14 @@ func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) 
 	early.Late = true
 	f.pending["shard-1"] = mutate([]ledger.Entry{early})
 	f.flush("shard-1")
+	return f, top
+}
+
+// lateFixture is lateChain with the head at the chain's highest seq, as
+// the ledger function keeps it, and a digest.
+func lateFixture(t *testing.T, mutate func(late []ledger.Entry) []ledger.Entry) *fixture {
+	t.Helper()
+	f, top := lateChain(t, mutate)
 	f.heads["shard-1"].LastSeq = top // the head keeps the chain's highest seq
 	f.digest()
 	return f
@@ -47,9 +57,7 @@ func TestVerifyNamesALateEntryLedgeredTwice(t *testing.T) {
 	f.flush("shard-1")
 	f.heads["shard-1"].LastSeq = top
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindDuplicate, "shard-1") {
-		t.Fatalf("a late entry that is also in the segment before: %v", res.Problems)
-	}
+	f.named(ledger.KindDuplicate, "shard-1", "a late entry that is also in the segment before")
 }
 
 func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
@@ -60,27 +68,15 @@ func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
 	f.pending["shard-1"][0].Late = true
 	key := f.flush("shard-1")
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindSegmentChain, key) {
-		t.Fatalf("an entry after the chain's last marked late: %v", res.Problems)
-	}
+	f.named(ledger.KindSegmentChain, key, "an entry after the chain's last marked late")
 }
 
 // A digest's head whose last_seq is the late segment's own (below the
 // chain's highest) is named.
 func TestVerifyNamesAHeadBelowTheChainsHighestSeq(t *testing.T) {
-	f := newFixture(t)
-	f.write("shard-1", "src#a", 1)
-	f.write("shard-1", "src#b", 1)
-	early, later := f.pending["shard-1"][0], f.pending["shard-1"][1]
-	f.pending["shard-1"] = []ledger.Entry{later}
-	f.flush("shard-1")
-	early.Late = true
-	f.pending["shard-1"] = []ledger.Entry{early}
-	f.flush("shard-1") // the fixture's head takes the segment's last seq
+	f, _ := lateChain(t, func(l []ledger.Entry) []ledger.Entry { return l }) // the fixture's head takes the late segment's last seq
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindSegmentChain, "shard-1") {
-		t.Fatalf("a head below its chain's highest seq: %v", res.Problems)
-	}
+	f.named(ledger.KindSegmentChain, "shard-1", "a head below its chain's highest seq")
 }
 
 // A digest listing a shard with no chain yet (an empty head) verifies.

@@ -177,9 +177,7 @@ func TestVerifyNamesAStaleOrUnorderedDigest(t *testing.T) {
 	// A digest dated before its predecessor.
 	f.now = f.now.Add(-time.Hour)
 	f.digest()
-	if res := ledger.Verify(f.input()); !res.Has(ledger.KindDigestChain, ledger.DigestKey(2)) {
-		t.Fatalf("digest 2 dated before digest 1: %v", res.Problems)
-	}
+	f.named(ledger.KindDigestChain, ledger.DigestKey(2), "digest 2 dated before digest 1")
 }
 
 // A key's versions are ordered by version, not by sequence numbers across
@@ -232,18 +230,14 @@ func TestVerifyBaseline(t *testing.T) {
 		f.write("shard-1", "src#a", 8)
 		f.flush("shard-1")
 		f.digest()
-		if res := ledger.Verify(f.input()); !res.Has(ledger.KindOldMismatch, "src#a") {
-			t.Fatalf("problems %v", res.Problems)
-		}
+		f.named(ledger.KindOldMismatch, "src#a", "a first change that does not follow the baseline")
 	})
 	t.Run("an item rewritten after the baseline", func(t *testing.T) {
 		f := setup(t)
 		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.digest()
 		f.table["src#b"] = record("src#b", 1, "RESOLVED")
-		if res := ledger.Verify(f.input()); !res.Has(ledger.KindRewritten, "src#b") {
-			t.Fatalf("problems %v", res.Problems)
-		}
+		f.named(ledger.KindRewritten, "src#b", "an item rewritten after the baseline")
 	})
 	t.Run("the first change after the baseline is checked", func(t *testing.T) {
 		f := setup(t)
@@ -253,9 +247,7 @@ func TestVerifyBaseline(t *testing.T) {
 		f.modify("shard-1", it)
 		f.flush("shard-1")
 		f.digest()
-		if res := ledger.Verify(f.input()); !res.Has(ledger.KindForged, "src#a") {
-			t.Fatalf("problems %v", res.Problems)
-		}
+		f.named(ledger.KindForged, "src#a", "a forged first change after the baseline")
 	})
 	t.Run("a baseline object swapped", func(t *testing.T) {
 		f := setup(t)
@@ -300,9 +292,7 @@ func TestVerifyBaseline(t *testing.T) {
 		f.baseline([]ledger.Item{f.table["src#a"], f.table["src#b"]})
 		f.digest()
 		delete(f.table, "src#b")
-		if res := ledger.Verify(f.input()); !res.Has(ledger.KindDeleted, "src#b") {
-			t.Fatalf("problems %v", res.Problems)
-		}
+		f.named(ledger.KindDeleted, "src#b", "a record deleted after the baseline")
 	})
 }
 

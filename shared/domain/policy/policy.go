@@ -174,6 +174,10 @@ type Error struct{ Problems []string }
 
 func (e *Error) Error() string { return "policy refused: " + strings.Join(e.Problems, "; ") }
 
+// ErrorKind names the refusal for quarantine.ErrorKind: a policy's
+// settings or state refused, never an outage.
+func (e *Error) ErrorKind() string { return "policy_refused" }
+
 func newID() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

@@ -11,7 +11,12 @@ import (
 // millisecond. It returns early with the context's error.
 func Backoff(ctx context.Context, attempt int, first, most time.Duration) error {
 	limit := min(first<<min(attempt, 16), most)
-	t := time.NewTimer(rand.N(limit) + time.Millisecond)
+	return Sleep(ctx, rand.N(limit)+time.Millisecond)
+}
+
+// Sleep waits d, or until ctx ends and then returns the context's error.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

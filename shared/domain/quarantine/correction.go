@@ -73,6 +73,17 @@ type CorrectionError struct {
 	ID       string
 	Problems []string
 	Detail   string
+	// Kind is the refusal's kind for ErrorKind (schema_refused,
+	// wrong_state, archived, cap_reached; empty: correction_refused).
+	Kind string
+}
+
+// ErrorKind names the refusal (Kinded).
+func (e *CorrectionError) ErrorKind() string {
+	if e.Kind == "" {
+		return "correction_refused"
+	}
+	return e.Kind
 }
 
 func (e *CorrectionError) Error() string {
@@ -111,7 +122,7 @@ func (r *Record) HasCorrection(sum string) bool {
 // keyAttribute is the attribute ingest reads producer keys from; attrs are
 // the record's original attributes.
 func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attribute, prevBody []byte, req CorrectionRequest, now time.Time) (*Record, error) {
-	problems := r.uncorrectable()
+	problems, kind := r.uncorrectable()
 	refuse := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
 	if strings.TrimSpace(req.Actor) == "" || strings.TrimSpace(req.Reason) == "" {
 		refuse("a correction needs who made it and why")
@@ -120,7 +131,7 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 		refuse("the corrected body is not UTF-8")
 	}
 	if len(problems) > 0 {
-		return nil, &CorrectionError{ID: r.DLQID, Problems: problems}
+		return nil, &CorrectionError{ID: r.DLQID, Problems: problems, Kind: kind}
 	}
 	sum := BodySHA256(req.Body)
 	if sum == BodySHA256(prevBody) {
@@ -128,7 +139,11 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 	}
 	v := src.Check(req.Body)
 	if !v.Valid {
-		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{"the corrected body fails the current schema: " + v.Reason}, Detail: v.Detail}
+		why := v.Reason
+		if len(v.Failing) > 0 {
+			why = strings.Join(v.Failing, "; ")
+		}
+		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{"the corrected body fails the current schema: " + Clip(why, MaxReasonBytes)}, Detail: v.Detail, Kind: KindSchemaRefused}
 	}
 	c := Correction{
 		N: len(r.Corrections) + 1, At: At(now), Actor: Clip(req.Actor, 256), Reason: Clip(req.Reason, 512),
@@ -185,16 +200,16 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 }
 
 // uncorrectable says why r cannot take a correction now, if it cannot.
-func (r *Record) uncorrectable() []string {
+func (r *Record) uncorrectable() ([]string, string) {
 	switch {
 	case r.Status != StatusQuarantined:
-		return []string{fmt.Sprintf("the record is %s; only QUARANTINED records can be corrected", r.Status)}
+		return []string{fmt.Sprintf("the record is %s; only QUARANTINED records can be corrected", r.Status)}, StateKind(r.Status)
 	case r.RedriveCount >= r.RedriveCap:
-		return []string{fmt.Sprintf("the redrive cap %d is reached", r.RedriveCap)}
+		return []string{fmt.Sprintf("the redrive cap %d is reached", r.RedriveCap)}, KindCapReached
 	case len(r.Corrections) >= r.RedriveCap:
-		return []string{fmt.Sprintf("%d corrections already; corrections are bounded by the redrive cap %d", len(r.Corrections), r.RedriveCap)}
+		return []string{fmt.Sprintf("%d corrections already; corrections are bounded by the redrive cap %d", len(r.Corrections), r.RedriveCap)}, KindCapReached
 	}
-	return nil
+	return nil, ""
 }
 
 // DiffOp is one operation of a structural JSON diff.
@@ -277,8 +292,8 @@ func (k Corrector) Correct(ctx context.Context, id string, req CorrectionRequest
 		return nil, &CorrectionError{ID: id, Problems: []string{"source " + cur.Source + " is not configured"}}
 	}
 	// Refuse before reading payloads an archived stub no longer holds.
-	if p := cur.uncorrectable(); p != nil {
-		return nil, &CorrectionError{ID: id, Problems: p}
+	if p, kind := cur.uncorrectable(); p != nil {
+		return nil, &CorrectionError{ID: id, Problems: p, Kind: kind}
 	}
 	prev, err := ReplayBody(ctx, k.Payloads, cur)
 	if err != nil {

@@ -59,16 +59,49 @@ func (e *SealError) Error() string {
 // stub says.
 var ErrArchiveMismatch = errors.New("archive mismatch")
 
+// Kinded is an error that names its own kind for ErrorKind: a refusal
+// (wrong_state, schema_refused, archived, bad_request, …) says what it is,
+// so that it never reads as an outage.
+type Kinded interface {
+	error
+	ErrorKind() string
+}
+
+// Kinds of refusals: the request or the record's state, not the system,
+// is why nothing was done.
+const (
+	KindWrongState    = "wrong_state"
+	KindArchived      = "archived"
+	KindSchemaRefused = "schema_refused"
+	KindCapReached    = "cap_reached"
+	KindNotFound      = "not_found"
+	KindConflict      = "conflict"
+)
+
+// StateKind is the kind of a refusal because of a record's status s:
+// archived for an archived stub, else wrong_state.
+func StateKind(s Status) string {
+	if s == StatusArchived {
+		return KindArchived
+	}
+	return KindWrongState
+}
+
 // ErrorKind is the one classifier of errors for logs, metrics and reports:
 // a short, low-cardinality name that never carries the error's text (which
 // may name a record, and so an idempotency key). AWS errors are named by
-// their code.
+// their code; an error that names its own kind (Kinded) by that; a
+// refusal by what was refused; "unavailable" is left for what no case
+// knows.
 func ErrorKind(err error) string {
 	var se *SealError
 	var code interface{ ErrorCode() string }
+	var kinded Kinded
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &kinded) && kinded.ErrorKind() != "":
+		return kinded.ErrorKind()
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "deadline"
 	case errors.Is(err, ErrContention):
@@ -83,6 +116,14 @@ func ErrorKind(err error) string {
 		return "integrity_hold"
 	case errors.As(err, &se):
 		return "seal_mismatch"
+	case errors.Is(err, ErrNotClaimable):
+		return KindWrongState
+	case errors.Is(err, ErrCapReached):
+		return KindCapReached
+	case errors.Is(err, ErrNotFound):
+		return KindNotFound
+	case errors.Is(err, ErrVersionConflict), errors.Is(err, ErrCorrectionConflict):
+		return KindConflict
 	case errors.As(err, &code):
 		return "aws:" + code.ErrorCode()
 	}

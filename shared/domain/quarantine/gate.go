@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // MaxJSONDepth is the deepest JSON nesting the gate accepts. Deeper bodies are
@@ -62,6 +64,11 @@ type Verdict struct {
 	Stage  string
 	Reason string
 	Detail string
+	// Failing names every failing leaf of a schema validation, sorted, by
+	// instance location and keyword, with the names a "required" misses
+	// (the schema's own words, never payload values): "schema /ndc
+	// pattern", "schema / required: lot, event_id".
+	Failing []string
 	// Doc is the decoded JSON document when the body is well-formed JSON.
 	Doc any
 }
@@ -94,20 +101,22 @@ func (s *Source) Check(body []byte) Verdict {
 		if !errors.As(err, &ve) {
 			return Verdict{Stage: StageGate, Reason: "schema error", Detail: err.Error(), Doc: doc}
 		}
-		return Verdict{Stage: StageGate, Reason: Clip(schemaReason(s.Schema, ve, doc), MaxReasonBytes), Detail: ve.Error(), Doc: doc}
+		leaves, failing := schemaLeaves(s.Schema, ve, doc)
+		return Verdict{Stage: StageGate, Reason: Clip(leaves[0], MaxReasonBytes), Detail: ve.Error(), Failing: failing, Doc: doc}
 	}
 	return Verdict{Valid: true, Doc: doc}
 }
 
-// schemaReason names the first failing leaf by instance location and
-// keyword, never by value, so the signature stays low-cardinality. The
-// location names only what the schema itself names: an object key that no
-// "properties" of the schema declares (a map key, under
-// additionalProperties or patternProperties) is payload data and becomes
-// "*"; array indices stay.
-func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc any) string {
+// schemaLeaves names each failing leaf by instance location and keyword,
+// never by value, sorted: the first is the Reason, so the signature stays
+// low-cardinality. The location names only what the schema itself names:
+// an object key that no "properties" of the schema declares (a map key,
+// under additionalProperties or patternProperties) is payload data and
+// becomes "*"; array indices stay. failing is the same with the property
+// names a "required" misses (the schema's words), without duplicates
+// (Verdict.Failing).
+func schemaLeaves(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc any) (leaves, failing []string) {
 	names := declaredProperties(sch)
-	var leaves []string
 	var walk func(*jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
@@ -117,7 +126,12 @@ func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc an
 				kind := fmt.Sprintf("%T", e.ErrorKind)
 				kw = strings.ToLower(kind[strings.LastIndexByte(kind, '.')+1:])
 			}
-			leaves = append(leaves, "schema /"+strings.Join(MaskLocation(e.InstanceLocation, doc, names, "*"), "/")+" "+kw)
+			leaf := "schema /" + strings.Join(MaskLocation(e.InstanceLocation, doc, names, "*"), "/") + " " + kw
+			leaves = append(leaves, leaf)
+			if req, ok := e.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
+				leaf += ": " + strings.Join(req.Missing, ", ") // the schema's required names
+			}
+			failing = append(failing, leaf)
 			return
 		}
 		for _, c := range e.Causes {
@@ -126,7 +140,8 @@ func schemaReason(sch *jsonschema.Schema, ve *jsonschema.ValidationError, doc an
 	}
 	walk(ve)
 	sort.Strings(leaves)
-	return leaves[0]
+	sort.Strings(failing)
+	return leaves, slices.Compact(failing)
 }
 
 // MaskLocation returns loc (a JSON pointer's segments) with every object

@@ -253,15 +253,8 @@ func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *
 	// a record that exists.
 	att.Note = quarantine.JoinNote(baseNote, redriveHeaderNote(m, ours))
 	if rec := quarantine.Successor(proto, start, nil, prevLink, att, qr.cfg.MaxAttempts); qr.inline(rec) {
-		if err := quarantine.SealRecord(rec); err != nil {
-			return Outcome{}, err
-		}
-		err := qr.store.Create(ctx, rec)
-		if err == nil {
-			return Outcome{Result: ResultCreated, Record: rec}, nil
-		}
-		if !errors.Is(err, quarantine.ErrExists) {
-			return Outcome{}, fmt.Errorf("create record: %w", err)
+		if out, err := qr.create(ctx, rec); !errors.Is(err, quarantine.ErrExists) {
+			return out, err
 		}
 	}
 	for i := 0; i < qr.cfg.MaxWriteRetries; {
@@ -276,15 +269,8 @@ func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *
 			if err := qr.offload(ctx, rec); err != nil {
 				return Outcome{}, err
 			}
-			if err := quarantine.SealRecord(rec); err != nil {
-				return Outcome{}, err
-			}
-			err := qr.store.Create(ctx, rec)
-			if err == nil {
-				return Outcome{Result: ResultCreated, Record: rec}, nil
-			}
-			if !errors.Is(err, quarantine.ErrExists) {
-				return Outcome{}, fmt.Errorf("create record: %w", err)
+			if out, err := qr.create(ctx, rec); !errors.Is(err, quarantine.ErrExists) {
+				return out, err
 			}
 			i++ // another writer created it: read it
 			continue
@@ -355,6 +341,18 @@ func (qr *Quarantiner) createOrAppend(ctx context.Context, start string, proto *
 		i++
 	}
 	return Outcome{}, quarantine.ErrContention
+}
+
+// create seals rec and writes it as a new record. An error that is
+// quarantine.ErrExists means another writer created the record first.
+func (qr *Quarantiner) create(ctx context.Context, rec *quarantine.Record) (Outcome, error) {
+	if err := quarantine.SealRecord(rec); err != nil {
+		return Outcome{}, err
+	}
+	if err := qr.store.Create(ctx, rec); err != nil {
+		return Outcome{}, fmt.Errorf("create record: %w", err)
+	}
+	return Outcome{Result: ResultCreated, Record: rec}, nil
 }
 
 // backoff sleeps with full jitter, growing from 2 ms to 100 ms.

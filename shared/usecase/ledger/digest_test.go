@@ -21,6 +21,15 @@ func (r *rig) digest() DigestReport {
 	return rep
 }
 
+// digestWritten runs a digest and fails the test unless it wrote digest n
+// (why says what for).
+func (r *rig) digestWritten(n int64, why string) {
+	r.t.Helper()
+	if rep := r.digest(); !rep.Written || rep.N != n {
+		r.t.Fatalf("report %+v, want digest %d%s", rep, n, why)
+	}
+}
+
 func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 	t.Parallel()
 	s := newStream()
@@ -62,9 +71,7 @@ func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 	}
 	// Nothing moved but the digest is old: written.
 	r.now = r.now.Add(DefaultDigestMaxAge)
-	if rep := r.digest(); !rep.Written || rep.N != 2 {
-		t.Fatalf("report %+v, want digest 2", rep)
-	}
+	r.digestWritten(2, "")
 	// A head moved: written.
 	s.many("shard-3", 2)
 	r.handle(batch("shard-3", s.recs["shard-3"]))
@@ -77,10 +84,8 @@ func TestDigestAnchorsTheHeadsAndChains(t *testing.T) {
 
 func TestTwoConcurrentDigestRunsWriteOneDigest(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 4)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	s, r, recs := oneShard(t, 4)
+	r.handle(batch("shard-1", recs))
 	other := r.service("shard-1")
 	var otherRep DigestReport
 	var otherErr error
@@ -106,10 +111,8 @@ func TestTwoConcurrentDigestRunsWriteOneDigest(t *testing.T) {
 
 func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 4)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"][:2]))
+	s, r, recs := oneShard(t, 4)
+	r.handle(batch("shard-1", recs[:2]))
 	r.state.failDigest = func() error { return errors.New("the process died") }
 	if _, err := r.svc.Digest(context.Background()); err == nil {
 		t.Fatal("a digest run whose head update failed reported success")
@@ -119,32 +122,24 @@ func TestADigestRunCrashingAfterItsPUTIsAdopted(t *testing.T) {
 	if rep := r.digest(); !rep.Adopted || rep.N != 1 {
 		t.Fatalf("report %+v, want digest 1 adopted", rep)
 	}
-	r.handle(batch("shard-1", s.recs["shard-1"][2:]))
-	if rep := r.digest(); !rep.Written || rep.N != 2 {
-		t.Fatalf("report %+v, want digest 2", rep)
-	}
+	r.handle(batch("shard-1", recs[2:]))
+	r.digestWritten(2, "")
 	r.exact(s)
 }
 
 func TestADigestHeadUpdateWhoseAnswerWasLostStands(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	s, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs))
 	r.state.afterDigest = func() error { return errLost }
-	if rep := r.digest(); rep.N != 1 || !rep.Written {
-		t.Fatalf("report %+v", rep)
-	}
+	r.digestWritten(1, "")
 	r.exact(s)
 }
 
 func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"]))
+	_, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs))
 	forged := dl.NewDigest(1, r.now, streamARN, "k", dl.AlgECDSA, nil, nil)
 	forged.Signature = "AAAA"
 	raw, _ := forged.Encode()
@@ -156,10 +151,8 @@ func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
 
 func TestLambdaHandlerDispatches(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	ev, _ := json.Marshal(batch("shard-1", s.recs["shard-1"]))
+	_, r, recs := oneShard(t, 2)
+	ev, _ := json.Marshal(batch("shard-1", recs))
 	out, err := r.svc.LambdaHandler(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)

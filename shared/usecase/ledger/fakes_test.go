@@ -385,3 +385,12 @@ func (r *rig) exact(s *stream) {
 		r.t.Fatalf("verify: %v", res.Problems)
 	}
 }
+
+// oneShard is most tests' start: a stream of n changes on shard-1, a rig
+// that ledgers shard-1, and the shard's changes in order.
+func oneShard(t testing.TB, n int) (*stream, *rig, []events.DynamoDBEventRecord) {
+	t.Helper()
+	s := newStream()
+	s.many("shard-1", n)
+	return s, newRig(t, "shard-1"), s.recs["shard-1"]
+}

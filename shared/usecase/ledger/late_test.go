@@ -34,10 +34,7 @@ func (r *rig) chain(shard string) []dl.Segment {
 // same batches again (and the whole one) add nothing.
 func TestLateChangesAreLedgeredMarkedAndOnlyOnce(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 8)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 8)
 	r.handle(batch("shard-1", recs[4:8]))
 	top := r.state.heads["shard-1"].LastSeq
 	if resp := r.handle(batch("shard-1", recs[0:4])); len(resp.BatchItemFailures) != 0 {
@@ -84,10 +81,7 @@ func TestLateChangesAreLedgeredMarkedAndOnlyOnce(t *testing.T) {
 // meets it through the 412 and adopts it (its key sorts before the head's).
 func TestALateSegmentWhoseAnswerWasLostIsAdopted(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 8)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 8)
 	r.handle(batch("shard-1", recs[4:8]))
 	r.objects.afterPut = func(string) error { return errLost }
 	if resp := r.handle(batch("shard-1", recs[0:4])); len(resp.BatchItemFailures) == 0 {
@@ -122,11 +116,9 @@ func TestFirstSegmentNamesItsParentShard(t *testing.T) {
 // digest, writes the next, anchors the heads and reports the real lag.
 func TestDigestHeadRolledBackFastForwards(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 6)
-	r := newRig(t, "shard-1")
+	s, r, recs := oneShard(t, 6)
 	for i := range 3 {
-		r.handle(batch("shard-1", s.recs["shard-1"][2*i:2*i+2]))
+		r.handle(batch("shard-1", recs[2*i:2*i+2]))
 		r.digest()
 		r.now = r.now.Add(time.Minute)
 	}
@@ -158,10 +150,7 @@ func TestDigestHeadRolledBackFastForwards(t *testing.T) {
 // ones): also without counters.
 func TestAFailureWithLateChangesRetriesFromTheFirst(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 10)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 10)
 	r.handle(batch("shard-1", recs[4:8]))
 	r.objects.putErr = func(string) error { return errLost }
 	resp := r.handle(batch("shard-1", recs))
@@ -178,10 +167,7 @@ func TestAFailureWithLateChangesRetriesFromTheFirst(t *testing.T) {
 // did not move, its segment did.
 func TestALateSegmentDuringADigestStaysPending(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 8)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 8)
 	r.handle(batch("shard-1", recs[4:8]))
 	r.state.afterDigest = func() error {
 		r.state.afterDigest = nil
@@ -194,9 +180,7 @@ func TestALateSegmentDuringADigestStaysPending(t *testing.T) {
 		t.Fatalf("head %+v marked anchored, but digest 1 does not hold its late segment", h)
 	}
 	r.now = r.now.Add(time.Minute)
-	if rep := r.digest(); !rep.Written || rep.N != 2 {
-		t.Fatalf("report %+v, want digest 2 for the late segment", rep)
-	}
+	r.digestWritten(2, " for the late segment")
 	if h := r.state.heads["shard-1"]; !h.PendingSince.IsZero() {
 		t.Fatalf("head %+v not anchored by digest 2", h)
 	}

@@ -14,10 +14,8 @@ import (
 // changes that follow are then refused.
 func TestReview2ForgedInvokeIsLedgeredAndHaltsTheShard(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"][:1]))
+	s, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs[:1]))
 
 	forged := newStream()
 	forged.seq = 9000000000000000000 // far above the stream's
@@ -31,7 +29,7 @@ func TestReview2ForgedInvokeIsLedgeredAndHaltsTheShard(t *testing.T) {
 	if err == nil && len(resp.BatchItemFailures) == 0 {
 		t.Errorf("a batch with no eventSourceARN (not the mapping's) was accepted and ledgered")
 	}
-	resp, err = r.svc.HandleStream(context.Background(), batch("shard-1", s.recs["shard-1"][1:]))
+	resp, err = r.svc.HandleStream(context.Background(), batch("shard-1", recs[1:]))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("the genuine next batch: failures %v, err %v", resp.BatchItemFailures, err)
 	}
@@ -57,10 +55,8 @@ func TestForgedBatchesAreRefusedAndWriteNothing(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := newStream()
-			s.many("shard-1", 2)
-			r := newRig(t, "shard-1")
-			ev := batch(c.shard, s.recs["shard-1"])
+			_, r, recs := oneShard(t, 2)
+			ev := batch(c.shard, recs)
 			e := &eventEdit{arn: ev.EventSourceARN, recARN: map[int]string{}}
 			for i := range ev.Records {
 				e.recARN[i] = ev.Records[i].EventSourceArn

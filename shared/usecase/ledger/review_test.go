@@ -9,10 +9,7 @@ import (
 // of order. If a retry delivers the later half first, the earlier half is
 // dropped as "≤ head" with success: never ledgered, no error.
 func TestReviewOutOfOrderRetryDropsChangesSilently(t *testing.T) {
-	s := newStream()
-	s.many("shard-1", 8)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 8)
 	r.handle(batch("shard-1", recs[4:8]))
 	resp := r.handle(batch("shard-1", recs[0:4]))
 	t.Logf("second batch: failures %+v (none: reported as done)", resp.BatchItemFailures)
@@ -23,13 +20,11 @@ func TestReviewOutOfOrderRetryDropsChangesSilently(t *testing.T) {
 // direct write): each 5-minute run adopts ONE old digest and stops, so new
 // changes wait N runs to be anchored, and the lag reported meanwhile is 0.
 func TestReviewDigestHeadRollbackCrawlsAndHidesTheLag(t *testing.T) {
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	r.handle(batch("shard-1", s.recs["shard-1"][:1]))
+	s, r, recs := oneShard(t, 2)
+	r.handle(batch("shard-1", recs[:1]))
 	r.digest()
 	r.now = r.now.Add(time.Minute)
-	r.handle(batch("shard-1", s.recs["shard-1"][1:2]))
+	r.handle(batch("shard-1", recs[1:2]))
 	r.digest()
 	r.now = r.now.Add(time.Minute)
 	s.many("shard-1", 2)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -167,18 +168,8 @@ func ledgeredChanges(recs []events.DynamoDBEventRecord) ([]change, error) {
 		}
 		out = append(out, change{rec: r, padded: p})
 	}
-	slices.SortFunc(out, func(a, b change) int { return compare(a.padded, b.padded) })
+	slices.SortFunc(out, func(a, b change) int { return strings.Compare(a.padded, b.padded) })
 	return slices.CompactFunc(out, func(a, b change) bool { return a.padded == b.padded }), nil
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // entry is a change as the segment records it.

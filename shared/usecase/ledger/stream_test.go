@@ -32,10 +32,7 @@ func TestBatchesChainPerShard(t *testing.T) {
 
 func TestARepeatedOrOverlappingBatchLedgersEachChangeOnce(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 8)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	s, r, recs := oneShard(t, 8)
 	r.handle(batch("shard-1", recs[:5]))
 	r.handle(batch("shard-1", recs[:5]))
 	r.handle(batch("shard-1", append(recs[3:8:8], recs[4]))) // overlapping, out of order, one twice
@@ -65,9 +62,7 @@ func TestAppliedButAnswerLost(t *testing.T) {
 	t.Parallel()
 	t.Run("segment PUT", func(t *testing.T) {
 		t.Parallel()
-		s := newStream()
-		s.many("shard-1", 6)
-		r := newRig(t, "shard-1")
+		s, r, recs := oneShard(t, 6)
 		once := true
 		r.objects.afterPut = func(string) error {
 			if once {
@@ -76,7 +71,6 @@ func TestAppliedButAnswerLost(t *testing.T) {
 			}
 			return nil
 		}
-		recs := s.recs["shard-1"]
 		resp := r.handle(batch("shard-1", recs[:4]))
 		if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != recs[0].Change.SequenceNumber {
 			t.Fatalf("failures %+v, want from the first record", resp.BatchItemFailures)
@@ -87,9 +81,7 @@ func TestAppliedButAnswerLost(t *testing.T) {
 	})
 	t.Run("head update", func(t *testing.T) {
 		t.Parallel()
-		s := newStream()
-		s.many("shard-1", 6)
-		r := newRig(t, "shard-1")
+		s, r, recs := oneShard(t, 6)
 		once := true
 		r.state.afterAdvance = func() error {
 			if once {
@@ -98,7 +90,6 @@ func TestAppliedButAnswerLost(t *testing.T) {
 			}
 			return nil
 		}
-		recs := s.recs["shard-1"]
 		if resp := r.handle(batch("shard-1", recs[:4])); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("failures %+v: the head read back is the update's", resp.BatchItemFailures)
 		}
@@ -129,10 +120,7 @@ func TestCrashBetweenSegmentAndHead(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStream()
-			s.many("shard-1", 10)
-			r := newRig(t, "shard-1")
-			recs := s.recs["shard-1"]
+			s, r, recs := oneShard(t, 10)
 			r.handle(batch("shard-1", recs[:2]))
 			crash := true
 			r.state.failAdvance = func() error {
@@ -154,10 +142,7 @@ func TestCrashBetweenSegmentAndHead(t *testing.T) {
 
 func TestASegmentThatDoesNotChainIsAnError(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 4)
-	r := newRig(t, "shard-1")
-	recs := s.recs["shard-1"]
+	_, r, recs := oneShard(t, 4)
 	r.handle(batch("shard-1", recs[:2]))
 	// Someone else's segment after the head, chained to nothing.
 	e, err := r.svc.entry(change{rec: recs[2], padded: ""})
@@ -175,24 +160,22 @@ func TestASegmentThatDoesNotChainIsAnError(t *testing.T) {
 
 func TestMalformedEventsAreRefused(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 2)
-	r := newRig(t, "shard-1")
-	noShard := batch("", s.recs["shard-1"])
+	_, r, recs := oneShard(t, 2)
+	noShard := batch("", recs)
 	if _, err := r.svc.HandleStream(context.Background(), noShard); err == nil || !strings.Contains(err.Error(), "shard id") {
 		t.Fatalf("no shard id: %v", err)
 	}
-	other := batch("shard-1", s.recs["shard-1"])
+	other := batch("shard-1", recs)
 	other.EventSourceARN = "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/x"
 	if _, err := r.svc.HandleStream(context.Background(), other); err == nil {
 		t.Fatal("a batch of another stream was ledgered")
 	}
-	bad := batch("shard-1", s.recs["shard-1"])
+	bad := batch("shard-1", recs)
 	bad.Records[1].Change.SequenceNumber = "12x"
 	if _, err := r.svc.HandleStream(context.Background(), bad); err == nil {
 		t.Fatal("a bad sequence number was accepted")
 	}
-	noImage := batch("shard-1", s.recs["shard-1"])
+	noImage := batch("shard-1", recs)
 	noImage.Records[0].Change.NewImage = nil
 	resp, err := r.svc.HandleStream(context.Background(), noImage)
 	if err == nil && len(resp.BatchItemFailures) == 0 {
@@ -272,12 +255,9 @@ func TestCountsGetTheLedgeredChangesAndTheirFailureRetriesTheBatch(t *testing.T)
 // counts the segments after the checkpoint (read back from the bucket).
 func TestCountsFollowTheChainIncludingLateChanges(t *testing.T) {
 	t.Parallel()
-	s := newStream()
-	s.many("shard-1", 10)
-	r := newRig(t, "shard-1")
+	s, r, recs := oneShard(t, 10)
 	counts := &countsFake{}
 	r.svc.Counts = counts
-	recs := s.recs["shard-1"]
 	r.handle(batch("shard-1", recs[4:8]))
 	r.handle(batch("shard-1", recs[0:4])) // late
 	counts.fail = errors.New("the process died before counting")

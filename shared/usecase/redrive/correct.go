@@ -32,11 +32,11 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 	case quarantine.IsIntegrityFailure(err):
 		return nil, s.holdTampered(ctx, req.IDs[0], err)
 	case errors.As(err, &ce):
-		return nil, &quarantine.CorrectionError{Problems: ce.Problems}
+		return nil, &quarantine.CorrectionError{Problems: ce.Problems, Kind: ce.Kind}
 	case errors.Is(err, quarantine.ErrCorrectionConflict):
 		return nil, quarantine.ErrCorrectionConflict
 	case errors.Is(err, quarantine.ErrNotFound):
-		return nil, &RequestError{Problems: []string{"ids[0] names no record"}}
+		return nil, &RequestError{Problems: []string{"ids[0] names no record"}, Kind: quarantine.KindNotFound}
 	}
 	return nil, err
 }

@@ -116,7 +116,7 @@ func (s *Service) park(ctx context.Context, req Request, rep *Report) error {
 	case failed != nil && quarantine.IsIntegrityFailure(ferr):
 		return s.holdFound(ctx, failed, ferr)
 	case failed != nil && errors.Is(ferr, quarantine.ErrNotClaimable):
-		return &RequestError{Problems: []string{fmt.Sprintf("ids[0] is %s: cannot %s it", failed.Status, req.Action)}}
+		return &RequestError{Problems: []string{fmt.Sprintf("ids[0] is %s: cannot %s it", failed.Status, req.Action)}, Kind: quarantine.StateKind(failed.Status)}
 	case err != nil:
 		return operatorError(err)
 	}

@@ -24,6 +24,15 @@ type Outcome struct {
 // the longest kind would not).
 const MaxReportIDBytes = 4 << 20
 
+// MarshalJSON writes an outcome without ids with "ids": [], never null.
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	type plain Outcome
+	if o.IDs == nil {
+		o.IDs = []string{}
+	}
+	return json.Marshal(plain(o))
+}
+
 func (o *Outcome) add(id string) {
 	o.Count++
 	o.IDs = append(o.IDs, id)
@@ -52,8 +61,10 @@ const (
 
 // Report is the outcome of one run.
 type Report struct {
-	RunID       string `json:"run_id"`
-	Action      string `json:"action"`
+	// RunID and Action are left out when empty (a report that adds up
+	// several runs has no one run id).
+	RunID       string `json:"run_id,omitempty"`
+	Action      string `json:"action,omitempty"`
 	Source      string `json:"source"`
 	RequestedBy string `json:"requested_by"`
 	DryRun      bool   `json:"dry_run"`

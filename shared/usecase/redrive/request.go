@@ -140,11 +140,24 @@ func ParseRequest(raw []byte) (Request, error) {
 	return r, err
 }
 
-// RequestError lists what is wrong with a request.
-type RequestError struct{ Problems []string }
+// RequestError lists what is wrong with a request. Kind names the
+// refusal for quarantine.ErrorKind (wrong_state, archived, not_found;
+// empty: bad_request).
+type RequestError struct {
+	Problems []string
+	Kind     string
+}
 
 func (e *RequestError) Error() string {
 	return "invalid redrive request: " + strings.Join(e.Problems, "; ")
+}
+
+// ErrorKind names the refusal (quarantine.Kinded).
+func (e *RequestError) ErrorKind() string {
+	if e.Kind == "" {
+		return "bad_request"
+	}
+	return e.Kind
 }
 
 func (r *Request) normalize() error {
@@ -243,5 +256,6 @@ func (r *Request) actorProblems() []string {
 	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
 }
 
-// errUnknownSource is returned when the request names no configured source.
-var errUnknownSource = errors.New("source is not configured")
+// ErrUnknownSource is returned when the request names no configured source
+// (dlqctl says the same of a --source the function's SOURCES do not name).
+var ErrUnknownSource = errors.New("source is not configured")

@@ -120,7 +120,7 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	}
 	src := s.source(req.Source)
 	if src == nil {
-		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, errUnknownSource)}}
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("source %q: %v", req.Source, ErrUnknownSource)}}
 	}
 	for i, id := range req.IDs {
 		if !strings.HasPrefix(id, src.Name+"#") {

@@ -1,0 +1,56 @@
+package redrive_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// loggedKinds are the error_kind values of the log lines in logs.
+func loggedKinds(t *testing.T, logs string) []string {
+	t.Helper()
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if k, ok := l["error_kind"].(string); ok && k != "" {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// The function's log line of a refusal says which refusal it was: a park
+// of a parked record wrong_state, of an archived stub archived, a
+// correction the schema refuses schema_refused; never unavailable.
+func TestRefusalsLogTheirOwnErrorKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, ids := seeded(t, 2)
+	svc, logs := e.loggedService(nil)
+	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "park", ids[0], "look")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "park", ids[0], "again")); err == nil {
+		t.Fatal("a park of a parked record was not refused")
+	}
+	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "b", Key: "k", Seal: r.Seal, RetainUntil: r.StatusSince}, e.clock.Now())
+	})
+	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "unpark", ids[0], "again")); err == nil {
+		t.Fatal("an unpark of an archived stub was not refused")
+	}
+	id, bad := e.malformed(t, 7, "NDC?12345")
+	if _, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "typo", strings.Replace(bad, "NDC?12345", "12-3", 1)))); err == nil {
+		t.Fatal("a correction the schema refuses was accepted")
+	}
+	got := strings.Join(loggedKinds(t, logs.String()), ",")
+	if got != "wrong_state,archived,schema_refused" {
+		t.Fatalf("logged error kinds %q, want wrong_state,archived,schema_refused:\n%s", got, logs)
+	}
+}
