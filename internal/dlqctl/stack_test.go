@@ -264,3 +264,23 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 		t.Fatalf("the record changed: version %d → %d, %s → %s", before.Version, after.Version, before.Status, after.Status)
 	}
 }
+
+// The stack's redrive function is the one whose SOURCES --source is
+// checked against (ls, buckets, redrive), as for --function.
+func TestStackNamesTheRedriveFunction(t *testing.T) {
+	f := newFixture(t)
+	f.startStackRedrive(t)
+	clearDLQQ(t)
+	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
+	fn := f.st.Outputs()[stackoutputs.RedriveFunction]
+	for _, cmd := range []string{"ls", "buckets"} {
+		a, out, errw := f.stackApp(nil, nil)
+		if code := a.Main(context.Background(), []string{cmd, "--source", "orders"}); code != 0 || strings.Contains(errw.String(), "not checked") {
+			t.Fatalf("%s --source orders (exit %d):\n%s%s", cmd, code, out, errw)
+		}
+		a, out, errw = f.stackApp(nil, nil)
+		if code := a.Main(context.Background(), []string{cmd, "--source", "nope"}); code != 2 || !strings.Contains(errw.String(), "the redrive function "+fn+" configures orders") {
+			t.Fatalf("%s --source nope (exit %d):\n%s%s", cmd, code, out, errw)
+		}
+	}
+}
