@@ -289,8 +289,13 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	phase("quarantined by")
 	// Until a whole run has shown its size, crash points spread over an
 	// estimate of it: a few requests per record.
+	// The ledger's and the digest's processes already run (invoke reads and
+	// writes spans under mu).
+	sweepSpan := int64(8 * s.sweepPerRun())
+	s.mu.Lock()
 	s.spans["redrive"], s.spans["settle"] = int64(4*o.PerInvocation), int64(2*o.PerInvocation)
-	s.spans["sweeper"] = int64(8 * s.sweepPerRun())
+	s.spans["sweeper"] = sweepSpan
+	s.mu.Unlock()
 
 	// Phase 2: the outage clears; redrive replays the cleared reasons until
 	// nothing is left to replay, its processes crashing at random requests.
