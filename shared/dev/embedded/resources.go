@@ -63,26 +63,33 @@ func (s *Stack) createKeys(ctx context.Context) error {
 		spec, usage := kmstypes.KeySpec(aws.ToString(k.KeySpec)), kmstypes.KeyUsageType(aws.ToString(k.KeyUsage))
 		// A persistent stack's key is there from an earlier start: keep it
 		// (its ciphertexts must still decrypt, its signatures verify).
-		got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)})
-		if legacy := template.KeyAlias(s.Env.StackName, id); err != nil && legacy != alias {
+		got, _, err := describeKey(ctx, client, alias)
+		if err != nil {
+			return fmt.Errorf("key %s (%s): %w", id, alias, err)
+		}
+		if legacy := template.KeyAlias(s.Env.StackName, id); got == nil && legacy != alias {
 			// A stack started before keys were named by the template's
 			// aliases has its key under the old name: give it the new one.
-			if old, oldErr := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(legacy)}); oldErr == nil && old.KeyMetadata != nil {
-				if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: old.KeyMetadata.KeyId}); err != nil {
+			old, found, err := describeKey(ctx, client, legacy)
+			if err != nil {
+				return fmt.Errorf("key %s (%s): %w", id, legacy, err)
+			}
+			if found {
+				if _, err := client.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: old.KeyId}); err != nil {
 					return fmt.Errorf("alias %s for the key of %s: %w", alias, legacy, err)
 				}
-				got, err = old, nil
+				got = old
 			}
 		}
-		if err == nil && got.KeyMetadata != nil {
-			if !got.KeyMetadata.Enabled {
+		if got != nil {
+			if !got.Enabled {
 				return fmt.Errorf("key %s (%s) exists but is disabled", id, alias)
 			}
-			if m := got.KeyMetadata; (spec != "" && m.KeySpec != spec) || (usage != "" && m.KeyUsage != usage) {
-				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, m.KeySpec, m.KeyUsage, spec, usage)
+			if (spec != "" && got.KeySpec != spec) || (usage != "" && got.KeyUsage != usage) {
+				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, got.KeySpec, got.KeyUsage, spec, usage)
 			}
-			s.Names[id], s.KeyARNs[id] = alias, aws.ToString(got.KeyMetadata.Arn)
-			s.useKeyARN(alias, aws.ToString(got.KeyMetadata.Arn))
+			s.Names[id], s.KeyARNs[id] = alias, aws.ToString(got.Arn)
+			s.useKeyARN(alias, aws.ToString(got.Arn))
 			continue
 		}
 		out, err := client.CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String(s.Env.StackName + " " + id), KeySpec: spec, KeyUsage: usage})
@@ -96,6 +103,29 @@ func (s *Stack) createKeys(ctx context.Context) error {
 		s.useKeyARN(alias, aws.ToString(out.KeyMetadata.Arn))
 	}
 	return nil
+}
+
+// keyDescriber is the KMS call describeKey makes.
+type keyDescriber interface {
+	DescribeKey(ctx context.Context, in *kms.DescribeKeyInput, opts ...func(*kms.Options)) (*kms.DescribeKeyOutput, error)
+}
+
+// describeKey returns the key an alias names; found is false when KMS
+// says there is none (NotFoundException). Any other error is returned: a
+// persistent stack must not get a new key, whose ciphertexts and
+// signatures would not be the old one's, because one DescribeKey failed.
+func describeKey(ctx context.Context, client keyDescriber, alias string) (key *kmstypes.KeyMetadata, found bool, err error) {
+	got, err := client.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(alias)})
+	var nf *kmstypes.NotFoundException
+	switch {
+	case errors.As(err, &nf):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("describe key: %w", err)
+	case got.KeyMetadata == nil:
+		return nil, false, errors.New("describe key: no key metadata in the answer")
+	}
+	return got.KeyMetadata, true, nil
 }
 
 // useKeyARN puts the key's real ARN where the template says
