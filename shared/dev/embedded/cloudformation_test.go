@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/smithy-go"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
@@ -22,11 +21,7 @@ import (
 func TestDescribeStacksAnswersWithTheStacksOutputs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := startNoS3(ctx, t)
 	client := cloudformation.NewFromConfig(st.AWS)
 	got := stackOutputs(ctx, t, client, st.Env.StackName)
 	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
@@ -71,10 +66,7 @@ func TestDescribeStacksAnswersWithTheStacksOutputs(t *testing.T) {
 func TestDescribeStacksByIDAndAfterClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := startNoS3(ctx, t)
 	client := cloudformation.NewFromConfig(st.AWS)
 	out, err := client.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(st.Env.StackName)})
 	if err != nil || len(out.Stacks) != 1 {
@@ -97,11 +89,7 @@ func TestDescribeStacksByIDAndAfterClose(t *testing.T) {
 // (AWS_ENDPOINT_URL_CLOUDFORMATION), as dlqctl does with build/local.env.
 func TestDescribeStacksThroughTheEnvironment(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := startNoS3(ctx, t)
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_PROFILE", "")
 	for _, kv := range st.Environ() {

@@ -22,11 +22,7 @@ import (
 func TestTheLedgersKeysAndStream(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := startNoS3(ctx, t)
 	client := kms.NewFromConfig(st.AWS)
 	// The keys answer under the aliases the template declares
 	// (AWS::KMS::Alias), which dlqctl's default --signing-key names.
@@ -89,11 +85,7 @@ func TestTheLedgersKeysAndStream(t *testing.T) {
 func TestAKeyUnderTheOldAliasIsKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	first, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
+	first := startNoS3(ctx, t)
 	client := kms.NewFromConfig(first.AWS)
 	name := embedded.RandomName("dlqq")
 	old, err := client.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
@@ -115,4 +107,16 @@ func TestAKeyUnderTheOldAliasIsKept(t *testing.T) {
 	if k := aws.ToString(got.KeyMetadata.KeyId); k != aws.ToString(old.KeyMetadata.KeyId) || st.KeyARNs["LedgerSigningKey"] != aws.ToString(old.KeyMetadata.Arn) {
 		t.Fatalf("the signing key is %s (%s), want the one under the old alias, %s", k, st.KeyARNs["LedgerSigningKey"], aws.ToString(old.KeyMetadata.KeyId))
 	}
+}
+
+// startNoS3 starts a stack without S3 for the test, closed at its end (a
+// test may close it sooner).
+func startNoS3(ctx context.Context, t *testing.T) *embedded.Stack {
+	t.Helper()
+	st, err := embedded.Start(ctx, embedded.Options{Dir: t.TempDir(), NoS3: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }
