@@ -100,8 +100,9 @@ func tagContext(tags []s3types.Tag) map[string]string {
 //   - CloudWatch PutMetricData: no resource-level permissions ("*"), the
 //     namespace as cloudwatch:namespace;
 //   - the DynamoDB item actions carry the item's partition key (dlq_id, the
-//     one table's) as dynamodb:LeadingKeys, a BatchGetItem all of its keys
-//     in the table; ListObjectsV2 its prefix as s3:prefix;
+//     one table's) as dynamodb:LeadingKeys, a BatchGetItem and a
+//     BatchWriteItem all of their keys in the table (a put's and a
+//     delete's alike); ListObjectsV2 its prefix as s3:prefix;
 //   - DynamoDB Streams: the action of the operation's name on the stream
 //     ARN (ListStreams on the table's streams);
 //   - KMS Sign, Verify, GetPublicKey, DescribeKey: the action of the
@@ -184,7 +185,16 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		case *dynamodb.BatchWriteItemInput:
 			var out []request
 			for _, name := range slices.Sorted(maps.Keys(p.RequestItems)) {
-				out = append(out, one("dynamodb:BatchWriteItem", table(&name), nil))
+				var items []map[string]dtypes.AttributeValue
+				for _, w := range p.RequestItems[name] {
+					switch {
+					case w.PutRequest != nil:
+						items = append(items, w.PutRequest.Item)
+					case w.DeleteRequest != nil:
+						items = append(items, w.DeleteRequest.Key)
+					}
+				}
+				out = append(out, one("dynamodb:BatchWriteItem", table(&name), leading(items...)))
 			}
 			return out
 		case *dynamodb.TransactWriteItemsInput:

@@ -355,6 +355,9 @@ func TestIAMConditions(t *testing.T) {
 		return ctx
 	}
 	ns := map[string]string{"cloudwatch:namespace": "DLQQuarantine"}
+	leading := func(keys ...string) map[string]string {
+		return map[string]string{"dynamodb:leadingkeys": strings.Join(keys, "\x00")}
+	}
 	for _, c := range []struct {
 		op, key string
 		want    []string
@@ -379,6 +382,14 @@ func TestIAMConditions(t *testing.T) {
 		{"ForAllValues:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, nil, matches},
 		{"ForAnyValue:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, tagged("other", "dlqq-archived"), matches},
 		{"ForAnyValue:StringEquals", "s3:RequestObjectTagKeys", []string{"dlqq-archived"}, nil, noMatch},
+		// The ledger's keys: a Deny with ForAnyValue matches a request
+		// with one of them among its keys, and neither one without them
+		// nor one without the key (a Scan, DescribeTable).
+		{"ForAnyValue:StringLike", "dynamodb:LeadingKeys", []string{"#led#*", "#ctr#*"}, leading("src#k", "#led#head#shard-1"), matches},
+		{"ForAnyValue:StringLike", "dynamodb:LeadingKeys", []string{"#led#*", "#ctr#*"}, leading("src#k", "#pol#src#p"), noMatch},
+		{"ForAnyValue:StringLike", "dynamodb:LeadingKeys", []string{"#led#*", "#ctr#*"}, nil, noMatch},
+		{"ForAllValues:StringLike", "dynamodb:LeadingKeys", []string{"#led#*", "#ctr#*"}, leading("#ctr#src#state#3", "#led#ctr#shard-1"), matches},
+		{"ForAllValues:StringLike", "dynamodb:LeadingKeys", []string{"#led#*", "#ctr#*"}, leading("#ctr#src#state#3", "src#k"), noMatch},
 		{"ForAllValues:StringEquals", "cloudwatch:namespace", []string{"DLQQuarantine"}, ns, undecidable},
 		{"StringEquals", "aws:RequestTag/team", []string{"x"}, nil, undecidable},
 		{"NumericLessThan", "cloudwatch:namespace", []string{"1"}, ns, undecidable},

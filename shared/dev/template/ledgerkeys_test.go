@@ -1,0 +1,136 @@
+package template_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// ledgerOwnedKeys are keys of every kind the ledger alone writes: a shard
+// chain's head, a shard's counters' checkpoint, the digest chain's head and
+// a counter shard (dynamostore's layout).
+func ledgerOwnedKeys() []string {
+	return []string{
+		dynamostore.LedgerHeadKey("shard-1"),
+		dynamostore.LedgerCountKey("shard-1"),
+		dynamostore.LedgerDigestKey,
+		dynamostore.CounterItemKey(quarantine.StateCounterKey("prod-source", quarantine.StatusParked, quarantine.ClassPoison, 3)),
+	}
+}
+
+// itemWrites are the item writes on one key, one per way to make one, each
+// as the requests IAM authorizes it by. The batch and the transaction also
+// carry a record's key, so that only the ledger's key can be what refuses
+// them.
+func itemWrites(tableName, k string) map[string][]request {
+	table := aws.String(tableName)
+	record := key("prod-source#0123abcd")
+	d := func(op string, p any) []request { return describe("", env.Region, env.Account, "DynamoDB", op, p) }
+	return map[string][]request{
+		"PutItem":    d("PutItem", &dynamodb.PutItemInput{TableName: table, Item: key(k)}),
+		"UpdateItem": d("UpdateItem", &dynamodb.UpdateItemInput{TableName: table, Key: key(k)}),
+		"DeleteItem": d("DeleteItem", &dynamodb.DeleteItemInput{TableName: table, Key: key(k)}),
+		"BatchWriteItem put": d("BatchWriteItem", &dynamodb.BatchWriteItemInput{RequestItems: map[string][]dtypes.WriteRequest{tableName: {
+			{PutRequest: &dtypes.PutRequest{Item: record}}, {PutRequest: &dtypes.PutRequest{Item: key(k)}}}}}),
+		"BatchWriteItem delete": d("BatchWriteItem", &dynamodb.BatchWriteItemInput{RequestItems: map[string][]dtypes.WriteRequest{tableName: {
+			{PutRequest: &dtypes.PutRequest{Item: record}}, {DeleteRequest: &dtypes.DeleteRequest{Key: key(k)}}}}}),
+		"TransactWriteItems put": d("TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+			{Put: &dtypes.Put{TableName: table, Item: record}}, {Put: &dtypes.Put{TableName: table, Item: key(k)}}}}),
+		"TransactWriteItems update": d("TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+			{Put: &dtypes.Put{TableName: table, Item: record}}, {Update: &dtypes.Update{TableName: table, Key: key(k)}}}}),
+		"TransactWriteItems delete": d("TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+			{Put: &dtypes.Put{TableName: table, Item: record}}, {Delete: &dtypes.Delete{TableName: table, Key: key(k)}}}}),
+	}
+}
+
+// Nothing but the ledger writes the ledger's state (issue 25): every role
+// of the stack but the ledger's is refused every item write on a #led# or
+// #ctr# key by an explicit Deny of its own, so that no Allow anywhere (a
+// grant added later, another policy of the role) gives it back; a batch
+// or a transaction with one such key among others is refused with it. The
+// writes the functions make on their own keys, and the ledger's on its
+// state, are still granted (TestEveryCallIsGrantedByItsRole checks every
+// recorded call).
+func TestOnlyTheLedgerWritesItsState(t *testing.T) {
+	s := openStack(t, nil)
+	tableName := str(props(s.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)["TABLE_NAME"])
+	if tableName == "" {
+		t.Fatal("the ingest function's environment has no TABLE_NAME")
+	}
+	var others []string
+	for _, id := range s.of("AWS::IAM::Role") {
+		if id != "LedgerRole" {
+			others = append(others, id)
+		}
+	}
+	for _, want := range []string{"IngestRole", "RedriveRole", "SweeperRole", "MetricsRole"} {
+		if !slices.Contains(others, want) {
+			t.Fatalf("the template has no %s (roles: %q)", want, others)
+		}
+	}
+	for _, role := range others {
+		for _, k := range ledgerOwnedKeys() {
+			for name, qs := range itemWrites(tableName, k) {
+				denied := false
+				for _, q := range qs {
+					why := s.decide(role, q)
+					if !strings.Contains(q.Context["dynamodb:leadingkeys"], k) {
+						continue // the transaction's record item: judged below
+					}
+					if !strings.HasPrefix(why, "denied by "+role+"/") {
+						t.Errorf("%s: %s on %s (%s): %q, want an explicit deny of the role's own", role, name, k, q, why)
+					}
+					denied = true
+				}
+				if !denied {
+					t.Fatalf("%s on %s: no request carries the key: %v", name, k, qs)
+				}
+			}
+		}
+	}
+
+	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
+	write := func(action, k string) request {
+		return request{Action: action, Resource: table, Context: map[string]string{"aws:securetransport": "true", "dynamodb:leadingkeys": k}}
+	}
+	read := func(action, resource string, keys ...string) request {
+		ctx := map[string]string{"aws:securetransport": "true"}
+		if keys != nil {
+			ctx["dynamodb:leadingkeys"] = strings.Join(keys, "\x00")
+		}
+		return request{Action: action, Resource: resource, Context: ctx}
+	}
+	counter := ledgerOwnedKeys()[3]
+	index := table + "/index/" + indexName(s)
+	for _, c := range []struct {
+		role string
+		q    request
+	}{
+		// Records and standing policies are the functions' to write.
+		{"IngestRole", write("dynamodb:PutItem", "prod-source#0123abcd")},
+		{"RedriveRole", write("dynamodb:PutItem", "prod-source#0123abcd")},
+		{"RedriveRole", write("dynamodb:UpdateItem", "prod-source#0123abcd")},
+		{"RedriveRole", write("dynamodb:PutItem", "#pol#prod-source#p1")},
+		{"SweeperRole", write("dynamodb:PutItem", "prod-source#0123abcd")},
+		// The ledger's keys are still read where they were.
+		{"MetricsRole", read("dynamodb:BatchGetItem", table, counter)},
+		{"MetricsRole", read("dynamodb:Query", index)},
+		{"RedriveRole", read("dynamodb:BatchGetItem", table, counter)},
+		// The ledger writes its state and the counters.
+		{"LedgerRole", write("dynamodb:UpdateItem", dynamostore.LedgerHeadKey("shard-1"))},
+		{"LedgerRole", write("dynamodb:UpdateItem", dynamostore.LedgerCountKey("shard-1"))},
+		{"LedgerRole", write("dynamodb:UpdateItem", dynamostore.LedgerDigestKey)},
+		{"LedgerRole", write("dynamodb:UpdateItem", counter)},
+	} {
+		if why := s.decide(c.role, c.q); why != "" {
+			t.Errorf("%s: %s on %s (keys %q): %s", c.role, c.q.Action, c.q.Resource, c.q.Context["dynamodb:leadingkeys"], why)
+		}
+	}
+}
