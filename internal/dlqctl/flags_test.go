@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // Flag parsing, apart from the run functions: no AWS call is made.
@@ -59,7 +60,7 @@ func TestFlagParsing(t *testing.T) {
 // acted, and a send by "ingest" would pass for an arrival.
 func TestReservedActorIsRefused(t *testing.T) {
 	t.Parallel()
-	for _, actor := range []string{"ingest", " Ingest ", "settler", "SWEEPER", "breaker", "policy:p1", "Policy:x", "schedule:settle", "", "   ", strings.Repeat("a", 129)} {
+	for _, actor := range []string{"ingest", " Ingest ", "settler", "SWEEPER", "breaker", "policy:p1", "Policy:x", "schedule:settle", "", "   ", strings.Repeat("a", quarantine.MaxActorBytes+1)} {
 		for _, cmd := range [][]string{{"show", "s#k", "--payload"}, {"park", "s#k", "--reason", "r"}, {"redrive", "--source", "s"}} {
 			var out, errw bytes.Buffer
 			a := dlqctl.NewApp(strings.NewReader(""), &out, &errw)

@@ -92,13 +92,13 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 		if s.HistoryTrimmed {
 			more, trimmed = "+", true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%d%s\t%d/%d\t%s\t%s\n", ShortID(s.ID), s.Status, s.Class, s.Failures, more, s.Replays, more,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%s\t%d/%d\t%s\t%s\n", ShortID(s.ID), s.Status, s.Class, s.Failures, more, replaysCell(s),
 			s.RedriveCount, s.RedriveCap, s.FirstSeen.UTC().Format(time.RFC3339), s.Signature)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.Out, "\nFAILURES: arrivals from the DLQ (the first and each return after a replay); REPLAYS: redrive sends; REDRIVES: rounds/cap")
+	fmt.Fprintln(a.Out, "\nFAILURES: arrivals from the DLQ (the first and each return after a replay); REPLAYS: redrive sends, N (M?) when M of them got no answer from SQS (possibly sent: counted toward the cap, perhaps enqueued); REDRIVES: rounds/cap")
 	if trimmed {
 		fmt.Fprintln(a.Out, "N+: older entries of the attempt history were dropped; at least N")
 	}
@@ -108,3 +108,17 @@ func (a *App) Ls(ctx context.Context, o LsOptions) error {
 
 // signatureNote explains the SIGNATURE column under the tables that show it.
 const signatureNote = "SIGNATURE: stage|reason|schema version, digits shown as # (v# is any version v1, v2, …); --signature and --cleared take it as shown"
+
+// replaysCell is ls's REPLAYS cell: the replays, N+ when older entries of
+// the history were dropped, and (M?) when M of them got no answer from
+// SQS (possibly sent).
+func replaysCell(s Summary) string {
+	c := fmt.Sprint(s.Replays)
+	if s.HistoryTrimmed {
+		c += "+"
+	}
+	if s.PossiblySent > 0 {
+		c += fmt.Sprintf(" (%d?)", s.PossiblySent)
+	}
+	return c
+}

@@ -59,23 +59,61 @@ func (a *App) ParkRecord(ctx context.Context, o ParkOptions) error {
 	if r == nil {
 		return fmt.Errorf("the redrive function reported no record for %s", action)
 	}
+	if o.Park {
+		if a.Output == "json" {
+			return a.writeJSON(rep) // the function's report: the record written, without payload values
+		}
+		fmt.Fprintf(a.Out, "%s is %s\n", o.ID, r.Status)
+		return nil
+	}
+	n := a.unparkNotes(ctx, rep.RedriveCapBefore, r)
 	if a.Output == "json" {
-		return a.writeJSON(rep) // the function's report: the record written, without payload values
+		// A script is told what a person is: the warnings on stderr and
+		// in the document.
+		for _, w := range n.warnings {
+			fmt.Fprintf(a.Err, "warning: %s\n", w)
+		}
+		return a.writeJSON(unparkJSON{Report: rep, Warnings: n.warnings, PoliciesSelecting: n.policies})
 	}
 	fmt.Fprintf(a.Out, "%s is %s\n", o.ID, r.Status)
-	if !o.Park {
-		a.unparkNote(ctx, rep.RedriveCapBefore, r)
+	for _, l := range n.lines {
+		fmt.Fprintln(a.Out, l)
 	}
 	return nil
 }
 
-// unparkNote says what unparking made possible: the record is eligible for
-// replay again, by a person and by the next run of every standing policy
-// that selects it (named when they can be read).
+// unparkJSON is unpark's -o json document: the function's report, the
+// warnings the table output prints and the standing policies whose next
+// run replays the record.
+type unparkJSON struct {
+	*redrive.Report
+	Warnings          []string `json:"warnings"`
+	PoliciesSelecting []string `json:"policies_selecting"`
+}
+
+// unparkNotes is what unparking made possible, said after the record's
+// new status.
+type unparkNotes struct {
+	lines    []string // the table output's lines
+	warnings []string // the warnings among them, without "warning: "
+	policies []string // the active standing policies that select the record
+}
+
+// unparkNotes says what unparking made possible: the record is eligible
+// for replay again, by a person and by the next run of every standing
+// policy that selects it (named when they can be read).
 // capBefore is the cap the unpark raised (0: not raised).
-func (a *App) unparkNote(ctx context.Context, capBefore int, r *quarantine.Record) {
+func (a *App) unparkNotes(ctx context.Context, capBefore int, r *quarantine.Record) unparkNotes {
+	n := unparkNotes{warnings: []string{}, policies: []string{}}
+	warn := func(format string, args ...any) {
+		w := fmt.Sprintf(format, args...)
+		n.warnings = append(n.warnings, w)
+		n.lines = append(n.lines, "warning: "+w)
+	}
 	if capBefore > 0 && r.RedriveCap > capBefore {
-		fmt.Fprintf(a.Out, "its redrive cap was raised from %d to %d: one more replay before it is parked as poison again\n", capBefore, r.RedriveCap)
+		w := fmt.Sprintf("its redrive cap was raised from %d to %d: one more replay before it is parked as poison again", capBefore, r.RedriveCap)
+		n.warnings = append(n.warnings, w)
+		n.lines = append(n.lines, w)
 	}
 	store, _, err := a.policyStore(ctx)
 	var pols []*policy.Policy
@@ -83,12 +121,13 @@ func (a *App) unparkNote(ctx context.Context, capBefore int, r *quarantine.Recor
 		pols, err = store.List(ctx, r.Source)
 	}
 	if err != nil {
-		fmt.Fprintf(a.Out, "warning: it is eligible for replay again, also by the next run of any standing policy of %s that selects it (the policies could not be read: %v)\n", r.Source, err)
-		return
+		warn("it is eligible for replay again, also by the next run of any standing policy of %s that selects it (the policies could not be read: %v)", r.Source, err)
+		return n
 	}
 	var ids []string
 	for _, p := range pols {
 		if p.State == policy.StateActive && !p.Expired(a.Now()) && selects(p, r) {
+			n.policies = append(n.policies, p.ID)
 			id := p.ID
 			if age := time.Duration(p.MinAgeSeconds) * time.Second; a.Now().Sub(r.FirstSeen.Time) < age {
 				id += fmt.Sprintf(" (once it was first seen %s ago)", age)
@@ -97,11 +136,12 @@ func (a *App) unparkNote(ctx context.Context, capBefore int, r *quarantine.Recor
 		}
 	}
 	if len(ids) == 0 {
-		fmt.Fprintf(a.Out, "note: it is eligible for replay again; no active standing policy of %s selects it now (dlqctl policy ls --source %s)\n", r.Source, r.Source)
-		return
+		n.lines = append(n.lines, fmt.Sprintf("note: it is eligible for replay again; no active standing policy of %s selects it now (dlqctl policy ls --source %s)", r.Source, r.Source))
+		return n
 	}
-	fmt.Fprintf(a.Out, "warning: it is eligible for replay again: standing polic%s %s select%s it, and the next scheduled run replays it (up to the policy's max per run); park it again, or revoke the policy (dlqctl policy rm), if it must not be replayed\n",
+	warn("it is eligible for replay again: standing polic%s %s select%s it, and the next scheduled run replays it (up to the policy's max per run); park it again, or revoke the policy (dlqctl policy rm), if it must not be replayed",
 		map[bool]string{true: "y", false: "ies"}[len(ids) == 1], strings.Join(ids, ", "), map[bool]string{true: "s", false: ""}[len(ids) == 1])
+	return n
 }
 
 // selects reports whether policy p selects record r as the redrive

@@ -27,8 +27,12 @@ type Summary struct {
 	// re-failure after a replay), Replays the sends of a redrive, both
 	// counted in the history kept; HistoryTrimmed says older entries were
 	// dropped from it (the counts are then at least these).
-	Failures       int       `json:"failures"`
-	Replays        int       `json:"replays"`
+	Failures int `json:"failures"`
+	Replays  int `json:"replays"`
+	// PossiblySent are the replays among Replays whose send got no
+	// answer from SQS: they count toward the cap and may have been
+	// enqueued (they have no message id).
+	PossiblySent   int       `json:"possibly_sent"`
 	HistoryTrimmed bool      `json:"history_trimmed,omitempty"`
 	RedriveCount   int       `json:"redrive_count"`
 	RedriveCap     int       `json:"redrive_cap"`
@@ -46,6 +50,9 @@ func summarize(r *quarantine.Record) Summary {
 			s.Failures++
 		case at.Stage == quarantine.StageRedrive && at.MessageID != "":
 			s.Replays++ // a send records the message id SQS gave it
+		case at.IsPossiblySent():
+			s.Replays++ // no answer: it counts toward the cap, and may have been sent
+			s.PossiblySent++
 		}
 	}
 	return s

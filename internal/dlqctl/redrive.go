@@ -172,6 +172,11 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
 		rep, err := a.invoke(ctx, req, flags)
+		if err != nil && len(runs) > 0 {
+			// The earlier invocations may have sent messages: their
+			// totals are printed, and the failure ends the command.
+			return errors.Join(a.stoppedRedrive(total, runs, err), err)
+		}
 		if err != nil {
 			return err
 		}
@@ -199,9 +204,29 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 
 // redriveResult is redrive's -o json after a run: the invocations'
 // reports added up, and each one's run id (run_id too when there was one).
+// Error is why an invocation failed after others had run (stopped:
+// "error"): the totals are what the earlier ones did.
 type redriveResult struct {
 	*redrive.Report
 	RunIDs []string `json:"run_ids"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// stoppedRedrive prints the totals of a run whose invocation failed
+// (cause) after runs had run: they may have sent messages.
+func (a *App) stoppedRedrive(total *redrive.Report, runs []string, cause error) error {
+	if a.IsTerminal() {
+		fmt.Fprintln(a.Err) // end the bar's line before the summary
+	}
+	total.Stopped = "error"
+	if len(runs) == 1 {
+		total.RunID = runs[0]
+	}
+	fmt.Fprintf(a.Err, "stopped: invocation %d failed; the totals are what the %d before it did\n", len(runs)+1, len(runs))
+	if a.Output == "json" {
+		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: cause.Error()})
+	}
+	return a.print(total)
 }
 
 // invoke sends req to the redrive function; a request error it returns

@@ -384,4 +384,31 @@ func TestUnparkNamesThePoliciesThatReplayIt(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "eligible for replay again; no active standing policy of orders selects it now") || strings.Contains(out, pol) {
 		t.Fatalf("unpark of a record no policy selects (exit %d):\n%s", code, out)
 	}
+
+	// -o json tells a script the same: the warning on stderr and in the
+	// document, with the policies that select the record.
+	if _, errOut, code := f.run(t, "park", f.ids["o9"], "--reason", "again"); code != 0 {
+		t.Fatalf("park (exit %d): %s", code, errOut)
+	}
+	out, errOut, code = f.run(t, "-o", "json", "unpark", f.ids["o9"], "--reason", "fixed")
+	var doc struct {
+		Record            struct{ Status string }
+		Warnings          []string `json:"warnings"`
+		PoliciesSelecting []string `json:"policies_selecting"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
+		t.Fatalf("unpark -o json (exit %d):\n%s%s", code, out, errOut)
+	}
+	if doc.Record.Status != "QUARANTINED" || len(doc.PoliciesSelecting) != 1 || doc.PoliciesSelecting[0] != pol ||
+		len(doc.Warnings) != 1 || !strings.Contains(doc.Warnings[0], "standing policy "+pol+" selects it") ||
+		!strings.Contains(errOut, "warning: it is eligible for replay again: standing policy "+pol+" selects it") {
+		t.Fatalf("unpark -o json of a record a policy selects: %+v\nstdout:\n%sstderr:\n%s", doc, out, errOut)
+	}
+	if _, errOut, code := f.run(t, "park", f.ids["o6"], "--reason", "again"); code != 0 {
+		t.Fatalf("park (exit %d): %s", code, errOut)
+	}
+	out, errOut, code = f.run(t, "-o", "json", "unpark", f.ids["o6"], "--reason", "fixed")
+	if code != 0 || !strings.Contains(out, `"warnings": []`) || !strings.Contains(out, `"policies_selecting": []`) || errOut != "" {
+		t.Fatalf("unpark -o json of a record no policy selects (exit %d):\n%s%s", code, out, errOut)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,8 @@ func TestConsumerModeTagChangesTheMode(t *testing.T) {
 	var log syncBuffer
 	c := newConsumer(st, localrunner.ConsumerOff, &log)
 	c.ModeTag, c.TagEvery = "dlqlocal-consumer", 20*time.Millisecond
+	reads := &countedTagReads{ConsumerSQS: c.SQS}
+	c.SQS = reads
 	c.Accept = func(b []byte) (bool, string) { return bytes.HasPrefix(b, []byte("good")), "not good" }
 	tag := func(v string) {
 		t.Helper()
@@ -249,7 +252,12 @@ func TestConsumerModeTagChangesTheMode(t *testing.T) {
 	}()
 
 	send(t, st, "good-0")
-	time.Sleep(100 * time.Millisecond) // off: several tag reads, no receive
+	// Two tag reads done: the first one's answer has been acted on (the
+	// loop reads one at a time), and the mode is still off.
+	waitFor("two reads of the mode tag", func() bool { return reads.n.Load() >= 2 })
+	if m := c.CurrentMode(); m != localrunner.ConsumerOff {
+		t.Fatalf("the tag an earlier run left set the mode to %s, want off", m)
+	}
 	if v, f := depth(t, st, "SourceQueue"); v != 1 || f != 0 || c.Stats().Received != 0 {
 		t.Fatalf("off: source %d visible, %d in flight, stats %+v", v, f, c.Stats())
 	}
@@ -285,6 +293,20 @@ func TestConsumerModeTagChangesTheMode(t *testing.T) {
 	if n := strings.Count(log.String(), "consumer ignores the queue's mode tag"); n != 1 {
 		t.Fatalf("the bad tag was logged %d times, want once:\n%s", n, log.String())
 	}
+}
+
+// countedTagReads counts the consumer's ListQueueTags calls answered.
+type countedTagReads struct {
+	localrunner.ConsumerSQS
+	n atomic.Int32
+}
+
+func (c *countedTagReads) ListQueueTags(ctx context.Context, in *sqs.ListQueueTagsInput, opts ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error) {
+	out, err := c.ConsumerSQS.ListQueueTags(ctx, in, opts...)
+	if err == nil {
+		c.n.Add(1)
+	}
+	return out, err
 }
 
 func TestConsumerRefusesBadConfiguration(t *testing.T) {

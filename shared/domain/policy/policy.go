@@ -12,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -282,7 +281,7 @@ func (p *Policy) Verify() error {
 }
 
 // ErrNotFound means no such policy.
-var ErrNotFound = errors.New("no such policy")
+var ErrNotFound = quarantine.NewKinded(quarantine.KindNotFound, "no such policy")
 
 // ErrConflict means the policy changed since it was read.
-var ErrConflict = errors.New("the policy changed since it was read; read it again")
+var ErrConflict = quarantine.NewKinded(quarantine.KindConflict, "the policy changed since it was read; read it again")

@@ -51,7 +51,7 @@ func ScheduleActor(name string) bool {
 // stored, so that a record's size has a hard bound once its body and
 // attributes are in the payload store.
 const (
-	MaxActorBytes     = 128
+	MaxActorBytes     = 256
 	MaxReasonBytes    = 512
 	MaxStageBytes     = maxSignaturePart
 	MaxNoteBytes      = 512

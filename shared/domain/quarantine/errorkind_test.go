@@ -1,6 +1,7 @@
 package quarantine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,46 @@ func TestErrorKindNamesRefusals(t *testing.T) {
 	}
 	if quarantine.StateKind(quarantine.StatusArchived) != "archived" || quarantine.StateKind(quarantine.StatusParked) != "wrong_state" {
 		t.Error("StateKind: an archived stub is archived, any other state wrong_state")
+	}
+}
+
+// awsErr is an AWS error with a code, as the SDK returns it.
+type awsErr struct{ code string }
+
+func (e awsErr) Error() string     { return e.code + ": slow down" }
+func (e awsErr) ErrorCode() string { return e.code }
+
+// An error that holds several (the end-of-run line joins the run's error
+// with every step's) is named by its worst part: an outage (an AWS code,
+// the deadline, an unknown error) always wins over a refusal, wherever in
+// the tree either is, so one refusal among throttled calls never reads as
+// the reason the run failed.
+func TestErrorKindOfJoinedErrorsPrefersTheOutage(t *testing.T) {
+	t.Parallel()
+	throttle := fmt.Errorf("send: %w", awsErr{"ThrottlingException"})
+	refused := &quarantine.CorrectionError{Problems: []string{"x"}, Kind: quarantine.KindWrongState}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"throttle and conflict", errors.Join(throttle, fmt.Errorf("claim: %w", quarantine.ErrVersionConflict)), "aws:ThrottlingException"},
+		{"conflict first, then throttles", errors.Join(quarantine.ErrVersionConflict, throttle, throttle), "aws:ThrottlingException"},
+		{"a refusal among throttles, nested", errors.Join(nil, errors.Join(throttle, fmt.Errorf("id: %w", quarantine.ErrNotClaimable)), quarantine.ErrCapReached), "aws:ThrottlingException"},
+		{"deadline and a correction refused", errors.Join(context.DeadlineExceeded, refused), "deadline"},
+		{"a correction refused and the deadline, wrapped", fmt.Errorf("run: %w", errors.Join(refused, fmt.Errorf("step: %w", context.DeadlineExceeded))), "deadline"},
+		{"two %w: not found and canceled", fmt.Errorf("%w: %w", quarantine.ErrNotFound, context.Canceled), "deadline"},
+		{"a Kinded refusal and an unknown error", errors.Join(kinded{"bad_request"}, errors.New("connection reset")), "unavailable"},
+		{"a deadline and a throttle", errors.Join(context.DeadlineExceeded, throttle), "aws:ThrottlingException"},
+		{"a throttle and a seal mismatch", errors.Join(throttle, &quarantine.SealError{ID: "a"}), "seal_mismatch"},
+		{"refusals only: the first", errors.Join(quarantine.ErrCapReached, quarantine.ErrNotFound), "cap_reached"},
+		{"a refusal joined with nils", errors.Join(nil, quarantine.ErrNotClaimable), "wrong_state"},
+		{"exists", fmt.Errorf("create: %w", quarantine.ErrExists), "exists"},
+		{"a kinded sentinel", fmt.Errorf("x: %w", quarantine.NewKinded("conflict", "lost the race")), "conflict"},
+	} {
+		if got := quarantine.ErrorKind(c.err); got != c.want {
+			t.Errorf("%s: ErrorKind(%v) = %q, want %q", c.name, c.err, got, c.want)
+		}
 	}
 }
 

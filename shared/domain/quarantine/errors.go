@@ -87,45 +87,118 @@ func StateKind(s Status) string {
 	return KindWrongState
 }
 
+// KindExists is the kind of a create refused because the record is
+// already stored (ErrExists).
+const KindExists = "exists"
+
+// kindedError is a sentinel error that names its own kind (NewKinded).
+type kindedError struct{ kind, text string }
+
+func (e *kindedError) Error() string     { return e.text }
+func (e *kindedError) ErrorKind() string { return e.kind }
+
+// NewKinded returns a sentinel error with text that ErrorKind names kind
+// (a refusal: conflict, not_found, …); compare it with errors.Is.
+func NewKinded(kind, text string) error { return &kindedError{kind: kind, text: text} }
+
+// Severities of kinds, for an error that holds several (errors.Join, a
+// fmt.Errorf with several %w): the worst is reported, and any outage is
+// worse than any refusal, so that one refusal among throttled calls never
+// hides the outage.
+const (
+	sevRefusal     = iota // the request or the record's state refused it
+	sevUnavailable        // unknown, contention, too large
+	sevDeadline           // the context ended
+	sevAWS                // an AWS error code
+	sevIntegrity          // a seal, payload or archive that does not verify
+)
+
 // ErrorKind is the one classifier of errors for logs, metrics and reports:
 // a short, low-cardinality name that never carries the error's text (which
 // may name a record, and so an idempotency key). AWS errors are named by
 // their code; an error that names its own kind (Kinded) by that; a
 // refusal by what was refused; "unavailable" is left for what no case
-// knows.
+// knows. An error that joins several is named by its worst part: an
+// integrity failure, then an AWS code, then the deadline, then an unknown
+// error, and a refusal only when every part is one.
 func ErrorKind(err error) string {
-	var se *SealError
-	var code interface{ ErrorCode() string }
-	var kinded Kinded
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.As(err, &kinded) && kinded.ErrorKind() != "":
-		return kinded.ErrorKind()
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, ErrContention):
-		return "contention"
-	case errors.Is(err, ErrItemTooLarge):
-		return "too_large"
-	case errors.Is(err, ErrPayloadMismatch):
-		return "payload_mismatch"
-	case errors.Is(err, ErrArchiveMismatch):
-		return "archive_mismatch"
-	case errors.Is(err, ErrHeld):
-		return "integrity_hold"
-	case errors.As(err, &se):
-		return "seal_mismatch"
-	case errors.Is(err, ErrNotClaimable):
-		return KindWrongState
-	case errors.Is(err, ErrCapReached):
-		return KindCapReached
-	case errors.Is(err, ErrNotFound):
-		return KindNotFound
-	case errors.Is(err, ErrVersionConflict), errors.Is(err, ErrCorrectionConflict):
-		return KindConflict
-	case errors.As(err, &code):
-		return "aws:" + code.ErrorCode()
 	}
-	return "unavailable"
+	kind, _ := classify(err)
+	return kind
+}
+
+// classify names err and its severity: err itself when a case knows it,
+// else the worst of what it wraps.
+func classify(err error) (string, int) {
+	if kind, sev, ok := classifyNode(err); ok {
+		return kind, sev
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		kind, sev := "", -1
+		for _, e := range u.Unwrap() {
+			if e == nil {
+				continue
+			}
+			if k, s := classify(e); s > sev {
+				kind, sev = k, s
+			}
+		}
+		if sev >= 0 {
+			return kind, sev
+		}
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			return classify(e)
+		}
+	}
+	return "unavailable", sevUnavailable
+}
+
+// is reports whether err itself (not what it wraps) is target.
+func is(err, target error) bool {
+	if err == target {
+		return true
+	}
+	x, ok := err.(interface{ Is(error) bool })
+	return ok && x.Is(target)
+}
+
+// classifyNode names err by itself, not by what it wraps.
+func classifyNode(err error) (string, int, bool) {
+	if k, ok := err.(Kinded); ok && k.ErrorKind() != "" {
+		return k.ErrorKind(), sevRefusal, true
+	}
+	if se, ok := err.(*SealError); ok && se != nil {
+		return "seal_mismatch", sevIntegrity, true
+	}
+	for _, c := range []struct {
+		target error
+		kind   string
+		sev    int
+	}{
+		{context.Canceled, "deadline", sevDeadline},
+		{context.DeadlineExceeded, "deadline", sevDeadline},
+		{ErrContention, "contention", sevUnavailable},
+		{ErrItemTooLarge, "too_large", sevUnavailable},
+		{ErrPayloadMismatch, "payload_mismatch", sevIntegrity},
+		{ErrArchiveMismatch, "archive_mismatch", sevIntegrity},
+		{ErrHeld, "integrity_hold", sevIntegrity},
+		{ErrNotClaimable, KindWrongState, sevRefusal},
+		{ErrCapReached, KindCapReached, sevRefusal},
+		{ErrNotFound, KindNotFound, sevRefusal},
+		{ErrVersionConflict, KindConflict, sevRefusal},
+		{ErrCorrectionConflict, KindConflict, sevRefusal},
+		{ErrExists, KindExists, sevRefusal},
+	} {
+		if is(err, c.target) {
+			return c.kind, c.sev, true
+		}
+	}
+	if code, ok := err.(interface{ ErrorCode() string }); ok {
+		return "aws:" + code.ErrorCode(), sevAWS, true
+	}
+	return "", 0, false
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -346,6 +347,16 @@ func sentReason(round int, maybeTwice, fifo bool) string {
 	return why
 }
 
+// sendUnknownReason opens the reason of SendUnknown's history entry.
+const sendUnknownReason = "send outcome unknown"
+
+// IsPossiblySent reports whether a records a send that got no answer
+// (SendUnknown): it counts toward the cap and may have been enqueued, but
+// has no message id.
+func (a *Attempt) IsPossiblySent() bool {
+	return a.Stage == StageRedrive && a.MessageID == "" && strings.HasPrefix(a.Reason, sendUnknownReason+" (")
+}
+
 // SendUnknown records a round whose send could not be confirmed: every try
 // ended without an answer (a timeout, a 5xx), so SQS may have enqueued it.
 // The safe side is kept both ways: the round counts toward the cap (it may
@@ -354,7 +365,7 @@ func sentReason(round int, maybeTwice, fifo bool) string {
 // never left; the history says a duplicate is possible. A record that
 // changed meanwhile keeps its status and gets the history entry only.
 func (r *Record) SendUnknown(actor, code string, round int, now time.Time) (*Record, error) {
-	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("send outcome unknown (round %d, %s): %s; counted toward the cap", round, Clip(code, 64), PossiblySent), Actor: actor})
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf(sendUnknownReason+" (round %d, %s): %s; counted toward the cap", round, Clip(code, 64), PossiblySent), Actor: actor})
 	if r.Status == StatusRedriving && r.RedriveCount == round {
 		n.setStatus(StatusQuarantined, now)
 		n.LeaseUntil, n.LeaseReclaimed = nil, false

@@ -54,6 +54,9 @@ func TestGivenBackParkedClaimStaysParked(t *testing.T) {
 			if name == "unknown" && back.RedriveCount != 4 {
 				t.Fatalf("a possibly sent round must count: %d", back.RedriveCount)
 			}
+			if last := back.Attempts[len(back.Attempts)-1]; last.IsPossiblySent() != (name == "unknown") {
+				t.Fatalf("%s: the history entry %q is possibly sent: %v", name, last.Reason, last.IsPossiblySent())
+			}
 			if _, err := back.Claim("policy:p1", now, time.Minute); err == nil {
 				t.Fatal("an unapproved claim took the record")
 			}

@@ -3,10 +3,13 @@ package redrive_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // loggedKinds are the error_kind values of the log lines in logs.
@@ -52,5 +55,35 @@ func TestRefusalsLogTheirOwnErrorKind(t *testing.T) {
 	got := strings.Join(loggedKinds(t, logs.String()), ",")
 	if got != "wrong_state,archived,schema_refused" {
 		t.Fatalf("logged error kinds %q, want wrong_state,archived,schema_refused:\n%s", got, logs)
+	}
+}
+
+// The races an operator or policy action can lose, and a policy or record
+// not found, are refusals with their own kinds, never unavailable; a park
+// of an id that names no record logs not_found, as a correction's does.
+func TestLostRacesAndMissingThingsAreRefusals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("park: %w", redrive.ErrRecordChanged), "conflict"},
+		{redrive.ErrPolicyChanged, "conflict"},
+		{fmt.Errorf("revoke: %w", policy.ErrConflict), "conflict"},
+		{fmt.Errorf("revoke: %w", policy.ErrNotFound), "not_found"},
+		{quarantine.ErrExists, "exists"},
+	} {
+		if got := quarantine.ErrorKind(c.err); got != c.want {
+			t.Errorf("ErrorKind(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	ctx := context.Background()
+	e, _ := seeded(t, 1)
+	svc, logs := e.loggedService(nil)
+	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "park", e.src.Name+"#nope", "look")); err == nil {
+		t.Fatal("a park of no record was not refused")
+	}
+	if got := strings.Join(loggedKinds(t, logs.String()), ","); got != "not_found" {
+		t.Fatalf("logged error kinds %q, want not_found:\n%s", got, logs)
 	}
 }

@@ -26,7 +26,7 @@ const MaxResponseBytes = 6 << 20
 
 // ErrRecordChanged is an operator action that lost the race for its record
 // to other writers every time it tried: nothing was changed, look again.
-var ErrRecordChanged = errors.New("ids[0] changed meanwhile; look again and retry")
+var ErrRecordChanged = quarantine.NewKinded(quarantine.KindConflict, "ids[0] changed meanwhile; look again and retry")
 
 // Payload is what a read returns: the original body verbatim, its message
 // attributes and each correction's body, in order, each loaded (from the
@@ -234,7 +234,7 @@ func (s *Service) holdFound(ctx context.Context, r *quarantine.Record, cause err
 func operatorError(err error) error {
 	switch {
 	case errors.Is(err, quarantine.ErrNotFound):
-		return &RequestError{Problems: []string{"ids[0] names no record"}}
+		return &RequestError{Problems: []string{"ids[0] names no record"}, Kind: quarantine.KindNotFound}
 	case errors.Is(err, quarantine.ErrVersionConflict):
 		return ErrRecordChanged
 	case errors.Is(err, quarantine.ErrHeld):

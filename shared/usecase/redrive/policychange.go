@@ -27,7 +27,7 @@ import (
 
 // ErrPolicyChanged is a policy action that lost the race for its policy to
 // other writers every time it tried: nothing was changed, look again.
-var ErrPolicyChanged = errors.New("the policy changed meanwhile each time the change was tried; look again (dlqctl policy ls) and retry")
+var ErrPolicyChanged = quarantine.NewKinded(quarantine.KindConflict, "the policy changed meanwhile each time the change was tried; look again (dlqctl policy ls) and retry")
 
 // policyTries bounds the re-reads of a revoke or resume that meets another
 // writer's change.
