@@ -126,6 +126,9 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 		}
 		o.Function = a.Function // the stack's RedriveFunctionName
 	}
+	if a.Stack != "" && o.Stack == a.Stack {
+		o.Stack = a.stackName() // --stack may be the stack's ARN: its alarms are named after its name
+	}
 	if err := a.checkSource(ctx, cmp.Or(o.Function, o.Stack+"-redrive"), o.Source, false, a.hasMetrics(ctx, o.Namespace, o.Source)); err != nil {
 		return err
 	}

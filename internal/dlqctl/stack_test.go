@@ -49,13 +49,25 @@ func (c *countingSTS) GetCallerIdentity(ctx context.Context, in *sts.GetCallerId
 	return c.CallerIdentity.GetCallerIdentity(ctx, in, opts...)
 }
 
-// outputsOnly is a CloudFormation that describes one stack with the given
-// outputs.
+// outputsOnly is a CloudFormation that describes one stack, complete, of
+// account 000000000000 in us-east-1, with the given outputs.
 type outputsOnly map[string]string
 
-func (o outputsOnly) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
-	s := cfntypes.Stack{StackName: in.StackName}
-	for k, v := range o {
+func (o outputsOnly) DescribeStacks(ctx context.Context, in *cloudformation.DescribeStacksInput, opts ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	return fakeStack{status: cfntypes.StackStatusCreateComplete, outputs: o}.DescribeStacks(ctx, in, opts...)
+}
+
+// fakeStack is a CloudFormation that describes one stack in the state
+// status, with the given outputs, of account 000000000000 in us-east-1.
+type fakeStack struct {
+	status  cfntypes.StackStatus
+	outputs map[string]string
+}
+
+func (f fakeStack) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	s := cfntypes.Stack{StackName: in.StackName, StackStatus: f.status,
+		StackId: aws.String("arn:aws:cloudformation:us-east-1:000000000000:stack/" + aws.ToString(in.StackName) + "/8d0c7a10-0000-4000-8000-000000000000")}
+	for k, v := range f.outputs {
 		s.Outputs = append(s.Outputs, cfntypes.Output{OutputKey: aws.String(k), OutputValue: aws.String(v)})
 	}
 	return &cloudformation.DescribeStacksOutput{Stacks: []cfntypes.Stack{s}}, nil
