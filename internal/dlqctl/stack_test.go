@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
@@ -73,14 +74,6 @@ func (f fakeStack) DescribeStacks(_ context.Context, in *cloudformation.Describe
 	return &cloudformation.DescribeStacksOutput{Stacks: []cfntypes.Stack{s}}, nil
 }
 
-// clearDLQQ unsets every variable dlqctl reads.
-func clearDLQQ(t *testing.T) {
-	t.Helper()
-	for _, name := range []string{"DLQQ_STACK", "DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET", "DLQQ_SIGNING_KEY", "DLQQ_ACTOR"} {
-		t.Setenv(name, "")
-	}
-}
-
 // stackApp is an App on f's stack whose CloudFormation and STS are cfn and
 // id (the stack's own when nil), and only the arguments given.
 func (f *fixture) stackApp(cfn dlqctl.StackDescriber, id dlqctl.CallerIdentity) (*dlqctl.App, *bytes.Buffer, *bytes.Buffer) {
@@ -125,7 +118,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 		{"all it needs given: the stack is not read", nil, []string{"--stack", stack + "-nosuch", "--table", "from-flag", "ls"}, "from-flag", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clearDLQQ(t)
+			testenv.ClearDLQQ(t)
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
@@ -141,7 +134,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 		})
 	}
 
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	cfn := &countingCFN{StackDescriber: cloudformation.NewFromConfig(f.st.AWS)}
 	a, out, errw := f.stackApp(cfn, nil)
 	if code := a.Main(context.Background(), []string{"--stack", stack, "verify", "--no-ledger"}); code != 0 || cfn.calls.Load() != 1 {
@@ -165,7 +158,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 // calls AWS does not read the stack.
 func TestStackErrors(t *testing.T) {
 	f := newFixture(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	missing := f.st.Env.StackName + "-nosuch"
 	a, out, errw := f.stackApp(nil, nil)
 	if code := a.Main(context.Background(), []string{"--stack", missing, "ls"}); code != 1 ||
@@ -220,7 +213,7 @@ func (f *fixture) startStackRedrive(t *testing.T) {
 func TestTheActorIsTheCallersARN(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	ctx := context.Background()
 	who, err := sts.NewFromConfig(f.st.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
@@ -282,7 +275,7 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 func TestStackNamesTheRedriveFunction(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	fn := f.st.Outputs()[stackoutputs.RedriveFunction]
 	for _, cmd := range []string{"ls", "buckets"} {

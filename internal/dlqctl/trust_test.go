@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
@@ -62,7 +63,7 @@ func TestVerifyOnTheStackSaysWhereItsAnchorsCameFrom(t *testing.T) {
 	l.next(l.create("a"), park)
 	l.drain()
 	l.digest()
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	stack := l.st.Env.StackName
 	outputs := l.st.Outputs()
 	table, bucket, key := outputs[stackoutputs.QuarantineTable], outputs[stackoutputs.ArchiveBucket], outputs[stackoutputs.LedgerSigningKey]
@@ -150,7 +151,7 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 	l.create("a")
 	l.drain()
 	l.digest()
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	stack := l.st.Env.StackName
 	sum, keyARN := l.fingerprint(l.st.Outputs()[stackoutputs.LedgerSigningKey])
 	other := strings.Repeat("ab", 32)
@@ -201,7 +202,7 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 // another account or region than the stack's is refused.
 func TestStackOutputOfAnotherAccountIsRefused(t *testing.T) {
 	f := newFixture(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	table := f.st.Names["QuarantineTable"]
 	for _, c := range []struct {
 		name, output, value, cmd, want string
@@ -237,7 +238,7 @@ func TestStackOutputOfAnotherAccountIsRefused(t *testing.T) {
 // the state; one being updated is used with a warning.
 func TestStackStates(t *testing.T) {
 	f := newFixture(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	outs := map[string]string{stackoutputs.QuarantineTable: f.st.Names["QuarantineTable"]}
 	for _, st := range []cfntypes.StackStatus{cfntypes.StackStatusDeleteComplete, cfntypes.StackStatusDeleteInProgress, cfntypes.StackStatusRollbackComplete,
 		cfntypes.StackStatusUpdateRollbackFailed, cfntypes.StackStatusCreateInProgress, cfntypes.StackStatusReviewInProgress, ""} {
@@ -267,7 +268,7 @@ func TestStackStates(t *testing.T) {
 // stack's name (DescribeStacks's StackName), read or not.
 func TestHealthOnAStackARN(t *testing.T) {
 	f := newFixture(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	stack := f.st.Env.StackName
 	d, err := cloudformation.NewFromConfig(f.st.AWS).DescribeStacks(context.Background(), &cloudformation.DescribeStacksInput{StackName: aws.String(stack)})
 	if err != nil {
