@@ -139,7 +139,9 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 	var api smithy.APIError
 	switch {
 	case errors.As(err, &api) && api.ErrorCode() == "ValidationError":
-		return fmt.Errorf("stack %s (--stack, DLQQ_STACK): no such CloudFormation stack in this account and region: %s", a.Stack, api.ErrorMessage())
+		return &stackUnreadable{fmt.Errorf("stack %s (--stack, DLQQ_STACK): no such CloudFormation stack in this account and region: %s", a.Stack, api.ErrorMessage())}
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDenied" || api.ErrorCode() == "AccessDeniedException"):
+		return &stackUnreadable{fmt.Errorf("read stack %s (--stack, DLQQ_STACK): %w", a.Stack, err)}
 	case err != nil:
 		return fmt.Errorf("read stack %s (--stack, DLQQ_STACK): %w", a.Stack, err)
 	case len(out.Stacks) != 1:
@@ -179,6 +181,13 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 	}
 	return nil
 }
+
+// stackUnreadable is a stack that does not exist or that the caller may
+// not describe (health then names the alarms after --stack alone).
+type stackUnreadable struct{ err error }
+
+func (e *stackUnreadable) Error() string { return e.err.Error() }
+func (e *stackUnreadable) Unwrap() error { return e.err }
 
 // usableStates are the stack states whose outputs dlqctl uses; in
 // passingStates (an update or import under way, the outputs those of the

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
@@ -281,5 +283,45 @@ func TestHealthOnAStackARN(t *testing.T) {
 			!strings.Contains(out.String(), "sources: those named "+stack+"-… ") {
 			t.Fatalf("%v (exit %d):\n%s%s", args, code, out, errw)
 		}
+	}
+}
+
+// deniedCFN answers every DescribeStacks with err.
+type deniedCFN struct{ err error }
+
+func (d deniedCFN) DescribeStacks(context.Context, *cloudformation.DescribeStacksInput, ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	return nil, d.err
+}
+
+// health --stack with a stack it may not describe, or one CloudFormation
+// does not know, names the alarms and the function after --stack, as
+// before it read the stack, with a warning; any other failure to read it
+// fails health.
+func TestHealthWithAStackItCannotRead(t *testing.T) {
+	f := newFixture(t)
+	testenv.ClearDLQQ(t)
+	stack := f.st.Env.StackName
+	denied := deniedCFN{&smithy.GenericAPIError{Code: "AccessDenied", Message: "User: x is not authorized to perform: cloudformation:DescribeStacks"}}
+	for _, c := range []struct {
+		name  string
+		cfn   dlqctl.StackDescriber
+		stack string
+		warn  string
+	}{
+		{"AccessDenied", denied, stack, "is not authorized to perform: cloudformation:DescribeStacks; health takes " + stack + " as the stack's name"},
+		{"unknown", nil, stack + "-nosuch", "no such CloudFormation stack in this account and region"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, out, errw := f.stackApp(c.cfn, nil)
+			code := a.Main(context.Background(), []string{"--stack", c.stack, "health"})
+			if code != 0 || !strings.Contains(errw.String(), "dlqctl: warning: ") || !strings.Contains(errw.String(), c.warn) ||
+				!strings.Contains(out.String(), " "+c.stack+".…\n") || !strings.Contains(out.String(), "function "+c.stack+"-redrive ") {
+				t.Fatalf("exit %d:\n%s%s", code, out, errw)
+			}
+		})
+	}
+	a, out, errw := f.stackApp(deniedCFN{errors.New("connection reset by peer")}, nil)
+	if code := a.Main(context.Background(), []string{"--stack", stack, "health"}); code != dlqctl.ExitFailure || !strings.Contains(errw.String(), "connection reset by peer") {
+		t.Fatalf("another failure (exit %d):\n%s%s", code, out, errw)
 	}
 }
