@@ -325,3 +325,27 @@ func TestHealthWithAStackItCannotRead(t *testing.T) {
 		t.Fatalf("another failure (exit %d):\n%s%s", code, out, errw)
 	}
 }
+
+// Offline, --key-fingerprint pins the --public-key file the same way.
+func TestKeyFingerprintPinsTheOfflinePublicKey(t *testing.T) {
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	testenv.ClearDLQQ(t)
+	dir := l.export()
+	der, err := os.ReadFile(filepath.Join(dir, "public-key.der"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(der)
+	right, other := hex.EncodeToString(sum[:]), strings.Repeat("cd", 32)
+	if out, code := l.offline(dir, "--key-fingerprint", right); code != 0 || !strings.Contains(out, "note: the public key's SHA-256 is the pinned one (--key-fingerprint)") {
+		t.Fatalf("the right pin (exit %d):\n%s", code, out)
+	}
+	out, code := l.offline(dir, "--key-fingerprint", other)
+	if code != dlqctl.ExitMismatch || !strings.Contains(out, "has SHA-256 "+right+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
+		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") {
+		t.Fatalf("another pin (exit %d):\n%s", code, out)
+	}
+}
