@@ -63,10 +63,11 @@ func (o outputsOnly) DescribeStacks(ctx context.Context, in *cloudformation.Desc
 type fakeStack struct {
 	status  cfntypes.StackStatus
 	outputs map[string]string
+	updated *time.Time
 }
 
 func (f fakeStack) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
-	s := cfntypes.Stack{StackName: in.StackName, StackStatus: f.status,
+	s := cfntypes.Stack{StackName: in.StackName, StackStatus: f.status, LastUpdatedTime: f.updated,
 		StackId: aws.String("arn:aws:cloudformation:us-east-1:000000000000:stack/" + aws.ToString(in.StackName) + "/8d0c7a10-0000-4000-8000-000000000000")}
 	for k, v := range f.outputs {
 		s.Outputs = append(s.Outputs, cfntypes.Output{OutputKey: aws.String(k), OutputValue: aws.String(v)})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
@@ -347,5 +348,27 @@ func TestKeyFingerprintPinsTheOfflinePublicKey(t *testing.T) {
 	if code != dlqctl.ExitMismatch || !strings.Contains(out, "has SHA-256 "+right+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
 		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") {
 		t.Fatalf("another pin (exit %d):\n%s", code, out)
+	}
+}
+
+// verify names the stack it read, with its ARN, state and last update
+// (text and -o json).
+func TestVerifyNamesTheStacksLastUpdate(t *testing.T) {
+	f := newFixture(t)
+	testenv.ClearDLQQ(t)
+	updated := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	cfn := fakeStack{status: cfntypes.StackStatusUpdateComplete, outputs: map[string]string{stackoutputs.QuarantineTable: f.st.Names["QuarantineTable"]}, updated: &updated}
+	a, out, errw := f.stackApp(cfn, nil)
+	if code := a.Main(context.Background(), []string{"--stack", "s", "verify", "--no-ledger"}); code != 0 ||
+		!strings.Contains(out.String(), "\ntrust: table "+f.st.Names["QuarantineTable"]+" (stack output "+stackoutputs.QuarantineTable+")\n") ||
+		!strings.Contains(out.String(), "\ntrust: stack arn:aws:cloudformation:us-east-1:000000000000:stack/s/8d0c7a10-0000-4000-8000-000000000000, UPDATE_COMPLETE, last updated 2026-11-01T08:00:00Z: ") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errw)
+	}
+	a, out, errw = f.stackApp(cfn, nil)
+	var res dlqctl.VerifyResult
+	if code := a.Main(context.Background(), []string{"--stack", "s", "verify", "--no-ledger", "-o", "json"}); code != 0 || json.Unmarshal(out.Bytes(), &res) != nil ||
+		res.Trust == nil || res.Trust.Stack == nil || res.Trust.Stack.LastUpdatedTime == nil || !res.Trust.Stack.LastUpdatedTime.Equal(updated) ||
+		res.Trust.LedgerBucket != nil || res.Trust.KeyFingerprint != "" {
+		t.Fatalf("-o json (exit %d):\n%s%s", code, out, errw)
 	}
 }
