@@ -10,26 +10,15 @@ import (
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
 )
-
-// clearDLQQEnv unsets every DLQQ_* variable for the test, as on a fresh
-// clone where nobody has sourced build/local.env.
-func clearDLQQEnv(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "DLQQ_") {
-			t.Setenv(k, "") // restored after the test
-			os.Unsetenv(k)
-		}
-	}
-}
 
 // make demo runs `dlqlocal demo` to its end: the report, then dlqctl
 // buckets and dlqctl verify against the demo's own stack, whose names are
 // random, with no DLQQ_* variable to help. It exits 0, and a failing step
 // would say which one.
 func TestDemoRunsToItsEnd(t *testing.T) {
-	clearDLQQEnv(t)
+	testenv.ClearDLQQ(t)
 	stdout, stderr := syncio.NewBuffer(), syncio.NewBuffer()
 	code := run([]string{"demo", "-events", "400", "-seed", "7"}, stdout, stderr)
 	out := stdout.String()

@@ -223,11 +223,19 @@ func shellQuote(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }
 
-// writeEnvFile writes the export lines to path at once (a reader sees the
-// whole file or none).
+// droppedEnv are the variables an earlier build/local.env exported and
+// this one does not: dlqctl reads them from the stack's outputs now, and
+// a value left in the shell by the earlier file would win over them (a
+// variable beats an output), so the file unsets them. DLQQ_LEDGER_BUCKET
+// too: it would beat DLQQ_ARCHIVE_BUCKET.
+var droppedEnv = []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_SIGNING_KEY", "DLQQ_LEDGER_BUCKET"}
+
+// writeEnvFile writes the unset and export lines to path at once (a
+// reader sees the whole file or none).
 func writeEnvFile(path string, env []envVar) error {
 	var b strings.Builder
 	b.WriteString("# dlqlocal local: the running stack (source this file)\n")
+	fmt.Fprintf(&b, "unset %s\n", strings.Join(droppedEnv, " "))
 	for _, e := range env {
 		fmt.Fprintf(&b, "export %s=%s\n", e.Name, shellQuote(e.Value))
 	}

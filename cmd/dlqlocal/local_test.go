@@ -323,6 +323,26 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	if strings.Contains(banner, "4566") {
 		t.Errorf("banner prints kumo's localhost:4566 URLs:\n%s", banner)
 	}
+	// A shell that sourced an earlier local.env (which exported the table,
+	// buckets, function and key) keeps none of them: they would beat the
+	// stack's outputs. A variable it never set (a pin) stays.
+	stale := []string{"DLQQ_TABLE=stale", "DLQQ_PAYLOAD_BUCKET=stale", "DLQQ_REDRIVE_FUNCTION=stale", "DLQQ_SIGNING_KEY=stale", "DLQQ_LEDGER_BUCKET=stale", "DLQQ_KEY_FINGERPRINT=kept"}
+	sh := exec.Command("sh", "-c", ". "+local.envFile+" && env")
+	sh.Env = append(os.Environ(), stale...)
+	out, err := sh.Output()
+	if err != nil {
+		t.Fatalf("source %s: %v", local.envFile, err)
+	}
+	got := "\n" + string(out)
+	for _, kv := range stale {
+		name, _, _ := strings.Cut(kv, "=")
+		if kept := strings.Contains(got, "\n"+kv+"\n"); kept != (name == "DLQQ_KEY_FINGERPRINT") {
+			t.Errorf("after sourcing %s over %s, it is kept: %v", local.envFile, kv, kept)
+		}
+	}
+	if !strings.Contains(got, "\nDLQQ_STACK=dlqq\n") {
+		t.Errorf("after sourcing %s: no DLQQ_STACK=dlqq", local.envFile)
+	}
 }
 
 // The five functions exist in the Lambda API as the template deploys them.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/cobra"
@@ -105,8 +106,17 @@ type App struct {
 	// a run), retrying, before it gives up (default DefaultBusyWait).
 	BusyWait time.Duration
 
+	// KeyFingerprint pins the signing key: the SHA-256 (hex) of its DER
+	// public key (verify, ledger export: --key-fingerprint,
+	// DLQQ_KEY_FINGERPRINT).
+	KeyFingerprint string
+
 	clients  *Clients
 	stackErr error
+	// stack is the stack read (nil: none); fromOutput names, by flag, the
+	// output each setting filled from it came from.
+	stack      *cfntypes.Stack
+	fromOutput map[string]string
 	// cmd is the command running (set before it runs).
 	cmd *cobra.Command
 }

@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -121,10 +122,21 @@ func (a *App) Health(ctx context.Context, o HealthOptions) error {
 		return &UsageError{fmt.Errorf("--stack is empty: name the stack (DLQQ_STACK)")}
 	}
 	if o.Function == "" && a.Stack != "" {
-		if _, err := a.connect(ctx); err != nil {
+		var unreadable *stackUnreadable
+		switch _, err := a.connect(ctx); {
+		case errors.As(err, &unreadable):
+			// As before --stack read the stack: its name names the
+			// alarms and the redrive function.
+			a.stackErr = nil
+			fmt.Fprintf(a.Err, "dlqctl: warning: %v; health takes %s as the stack's name (alarms %s.…, function %s-redrive)\n", err, a.stackName(), a.stackName(), a.stackName())
+		case err != nil:
 			return err
+		default:
+			o.Function = a.Function // the stack's RedriveFunctionName
 		}
-		o.Function = a.Function // the stack's RedriveFunctionName
+	}
+	if a.Stack != "" && o.Stack == a.Stack {
+		o.Stack = a.stackName() // --stack may be the stack's ARN: its alarms are named after its name
 	}
 	if err := a.checkSource(ctx, cmp.Or(o.Function, o.Stack+"-redrive"), o.Source, false, a.hasMetrics(ctx, o.Namespace, o.Source)); err != nil {
 		return err

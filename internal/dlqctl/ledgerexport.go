@@ -35,15 +35,26 @@ type ExportResult struct {
 	Segments int    `json:"segments"`
 	Digests  int    `json:"digests"`
 	Items    int    `json:"items"`
+	// Trust says where the table, bucket and key came from and which key
+	// was exported.
+	Trust *Trust `json:"trust"`
+}
+
+// keyFingerprintFlag adds --key-fingerprint (DLQQ_KEY_FINGERPRINT) to c.
+func (a *App) keyFingerprintFlag(c *cobra.Command) {
+	c.Flags().StringVar(&a.KeyFingerprint, "key-fingerprint", os.Getenv("DLQQ_KEY_FINGERPRINT"),
+		"pin the signing key: the SHA-256 (hex) of its DER public key, as verify prints it; another key fails (DLQQ_KEY_FINGERPRINT)")
 }
 
 func (a *App) ledgerCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ledger", Short: "The ledger's signed copy of every record version"}
-	c.AddCommand(&cobra.Command{
+	export := &cobra.Command{
 		Use: "export DIR", Short: "Copy the ledger, the table's records and policies and the public key into DIR, for verify --offline",
 		Args: oneArg("a directory to export into (new or empty)"),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.LedgerExport(cmd.Context(), args[0]) },
-	})
+	}
+	a.keyFingerprintFlag(export)
+	c.AddCommand(export)
 	return c
 }
 
@@ -66,14 +77,18 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	der, keyARN, err := a.publicKey(ctx)
+	if err != nil {
+		return err
+	}
+	trust := a.trust(true)
+	if what := trust.withKey(keyARN, der, a.KeyFingerprint); what != "" {
+		return fmt.Errorf("nothing exported: %s", what)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	der, err := a.publicKey(ctx)
-	if err != nil {
 		return err
 	}
 	info := ExportInfo{LedgerReadStart: a.Now().UTC()}
@@ -87,7 +102,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	}
 	info.TableScanEnd = a.Now().UTC()
 	info.NewestDigest = newestDigest(digests).N
-	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests)}
+	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests), Trust: trust}
 	for _, part := range []map[string][]byte{segments, digests, baselines} {
 		for key, b := range part {
 			if strings.Contains(key, "..") || filepath.IsAbs(key) {
@@ -142,5 +157,6 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	}
 	fmt.Fprintf(a.Out, "exported %s, %s, %s to %s\n", plural(res.Versions, "version", "versions"),
 		plural(res.Digests, "digest", "digests"), plural(res.Items, "item", "items"), dir)
+	trust.write(a.Out)
 	return nil
 }

@@ -53,34 +53,36 @@ type LedgerReport struct {
 // checkLedgerSettings refuses an online ledger check without a bucket or
 // a signing key.
 func (a *App) checkLedgerSettings() error {
+	// A setting the stack's outputs give is filled when the stack is read
+	// (or reading it says which output it lacks): each is checked on its
+	// own, so one given by a flag and the other by the stack works.
 	switch {
-	case a.fromStack("ledger-bucket") && a.fromStack("signing-key"):
-		return nil // the stack's outputs give them, or reading it says which it lacks
-	case strings.TrimSpace(a.LedgerBucket) == "":
+	case strings.TrimSpace(a.LedgerBucket) == "" && !a.fromStack("ledger-bucket"):
 		return &UsageError{errors.New("no ledger bucket: set --ledger-bucket or DLQQ_LEDGER_BUCKET (the stack's ArchiveBucket, the ledger function's LEDGER_BUCKET), or verify --no-ledger")}
-	case strings.TrimSpace(a.SigningKey) == "":
+	case strings.TrimSpace(a.SigningKey) == "" && !a.fromStack("signing-key"):
 		return &UsageError{errors.New("no signing key: set --signing-key or DLQQ_SIGNING_KEY (the ledger function's SIGNING_KEY_ID)")}
 	}
-	return nil
+	return a.checkPin()
 }
 
-// publicKey is the configured signing key's public key (DER), from KMS.
-func (a *App) publicKey(ctx context.Context) ([]byte, error) {
+// publicKey is the configured signing key's public key (DER), from KMS,
+// and the key's ARN as KMS answered.
+func (a *App) publicKey(ctx context.Context) ([]byte, string, error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c.KMS == nil {
-		return nil, errors.New("no KMS client")
+		return nil, "", errors.New("no KMS client")
 	}
 	out, err := c.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(a.SigningKey)})
 	if err != nil {
-		return nil, fmt.Errorf("the public key of signing key %s (--signing-key, DLQQ_SIGNING_KEY): %w", a.SigningKey, err)
+		return nil, "", fmt.Errorf("the public key of signing key %s (--signing-key, DLQQ_SIGNING_KEY): %w", a.SigningKey, err)
 	}
 	if out.KeyUsage != kmstypes.KeyUsageTypeSignVerify || len(out.PublicKey) == 0 {
-		return nil, fmt.Errorf("key %s is not a signing key (key usage %s)", a.SigningKey, out.KeyUsage)
+		return nil, "", fmt.Errorf("key %s is not a signing key (key usage %s)", a.SigningKey, out.KeyUsage)
 	}
-	return out.PublicKey, nil
+	return out.PublicKey, aws.ToString(out.KeyId), nil
 }
 
 // readLedger lists and reads every digest, then every segment, then every

@@ -43,6 +43,20 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	if err != nil {
 		return fmt.Errorf("--public-key: %w", err)
 	}
+	if err := a.checkPin(); err != nil {
+		return err
+	}
+	if a.KeyFingerprint != "" {
+		// The pin holds offline too: the file is the key recorded, or
+		// nothing is checked with it.
+		t := &Trust{}
+		if what := t.withKey("file "+o.PublicKey, der, a.KeyFingerprint); what != "" {
+			res := newVerifyResult()
+			res.Problems = append(res.Problems, Problem{ID: "public key " + o.PublicKey, Kind: "key-fingerprint", What: what})
+			res.ledgerNot = "the public key is not the pinned one (--key-fingerprint)"
+			return a.report(res)
+		}
+	}
 	items, err := readTableExport(filepath.Join(o.Offline, ExportTable))
 	if err != nil {
 		return err
@@ -80,6 +94,9 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
 	}
 	rc.res.addLedger(in, "file "+o.PublicKey)
+	if a.KeyFingerprint != "" {
+		rc.res.Notes = append(rc.res.Notes, "the public key's SHA-256 is the pinned one (--key-fingerprint)")
+	}
 	if want, have := exportedNewest, newestDigest(in.Digests).N; want > have {
 		rc.res.Problems = append(rc.res.Problems, Problem{ID: ExportInfoFile, Kind: string(ledger.KindDigestGap),
 			What: fmt.Sprintf("%s: the copy's newest digest is #%d; %s says it was exported with #%d (digests were removed from the copy)", ledger.KindDigestGap, have, ExportInfoFile, want)})

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
@@ -137,14 +139,21 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 	var api smithy.APIError
 	switch {
 	case errors.As(err, &api) && api.ErrorCode() == "ValidationError":
-		return fmt.Errorf("stack %s (--stack, DLQQ_STACK): no such CloudFormation stack in this account and region: %s", a.Stack, api.ErrorMessage())
+		return &stackUnreadable{fmt.Errorf("stack %s (--stack, DLQQ_STACK): no such CloudFormation stack in this account and region: %s", a.Stack, api.ErrorMessage())}
+	case errors.As(err, &api) && (api.ErrorCode() == "AccessDenied" || api.ErrorCode() == "AccessDeniedException"):
+		return &stackUnreadable{fmt.Errorf("read stack %s (--stack, DLQQ_STACK): %w", a.Stack, err)}
 	case err != nil:
 		return fmt.Errorf("read stack %s (--stack, DLQQ_STACK): %w", a.Stack, err)
 	case len(out.Stacks) != 1:
 		return fmt.Errorf("stack %s (--stack, DLQQ_STACK): DescribeStacks returned %d stacks", a.Stack, len(out.Stacks))
 	}
+	st := out.Stacks[0]
+	if err := a.stackUsable(st); err != nil {
+		return err
+	}
+	a.stack = &st
 	outputs := map[string]string{}
-	for _, o := range out.Stacks[0].Outputs {
+	for _, o := range st.Outputs {
 		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
 	var missing []string
@@ -153,7 +162,14 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 			continue
 		}
 		if v := outputs[s.output]; v != "" {
+			if err := sameAccount(st, s, v); err != nil {
+				return err
+			}
 			*s.dst = v
+			if a.fromOutput == nil {
+				a.fromOutput = map[string]string{}
+			}
+			a.fromOutput[s.flag] = s.output
 			continue
 		}
 		if a.needed(s.flag) {
@@ -164,4 +180,86 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 		return fmt.Errorf("stack %s has no output %s", a.Stack, strings.Join(missing, ", no output "))
 	}
 	return nil
+}
+
+// stackUnreadable is a stack that does not exist or that the caller may
+// not describe (health then names the alarms after --stack alone).
+type stackUnreadable struct{ err error }
+
+func (e *stackUnreadable) Error() string { return e.err.Error() }
+func (e *stackUnreadable) Unwrap() error { return e.err }
+
+// usableStates are the stack states whose outputs dlqctl uses; in
+// passingStates (an update or import under way, the outputs those of the
+// last deploy until it ends) it warns and goes on. Any other state (being
+// created or deleted, deleted, rolled back from its creation, a failed
+// update or rollback) is refused, naming it.
+var (
+	usableStates = []cfntypes.StackStatus{cfntypes.StackStatusCreateComplete, cfntypes.StackStatusUpdateComplete,
+		cfntypes.StackStatusUpdateRollbackComplete, cfntypes.StackStatusImportComplete, cfntypes.StackStatusImportRollbackComplete}
+	passingStates = []cfntypes.StackStatus{cfntypes.StackStatusUpdateInProgress, cfntypes.StackStatusUpdateCompleteCleanupInProgress,
+		cfntypes.StackStatusUpdateRollbackInProgress, cfntypes.StackStatusUpdateRollbackCompleteCleanupInProgress,
+		cfntypes.StackStatusImportInProgress, cfntypes.StackStatusImportRollbackInProgress}
+)
+
+// stackUsable refuses a stack whose state is not usable, and warns of one
+// being updated.
+func (a *App) stackUsable(st cfntypes.Stack) error {
+	for _, u := range usableStates {
+		if st.StackStatus == u {
+			return nil
+		}
+	}
+	for _, p := range passingStates {
+		if st.StackStatus == p {
+			fmt.Fprintf(a.Err, "dlqctl: warning: stack %s is %s: its outputs are those of its last deploy until that ends\n", a.Stack, st.StackStatus)
+			return nil
+		}
+	}
+	names := make([]string, len(usableStates))
+	for i, u := range usableStates {
+		names[i] = string(u)
+	}
+	state := string(st.StackStatus)
+	if state == "" {
+		state = "in no state DescribeStacks named"
+	}
+	return fmt.Errorf("stack %s (--stack, DLQQ_STACK) is %s: its outputs are not used (want %s)", a.Stack, state, strings.Join(names, ", "))
+}
+
+// sameAccount refuses an output that is an ARN (the signing key's; a
+// table's, were it one) of another account or region than the stack's
+// own: whoever can update the stack could point dlqctl at a key anywhere.
+// A name or alias resolves in the caller's account and region.
+func sameAccount(st cfntypes.Stack, s stackSetting, v string) error {
+	if !arn.IsARN(v) {
+		return nil
+	}
+	out, err := arn.Parse(v)
+	if err != nil {
+		return fmt.Errorf("stack %s output %s: %q is not an ARN: %w", aws.ToString(st.StackName), s.output, v, err)
+	}
+	stack, err := arn.Parse(aws.ToString(st.StackId))
+	if err != nil {
+		return fmt.Errorf("stack %s: no stack ARN (StackId %q) to check its output %s (%s) against: set --%s", aws.ToString(st.StackName), aws.ToString(st.StackId), s.output, v, s.flag)
+	}
+	if out.AccountID != stack.AccountID || out.Region != stack.Region {
+		return fmt.Errorf("stack %s output %s is %s, of account %s in %s, but the stack is account %s's in %s: refused (whoever can update the stack can set its outputs; set --%s to the key you mean)",
+			aws.ToString(st.StackName), s.output, v, out.AccountID, out.Region, stack.AccountID, stack.Region, s.flag)
+	}
+	return nil
+}
+
+// stackName is the stack's name: DescribeStacks's when the stack was read
+// (--stack may be its ARN), else the name in a stack ARN, else --stack.
+func (a *App) stackName() string {
+	if a.stack != nil && aws.ToString(a.stack.StackName) != "" {
+		return aws.ToString(a.stack.StackName)
+	}
+	if p, err := arn.Parse(a.Stack); err == nil && p.Service == "cloudformation" {
+		if parts := strings.Split(p.Resource, "/"); len(parts) >= 2 && parts[0] == "stack" {
+			return parts[1]
+		}
+	}
+	return a.Stack
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
@@ -49,24 +50,29 @@ func (c *countingSTS) GetCallerIdentity(ctx context.Context, in *sts.GetCallerId
 	return c.CallerIdentity.GetCallerIdentity(ctx, in, opts...)
 }
 
-// outputsOnly is a CloudFormation that describes one stack with the given
-// outputs.
+// outputsOnly is a CloudFormation that describes one stack, complete, of
+// account 000000000000 in us-east-1, with the given outputs.
 type outputsOnly map[string]string
 
-func (o outputsOnly) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
-	s := cfntypes.Stack{StackName: in.StackName}
-	for k, v := range o {
+func (o outputsOnly) DescribeStacks(ctx context.Context, in *cloudformation.DescribeStacksInput, opts ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	return fakeStack{status: cfntypes.StackStatusCreateComplete, outputs: o}.DescribeStacks(ctx, in, opts...)
+}
+
+// fakeStack is a CloudFormation that describes one stack in the state
+// status, with the given outputs, of account 000000000000 in us-east-1.
+type fakeStack struct {
+	status  cfntypes.StackStatus
+	outputs map[string]string
+	updated *time.Time
+}
+
+func (f fakeStack) DescribeStacks(_ context.Context, in *cloudformation.DescribeStacksInput, _ ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error) {
+	s := cfntypes.Stack{StackName: in.StackName, StackStatus: f.status, LastUpdatedTime: f.updated,
+		StackId: aws.String("arn:aws:cloudformation:us-east-1:000000000000:stack/" + aws.ToString(in.StackName) + "/8d0c7a10-0000-4000-8000-000000000000")}
+	for k, v := range f.outputs {
 		s.Outputs = append(s.Outputs, cfntypes.Output{OutputKey: aws.String(k), OutputValue: aws.String(v)})
 	}
 	return &cloudformation.DescribeStacksOutput{Stacks: []cfntypes.Stack{s}}, nil
-}
-
-// clearDLQQ unsets every variable dlqctl reads.
-func clearDLQQ(t *testing.T) {
-	t.Helper()
-	for _, name := range []string{"DLQQ_STACK", "DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET", "DLQQ_SIGNING_KEY", "DLQQ_ACTOR"} {
-		t.Setenv(name, "")
-	}
 }
 
 // stackApp is an App on f's stack whose CloudFormation and STS are cfn and
@@ -113,7 +119,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 		{"all it needs given: the stack is not read", nil, []string{"--stack", stack + "-nosuch", "--table", "from-flag", "ls"}, "from-flag", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clearDLQQ(t)
+			testenv.ClearDLQQ(t)
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
@@ -129,7 +135,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 		})
 	}
 
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	cfn := &countingCFN{StackDescriber: cloudformation.NewFromConfig(f.st.AWS)}
 	a, out, errw := f.stackApp(cfn, nil)
 	if code := a.Main(context.Background(), []string{"--stack", stack, "verify", "--no-ledger"}); code != 0 || cfn.calls.Load() != 1 {
@@ -153,7 +159,7 @@ func TestStackOutputsFillTheSettings(t *testing.T) {
 // calls AWS does not read the stack.
 func TestStackErrors(t *testing.T) {
 	f := newFixture(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	missing := f.st.Env.StackName + "-nosuch"
 	a, out, errw := f.stackApp(nil, nil)
 	if code := a.Main(context.Background(), []string{"--stack", missing, "ls"}); code != 1 ||
@@ -208,7 +214,7 @@ func (f *fixture) startStackRedrive(t *testing.T) {
 func TestTheActorIsTheCallersARN(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	ctx := context.Background()
 	who, err := sts.NewFromConfig(f.st.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
@@ -270,7 +276,7 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 func TestStackNamesTheRedriveFunction(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	clearDLQQ(t)
+	testenv.ClearDLQQ(t)
 	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	fn := f.st.Outputs()[stackoutputs.RedriveFunction]
 	for _, cmd := range []string{"ls", "buckets"} {

@@ -1,6 +1,7 @@
 package dlqctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -53,10 +54,17 @@ type VerifyResult struct {
 	// found them failing verification); they are never replayed,
 	// re-sealed or archived.
 	Held []quarantine.IntegrityHold `json:"held"`
-	// Ledger is the ledger's part (nil, and left out, with --no-ledger).
+	// Ledger is the ledger's part (nil, and left out, with --no-ledger or
+	// when the signing key is not the pinned one).
 	Ledger *LedgerReport `json:"ledger,omitempty"`
+	// Trust says where the table, ledger bucket and signing key came from
+	// and which key verified (online only).
+	Trust *Trust `json:"trust,omitempty"`
 	// Notes say what was not checked, and why.
 	Notes []string `json:"notes"`
+
+	// ledgerNot says why the ledger was not checked (empty: --no-ledger).
+	ledgerNot string
 }
 
 // Problem is one verification problem: the record (or ledger object, or
@@ -90,6 +98,7 @@ func (a *App) verifyCmd() *cobra.Command {
 	f.BoolVar(&o.NoLedger, "no-ledger", false, "check the records only, not the ledger (the output says so)")
 	f.DurationVar(&o.Grace, "grace", time.Minute, "a change this recent that the ledger has not seen yet is counted as not yet ledgered, not as a problem")
 	f.DurationVar(&o.MaxDigestAge, "max-digest-age", ledger.DefaultMaxDigestAge, "how old the newest signed digest may be (online: now; offline: when the copy was exported); 0 turns the check off")
+	a.keyFingerprintFlag(c)
 	return c
 }
 
@@ -134,9 +143,16 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	// (ReadStart), so a change made while verify reads is pending however
 	// long the reads take.
 	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
+	rc.res.Trust = a.trust(!o.NoLedger)
 	if !o.NoLedger {
-		if in.PublicKeyDER, err = a.publicKey(ctx); err != nil {
+		var keyARN string
+		if in.PublicKeyDER, keyARN, err = a.publicKey(ctx); err != nil {
 			return err
+		}
+		if what := rc.res.Trust.withKey(keyARN, in.PublicKeyDER, a.KeyFingerprint); what != "" {
+			rc.res.Problems = append(rc.res.Problems, Problem{ID: "signing key " + a.SigningKey, Kind: "key-fingerprint", What: what})
+			rc.res.ledgerNot = "the signing key is not the pinned one (--key-fingerprint)"
+			return a.report(rc.res)
 		}
 		in.ReadStart = a.Now()
 		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
@@ -272,7 +288,10 @@ func (a *App) report(res *VerifyResult) error {
 				plural(l.Segments, "segment", "segments"), plural(l.Shards, "shard", "shards"), plural(l.Digests, "digest", "digests"),
 				signed, plural(l.Problems, "problem", "problems"))
 		} else {
-			fmt.Fprintln(a.Out, "ledger: not checked (--no-ledger)")
+			fmt.Fprintf(a.Out, "ledger: not checked (%s)\n", cmp.Or(res.ledgerNot, "--no-ledger"))
+		}
+		if res.Trust != nil {
+			res.Trust.write(a.Out)
 		}
 		for _, pr := range res.Problems {
 			fmt.Fprintf(a.Out, "  MISMATCH %s: %s\n", pr.ID, pr.What)
