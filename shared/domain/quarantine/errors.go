@@ -129,6 +129,21 @@ func ErrorKind(err error) string {
 	return kind
 }
 
+// MoreSevere reports whether err is worse than than by the order ErrorKind
+// names a joined error by (an outage before any refusal), so that a
+// bounded list of errors can keep its worst one.
+func MoreSevere(err, than error) bool {
+	if err == nil {
+		return false
+	}
+	if than == nil {
+		return true
+	}
+	_, a := classify(err)
+	_, b := classify(than)
+	return a > b
+}
+
 // classify names err and its severity: err itself when a case knows it,
 // else the worst of what it wraps.
 func classify(err error) (string, int) {

@@ -285,7 +285,16 @@ func (r *run) failLater(ctx context.Context, id string, op string, err error) {
 	r.s.log.WarnContext(ctx, "redrive step failed", "run_id", r.rep.RunID, "step", op, "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.errs) < 20 {
-		r.errs = append(r.errs, fmt.Errorf("%s: %w", op, err))
+	e := fmt.Errorf("%s: %w", op, err)
+	switch {
+	case len(r.errs) < maxStepErrors:
+		r.errs = append(r.errs, e)
+	case quarantine.MoreSevere(e, errors.Join(r.errs...)):
+		// The list is full: the worst error still takes a place, so that
+		// an outage after many refusals names the run's error kind.
+		r.errs[len(r.errs)-1] = e
 	}
 }
+
+// maxStepErrors bounds the step errors a run returns.
+const maxStepErrors = 20
