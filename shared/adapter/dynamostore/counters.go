@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -78,15 +79,24 @@ func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) 
 // OpenSignatures returns a source's open records by failure signature: one
 // query of the source's counter partition in the status index, whose size
 // is the number of signatures times the shards, not the number of records.
+//
+// Only the ledger writes #ctr# keys (the template's Deny), but the other
+// functions write records, and a record's status could name this
+// partition: an item counts only if its key is the open-signature counter
+// shard of this source and of the signature it carries (isOpenCounterKey).
 func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]int64, error) {
 	out := map[string]int64{}
 	err := queryPartition(ctx, l.api, l.table, OpenCounterPartition(source), func(item map[string]types.AttributeValue) error {
 		var c struct {
+			Key       string `dynamodbav:"dlq_id"`
 			Signature string `dynamodbav:"failure_signature"`
 			N         int64  `dynamodbav:"n"`
 		}
 		if err := attributevalue.UnmarshalMap(item, &c); err != nil {
 			return err
+		}
+		if !isOpenCounterKey(c.Key, source, c.Signature) {
+			return nil // not a counter of this partition: an impostor
 		}
 		out[c.Signature] += c.N
 		return nil
@@ -100,4 +110,17 @@ func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]
 		}
 	}
 	return out, nil
+}
+
+// isOpenCounterKey reports whether k is the key of a shard of source's
+// open-signature counter for signature, exactly as CounterItemKey writes
+// it.
+func isOpenCounterKey(k, source, signature string) bool {
+	prefix := strings.TrimSuffix(CounterItemKey(quarantine.OpenCounterKey(source, signature, 0)), "0")
+	rest, ok := strings.CutPrefix(k, prefix)
+	if !ok {
+		return false
+	}
+	shard, err := strconv.Atoi(rest)
+	return err == nil && shard >= 0 && CounterItemKey(quarantine.OpenCounterKey(source, signature, shard)) == k
 }

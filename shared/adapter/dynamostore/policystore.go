@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -115,7 +116,10 @@ func decodePolicy(item map[string]types.AttributeValue) (*policy.Policy, error) 
 func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy, error) {
 	var ids []string
 	err := queryPartition(ctx, s.api, s.table, PolicyPartition(source), func(item map[string]types.AttributeValue) error {
-		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok {
+		// Only the redrive function writes #pol# keys (the template's
+		// Deny), but the others write records, and a record's status could
+		// name this partition: only policy keys of this source are read.
+		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, PolicyPartition(source)+"#") {
 			ids = append(ids, k.Value)
 		}
 		return nil
@@ -129,9 +133,13 @@ func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy
 		if err != nil {
 			return nil, err
 		}
-		if pol != nil {
-			out = append(out, pol)
+		if pol == nil {
+			continue
 		}
+		if pol.Source != source || k != policyKey(pol.Source, pol.ID) {
+			return nil, fmt.Errorf("list policies: the item %q holds the policy %q of source %q", k, pol.ID, pol.Source)
+		}
+		out = append(out, pol)
 	}
 	return out, nil
 }

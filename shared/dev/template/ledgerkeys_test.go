@@ -50,9 +50,31 @@ func itemWrites(tableName, k string) map[string][]request {
 	}
 }
 
+// denyAll checks that every item write on key k, alone or in a batch or a
+// transaction with a record, is refused role by the explicit deny want.
+func denyAll(t *testing.T, s *stack, role, tableName, k, want string) {
+	t.Helper()
+	for name, qs := range itemWrites(tableName, k) {
+		denied := false
+		for _, q := range qs {
+			why := s.decide(role, q)
+			if !strings.Contains(q.Context["dynamodb:leadingkeys"], k) {
+				continue // the transaction's record item: judged by the caller
+			}
+			if why != want {
+				t.Errorf("%s: %s on %s (%s): %q, want %q", role, name, k, q, why, want)
+			}
+			denied = true
+		}
+		if !denied {
+			t.Fatalf("%s on %s: no request carries the key: %v", name, k, qs)
+		}
+	}
+}
+
 // Nothing but the ledger writes the ledger's state (issue 25): every role
 // of the stack but the ledger's is refused every item write on a #led# or
-// #ctr# key by an explicit Deny of its own, so that no Allow anywhere (a
+// #ctr# key by one explicit Deny attached to each, so that no Allow anywhere (a
 // grant added later, another policy of the role) gives it back; a batch
 // or a transaction with one such key among others is refused with it. The
 // writes the functions make on their own keys, and the ledger's on its
@@ -77,22 +99,7 @@ func TestOnlyTheLedgerWritesItsState(t *testing.T) {
 	}
 	for _, role := range others {
 		for _, k := range ledgerOwnedKeys() {
-			for name, qs := range itemWrites(tableName, k) {
-				denied := false
-				for _, q := range qs {
-					why := s.decide(role, q)
-					if !strings.Contains(q.Context["dynamodb:leadingkeys"], k) {
-						continue // the transaction's record item: judged below
-					}
-					if !strings.HasPrefix(why, "denied by "+role+"/") {
-						t.Errorf("%s: %s on %s (%s): %q, want an explicit deny of the role's own", role, name, k, q, why)
-					}
-					denied = true
-				}
-				if !denied {
-					t.Fatalf("%s on %s: no request carries the key: %v", name, k, qs)
-				}
-			}
+			denyAll(t, s, role, tableName, k, "denied by NeverWriteTheLedgersStatePolicy/NeverWriteTheLedgersState")
 		}
 	}
 
@@ -131,6 +138,42 @@ func TestOnlyTheLedgerWritesItsState(t *testing.T) {
 	} {
 		if why := s.decide(c.role, c.q); why != "" {
 			t.Errorf("%s: %s on %s (keys %q): %s", c.role, c.q.Action, c.q.Resource, c.q.Context["dynamodb:leadingkeys"], why)
+		}
+	}
+}
+
+// Standing policies are the redrive role's: every other function's role
+// (ingest, sweeper, metrics) is refused every item write on a #pol# key by
+// an explicit Deny, alone or in a batch or a transaction; the redrive role
+// still writes them (TestEveryCallIsGrantedByItsRole checks its recorded
+// calls) and the other roles still write records.
+func TestOnlyRedriveWritesPolicies(t *testing.T) {
+	s := openStack(t, nil)
+	tableName := str(props(s.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)["TABLE_NAME"])
+	if tableName == "" {
+		t.Fatal("the ingest function's environment has no TABLE_NAME")
+	}
+	const pol = "#pol#prod-source#p1"
+	for _, role := range []string{"IngestRole", "SweeperRole", "MetricsRole"} {
+		denyAll(t, s, role, tableName, pol, "denied by OnlyRedriveWritesPoliciesPolicy/NeverWriteStandingPolicies")
+	}
+	for name, qs := range itemWrites(tableName, pol) {
+		for _, q := range qs {
+			if why := s.decide("RedriveRole", q); strings.HasPrefix(why, "denied by") {
+				t.Errorf("RedriveRole: %s on %s (%s): %q, want no explicit deny", name, pol, q, why)
+			}
+		}
+	}
+	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
+	for _, c := range []struct{ role, action, key string }{
+		{"RedriveRole", "dynamodb:PutItem", pol},
+		{"RedriveRole", "dynamodb:PutItem", "prod-source#0123abcd"},
+		{"IngestRole", "dynamodb:PutItem", "prod-source#0123abcd"},
+		{"SweeperRole", "dynamodb:PutItem", "prod-source#0123abcd"},
+	} {
+		q := request{Action: c.action, Resource: table, Context: map[string]string{"aws:securetransport": "true", "dynamodb:leadingkeys": c.key}}
+		if why := s.decide(c.role, q); why != "" {
+			t.Errorf("%s: %s on %s: %s", c.role, c.action, c.key, why)
 		}
 	}
 }
