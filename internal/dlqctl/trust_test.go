@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,13 +179,15 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 			out, errOut, code := l.runOn(nil, append([]string{"--stack", stack, "verify"}, c.args...)...)
 			if code != dlqctl.ExitMismatch || !strings.Contains(out, "MISMATCH signing key ") ||
 				!strings.Contains(out, "has SHA-256 "+sum+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
-				!strings.Contains(out, "ledger: not checked (the signing key is not the pinned one (--key-fingerprint))") {
+				!strings.Contains(out, "ledger: not checked (the signing key is not the pinned one (--key-fingerprint))") ||
+				!strings.HasPrefix(out, "not verified: the signing key is not the pinned one\n") || strings.Contains(out, "verified 0 records") {
 				t.Fatalf("another pin (exit %d):\n%s%s", code, out, errOut)
 			}
 			js, _, code := l.runOn(nil, append([]string{"--stack", stack, "verify", "-o", "json"}, c.args...)...)
 			var res dlqctl.VerifyResult
 			if err := json.Unmarshal([]byte(js), &res); err != nil || code != dlqctl.ExitMismatch || len(res.Problems) != 1 || res.Problems[0].Kind != "key-fingerprint" ||
-				res.Trust == nil || res.Trust.KeyFingerprint != sum || res.Trust.Pinned != other || res.Trust.KeyARN != keyARN || res.Ledger != nil {
+				res.Trust == nil || res.Trust.KeyFingerprint != sum || res.Trust.Pinned != other || res.Trust.KeyARN != keyARN || res.Ledger != nil ||
+				res.NotVerified != dlqctl.NotVerifiedKeyFingerprint || !strings.Contains(js, `"not_verified": "key-fingerprint"`) {
 				t.Fatalf("another pin, -o json (exit %d): %v\n%s", code, err, js)
 			}
 			dir := filepath.Join(t.TempDir(), "export")
@@ -198,6 +201,22 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 		if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--key-fingerprint", bad); code != dlqctl.ExitUsage || !strings.Contains(errOut, "64 hex digits") {
 			t.Fatalf("--key-fingerprint %s (exit %d):\n%s%s", bad, code, out, errOut)
 		}
+		if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", bad); code != dlqctl.ExitUsage || !strings.Contains(errOut, "64 hex digits") {
+			t.Fatalf("--no-ledger --key-fingerprint %s (exit %d):\n%s%s", bad, code, out, errOut)
+		}
+	}
+	// --no-ledger reads no signing key: a pin is not applied, and says so.
+	out, errOut, code = l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", other)
+	if code != 0 || !strings.Contains(out, "  note: --key-fingerprint not applied: --no-ledger") {
+		t.Fatalf("--no-ledger with a pin (exit %d):\n%s%s", code, out, errOut)
+	}
+	js, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", other, "-o", "json")
+	var res dlqctl.VerifyResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != 0 || !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "--key-fingerprint not applied: --no-ledger") }) {
+		t.Fatalf("--no-ledger with a pin, -o json (exit %d): %v\n%s%s", code, err, js, errOut)
+	}
+	if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger"); code != 0 || strings.Contains(out, "--key-fingerprint not applied") {
+		t.Fatalf("--no-ledger, no pin (exit %d):\n%s%s", code, out, errOut)
 	}
 }
 
@@ -341,13 +360,25 @@ func TestKeyFingerprintPinsTheOfflinePublicKey(t *testing.T) {
 	}
 	sum := sha256.Sum256(der)
 	right, other := hex.EncodeToString(sum[:]), strings.Repeat("cd", 32)
-	if out, code := l.offline(dir, "--key-fingerprint", right); code != 0 || !strings.Contains(out, "note: the public key's SHA-256 is the pinned one (--key-fingerprint)") {
+	file := filepath.Join(dir, "public-key.der")
+	if out, code := l.offline(dir); code != 0 || !strings.Contains(out, "\ntrust: key file "+file+", public key SHA-256 "+right+" (not pinned: record it and pass --key-fingerprint)\n") {
+		t.Fatalf("no pin: the file's fingerprint is printed (exit %d):\n%s", code, out)
+	}
+	if out, code := l.offline(dir, "--key-fingerprint", right); code != 0 || !strings.Contains(out, "note: the public key's SHA-256 is the pinned one (--key-fingerprint)") ||
+		!strings.Contains(out, "public key SHA-256 "+right+" (pinned by --key-fingerprint)") {
 		t.Fatalf("the right pin (exit %d):\n%s", code, out)
 	}
 	out, code := l.offline(dir, "--key-fingerprint", other)
 	if code != dlqctl.ExitMismatch || !strings.Contains(out, "has SHA-256 "+right+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
-		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") {
+		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") ||
+		!strings.HasPrefix(out, "not verified: the public key is not the pinned one\n") || strings.Contains(out, "verified 0 records") {
 		t.Fatalf("another pin (exit %d):\n%s", code, out)
+	}
+	js, code := l.offline(dir, "--key-fingerprint", other, "-o", "json")
+	var res dlqctl.VerifyResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != dlqctl.ExitMismatch || res.NotVerified != dlqctl.NotVerifiedKeyFingerprint || res.Ledger != nil ||
+		res.Trust == nil || res.Trust.KeyFingerprint != right || strings.Contains(js, `"table"`) {
+		t.Fatalf("another pin, -o json (exit %d): %v\n%s", code, err, js)
 	}
 }
 
