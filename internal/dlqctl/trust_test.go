@@ -270,7 +270,7 @@ func TestStackStates(t *testing.T) {
 	for _, st := range []cfntypes.StackStatus{cfntypes.StackStatusDeleteComplete, cfntypes.StackStatusDeleteInProgress, cfntypes.StackStatusRollbackComplete,
 		cfntypes.StackStatusUpdateRollbackFailed, cfntypes.StackStatusCreateInProgress, cfntypes.StackStatusReviewInProgress, ""} {
 		a, out, errw := f.stackApp(fakeStack{status: st, outputs: outs}, nil)
-		want := "stack s (--stack, DLQQ_STACK) is " + string(st) + ": its outputs are not used (want CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE, IMPORT_COMPLETE, IMPORT_ROLLBACK_COMPLETE)"
+		want := "stack s (--stack, DLQQ_STACK) is " + string(st) + ": its outputs are not used (want CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE, IMPORT_COMPLETE, IMPORT_ROLLBACK_COMPLETE); pass --table/--function/--ledger-bucket/--signing-key (without --stack) to go on"
 		if st == "" {
 			want = "stack s (--stack, DLQQ_STACK) is in no state DescribeStacks named"
 		}
@@ -288,6 +288,17 @@ func TestStackStates(t *testing.T) {
 	if code := a.Main(context.Background(), []string{"--stack", "s", "ls"}); code != 0 || !strings.Contains(out.String(), "orders#o1") ||
 		!strings.Contains(errw.String(), "dlqctl: warning: stack s is UPDATE_IN_PROGRESS: its outputs are those of its last deploy until that ends") {
 		t.Errorf("UPDATE_IN_PROGRESS: exit %d:\n%s%s", code, out, errw)
+	}
+	// Cleaning up, the update has finished: the warning says whose
+	// outputs they are.
+	for st, want := range map[cfntypes.StackStatus]string{
+		cfntypes.StackStatusUpdateCompleteCleanupInProgress:         "dlqctl: warning: stack s is UPDATE_COMPLETE_CLEANUP_IN_PROGRESS: the update has finished and its outputs are the new deploy's; CloudFormation is deleting the resources it replaced\n",
+		cfntypes.StackStatusUpdateRollbackCompleteCleanupInProgress: "dlqctl: warning: stack s is UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS: the update was rolled back and its outputs are the previous deploy's again; CloudFormation is deleting the resources the failed update created\n",
+	} {
+		a, out, errw := f.stackApp(fakeStack{status: st, outputs: outs}, nil)
+		if code := a.Main(context.Background(), []string{"--stack", "s", "ls"}); code != 0 || !strings.Contains(out.String(), "orders#o1") || errw.String() != want {
+			t.Errorf("%s: exit %d:\n%s%s", st, code, out, errw)
+		}
 	}
 }
 
