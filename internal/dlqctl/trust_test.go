@@ -419,3 +419,39 @@ func TestVerifyNamesTheStacksLastUpdate(t *testing.T) {
 		t.Fatalf("-o json (exit %d):\n%s%s", code, out, errw)
 	}
 }
+
+// docs/operations.md and docs/ledger.md record the fingerprint at deploy
+// time with the key given explicitly (`./dlqctl --signing-key "$KEY_ARN"
+// verify`, DLQQ_STACK set as the runbook sets it): the command, run as
+// the docs show it, prints the key's fingerprint and says the key came
+// from the flag, not from a stack output.
+func TestDocsRecordTheFingerprintWithTheKeyGiven(t *testing.T) {
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	testenv.ClearDLQQ(t)
+	keyARN := l.st.Outputs()[stackoutputs.LedgerSigningKey]
+	sum, answered := l.fingerprint(keyARN)
+	const cmd = `./dlqctl --signing-key "$KEY_ARN" verify`
+	for _, doc := range []string{"../../docs/operations.md", "../../docs/ledger.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), "```\n"+cmd+"\n```\n") {
+			t.Errorf("%s does not show the deploy-time command %s", doc, cmd)
+		}
+		if strings.Contains(string(raw), "first `dlqctl verify` prints it") {
+			t.Errorf("%s still records the fingerprint from the first verify (trust on first use of the stack's outputs)", doc)
+		}
+	}
+	t.Setenv("DLQQ_STACK", l.st.Env.StackName)
+	t.Setenv("KEY_ARN", keyARN)
+	args := strings.Fields(os.ExpandEnv(strings.ReplaceAll(strings.TrimPrefix(cmd, "./dlqctl "), `"`, "")))
+	out, errOut, code := l.runOn(nil, args...)
+	if code != 0 || !strings.Contains(out, ", signing key "+keyARN+" (flag --signing-key)") ||
+		!strings.Contains(out, "\ntrust: key "+answered+", public key SHA-256 "+sum+" (not pinned: record it and pass --key-fingerprint)\n") {
+		t.Fatalf("%v (exit %d):\n%s%s", args, code, out, errOut)
+	}
+}
