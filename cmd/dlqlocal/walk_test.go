@@ -434,9 +434,9 @@ func walkChecks() map[string]walkCheck {
 		// it can be parked once it is in quarantine again.
 		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),
 		"sleep 6": ok(),
-		at("dlqq-sweeper", "sweeper-scheduled.json"):        invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
+		at("dlqq-sweeper", "sweeper-scheduled.json"):              invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
 		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
-		at("dlqq-metrics", "metrics-scheduled.json"):        invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
+		at("dlqq-metrics", "metrics-scheduled.json"):              invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
 		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
