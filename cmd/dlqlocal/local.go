@@ -202,7 +202,9 @@ type envVar struct{ Name, Value string }
 // endpoint and credential variables (the CloudFormation endpoint among
 // them), DLQQ_STACK (dlqctl reads the table, buckets, redrive function and
 // signing key from the stack's outputs), and for the AWS CLI the archive
-// bucket, the ledger function and the queue URLs.
+// bucket (DLQQ_LOCAL_ARCHIVE_BUCKET: a name dlqctl does not read, since
+// DLQQ_ARCHIVE_BUCKET would beat the stack's ArchiveBucketName output),
+// the ledger function and the queue URLs.
 func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 	var env []envVar
 	for _, kv := range st.Environ() {
@@ -211,7 +213,7 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 	}
 	return append(env,
 		envVar{"DLQQ_STACK", st.Env.StackName},
-		envVar{"DLQQ_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
+		envVar{"DLQQ_LOCAL_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
 		envVar{"DLQQ_LEDGER_FUNCTION", l.Name("LedgerFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
@@ -227,8 +229,9 @@ func shellQuote(v string) string {
 // this one does not: dlqctl reads them from the stack's outputs now, and
 // a value left in the shell by the earlier file would win over them (a
 // variable beats an output), so the file unsets them. DLQQ_LEDGER_BUCKET
-// too: it would beat DLQQ_ARCHIVE_BUCKET.
-var droppedEnv = []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_SIGNING_KEY", "DLQQ_LEDGER_BUCKET"}
+// too, and DLQQ_ARCHIVE_BUCKET (an earlier file exported it for the AWS
+// CLI; it is DLQQ_LOCAL_ARCHIVE_BUCKET now).
+var droppedEnv = []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_SIGNING_KEY", "DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET"}
 
 // writeEnvFile writes the unset and export lines to path at once (a
 // reader sees the whole file or none).

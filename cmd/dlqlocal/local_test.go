@@ -291,7 +291,7 @@ func stackOutput(t *testing.T, name string) string {
 // real endpoint.
 func TestLocalEnvFileAndBanner(t *testing.T) {
 	banner := local.stdout.String()
-	for _, want := range []string{"DLQQ_STACK", "DLQQ_ARCHIVE_BUCKET", "DLQQ_LEDGER_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_CLOUDFORMATION", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
+	for _, want := range []string{"DLQQ_STACK", "DLQQ_LOCAL_ARCHIVE_BUCKET", "DLQQ_LEDGER_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_CLOUDFORMATION", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
 		if local.env[want] == "" {
 			t.Errorf("env file has no %s", want)
 		}
@@ -305,7 +305,18 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	if fn := stackOutput(t, stackoutputs.RedriveFunction); fn != "dlqq-redrive" || local.env["DLQQ_STACK"] != "dlqq" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
 		t.Errorf("redrive function %q; env %v", fn, local.env)
 	}
-	if stackOutput(t, stackoutputs.ArchiveBucket) != local.env["DLQQ_ARCHIVE_BUCKET"] || stackOutput(t, "DeadLetterQueueUrl") == "" {
+	// The archive bucket is exported for the AWS CLI under a name dlqctl
+	// does not read (DLQQ_ARCHIVE_BUCKET would beat the stack's output),
+	// and a DLQQ_ARCHIVE_BUCKET left by an earlier file is unset.
+	if _, ok := local.env["DLQQ_ARCHIVE_BUCKET"]; ok || strings.Contains(banner, "export DLQQ_ARCHIVE_BUCKET=") {
+		t.Errorf("the env file exports DLQQ_ARCHIVE_BUCKET, which beats the stack's output: %v", local.env)
+	}
+	over := exec.Command("sh", "-c", ". "+local.envFile+` && echo "archive=${DLQQ_ARCHIVE_BUCKET-unset} ledger=${DLQQ_LEDGER_BUCKET-unset}"`)
+	over.Env = append(os.Environ(), "DLQQ_ARCHIVE_BUCKET=stale", "DLQQ_LEDGER_BUCKET=stale")
+	if got, err := over.Output(); err != nil || string(got) != "archive=unset ledger=unset\n" {
+		t.Errorf("sourcing the env file over stale bucket variables: %q, %v", got, err)
+	}
+	if stackOutput(t, stackoutputs.ArchiveBucket) != local.env["DLQQ_LOCAL_ARCHIVE_BUCKET"] || stackOutput(t, "DeadLetterQueueUrl") == "" {
 		t.Errorf("the stack's outputs disagree with the env file %v", local.env)
 	}
 	for _, want := range []string{
@@ -511,7 +522,7 @@ func TestLocalLedgerLedgersARecord(t *testing.T) {
 	s3c := s3.NewFromConfig(local.aws, func(o *s3.Options) {
 		o.BaseEndpoint, o.UsePathStyle = aws.String(local.env["AWS_ENDPOINT_URL_S3"]), true
 	})
-	bucket := local.env["DLQQ_ARCHIVE_BUCKET"]
+	bucket := local.env["DLQQ_LOCAL_ARCHIVE_BUCKET"]
 	eventually(t, "a segment with the record's first version", func() error {
 		p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/segments/")})
 		for p.HasMorePages() {

@@ -434,9 +434,9 @@ func walkChecks() map[string]walkCheck {
 		// it can be parked once it is in quarantine again.
 		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),
 		"sleep 6": ok(),
-		at("dlqq-sweeper", "sweeper-scheduled.json"):        invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
-		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
-		at("dlqq-metrics", "metrics-scheduled.json"):        invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
+		at("dlqq-sweeper", "sweeper-scheduled.json"):              invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
+		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
+		at("dlqq-metrics", "metrics-scheduled.json"):              invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
 		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
@@ -445,7 +445,7 @@ func walkChecks() map[string]walkCheck {
 		// table's stream, refused; segments and digests in the bucket.
 		at("dlqq-ledger", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),("adopted":true,)?"shards":1,"lag_seconds":`)),
 		at("dlqq-ledger", "ledger-stream.json"): ok(`"FunctionError"`, "not the ledger's stream"),
-		`aws s3 ls "s3://$DLQQ_ARCHIVE_BUCKET/ledger/" --recursive`: ok().and(atLeast(`ledger/segments/shardId-[^/ ]+/[0-9]{40}\.json$`, 1)).and(atLeast(`ledger/digests/[0-9]{12}\.json$`, 1)).
+		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET/ledger/" --recursive`: ok().and(atLeast(`ledger/segments/shardId-[^/ ]+/[0-9]{40}\.json$`, 1)).and(atLeast(`ledger/digests/[0-9]{12}\.json$`, 1)).
 			and(lines(`archive/`, 0)),
 		// The verify output contract (docs/local.md, phase 2): its first
 		// two lines, exactly; records and ledger clean.

@@ -46,16 +46,12 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	if err := a.checkPin(); err != nil {
 		return err
 	}
-	if a.KeyFingerprint != "" {
-		// The pin holds offline too: the file is the key recorded, or
-		// nothing is checked with it.
-		t := &Trust{}
-		if what := t.withKey("file "+o.PublicKey, der, a.KeyFingerprint); what != "" {
-			res := newVerifyResult()
-			res.Problems = append(res.Problems, Problem{ID: "public key " + o.PublicKey, Kind: "key-fingerprint", What: what})
-			res.ledgerNot = "the public key is not the pinned one (--key-fingerprint)"
-			return a.report(res)
-		}
+	// The pin holds offline too: the file is the key recorded, or nothing
+	// is checked with it. Pinned or not, its fingerprint is printed.
+	t := &Trust{}
+	if res := newVerifyResult(); a.pinRefused(res, t, "public key", "public key "+o.PublicKey, "file "+o.PublicKey, der) {
+		res.Trust = t
+		return a.report(res)
 	}
 	items, err := readTableExport(filepath.Join(o.Offline, ExportTable))
 	if err != nil {
@@ -72,6 +68,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	rc := &recordCheck{res: newVerifyResult()}
+	rc.res.Trust = t
 	note, exportedNewest, err := a.copyTime(&in, o.Offline)
 	if err != nil {
 		return err

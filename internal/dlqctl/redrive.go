@@ -172,13 +172,12 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
 		rep, err := a.invoke(ctx, req, flags)
-		if err != nil && len(runs) > 0 {
-			// The earlier invocations may have sent messages: their
-			// totals are printed, and the failure ends the command.
-			return errors.Join(a.stoppedRedrive(total, runs, err), err)
-		}
 		if err != nil {
-			return err
+			// The earlier invocations, and the failed one itself, may
+			// have sent messages: the totals so far are printed (even
+			// when the first invocation failed), with the caveat, and
+			// the failure ends the command.
+			return errors.Join(a.stoppedRedrive(total, runs, err), err)
 		}
 		merge(total, rep)
 		runs = append(runs, rep.RunID)
@@ -202,29 +201,45 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	return a.print(total)
 }
 
+// StoppedInvocationError is redrive's "stopped" in -o json when an
+// invocation of the redrive function failed: the command stopped there.
+// It is the CLI's own value, next to the function's redrive.Stopped*
+// ones (which say why one invocation ended).
+const StoppedInvocationError = "invocation_error"
+
 // redriveResult is redrive's -o json after a run: the invocations'
 // reports added up, and each one's run id (run_id too when there was one).
-// Error is why an invocation failed after others had run (stopped:
-// "error"): the totals are what the earlier ones did.
+// Error is why an invocation failed (stopped: StoppedInvocationError):
+// the totals are what the earlier ones reported, and Unreported says
+// that the failed one may itself have sent messages.
 type redriveResult struct {
 	*redrive.Report
-	RunIDs []string `json:"run_ids"`
-	Error  string   `json:"error,omitempty"`
+	RunIDs     []string `json:"run_ids"`
+	Error      string   `json:"error,omitempty"`
+	Unreported string   `json:"unreported,omitempty"`
 }
 
 // stoppedRedrive prints the totals of a run whose invocation failed
-// (cause) after runs had run: they may have sent messages.
+// (cause) after runs (maybe none) had run: they may have sent messages,
+// and so may the failed one, whose report Lambda does not return (a
+// handler error answers with the error payload only).
 func (a *App) stoppedRedrive(total *redrive.Report, runs []string, cause error) error {
-	if a.IsTerminal() {
+	if a.IsTerminal() && len(runs) > 0 {
 		fmt.Fprintln(a.Err) // end the bar's line before the summary
 	}
-	total.Stopped = "error"
+	total.Stopped = StoppedInvocationError
 	if len(runs) == 1 {
 		total.RunID = runs[0]
 	}
-	fmt.Fprintf(a.Err, "stopped: invocation %d failed; the totals are what the %d before it did\n", len(runs)+1, len(runs))
+	n := len(runs) + 1
+	caveat := fmt.Sprintf("invocation %d may itself have sent messages before it failed (its report is lost): its log line in the redrive function's logs and the records' histories (dlqctl show ID) say which", n)
+	fmt.Fprintf(a.Err, "stopped: invocation %d failed; the totals are what the %d before it reported\n", n, len(runs))
+	fmt.Fprintf(a.Err, "warning: %s\n", caveat)
 	if a.Output == "json" {
-		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: cause.Error()})
+		if runs == nil {
+			runs = []string{}
+		}
+		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: cause.Error(), Unreported: caveat})
 	}
 	return a.print(total)
 }

@@ -191,7 +191,8 @@ func (e *stackUnreadable) Unwrap() error { return e.err }
 
 // usableStates are the stack states whose outputs dlqctl uses; in
 // passingStates (an update or import under way, the outputs those of the
-// last deploy until it ends) it warns and goes on. Any other state (being
+// last deploy until it ends, or finished and cleaning up: see passingWhy)
+// it warns and goes on. Any other state (being
 // created or deleted, deleted, rolled back from its creation, a failed
 // update or rollback) is refused, naming it.
 var (
@@ -212,7 +213,7 @@ func (a *App) stackUsable(st cfntypes.Stack) error {
 	}
 	for _, p := range passingStates {
 		if st.StackStatus == p {
-			fmt.Fprintf(a.Err, "dlqctl: warning: stack %s is %s: its outputs are those of its last deploy until that ends\n", a.Stack, st.StackStatus)
+			fmt.Fprintf(a.Err, "dlqctl: warning: stack %s is %s: %s\n", a.Stack, st.StackStatus, passingWhy(st.StackStatus))
 			return nil
 		}
 	}
@@ -224,7 +225,25 @@ func (a *App) stackUsable(st cfntypes.Stack) error {
 	if state == "" {
 		state = "in no state DescribeStacks named"
 	}
-	return fmt.Errorf("stack %s (--stack, DLQQ_STACK) is %s: its outputs are not used (want %s)", a.Stack, state, strings.Join(names, ", "))
+	return fmt.Errorf("stack %s (--stack, DLQQ_STACK) is %s: its outputs are not used (want %s); pass --table/--function/--ledger-bucket/--signing-key (without --stack) to go on",
+		a.Stack, state, strings.Join(names, ", "))
+}
+
+// passingWhy says what a passing state's outputs are. In the two
+// *_CLEANUP_IN_PROGRESS states the update itself has finished and
+// CloudFormation only removes resources: after a successful update the
+// outputs are the new deploy's (the replaced resources are being
+// deleted); after a rolled-back one they are the previous deploy's again
+// (the resources the failed update created are being deleted). Otherwise
+// an update, rollback or import is under way.
+func passingWhy(s cfntypes.StackStatus) string {
+	switch s {
+	case cfntypes.StackStatusUpdateCompleteCleanupInProgress:
+		return "the update has finished and its outputs are the new deploy's; CloudFormation is deleting the resources it replaced"
+	case cfntypes.StackStatusUpdateRollbackCompleteCleanupInProgress:
+		return "the update was rolled back and its outputs are the previous deploy's again; CloudFormation is deleting the resources the failed update created"
+	}
+	return "its outputs are those of its last deploy until that ends"
 }
 
 // sameAccount refuses an output that is an ARN (the signing key's; a

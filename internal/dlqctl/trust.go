@@ -19,7 +19,8 @@ import (
 // outputs is only as trustworthy as whoever can update the stack: pin the
 // key with --key-fingerprint.
 type Trust struct {
-	Table        Source  `json:"table"`
+	// Table is absent offline (the table is the export's copy).
+	Table        Source  `json:"table,omitzero"`
 	LedgerBucket *Source `json:"ledger_bucket,omitempty"`
 	SigningKey   *Source `json:"signing_key,omitempty"`
 	// Stack is the stack whose outputs were read (absent: none was).
@@ -123,11 +124,16 @@ func (a *App) checkPin() error {
 // write prints the trust lines of verify and ledger export.
 func (t *Trust) write(w io.Writer) {
 	line := func(what string, s *Source) string { return fmt.Sprintf("%s %s (%s)", what, s.Value, s.From) }
-	parts := []string{line("table", &t.Table)}
+	var parts []string
+	if t.Table.Value != "" {
+		parts = append(parts, line("table", &t.Table))
+	}
 	if t.LedgerBucket != nil {
 		parts = append(parts, line("ledger bucket", t.LedgerBucket), line("signing key", t.SigningKey))
 	}
-	fmt.Fprintf(w, "trust: %s\n", strings.Join(parts, ", "))
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "trust: %s\n", strings.Join(parts, ", "))
+	}
 	if s := t.Stack; s != nil {
 		updated := "never updated"
 		if s.LastUpdatedTime != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,13 +179,15 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 			out, errOut, code := l.runOn(nil, append([]string{"--stack", stack, "verify"}, c.args...)...)
 			if code != dlqctl.ExitMismatch || !strings.Contains(out, "MISMATCH signing key ") ||
 				!strings.Contains(out, "has SHA-256 "+sum+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
-				!strings.Contains(out, "ledger: not checked (the signing key is not the pinned one (--key-fingerprint))") {
+				!strings.Contains(out, "ledger: not checked (the signing key is not the pinned one (--key-fingerprint))") ||
+				!strings.HasPrefix(out, "not verified: the signing key is not the pinned one\n") || strings.Contains(out, "verified 0 records") {
 				t.Fatalf("another pin (exit %d):\n%s%s", code, out, errOut)
 			}
 			js, _, code := l.runOn(nil, append([]string{"--stack", stack, "verify", "-o", "json"}, c.args...)...)
 			var res dlqctl.VerifyResult
 			if err := json.Unmarshal([]byte(js), &res); err != nil || code != dlqctl.ExitMismatch || len(res.Problems) != 1 || res.Problems[0].Kind != "key-fingerprint" ||
-				res.Trust == nil || res.Trust.KeyFingerprint != sum || res.Trust.Pinned != other || res.Trust.KeyARN != keyARN || res.Ledger != nil {
+				res.Trust == nil || res.Trust.KeyFingerprint != sum || res.Trust.Pinned != other || res.Trust.KeyARN != keyARN || res.Ledger != nil ||
+				res.NotVerified != dlqctl.NotVerifiedKeyFingerprint || !strings.Contains(js, `"not_verified": "key-fingerprint"`) {
 				t.Fatalf("another pin, -o json (exit %d): %v\n%s", code, err, js)
 			}
 			dir := filepath.Join(t.TempDir(), "export")
@@ -198,6 +201,22 @@ func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
 		if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--key-fingerprint", bad); code != dlqctl.ExitUsage || !strings.Contains(errOut, "64 hex digits") {
 			t.Fatalf("--key-fingerprint %s (exit %d):\n%s%s", bad, code, out, errOut)
 		}
+		if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", bad); code != dlqctl.ExitUsage || !strings.Contains(errOut, "64 hex digits") {
+			t.Fatalf("--no-ledger --key-fingerprint %s (exit %d):\n%s%s", bad, code, out, errOut)
+		}
+	}
+	// --no-ledger reads no signing key: a pin is not applied, and says so.
+	out, errOut, code = l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", other)
+	if code != 0 || !strings.Contains(out, "  note: --key-fingerprint not applied: --no-ledger") {
+		t.Fatalf("--no-ledger with a pin (exit %d):\n%s%s", code, out, errOut)
+	}
+	js, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger", "--key-fingerprint", other, "-o", "json")
+	var res dlqctl.VerifyResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != 0 || !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "--key-fingerprint not applied: --no-ledger") }) {
+		t.Fatalf("--no-ledger with a pin, -o json (exit %d): %v\n%s%s", code, err, js, errOut)
+	}
+	if out, errOut, code := l.runOn(nil, "--stack", stack, "verify", "--no-ledger"); code != 0 || strings.Contains(out, "--key-fingerprint not applied") {
+		t.Fatalf("--no-ledger, no pin (exit %d):\n%s%s", code, out, errOut)
 	}
 }
 
@@ -231,8 +250,13 @@ func TestStackOutputOfAnotherAccountIsRefused(t *testing.T) {
 	// The key of the stack's own account and region is used.
 	a, out, errw := f.stackApp(outputsOnly{stackoutputs.QuarantineTable: table, stackoutputs.ArchiveBucket: f.st.Names["ArchiveBucket"],
 		stackoutputs.LedgerSigningKey: f.st.KeyARNs["LedgerSigningKey"]}, nil)
-	if code := a.Main(context.Background(), []string{"--stack", "s", "verify"}); code == dlqctl.ExitUsage || strings.Contains(errw.String(), "refused") ||
-		a.SigningKey != f.st.KeyARNs["LedgerSigningKey"] {
+	// Used: verify read the key (its trust lines name it, from the
+	// stack's output, and KMS answered for it; the fixture has no
+	// ledger, so its records are problems, exit 3).
+	key := f.st.KeyARNs["LedgerSigningKey"]
+	if code := a.Main(context.Background(), []string{"--stack", "s", "verify"}); (code != 0 && code != dlqctl.ExitMismatch) || strings.Contains(errw.String(), "refused") ||
+		a.SigningKey != key || !strings.Contains(out.String(), ", signing key "+key+" (stack output "+stackoutputs.LedgerSigningKey+")") ||
+		!strings.Contains(out.String(), "\ntrust: key "+key+", public key SHA-256 ") {
 		t.Fatalf("the stack's own key (exit %d, key %s):\n%s%s", code, a.SigningKey, out, errw)
 	}
 }
@@ -246,7 +270,7 @@ func TestStackStates(t *testing.T) {
 	for _, st := range []cfntypes.StackStatus{cfntypes.StackStatusDeleteComplete, cfntypes.StackStatusDeleteInProgress, cfntypes.StackStatusRollbackComplete,
 		cfntypes.StackStatusUpdateRollbackFailed, cfntypes.StackStatusCreateInProgress, cfntypes.StackStatusReviewInProgress, ""} {
 		a, out, errw := f.stackApp(fakeStack{status: st, outputs: outs}, nil)
-		want := "stack s (--stack, DLQQ_STACK) is " + string(st) + ": its outputs are not used (want CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE, IMPORT_COMPLETE, IMPORT_ROLLBACK_COMPLETE)"
+		want := "stack s (--stack, DLQQ_STACK) is " + string(st) + ": its outputs are not used (want CREATE_COMPLETE, UPDATE_COMPLETE, UPDATE_ROLLBACK_COMPLETE, IMPORT_COMPLETE, IMPORT_ROLLBACK_COMPLETE); pass --table/--function/--ledger-bucket/--signing-key (without --stack) to go on"
 		if st == "" {
 			want = "stack s (--stack, DLQQ_STACK) is in no state DescribeStacks named"
 		}
@@ -264,6 +288,17 @@ func TestStackStates(t *testing.T) {
 	if code := a.Main(context.Background(), []string{"--stack", "s", "ls"}); code != 0 || !strings.Contains(out.String(), "orders#o1") ||
 		!strings.Contains(errw.String(), "dlqctl: warning: stack s is UPDATE_IN_PROGRESS: its outputs are those of its last deploy until that ends") {
 		t.Errorf("UPDATE_IN_PROGRESS: exit %d:\n%s%s", code, out, errw)
+	}
+	// Cleaning up, the update has finished: the warning says whose
+	// outputs they are.
+	for st, want := range map[cfntypes.StackStatus]string{
+		cfntypes.StackStatusUpdateCompleteCleanupInProgress:         "dlqctl: warning: stack s is UPDATE_COMPLETE_CLEANUP_IN_PROGRESS: the update has finished and its outputs are the new deploy's; CloudFormation is deleting the resources it replaced\n",
+		cfntypes.StackStatusUpdateRollbackCompleteCleanupInProgress: "dlqctl: warning: stack s is UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS: the update was rolled back and its outputs are the previous deploy's again; CloudFormation is deleting the resources the failed update created\n",
+	} {
+		a, out, errw := f.stackApp(fakeStack{status: st, outputs: outs}, nil)
+		if code := a.Main(context.Background(), []string{"--stack", "s", "ls"}); code != 0 || !strings.Contains(out.String(), "orders#o1") || errw.String() != want {
+			t.Errorf("%s: exit %d:\n%s%s", st, code, out, errw)
+		}
 	}
 }
 
@@ -341,13 +376,25 @@ func TestKeyFingerprintPinsTheOfflinePublicKey(t *testing.T) {
 	}
 	sum := sha256.Sum256(der)
 	right, other := hex.EncodeToString(sum[:]), strings.Repeat("cd", 32)
-	if out, code := l.offline(dir, "--key-fingerprint", right); code != 0 || !strings.Contains(out, "note: the public key's SHA-256 is the pinned one (--key-fingerprint)") {
+	file := filepath.Join(dir, "public-key.der")
+	if out, code := l.offline(dir); code != 0 || !strings.Contains(out, "\ntrust: key file "+file+", public key SHA-256 "+right+" (not pinned: record it and pass --key-fingerprint)\n") {
+		t.Fatalf("no pin: the file's fingerprint is printed (exit %d):\n%s", code, out)
+	}
+	if out, code := l.offline(dir, "--key-fingerprint", right); code != 0 || !strings.Contains(out, "note: the public key's SHA-256 is the pinned one (--key-fingerprint)") ||
+		!strings.Contains(out, "public key SHA-256 "+right+" (pinned by --key-fingerprint)") {
 		t.Fatalf("the right pin (exit %d):\n%s", code, out)
 	}
 	out, code := l.offline(dir, "--key-fingerprint", other)
 	if code != dlqctl.ExitMismatch || !strings.Contains(out, "has SHA-256 "+right+", but --key-fingerprint (DLQQ_KEY_FINGERPRINT) pins "+other) ||
-		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") {
+		!strings.Contains(out, "ledger: not checked (the public key is not the pinned one (--key-fingerprint))") ||
+		!strings.HasPrefix(out, "not verified: the public key is not the pinned one\n") || strings.Contains(out, "verified 0 records") {
 		t.Fatalf("another pin (exit %d):\n%s", code, out)
+	}
+	js, code := l.offline(dir, "--key-fingerprint", other, "-o", "json")
+	var res dlqctl.VerifyResult
+	if err := json.Unmarshal([]byte(js), &res); err != nil || code != dlqctl.ExitMismatch || res.NotVerified != dlqctl.NotVerifiedKeyFingerprint || res.Ledger != nil ||
+		res.Trust == nil || res.Trust.KeyFingerprint != right || strings.Contains(js, `"table"`) {
+		t.Fatalf("another pin, -o json (exit %d): %v\n%s", code, err, js)
 	}
 }
 
@@ -370,5 +417,41 @@ func TestVerifyNamesTheStacksLastUpdate(t *testing.T) {
 		res.Trust == nil || res.Trust.Stack == nil || res.Trust.Stack.LastUpdatedTime == nil || !res.Trust.Stack.LastUpdatedTime.Equal(updated) ||
 		res.Trust.LedgerBucket != nil || res.Trust.KeyFingerprint != "" {
 		t.Fatalf("-o json (exit %d):\n%s%s", code, out, errw)
+	}
+}
+
+// docs/operations.md and docs/ledger.md record the fingerprint at deploy
+// time with the key given explicitly (`./dlqctl --signing-key "$KEY_ARN"
+// verify`, DLQQ_STACK set as the runbook sets it): the command, run as
+// the docs show it, prints the key's fingerprint and says the key came
+// from the flag, not from a stack output.
+func TestDocsRecordTheFingerprintWithTheKeyGiven(t *testing.T) {
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	testenv.ClearDLQQ(t)
+	keyARN := l.st.Outputs()[stackoutputs.LedgerSigningKey]
+	sum, answered := l.fingerprint(keyARN)
+	const cmd = `./dlqctl --signing-key "$KEY_ARN" verify`
+	for _, doc := range []string{"../../docs/operations.md", "../../docs/ledger.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), "```\n"+cmd+"\n```\n") {
+			t.Errorf("%s does not show the deploy-time command %s", doc, cmd)
+		}
+		if strings.Contains(string(raw), "first `dlqctl verify` prints it") {
+			t.Errorf("%s still records the fingerprint from the first verify (trust on first use of the stack's outputs)", doc)
+		}
+	}
+	t.Setenv("DLQQ_STACK", l.st.Env.StackName)
+	t.Setenv("KEY_ARN", keyARN)
+	args := strings.Fields(os.ExpandEnv(strings.ReplaceAll(strings.TrimPrefix(cmd, "./dlqctl "), `"`, "")))
+	out, errOut, code := l.runOn(nil, args...)
+	if code != 0 || !strings.Contains(out, ", signing key "+keyARN+" (flag --signing-key)") ||
+		!strings.Contains(out, "\ntrust: key "+answered+", public key SHA-256 "+sum+" (not pinned: record it and pass --key-fingerprint)\n") {
+		t.Fatalf("%v (exit %d):\n%s%s", args, code, out, errOut)
 	}
 }

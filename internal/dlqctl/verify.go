@@ -63,8 +63,37 @@ type VerifyResult struct {
 	// Notes say what was not checked, and why.
 	Notes []string `json:"notes"`
 
+	// NotVerified is set when nothing was verified, and says why:
+	// "key-fingerprint", the signing key (online) or the --public-key file
+	// (offline) is not the one --key-fingerprint pins, so no record or
+	// ledger object was read (Records 0 is then not a count).
+	NotVerified string `json:"not_verified,omitempty"`
+
 	// ledgerNot says why the ledger was not checked (empty: --no-ledger).
 	ledgerNot string
+	// notVerified is NotVerified as the text output says it.
+	notVerified string
+}
+
+// NotVerifiedKeyFingerprint is VerifyResult.NotVerified when the key is
+// not the pinned one.
+const NotVerifiedKeyFingerprint = "key-fingerprint"
+
+// pinRefused records in t the key verify would use (name: its ARN, or
+// "file PATH") and der's fingerprint, and checks it against
+// --key-fingerprint. On a mismatch it fills res (the problem, nothing
+// verified) and returns true: nothing is read with that key. what is
+// "signing key" or "public key"; id names it in the problem.
+func (a *App) pinRefused(res *VerifyResult, t *Trust, what, id, name string, der []byte) bool {
+	mismatch := t.withKey(name, der, a.KeyFingerprint)
+	if mismatch == "" {
+		return false
+	}
+	why := "the " + what + " is not the pinned one"
+	res.Problems = append(res.Problems, Problem{ID: id, Kind: "key-fingerprint", What: mismatch})
+	res.ledgerNot = why + " (--key-fingerprint)"
+	res.NotVerified, res.notVerified = NotVerifiedKeyFingerprint, why
+	return true
 }
 
 // Problem is one verification problem: the record (or ledger object, or
@@ -125,6 +154,8 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if err := a.checkLedgerSettings(); err != nil {
 			return err
 		}
+	} else if err := a.checkPin(); err != nil {
+		return err
 	}
 	c, err := a.connect(ctx)
 	if err != nil {
@@ -149,9 +180,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if in.PublicKeyDER, keyARN, err = a.publicKey(ctx); err != nil {
 			return err
 		}
-		if what := rc.res.Trust.withKey(keyARN, in.PublicKeyDER, a.KeyFingerprint); what != "" {
-			rc.res.Problems = append(rc.res.Problems, Problem{ID: "signing key " + a.SigningKey, Kind: "key-fingerprint", What: what})
-			rc.res.ledgerNot = "the signing key is not the pinned one (--key-fingerprint)"
+		if a.pinRefused(rc.res, rc.res.Trust, "signing key", "signing key "+a.SigningKey, keyARN, in.PublicKeyDER) {
 			return a.report(rc.res)
 		}
 		in.ReadStart = a.Now()
@@ -177,6 +206,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	}
 	if o.NoLedger {
 		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
+		if a.KeyFingerprint != "" {
+			rc.res.Notes = append(rc.res.Notes, "--key-fingerprint not applied: --no-ledger (no signing key is read)")
+		}
 		return a.report(rc.res)
 	}
 	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
@@ -277,8 +309,12 @@ func (a *App) report(res *VerifyResult) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.Out, "verified %s (%s): %s\n", plural(res.Records, "record", "records"),
-			plural(res.Archived, "archived stub", "archived stubs"), plural(len(res.Problems), "problem", "problems"))
+		if res.NotVerified != "" {
+			fmt.Fprintf(a.Out, "not verified: %s\n", cmp.Or(res.notVerified, res.NotVerified))
+		} else {
+			fmt.Fprintf(a.Out, "verified %s (%s): %s\n", plural(res.Records, "record", "records"),
+				plural(res.Archived, "archived stub", "archived stubs"), plural(len(res.Problems), "problem", "problems"))
+		}
 		if l := res.Ledger; l != nil {
 			signed := "none signed"
 			if l.NewestDigest > 0 {
