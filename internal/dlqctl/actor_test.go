@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/dlqquarantine/dlqq/shared/dev/testenv"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -27,8 +26,6 @@ func (f fixedSTS) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput
 func TestTheLongestAssumedRoleARNIsRecordedWhole(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	testenv.ClearDLQQ(t)
-	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	ctx := context.Background()
 	role := ("AWSReservedSSO_DLQQuarantineOperator_0123456789abcdef" + strings.Repeat("x", 64))[:64]
 	session := ("maria.gonzalez-fernandez@pharma-distribution.example.com" + strings.Repeat("y", 64))[:64]

@@ -191,7 +191,8 @@ func TestStackErrors(t *testing.T) {
 }
 
 // startStackRedrive runs the redrive function under the name the
-// template gives it (the stack's RedriveFunctionName).
+// template gives it (the stack's RedriveFunctionName) and leaves the test
+// with DLQQ_STACK as its only DLQQ_* variable.
 func (f *fixture) startStackRedrive(t *testing.T) {
 	t.Helper()
 	env, err := lambdatest.Env(f.st, "RedriveFunction")
@@ -206,6 +207,9 @@ func (f *fixture) startStackRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fn.Close)
+	// dlqctl finds everything else through the stack alone.
+	testenv.ClearDLQQ(t)
+	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 }
 
 // Without --actor, dlqctl records the caller's ARN from STS (asked once);
@@ -214,8 +218,6 @@ func (f *fixture) startStackRedrive(t *testing.T) {
 func TestTheActorIsTheCallersARN(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	testenv.ClearDLQQ(t)
-	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	ctx := context.Background()
 	who, err := sts.NewFromConfig(f.st.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil || aws.ToString(who.Arn) == "" {
@@ -276,8 +278,6 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 func TestStackNamesTheRedriveFunction(t *testing.T) {
 	f := newFixture(t)
 	f.startStackRedrive(t)
-	testenv.ClearDLQQ(t)
-	t.Setenv("DLQQ_STACK", f.st.Env.StackName)
 	fn := f.st.Outputs()[stackoutputs.RedriveFunction]
 	for _, cmd := range []string{"ls", "buckets"} {
 		a, out, errw := f.stackApp(nil, nil)

@@ -151,11 +151,7 @@ func TestVerifyOnTheStackSaysWhereItsAnchorsCameFrom(t *testing.T) {
 // problem naming both fingerprints, the ledger not checked) and ledger
 // export (nothing written); a malformed one is a usage error.
 func TestKeyFingerprintPinsTheSigningKey(t *testing.T) {
-	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
-	testenv.ClearDLQQ(t)
+	l := digestedLedger(t)
 	stack := l.st.Env.StackName
 	sum, keyARN := l.fingerprint(l.st.Outputs()[stackoutputs.LedgerSigningKey])
 	other := strings.Repeat("ab", 32)
@@ -364,11 +360,7 @@ func TestHealthWithAStackItCannotRead(t *testing.T) {
 
 // Offline, --key-fingerprint pins the --public-key file the same way.
 func TestKeyFingerprintPinsTheOfflinePublicKey(t *testing.T) {
-	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
-	testenv.ClearDLQQ(t)
+	l := digestedLedger(t)
 	dir := l.export()
 	der, err := os.ReadFile(filepath.Join(dir, "public-key.der"))
 	if err != nil {
@@ -426,11 +418,7 @@ func TestVerifyNamesTheStacksLastUpdate(t *testing.T) {
 // the docs show it, prints the key's fingerprint and says the key came
 // from the flag, not from a stack output.
 func TestDocsRecordTheFingerprintWithTheKeyGiven(t *testing.T) {
-	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
-	testenv.ClearDLQQ(t)
+	l := digestedLedger(t)
 	keyARN := l.st.Outputs()[stackoutputs.LedgerSigningKey]
 	sum, answered := l.fingerprint(keyARN)
 	const cmd = `./dlqctl --signing-key "$KEY_ARN" verify`
@@ -454,4 +442,16 @@ func TestDocsRecordTheFingerprintWithTheKeyGiven(t *testing.T) {
 		!strings.Contains(out, "\ntrust: key "+answered+", public key SHA-256 "+sum+" (not pinned: record it and pass --key-fingerprint)\n") {
 		t.Fatalf("%v (exit %d):\n%s%s", args, code, out, errOut)
 	}
+}
+
+// digestedLedger is a ledger fixture with one record, ledgered and under
+// a signed digest, and no DLQQ_* variable set.
+func digestedLedger(t *testing.T) *ledgerFixture {
+	t.Helper()
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	testenv.ClearDLQQ(t)
+	return l
 }
