@@ -105,9 +105,9 @@ type Result struct {
 	Digests  int       `json:"digests"`
 	// LastDigest is the newest digest whose signature verifies (0: none).
 	LastDigest int64 `json:"last_digest"`
-	// Unanchored counts entries after the newest digest's heads ("not yet
-	// anchored": information, not a failure); OldestUnanchored is the age
-	// of the oldest of them.
+	// Unanchored counts entries after the furthest head of their shard a
+	// signed digest supports ("not yet anchored": information, not a
+	// failure); OldestUnanchored is the age of the oldest of them.
 	Unanchored       int           `json:"unanchored"`
 	OldestUnanchored time.Duration `json:"oldest_unanchored"`
 	// NotYetLedgered counts items within Input.Grace (information).
@@ -261,9 +261,10 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 			}
 		}
 	}
+	heads := shardHeads(digests, signed)
 	var out []ledgered
 	for _, shard := range slices.Sorted(mapKeys(shards)) {
-		out = append(out, v.shard(shard, byShard[shard], digests, signed)...)
+		out = append(out, v.shard(shard, byShard[shard], heads[shard])...)
 	}
 	return out
 }

@@ -42,30 +42,29 @@ type chain struct {
 // whose head of the shard names it or a segment after it (through prev
 // links): the digests that vouch for it. A segment no head reaches is
 // absent.
-func (v *verifier) backing(shard string, nodes map[string]*segNode, signed []*parsedDigest) map[string]int64 {
+func (v *verifier) backing(shard string, nodes map[string]*segNode, heads []digestHead) map[string]int64 {
 	by := map[string]int64{}
-	for _, p := range signed {
-		for _, h := range p.d.Shards {
-			if h.Shard != shard || h.SegmentKey == "" {
-				continue
+	for _, dh := range heads {
+		h := dh.h
+		if !dh.signed || h.SegmentKey == "" {
+			continue
+		}
+		n := nodes[h.SegmentKey]
+		if n == nil || n.sha != h.SegmentSHA256 {
+			continue
+		}
+		walked := map[string]bool{}
+		for cur := n; cur != nil && by[cur.key] == 0; {
+			by[cur.key], walked[cur.key] = dh.n, true
+			if cur.seg.Prev == nil {
+				break
 			}
-			n := nodes[h.SegmentKey]
-			if n == nil || n.sha != h.SegmentSHA256 {
-				continue
+			prev := nodes[cur.seg.Prev.Key]
+			if prev != nil && walked[prev.key] {
+				v.fail(KindSegmentChain, prev.key, "the chain of shard %s loops", shard)
+				break
 			}
-			walked := map[string]bool{}
-			for cur := n; cur != nil && by[cur.key] == 0; {
-				by[cur.key], walked[cur.key] = p.d.N, true
-				if cur.seg.Prev == nil {
-					break
-				}
-				prev := nodes[cur.seg.Prev.Key]
-				if prev != nil && walked[prev.key] {
-					v.fail(KindSegmentChain, prev.key, "the chain of shard %s loops", shard)
-					break
-				}
-				cur = prev
-			}
+			cur = prev
 		}
 	}
 	return by
@@ -171,7 +170,31 @@ func (v *verifier) rebuild(shard string, nodes map[string]*segNode, back map[str
 // shard checks one shard's chain, rebuilt from its roots, and the heads
 // the digests give it, and returns the chain's entries: those at or before
 // the furthest head a signed digest supports are anchored.
-func (v *verifier) shard(shard string, nodes map[string]*segNode, digests map[int64]*parsedDigest, signed []*parsedDigest) []ledgered {
-	c := v.rebuild(shard, nodes, v.backing(shard, nodes, signed))
-	return v.entries(shard, c.nodes, v.heads(shard, nodes, c, digests, signed))
+func (v *verifier) shard(shard string, nodes map[string]*segNode, heads []digestHead) []ledgered {
+	c := v.rebuild(shard, nodes, v.backing(shard, nodes, heads))
+	return v.entries(shard, c.nodes, v.heads(shard, nodes, c, heads))
+}
+
+// digestHead is a digest's head of a shard.
+type digestHead struct {
+	h      Head
+	n      int64
+	key    string
+	signed bool
+}
+
+// shardHeads returns each shard's heads in the digests, by digest number.
+func shardHeads(digests map[int64]*parsedDigest, signed []*parsedDigest) map[string][]digestHead {
+	ok := map[int64]bool{}
+	for _, p := range signed {
+		ok[p.d.N] = true
+	}
+	out := map[string][]digestHead{}
+	for _, n := range slices.Sorted(mapKeys(digests)) {
+		p := digests[n]
+		for _, h := range p.d.Shards {
+			out[h.Shard] = append(out[h.Shard], digestHead{h: h, n: n, key: p.key, signed: ok[n]})
+		}
+	}
+	return out
 }
