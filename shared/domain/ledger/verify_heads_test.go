@@ -114,10 +114,25 @@ func TestVerifyKeepsItsEvidenceWhenAHeadLies(t *testing.T) {
 			f.now = f.now.Add(time.Minute)
 			f.digest()
 		}, nil, []want{{ledger.KindHeadBackwards, d3}}, 6},
+		{"the head's segment's bytes changed", nil, func(f *fixture, in *ledger.Input) {
+			k := lastSegment(f, "shard-1")
+			in.Segments[k] = []byte(strings.Replace(string(in.Segments[k]), `"OPEN"`, `"PARKED"`, 1))
+		}, []want{{ledger.KindSegmentHash, lastSegment1}, {ledger.KindHeadUnsupported, ledger.DigestKey(2)}}, 4},
 		{"the head's segment missing", nil, func(f *fixture, in *ledger.Input) {
 			delete(in.Segments, lastSegment(f, "shard-1"))
 		}, []want{{ledger.KindSegmentMissing, lastSegment1}, {ledger.KindHeadUnsupported, ledger.DigestKey(2)}}, 4},
 	}
+	t.Run("a zeroed hash names the head, not the segment", func(t *testing.T) {
+		t.Parallel()
+		f, _ := evidenced(t)
+		f.heads["shard-1"].SegmentSHA256 = strings.Repeat("0", 64)
+		f.now = f.now.Add(time.Minute)
+		f.digest()
+		// The segment's bytes are the ones digest 2 signed.
+		if res := ledger.Verify(f.input()); res.Has(ledger.KindSegmentHash, lastSegment(f, "shard-1")) {
+			t.Errorf("an intact segment named: %v", res.Problems)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,6 +213,33 @@ func TestVerifyFollowsTheFirstWrittenBranchOfAnUnsignedFork(t *testing.T) {
 	}
 	if res.Has(ledger.KindSegmentOffChain, branch) {
 		t.Errorf("the first-written branch %s is off-chain: %v", branch, res.Problems)
+	}
+}
+
+// Two first segments (the head deleted, and the ledger started the shard
+// again) that no signed digest reaches: the chain starts at the first
+// written and names both; the records on its chain are still checked.
+func TestVerifyStartsAtTheFirstWrittenOfTwoUnsignedRoots(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.write("shard-1", "src#f", 1)
+	root := f.flush("shard-1")
+	f.forge("shard-1", "src#f", 2)
+	f.flush("shard-1")
+	delete(f.heads, "shard-1")
+	f.write("shard-1", "src#n", 1)
+	other := f.flush("shard-1")
+	res := ledger.Verify(f.input())
+	for _, w := range []struct {
+		kind    ledger.Kind
+		subject string
+	}{{ledger.KindSegmentChain, root}, {ledger.KindSegmentChain, other}, {ledger.KindSegmentOffChain, other}, {ledger.KindForged, "src#f"}, {ledger.KindUnledgered, "src#n"}} {
+		if !res.Has(w.kind, w.subject) {
+			t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
+		}
+	}
+	if res.Has(ledger.KindSegmentOffChain, root) {
+		t.Errorf("the first-written root %s is off-chain: %v", root, res.Problems)
 	}
 }
 
