@@ -137,6 +137,7 @@ func TestHMACSpecsAndAlgorithms(t *testing.T) {
 		{types.KeySpecHmac512, types.MacAlgorithmSpecHmacSha512, 64},
 	}
 	// The deprecated CustomerMasterKeySpec names the spec as well.
+	//lint:ignore SA1019 KMS still takes the deprecated field, and so must the dev kit
 	old, err := c.CreateKey(ctx, &kms.CreateKeyInput{CustomerMasterKeySpec: types.CustomerMasterKeySpecHmac384, KeyUsage: types.KeyUsageTypeGenerateVerifyMac})
 	if err != nil || old.KeyMetadata.KeySpec != types.KeySpecHmac384 {
 		t.Fatalf("CreateKey with CustomerMasterKeySpec HMAC_384: %+v, %v", old, err)
