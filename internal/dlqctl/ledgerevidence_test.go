@@ -292,3 +292,44 @@ func TestVerifyRecountsTheCounters(t *testing.T) {
 		t.Fatalf("offline (exit %d):\n%s", code, off)
 	}
 }
+
+// docs/ledger.md's offline commands, run as it shows them: the export
+// prints the digest to record, and verify --offline with it, the export's
+// time and the key's ARN passes, checking each.
+func TestDocsLedgerOfflineCommands(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/ledger.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), "**Offline, without AWS credentials.**")
+	_, after, ok2 := strings.Cut(after, "```\n")
+	block, _, ok3 := strings.Cut(after, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/ledger.md has no offline command block")
+	}
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "./dlqctl ledger export ") || !strings.Contains(lines[1], " --expect-digest ") {
+		t.Fatalf("the offline block:\n%s", block)
+	}
+	l := newLedgerFixture(t)
+	l.create("a")
+	l.drain()
+	l.digest()
+	t.Chdir(t.TempDir())
+	args := func(line string) []string {
+		return strings.Fields(os.ExpandEnv(strings.ReplaceAll(strings.TrimPrefix(line, "./dlqctl "), `"`, "")))
+	}
+	out, errOut, code := l.run(false, args(lines[0])...)
+	m := newestLine.FindStringSubmatch(out)
+	key := regexp.MustCompile(`(?m)^trust: key (arn:aws:kms:\S+),`).FindStringSubmatch(out)
+	if code != 0 || m == nil || key == nil {
+		t.Fatalf("%s (exit %d):\n%s%s", lines[0], code, out, errOut)
+	}
+	t.Setenv("DIGEST", m[4]+":"+m[5])
+	t.Setenv("EXPORTED_AT", time.Now().UTC().Format(time.RFC3339))
+	t.Setenv("KEY_ARN", key[1])
+	out, errOut, code = l.run(true, args(lines[1])...)
+	if code != 0 || !strings.Contains(out, "--expect-digest: digest 1 is in it") || strings.Contains(out, "key_id was not checked") || !strings.Contains(out, "(--as-of)") {
+		t.Fatalf("%s (exit %d):\n%s%s", lines[1], code, out, errOut)
+	}
+}
