@@ -46,7 +46,9 @@ func (f *fixture) counterInput(counters map[string]int64, checkpoints map[string
 	return ledger.CounterInput{Segments: f.input().Segments, Baselines: f.input().Baselines, Now: f.now, Counters: counters, Checkpoints: checkpoints,
 		CheckpointKey: func(shard string) string { return "#led#ctr#" + shard },
 		Chunks:        fakeChunks, Info: fakeInfo,
-		Start: func(ledger.Item) ([]ledger.CounterDelta, error) { return []ledger.CounterDelta{{Key: "#ctr#n", N: 1}}, nil }}
+		Start: func(ledger.Item) ([]ledger.CounterDelta, error) {
+			return []ledger.CounterDelta{{Key: "#ctr#n", N: 1}}, nil
+		}}
 }
 
 // The standard fixture's 7 changes (shard-1: 2, 1 and 2 entries in three
