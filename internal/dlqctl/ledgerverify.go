@@ -46,6 +46,12 @@ type LedgerReport struct {
 	// PublicKey says where the public key came from: the configured
 	// signing key (GetPublicKey) or a file. Never a key a digest names.
 	PublicKey string `json:"public_key"`
+	// NewestDigestSHA256 is the SHA-256 of the newest signed digest's
+	// bytes: with NewestDigest, what verify --offline --expect-digest
+	// takes.
+	NewestDigestSHA256 string `json:"newest_digest_sha256,omitempty"`
+	// Counters is the counters' recount (nil: not run).
+	Counters *CounterReport `json:"counters,omitempty"`
 
 	newestAge, oldestUnanchored time.Duration
 }
