@@ -69,6 +69,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	}
 	rc := &recordCheck{res: newVerifyResult()}
 	rc.res.Trust = t
+	versionsNote := ""
+	if in.Versions, versionsNote, err = readVersionsExport(o.Offline); err != nil {
+		return err
+	}
+	rc.res.Notes = append(rc.res.Notes, versionsNote)
 	note, exportedNewest, err := a.copyTime(&in, o.Offline)
 	if err != nil {
 		return err
