@@ -69,7 +69,8 @@ func (a *App) ledgerCmd() *cobra.Command {
 
 // LedgerExport writes DIR/ledger/segments/..., DIR/ledger/digests/...,
 // DIR/ledger/baseline/...
-// (the bucket's keys), DIR/table.jsonl (one DynamoDB-JSON item a line:
+// (the bucket's keys, each key's first version: readLedger), DIR/versions.jsonl
+// (every version and delete marker listed under ledger/), DIR/table.jsonl (one DynamoDB-JSON item a line:
 // the records and policies) and DIR/public-key.der (GetPublicKey of the
 // signing key), and DIR/export.json (ExportInfo). DIR must be empty or
 // absent. The ledger is read before the table, as verify reads them. The
@@ -105,7 +106,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		return err
 	}
 	info := ExportInfo{LedgerReadStart: a.Now().UTC()}
-	segments, digests, baselines, err := a.readLedger(ctx)
+	segments, digests, baselines, versions, err := a.readLedger(ctx)
 	if err != nil {
 		return err
 	}
@@ -173,6 +174,9 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o600); err != nil {
+		return err
+	}
+	if err := writeVersionsExport(dir, versions); err != nil {
 		return err
 	}
 	info.ExportedAt = a.Now().UTC()

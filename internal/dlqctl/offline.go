@@ -73,6 +73,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	// The copy is judged as of --as-of, or now: never as of a time an
 	// unsigned file of the copy says (issue 25).
 	in.Now = cmp.Or(ev.asOf, a.Now())
+	versionsNote := ""
+	if in.Versions, versionsNote, err = readVersionsExport(o.Offline); err != nil {
+		return err
+	}
+	rc.res.Notes = append(rc.res.Notes, versionsNote)
 	note, exportedNewest, err := copyInfo(o.Offline)
 	if err != nil {
 		return err

@@ -205,7 +205,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			return err
 		}
 		in.ReadStart = a.Now()
-		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
+		if in.Segments, in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx); err != nil {
 			return err
 		}
 	}
@@ -309,7 +309,11 @@ func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
 			probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
 		}
 		for _, p := range probs {
-			res.Problems = append(res.Problems, problem(p.ID, p.What))
+			pr := problem(p.ID, p.What)
+			if p.Kind != "" {
+				pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
+			}
+			res.Problems = append(res.Problems, pr)
 		}
 		return
 	}

@@ -81,6 +81,12 @@ type Input struct {
 	MaxDigestAge time.Duration
 	// Baselines maps baseline object keys (ledger/baseline/...) to bytes.
 	Baselines map[string][]byte
+	// Versions, when listed, are every version and delete marker under
+	// ledger/ (ListObjectVersions): each delete marker and each key with
+	// more than one version is named (verify_versions.go). Segments,
+	// Digests and Baselines then hold each key's first version
+	// (FirstVersions), read by its version id.
+	Versions []ObjectVersion
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its
@@ -156,6 +162,7 @@ func Verify(in Input) Result {
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
 	v.fresh(signed)
+	v.versions()
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
 	})
