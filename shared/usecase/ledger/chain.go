@@ -23,8 +23,9 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 	if err != nil {
 		return Head{Shard: shard}, fmt.Errorf("read head: %w", err)
 	}
-	if !ok {
-		head = Head{Shard: shard}
+	// Never write after a head that is not the chain's true tip (tip.go).
+	if head, err = s.trueTip(ctx, shard, head, ok); err != nil {
+		return head, err
 	}
 	for range maxSteps {
 		if head, ok, err = s.adoptNext(ctx, head); err != nil {
@@ -64,7 +65,7 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 		case err != nil:
 			return head, fmt.Errorf("put segment %s: %w", key, err)
 		default:
-			s.remember(key, seg)
+			s.remember(key, dl.SHA256Hex(raw), seg)
 			if head, err = s.advance(ctx, head, key, raw, seg); err != nil {
 				return head, err
 			}
@@ -103,6 +104,9 @@ func (s *Service) adoptNext(ctx context.Context, head Head) (Head, bool, error) 
 // adopt reads the segment under key and advances the head to it if it
 // chains to the head; a segment that does not is a broken chain.
 func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error) {
+	if err := s.adoptable(ctx, key); err != nil {
+		return head, err
+	}
 	raw, err := s.Objects.Get(ctx, key)
 	if err != nil {
 		return head, fmt.Errorf("read segment %s: %w", key, err)
@@ -117,7 +121,7 @@ func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error
 	if !chains {
 		return head, fmt.Errorf("%w: segment %s does not follow the head of shard %s (%s)", dl.ErrChainBroken, key, head.Shard, head.SegmentKey)
 	}
-	s.remember(key, seg)
+	s.remember(key, dl.SHA256Hex(raw), seg)
 	s.log().Warn("ledger adopted a segment an earlier try wrote", "shard", head.Shard, "key", key)
 	return s.advance(ctx, head, key, raw, seg)
 }
@@ -141,10 +145,12 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	}
 	err = s.State.AdvanceHead(ctx, next, head.SegmentKey, pending)
 	if err == nil {
+		s.setTip(next)
 		return next, nil
 	}
 	got, ok, rerr := s.State.Head(ctx, head.Shard)
 	if rerr == nil && ok && got.SegmentKey == next.SegmentKey && got.SegmentSHA256 == next.SegmentSHA256 {
+		s.setTip(got)
 		return got, nil // applied; the answer was lost
 	}
 	return head, errors.Join(fmt.Errorf("advance head of shard %s: %w", head.Shard, err), rerr)
