@@ -136,6 +136,9 @@ func (o LedgerObjects) Versions(ctx context.Context, key string) (versions, dele
 		if page.NextKeyMarker == nil && page.NextVersionIdMarker == nil {
 			return 0, 0, fmt.Errorf("list versions of ledger object %s: a truncated page without a next marker", key)
 		}
+		if aws.ToString(page.NextKeyMarker) == aws.ToString(in.KeyMarker) && aws.ToString(page.NextVersionIdMarker) == aws.ToString(in.VersionIdMarker) {
+			return 0, 0, fmt.Errorf("list versions of ledger object %s: the listing does not advance past %q", key, aws.ToString(in.VersionIdMarker))
+		}
 		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
 	}
 }
