@@ -17,8 +17,15 @@ const maxSteps = 1000
 // the segments an earlier try wrote but did not record in the head (the
 // answer lost, or a crash between the PUT and the head's update), then it
 // writes the changes the chain does not hold yet as one segment. It
-// returns the head it leaves.
-func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (Head, error) {
+// returns the head it leaves. After a failure the process forgets the
+// shard's tip (tip.go): a segment whose answer was lost is then found by
+// the next batch's proof even when a late key hides it from the listing.
+func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (_ Head, err error) {
+	defer func() {
+		if err != nil {
+			s.forgetTip(shard)
+		}
+	}()
 	head, ok, err := s.State.Head(ctx, shard)
 	if err != nil {
 		return Head{Shard: shard}, fmt.Errorf("read head: %w", err)

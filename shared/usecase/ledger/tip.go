@@ -32,6 +32,12 @@ func (s *Service) knownTip(shard string) (Head, bool) {
 	return h, ok
 }
 
+func (s *Service) forgetTip(shard string) {
+	s.tips.mu.Lock()
+	defer s.tips.mu.Unlock()
+	delete(s.tips.tips, shard)
+}
+
 func (s *Service) setTip(h Head) {
 	s.tips.mu.Lock()
 	defer s.tips.mu.Unlock()

@@ -111,3 +111,26 @@ func TestStreamRefusesAForkedHead(t *testing.T) {
 		t.Fatalf("%d objects written after a forked head", r.objects.puts-puts)
 	}
 }
+
+// A late segment whose PUT applied and whose answer was lost, retried
+// split differently (Lambda bisects a failing batch): the retry's key is
+// not the orphan's, and the orphan sorts below the head, but the proof
+// finds it following the head and adopts it; nothing is ledgered twice
+// and nothing forks.
+func TestALateOrphanIsAdoptedWhenTheRetryIsSplitDifferently(t *testing.T) {
+	t.Parallel()
+	s, r, recs := oneShard(t, 8)
+	r.handle(batch("shard-1", recs[4:8]))
+	r.objects.afterPut = func(string) error { return errLost }
+	if resp := r.handle(batch("shard-1", recs[0:4])); len(resp.BatchItemFailures) == 0 {
+		t.Fatal("a lost PUT answer reported as done")
+	}
+	r.objects.afterPut = nil
+	puts := r.objects.puts
+	r.handle(batch("shard-1", recs[2:4]))
+	r.handle(batch("shard-1", recs[0:2]))
+	if h := r.state.heads["shard-1"]; h.Segments != 2 || r.objects.puts != puts {
+		t.Fatalf("head %+v, %d more segments: want the orphan adopted and nothing written", h, r.objects.puts-puts)
+	}
+	r.exact(s)
+}
