@@ -29,7 +29,15 @@ const (
 // errNotReached: a walk that did not finish within the run's time.
 var errNotReached = errors.New(dl.ReasonNotReached)
 
-// proveChain checks that h (a head item as the table holds it) is a tip of
+// chainNode is a segment with its key and the SHA-256 of its bytes.
+type chainNode struct {
+	key, sha string
+	seg      dl.Segment
+}
+
+func (n chainNode) ref() dl.Ref { return dl.Ref{Key: n.key, SHA256: n.sha} }
+
+// walkChain checks that h (a head item as the table holds it) is a tip of
 // its shard's chain in the bucket that extends anchor (the previous signed
 // digest's head of the shard, or one the ledger proved; an empty anchor is
 // the shard's root): h's segment is there and hashes to h's
@@ -41,21 +49,7 @@ var errNotReached = errors.New(dl.ReasonNotReached)
 // is the highest seq of the chain (a late segment ends below it, as
 // Verify computes it). It reads one segment per step (the cache first)
 // and stops when ctx is done (errNotReached).
-func (s *Service) proveChain(ctx context.Context, h Head, anchor dl.Head) error {
-	_, err := s.walkChain(ctx, h, anchor)
-	return err
-}
-
-// chainNode is a segment with its key and the SHA-256 of its bytes.
-type chainNode struct {
-	key, sha string
-	seg      dl.Segment
-}
-
-func (n chainNode) ref() dl.Ref { return dl.Ref{Key: n.key, SHA256: n.sha} }
-
-// walkChain is proveChain, returning the segments walked (h's first, the
-// one after anchor last).
+// It returns the segments walked (h's first, the one after anchor last).
 func (s *Service) walkChain(ctx context.Context, h Head, anchor dl.Head) ([]chainNode, error) {
 	if h.SegmentKey == "" {
 		if anchor.SegmentKey != "" {

@@ -50,7 +50,7 @@ func (s *Service) setTip(h Head) {
 // trueTip returns the head the stream handler may write after: the true
 // tip of the shard's chain in the bucket. The table's head (head; ok
 // false when there is none) is taken as it is when it is the one this
-// process last advanced. Otherwise it must be proven (proveChain) against
+// process last advanced. Otherwise it must be proven (walkChain) against
 // the newest signed digest's head of the shard (or the shard's root), and
 // no segment of the bucket may already follow it. A head that is proven
 // but that segments follow (a crash left them, or the head was rolled
