@@ -21,6 +21,7 @@ type LedgerAPI interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput, opts ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error)
 }
 
 // LedgerObjects are the ledger's segment and digest objects in the Object
@@ -96,4 +97,48 @@ func (o LedgerObjects) List(ctx context.Context, prefix, startAfter string) ([]s
 		}
 	}
 	return keys, nil
+}
+
+// Versions counts the object versions and delete markers of exactly key
+// (ListObjectVersions with Prefix key, which also lists longer keys: they
+// are skipped, and the listing stops at the first key after key, since
+// keys come in order). Every page is read until then.
+func (o LedgerObjects) Versions(ctx context.Context, key string) (versions, deleteMarkers int, err error) {
+	in := &s3.ListObjectVersionsInput{Bucket: aws.String(o.Bucket), Prefix: aws.String(key)}
+	if o.PageSize > 0 {
+		in.MaxKeys = aws.Int32(o.PageSize)
+	}
+	for {
+		page, err := o.API.ListObjectVersions(ctx, in)
+		if err != nil {
+			return 0, 0, fmt.Errorf("list versions of ledger object %s: %w", key, err)
+		}
+		past := false
+		for _, v := range page.Versions {
+			switch k := aws.ToString(v.Key); {
+			case k == key:
+				versions++
+			case k > key:
+				past = true
+			}
+		}
+		for _, m := range page.DeleteMarkers {
+			switch k := aws.ToString(m.Key); {
+			case k == key:
+				deleteMarkers++
+			case k > key:
+				past = true
+			}
+		}
+		if past || !aws.ToBool(page.IsTruncated) {
+			return versions, deleteMarkers, nil
+		}
+		if page.NextKeyMarker == nil && page.NextVersionIdMarker == nil {
+			return 0, 0, fmt.Errorf("list versions of ledger object %s: a truncated page without a next marker", key)
+		}
+		if aws.ToString(page.NextKeyMarker) == aws.ToString(in.KeyMarker) && aws.ToString(page.NextVersionIdMarker) == aws.ToString(in.VersionIdMarker) {
+			return 0, 0, fmt.Errorf("list versions of ledger object %s: the listing does not advance past %q", key, aws.ToString(in.VersionIdMarker))
+		}
+		in.KeyMarker, in.VersionIdMarker = page.NextKeyMarker, page.NextVersionIdMarker
+	}
 }

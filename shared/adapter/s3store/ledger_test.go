@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,97 @@ func TestLedgerObjectsOnAnObjectLockBucket(t *testing.T) {
 	all, err := o.List(ctx, "ledger/segments/shard-1/", "")
 	if err != nil || len(all) != 6 {
 		t.Fatalf("List all = %v, %v", all, err)
+	}
+}
+
+// Versions counts the versions and delete markers of exactly one key on
+// versitygw's versioned Object Lock bucket: a longer key under the same
+// prefix is not counted. (Pages: TestLedgerObjectVersionsPages.)
+func TestLedgerObjectVersions(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Start(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	until := time.Now().Add(48 * time.Hour).Truncate(time.Second)
+	for _, size := range []int32{0} {
+		o := s3store.LedgerObjects{API: st.Clients.S3, Bucket: st.Names["ArchiveBucket"], PageSize: size}
+		key := fmt.Sprintf("ledger/digests/%012d.json", size+1)
+		count := func(want [2]int) {
+			t.Helper()
+			n, m, err := o.Versions(ctx, key)
+			if err != nil || n != want[0] || m != want[1] {
+				t.Fatalf("page size %d: Versions = %d, %d, %v; want %v", size, n, m, err, want)
+			}
+		}
+		count([2]int{0, 0})
+		if err := o.PutIfAbsent(ctx, key, []byte(`{"a":1}`), until); err != nil {
+			t.Fatal(err)
+		}
+		for _, longer := range []string{key + ".bak", key + "x"} {
+			if err := o.PutIfAbsent(ctx, longer, []byte(`{}`), until); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count([2]int{1, 0})
+		// A second version over the locked key (what only the bucket
+		// policy forbids), then a delete marker over it.
+		if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(o.Bucket), Key: aws.String(key),
+			Body: strings.NewReader(`{"a":2}`), ChecksumAlgorithm: types.ChecksumAlgorithmSha256}); err != nil {
+			t.Fatal(err)
+		}
+		count([2]int{2, 0})
+		if _, err := st.Clients.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(o.Bucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+		count([2]int{2, 1})
+	}
+}
+
+// versionPages is a LedgerAPI whose ListObjectVersions answers from
+// scripted pages, by the key and version markers of the request.
+type versionPages struct {
+	s3store.LedgerAPI
+	pages map[string]*s3.ListObjectVersionsOutput // "keyMarker/versionMarker" → page
+	calls int
+}
+
+func (v *versionPages) ListObjectVersions(_ context.Context, in *s3.ListObjectVersionsInput, _ ...func(*s3.Options)) (*s3.ListObjectVersionsOutput, error) {
+	v.calls++
+	page, ok := v.pages[aws.ToString(in.KeyMarker)+"/"+aws.ToString(in.VersionIdMarker)]
+	if !ok {
+		return nil, fmt.Errorf("no page after %q/%q", aws.ToString(in.KeyMarker), aws.ToString(in.VersionIdMarker))
+	}
+	return page, nil
+}
+
+// Versions reads every page until a key after the one asked for, counts
+// only exact matches (a longer key under the prefix is not the key), and
+// refuses a listing that does not advance.
+func TestLedgerObjectVersionsPages(t *testing.T) {
+	const key = "ledger/digests/000000000001.json"
+	ver := func(k, id string) types.ObjectVersion {
+		return types.ObjectVersion{Key: aws.String(k), VersionId: aws.String(id)}
+	}
+	mark := func(k, id string) types.DeleteMarkerEntry {
+		return types.DeleteMarkerEntry{Key: aws.String(k), VersionId: aws.String(id)}
+	}
+	api := &versionPages{pages: map[string]*s3.ListObjectVersionsOutput{
+		"/":         {Versions: []types.ObjectVersion{ver(key, "v3")}, DeleteMarkers: []types.DeleteMarkerEntry{mark(key, "m1")}, IsTruncated: aws.Bool(true), NextKeyMarker: aws.String(key), NextVersionIdMarker: aws.String("m1")},
+		key + "/m1": {Versions: []types.ObjectVersion{ver(key, "v2")}, IsTruncated: aws.Bool(true), NextKeyMarker: aws.String(key), NextVersionIdMarker: aws.String("v2")},
+		key + "/v2": {Versions: []types.ObjectVersion{ver(key, "v1"), ver(key+".bak", "b1")}, IsTruncated: aws.Bool(true), NextKeyMarker: aws.String(key + ".bak"), NextVersionIdMarker: aws.String("b1")},
+	}}
+	o := s3store.LedgerObjects{API: api, Bucket: "b"}
+	n, m, err := o.Versions(context.Background(), key)
+	if err != nil || n != 3 || m != 1 || api.calls != 3 {
+		t.Fatalf("Versions = %d, %d, %v after %d pages; want 3 versions, 1 marker, 3 pages (none after the longer key)", n, m, err, api.calls)
+	}
+	stuck := &versionPages{pages: map[string]*s3.ListObjectVersionsOutput{
+		"/":         {Versions: []types.ObjectVersion{ver(key, "v2")}, IsTruncated: aws.Bool(true), NextKeyMarker: aws.String(key), NextVersionIdMarker: aws.String("v2")},
+		key + "/v2": {Versions: []types.ObjectVersion{ver(key, "v2")}, IsTruncated: aws.Bool(true), NextKeyMarker: aws.String(key), NextVersionIdMarker: aws.String("v2")},
+	}}
+	if _, _, err := (s3store.LedgerObjects{API: stuck, Bucket: "b"}).Versions(context.Background(), key); err == nil || !strings.Contains(err.Error(), "does not advance") {
+		t.Fatalf("a listing that does not advance: %v", err)
 	}
 }

@@ -52,6 +52,17 @@ func (o *objects) List(_ context.Context, prefix, startAfter string) ([]string, 
 	return keys, nil
 }
 
+// Versions: a key of this bucket has one version (it is never
+// overwritten) or none.
+func (o *objects) Versions(_ context.Context, key string) (int, int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.objs[key]; ok {
+		return 1, 0, nil
+	}
+	return 0, 0, nil
+}
+
 // state is the ledger's head items in memory (ledger.State; no digests:
 // countstream never signs one).
 type state struct {

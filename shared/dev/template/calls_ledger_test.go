@@ -70,7 +70,7 @@ func (c *crasher) fired() int {
 //   - stream batches with records (segments, heads, counters applied);
 //   - a batch retried after a crash between its segment's PUT and the
 //     head's update: the retry lists the shard's segments, reads the one
-//     the first try wrote and adopts it;
+//     the first try wrote, counts its versions and adopts it;
 //   - a digest run that crashes between its digest's PUT and the digest
 //     head's update, and the next run, which gets 412, reads that digest,
 //     checks its signature and adopts it;
@@ -92,7 +92,7 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	if crash.fired() != 1 {
 		t.Fatal("the crash before the head's update was not injected: no segment was written")
 	}
-	for _, action := range []string{"s3:ListBucket", "s3:GetObject", "s3:PutObject", "dynamodb:UpdateItem"} {
+	for _, action := range []string{"s3:ListBucket", "s3:ListBucketVersions", "s3:GetObject", "s3:PutObject", "dynamodb:UpdateItem"} {
 		if !rec.has(action) {
 			t.Fatalf("the retried batch made no %s: the adopt path was not driven", action)
 		}

@@ -102,7 +102,8 @@ func tagContext(tags []s3types.Tag) map[string]string {
 //   - the DynamoDB item actions carry the item's partition key (dlq_id, the
 //     one table's) as dynamodb:LeadingKeys, a BatchGetItem and a
 //     BatchWriteItem all of their keys in the table (a put's and a
-//     delete's alike); ListObjectsV2 its prefix as s3:prefix;
+//     delete's alike); ListObjectsV2 and ListObjectVersions their prefix
+//     as s3:prefix;
 //   - DynamoDB Streams: the action of the operation's name on the stream
 //     ARN (ListStreams on the table's streams);
 //   - KMS Sign, Verify, GetPublicKey, DescribeKey: the action of the
@@ -244,7 +245,11 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		case *s3.DeleteObjectTaggingInput:
 			return onObject("s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging", p.VersionId, p.Bucket, p.Key, nil)
 		case *s3.ListObjectVersionsInput:
-			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), nil)}
+			var ctx map[string]string
+			if p.Prefix != nil {
+				ctx = map[string]string{"s3:prefix": *p.Prefix}
+			}
+			return []request{one("s3:ListBucketVersions", "arn:aws:s3:::"+aws.ToString(p.Bucket), ctx)}
 		case *s3.ListObjectsV2Input:
 			var ctx map[string]string
 			if p.Prefix != nil {

@@ -328,10 +328,11 @@ func TestLedgerAlarms(t *testing.T) {
 		periods, datapoints           int
 	}
 	for id, w := range map[string]want{
-		"LedgerAnchoringLagAlarm": {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
-		"LedgerErrorsAlarm":       {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
-		"LedgerIteratorAgeAlarm":  {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 600000, 1, 0},
-		"LedgerFailuresAlarm":     {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0, 1, 0},
+		"LedgerAnchoringLagAlarm":  {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
+		"LedgerHeadsUnprovenAlarm": {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
+		"LedgerErrorsAlarm":        {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
+		"LedgerIteratorAgeAlarm":   {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 600000, 1, 0},
+		"LedgerFailuresAlarm":      {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
 		var dims []string

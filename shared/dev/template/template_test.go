@@ -357,7 +357,8 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
 		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
-		"LedgerAnchoringLag": nil, // the ledger's digest run (EMF), one per stack
+		"LedgerAnchoringLag":  nil, // the ledger's digest run (EMF), one per stack
+		"LedgerHeadsUnproven": nil, // the ledger's digest run and stream handler (EMF)
 	}
 	seen := map[string]bool{}
 	for id, a := range tpl.GetAllCloudWatchAlarmResources() {

@@ -151,6 +151,11 @@ type Digest struct {
 	// Baseline names the newest baseline object (absent until one exists).
 	Baseline  *BaselineRef `json:"baseline,omitempty"`
 	Signature string       `json:"signature,omitempty"`
+	// Unproven lists the shard heads the table held that the digest run
+	// could not prove against the bucket (issue 25, part A: unproven.go);
+	// such a shard's entry in Shards is the previous digest's head.
+	// Absent when every head was proven.
+	Unproven []UnprovenHead `json:"unproven,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.
@@ -270,6 +275,9 @@ func ParseDigest(b []byte) (Digest, error) {
 	}
 	if !slices.IsSortedFunc(d.Shards, func(a, b Head) int { return strings.Compare(a.Shard, b.Shard) }) {
 		return Digest{}, errors.New("parse digest: shards not sorted")
+	}
+	if err := checkUnproven(d.Unproven); err != nil {
+		return Digest{}, fmt.Errorf("parse digest: %w", err)
 	}
 	return d, nil
 }

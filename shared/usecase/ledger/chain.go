@@ -17,14 +17,22 @@ const maxSteps = 1000
 // the segments an earlier try wrote but did not record in the head (the
 // answer lost, or a crash between the PUT and the head's update), then it
 // writes the changes the chain does not hold yet as one segment. It
-// returns the head it leaves.
-func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (Head, error) {
+// returns the head it leaves. After a failure the process forgets the
+// shard's tip (tip.go): a segment whose answer was lost is then found by
+// the next batch's proof even when a late key hides it from the listing.
+func (s *Service) ledger(ctx context.Context, arn, shard string, changes []change) (_ Head, err error) {
+	defer func() {
+		if err != nil {
+			s.forgetTip(shard)
+		}
+	}()
 	head, ok, err := s.State.Head(ctx, shard)
 	if err != nil {
 		return Head{Shard: shard}, fmt.Errorf("read head: %w", err)
 	}
-	if !ok {
-		head = Head{Shard: shard}
+	// Never write after a head that is not the chain's true tip (tip.go).
+	if head, err = s.trueTip(ctx, shard, head, ok); err != nil {
+		return head, err
 	}
 	for range maxSteps {
 		if head, ok, err = s.adoptNext(ctx, head); err != nil {
@@ -64,7 +72,7 @@ func (s *Service) ledger(ctx context.Context, arn, shard string, changes []chang
 		case err != nil:
 			return head, fmt.Errorf("put segment %s: %w", key, err)
 		default:
-			s.remember(key, seg)
+			s.remember(key, dl.SHA256Hex(raw), seg)
 			if head, err = s.advance(ctx, head, key, raw, seg); err != nil {
 				return head, err
 			}
@@ -103,6 +111,9 @@ func (s *Service) adoptNext(ctx context.Context, head Head) (Head, bool, error) 
 // adopt reads the segment under key and advances the head to it if it
 // chains to the head; a segment that does not is a broken chain.
 func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error) {
+	if err := s.adoptable(ctx, key); err != nil {
+		return head, err
+	}
 	raw, err := s.Objects.Get(ctx, key)
 	if err != nil {
 		return head, fmt.Errorf("read segment %s: %w", key, err)
@@ -117,7 +128,7 @@ func (s *Service) adopt(ctx context.Context, head Head, key string) (Head, error
 	if !chains {
 		return head, fmt.Errorf("%w: segment %s does not follow the head of shard %s (%s)", dl.ErrChainBroken, key, head.Shard, head.SegmentKey)
 	}
-	s.remember(key, seg)
+	s.remember(key, dl.SHA256Hex(raw), seg)
 	s.log().Warn("ledger adopted a segment an earlier try wrote", "shard", head.Shard, "key", key)
 	return s.advance(ctx, head, key, raw, seg)
 }
@@ -141,10 +152,12 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	}
 	err = s.State.AdvanceHead(ctx, next, head.SegmentKey, pending)
 	if err == nil {
+		s.setTip(next)
 		return next, nil
 	}
 	got, ok, rerr := s.State.Head(ctx, head.Shard)
 	if rerr == nil && ok && got.SegmentKey == next.SegmentKey && got.SegmentSHA256 == next.SegmentSHA256 {
+		s.setTip(got)
 		return got, nil // applied; the answer was lost
 	}
 	return head, errors.Join(fmt.Errorf("advance head of shard %s: %w", head.Shard, err), rerr)

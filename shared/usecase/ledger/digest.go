@@ -25,6 +25,9 @@ type DigestReport struct {
 	// LagSeconds is the anchoring lag: the longest a change waited for
 	// the digest that anchors it (0 when none waited).
 	LagSeconds float64 `json:"lag_seconds"`
+	// Unproven counts the shard heads of the table the run could not
+	// prove against the bucket (prove.go): none of them was signed.
+	Unproven int `json:"unproven,omitempty"`
 }
 
 // MetricAnchoringLag is the anchoring lag metric (seconds).
@@ -67,13 +70,19 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 		return rep, err
 	}
 	rep.N, rep.Adopted = last.N, last.N != rep.N
+	heads, unproven, err := s.proveHeads(ctx, prev, shards, heads) // prove.go: sign only what was checked
+	rep.Unproven = len(unproven)
+	s.emitUnproven(now, len(unproven))
+	if err != nil {
+		return rep, err
+	}
 	listed := shardHeads(shards, heads)
-	if hasLast && slices.Equal(prev.Shards, listed) && now.Sub(last.At) < s.Config.DigestMaxAge {
+	if hasLast && slices.Equal(prev.Shards, listed) && slices.Equal(prev.Unproven, unproven) && now.Sub(last.At) < s.Config.DigestMaxAge {
 		s.anchor(ctx, *prev, heads) // a digest adopted above, or a mark a crash left undone
 		s.emitLag(now, rep.LagSeconds)
 		return rep, nil
 	}
-	d, raw, err := s.build(ctx, last, hasLast, listed, now)
+	d, raw, err := s.build(ctx, last, hasLast, listed, unproven, now)
 	if err != nil {
 		return rep, err
 	}
@@ -172,13 +181,15 @@ func lag(heads map[string]Head, now time.Time) float64 {
 	return l
 }
 
-// build makes and signs digest last.N+1 over heads.
-func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs []dl.Head, now time.Time) (dl.Digest, []byte, error) {
+// build makes and signs digest last.N+1 over heads, recording the heads
+// that were not proven (proveHeads).
+func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs []dl.Head, unproven []dl.UnprovenHead, now time.Time) (dl.Digest, []byte, error) {
 	var dprev *dl.DigestPrev
 	if hasLast {
 		dprev = &dl.DigestPrev{Key: last.Key, SHA256: last.SHA256, Signature: last.Signature}
 	}
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
+	d.Unproven = unproven
 	var err error
 	if d.Baseline, err = s.baselineRef(ctx, last, hasLast); err != nil { // baseline.go
 		return d, nil, err
@@ -200,6 +211,9 @@ func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs [
 // ours: signed by the key and chained to the digest head.
 func (s *Service) adoptDigest(ctx context.Context, last DigestHead, hasLast bool, n int64) (dl.Digest, []byte, error) {
 	key := dl.DigestKey(n)
+	if err := s.adoptable(ctx, key); err != nil {
+		return dl.Digest{}, nil, err
+	}
 	raw, err := s.Objects.Get(ctx, key)
 	if err != nil {
 		return dl.Digest{}, nil, fmt.Errorf("read digest %s: %w", key, err)

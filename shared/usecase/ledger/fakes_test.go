@@ -32,6 +32,11 @@ type memObjects struct {
 	beforePut func(key string)
 	afterPut  func(key string) error
 	putErr    func(key string) error // refused before being applied
+	// versions and markers add object versions and delete markers to a
+	// key (a versioned bucket's second version, a delete marker): the
+	// current one is what Get and List still show.
+	versions map[string]int
+	markers  map[string]int
 }
 
 func newObjects() *memObjects { return &memObjects{objs: map[string][]byte{}} }
@@ -86,6 +91,31 @@ func (m *memObjects) List(_ context.Context, prefix, startAfter string) ([]strin
 	}
 	slices.Sort(keys)
 	return keys, nil
+}
+
+func (m *memObjects) Versions(_ context.Context, key string) (int, int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.versions[key]
+	if _, ok := m.objs[key]; ok {
+		n++
+	}
+	return n, m.markers[key], nil
+}
+
+// addVersion gives key one more version (behind the current one) or, with
+// marker, a delete marker.
+func (m *memObjects) addVersion(key string, marker bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.versions == nil {
+		m.versions, m.markers = map[string]int{}, map[string]int{}
+	}
+	if marker {
+		m.markers[key]++
+	} else {
+		m.versions[key]++
+	}
 }
 
 func (m *memObjects) under(prefix string) map[string][]byte {

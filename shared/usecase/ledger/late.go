@@ -17,25 +17,31 @@ const maxWalk = 1000
 // (segments are immutable: a cached one is always right).
 const segmentCacheSize = 8
 
-// segmentCache holds the segments a Service wrote or read last.
+// segmentCache holds the segments a Service wrote or read last, with the
+// SHA-256 of their bytes.
 type segmentCache struct {
 	mu    sync.Mutex
-	segs  map[string]dl.Segment
+	segs  map[string]cachedSegment
 	order []string
 }
 
-// remember caches the segment under key.
-func (s *Service) remember(key string, seg dl.Segment) {
+type cachedSegment struct {
+	seg dl.Segment
+	sha string
+}
+
+// remember caches the segment under key, whose bytes hash to sha.
+func (s *Service) remember(key, sha string, seg dl.Segment) {
 	c := &s.cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.segs == nil {
-		c.segs = map[string]dl.Segment{}
+		c.segs = map[string]cachedSegment{}
 	}
 	if _, ok := c.segs[key]; ok {
 		return
 	}
-	c.segs[key] = seg
+	c.segs[key] = cachedSegment{seg: seg, sha: sha}
 	c.order = append(c.order, key)
 	if len(c.order) > segmentCacheSize {
 		delete(c.segs, c.order[0])
@@ -45,13 +51,17 @@ func (s *Service) remember(key string, seg dl.Segment) {
 
 // segment reads the segment under key (from the cache when it is there),
 // checking that its bytes hash to sha (what the head or the next segment
-// says).
+// says; a cached segment is checked against the hash of the bytes it was
+// read or written as).
 func (s *Service) segment(ctx context.Context, key, sha string) (dl.Segment, error) {
 	s.cache.mu.Lock()
-	seg, ok := s.cache.segs[key]
+	c, ok := s.cache.segs[key]
 	s.cache.mu.Unlock()
 	if ok {
-		return seg, nil
+		if c.sha != sha {
+			return dl.Segment{}, fmt.Errorf("%w: segment %s does not hash to %s", dl.ErrChainBroken, key, sha)
+		}
+		return c.seg, nil
 	}
 	raw, err := s.Objects.Get(ctx, key)
 	if err != nil {
@@ -60,10 +70,11 @@ func (s *Service) segment(ctx context.Context, key, sha string) (dl.Segment, err
 	if dl.SHA256Hex(raw) != sha {
 		return dl.Segment{}, fmt.Errorf("%w: segment %s does not hash to %s", dl.ErrChainBroken, key, sha)
 	}
-	if seg, err = dl.ParseSegment(raw); err != nil {
+	seg, err := dl.ParseSegment(raw)
+	if err != nil {
 		return dl.Segment{}, fmt.Errorf("%w: %s: %v", dl.ErrChainBroken, key, err)
 	}
-	s.remember(key, seg)
+	s.remember(key, sha, seg)
 	return seg, nil
 }
 

@@ -25,6 +25,11 @@ type Objects interface {
 	// List returns the keys under prefix after startAfter ("" for all),
 	// in key order.
 	List(ctx context.Context, prefix, startAfter string) ([]string, error)
+	// Versions counts the versions of exactly key (not of longer keys
+	// under it): object versions and delete markers (S3
+	// ListObjectVersions). A key the ledger adopts has one version and no
+	// marker (adoptable).
+	Versions(ctx context.Context, key string) (versions, deleteMarkers int, err error)
 }
 
 // Head is a shard chain's head item (#led#head#<shard>).

@@ -32,6 +32,7 @@ type Service struct {
 
 	cache  segmentCache
 	shards shardCache
+	tips   tipCache // tip.go
 }
 
 func (s *Service) now() time.Time {
