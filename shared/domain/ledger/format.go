@@ -151,6 +151,12 @@ type Digest struct {
 	// Baseline names the newest baseline object (absent until one exists).
 	Baseline  *BaselineRef `json:"baseline,omitempty"`
 	Signature string       `json:"signature,omitempty"`
+	// Pipeline (issue 25, format_pipeline.go): what the run saw of the
+	// stream's event source mapping ("mapping") and the canary it wrote
+	// ("canary"). Absent on digests written before it, and when the run
+	// does not check the pipeline.
+	Mapping *MappingSeen `json:"mapping,omitempty"`
+	Canary  *CanaryRef   `json:"canary,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.

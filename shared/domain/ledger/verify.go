@@ -153,6 +153,7 @@ func Verify(in Input) Result {
 	v := &verifier{in: in}
 	digests, signed := v.digests()
 	entries := v.segments(digests, signed)
+	v.pipeline(signed, entries) // verify_mapping.go
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
 	v.fresh(signed)
