@@ -1,6 +1,9 @@
 package ledger
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // The pipeline's evidence in a digest (issue 25: a stopped ledger pages
 // someone). A digest run reads the ledger function's event source
@@ -66,4 +69,13 @@ func CanaryOf(e Entry) (int64, bool) {
 		return 0, false
 	}
 	return e.Item.Int(CanaryNAttr)
+}
+
+// CanaryItem is the canary's table item (CanaryKey): the newest canary
+// written (N, At) and Since, when the oldest canary that had not arrived
+// when it was written was written (At when all before it had arrived).
+type CanaryItem struct {
+	N     int64
+	At    time.Time
+	Since time.Time
 }
