@@ -21,6 +21,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -346,6 +347,12 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one("kms:GetPublicKey", key(p.KeyId), nil)}
 		case *kms.DescribeKeyInput:
 			return []request{one("kms:DescribeKey", key(p.KeyId), nil)}
+		}
+	case "Lambda":
+		// ListEventSourceMappings has no resource-level permission: IAM
+		// authorizes it on "*".
+		if _, ok := params.(*lambda.ListEventSourceMappingsInput); ok {
+			return []request{one("lambda:ListEventSourceMappings", "*", nil)}
 		}
 	case "CloudWatch":
 		if p, ok := params.(*cloudwatch.PutMetricDataInput); ok {
