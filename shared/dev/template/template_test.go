@@ -14,6 +14,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -360,7 +361,8 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
 		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
-		"LedgerAnchoringLag": nil, // the ledger's digest run (EMF), one per stack
+		"LedgerAnchoringLag":          nil, // the ledger's digest run (EMF), one per stack
+		ledger.MetricPipelineProblems: nil, // the same run's pipeline check
 	}
 	seen := map[string]bool{}
 	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
