@@ -6,9 +6,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
+	"github.com/dlqquarantine/dlqq/shared/adapter/lambdamapping"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
@@ -25,16 +27,20 @@ func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runti
 		if err != nil {
 			return nil, err
 		}
-		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), KMS: kms.NewFromConfig(aws), DynamoDBStreams: dynamodbstreams.NewFromConfig(aws)}
+		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), KMS: kms.NewFromConfig(aws), DynamoDBStreams: dynamodbstreams.NewFromConfig(aws),
+			Lambda: lambda.NewFromConfig(aws)}
 	}
 	if c.DynamoDB == nil || c.S3 == nil || c.KMS == nil || c.DynamoDBStreams == nil {
 		return nil, errors.New("the ledger needs DynamoDB, S3, KMS and DynamoDB Streams clients")
+	}
+	if cfg.FunctionName != "" && c.Lambda == nil {
+		return nil, errors.New("the ledger's pipeline check (AWS_LAMBDA_FUNCTION_NAME set) needs a Lambda client")
 	}
 	signer, err := kmssign.New(ctx, c.KMS, cfg.SigningKey)
 	if err != nil {
 		return nil, err
 	}
-	return &ledger.Service{
+	svc := &ledger.Service{
 		Objects: s3store.LedgerObjects{API: c.S3, Bucket: cfg.Bucket},
 		State:   dynamostore.LedgerState{API: c.DynamoDB, Table: cfg.TableName},
 		Signer:  signer,
@@ -45,5 +51,10 @@ func Ledger(ctx context.Context, cfg ledger.FunctionConfig, c *Clients, rt Runti
 		Log:     rt.Log,
 		Now:     rt.Now,
 		Config:  cfg.Ledger,
-	}, nil
+	}
+	if cfg.FunctionName != "" { // the pipeline check (ledger/pipeline.go)
+		svc.Mappings = lambdamapping.Mappings{API: c.Lambda, Function: cfg.FunctionName, StreamARN: cfg.Ledger.StreamARN}
+		svc.Canaries = dynamostore.Canaries{API: c.DynamoDB, Table: cfg.TableName}
+	}
+	return svc, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
+	"github.com/dlqquarantine/dlqq/shared/adapter/lambdamapping"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
@@ -44,6 +45,8 @@ type Clients struct {
 	// its stream's shards).
 	KMS             KMS
 	DynamoDBStreams DynamoDBStreams
+	// Lambda is the ledger's too: it reads its own stream mapping.
+	Lambda Lambda
 }
 
 // DynamoDB is what the functions need of the DynamoDB client.
@@ -69,6 +72,11 @@ type DynamoDBStreams interface {
 	dynamostore.StreamDescriber
 }
 
+// Lambda is what the ledger needs of the Lambda client.
+type Lambda interface {
+	lambdamapping.API
+}
+
 // SQS is what the functions need of the SQS client.
 type SQS interface {
 	redrive.Sender
@@ -85,7 +93,7 @@ type CloudWatch interface {
 // From takes the clients of an awsclients set (the embedded stack's, or
 // dlqctl's).
 func From(c *awsclients.Clients) *Clients {
-	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams, KMS: c.KMS}
+	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams, KMS: c.KMS, Lambda: c.Lambda}
 }
 
 // Runtime is what a function gets from its process besides its clients.

@@ -80,6 +80,12 @@ func ledgerHead(shard string, item map[string]types.AttributeValue) (ledger.Chai
 	if err := errors.Join(errs[:]...); err != nil || h.LastSeq == "" || h.SegmentKey == "" {
 		return h, fmt.Errorf("ledger head of shard %s is malformed: %v", shard, err)
 	}
+	if _, ok := item[LedgerHeadCanaryAttr]; ok { // absent until a canary lands on the chain
+		var err error
+		if h.Canary, err = ledgerAttrN(item, LedgerHeadCanaryAttr); err != nil {
+			return h, fmt.Errorf("ledger head of shard %s is malformed: %v", shard, err)
+		}
+	}
 	return h, nil
 }
 
@@ -163,6 +169,11 @@ func (s LedgerState) AdvanceHead(ctx context.Context, h ledger.ChainHead, prevSe
 			":n": &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Segments, 10)}, ":u": ledgerStr(h.UpdatedAt.UTC().Format(time.RFC3339Nano)),
 			":p": ledgerStr(pendingSince.UTC().Format(time.RFC3339Nano))},
 		ConditionExpression: aws.String("attribute_not_exists(#k)"),
+	}
+	if h.Canary > 0 { // canary.go
+		*in.UpdateExpression += ", #c = :c"
+		in.ExpressionAttributeNames["#c"] = LedgerHeadCanaryAttr
+		in.ExpressionAttributeValues[":c"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(h.Canary, 10)}
 	}
 	if prevSegmentKey != "" {
 		in.ConditionExpression = aws.String("#k = :prev")

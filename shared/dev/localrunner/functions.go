@@ -41,6 +41,10 @@ type Functions struct {
 	Ledger       *ledger.Service
 	LedgerConfig ledger.FunctionConfig
 	LedgerStream StreamMapping
+	// LedgerMapping is that mapping in kumo's Lambda: the ledger's digest
+	// run reads it, LedgerPoller polls only while it is enabled, and tests
+	// disable or re-create it (ledgermapping.go).
+	LedgerMapping *LedgerMapping
 
 	redriveConfig redrive.FunctionConfig
 	sweeperConfig sweeper.FunctionConfig
@@ -119,6 +123,14 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if f.LedgerStream, err = StreamMappingFromTemplate(st.Template, "LedgerStreamMapping", st.StreamARNs["QuarantineTable"]); err != nil {
 		return nil, err
 	}
+	// The function knows its own name, as Lambda tells it
+	// (AWS_LAMBDA_FUNCTION_NAME): its digest runs check the pipeline.
+	if f.LedgerConfig.FunctionName, err = functionName(st, "LedgerFunction"); err != nil {
+		return nil, err
+	}
+	if f.LedgerMapping, err = newLedgerMapping(context.Background(), st, st.Clients.Lambda, f.LedgerConfig.FunctionName, f.LedgerStream.StreamARN); err != nil {
+		return nil, err
+	}
 	if f.Ledger, err = f.NewLedger(clients, emfOut); err != nil {
 		return nil, err
 	}
@@ -136,7 +148,7 @@ func (f *Functions) NewLedger(c *awsclients.Clients, metricsOut io.Writer) (*led
 // mapping does.
 func (f *Functions) LedgerPoller(c *awsclients.Clients, handler StreamHandler) *StreamPoller {
 	return &StreamPoller{API: c.DynamoDBStreams, StreamARN: f.LedgerStream.StreamARN, Handler: handler,
-		BatchSize: f.LedgerStream.BatchSize, Bisect: f.LedgerStream.Bisect, Log: f.log}
+		BatchSize: f.LedgerStream.BatchSize, Bisect: f.LedgerStream.Bisect, Log: f.log, Gate: f.LedgerMapping}
 }
 
 // NewRedrive builds another redrive function, as configured from the
@@ -157,4 +169,30 @@ func (f *Functions) NewSweeper(c *awsclients.Clients, adjust ...func(*sweeper.Co
 		a(&cfg.Sweeper)
 	}
 	return wire.Sweeper(context.Background(), cfg, wire.From(c), wire.Runtime{Log: f.log})
+}
+
+// functionName is the name the stack gives the function with logicalID.
+func functionName(st *embedded.Stack, logicalID string) (string, error) {
+	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
+	if err != nil {
+		return "", err
+	}
+	name := st.Names[logicalID]
+	if fn.FunctionName != nil {
+		name = *fn.FunctionName
+	}
+	if name == "" {
+		return "", fmt.Errorf("function %s has no name", logicalID)
+	}
+	return name, nil
+}
+
+// newLedgerMapping creates (or finds) the ledger's stream mapping in kumo,
+// enabled as the template says.
+func newLedgerMapping(ctx context.Context, st *embedded.Stack, api LambdaMappingAPI, function, streamARN string) (*LedgerMapping, error) {
+	m, err := st.Template.GetLambdaEventSourceMappingWithName("LedgerStreamMapping")
+	if err != nil {
+		return nil, err
+	}
+	return NewLedgerMapping(ctx, api, function, streamARN, m.Enabled == nil || *m.Enabled)
 }

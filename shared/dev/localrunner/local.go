@@ -63,6 +63,9 @@ type Local struct {
 	// LedgerPoller feeds it by invoking the function (InvokeStream).
 	LedgerStream StreamMapping
 	LedgerPoller *StreamPoller
+	// LedgerMapping is the ledger's mapping in kumo (ledgermapping.go):
+	// the ledger reads it, LedgerPoller follows it.
+	LedgerMapping *LedgerMapping
 
 	// Progress, when not nil, is told what the stop waits for.
 	Progress io.Writer
@@ -151,9 +154,12 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 	}
 	l.Poller = &Poller{SQS: st.Clients.SQS, Mapping: l.Mapping, Handler: InvokeSQS(l.Lambda, l.Name("IngestFunction")), Log: o.Log}
 	// Retried without bound (the mapping's MaximumRetryAttempts -1): Run.
+	if l.LedgerMapping, err = newLedgerMapping(ctx, st, l.Lambda, l.Name("LedgerFunction"), l.LedgerStream.StreamARN); err != nil {
+		return nil, err
+	}
 	l.LedgerPoller = &StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: l.LedgerStream.StreamARN,
 		Handler:   seeThrough(InvokeStream(l.Lambda, l.Name("LedgerFunction"))),
-		BatchSize: l.LedgerStream.BatchSize, Bisect: l.LedgerStream.Bisect, Log: o.Log}
+		BatchSize: l.LedgerStream.BatchSize, Bisect: l.LedgerStream.Bisect, Log: o.Log, Gate: l.LedgerMapping}
 	return l, nil
 }
 

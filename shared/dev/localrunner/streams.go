@@ -92,10 +92,22 @@ type StreamPoller struct {
 	// PollEvery is Run's pause between drains (default 200 ms).
 	PollEvery time.Duration
 	Log       *slog.Logger
+	// Gate, when set, is the mapping the poller stands for (LedgerMapping):
+	// nothing is polled while it is disabled (or absent), and when it is
+	// replaced by a new one (a new UUID) the poller starts again at the new
+	// one's starting position: LATEST skips what the stream holds, as
+	// Lambda's new mapping does; TRIM_HORIZON reads the stream again.
+	Gate MappingGate
 
-	mu     sync.Mutex
-	shards map[string]*shardCursor
-	stats  StreamStats
+	mu      sync.Mutex
+	shards  map[string]*shardCursor
+	stats   StreamStats
+	mapping string // the UUID the cursors belong to
+}
+
+// MappingGate says whether, and from where, a stream poller polls.
+type MappingGate interface {
+	State(ctx context.Context) (MappingState, error)
 }
 
 // StreamStats counts what a poller delivered.
@@ -168,12 +180,35 @@ func (p *StreamPoller) log() *slog.Logger {
 func (p *StreamPoller) drain(ctx context.Context, maxRetries int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	latest := false
+	if p.Gate != nil {
+		m, err := p.Gate.State(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("stream mapping: %w", err)
+		}
+		if !m.Enabled {
+			return 0, nil // a disabled mapping polls nothing
+		}
+		if m.UUID != p.mapping {
+			if p.mapping != "" { // a new mapping: its own position, not ours
+				p.shards = nil
+				latest = m.StartingPosition == "LATEST"
+				p.log().Warn("stream mapping re-created: starting again", "uuid", m.UUID, "starting_position", m.StartingPosition)
+			}
+			p.mapping = m.UUID
+		}
+	}
 	shards, err := p.describe(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if p.shards == nil {
 		p.shards = map[string]*shardCursor{}
+	}
+	if latest {
+		if err := p.skipToLatest(ctx, shards); err != nil {
+			return 0, err
+		}
 	}
 	total := 0
 	for _, sh := range shards {
@@ -371,4 +406,24 @@ func seqLess(a, b string) bool {
 		return a < b
 	}
 	return x.Cmp(y) < 0
+}
+
+// skipToLatest moves every shard's cursor past what it holds now (kumo
+// answers every iterator type as TRIM_HORIZON, so LATEST is read and
+// dropped).
+func (p *StreamPoller) skipToLatest(ctx context.Context, shards []streamtypes.Shard) error {
+	for _, sh := range shards {
+		c := &shardCursor{id: aws.ToString(sh.ShardId), state: map[string]string{}}
+		p.shards[c.id] = c
+		for {
+			if err := p.fill(ctx, c, 1000); err != nil {
+				return err
+			}
+			if len(c.pending) == 0 {
+				break
+			}
+			c.pending = nil
+		}
+	}
+	return nil
 }

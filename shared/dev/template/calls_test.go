@@ -21,6 +21,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -355,6 +356,12 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one("kms:GenerateMac", key(p.KeyId), nil)}
 		case *kms.VerifyMacInput:
 			return []request{one("kms:VerifyMac", key(p.KeyId), nil)}
+		}
+	case "Lambda":
+		// ListEventSourceMappings has no resource-level permission: IAM
+		// authorizes it on "*".
+		if _, ok := params.(*lambda.ListEventSourceMappingsInput); ok {
+			return []request{one("lambda:ListEventSourceMappings", "*", nil)}
 		}
 	case "CloudWatch":
 		if p, ok := params.(*cloudwatch.PutMetricDataInput); ok {

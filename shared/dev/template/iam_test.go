@@ -934,7 +934,11 @@ func (s *stack) serviceRequests() []serviceRequest {
 		}
 	}
 	for _, id := range s.of("AWS::Events::Rule") {
-		rule := s.arn("events", "rule/"+s.env.StackName+"-"+id)
+		name := s.env.StackName + "-" + id
+		if n := str(props(s.resources[id])["Name"]); n != "" {
+			name = n // a named rule's ARN ends with its name
+		}
+		rule := s.arn("events", "rule/"+name)
 		targets, _ := props(s.resources[id])["Targets"].([]any)
 		for _, t := range targets {
 			dlc, _ := t.(map[string]any)["DeadLetterConfig"].(map[string]any)

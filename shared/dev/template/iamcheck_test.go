@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -141,6 +142,10 @@ func ledgerCalls(t *testing.T, s *stack) []request {
 		d("S3", "PutObject", segment("ledger/digests/000000000001.json")),
 		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#digest")}),
 		d("S3", "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/digests/")}),
+		// The digest run's pipeline check: its mapping, its canary.
+		d("Lambda", "ListEventSourceMappings", &lambda.ListEventSourceMappingsInput{FunctionName: aws.String("prod-ledger"), EventSourceArn: aws.String(stream)}),
+		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#cny#ledger"), ConsistentRead: aws.Bool(true)}),
+		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#cny#ledger")}),
 	)
 }
 

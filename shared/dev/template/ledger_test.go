@@ -225,6 +225,16 @@ func TestLedgerRoleIsLeastPrivilege(t *testing.T) {
 			t.Errorf("the ledger role may %s on %v, want only ledger/ of the archive", a, got)
 		}
 	}
+	// It reads its own stream mapping (no resource-level permission
+	// exists) and nothing else of Lambda.
+	for a, rs := range actions {
+		if strings.HasPrefix(a, "lambda:") && (a != "lambda:ListEventSourceMappings" || !slices.Equal(rs, []string{"*"})) {
+			t.Errorf("the ledger role may %s on %v", a, rs)
+		}
+	}
+	if _, ok := actions["lambda:ListEventSourceMappings"]; !ok {
+		t.Error("the ledger role may not read its stream mapping (lambda:ListEventSourceMappings)")
+	}
 	if got := actions["sqs:SendMessage"]; !slices.Equal(got, []string{ledgerQueue, failedQueue}) {
 		t.Errorf("the ledger role may send to %v", got)
 	}
@@ -331,7 +341,8 @@ func TestLedgerAlarms(t *testing.T) {
 		"LedgerAnchoringLagAlarm":  {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
 		"LedgerHeadsUnprovenAlarm": {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
 		"LedgerErrorsAlarm":        {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
-		"LedgerIteratorAgeAlarm":   {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 600000, 1, 0},
+		"LedgerIteratorAgeAlarm":   {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
+		"LedgerPipelineAlarm":      {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
 		"LedgerFailuresAlarm":      {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
@@ -500,6 +511,13 @@ func TestLedgerMappingParameter(t *testing.T) {
 		state := map[bool]string{true: "ENABLED", false: "DISABLED"}[c.on]
 		if m.Enabled == nil || *m.Enabled != c.on || aws.ToString(rule.State) != state {
 			t.Errorf("LedgerMappingEnabled=%q: mapping enabled %v, schedule %v; want %v, %s", c.value, m.Enabled, aws.ToString(rule.State), c.on, state)
+		}
+		// No batch is missing data that breaches only while the mapping is
+		// meant to deliver them (the upgrade turns it off; issue 25).
+		age := lookup(t, tpl.GetCloudWatchAlarmWithName, "LedgerIteratorAgeAlarm")
+		missing := map[bool]string{true: "breaching", false: "notBreaching"}[c.on]
+		if got := aws.ToString(age.TreatMissingData); got != missing {
+			t.Errorf("LedgerMappingEnabled=%q: the iterator-age alarm treats missing data as %q, want %q", c.value, got, missing)
 		}
 	}
 }

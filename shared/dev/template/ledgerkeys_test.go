@@ -10,6 +10,7 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -22,6 +23,9 @@ func ledgerOwnedKeys() []string {
 		dynamostore.LedgerCountKey("shard-1"),
 		dynamostore.LedgerDigestKey,
 		dynamostore.CounterItemKey(quarantine.StateCounterKey("prod-source", quarantine.StatusParked, quarantine.ClassPoison, 3)),
+		// The canary (issue 25): a change only the ledger writes, whose
+		// arrival through the stream the next digest run checks.
+		ledger.CanaryKey,
 	}
 }
 
@@ -135,6 +139,8 @@ func TestOnlyTheLedgerWritesItsState(t *testing.T) {
 		{"LedgerRole", write("dynamodb:UpdateItem", dynamostore.LedgerCountKey("shard-1"))},
 		{"LedgerRole", write("dynamodb:UpdateItem", dynamostore.LedgerDigestKey)},
 		{"LedgerRole", write("dynamodb:UpdateItem", counter)},
+		{"LedgerRole", write("dynamodb:UpdateItem", ledger.CanaryKey)},
+		{"LedgerRole", read("dynamodb:GetItem", table, ledger.CanaryKey)},
 	} {
 		if why := s.decide(c.role, c.q); why != "" {
 			t.Errorf("%s: %s on %s (keys %q): %s", c.role, c.q.Action, c.q.Resource, c.q.Context["dynamodb:leadingkeys"], why)

@@ -128,6 +128,11 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	for id, a := range first.GetAllCloudWatchCompositeAlarmResources() {
 		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
 	}
+	for id, rule := range first.GetAllEventsRuleResources() {
+		if rule.Name != nil { // a named rule's ARN ends with its name
+			r.names[id] = *rule.Name
+		}
+	}
 	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
@@ -344,6 +349,9 @@ func (r *resolver) attr(id, attr string) string {
 	case "AWS::IAM::Role.Arn":
 		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
 	case "AWS::Events::Rule.Arn":
+		if n := r.names[id]; n != "" {
+			return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", r.env.Region, r.env.Account, n)
+		}
 		return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", r.env.Region, r.env.Account, r.env.StackName, id)
 	case "AWS::CloudWatch::Alarm.Arn", "AWS::CloudWatch::CompositeAlarm.Arn":
 		return fmt.Sprintf("arn:aws:cloudwatch:%s:%s:alarm:%s", r.env.Region, r.env.Account, name)

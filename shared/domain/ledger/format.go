@@ -156,6 +156,12 @@ type Digest struct {
 	// such a shard's entry in Shards is the previous digest's head.
 	// Absent when every head was proven.
 	Unproven []UnprovenHead `json:"unproven,omitempty"`
+	// Pipeline (issue 25, format_pipeline.go): what the run saw of the
+	// stream's event source mapping ("mapping") and the canary it wrote
+	// ("canary"). Absent on digests written before it, and when the run
+	// does not check the pipeline.
+	Mapping *MappingSeen `json:"mapping,omitempty"`
+	Canary  *CanaryRef   `json:"canary,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.

@@ -15,6 +15,10 @@ type ChainHead struct {
 	PendingSince time.Time
 	AnchoredSeq  string
 	UpdatedAt    time.Time
+	// Canary is the highest canary number (CanaryOf) on the chain, up to
+	// its head (0: none yet); the digest run reads it to see which of its
+	// canaries arrived (issue 25).
+	Canary int64
 }
 
 // DigestHead is the digest chain's head item (#led#digest).

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -35,6 +36,8 @@ type Clients struct {
 	DynamoDBStreams *dynamodbstreams.Client
 	// KMS signs the ledger's digests.
 	KMS *kms.Client
+	// Lambda reads the ledger's stream mapping.
+	Lambda *lambda.Client
 }
 
 // New builds every client from cfg.
@@ -54,5 +57,6 @@ func New(cfg aws.Config, o Options) *Clients {
 		CloudWatch:      cloudwatch.NewFromConfig(cfg),
 		DynamoDBStreams: dynamodbstreams.NewFromConfig(cfg),
 		KMS:             kms.NewFromConfig(cfg),
+		Lambda:          lambda.NewFromConfig(cfg),
 	}
 }

@@ -143,7 +143,7 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	}
 	last = max(last, head.LastSeq) // a segment of late changes ends below the head
 	next := Head{Shard: head.Shard, LastSeq: last, SegmentKey: key, SegmentSHA256: dl.SHA256Hex(raw),
-		Segments: head.Segments + 1, AnchoredSeq: head.AnchoredSeq, UpdatedAt: s.now()}
+		Segments: head.Segments + 1, AnchoredSeq: head.AnchoredSeq, UpdatedAt: s.now(), Canary: max(head.Canary, segmentCanary(seg))}
 	pending := s.now()
 	for _, e := range seg.Entries {
 		if at, perr := time.Parse(time.RFC3339Nano, e.At); perr == nil && !at.IsZero() && at.Before(pending) {

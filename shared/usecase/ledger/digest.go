@@ -28,6 +28,9 @@ type DigestReport struct {
 	// Unproven counts the shard heads of the table the run could not
 	// prove against the bucket (prove.go): none of them was signed.
 	Unproven int `json:"unproven,omitempty"`
+	// Canary is the number of the canary change this run wrote (0: none;
+	// pipeline.go).
+	Canary int64 `json:"canary,omitempty"`
 }
 
 // MetricAnchoringLag is the anchoring lag metric (seconds).
@@ -54,6 +57,8 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	now := s.now()
 	// The lag is what the heads just read say, whatever digest is adopted.
 	rep := DigestReport{N: last.N, Shards: len(shards), LagSeconds: lag(heads, now)}
+	pipe := s.pipeline(ctx, heads, now) // pipeline.go: the mapping, the canary
+	rep.LagSeconds, rep.Canary = max(rep.LagSeconds, pipe.lag), pipe.canaryN()
 	var prev *dl.Digest
 	if hasLast {
 		raw, err := s.Objects.Get(ctx, last.Key)
@@ -77,12 +82,13 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 		return rep, err
 	}
 	listed := shardHeads(shards, heads)
-	if hasLast && slices.Equal(prev.Shards, listed) && slices.Equal(prev.Unproven, unproven) && now.Sub(last.At) < s.Config.DigestMaxAge {
+	if hasLast && slices.Equal(prev.Shards, listed) && slices.Equal(prev.Unproven, unproven) && pipe.same(prev) && now.Sub(last.At) < s.Config.DigestMaxAge {
 		s.anchor(ctx, *prev, heads) // a digest adopted above, or a mark a crash left undone
 		s.emitLag(now, rep.LagSeconds)
+		s.emitPipeline(now, pipe)
 		return rep, nil
 	}
-	d, raw, err := s.build(ctx, last, hasLast, listed, unproven, now)
+	d, raw, err := s.build(ctx, last, hasLast, listed, unproven, now, pipe)
 	if err != nil {
 		return rep, err
 	}
@@ -105,6 +111,7 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	s.anchor(ctx, d, heads)
 	s.log().Info("ledger digest", "n", d.N, "written", rep.Written, "adopted", rep.Adopted, "shards", len(d.Shards), "lag_seconds", rep.LagSeconds, "at", dh.At)
 	s.emitLag(now, rep.LagSeconds)
+	s.emitPipeline(now, pipe)
 	return rep, nil
 }
 
@@ -182,14 +189,15 @@ func lag(heads map[string]Head, now time.Time) float64 {
 }
 
 // build makes and signs digest last.N+1 over heads, recording the heads
-// that were not proven (proveHeads).
-func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs []dl.Head, unproven []dl.UnprovenHead, now time.Time) (dl.Digest, []byte, error) {
+// that were not proven (proveHeads) and what the run saw of the pipeline.
+func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs []dl.Head, unproven []dl.UnprovenHead, now time.Time, pipe pipelineSeen) (dl.Digest, []byte, error) {
 	var dprev *dl.DigestPrev
 	if hasLast {
 		dprev = &dl.DigestPrev{Key: last.Key, SHA256: last.SHA256, Signature: last.Signature}
 	}
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
 	d.Unproven = unproven
+	d.Mapping, d.Canary = pipe.mapping, pipe.canary
 	var err error
 	if d.Baseline, err = s.baselineRef(ctx, last, hasLast); err != nil { // baseline.go
 		return d, nil, err

@@ -36,6 +36,11 @@ type FunctionConfig struct {
 	Bucket     string
 	SigningKey string
 	Ledger     Config
+	// FunctionName is the function's own name (AWS_LAMBDA_FUNCTION_NAME,
+	// which Lambda sets): with it each digest run checks the pipeline
+	// (pipeline.go: its stream mapping and the canary); without it (a
+	// test's or a tool's Service) it does not.
+	FunctionName string
 }
 
 // DefaultDigestMaxAge is DIGEST_MAX_AGE's default.
@@ -46,7 +51,8 @@ const DefaultDigestMaxAge = 55 * time.Minute
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
 	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), Bucket: getenv("LEDGER_BUCKET"), SigningKey: getenv("SIGNING_KEY_ID"),
-		Ledger: Config{StreamARN: getenv("STREAM_ARN"), DigestMaxAge: DefaultDigestMaxAge, Namespace: getenv("METRICS_NAMESPACE")}}
+		Ledger:       Config{StreamARN: getenv("STREAM_ARN"), DigestMaxAge: DefaultDigestMaxAge, Namespace: getenv("METRICS_NAMESPACE")},
+		FunctionName: getenv("AWS_LAMBDA_FUNCTION_NAME")}
 	for name, v := range map[string]string{"TABLE_NAME": cfg.TableName, "LEDGER_BUCKET": cfg.Bucket, "SIGNING_KEY_ID": cfg.SigningKey, "STREAM_ARN": cfg.Ledger.StreamARN} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))

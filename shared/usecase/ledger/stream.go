@@ -30,6 +30,11 @@ type Service struct {
 	Now     func() time.Time
 	Config  Config
 
+	// Mappings and Canaries check the pipeline in each digest run
+	// (pipeline.go); nil turns that check off.
+	Mappings Mappings
+	Canaries Canaries
+
 	cache  segmentCache
 	shards shardCache
 	tips   tipCache // tip.go
@@ -164,7 +169,7 @@ func ledgeredChanges(recs []events.DynamoDBEventRecord) ([]change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stream record %d: %w", i, err)
 		}
-		if !dl.Ledgered(key.String()) {
+		if !dl.Kept(key.String()) { // records, policies and the canary (pipeline.go)
 			continue
 		}
 		out = append(out, change{rec: r, padded: p})
