@@ -81,6 +81,12 @@ type Input struct {
 	MaxDigestAge time.Duration
 	// Baselines maps baseline object keys (ledger/baseline/...) to bytes.
 	Baselines map[string][]byte
+	// CheckWriter, when set, checks each ledgered version's writer proof
+	// (prev the key's version before it, nil for its first): a
+	// *WriterError names it, ErrWriterUnverified counts it as not checked
+	// (verify_writers.go; dynamostore.LedgerWriterCheck). It is called from
+	// several goroutines at once.
+	CheckWriter func(prev, next Item) error
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its
@@ -122,6 +128,8 @@ type Result struct {
 	// BaselineUnanchored says a baseline exists that no signed digest
 	// names yet (information: the next digest does).
 	BaselineUnanchored bool `json:"baseline_unanchored,omitempty"`
+	// Writers is what the writer-proof check found (Input.CheckWriter).
+	Writers WriterStats `json:"writers,omitzero"`
 }
 
 // OK reports whether nothing failed.
@@ -155,6 +163,7 @@ func Verify(in Input) Result {
 	entries := v.segments(digests, signed)
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
+	v.writers(entries, signed)
 	v.fresh(signed)
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)

@@ -3,7 +3,6 @@ package writerproof
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -178,12 +177,11 @@ func (p *Prover) mac(ctx context.Context, leaves []Leaf) (map[Leaf]Proof, error)
 	enc := base64.StdEncoding.EncodeToString(mac)
 	out := make(map[Leaf]Proof, len(uniq))
 	for i, l := range uniq {
-		sibs := path(levels, i)
-		hexes := make([]string, len(sibs))
-		for k, s := range sibs {
-			hexes[k] = hex.EncodeToString(s[:])
+		var raw []byte
+		for _, s := range path(levels, i) {
+			raw = append(raw, s[:]...)
 		}
-		out[l] = Proof{V: 1, Role: p.role, Key: key, N: len(uniq), I: i, Path: hexes, MAC: enc}
+		out[l] = Proof{V: 1, Role: p.role, Key: key, N: len(uniq), I: i, Path: base64.StdEncoding.EncodeToString(raw), MAC: enc}
 	}
 	return out, nil
 }

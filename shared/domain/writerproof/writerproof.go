@@ -150,20 +150,17 @@ func Descriptor(role Role, root [32]byte, n int) []byte {
 // Fields are declared in their JSON names' order, so that Encode is
 // canonical.
 type Proof struct {
-	I    int      `json:"i"` // the leaf's place
-	Key  string   `json:"k"` // the MAC key's ARN (GenerateMacOutput.KeyId)
-	MAC  string   `json:"m"` // base64 of the MAC over Descriptor(Role, root, N)
-	N    int      `json:"n"` // the tree's leaf count
-	Path []string `json:"p"` // the siblings' hashes (hex), bottom up
-	Role Role     `json:"r"` // the writing role
-	V    int      `json:"v"` // the format: 1
+	I    int    `json:"i"` // the leaf's place
+	Key  string `json:"k"` // the MAC key's ARN (GenerateMacOutput.KeyId)
+	MAC  string `json:"m"` // base64 of the MAC over Descriptor(Role, root, N)
+	N    int    `json:"n"` // the tree's leaf count
+	Path string `json:"p"` // the siblings' hashes, bottom up, concatenated, base64
+	Role Role   `json:"r"` // the writing role
+	V    int    `json:"v"` // the format: 1
 }
 
 // Encode is p as stored in Attr.
 func (p Proof) Encode() string {
-	if p.Path == nil {
-		p.Path = []string{}
-	}
 	raw, _ := json.Marshal(p) // a struct of strings and ints always marshals
 	return string(raw)
 }
@@ -183,7 +180,7 @@ func Parse(s string) (Proof, error) {
 		return Proof{}, fmt.Errorf("writer proof of role %q", p.Role)
 	case p.Key == "":
 		return Proof{}, errors.New("writer proof without a key")
-	case len(p.Path) > 64:
+	case len(p.Path) > 4*32*64/3+4:
 		return Proof{}, errors.New("writer proof path too long")
 	}
 	return p, nil
@@ -191,13 +188,13 @@ func Parse(s string) (Proof, error) {
 
 // Root recomputes the proof's root for leaf.
 func (p Proof) Root(leaf Leaf) ([32]byte, error) {
-	sibs := make([][32]byte, len(p.Path))
-	for i, h := range p.Path {
-		b, err := hex.DecodeString(h)
-		if err != nil || len(b) != 32 {
-			return [32]byte{}, fmt.Errorf("path hash %d is not 32 bytes of hex", i)
-		}
-		copy(sibs[i][:], b)
+	raw, err := base64.StdEncoding.DecodeString(p.Path)
+	if err != nil || len(raw)%32 != 0 {
+		return [32]byte{}, errors.New("the path is not base64 of 32-byte hashes")
+	}
+	sibs := make([][32]byte, len(raw)/32)
+	for i := range sibs {
+		copy(sibs[i][:], raw[32*i:])
 	}
 	return RootFromPath(leaf.Hash(), p.I, p.N, sibs)
 }

@@ -2,6 +2,7 @@ package writerproof_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -107,7 +108,7 @@ func TestCheckRefuses(t *testing.T) {
 	otherMAC := good
 	otherMAC.MAC = "AAAA"
 	longPath := good
-	longPath.Path = append([]string{strings.Repeat("00", 32)}, good.Path...)
+	longPath.Path = base64.StdEncoding.EncodeToString(make([]byte, 32))
 	for name, enc := range map[string]string{
 		"rogue key":        bad.Encode(),
 		"role not the key": claimsRedrive.Encode(),

@@ -179,6 +179,7 @@ func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs [
 		dprev = &dl.DigestPrev{Key: last.Key, SHA256: last.SHA256, Signature: last.Signature}
 	}
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
+	d.WriterProofs = s.Config.WriterProofs
 	var err error
 	if d.Baseline, err = s.baselineRef(ctx, last, hasLast); err != nil { // baseline.go
 		return d, nil, err
