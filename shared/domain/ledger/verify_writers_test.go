@@ -59,7 +59,7 @@ func TestVerifyWriterProofs(t *testing.T) {
 	f.writeProved("shard-2", "src#d", 1, "role")   // proved by another role's key
 	f.flush("shard-1")
 	f.flush("shard-2")
-	f.digest() // a later digest without the flag does not turn proofs off
+	f.digest()                                     // a later digest without the flag does not turn proofs off
 	f.writeProved("shard-3", "src#e", 1, "")       // a shard the cut-off does not list
 	f.writeProved("shard-1", "#pol#src#p2", 1, "") // not anchored yet: must be proved too
 	f.flush("shard-3")
