@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/awslabs/goformation/v7/cloudformation"
-	"github.com/sivchari/kumo"
+	_ "github.com/sivchari/kumo" // kumoHandler (kmshmac.go)
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
@@ -150,7 +151,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 
 	if s.Endpoint == "" {
-		s.Endpoint = kumoURL()
+		if s.Endpoint, err = kumoURL(); err != nil {
+			return nil, err
+		}
 	}
 	if s.S3Endpoint == "" && !o.NoS3 {
 		if s.External {
@@ -261,16 +264,28 @@ func RandomName(prefix string) string {
 
 var (
 	kumoOnce sync.Once
-	kumoSrv  *kumo.Server
+	kumoSrv  *httptest.Server
+	kumoErr  error
 )
 
 // kumoURL returns the process's one kumo server, started on first use. kumo
 // keeps its state process-wide whatever the server, and starting servers
 // concurrently races inside kumo, so every stack of a process shares one
-// (and names its resources uniquely); it lives as long as the process.
-func kumoURL() string {
-	kumoOnce.Do(func() { kumoSrv = kumo.NewServer() })
-	return kumoSrv.URL
+// (and names its resources uniquely); it lives as long as the process. The
+// dev kit's KMS HMAC keys (kmshmac.go) sit in front of kumo's handler.
+func kumoURL() (string, error) {
+	kumoOnce.Do(func() {
+		h, err := newHMACKMS(kumoHandler(), kumoDataDirAtStart)
+		if err != nil {
+			kumoErr = err
+			return
+		}
+		kumoSrv = httptest.NewServer(h)
+	})
+	if kumoErr != nil {
+		return "", kumoErr
+	}
+	return kumoSrv.URL, nil
 }
 
 var (

@@ -88,6 +88,9 @@ func (s *Stack) createKeys(ctx context.Context) error {
 			if (spec != "" && got.KeySpec != spec) || (usage != "" && got.KeyUsage != usage) {
 				return fmt.Errorf("key %s (%s) exists as %s/%s, the template says %s/%s (remove the data dir to start afresh)", id, alias, got.KeySpec, got.KeyUsage, spec, usage)
 			}
+			if err := s.hmacKeyWorks(ctx, client, got); err != nil {
+				return fmt.Errorf("key %s (%s): %w", id, alias, err)
+			}
 			s.Names[id], s.KeyARNs[id] = alias, aws.ToString(got.Arn)
 			s.useKeyARN(alias, aws.ToString(got.Arn))
 			continue
@@ -103,6 +106,22 @@ func (s *Stack) createKeys(ctx context.Context) error {
 		s.useKeyARN(alias, aws.ToString(out.KeyMetadata.Arn))
 	}
 	return nil
+}
+
+// hmacKeyWorks says why a persistent stack's HMAC key cannot make MACs:
+// the dev kit keeps HMAC key material beside kumo's snapshot, and a key
+// without it (a data dir from before the dev kit kept it, or one whose file
+// is gone) would refuse every GenerateMac. A DryRun GenerateMac checks
+// everything but computes nothing.
+func (s *Stack) hmacKeyWorks(ctx context.Context, client *kms.Client, key *kmstypes.KeyMetadata) error {
+	if s.External || key.KeyUsage != kmstypes.KeyUsageTypeGenerateVerifyMac || len(key.MacAlgorithms) == 0 {
+		return nil
+	}
+	_, err := client.GenerateMac(ctx, &kms.GenerateMacInput{KeyId: key.Arn, Message: []byte("dev kit check"), MacAlgorithm: key.MacAlgorithms[0], DryRun: aws.Bool(true)})
+	if dry := (*kmstypes.DryRunOperationException)(nil); errors.As(err, &dry) {
+		return nil
+	}
+	return fmt.Errorf("exists but cannot make MACs (remove the data dir to start afresh): %w", err)
 }
 
 // keyDescriber is the KMS call describeKey makes.
