@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,9 +28,15 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
+	// One clock reading for the batch: the claims announced below are
+	// the very versions written (the same time, so the same seal) unless
+	// a decision changes meanwhile (a FIFO group blocked by an earlier
+	// failure): such a write is proved on its own.
+	now := r.s.now()
+	r.announceClaims(ctx, ids, prefetched, now)
 	slots := make([]*claimed, len(ids))
 	_ = each(len(ids), func(i int) error {
-		c, err := r.claim(ctx, ids[i], prefetched)
+		c, err := r.claim(ctx, ids[i], prefetched, now)
 		if err != nil {
 			r.fail(ctx, ids[i], "claim", err)
 			if rec := prefetched[ids[i]]; rec != nil {
@@ -59,15 +66,38 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 // claim takes the record read for id in prefetched (or, in a dry run, says
 // what would happen). It returns nil when the record is not to be sent; an
 // error is this record's failure only.
-func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
-	s := r.s
+func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record, now time.Time) (*claimed, error) {
 	rec := prefetched[id]
 	if rec == nil {
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	}
-	d := decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: s.now(), lease: s.cfg.Lease})
-	return r.applyClaim(ctx, id, rec, d)
+	return r.applyClaim(ctx, id, rec, r.decide(rec, now))
+}
+
+// decide is rec's claim decision at now.
+func (r *run) decide(rec *quarantine.Record, now time.Time) claimDecision {
+	return decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: now, lease: r.s.cfg.Lease})
+}
+
+// announceClaims announces the versions the batch's claim decisions write
+// (claims, parks, expired claims given back): one writer-proof MAC for the
+// batch. A failure costs only that: each write proves itself.
+func (r *run) announceClaims(ctx context.Context, ids []string, prefetched map[string]*quarantine.Record, now time.Time) {
+	if r.rep.DryRun {
+		return
+	}
+	var planned []*quarantine.Record
+	for _, id := range ids {
+		if rec := prefetched[id]; rec != nil {
+			if d := r.decide(rec, now); d.next != nil {
+				planned = append(planned, d.next)
+			}
+		}
+	}
+	if err := quarantine.Announce(ctx, r.s.store, planned); err != nil {
+		r.s.log.WarnContext(ctx, "claims not announced: each is proved on its own", "run_id", r.rep.RunID, "error_kind", quarantine.ErrorKind(err))
+	}
 }
 
 // applyClaim carries out d, the decision for rec (read as id): it writes
