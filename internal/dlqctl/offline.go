@@ -58,6 +58,10 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
+	var writerNote string
+	if in.CheckWriter, writerNote, err = a.writerCheck(context.Background(), nil); err != nil { // writers.go: no KMS
+		return err
+	}
 	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
 		return err
 	}
@@ -74,6 +78,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	rc.res.Notes = append(rc.res.Notes, note...)
+	rc.res.Notes = append(rc.res.Notes, writerNote)
 	for i, it := range items {
 		item, err := dynamostore.SDKItem(it)
 		if err != nil {
