@@ -185,7 +185,9 @@ func TestVerifyLedgerClean(t *testing.T) {
 	}
 	want := regexp.MustCompile(`^verified 2 records \(0 archived stubs\): 0 problems\nledger: 3 versions in 1 segment of 1 shard, 1 digest \(newest #1, signed [0-9hms.]+ ago\): 0 problems\n` +
 		`trust: table \S+ \(flag --table\), ledger bucket \S+ \(flag --ledger-bucket\), signing key \S+ \(flag --signing-key\)\n` +
-		`trust: key arn:aws:kms:\S+, public key SHA-256 [0-9a-f]{64} \(not pinned: record it and pass --key-fingerprint\)\n$`)
+		`trust: key arn:aws:kms:\S+, public key SHA-256 [0-9a-f]{64} \(not pinned: record it and pass --key-fingerprint\)\n` +
+		// The stack's ledger says writer proofs are on; no --writer-keys here.
+		`(  note: writer proofs not checked: no writer keys \(--writer-keys, [^\n]+\n)?$`)
 	if !want.MatchString(out) {
 		t.Fatalf("verify:\n%s", out)
 	}

@@ -78,7 +78,9 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 		return err
 	}
 	rc.res.Notes = append(rc.res.Notes, note...)
-	rc.res.Notes = append(rc.res.Notes, writerNote)
+	if writerNote != "" {
+		rc.res.Notes = append(rc.res.Notes, writerNote)
+	}
 	for i, it := range items {
 		item, err := dynamostore.SDKItem(it)
 		if err != nil {

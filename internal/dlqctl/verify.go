@@ -183,11 +183,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if a.pinRefused(rc.res, rc.res.Trust, "signing key", "signing key "+a.SigningKey, keyARN, in.PublicKeyDER) {
 			return a.report(rc.res)
 		}
-		var note string
-		if in.CheckWriter, note, err = a.writerCheck(ctx, c); err != nil { // writers.go
+		if in.CheckWriter, _, err = a.writerCheck(ctx, c); err != nil { // writers.go
 			return err
 		}
-		rc.res.Notes = append(rc.res.Notes, note)
 		in.ReadStart = a.Now()
 		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
 			return err

@@ -68,13 +68,13 @@ func isKeyARN(id string) bool {
 // and a note saying what was checked. c nil is verify --offline:
 // VerifyMac needs KMS, so the MACs are not checked (said in the note) but
 // a version with no proof, a proof under another key or of the wrong
-// role is still named. Without writer keys nothing is checked, and the
-// note says so. Online a key given by alias or id is resolved to its ARN
-// with DescribeKey; offline it must be an ARN.
+// role is still named. Without writer keys nothing is checked
+// (writersUnchecked says so when the ledger has writer proofs on). Online
+// a key given by alias or id is resolved to its ARN with DescribeKey;
+// offline it must be an ARN.
 func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledger.Item) error, string, error) {
 	if strings.TrimSpace(a.WriterKeys) == "" {
-		return nil, "writer proofs not checked: no writer keys (--writer-keys, DLQQ_WRITER_KEYS, or the stack's " +
-			strings.Join(stackoutputs.WriterKeys(), ", ") + "): a version written by hand with a valid seal is not named", nil
+		return nil, "", nil
 	}
 	ids, err := a.writerKeyList()
 	if err != nil {
@@ -102,7 +102,22 @@ func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledg
 		return nil, "", errors.New("no KMS client to verify writer proofs with")
 	}
 	v := &macCache{verify: kmsmac.Verifier{API: c.KMS}.Verify}
-	return dynamostore.LedgerWriterCheck(ctx, keys, v.Verify), "writer proofs checked with KMS VerifyMac under " + strings.Join(ids, ", "), nil
+	return dynamostore.LedgerWriterCheck(ctx, keys, v.Verify), "", nil
+}
+
+// writersUnchecked is the note verify prints when a signed digest says
+// writer proofs are on and no writer keys were given ("" otherwise).
+func writersUnchecked(in ledger.Input) string {
+	if in.CheckWriter != nil {
+		return ""
+	}
+	for _, raw := range in.Digests {
+		if d, err := ledger.ParseDigest(raw); err == nil && d.WriterProofs {
+			return "writer proofs not checked: no writer keys (--writer-keys, DLQQ_WRITER_KEYS, or the stack's " +
+				strings.Join(stackoutputs.WriterKeys(), ", ") + "): a version written by hand with a valid seal is not named"
+		}
+	}
+	return ""
 }
 
 // macCache verifies each (key, message, MAC) once: all the versions of a

@@ -49,8 +49,8 @@ func hmacKey(t *testing.T, kc *kms.Client) string {
 }
 
 // Every version ingest and redrive write carries a writer proof that
-// verifies with KMS under its role's key, and a claim batch's claims
-// share one tree (announced: one GenerateMac for the batch).
+// verifies with KMS under its role's key, and a batch's claims, and its
+// settles, share one tree each (announced: one GenerateMac a batch).
 func TestWriterProofsOnEveryVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -78,7 +78,7 @@ func TestWriterProofsOnEveryVersion(t *testing.T) {
 	}
 	check := dynamostore.LedgerWriterCheck(ctx, keys, kmsmac.Verifier{API: kc}.Verify)
 	prev := map[string]ledger.Item{}
-	claims := 0
+	counted := map[string]int{}
 	for _, item := range log.items {
 		it, err := dynamostore.LedgerItem(item)
 		if err != nil {
@@ -89,16 +89,18 @@ func TestWriterProofsOnEveryVersion(t *testing.T) {
 			t.Fatalf("%s version %s: %v", key, *it["version"].N, err)
 		}
 		prev[key] = it
-		if it.S("status") == string(quarantine.StatusRedriving) {
-			claims++
+		switch it.S("status") {
+		case string(quarantine.StatusRedriving), string(quarantine.StatusResolved):
+			// Claims and settles: announced, one tree per batch.
+			counted[it.S("status")]++
 			p, err := writerproof.Parse(it.S(writerproof.Attr))
 			if err != nil || p.N != n {
-				t.Fatalf("a claim's proof is one of %d leaves, want the batch's %d (%v)", p.N, n, err)
+				t.Fatalf("a %s version's proof is one of %d leaves, want the batch's %d (%v)", it.S("status"), p.N, n, err)
 			}
 		}
 	}
-	if len(prev) != n || claims != n {
-		t.Fatalf("%d records, %d claims", len(prev), claims)
+	if len(prev) != n || counted[string(quarantine.StatusRedriving)] != n || counted[string(quarantine.StatusResolved)] != n {
+		t.Fatalf("%d records, %v", len(prev), counted)
 	}
 	t.Logf("redrive: %d GenerateMac calls for %d records (claims, marks, settles); %d versions put", rp.Calls()-before, n, len(log.items))
 }
