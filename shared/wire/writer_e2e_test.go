@@ -116,7 +116,7 @@ func TestWriterProofsOnTheStack(t *testing.T) {
 	if err := sweeper.Replace(ctx, parked, stub); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New(policy.Spec{Source: source, MaxPerRun: 50, ExpiresAt: now.Add(time.Hour), Note: "a test"}, "ops@example.com", now)
+	pol, err := policy.New(policy.Spec{Source: source, MinAge: time.Minute, MaxPerRun: 50, ExpiresAt: now.Add(time.Hour), Note: "a test"}, "ops@example.com", now)
 	if err != nil {
 		t.Fatal(err)
 	}

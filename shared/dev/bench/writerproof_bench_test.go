@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
@@ -36,9 +37,10 @@ func (c *countingMAC) GenerateMac(ctx context.Context, in *kms.GenerateMacInput,
 // BenchmarkWriterProofKMS is the writer proof's cost with the dev kit's
 // KMS GenerateMac/VerifyMac (an HTTP call each, as in AWS, without AWS's
 // latency): a tree of n versions MAC'd and verified once, and the real
-// ingest handler's batches of 10 (concurrency 10, no announce step: the
-// writes waiting while a MAC is in flight share the next one) counted in
-// GenerateMac calls per batch.
+// ingest handler's batches of 10, one at a time as one Lambda container
+// serves them (concurrency 10, no announce step: the writes waiting while
+// a MAC is in flight share the next one) counted in GenerateMac calls per
+// batch.
 func BenchmarkWriterProofKMS(b *testing.B) {
 	ctx := context.Background()
 	st := embedded.ForTest(b, embedded.Options{NoS3: true})
@@ -92,7 +94,19 @@ func BenchmarkWriterProofKMS(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ingestRun(ctx, b, h, source, cfg.Sources[source].ARN, proofMessages)
+			// One batch at a time, as one Lambda container serves them.
+			for j := 0; j < proofMessages; j += batchSize {
+				var ev events.SQSEvent
+				for k := j; k < j+batchSize; k++ {
+					ev.Records = append(ev.Records, events.SQSMessage{
+						MessageId: fmt.Sprintf("m-%d", k), Body: inventory(k), EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + source + "-dlq",
+						Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": cfg.Sources[source].ARN},
+					})
+				}
+				if resp, err := h.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) > 0 {
+					b.Fatalf("batch failed: %v %v", err, resp.BatchItemFailures)
+				}
+			}
 			msgs += proofMessages
 		}
 		b.ReportMetric(float64(counting.calls.Load())/float64(msgs)*batchSize, "GenerateMac/batch")
