@@ -38,6 +38,15 @@ type ExportResult struct {
 	// Trust says where the table, bucket and key came from and which key
 	// was exported.
 	Trust *Trust `json:"trust"`
+	// NewestDigest is the newest digest of the copy whose signature
+	// verifies (0: none), NewestDigestSHA256 the SHA-256 of its bytes:
+	// record them on their own path for verify --offline --expect-digest.
+	NewestDigest       int64  `json:"newest_digest"`
+	NewestDigestSHA256 string `json:"newest_digest_sha256,omitempty"`
+	NewestDigestAt     string `json:"newest_digest_at,omitempty"`
+	// Counters says why the counter items were left out of the copy
+	// (empty: they are in it).
+	Counters string `json:"counters_left_out,omitempty"`
 }
 
 // keyFingerprintFlag adds --key-fingerprint (DLQQ_KEY_FINGERPRINT) to c.
@@ -60,7 +69,8 @@ func (a *App) ledgerCmd() *cobra.Command {
 
 // LedgerExport writes DIR/ledger/segments/..., DIR/ledger/digests/...,
 // DIR/ledger/baseline/...
-// (the bucket's keys), DIR/table.jsonl (one DynamoDB-JSON item a line:
+// (the bucket's keys, each key's first version: readLedger), DIR/versions.jsonl
+// (every version and delete marker listed under ledger/), DIR/table.jsonl (one DynamoDB-JSON item a line:
 // the records and policies) and DIR/public-key.der (GetPublicKey of the
 // signing key), and DIR/export.json (ExportInfo). DIR must be empty or
 // absent. The ledger is read before the table, as verify reads them. The
@@ -91,12 +101,20 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
+	before, err := a.countCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
 	info := ExportInfo{LedgerReadStart: a.Now().UTC()}
-	segments, digests, baselines, err := a.readLedger(ctx)
+	segments, digests, baselines, versions, err := a.readLedger(ctx)
 	if err != nil {
 		return err
 	}
 	items, err := a.scanTable(ctx)
+	if err != nil {
+		return err
+	}
+	after, err := a.countCheckpoints(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,25 +141,42 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		}
 	}
 	var table []byte
+	var ledgerItems []ledger.Item
 	for _, item := range items {
-		if !ledger.Ledgered(itemID(item)) {
-			continue // counters and the ledger's own state
+		id := itemID(item)
+		if !ledger.Ledgered(id) && !dynamostore.IsCounterKey(id) && !dynamostore.IsCountCheckpointKey(id) {
+			continue // the ledger's own state
 		}
 		it, err := dynamostore.LedgerItem(item)
 		if err != nil {
-			return fmt.Errorf("item %s: %w", itemID(item), err)
+			return fmt.Errorf("item %s: %w", id, err)
+		}
+		ledgerItems = append(ledgerItems, it)
+	}
+	// The counters and their checkpoints go with the records, for verify
+	// --offline's recount, when they are those of one moment: no counting
+	// moved a checkpoint while the table was read.
+	res.Counters = countersRead(before, after, ledgerItems).moved
+	for _, it := range ledgerItems {
+		if id := it.S(ledger.KeyAttr); !ledger.Ledgered(id) && res.Counters != "" {
+			continue
 		}
 		line, err := json.Marshal(it)
 		if err != nil {
-			return fmt.Errorf("item %s: %w", itemID(item), err)
+			return fmt.Errorf("item %s: %w", it.S(ledger.KeyAttr), err)
 		}
 		table = append(append(table, line...), '\n')
-		res.Items++
+		if ledger.Ledgered(it.S(ledger.KeyAttr)) {
+			res.Items++ // records and policies; counters and checkpoints besides
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, ExportTable), table, 0o600); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o600); err != nil {
+		return err
+	}
+	if err := writeVersionsExport(dir, versions); err != nil {
 		return err
 	}
 	info.ExportedAt = a.Now().UTC()
@@ -152,11 +187,21 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, ExportInfoFile), append(raw, '\n'), 0o600); err != nil {
 		return err
 	}
+	if d, sha, ok := ledger.NewestSigned(digests, der); ok {
+		res.NewestDigest, res.NewestDigestSHA256, res.NewestDigestAt = d.N, sha, d.At
+	}
 	if a.Output == "json" {
 		return a.writeJSON(res)
 	}
 	fmt.Fprintf(a.Out, "exported %s, %s, %s to %s\n", plural(res.Versions, "version", "versions"),
 		plural(res.Digests, "digest", "digests"), plural(res.Items, "item", "items"), dir)
+	if res.NewestDigest > 0 {
+		fmt.Fprintf(a.Out, "ledger: newest digest #%d, SHA-256 %s, signed %s (record %d:%s for verify --offline --expect-digest)\n",
+			res.NewestDigest, res.NewestDigestSHA256, res.NewestDigestAt, res.NewestDigest, res.NewestDigestSHA256)
+	}
+	if res.Counters != "" {
+		fmt.Fprintf(a.Out, "counters: left out of the copy (%s)\n", res.Counters)
+	}
 	trust.write(a.Out)
 	return nil
 }

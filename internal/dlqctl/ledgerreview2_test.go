@@ -45,8 +45,10 @@ func TestVerifyLedgerGraceRunsFromTheLedgerRead(t *testing.T) {
 	}
 }
 
-// R2-3: an export says when it was taken; verify --offline judges the
-// copy as of then, whenever it runs.
+// R2-3, issue 25: an export says when it was taken (export.json), but
+// that file is not signed: verify --offline judges the copy as of
+// --as-of (the auditor's own record of when it was taken), or now, and
+// export.json is only information.
 func TestVerifyOfflineJudgesTheCopyAsOfItsExport(t *testing.T) {
 	l := newLedgerFixture(t)
 	l.create("a")
@@ -55,6 +57,7 @@ func TestVerifyOfflineJudgesTheCopyAsOfItsExport(t *testing.T) {
 	l.create("b")
 	l.drain()
 	dir := l.export()
+	exported := time.Now().UTC().Format(time.RFC3339Nano)
 	var ex map[string]any
 	raw, err := os.ReadFile(filepath.Join(dir, dlqctl.ExportInfoFile))
 	if err != nil || json.Unmarshal(raw, &ex) != nil {
@@ -70,20 +73,26 @@ func TestVerifyOfflineJudgesTheCopyAsOfItsExport(t *testing.T) {
 	}
 	// A year later.
 	l.now = func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }
-	out, code := l.offline(dir)
+	out, code := l.offline(dir, "--as-of", exported)
 	if code != 0 {
-		t.Fatalf("a year-old copy (exit %d):\n%s", code, out)
+		t.Fatalf("a year-old copy --as-of its export (exit %d):\n%s", code, out)
 	}
-	mustContain(t, out, "copy as of ", " ago)", "proves nothing about digests after ")
-	// Without export.json: as of its newest digest, and it says so.
+	mustContain(t, out, "export.json (unsigned, not trusted) says the copy was exported at ", "the copy is judged as of "+exported[:19])
+	out, code = l.offline(dir)
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("a year-old copy judged as of now (exit %d):\n%s", code, out)
+	}
+	mustContain(t, out, "  MISMATCH ledger/digests/000000000001.json: digest-stale: ", "the copy is judged as of now")
+	// Without export.json: the same.
 	if err := os.Remove(filepath.Join(dir, dlqctl.ExportInfoFile)); err != nil {
 		t.Fatal(err)
 	}
-	out, code = l.offline(dir)
-	if code != 0 {
-		t.Fatalf("a year-old copy without export.json (exit %d):\n%s", code, out)
+	if out, code := l.offline(dir, "--as-of", exported); code != 0 || strings.Contains(out, "export.json") {
+		t.Fatalf("a year-old copy without export.json --as-of its export (exit %d):\n%s", code, out)
 	}
-	mustContain(t, out, "no export.json", "newest digest")
+	if out, code := l.offline(dir); code != dlqctl.ExitMismatch || !strings.Contains(out, "digest-stale") {
+		t.Fatalf("a year-old copy without export.json, as of now (exit %d):\n%s", code, out)
+	}
 }
 
 // R2-3: a copy whose newest digest was already old when it was exported

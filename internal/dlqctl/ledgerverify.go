@@ -46,6 +46,12 @@ type LedgerReport struct {
 	// PublicKey says where the public key came from: the configured
 	// signing key (GetPublicKey) or a file. Never a key a digest names.
 	PublicKey string `json:"public_key"`
+	// NewestDigestSHA256 is the SHA-256 of the newest signed digest's
+	// bytes: with NewestDigest, what verify --offline --expect-digest
+	// takes.
+	NewestDigestSHA256 string `json:"newest_digest_sha256,omitempty"`
+	// Counters is the counters' recount (nil: not run).
+	Counters *CounterReport `json:"counters,omitempty"`
 
 	newestAge, oldestUnanchored time.Duration
 }
@@ -85,37 +91,51 @@ func (a *App) publicKey(ctx context.Context) ([]byte, string, error) {
 	return out.PublicKey, aws.ToString(out.KeyId), nil
 }
 
-// readLedger lists and reads every digest, then every segment, then every
-// baseline object (the records older than the stream), of the
-// ledger bucket (digests first: every segment they name is written
-// before them), LedgerReadConcurrency at once.
-func (a *App) readLedger(ctx context.Context) (segments, digests, baselines map[string][]byte, err error) {
+// readLedger lists every version and delete marker under ledger/
+// (ListObjectVersions), and reads the first version of every digest, then
+// every segment, then every baseline object (the records older than the
+// stream), by its version id (digests first: every segment they name is
+// written before them), LedgerReadConcurrency at once. The first version
+// is the one the ledger wrote (If-None-Match) and Object Lock keeps: a
+// delete marker or a version put over it hides it from ListObjectsV2 and
+// GetObject, not from this read (ledger.Input.Versions names both).
+func (a *App) readLedger(ctx context.Context) (segments, digests, baselines map[string][]byte, versions []ledger.ObjectVersion, err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	objs := s3store.LedgerObjects{API: c.S3, Bucket: a.LedgerBucket}
-	if digests, err = readAll(ctx, objs, ledger.DigestPrefix); err != nil {
-		return nil, nil, nil, err
+	objs := s3store.ObjectVersions{API: c.S3, Bucket: a.LedgerBucket}
+	if versions, err = objs.List(ctx, ledgerPrefix); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
 	}
-	if segments, err = readAll(ctx, objs, ledger.SegmentPrefix); err != nil {
-		return nil, nil, nil, err
+	first := ledger.FirstVersions(versions)
+	if digests, err = readAll(ctx, objs, first, ledger.DigestPrefix); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	if baselines, err = readAll(ctx, objs, ledger.BaselinePrefix); err != nil {
-		return nil, nil, nil, err
+	if segments, err = readAll(ctx, objs, first, ledger.SegmentPrefix); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	return segments, digests, baselines, nil
+	if baselines, err = readAll(ctx, objs, first, ledger.BaselinePrefix); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return segments, digests, baselines, versions, nil
 }
 
-// readAll reads every object under prefix.
-func readAll(ctx context.Context, objs s3store.LedgerObjects, prefix string) (map[string][]byte, error) {
-	keys, err := objs.List(ctx, prefix, "")
-	if err != nil {
-		return nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+// ledgerPrefix holds the ledger's objects (ledger.SegmentPrefix,
+// DigestPrefix, BaselinePrefix).
+const ledgerPrefix = "ledger/"
+
+// readAll reads the first version of every key under prefix.
+func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]ledger.ObjectVersion, prefix string) (map[string][]byte, error) {
+	var keys []string
+	for k := range first {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
 	}
 	out := make(map[string][]byte, len(keys))
 	var mu sync.Mutex
-	var first error
+	var failed error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan string)
@@ -125,10 +145,10 @@ func readAll(ctx context.Context, objs s3store.LedgerObjects, prefix string) (ma
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				b, err := objs.Get(ctx, k)
+				b, err := objs.Get(ctx, k, first[k].VersionID)
 				mu.Lock()
-				if err != nil && first == nil {
-					first = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+				if err != nil && failed == nil {
+					failed = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
 					cancel()
 				}
 				out[k] = b
@@ -144,8 +164,8 @@ func readAll(ctx context.Context, objs s3store.LedgerObjects, prefix string) (ma
 	}
 	close(work)
 	wg.Wait()
-	if first != nil {
-		return nil, first
+	if failed != nil {
+		return nil, failed
 	}
 	return out, ctx.Err()
 }

@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,7 @@ const maxItemLine = 4 << 20
 
 // verifyOffline runs verify on an export directory and a public key
 // file: no AWS call at all.
-func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
+func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) error {
 	switch {
 	case o.Offline == "":
 		return &UsageError{errors.New("--public-key goes with --offline DIR")}
@@ -73,7 +74,15 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 	}
 	rc := &recordCheck{res: newVerifyResult()}
 	rc.res.Trust = t
-	note, exportedNewest, err := a.copyTime(&in, o.Offline)
+	// The copy is judged as of --as-of, or now: never as of a time an
+	// unsigned file of the copy says (issue 25).
+	in.Now = cmp.Or(ev.asOf, a.Now())
+	versionsNote := ""
+	if in.Versions, versionsNote, err = readVersionsExport(o.Offline); err != nil {
+		return err
+	}
+	rc.res.Notes = append(rc.res.Notes, versionsNote)
+	note, exportedNewest, err := copyInfo(o.Offline)
 	if err != nil {
 		return err
 	}
@@ -98,6 +107,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions) error {
 			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
 	}
 	rc.res.addLedger(in, "file "+o.PublicKey)
+	rc.res.addEvidence(in, ev)
 	if a.KeyFingerprint != "" {
 		rc.res.Notes = append(rc.res.Notes, "the public key's SHA-256 is the pinned one (--key-fingerprint)")
 	}
@@ -169,37 +179,25 @@ func readExportDir(dir, prefix string) (map[string][]byte, error) {
 	return out, nil
 }
 
-// copyTime sets in.Now and in.ReadStart to the copy's own time, so that
-// the grace and the digest freshness judge the copy as it was taken
-// (review 2 R2-3): from DIR/export.json (the table scan's end, the ledger
-// read's start), or, without it, the newest digest's time. It returns the
-// notes that say so, and the newest digest the export says it copied (0:
-// unknown).
-func (a *App) copyTime(in *ledger.Input, dir string) ([]string, int64, error) {
+// copyInfo reads DIR/export.json, when there is one, as information
+// only: it is not signed, so neither the copy's time nor its newest digest
+// is taken from it (--as-of and --expect-digest are the auditor's own).
+// It returns the notes that say what it claims, and the newest digest it
+// claims the copy holds (0: none), which can only add a problem.
+func copyInfo(dir string) ([]string, int64, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, ExportInfoFile))
 	switch {
-	case err == nil:
-		var info ExportInfo
-		if err := json.Unmarshal(raw, &info); err != nil || info.TableScanEnd.IsZero() || info.ExportedAt.IsZero() {
-			return nil, 0, fmt.Errorf("%s: not an export's description (exported_at, ledger_read_start, table_scan_end): %v", ExportInfoFile, err)
-		}
-		in.Now, in.ReadStart = info.TableScanEnd, info.LedgerReadStart
-		at := info.ExportedAt.UTC().Format(time.RFC3339)
-		return []string{
-			fmt.Sprintf("copy as of %s (%s ago)", at, age(a.Now().Sub(info.ExportedAt))),
-			fmt.Sprintf("an offline copy proves nothing about digests after %s: compare its newest digest (#%d) with the bucket's", at, info.NewestDigest),
-		}, info.NewestDigest, nil
 	case errors.Is(err, fs.ErrNotExist):
-		newest := newestDigest(in.Digests)
-		if t, err := time.Parse(time.RFC3339Nano, newest.At); err == nil {
-			in.Now = t
-			return []string{fmt.Sprintf("no %s: the copy is judged as of its newest digest (#%d, %s); it proves nothing about digests after that", ExportInfoFile, newest.N, t.UTC().Format(time.RFC3339))}, 0, nil
-		}
-		in.Now = a.Now()
-		return []string{fmt.Sprintf("no %s and no digest: the copy is judged as of now", ExportInfoFile)}, 0, nil
-	default:
+		return nil, 0, nil
+	case err != nil:
 		return nil, 0, fmt.Errorf("offline ledger copy: %w", err)
 	}
+	var info ExportInfo
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return []string{fmt.Sprintf("%s does not read (%v): ignored", ExportInfoFile, err)}, 0, nil
+	}
+	return []string{fmt.Sprintf("%s (unsigned, not trusted) says the copy was exported at %s with digest #%d", ExportInfoFile,
+		info.ExportedAt.UTC().Format(time.RFC3339), info.NewestDigest)}, info.NewestDigest, nil
 }
 
 // newestDigest is the highest-numbered digest of digests that parses

@@ -33,6 +33,15 @@ type VerifyOptions struct {
 	// the end of the scan; offline: at the copy's table scan); 0 turns
 	// the check off.
 	MaxDigestAge time.Duration
+	// ExpectDigest is "N:SHA256", a digest recorded from the bucket on its
+	// own path: the ledger checked must hold it (ledger.CheckExpectedDigest).
+	ExpectDigest string
+	// AsOf (offline, RFC 3339) is the time the copy is judged at: its
+	// newest signed digest must be fresh then. Empty: now.
+	AsOf string
+	// SigningKeyARN (offline) is the signing key's ARN, which every
+	// digest's key_id must name. Online it is the configured key's.
+	SigningKeyARN string
 }
 
 // maxDigestAge is o.MaxDigestAge as ledger.Input takes it (negative:
@@ -126,7 +135,10 @@ func (a *App) verifyCmd() *cobra.Command {
 	f.StringVar(&o.PublicKey, "public-key", "", "the signing key's public key, DER (GetPublicKey; public-key.der of an export): with --offline")
 	f.BoolVar(&o.NoLedger, "no-ledger", false, "check the records only, not the ledger (the output says so)")
 	f.DurationVar(&o.Grace, "grace", time.Minute, "a change this recent that the ledger has not seen yet is counted as not yet ledgered, not as a problem")
-	f.DurationVar(&o.MaxDigestAge, "max-digest-age", ledger.DefaultMaxDigestAge, "how old the newest signed digest may be (online: now; offline: when the copy was exported); 0 turns the check off")
+	f.DurationVar(&o.MaxDigestAge, "max-digest-age", ledger.DefaultMaxDigestAge, "how old the newest signed digest may be (online: now; offline: --as-of, else now); 0 turns the check off")
+	f.StringVar(&o.ExpectDigest, "expect-digest", "", "N:SHA256: digest N (as verify or ledger export printed it) must be in the ledger, hash to SHA256 and verify, with no digest missing before it")
+	f.StringVar(&o.AsOf, "as-of", "", "with --offline: judge the copy as of this time (RFC 3339, when it was exported): its newest signed digest must be fresh then (default: now)")
+	f.StringVar(&o.SigningKeyARN, "signing-key-arn", "", "with --offline: the signing key's ARN, which every digest's key_id must name (default: not checked)")
 	a.keyFingerprintFlag(c)
 	return c
 }
@@ -147,8 +159,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if o.MaxDigestAge < 0 {
 		return &UsageError{fmt.Errorf("--max-digest-age %s: not negative (0 turns the check off)", o.MaxDigestAge)}
 	}
+	ev, err := o.evidence()
+	if err != nil {
+		return err
+	}
 	if o.Offline != "" || o.PublicKey != "" {
-		return a.verifyOffline(ctx, o)
+		return a.verifyOffline(ctx, o, ev)
 	}
 	if !o.NoLedger {
 		if err := a.checkLedgerSettings(); err != nil {
@@ -161,6 +177,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	var before map[string]string
 	_, _, payloads, err := a.store(ctx)
 	if err != nil {
 		return err
@@ -186,8 +203,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if in.CheckWriter, _, err = a.writerCheck(ctx, c); err != nil { // writers.go
 			return err
 		}
+		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
+		if before, err = a.countCheckpoints(ctx); err != nil {
+			return err
+		}
 		in.ReadStart = a.Now()
-		if in.Segments, in.Digests, in.Baselines, err = a.readLedger(ctx); err != nil {
+		if in.Segments, in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx); err != nil {
 			return err
 		}
 	}
@@ -214,7 +235,13 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		}
 		return a.report(rc.res)
 	}
+	after, err := a.countCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	ev.counters = countersRead(before, after, in.Items)
 	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
+	rc.res.addEvidence(in, ev)
 	return a.report(rc.res)
 }
 
@@ -285,7 +312,11 @@ func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
 			probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
 		}
 		for _, p := range probs {
-			res.Problems = append(res.Problems, problem(p.ID, p.What))
+			pr := problem(p.ID, p.What)
+			if p.Kind != "" {
+				pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
+			}
+			res.Problems = append(res.Problems, pr)
 		}
 		return
 	}
@@ -326,6 +357,7 @@ func (a *App) report(res *VerifyResult) error {
 			fmt.Fprintf(a.Out, "ledger: %s in %s of %s, %s (%s): %s\n", plural(l.Versions, "version", "versions"),
 				plural(l.Segments, "segment", "segments"), plural(l.Shards, "shard", "shards"), plural(l.Digests, "digest", "digests"),
 				signed, plural(l.Problems, "problem", "problems"))
+			l.writeEvidence(a.Out)
 		} else {
 			fmt.Fprintf(a.Out, "ledger: not checked (%s)\n", cmp.Or(res.ledgerNot, "--no-ledger"))
 		}

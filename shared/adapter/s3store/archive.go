@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -103,31 +104,43 @@ func ReadArchive(ctx context.Context, api ArchiveAPI, ref *quarantine.ArchiveRef
 }
 
 // VerifyStub checks an ARCHIVED stub against its archive object
-// (archive.CheckStub, archive.CheckObject): it reads the object, the
-// versions under its key and its retention, and returns every problem
-// found, or an error when the object cannot be read at all.
+// (archive.CheckStub, archive.CheckObject): it lists every version and
+// delete marker under its key (all pages), reads the key's first version
+// (the sweeper's, If-None-Match, kept by COMPLIANCE: a delete marker or a
+// version put over it hides it from a plain GET, not from this read) and
+// its retention, and returns every problem found, or an error when the
+// object cannot be read at all.
 func VerifyStub(ctx context.Context, api ArchiveAPI, stub *quarantine.Record) ([]archive.Problem, error) {
 	out, ok := archive.CheckStub(stub)
 	if !ok {
 		return out, nil
 	}
 	a := stub.Archive
-	raw, _, err := getArchive(ctx, api, a.Bucket, a.Key, a.VersionID)
+	obj := archive.Object{Key: a.Key}
+	read := a.VersionID
+	objs := ObjectVersions{API: api, Bucket: a.Bucket}
+	if vs, err := objs.List(ctx, a.Key); err != nil {
+		obj.VersionsErr = archiveErrCode(err)
+	} else {
+		versions, markers := ledger.KeyVersions(vs, a.Key)
+		obj.Described = map[string]string{}
+		for _, v := range versions {
+			obj.Versions = append(obj.Versions, v.VersionID)
+			obj.Described[v.VersionID] = v.String()
+		}
+		for _, m := range markers {
+			obj.DeleteMarkers = append(obj.DeleteMarkers, m.String())
+		}
+		if len(obj.Versions) > 0 {
+			read = obj.Versions[0]
+		}
+	}
+	raw, _, err := getArchive(ctx, api, a.Bucket, a.Key, read)
 	if err != nil {
 		return out, err
 	}
-	obj := archive.Object{Raw: raw}
-	vs, err := api.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(a.Bucket), Prefix: aws.String(a.Key)})
-	if err != nil {
-		obj.VersionsErr = archiveErrCode(err)
-	} else {
-		for _, v := range vs.Versions {
-			if aws.ToString(v.Key) == a.Key {
-				obj.Versions = append(obj.Versions, aws.ToString(v.VersionId))
-			}
-		}
-	}
-	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(a.Bucket), Key: aws.String(a.Key), VersionId: optionalVersion(a.VersionID)})
+	obj.Raw = raw
+	ret, err := api.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(a.Bucket), Key: aws.String(a.Key), VersionId: optionalVersion(read)})
 	switch {
 	case err != nil:
 		obj.LockErr = archiveErrCode(err)

@@ -244,6 +244,16 @@ func (h *hmacKMS) createKey(r *http.Request, body []byte) (any, error) {
 	case in.Origin != "" && in.Origin != "AWS_KMS":
 		return nil, &kmsError{http.StatusBadRequest, "UnsupportedOperationException", "the dev kit's HMAC keys have Origin AWS_KMS only, not " + in.Origin}
 	}
+	if in.KeySpec == "" {
+		// The deprecated CustomerMasterKeySpec, which kumo does not read.
+		var req map[string]json.RawMessage
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, validation("the request body is not a CreateKey request: %v", err)
+		}
+		delete(req, "CustomerMasterKeySpec")
+		req["KeySpec"], _ = json.Marshal(spec)
+		body, _ = json.Marshal(req)
+	}
 	material := make([]byte, s.size)
 	if _, err := rand.Read(material); err != nil {
 		return nil, fmt.Errorf("key material: %w", err)
@@ -276,6 +286,9 @@ func (h *hmacKMS) add(arn string, k hmacKey) error {
 		return nil
 	}
 	b, err := json.Marshal(h.keys)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(h.file), 0o700)
+	}
 	if err == nil {
 		err = writeFileAtomic(h.file, b)
 	}

@@ -136,6 +136,15 @@ func TestHMACSpecsAndAlgorithms(t *testing.T) {
 		{types.KeySpecHmac384, types.MacAlgorithmSpecHmacSha384, 48},
 		{types.KeySpecHmac512, types.MacAlgorithmSpecHmacSha512, 64},
 	}
+	// The deprecated CustomerMasterKeySpec names the spec as well.
+	//lint:ignore SA1019 KMS still takes the deprecated field, and so must the dev kit
+	old, err := c.CreateKey(ctx, &kms.CreateKeyInput{CustomerMasterKeySpec: types.CustomerMasterKeySpecHmac384, KeyUsage: types.KeyUsageTypeGenerateVerifyMac})
+	if err != nil || old.KeyMetadata.KeySpec != types.KeySpecHmac384 {
+		t.Fatalf("CreateKey with CustomerMasterKeySpec HMAC_384: %+v, %v", old, err)
+	}
+	if g, err := c.GenerateMac(ctx, &kms.GenerateMacInput{KeyId: old.KeyMetadata.KeyId, Message: []byte("m"), MacAlgorithm: types.MacAlgorithmSpecHmacSha384}); err != nil || len(g.Mac) != 48 {
+		t.Errorf("GenerateMac with a CustomerMasterKeySpec key: %v", err)
+	}
 	for _, s := range specs {
 		key := newHMACKey(t, c, s.spec)
 		if !slices.Equal(key.MacAlgorithms, []types.MacAlgorithmSpec{s.alg}) {
@@ -267,7 +276,7 @@ func TestHMACKeysPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := kumoSrv.Config.Handler.(*hmacKMS).next
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "kumo") // not there yet: the first key makes it
 	h1, err := newHMACKMS(next, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -49,8 +50,19 @@ func TestStatePersistsAcrossRestarts(t *testing.T) {
 		t.Fatalf("no kumo snapshot after the first run: %v", err)
 	}
 	// A wrong KUMO_DATA_DIR in the environment is replaced.
-	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key, stream") {
+	if out := phase("read", "KUMO_DATA_DIR="+t.TempDir()); !strings.Contains(out, "read back: message, item, object, key, stream, writer key") {
 		t.Fatalf("second run:\n%s", out)
+	}
+	// Without the dev kit's HMAC key material, the persisted writer keys
+	// could make no MAC: Start refuses the data dir, saying so.
+	if err := os.Remove(filepath.Join(dir, "kumo", hmacFileName)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPersistHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), persistPhase+"=read", "DLQQ_EMBEDDED_PERSIST_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot make MACs (remove the data dir to start afresh)") {
+		t.Fatalf("a restart without the HMAC key material: %v\n%s", err, out)
 	}
 }
 
@@ -103,6 +115,13 @@ func TestPersistHelper(t *testing.T) {
 		if err := os.WriteFile(cipherFile+".seq", []byte(seq), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		mac, err := kmsc.GenerateMac(ctx, &kms.GenerateMacInput{KeyId: aws.String(st.KeyARNs["IngestWriterKey"]), Message: []byte("persisted root"), MacAlgorithm: kmstypes.MacAlgorithmSpecHmacSha256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cipherFile+".mac", mac.Mac, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		st.Close()
 	case "read":
 		defer st.Close()
@@ -144,10 +163,19 @@ func TestPersistHelper(t *testing.T) {
 		} else if b, ok2 := new(big.Int).SetString(seq, 10); !ok2 || b.Cmp(a) <= 0 {
 			problems = append(problems, fmt.Errorf("stream: the change after the restart has sequence number %s, not past %s", seq, before))
 		}
+		// The writer key made its MAC in the first run: the same key (by
+		// its alias) verifies it.
+		mac, err := os.ReadFile(cipherFile + ".mac")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := kmsc.VerifyMac(ctx, &kms.VerifyMacInput{KeyId: aws.String(st.Names["IngestWriterKey"]), Message: []byte("persisted root"), Mac: mac, MacAlgorithm: kmstypes.MacAlgorithmSpecHmacSha256}); err != nil || !v.MacValid {
+			problems = append(problems, fmt.Errorf("writer key: %+v, %v", v, err))
+		}
 		if err := errors.Join(problems...); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Println("read back: message, item, object, key, stream")
+		fmt.Println("read back: message, item, object, key, stream, writer key")
 	case "inflight-write":
 		// Two messages; one received and released (visibility 0), as a
 		// consumer that rejects it does.

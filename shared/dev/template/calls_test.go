@@ -346,6 +346,10 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one("kms:GetPublicKey", key(p.KeyId), nil)}
 		case *kms.DescribeKeyInput:
 			return []request{one("kms:DescribeKey", key(p.KeyId), nil)}
+		case *kms.GenerateMacInput:
+			return []request{one("kms:GenerateMac", key(p.KeyId), nil)}
+		case *kms.VerifyMacInput:
+			return []request{one("kms:VerifyMac", key(p.KeyId), nil)}
 		}
 	case "CloudWatch":
 		if p, ok := params.(*cloudwatch.PutMetricDataInput); ok {
@@ -369,6 +373,12 @@ var notDriven = map[string]string{
 	"SweeperRole/sweeper/MarkArchivedPayloads grants s3:PutObjectTagging: no call uses it": "the same: tagging the unversioned object",
 	"SweeperRole/sweeper/StubRecords grants dynamodb:GetItem: no call uses it":             "a stub write whose answer was lost, read back",
 	"SweeperRole/sweeper/StubRecords grants dynamodb:UpdateItem: no call uses it":          "an integrity hold of a record that fails verification when swept",
+	// The writer keys (issue 25): granted before the writer proofs that
+	// call GenerateMac are wired into the functions; remove these once
+	// they are.
+	"IngestWriterMacPolicy/ProveWrites grants kms:GenerateMac: no call uses it":  "writer proofs, not wired into ingest yet",
+	"RedriveWriterMacPolicy/ProveWrites grants kms:GenerateMac: no call uses it": "writer proofs, not wired into redrive yet",
+	"SweeperWriterMacPolicy/ProveWrites grants kms:GenerateMac: no call uses it": "writer proofs, not wired into the sweeper yet",
 }
 
 // Every AWS call each function makes, through every path the tests drive

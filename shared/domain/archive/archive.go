@@ -6,12 +6,14 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -149,21 +151,49 @@ func Decode(raw []byte, key string) (*Envelope, error) {
 	return &env, nil
 }
 
-// Problem is one thing a check of a stub found wrong.
+// Problem is one thing a check of a stub found wrong. Kind is set for
+// the problems of the key's versions (KindDeleteMarker,
+// KindSecondVersion), empty for the rest.
 type Problem struct {
 	ID   string
 	What string
+	Kind string
 }
 
+// The kinds of an archive key's version problems: the ledger's names for
+// the same thing (ledger.KindObjectDeleteMarker,
+// ledger.KindObjectSecondVersion).
+const (
+	KindDeleteMarker  = "object-delete-marker"
+	KindSecondVersion = "object-second-version"
+)
+
 // Object is what the archive bucket holds for a stub's reference: the
-// object's bytes, the version ids under its key, and its lock, each with
-// the error code (VersionsErr, LockErr) when it could not be read.
+// bytes of the key's first version, the version ids under its key
+// (oldest first) and its delete markers, and its lock, each with the
+// error code (VersionsErr, LockErr) when it could not be read.
 type Object struct {
-	Raw         []byte
-	Versions    []string
-	VersionsErr string
-	Lock        *Lock
-	LockErr     string
+	// Key is the object's key (empty: the stub's).
+	Key string
+	Raw []byte
+	// Versions are the key's version ids, oldest first: the first is
+	// the sweeper's (If-None-Match), the one Raw holds.
+	Versions []string
+	// Described are the versions as a problem names them ("ID of TIME"),
+	// by version id (optional).
+	Described map[string]string
+	// DeleteMarkers are the key's delete markers, described.
+	DeleteMarkers []string
+	VersionsErr   string
+	Lock          *Lock
+	LockErr       string
+}
+
+func (o Object) describe(id string) string {
+	if d, ok := o.Described[id]; ok {
+		return d
+	}
+	return id
 }
 
 // Lock is an object's Object Lock retention.
@@ -235,12 +265,30 @@ func CheckObject(stub *quarantine.Record, obj Object) []Problem {
 		}
 	}
 	// The sweeper writes exactly one version per key, and COMPLIANCE keeps
-	// it: a second version means someone wrote beside it, and a stub that
-	// points at another version than the first was swapped.
-	if obj.VersionsErr != "" {
+	// it: a second version or a delete marker means someone wrote beside
+	// it (the first is the one checked), and a stub that points at another
+	// version than the first was swapped.
+	key := cmp.Or(obj.Key, a.Key)
+	switch {
+	case obj.VersionsErr != "":
 		bad("object versions unreadable: %s", obj.VersionsErr)
-	} else if len(obj.Versions) != 1 || (a.VersionID != "" && obj.Versions[0] != a.VersionID) {
-		bad("archive key holds versions %v; the stub names %s", obj.Versions, a.VersionID)
+	case len(obj.Versions) == 0:
+		bad("archive key %s holds no version; the stub names %s", key, a.VersionID)
+	default:
+		if a.VersionID != "" && obj.Versions[0] != a.VersionID {
+			bad("archive key holds versions %v; the stub names %s, not the first", obj.Versions, a.VersionID)
+		}
+		if len(obj.Versions) > 1 {
+			later := make([]string, 0, len(obj.Versions)-1)
+			for _, v := range obj.Versions[1:] {
+				later = append(later, obj.describe(v))
+			}
+			out = append(out, Problem{ID: stub.DLQID, Kind: KindSecondVersion, What: fmt.Sprintf("archive object %s: %d versions: %s written after the first, %s, which is the one checked",
+				key, len(obj.Versions), strings.Join(later, ", "), obj.describe(obj.Versions[0]))})
+		}
+	}
+	for _, m := range obj.DeleteMarkers {
+		out = append(out, Problem{ID: stub.DLQID, Kind: KindDeleteMarker, What: fmt.Sprintf("archive object %s: delete marker %s (the first version is the one checked)", key, m)})
 	}
 	switch {
 	case obj.LockErr != "":

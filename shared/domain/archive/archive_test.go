@@ -67,7 +67,9 @@ func TestCheckObjectNamesEachProblem(t *testing.T) {
 			[]string{"object checksum", "archived record", "archived body"}},
 		{"not an envelope", archive.Object{Raw: []byte("{}"), Versions: []string{"v1"}, Lock: locked(now.Add(time.Hour))},
 			[]string{"object checksum", "not an archive envelope"}},
-		{"a second version", archive.Object{Raw: raw, Versions: []string{"v1", "v2"}, Lock: locked(now.Add(time.Hour))}, []string{"holds versions"}},
+		{"a second version", archive.Object{Raw: raw, Versions: []string{"v1", "v2"}, Lock: locked(now.Add(time.Hour))}, []string{"2 versions: v2 written after the first, v1, which is the one checked"}},
+		{"a delete marker", archive.Object{Raw: raw, Versions: []string{"v1"}, DeleteMarkers: []string{"dm of 2026-12-01T10:00:00Z"}, Lock: locked(now.Add(time.Hour))}, []string{"delete marker dm of 2026-12-01T10:00:00Z"}},
+		{"no version", archive.Object{Raw: raw, Lock: locked(now.Add(time.Hour))}, []string{"holds no version"}},
 		{"another version", archive.Object{Raw: raw, Versions: []string{"v9"}, Lock: locked(now.Add(time.Hour))}, []string{"holds versions"}},
 		{"versions unreadable", archive.Object{Raw: raw, VersionsErr: "AccessDenied", Lock: locked(now.Add(time.Hour))}, []string{"versions unreadable: AccessDenied"}},
 		{"governance lock", archive.Object{Raw: raw, Versions: []string{"v1"}, Lock: &archive.Lock{RetainUntil: &now}}, []string{"not COMPLIANCE"}},
@@ -83,6 +85,10 @@ func TestCheckObjectNamesEachProblem(t *testing.T) {
 			for i, p := range probs {
 				if p.ID != stub.DLQID || !strings.Contains(p.What, c.want[i]) {
 					t.Errorf("problem %d = %+v, want one naming %q", i, p, c.want[i])
+				}
+				wantKind := map[string]string{"a second version": archive.KindSecondVersion, "a delete marker": archive.KindDeleteMarker}[c.name]
+				if p.Kind != wantKind {
+					t.Errorf("problem %d kind %q, want %q", i, p.Kind, wantKind)
 				}
 			}
 		})

@@ -72,11 +72,11 @@ func TestVerifyNamesAnEntryMarkedLateThatIsNot(t *testing.T) {
 }
 
 // A digest's head whose last_seq is the late segment's own (below the
-// chain's highest) is named.
+// chain's highest) is named: the chain does not support it.
 func TestVerifyNamesAHeadBelowTheChainsHighestSeq(t *testing.T) {
 	f, _ := lateChain(t, func(l []ledger.Entry) []ledger.Entry { return l }) // the fixture's head takes the late segment's last seq
 	f.digest()
-	f.named(ledger.KindSegmentChain, "shard-1", "a head below its chain's highest seq")
+	f.named(ledger.KindHeadUnsupported, ledger.DigestKey(1), "a head below its chain's highest seq")
 }
 
 // A digest listing a shard with no chain yet (an empty head) verifies.

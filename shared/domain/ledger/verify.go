@@ -87,6 +87,12 @@ type Input struct {
 	// (verify_writers.go; dynamostore.LedgerWriterCheck). It is called from
 	// several goroutines at once.
 	CheckWriter func(prev, next Item) error
+	// Versions, when listed, are every version and delete marker under
+	// ledger/ (ListObjectVersions): each delete marker and each key with
+	// more than one version is named (verify_versions.go). Segments,
+	// Digests and Baselines then hold each key's first version
+	// (FirstVersions), read by its version id.
+	Versions []ObjectVersion
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its
@@ -111,9 +117,9 @@ type Result struct {
 	Digests  int       `json:"digests"`
 	// LastDigest is the newest digest whose signature verifies (0: none).
 	LastDigest int64 `json:"last_digest"`
-	// Unanchored counts entries after the newest digest's heads ("not yet
-	// anchored": information, not a failure); OldestUnanchored is the age
-	// of the oldest of them.
+	// Unanchored counts entries after the furthest head of their shard a
+	// signed digest supports ("not yet anchored": information, not a
+	// failure); OldestUnanchored is the age of the oldest of them.
 	Unanchored       int           `json:"unanchored"`
 	OldestUnanchored time.Duration `json:"oldest_unanchored"`
 	// NotYetLedgered counts items within Input.Grace (information).
@@ -165,6 +171,7 @@ func Verify(in Input) Result {
 	v.runChecks()
 	v.writers(entries, signed)
 	v.fresh(signed)
+	v.versions()
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
 		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
 	})
@@ -259,27 +266,21 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
 	}
 	v.res.Segments = len(v.in.Segments)
-	// Each shard's anchored head is the one in the newest signed digest
-	// that names the shard (a closed shard trimmed from the stream drops
-	// out of later digests but stays anchored by the earlier ones).
-	heads := map[string]Head{}
-	for _, p := range signed {
-		for _, h := range p.d.Shards {
-			if h.SegmentKey != "" { // an empty head: listed, no chain yet
-				heads[h.Shard] = h
-			}
-		}
-	}
 	shards := map[string]bool{}
 	for s := range byShard {
 		shards[s] = true
 	}
-	for s := range heads {
-		shards[s] = true
+	for _, p := range signed {
+		for _, h := range p.d.Shards {
+			if h.SegmentKey != "" { // an empty head: listed, no chain yet
+				shards[h.Shard] = true
+			}
+		}
 	}
+	heads := shardHeads(digests, signed)
 	var out []ledgered
 	for _, shard := range slices.Sorted(mapKeys(shards)) {
-		out = append(out, v.shard(shard, byShard[shard], heads, digests)...)
+		out = append(out, v.shard(shard, byShard[shard], heads[shard])...)
 	}
 	return out
 }
@@ -292,122 +293,6 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			}
 		}
 	}
-}
-
-// shard checks one shard's chain: back from the anchored head to its
-// first segment, then forward past the head (not yet anchored).
-func (v *verifier) shard(shard string, nodes map[string]*segNode, heads map[string]Head, digests map[int64]*parsedDigest) []ledgered {
-	visited := map[string]bool{}
-	var chain []*segNode // oldest first
-	anchoredN := 0
-	children := map[string][]*segNode{}
-	var roots []*segNode
-	for _, n := range nodes {
-		if n.seg.Prev == nil {
-			roots = append(roots, n)
-		} else {
-			children[n.seg.Prev.Key] = append(children[n.seg.Prev.Key], n)
-		}
-	}
-	var tip *segNode
-	if h, ok := heads[shard]; ok {
-		n := nodes[h.SegmentKey]
-		switch {
-		case n == nil:
-			v.fail(KindSegmentMissing, h.SegmentKey, "shard %s's anchored head segment is missing", shard)
-		case n.sha != h.SegmentSHA256:
-			v.fail(KindSegmentHash, h.SegmentKey, "does not hash to the digest's %s", h.SegmentSHA256)
-		default:
-			back := []*segNode{n}
-			visited[n.key] = true
-			for cur := n; cur.seg.Prev != nil; {
-				p := nodes[cur.seg.Prev.Key]
-				if p == nil {
-					v.fail(KindSegmentMissing, cur.seg.Prev.Key, "named by %s as its prev", cur.key)
-					break
-				}
-				if visited[p.key] {
-					v.fail(KindSegmentChain, p.key, "the chain of shard %s loops", shard)
-					break
-				}
-				if p.sha != cur.seg.Prev.SHA256 {
-					v.fail(KindSegmentHash, p.key, "does not hash to what %s says", cur.key)
-				}
-				visited[p.key] = true
-				back = append(back, p)
-				cur = p
-			}
-			slices.Reverse(back)
-			if back[0].seg.Prev == nil && int64(len(back)) != h.Segments {
-				v.fail(KindSegmentChain, shard, "the digest's head counts %d segments, the chain holds %d", h.Segments, len(back))
-			}
-			top := n.seg.LastSeq // the chain's highest seq (a late segment ends below it)
-			for _, b := range back {
-				if SeqLess(top, b.seg.LastSeq) {
-					top = b.seg.LastSeq
-				}
-			}
-			if SeqCompare(top, h.LastSeq) != 0 {
-				v.fail(KindSegmentChain, shard, "the digest's head ends at %s, its chain at %s", h.LastSeq, top)
-			}
-			chain, anchoredN, tip = back, len(back), n
-		}
-	} else {
-		switch len(roots) {
-		case 0:
-		case 1:
-			tip = roots[0]
-			chain, visited[tip.key] = []*segNode{tip}, true
-		default:
-			for _, r := range roots {
-				v.fail(KindSegmentChain, r.key, "shard %s has %d first segments", shard, len(roots))
-			}
-		}
-	}
-	// Forward past the tip: not yet anchored.
-	for tip != nil {
-		next := children[tip.key]
-		if len(next) == 0 {
-			break
-		}
-		if len(next) > 1 {
-			v.fail(KindSegmentChain, tip.key, "%d segments name it as their prev", len(next))
-			break
-		}
-		n := next[0]
-		if visited[n.key] {
-			break
-		}
-		if n.seg.Prev.SHA256 != tip.sha {
-			v.fail(KindSegmentHash, tip.key, "does not hash to what %s says", n.key)
-		}
-		visited[n.key] = true
-		chain = append(chain, n)
-		tip = n
-	}
-	for key := range nodes {
-		if !visited[key] {
-			v.fail(KindSegmentOffChain, key, "not on shard %s's chain", shard)
-		}
-	}
-	// Every digest's head of this shard names a segment of the chain.
-	for _, p := range digests {
-		for _, h := range p.d.Shards {
-			if h.Shard != shard || h == heads[shard] || h.SegmentKey == "" { // the anchor's is checked above
-				continue
-			}
-			n := nodes[h.SegmentKey]
-			switch {
-			case n == nil:
-				v.fail(KindSegmentMissing, h.SegmentKey, "named by digest %d", p.d.N)
-			case n.sha != h.SegmentSHA256:
-				v.fail(KindSegmentHash, h.SegmentKey, "does not hash to digest %d's %s", p.d.N, h.SegmentSHA256)
-			case !visited[n.key]:
-				v.fail(KindSegmentOffChain, h.SegmentKey, "named by digest %d but not on shard %s's chain", p.d.N, shard)
-			}
-		}
-	}
-	return v.entries(shard, chain, anchoredN)
 }
 
 // entries returns the entries of a shard's chain, naming duplicates and

@@ -1,0 +1,183 @@
+package dlqctl_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/archive"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// Object Lock keeps a locked version, not its key: a DELETE without a
+// version id (a delete marker) and a plain PUT over the key (a second
+// version) both hide the ledger's bytes from LIST and GET, on versitygw
+// as on S3 (where only the bucket policy forbids them). Verify names each,
+// on a segment and on a digest, and still checks the whole ledger with
+// the locked first versions: the rewritten record is still named, no
+// record becomes unledgered, the counts are unchanged. So does the
+// offline copy, from its versions.jsonl.
+func TestVerifyNamesDeleteMarkersAndSecondVersions(t *testing.T) {
+	l := newLedgerFixture(t)
+	ctx := context.Background()
+	a := l.create("a")
+	l.drain()
+	l.digest()
+	l.create("b")
+	l.create("c")
+	l.drain()
+	l.digest()
+	forged := *a
+	forged.FailureReason = "nothing to see"
+	if err := quarantine.SealRecord(&forged); err != nil {
+		t.Fatal(err)
+	}
+	item, err := dynamostore.Marshal(&forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	l.drain()
+	before, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch || !strings.Contains(before, "  MISMATCH "+a.DLQID+": rewritten: ") {
+		t.Fatalf("before (exit %d):\n%s", code, before)
+	}
+
+	bucket := l.fns.LedgerConfig.Bucket
+	s3c := l.st.Clients.S3
+	var segs []string
+	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(ledger.SegmentPrefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Contents {
+			segs = append(segs, aws.ToString(o.Key))
+		}
+	}
+	slices.Sort(segs)
+	if len(segs) != 3 {
+		t.Fatalf("segments %v, want 3", segs)
+	}
+	hiddenSeg, overSeg := segs[0], segs[1]
+	hiddenDigest, overDigest := ledger.DigestKey(1), ledger.DigestKey(2)
+	for _, k := range []string{hiddenSeg, hiddenDigest} {
+		if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)}); err != nil {
+			t.Fatalf("delete marker on %s: %v", k, err)
+		}
+	}
+	for _, k := range []string{overSeg, overDigest} {
+		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader([]byte(`{"format":"forged"}`))}); err != nil {
+			t.Fatalf("second version of %s: %v", k, err)
+		}
+	}
+	out, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("verify exit %d:\n%s", code, out)
+	}
+	// The same records and ledger as before, and four problems more.
+	if want := strings.ReplaceAll(firstLines(before), ": 1 problem", ": 5 problems"); firstLines(out) != want {
+		t.Fatalf("verify:\n%s\nwant it to begin\n%s", out, want)
+	}
+	mustContain(t, out,
+		"  MISMATCH "+a.DLQID+": rewritten: ",
+		"  MISMATCH "+hiddenSeg+": object-delete-marker: delete marker ",
+		"  MISMATCH "+hiddenDigest+": object-delete-marker: delete marker ",
+		"  MISMATCH "+overSeg+": object-second-version: 2 versions: ",
+		"  MISMATCH "+overDigest+": object-second-version: 2 versions: ")
+	if n := strings.Count(out, "  MISMATCH "); n != 5 || strings.Contains(out, "unledgered") {
+		t.Fatalf("%d problems (want the rewrite and the four objects, nothing unledgered):\n%s", n, out)
+	}
+	js, _, _ := l.run(false, "verify", "-o", "json")
+	mustContain(t, js, `"kind": "object-delete-marker"`, `"kind": "object-second-version"`)
+
+	// The export holds the first versions and the listing; offline names
+	// the same.
+	dir := l.export()
+	if b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(overDigest))); err != nil || bytes.Contains(b, []byte("forged")) {
+		t.Fatalf("the export holds %s's second version (%v)", overDigest, err)
+	}
+	vs, err := os.ReadFile(filepath.Join(dir, dlqctl.ExportVersions))
+	if err != nil || bytes.Count(vs, []byte("\n")) != 3+2+2+2 {
+		t.Fatalf("%s (%v):\n%s", dlqctl.ExportVersions, err, vs)
+	}
+	off, code := l.offline(dir)
+	if code != dlqctl.ExitMismatch || firstLines(off) != firstLines(out) {
+		t.Fatalf("offline (exit %d):\n%s\nonline:\n%s", code, off, out)
+	}
+	mustContain(t, off, "  MISMATCH "+hiddenSeg+": object-delete-marker: ", "  MISMATCH "+overDigest+": object-second-version: ",
+		"note: "+dlqctl.ExportVersions+" is the exporter's listing")
+	// An export without the listing (an older one) says what it lacks.
+	if err := os.Remove(filepath.Join(dir, dlqctl.ExportVersions)); err != nil {
+		t.Fatal(err)
+	}
+	off, _ = l.offline(dir)
+	mustContain(t, off, "note: no "+dlqctl.ExportVersions+": ")
+	if strings.Contains(off, "object-delete-marker") {
+		t.Fatalf("offline without a listing:\n%s", off)
+	}
+}
+
+// The archive's kinds are the ledger's names for the same thing.
+func TestArchiveVersionKindsAreTheLedgers(t *testing.T) {
+	if archive.KindDeleteMarker != string(ledger.KindObjectDeleteMarker) || archive.KindSecondVersion != string(ledger.KindObjectSecondVersion) {
+		t.Fatal("the archive and the ledger name version problems differently")
+	}
+}
+
+// An archived stub's archive object behind a delete marker, or under a
+// version put over it: verify names each for the record, and checks the
+// stub against the key's first version (the sweeper's, locked), so the
+// stub still verifies against it.
+func TestVerifyNamesArchiveMarkersAndSecondVersions(t *testing.T) {
+	l := newLedgerFixture(t)
+	ctx := context.Background()
+	r := l.next(l.create("arch"), park)
+	sw, err := l.fns.NewSweeper(l.st.Clients, func(c *sweeper.Config) { c.ParkAge = 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := sw.Run(ctx); err != nil || len(rep.Archived) != 1 {
+		t.Fatalf("sweep: %+v %v", rep, err)
+	}
+	l.drain()
+	l.digest()
+	out, errOut, code := l.run(false, "verify")
+	if code != 0 || !strings.HasPrefix(out, "verified 1 record (1 archived stub): 0 problems\n") {
+		t.Fatalf("verify (exit %d): %s%s", code, out, errOut)
+	}
+	stub, err := l.store.Get(ctx, r.DLQID)
+	if err != nil || stub.Archive == nil {
+		t.Fatalf("stub %+v %v", stub, err)
+	}
+	bucket, key := aws.String(stub.Archive.Bucket), aws.String(stub.Archive.Key)
+	if _, err := l.st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: key, Body: bytes.NewReader([]byte(`{"record":{}}`))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Clients.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bucket, Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = l.run(false, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("verify exit %d:\n%s", code, out)
+	}
+	mustContain(t, out, "verified 1 record (1 archived stub): 2 problems\n",
+		"  MISMATCH "+r.DLQID+": object-second-version: archive object "+stub.Archive.Key+": 2 versions: ",
+		"which is the one checked",
+		"  MISMATCH "+r.DLQID+": object-delete-marker: archive object "+stub.Archive.Key+": delete marker ")
+}
