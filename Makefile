@@ -39,11 +39,15 @@ test-localstack:
 
 # Three runs of each throughput benchmark (ratios measured in one run),
 # then one run of dlqctl verify on 100,000 records (DLQQ_VERIFY_BENCH_RECORDS
-# changes the count).
+# changes the count), the seal's cost and the writer proof's (with the fake
+# and with the dev kit's KMS).
 bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Ingest|Redrive|Sweeper|WriteUnits)' -benchtime=1x -count=3 -timeout 60m ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench '^BenchmarkVerify$$' -benchtime=1x -count=1 -timeout 60m ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
+	$(GO) test -run '^$$' -bench WriterProof -benchmem -count=1 ./shared/domain/writerproof/
+	$(GO) test -run '^$$' -bench 'WriterProofKMS/tree' -benchtime=20x -count=1 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench 'WriterProofKMS/ingest' -benchtime=1x -count=1 ./shared/dev/bench/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/usecase/ingest/

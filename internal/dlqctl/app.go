@@ -106,6 +106,12 @@ type App struct {
 	// a run), retrying, before it gives up (default DefaultBusyWait).
 	BusyWait time.Duration
 
+	// WriterKeys are the writer HMAC keys' ARNs, ingest,redrive,sweeper
+	// (--writer-keys, DLQQ_WRITER_KEYS, else the stack's three outputs):
+	// verify checks each ledgered version's writer proof with them
+	// (writers.go).
+	WriterKeys string
+
 	// KeyFingerprint pins the signing key: the SHA-256 (hex) of its DER
 	// public key (verify, ledger export: --key-fingerprint,
 	// DLQQ_KEY_FINGERPRINT).
@@ -205,6 +211,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
 	pf.StringVar(&a.LedgerBucket, "ledger-bucket", envOr("DLQQ_LEDGER_BUCKET", os.Getenv("DLQQ_ARCHIVE_BUCKET")), "the ledger's Object Lock bucket, the stack's ArchiveBucket (DLQQ_LEDGER_BUCKET, else DLQQ_ARCHIVE_BUCKET)")
 	pf.StringVar(&a.SigningKey, "signing-key", envOr("DLQQ_SIGNING_KEY", "alias/"+envOr("DLQQ_STACK", "dlqq")+"-ledger-signing"), "the ledger's KMS signing key: id, ARN or alias (DLQQ_SIGNING_KEY, else alias/STACK-ledger-signing)")
+	pf.StringVar(&a.WriterKeys, "writer-keys", os.Getenv("DLQQ_WRITER_KEYS"), "the writer HMAC keys' ARNs, ingest,redrive,sweeper: verify checks every version's writer proof with them (DLQQ_WRITER_KEYS, else the stack's IngestWriterKeyArn, RedriveWriterKeyArn, SweeperWriterKeyArn)")
 	pf.StringVar(&a.Stack, "stack", os.Getenv("DLQQ_STACK"), "CloudFormation stack whose outputs give the table, buckets, redrive function and signing key not set by a flag or variable (DLQQ_STACK)")
 	pf.StringVar(&a.Actor, "actor", os.Getenv("DLQQ_ACTOR"), "who you are, for the audit history (DLQQ_ACTOR; default: your ARN from sts:GetCallerIdentity)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -202,6 +202,11 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 			res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s, %s", p.Subject, strings.TrimPrefix(p.Detail, "pre-ledger: ")))
 		}
 	}
+	for _, n := range []string{lr.WriterNote(), writersUnchecked(in)} { // writers.go
+		if n != "" {
+			res.Notes = append(res.Notes, n)
+		}
+	}
 	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
 		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))
 	}

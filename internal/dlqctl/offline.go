@@ -59,6 +59,10 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 		return err
 	}
 	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
+	var writerNote string
+	if in.CheckWriter, writerNote, err = a.writerCheck(context.Background(), nil); err != nil { // writers.go: no KMS
+		return err
+	}
 	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
 		return err
 	}
@@ -83,6 +87,9 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 		return err
 	}
 	rc.res.Notes = append(rc.res.Notes, note...)
+	if writerNote != "" {
+		rc.res.Notes = append(rc.res.Notes, writerNote)
+	}
 	for i, it := range items {
 		item, err := dynamostore.SDKItem(it)
 		if err != nil {

@@ -156,6 +156,7 @@ func (a *App) useStack(ctx context.Context, c *Clients) error {
 	for _, o := range st.Outputs {
 		outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
+	a.writerKeysFromStack(outputs) // writers.go
 	var missing []string
 	for _, s := range a.stackSettings() {
 		if a.given(s) {

@@ -200,6 +200,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if a.pinRefused(rc.res, rc.res.Trust, "signing key", "signing key "+a.SigningKey, keyARN, in.PublicKeyDER) {
 			return a.report(rc.res)
 		}
+		if in.CheckWriter, _, err = a.writerCheck(ctx, c); err != nil { // writers.go
+			return err
+		}
 		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
 		if before, err = a.countCheckpoints(ctx); err != nil {
 			return err

@@ -2,12 +2,17 @@ package wire
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -22,7 +27,11 @@ func Ingest(ctx context.Context, cfg ingest.Config, c *Clients, rt Runtime) (*in
 		if err != nil {
 			return nil, err
 		}
-		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local)}
+		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), KMSMAC: kms.NewFromConfig(aws)}
+	}
+	w, err := writer(c, cfg.WriterKeyID, writerproof.RoleIngest)
+	if err != nil {
+		return nil, err
 	}
 	srcs, err := sources.Build(cfg.Sources)
 	if err != nil {
@@ -32,7 +41,7 @@ func Ingest(ctx context.Context, cfg ingest.Config, c *Clients, rt Runtime) (*in
 	if cfg.PayloadBucket != "" {
 		payloads = s3store.New(c.S3, cfg.PayloadBucket, cfg.PayloadKMSKeyID)
 	}
-	q := ingest.NewQuarantiner(dynamostore.New(c.DynamoDB, cfg.TableName), payloads, rt.Now, ingest.QuarantinerConfig{
+	q := ingest.NewQuarantiner(dynamostore.New(c.DynamoDB, cfg.TableName).WithWriter(w), payloads, rt.Now, ingest.QuarantinerConfig{
 		Sources:      srcs,
 		KeyAttribute: cfg.IdempotencyAttribute,
 	})
@@ -49,7 +58,11 @@ func Redrive(ctx context.Context, cfg redrive.FunctionConfig, c *Clients, rt Run
 		if err != nil {
 			return nil, err
 		}
-		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), SQS: newSQS(aws), CloudWatch: newCloudWatch(aws)}
+		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), SQS: newSQS(aws), CloudWatch: newCloudWatch(aws), KMSMAC: kms.NewFromConfig(aws)}
+	}
+	w, err := writer(c, cfg.WriterKeyID, writerproof.RoleRedrive)
+	if err != nil {
+		return nil, err
 	}
 	srcs, err := sources.Build(cfg.Sources)
 	if err != nil {
@@ -59,10 +72,10 @@ func Redrive(ctx context.Context, cfg redrive.FunctionConfig, c *Clients, rt Run
 	if cfg.PayloadBucket != "" && c.S3 != nil {
 		payloads = s3store.New(c.S3, cfg.PayloadBucket, "")
 	}
-	store := dynamostore.New(c.DynamoDB, cfg.TableName)
+	store := dynamostore.New(c.DynamoDB, cfg.TableName).WithWriter(w)
 	svc := redrive.New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, rt.Now, rt.Log, cfg.Service)
 	if c.CloudWatch != nil {
-		svc.WithPolicies(redrive.Policies{Store: dynamostore.NewPolicyStore(c.DynamoDB, cfg.TableName), Counters: store, Metrics: c.CloudWatch})
+		svc.WithPolicies(redrive.Policies{Store: dynamostore.NewPolicyStore(c.DynamoDB, cfg.TableName).WithWriter(w), Counters: store, Metrics: c.CloudWatch})
 	}
 	return svc, nil
 }
@@ -76,9 +89,13 @@ func Sweeper(ctx context.Context, cfg sweeper.FunctionConfig, c *Clients, rt Run
 		if err != nil {
 			return nil, err
 		}
-		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), CloudWatch: newCloudWatch(aws)}
+		c = &Clients{DynamoDB: newDynamoDB(aws, local), S3: newS3(aws, local), CloudWatch: newCloudWatch(aws), KMSMAC: kms.NewFromConfig(aws)}
 	}
-	return sweeper.New(dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName),
+	w, err := writer(c, cfg.WriterKeyID, writerproof.RoleSweeper)
+	if err != nil {
+		return nil, err
+	}
+	return sweeper.New(dynamostore.New(c.DynamoDB, cfg.TableName).WithWriter(w), dynamostore.NewLister(c.DynamoDB, cfg.TableName),
 		s3store.New(c.S3, cfg.PayloadBucket, ""), s3store.Archiver{API: c.S3}, c.CloudWatch, rt.Now, rt.Log, cfg.Sweeper), nil
 }
 
@@ -104,4 +121,17 @@ func Metrics(ctx context.Context, cfg metrics.FunctionConfig, c *Clients, rt Run
 	store, list := dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName)
 	return &metrics.Service{SQS: c.SQS, Counters: store, Signatures: list, Lister: list, Store: store, CloudWatch: c.CloudWatch,
 		Sources: srcs, Namespace: cfg.Namespace, Now: now, Log: rt.Log}, nil
+}
+
+// writer is the prover of role with keyID (WRITER_KEY_ID), nil without
+// one: a function without a writer key writes no proofs (verify then
+// names its versions after the writer-proof cut-off).
+func writer(c *Clients, keyID string, role writerproof.Role) (*writerproof.Prover, error) {
+	if keyID == "" {
+		return nil, nil
+	}
+	if c.KMSMAC == nil {
+		return nil, fmt.Errorf("WRITER_KEY_ID is set but the %s function has no KMS client", role)
+	}
+	return writerproof.NewProver(kmsmac.MAC{API: c.KMSMAC, KeyID: keyID}, role), nil
 }

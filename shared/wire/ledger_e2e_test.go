@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/aws/aws-lambda-go/events"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ type ledgerStack struct {
 	der     []byte
 }
 
-func startLedger(t *testing.T) *ledgerStack {
+// startLedger starts the embedded stack and the ledger on it; extra
+// variables add to (or replace) the ledger's environment.
+func startLedger(t *testing.T, extra ...map[string]string) *ledgerStack {
 	t.Helper()
 	ctx := context.Background()
 	st, err := embedded.Start(ctx, embedded.Options{})
@@ -60,6 +63,9 @@ func startLedger(t *testing.T) *ledgerStack {
 	}
 	env := map[string]string{"TABLE_NAME": st.Names["QuarantineTable"], "LEDGER_BUCKET": st.Names["ArchiveBucket"],
 		"SIGNING_KEY_ID": aws.ToString(key.KeyMetadata.Arn), "STREAM_ARN": arn, "LEDGER_RETENTION_DAYS": "1"}
+	for _, x := range extra {
+		maps.Copy(env, x)
+	}
 	cfg, err := ledger.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -119,10 +125,13 @@ func (l *ledgerStack) digest() ledger.DigestReport {
 }
 
 // verify runs the pure verification on what the table and the bucket hold.
-func (l *ledgerStack) verify() dl.Result {
+func (l *ledgerStack) verify(opts ...func(*dl.Input)) dl.Result {
 	l.t.Helper()
 	ctx := context.Background()
 	in := dl.Input{Segments: map[string][]byte{}, Digests: map[string][]byte{}, PublicKeyDER: l.der, Now: time.Now()}
+	for _, o := range opts {
+		o(&in)
+	}
 	p := dynamodb.NewScanPaginator(l.st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
 	"github.com/dlqquarantine/dlqq/shared/adapter/lambdamapping"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -47,6 +48,9 @@ type Clients struct {
 	DynamoDBStreams DynamoDBStreams
 	// Lambda is the ledger's too: it reads its own stream mapping.
 	Lambda Lambda
+	// KMSMAC makes the writing functions' writer proofs (GenerateMac with
+	// their WRITER_KEY_ID).
+	KMSMAC kmsmac.API
 }
 
 // DynamoDB is what the functions need of the DynamoDB client.
@@ -93,7 +97,11 @@ type CloudWatch interface {
 // From takes the clients of an awsclients set (the embedded stack's, or
 // dlqctl's).
 func From(c *awsclients.Clients) *Clients {
-	return &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams, KMS: c.KMS, Lambda: c.Lambda}
+	out := &Clients{DynamoDB: c.DynamoDB, S3: c.S3, SQS: c.SQS, CloudWatch: c.CloudWatch, DynamoDBStreams: c.DynamoDBStreams, KMS: c.KMS, Lambda: c.Lambda}
+	if c.KMS != nil {
+		out.KMSMAC = c.KMS
+	}
+	return out
 }
 
 // Runtime is what a function gets from its process besides its clients.

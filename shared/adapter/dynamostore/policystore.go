@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
 // PolicyStore keeps standing policies in the quarantine table. Each is one
@@ -24,6 +25,8 @@ import (
 type PolicyStore struct {
 	api   API
 	table string
+	// writer, when set, proves every policy version put (writer.go).
+	writer *writerproof.Prover
 }
 
 // NewPolicyStore returns a PolicyStore on table.
@@ -60,6 +63,9 @@ func (s *PolicyStore) Replace(ctx context.Context, p *policy.Policy, version int
 func (s *PolicyStore) put(ctx context.Context, p *policy.Policy, cond expression.ConditionBuilder) error {
 	item, err := s.item(p)
 	if err != nil {
+		return err
+	}
+	if err := prove(ctx, s.writer, item, writerproof.Leaf{Key: policyKey(p.Source, p.ID), Version: p.Version, Seal: p.Seal}); err != nil {
 		return err
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()

@@ -31,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
 // API is the part of the DynamoDB client the stores use (Store and
@@ -48,6 +49,8 @@ type API interface {
 type Store struct {
 	api   API
 	table string
+	// writer, when set, proves every record version put (writer.go).
+	writer *writerproof.Prover
 }
 
 // New returns a Store on table.
@@ -120,6 +123,9 @@ func (s *Store) put(ctx context.Context, r *quarantine.Record, cond expression.C
 	}
 	if n := ItemSize(item); n > MaxItemBytes {
 		return fmt.Errorf("item is %d bytes: %w", n, quarantine.ErrItemTooLarge)
+	}
+	if err := prove(ctx, s.writer, item, writerproof.Leaf{Key: r.DLQID, Version: r.Version, Seal: r.Seal}); err != nil {
+		return err
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

@@ -58,6 +58,7 @@ func TestLedgerFunction(t *testing.T) {
 		"SIGNING_KEY_ID":        signingKey,
 		"STREAM_ARN":            streamARN(),
 		"DIGEST_MAX_AGE":        "55m",
+		"WRITER_PROOFS":         "true", // LedgerWriterProofs' default
 	}
 	if got := fn.Environment.Variables; !maps.Equal(got, want) {
 		t.Errorf("environment %v, want %v", got, want)

@@ -162,6 +162,11 @@ type Digest struct {
 	// does not check the pipeline.
 	Mapping *MappingSeen `json:"mapping,omitempty"`
 	Canary  *CanaryRef   `json:"canary,omitempty"`
+	// WriterProofs says every record and policy change after this
+	// digest's heads carries a writer proof (the ledger's WRITER_PROOFS);
+	// the first signed digest that says so is verify's writer-proof
+	// cut-off (verify_writers.go). Absent: not (yet) on.
+	WriterProofs bool `json:"writer_proofs,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.

@@ -81,6 +81,12 @@ type Input struct {
 	MaxDigestAge time.Duration
 	// Baselines maps baseline object keys (ledger/baseline/...) to bytes.
 	Baselines map[string][]byte
+	// CheckWriter, when set, checks each ledgered version's writer proof
+	// (prev the key's version before it, nil for its first): a
+	// *WriterError names it, ErrWriterUnverified counts it as not checked
+	// (verify_writers.go; dynamostore.LedgerWriterCheck). It is called from
+	// several goroutines at once.
+	CheckWriter func(prev, next Item) error
 	// Versions, when listed, are every version and delete marker under
 	// ledger/ (ListObjectVersions): each delete marker and each key with
 	// more than one version is named (verify_versions.go). Segments,
@@ -128,6 +134,8 @@ type Result struct {
 	// BaselineUnanchored says a baseline exists that no signed digest
 	// names yet (information: the next digest does).
 	BaselineUnanchored bool `json:"baseline_unanchored,omitempty"`
+	// Writers is what the writer-proof check found (Input.CheckWriter).
+	Writers WriterStats `json:"writers,omitzero"`
 }
 
 // OK reports whether nothing failed.
@@ -162,6 +170,7 @@ func Verify(in Input) Result {
 	v.pipeline(signed, entries) // verify_mapping.go
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
+	v.writers(entries, signed)
 	v.fresh(signed)
 	v.versions()
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {

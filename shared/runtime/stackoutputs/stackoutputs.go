@@ -20,6 +20,17 @@ const (
 	LedgerSigningKey = "LedgerSigningKeyArn"
 )
 
+// The writer keys' ARNs (--writer-keys: ingest, redrive, sweeper), read
+// when all three are there.
+const (
+	IngestWriterKey  = "IngestWriterKeyArn"
+	RedriveWriterKey = "RedriveWriterKeyArn"
+	SweeperWriterKey = "SweeperWriterKeyArn"
+)
+
+// WriterKeys lists the writer keys' outputs in --writer-keys order.
+func WriterKeys() []string { return []string{IngestWriterKey, RedriveWriterKey, SweeperWriterKey} }
+
 // DLQCTL lists every output dlqctl reads.
 func DLQCTL() []string {
 	return []string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey}

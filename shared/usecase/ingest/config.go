@@ -15,6 +15,10 @@ import (
 type Config struct {
 	// TableName is the quarantine table (TABLE_NAME). Required.
 	TableName string
+	// WriterKeyID is ingest's HMAC writer key (WRITER_KEY_ID: its ARN or
+	// alias): every record version it writes carries a writer proof
+	// (package writerproof). Empty: no proofs.
+	WriterKeyID string
 	// PayloadBucket holds bodies too large for an item (PAYLOAD_BUCKET).
 	// Without it, oversized messages are reported as failures and redelivered.
 	PayloadBucket string
@@ -63,6 +67,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		PayloadKMSKeyID:      getenv("PAYLOAD_KMS_KEY_ID"),
 		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
 		Sources:              sources,
+		WriterKeyID:          getenv("WRITER_KEY_ID"),
 	}
 	return cfg, cfg.Validate()
 }

@@ -27,6 +27,11 @@ type Config struct {
 	DigestMaxAge time.Duration
 	// Namespace of the metrics (METRICS_NAMESPACE, default DLQQuarantine).
 	Namespace string
+	// WriterProofs (WRITER_PROOFS=true) marks each digest as the
+	// writer-proof cut-off: every change after its heads carries a writer
+	// proof (docs/ledger.md). Turn it on once every writing function runs
+	// with its WRITER_KEY_ID.
+	WriterProofs bool
 }
 
 // FunctionConfig is the ledger function's configuration from the
@@ -72,6 +77,13 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	}
 	if cfg.Ledger.Namespace == "" {
 		cfg.Ledger.Namespace = emf.Namespace
+	}
+	switch v := getenv("WRITER_PROOFS"); v {
+	case "", "false":
+	case "true":
+		cfg.Ledger.WriterProofs = true
+	default:
+		errs = append(errs, fmt.Errorf("WRITER_PROOFS=%q is not true or false", v))
 	}
 	return cfg, errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -27,9 +28,16 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
+	// The batch's claim decisions are made first (one clock reading) and
+	// the versions they write announced: one writer-proof MAC for the
+	// batch. A decision whose input changes meanwhile (a FIFO group
+	// blocked by an earlier failure) is made again, and its write proved
+	// on its own.
+	now := r.s.now()
+	decided := r.announceClaims(ctx, ids, prefetched, now)
 	slots := make([]*claimed, len(ids))
 	_ = each(len(ids), func(i int) error {
-		c, err := r.claim(ctx, ids[i], prefetched)
+		c, err := r.claim(ctx, ids[i], prefetched, decided[i], now)
 		if err != nil {
 			r.fail(ctx, ids[i], "claim", err)
 			if rec := prefetched[ids[i]]; rec != nil {
@@ -59,15 +67,51 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 // claim takes the record read for id in prefetched (or, in a dry run, says
 // what would happen). It returns nil when the record is not to be sent; an
 // error is this record's failure only.
-func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record) (*claimed, error) {
-	s := r.s
+// d is the decision announceClaims made for it, used unless rec's FIFO
+// group was blocked since.
+func (r *run) claim(ctx context.Context, id string, prefetched map[string]*quarantine.Record, d *decided, now time.Time) (*claimed, error) {
 	rec := prefetched[id]
 	if rec == nil {
 		r.note(&r.rep.Skipped, id)
 		return nil, nil
 	}
-	d := decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: r.isBlocked(rec), now: s.now(), lease: s.cfg.Lease})
-	return r.applyClaim(ctx, id, rec, d)
+	if d == nil || d.blocked != r.isBlocked(rec) {
+		d = r.decide(rec, now)
+	}
+	return r.applyClaim(ctx, id, rec, d.claimDecision)
+}
+
+// decided is a claim decision and the FIFO block it was made under.
+type decided struct {
+	claimDecision
+	blocked bool
+}
+
+// decide is rec's claim decision at now.
+func (r *run) decide(rec *quarantine.Record, now time.Time) *decided {
+	blocked := r.isBlocked(rec)
+	return &decided{decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: blocked, now: now, lease: r.s.cfg.Lease}), blocked}
+}
+
+// announceClaims makes the claim decision of each of ids at now and
+// announces the versions they write (claims, parks, expired claims given
+// back): one writer-proof MAC for the batch. A failure costs only that:
+// each write proves itself.
+func (r *run) announceClaims(ctx context.Context, ids []string, prefetched map[string]*quarantine.Record, now time.Time) []*decided {
+	out := make([]*decided, len(ids))
+	var planned []*quarantine.Record
+	for i, id := range ids {
+		if rec := prefetched[id]; rec != nil {
+			out[i] = r.decide(rec, now)
+			if n := out[i].next; n != nil && !r.rep.DryRun {
+				planned = append(planned, n)
+			}
+		}
+	}
+	if err := quarantine.Announce(ctx, r.s.store, planned); err != nil {
+		r.s.log.WarnContext(ctx, "claims not announced: each is proved on its own", "run_id", r.rep.RunID, "error_kind", quarantine.ErrorKind(err))
+	}
+	return out
 }
 
 // applyClaim carries out d, the decision for rec (read as id): it writes

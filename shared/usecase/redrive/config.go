@@ -14,6 +14,10 @@ import (
 type FunctionConfig struct {
 	// TableName is the quarantine table (TABLE_NAME). Required.
 	TableName string
+	// WriterKeyID is redrive's HMAC writer key (WRITER_KEY_ID): every
+	// record and policy version it writes carries a writer proof. Empty:
+	// no proofs.
+	WriterKeyID string
 	// PayloadBucket holds claim-check bodies (PAYLOAD_BUCKET).
 	PayloadBucket string
 	// Sources are the source queues (SOURCES, JSON, as for ingest).
@@ -31,7 +35,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), PayloadBucket: getenv("PAYLOAD_BUCKET"), Sources: srcs}
+	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), PayloadBucket: getenv("PAYLOAD_BUCKET"), Sources: srcs, WriterKeyID: getenv("WRITER_KEY_ID")}
 	seconds := func(name string) time.Duration {
 		v := getenv(name)
 		if v == "" {

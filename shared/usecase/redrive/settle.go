@@ -35,12 +35,60 @@ func (r *run) settle(ctx context.Context) error {
 		return nil
 	}
 	r.rep.SettleWindowSeconds = int64(window / time.Second)
-	for _, id := range ids[:min(len(ids), MaxSettlePerRun)] {
+	ids = ids[:min(len(ids), MaxSettlePerRun)]
+	for start := 0; start < len(ids); start += settleBatch {
 		if r.deadlineNear(ctx) {
 			r.rep.Stopped = StoppedDeadline
 			return nil
 		}
-		if err := r.settleOne(ctx, id, window); err != nil {
+		if err := r.settleBatch(ctx, ids[start:min(start+settleBatch, len(ids))], window); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleBatch is how many records one consistent batch read fetches for
+// settling, and one writer-proof MAC announces.
+const settleBatch = 100
+
+// settleBatch reads ids in one consistent batch read, decides each
+// record's settle at one clock reading, announces the versions that makes
+// (one writer-proof MAC) and writes them one by one.
+func (r *run) settleBatch(ctx context.Context, ids []string, window time.Duration) error {
+	recs, err := r.s.store.GetMany(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	now := r.s.now()
+	type decided struct {
+		next *quarantine.Record
+		err  error
+	}
+	plans := make(map[string]decided, len(ids))
+	var planned []*quarantine.Record
+	for _, id := range ids {
+		if rec := recs[id]; rec != nil {
+			next, err := rec.Settle(now, window)
+			plans[id] = decided{next, err}
+			if err == nil && !r.rep.DryRun {
+				planned = append(planned, next)
+			}
+		}
+	}
+	if err := quarantine.Announce(ctx, r.s.store, planned); err != nil {
+		r.s.log.WarnContext(ctx, "settles not announced: each is proved on its own", "run_id", r.rep.RunID, "error_kind", quarantine.ErrorKind(err))
+	}
+	for _, id := range ids {
+		if r.deadlineNear(ctx) {
+			r.rep.Stopped = StoppedDeadline
+			return nil
+		}
+		rec := recs[id]
+		if rec == nil {
+			continue // gone since it was listed
+		}
+		if err := r.settleOne(ctx, rec, plans[id].next, plans[id].err); err != nil {
 			return err
 		}
 	}
@@ -64,20 +112,14 @@ func (r *run) redriven(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// settleOne resolves record id if its replay stayed away for window. A
-// record not yet due, or changed since it was listed, is left as it is; an
-// error ends the settle step. It writes once, on the version read, not
-// through the store's Update: a record that changed meanwhile (it came
-// back, say) is the next run's to look at, never settled on a retry.
-func (r *run) settleOne(ctx context.Context, id string, window time.Duration) error {
-	rec, err := r.s.store.Get(ctx, id)
-	if errors.Is(err, quarantine.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read record: %w", err)
-	}
-	next, err := rec.Settle(r.s.now(), window)
+// settleOne writes next, rec's settled successor (err: why rec does not
+// settle). A record not yet due, or changed since it was listed, is left
+// as it is; an error ends the settle step. It writes once, on the version
+// read, not through the store's Update: a record that changed meanwhile
+// (it came back, say) is the next run's to look at, never settled on a
+// retry.
+func (r *run) settleOne(ctx context.Context, rec, next *quarantine.Record, err error) error {
+	id := rec.DLQID
 	if quarantine.IsIntegrityFailure(err) {
 		return r.setAside(ctx, rec, err)
 	}

@@ -17,6 +17,9 @@ type FunctionConfig struct {
 	TableName     string
 	PayloadBucket string
 	Sweeper       Config
+	// WriterKeyID is the sweeper's HMAC writer key (WRITER_KEY_ID): every
+	// archive stub it writes carries a writer proof. Empty: no proofs.
+	WriterKeyID string
 }
 
 // ConfigFromEnv reads the configuration with getenv, reporting every
@@ -37,6 +40,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	cfg := FunctionConfig{
 		TableName:     getenv("TABLE_NAME"),
 		PayloadBucket: getenv("PAYLOAD_BUCKET"),
+		WriterKeyID:   getenv("WRITER_KEY_ID"),
 		Sweeper: Config{
 			Bucket:      getenv("ARCHIVE_BUCKET"),
 			KMSKeyID:    getenv("ARCHIVE_KMS_KEY_ID"),

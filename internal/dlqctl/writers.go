@@ -1,0 +1,153 @@
+package dlqctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
+	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
+)
+
+// writerKeysFromStack fills WriterKeys from the stack's three writer-key
+// outputs when neither --writer-keys nor DLQQ_WRITER_KEYS gave them and
+// the stack has all three.
+func (a *App) writerKeysFromStack(outputs map[string]string) {
+	if a.WriterKeys != "" {
+		return
+	}
+	var arns []string
+	for _, o := range stackoutputs.WriterKeys() {
+		if outputs[o] == "" {
+			return
+		}
+		arns = append(arns, outputs[o])
+	}
+	a.WriterKeys = strings.Join(arns, ",")
+	if a.fromOutput == nil {
+		a.fromOutput = map[string]string{}
+	}
+	a.fromOutput["writer-keys"] = strings.Join(stackoutputs.WriterKeys(), ",")
+}
+
+// writerKeyList parses --writer-keys: three keys, ingest's, redrive's and
+// the sweeper's, comma-separated.
+func (a *App) writerKeyList() ([]string, error) {
+	parts := strings.Split(a.WriterKeys, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	if len(parts) != len(writerproof.Roles) || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return nil, &UsageError{fmt.Errorf("--writer-keys %q: want three KMS keys, ingest,redrive,sweeper (the stack's %s)", a.WriterKeys, strings.Join(stackoutputs.WriterKeys(), ", "))}
+	}
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if seen[p] {
+			return nil, &UsageError{fmt.Errorf("--writer-keys %q: %s given twice (each role has its own key)", a.WriterKeys, p)}
+		}
+		seen[p] = true
+	}
+	return parts, nil
+}
+
+// isKeyARN reports whether id is a KMS key ARN (what a writer proof names:
+// GenerateMac's KeyId), not an alias or a bare key id.
+func isKeyARN(id string) bool {
+	return strings.HasPrefix(id, "arn:") && strings.Contains(id, ":key/")
+}
+
+// writerCheck is ledger.Input.CheckWriter for the configured writer keys
+// and a note saying what was checked. c nil is verify --offline:
+// VerifyMac needs KMS, so the MACs are not checked (said in the note) but
+// a version with no proof, a proof under another key or of the wrong
+// role is still named. Without writer keys nothing is checked
+// (writersUnchecked says so when the ledger has writer proofs on). Online
+// a key given by alias or id is resolved to its ARN with DescribeKey;
+// offline it must be an ARN.
+func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledger.Item) error, string, error) {
+	if strings.TrimSpace(a.WriterKeys) == "" {
+		return nil, "", nil
+	}
+	ids, err := a.writerKeyList()
+	if err != nil {
+		return nil, "", err
+	}
+	keys := writerproof.Keys{}
+	for i, id := range ids {
+		if !isKeyARN(id) {
+			if c == nil || c.Clients == nil || c.KMS == nil {
+				return nil, "", &UsageError{fmt.Errorf("--writer-keys: %s is not a key ARN (offline, give the keys' ARNs)", id)}
+			}
+			out, err := c.KMS.DescribeKey(ctx, &kms.DescribeKeyInput{KeyId: aws.String(id)})
+			if err != nil {
+				return nil, "", fmt.Errorf("writer key %s (--writer-keys): %w", id, err)
+			}
+			id = aws.ToString(out.KeyMetadata.Arn)
+		}
+		keys[id] = writerproof.Roles[i]
+	}
+	if c == nil {
+		return dynamostore.LedgerWriterCheck(ctx, keys, nil),
+			"offline: writer proofs' MACs are not checked (VerifyMac needs KMS: run verify online for them); versions without a proof, or proved by another key or role, are named", nil
+	}
+	if c.Clients == nil || c.KMS == nil {
+		return nil, "", errors.New("no KMS client to verify writer proofs with")
+	}
+	v := &macCache{verify: kmsmac.Verifier{API: c.KMS}.Verify}
+	return dynamostore.LedgerWriterCheck(ctx, keys, v.Verify), "", nil
+}
+
+// writersUnchecked is the note verify prints when a signed digest says
+// writer proofs are on and no writer keys were given ("" otherwise).
+func writersUnchecked(in ledger.Input) string {
+	if in.CheckWriter != nil {
+		return ""
+	}
+	for _, raw := range in.Digests {
+		if d, err := ledger.ParseDigest(raw); err == nil && d.WriterProofs {
+			return "writer proofs not checked: no writer keys (--writer-keys, DLQQ_WRITER_KEYS, or the stack's " +
+				strings.Join(stackoutputs.WriterKeys(), ", ") + "): a version written by hand with a valid seal is not named"
+		}
+	}
+	return ""
+}
+
+// macCache verifies each (key, message, MAC) once: all the versions of a
+// batch share their root's MAC, so a ledger costs one VerifyMac per
+// batch. Concurrent asks for the same one wait for the first.
+type macCache struct {
+	verify writerproof.VerifyMAC
+	mu     sync.Mutex
+	seen   map[string]*macAnswer
+}
+
+type macAnswer struct {
+	once sync.Once
+	ok   bool
+	err  error
+}
+
+// Verify implements writerproof.VerifyMAC.
+func (m *macCache) Verify(ctx context.Context, keyARN string, msg, mac []byte) (bool, error) {
+	k := keyARN + "\x00" + string(msg) + "\x00" + string(mac)
+	m.mu.Lock()
+	if m.seen == nil {
+		m.seen = map[string]*macAnswer{}
+	}
+	ans, ok := m.seen[k]
+	if !ok {
+		ans = &macAnswer{}
+		m.seen[k] = ans
+	}
+	m.mu.Unlock()
+	ans.once.Do(func() { ans.ok, ans.err = m.verify(ctx, keyARN, msg, mac) })
+	return ans.ok, ans.err
+}
