@@ -39,9 +39,13 @@ const (
 )
 
 // CanaryGrace is how long after its write a canary must be anchored by a
-// later digest (a canary reaches the ledger within seconds; the next
-// scheduled digest is 5 minutes later).
-const CanaryGrace = 2 * time.Minute
+// later digest. A canary reaches the ledger within seconds and the next
+// scheduled digest is 5 minutes later, but a shard held by a retried
+// batch or a burst delivers it later: a canary is named missing only
+// once it is later than LedgerAnchoringLagAlarm's 15 minutes (the alarm
+// pages on the delay itself; a late canary that then arrives is no
+// problem).
+const CanaryGrace = 15 * time.Minute
 
 // pipeline checks the digests' mapping and canary records.
 func (v *verifier) pipeline(signed []*parsedDigest, entries []ledgered) {
@@ -104,9 +108,11 @@ func (v *verifier) mappings(signed []*parsedDigest) {
 			withMapping = p
 			if ms.Error == "" && len(ms.Mappings) == 1 {
 				single = p
-			} else {
-				single = nil // the next one mapping is compared with nothing
 			}
+			// A digest that could not read the mapping, or saw two, is
+			// named above; the next single mapping is still compared with
+			// the newest single one before it, so a mapping re-created
+			// across such a digest is named too.
 		}
 		prev = p
 	}

@@ -147,8 +147,36 @@ func TestVerifyMappingAndCanaries(t *testing.T) {
 		key := f.run(enabled("u-1", lm), 4, true)
 		// Canary 4 never reaches the ledger (the mapping skipped it), 5 does.
 		f.run(enabled("u-1", lm), 5, false)
-		f.run(enabled("u-1", lm), 6, true)
+		for n := int64(6); n <= 9; n++ { // digests signed more than CanaryGrace after it
+			f.run(enabled("u-1", lm), n, true)
+		}
 		f.named(ledger.KindCanaryMissing, key, "canary 4")
+	})
+	t.Run("a canary that arrived late is no problem", func(t *testing.T) {
+		t.Parallel()
+		f := healthy(t)
+		f.run(enabled("u-1", lm), 4, true)
+		// Canary 4 is not in the ledger at digest 5, 5 minutes later (a
+		// shard held by a retried batch): late, within CanaryGrace.
+		f.run(enabled("u-1", lm), 5, false)
+		if res := ledger.Verify(f.input()); !res.OK() {
+			t.Fatalf("a canary 5 minutes late named: %v", res.Problems)
+		}
+		f.canary("shard-1", 4)
+		for n := int64(6); n <= 9; n++ {
+			f.run(enabled("u-1", lm), n, true)
+		}
+		if res := ledger.Verify(f.input()); !res.OK() {
+			t.Fatalf("a late canary named: %v", res.Problems)
+		}
+	})
+	t.Run("a mapping re-created across a digest that could not read it", func(t *testing.T) {
+		t.Parallel()
+		f := healthy(t)
+		unread := f.run(&ledger.MappingSeen{Error: "ThrottlingException"}, 4, true)
+		key := f.run(enabled("u-2", lm), 5, true)
+		f.named(ledger.KindMappingUnread, unread, "could not read")
+		f.named(ledger.KindMappingRecreated, key, "replaced u-1")
 	})
 	t.Run("a canary no digest records, between two that do", func(t *testing.T) {
 		t.Parallel()
@@ -161,7 +189,9 @@ func TestVerifyMappingAndCanaries(t *testing.T) {
 		f.now = f.now.Add(10 * time.Minute)
 		f.pipelineDigest(enabled("u-1", lm), &ledger.CanaryRef{N: 5, At: f.now.Format(time.RFC3339Nano)})
 		f.canary("shard-1", 5)
-		f.run(enabled("u-1", lm), 6, true)
+		for n := int64(6); n <= 9; n++ { // digests signed more than CanaryGrace after it
+			f.run(enabled("u-1", lm), n, true)
+		}
 		f.named(ledger.KindCanaryMissing, ledger.CanaryPrefix+"4", "canary 4")
 	})
 	t.Run("the newest canary is not due yet", func(t *testing.T) {

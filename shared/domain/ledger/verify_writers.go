@@ -21,6 +21,11 @@ const (
 	// KindWriterRole: a version proved by a role that does not write such
 	// a version (a version 1 proved by the redrive key, say).
 	KindWriterRole Kind = "writer-role"
+	// KindWriterUnchecked: a version whose proof could not be checked at
+	// all (VerifyMac failed: a throttle, a network error, a key KMS
+	// refused): not a sign of tampering, but not proved either; run
+	// verify again.
+	KindWriterUnchecked Kind = "writer-unchecked"
 )
 
 // WriterError is how Input.CheckWriter names a version's problem.
@@ -69,9 +74,17 @@ func (v *verifier) writers(entries []ledgered, signed []*parsedDigest) {
 	}
 	st := &v.res.Writers
 	cut := map[string]string{} // shard → the cut-off digest's head's last seq
+	genesis := false
 	for _, p := range signed {
 		if p.d.WriterProofs {
 			st.Since = p.d.N
+			if p.d.N == 1 && p.d.Prev == nil && len(v.in.Baselines) == 0 {
+				// A stack whose first digest says proofs are on, with no
+				// baseline, had them from its start: nothing is pre-proof
+				// (a record written by hand before digest 1 is named).
+				genesis = true
+				break
+			}
 			for _, h := range p.d.Shards {
 				if h.SegmentKey != "" {
 					cut[h.Shard] = h.LastSeq
@@ -105,6 +118,8 @@ func (v *verifier) writers(entries []ledgered, signed []*parsedDigest) {
 			}
 			last, listed := cut[l.shard]
 			switch {
+			case genesis:
+				jobs = append(jobs, writerJob{key: key, prev: prev, e: e, shard: l.shard})
 			case st.Since == 0, listed && !SeqLess(last, e.Seq):
 				st.PreProof++
 			default:
@@ -140,7 +155,7 @@ func (v *verifier) writers(entries []ledgered, signed []*parsedDigest) {
 		case errors.As(err, &we):
 			v.fail(we.Kind, j.key, "version %d (change %s): %v", nv, j.e.Seq, we.Err)
 		default:
-			v.fail(KindWriterInvalid, j.key, "version %d (change %s): the writer proof could not be checked: %v", nv, j.e.Seq, err)
+			v.fail(KindWriterUnchecked, j.key, "version %d (change %s): the writer proof could not be checked (run verify again): %v", nv, j.e.Seq, err)
 		}
 	}
 }

@@ -20,6 +20,8 @@ func writerCheck(_, next ledger.Item) error {
 		return &ledger.WriterError{Kind: ledger.KindWriterMissing, Err: errors.New("no writer proof")}
 	case "role":
 		return &ledger.WriterError{Kind: ledger.KindWriterRole, Err: errors.New("wrong role")}
+	case "throttled":
+		return errors.New("VerifyMac: ThrottlingException: Rate exceeded")
 	}
 	return &ledger.WriterError{Kind: ledger.KindWriterInvalid, Err: errors.New("bad proof")}
 }
@@ -116,5 +118,40 @@ func TestVerifyWriterProofsOffline(t *testing.T) {
 	}
 	if n := res.WriterNote(); n == "" {
 		t.Fatal("no note")
+	}
+}
+
+// A proof that could not be checked at all (a VerifyMac throttle or
+// network error) is named writer-unchecked, never as a forgery.
+func TestVerifyWriterProofUncheckedIsNotInvalid(t *testing.T) {
+	t.Parallel()
+	f := standard(t)
+	f.now = f.now.Add(time.Second)
+	f.proofDigest()
+	f.writeProved("shard-1", "src#a", 3, "throttled")
+	f.flush("shard-1")
+	f.digest()
+	in := f.input()
+	in.CheckWriter = writerCheck
+	res := ledger.Verify(in)
+	if len(res.Problems) != 1 || !res.Has(ledger.KindWriterUnchecked, "src#a") {
+		t.Fatalf("%v", res.Problems)
+	}
+}
+
+// On a new stack (digest 1 turns proofs on, no baseline) nothing is
+// pre-proof: a record written by hand before the first digest is named.
+func TestVerifyWriterProofsFromGenesis(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.writeProved("shard-1", "src#a", 1, "ok")
+	f.writeProved("shard-1", "src#x", 1, "") // by hand, before digest 1
+	f.flush("shard-1")
+	f.proofDigest()
+	in := f.input()
+	in.CheckWriter = writerCheck
+	res := ledger.Verify(in)
+	if !res.Has(ledger.KindWriterMissing, "src#x") || res.Writers.PreProof != 0 || res.Writers.Proved != 1 {
+		t.Fatalf("%v %+v", res.Problems, res.Writers)
 	}
 }
