@@ -1,6 +1,7 @@
 package dlqctl_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,7 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -85,6 +92,16 @@ func TestVerifyOfflineReadStartKeepsChangesDuringTheExport(t *testing.T) {
 		t.Fatalf("--expect-digest %s (exit %d):\n%s", expect, code, out)
 	}
 
+	// -o json carries the same two times.
+	l.now = func() time.Time { return began.Add(30*time.Minute + 500*time.Millisecond) }
+	out, errOut, code := l.run(false, "ledger", "export", filepath.Join(t.TempDir(), "export"), "-o", "json")
+	l.now = nil
+	doc := jsonDoc(t, "ledger export", out)
+	if want := began.Add(30 * time.Minute).Format(time.RFC3339); code != 0 || field(doc, "ledger_read_start") != want ||
+		field(doc, "table_scan_end") != began.Add(30*time.Minute+time.Second).Format(time.RFC3339) {
+		t.Fatalf("ledger export -o json (exit %d): %s%s", code, out, errOut)
+	}
+
 	for _, args := range [][]string{
 		{"--read-start", "yesterday"},
 		{"--read-start", scanEnd, "--as-of", readStart},
@@ -95,5 +112,47 @@ func TestVerifyOfflineReadStartKeepsChangesDuringTheExport(t *testing.T) {
 	}
 	if _, errOut, code := l.run(false, "verify", "--read-start", readStart); code != dlqctl.ExitUsage || !strings.Contains(errOut, "--read-start goes with --offline") {
 		t.Errorf("online --read-start: exit %d %s", code, errOut)
+	}
+}
+
+// Issue 25 review: a head item rewritten in the table (its segment count
+// moved forward) is recorded unproven in the next signed digest: verify
+// names it head-unproven at that digest, online and offline.
+func TestVerifyNamesAHeadTheDigestRunCouldNotProve(t *testing.T) {
+	l := newLedgerFixture(t)
+	ctx := context.Background()
+	l.create("a")
+	l.drain()
+	l.digest()
+	items, err := l.st.Clients.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := 0
+	for _, it := range items.Items {
+		id := it[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS).Value
+		if !strings.HasPrefix(id, dynamostore.LedgerHeadPrefix) {
+			continue
+		}
+		heads++
+		if _, err := l.st.Clients.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(l.table),
+			Key:              map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: id}},
+			UpdateExpression: aws.String("ADD #s :n"), ExpressionAttributeNames: map[string]string{"#s": dynamostore.LedgerSegmentsAttr},
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":n": &ddbtypes.AttributeValueMemberN{Value: "5"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if heads == 0 {
+		t.Fatal("no head item to rewrite")
+	}
+	l.digest()
+	out, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("verify (exit %d):\n%s", code, out)
+	}
+	mustContain(t, out, "  MISMATCH "+dl.DigestKey(2)+": head-unproven: shard ", "which the digest run could not prove against the bucket: ")
+	off, code := l.offline(l.export())
+	if code != dlqctl.ExitMismatch || !strings.Contains(off, "  MISMATCH "+dl.DigestKey(2)+": head-unproven: shard ") {
+		t.Fatalf("offline (exit %d):\n%s", code, off)
 	}
 }
