@@ -27,6 +27,8 @@ type evidence struct {
 	expect *ledger.ExpectedDigest
 	// asOf is --as-of (zero: now).
 	asOf time.Time
+	// readStart is --read-start (zero: asOf, or now).
+	readStart time.Time
 	// keyARN is the signing key's ARN every digest's key_id must name
 	// (empty: not checked), keyFrom where it came from.
 	keyARN, keyFrom string
@@ -62,6 +64,19 @@ func (o VerifyOptions) evidence() (evidence, error) {
 			return ev, &UsageError{fmt.Errorf("--as-of %q: want an RFC 3339 time, such as 2026-12-01T23:00:00Z (when the copy was exported)", o.AsOf)}
 		}
 		ev.asOf = t
+	}
+	if o.ReadStart != "" {
+		if !ev.offline {
+			return ev, &UsageError{errors.New("--read-start goes with --offline DIR (online, verify's own ledger read is the start)")}
+		}
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(o.ReadStart))
+		if err != nil {
+			return ev, &UsageError{fmt.Errorf("--read-start %q: want an RFC 3339 time, such as 2026-12-01T23:00:00Z (when the export's ledger read began, as it printed)", o.ReadStart)}
+		}
+		if !ev.asOf.IsZero() && t.After(ev.asOf) {
+			return ev, &UsageError{fmt.Errorf("--read-start %s is after --as-of %s: the ledger is read before the table", o.ReadStart, o.AsOf)}
+		}
+		ev.readStart = t
 	}
 	if o.SigningKeyARN != "" {
 		if !ev.offline {
@@ -130,7 +145,11 @@ func (res *VerifyResult) addEvidence(in ledger.Input, ev evidence) {
 		if !ev.asOf.IsZero() {
 			at = ev.asOf.UTC().Format(time.RFC3339) + " (--as-of)"
 		}
-		res.Notes = append(res.Notes, "the copy is judged as of "+at+": its newest signed digest must be at most the digest age old then")
+		grace := "the grace runs back from then (--read-start, the ledger read start the export printed, keeps the changes made during the export not yet ledgered)"
+		if !ev.readStart.IsZero() {
+			grace = "the grace runs back from " + ev.readStart.UTC().Format(time.RFC3339) + " (--read-start, the export's ledger read)"
+		}
+		res.Notes = append(res.Notes, "the copy is judged as of "+at+": its newest signed digest must be at most the digest age old then; "+grace)
 	}
 	c := &CounterReport{}
 	l.Counters = c

@@ -322,14 +322,17 @@ func TestDocsLedgerOfflineCommands(t *testing.T) {
 	out, errOut, code := l.run(false, args(lines[0])...)
 	m := newestLine.FindStringSubmatch(out)
 	key := regexp.MustCompile(`(?m)^trust: key (arn:aws:kms:\S+),`).FindStringSubmatch(out)
-	if code != 0 || m == nil || key == nil {
+	times := copyLine.FindStringSubmatch(out) // ledgerreadstart_test.go
+	if code != 0 || m == nil || key == nil || times == nil {
 		t.Fatalf("%s (exit %d):\n%s%s", lines[0], code, out, errOut)
 	}
 	t.Setenv("DIGEST", m[4]+":"+m[5])
-	t.Setenv("EXPORTED_AT", time.Now().UTC().Format(time.RFC3339))
+	t.Setenv("READ_START", times[3])
+	t.Setenv("EXPORTED_AT", times[4])
 	t.Setenv("KEY_ARN", key[1])
 	out, errOut, code = l.run(true, args(lines[1])...)
-	if code != 0 || !strings.Contains(out, "--expect-digest: digest 1 is in it") || strings.Contains(out, "key_id was not checked") || !strings.Contains(out, "(--as-of)") {
+	if code != 0 || !strings.Contains(out, "--expect-digest: digest 1 is in it") || strings.Contains(out, "key_id was not checked") || !strings.Contains(out, "(--as-of)") ||
+		!strings.Contains(out, "the grace runs back from "+times[3]+" (--read-start") {
 		t.Fatalf("%s (exit %d):\n%s%s", lines[1], code, out, errOut)
 	}
 }

@@ -44,6 +44,11 @@ type ExportResult struct {
 	NewestDigest       int64  `json:"newest_digest"`
 	NewestDigestSHA256 string `json:"newest_digest_sha256,omitempty"`
 	NewestDigestAt     string `json:"newest_digest_at,omitempty"`
+	// LedgerReadStart (the ledger read's start, down to the second) and
+	// TableScanEnd (the table scan's end, up to the second): record them
+	// for verify --offline --read-start and --as-of.
+	LedgerReadStart string `json:"ledger_read_start"`
+	TableScanEnd    string `json:"table_scan_end"`
 	// Counters says why the counter items were left out of the copy
 	// (empty: they are in it).
 	Counters string `json:"counters_left_out,omitempty"`
@@ -120,7 +125,9 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	}
 	info.TableScanEnd = a.Now().UTC()
 	info.NewestDigest = newestDigest(digests).N
-	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests), Trust: trust}
+	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests), Trust: trust,
+		LedgerReadStart: info.LedgerReadStart.Truncate(time.Second).Format(time.RFC3339),
+		TableScanEnd:    ceilSecond(info.TableScanEnd).Format(time.RFC3339)}
 	for _, part := range []map[string][]byte{segments, digests, baselines} {
 		for key, b := range part {
 			if strings.Contains(key, "..") || filepath.IsAbs(key) {
@@ -199,9 +206,19 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		fmt.Fprintf(a.Out, "ledger: newest digest #%d, SHA-256 %s, signed %s (record %d:%s for verify --offline --expect-digest)\n",
 			res.NewestDigest, res.NewestDigestSHA256, res.NewestDigestAt, res.NewestDigest, res.NewestDigestSHA256)
 	}
+	fmt.Fprintf(a.Out, "copy: ledger read from %s, table scan ended %s (record both for verify --offline --read-start %s --as-of %s)\n",
+		res.LedgerReadStart, res.TableScanEnd, res.LedgerReadStart, res.TableScanEnd)
 	if res.Counters != "" {
 		fmt.Fprintf(a.Out, "counters: left out of the copy (%s)\n", res.Counters)
 	}
 	trust.write(a.Out)
 	return nil
+}
+
+// ceilSecond is t rounded up to the second.
+func ceilSecond(t time.Time) time.Time {
+	if d := t.Truncate(time.Second); d.Before(t) {
+		return d.Add(time.Second)
+	}
+	return t
 }

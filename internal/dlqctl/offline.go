@@ -77,6 +77,11 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	// The copy is judged as of --as-of, or now: never as of a time an
 	// unsigned file of the copy says (issue 25).
 	in.Now = cmp.Or(ev.asOf, a.Now())
+	// The grace runs back from --read-start, when the export's ledger
+	// read began (the export printed it): a change made after it may be
+	// in the table copy but not in the ledger copy. It is the auditor's
+	// record too; export.json's ledger_read_start is not read.
+	in.ReadStart = ev.readStart
 	versionsNote := ""
 	if in.Versions, versionsNote, err = readVersionsExport(o.Offline); err != nil {
 		return err

@@ -39,6 +39,11 @@ type VerifyOptions struct {
 	// AsOf (offline, RFC 3339) is the time the copy is judged at: its
 	// newest signed digest must be fresh then. Empty: now.
 	AsOf string
+	// ReadStart (offline, RFC 3339) is when the export's ledger read
+	// began, as ledger export printed it: the grace runs back from it, so
+	// a change made while the export read is not yet ledgered, not a
+	// problem. Empty: AsOf (or now).
+	ReadStart string
 	// SigningKeyARN (offline) is the signing key's ARN, which every
 	// digest's key_id must name. Online it is the configured key's.
 	SigningKeyARN string
@@ -138,6 +143,7 @@ func (a *App) verifyCmd() *cobra.Command {
 	f.DurationVar(&o.MaxDigestAge, "max-digest-age", ledger.DefaultMaxDigestAge, "how old the newest signed digest may be (online: now; offline: --as-of, else now); 0 turns the check off")
 	f.StringVar(&o.ExpectDigest, "expect-digest", "", "N:SHA256: digest N (as verify or ledger export printed it) must be in the ledger, hash to SHA256 and verify, with no digest missing before it")
 	f.StringVar(&o.AsOf, "as-of", "", "with --offline: judge the copy as of this time (RFC 3339, when it was exported): its newest signed digest must be fresh then (default: now)")
+	f.StringVar(&o.ReadStart, "read-start", "", "with --offline: when the export's ledger read began (RFC 3339, as ledger export printed it): the grace runs back from it (default: --as-of, else now)")
 	f.StringVar(&o.SigningKeyARN, "signing-key-arn", "", "with --offline: the signing key's ARN, which every digest's key_id must name (default: not checked)")
 	a.keyFingerprintFlag(c)
 	return c

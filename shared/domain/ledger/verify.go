@@ -136,6 +136,9 @@ type Result struct {
 	BaselineUnanchored bool `json:"baseline_unanchored,omitempty"`
 	// Writers is what the writer-proof check found (Input.CheckWriter).
 	Writers WriterStats `json:"writers,omitzero"`
+	// HeadsNotReached lists the newest signed digest's unproven heads its
+	// run did not reach in time (information: verify_unproven.go).
+	HeadsNotReached []Note `json:"heads_not_reached,omitempty"`
 }
 
 // OK reports whether nothing failed.
@@ -168,6 +171,7 @@ func Verify(in Input) Result {
 	digests, signed := v.digests()
 	entries := v.segments(digests, signed)
 	v.pipeline(signed, entries) // verify_mapping.go
+	v.unproven(signed)          // verify_unproven.go
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
 	v.writers(entries, signed)
