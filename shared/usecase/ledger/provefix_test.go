@@ -185,3 +185,49 @@ func TestAReadErrorIsNoUnprovenHead(t *testing.T) {
 		r.exact(s)
 	})
 }
+
+// A process's remembered tip is not trusted when the shard moved on: here
+// another process wrote a late segment after it (whose key sorts below the
+// head's), and the head was rolled back to exactly the remembered value.
+// The process finds the successor and writes after it, not beside it.
+func TestARememberedTipIsCheckedForASuccessor(t *testing.T) {
+	t.Parallel()
+	s, r, recs := oneShard(t, 8)
+	r.handle(batch("shard-1", recs[4:8]))
+	first := r.state.heads["shard-1"] // r.svc remembers it
+	other := r.service("shard-1")
+	if resp, err := other.HandleStream(context.Background(), batch("shard-1", recs[0:4])); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("HandleStream: %+v, %v", resp, err)
+	}
+	if r.state.heads["shard-1"].Segments != 2 {
+		t.Fatalf("head %+v, want the late segment", r.state.heads["shard-1"])
+	}
+	r.setHead(first)
+	s.write("shard-1", "src#after", 1)
+	r.handle(batch("shard-1", s.recs["shard-1"][8:]))
+	if h := r.state.heads["shard-1"]; h.Segments != 3 {
+		t.Fatalf("head %+v, want a third segment after the late one", h)
+	}
+	r.exact(s)
+}
+
+// A head item with oversized strings (a segment key and a last_seq of
+// 10 KB, the last_seq no sequence number) goes into the signed digest's
+// unproven entry capped, the invalid last_seq left out.
+func TestUnprovenEntriesAreCapped(t *testing.T) {
+	t.Parallel()
+	_, r, heads := fiveSegments(t)
+	bad := heads[4]
+	bad.SegmentKey = dl.SegmentPrefix + "shard-1/" + strings.Repeat("k", 10000)
+	bad.LastSeq = strings.Repeat("x", 10000)
+	r.setHead(bad)
+	r.now = r.now.Add(time.Minute)
+	if rep := r.digest(); !rep.Written || rep.Unproven != 1 {
+		t.Fatalf("report %+v, want one unproven head", rep)
+	}
+	u := r.parsedDigest(2).Unproven[0]
+	if len(u.SegmentKey) > maxStored+32 || !strings.HasSuffix(u.SegmentKey, "(truncated)") || u.LastSeq != "" || len(u.Reason) > maxStored+32 {
+		t.Fatalf("unproven entry of %d/%d/%d bytes (last_seq %.20q), want each capped and the invalid last_seq left out",
+			len(u.SegmentKey), len(u.LastSeq), len(u.Reason), u.LastSeq)
+	}
+}
