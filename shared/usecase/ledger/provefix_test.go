@@ -231,3 +231,49 @@ func TestUnprovenEntriesAreCapped(t *testing.T) {
 			len(u.SegmentKey), len(u.LastSeq), len(u.Reason), u.LastSeq)
 	}
 }
+
+// A digest head item rewritten to name a digest the bucket does not hold,
+// or with another hash: the run does not halt on it. It goes on from the
+// bucket's newest signed digest (digest 1), logs the item as tampering,
+// publishes LedgerHeadsUnproven, repairs the item, and signs digest 2
+// after digest 1.
+func TestDigestRepairsABadDigestHeadItem(t *testing.T) {
+	t.Parallel()
+	for name, tamper := range map[string]func(d *DigestHead){
+		"names a missing digest": func(d *DigestHead) { d.N, d.Key = 7, dl.DigestKey(7) },
+		"wrong hash":             func(d *DigestHead) { d.SHA256 = strings.Repeat("0", 64) },
+		"names a later number":   func(d *DigestHead) { d.N = 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, r, heads := fiveSegments(t)
+			r.state.mu.Lock()
+			good := *r.state.digest
+			bad := good
+			tamper(&bad)
+			r.state.digest = &bad
+			r.state.mu.Unlock()
+			var emf, logs bytes.Buffer
+			r.svc.Metrics = &emf
+			r.svc.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			r.now = r.now.Add(time.Minute)
+			rep, err := r.svc.Digest(context.Background())
+			if err != nil || !rep.Written || rep.N != 2 {
+				t.Fatalf("Digest: %+v, %v; want digest 2 written", rep, err)
+			}
+			d2 := r.parsedDigest(2)
+			if d2.Prev == nil || d2.Prev.Key != good.Key || d2.Prev.SHA256 != good.SHA256 || d2.Shards[0].SegmentKey != heads[4].SegmentKey {
+				t.Fatalf("digest 2 %+v, want it after digest 1 signing the true head", d2)
+			}
+			if m := emfMetrics(t, emf.Bytes()); m[MetricHeadsUnproven] != 1.0 {
+				t.Fatalf("emf %s, want %s 1", emf.String(), MetricHeadsUnproven)
+			}
+			if !strings.Contains(logs.String(), "digest head item does not name a digest") {
+				t.Fatalf("logs %s, want the item named as tampering", logs.String())
+			}
+			if got := r.state.digest; got.N != 2 || got.Key != dl.DigestKey(2) {
+				t.Fatalf("digest head %+v, want it repaired and moved to digest 2", got)
+			}
+		})
+	}
+}
