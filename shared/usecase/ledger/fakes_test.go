@@ -33,8 +33,9 @@ type memObjects struct {
 	afterPut  func(key string) error
 	putErr    func(key string) error // refused before being applied
 	// versions and markers add object versions and delete markers to a
-	// key (a versioned bucket's second version, a delete marker): the
-	// current one is what Get and List still show.
+	// key (a versioned bucket's second version, a delete marker newer
+	// than the first version, as Versions counts them): the current one
+	// is what Get and List still show.
 	versions map[string]int
 	markers  map[string]int
 	// gets counts the Gets; getErr, when set, fails a Get (a 503).

@@ -277,3 +277,16 @@ func TestDigestRepairsABadDigestHeadItem(t *testing.T) {
 		})
 	}
 }
+
+// The stream handler's error for a head it cannot rebuild carries the
+// table's strings capped (it is logged).
+func TestStreamErrorsCapTableStrings(t *testing.T) {
+	t.Parallel()
+	s, r, _ := oneShard(t, 2)
+	r.setHead(Head{Shard: "shard-1", SegmentKey: dl.SegmentPrefix + "shard-1/" + strings.Repeat("k", 10000), SegmentSHA256: "0",
+		Segments: 1, LastSeq: strings.Repeat("9", 30)})
+	_, err := r.service("shard-1").HandleStream(context.Background(), batch("shard-1", s.recs["shard-1"]))
+	if !errors.Is(err, dl.ErrChainBroken) || len(err.Error()) > 2*maxStored {
+		t.Fatalf("HandleStream: %d bytes: %.200v; want a broken chain, capped", len(err.Error()), err)
+	}
+}

@@ -151,7 +151,7 @@ func (s *Service) trueTip(ctx context.Context, shard string, head Head, ok bool)
 		return head, nil
 	}
 	if tip.SegmentKey == "" {
-		return head, fmt.Errorf("%w: shard %s's head is unproven (%v) and the bucket holds no chain to rebuild it from", dl.ErrChainBroken, shard, perr)
+		return head, fmt.Errorf("%w: shard %s's head is unproven (%s) and the bucket holds no chain to rebuild it from", dl.ErrChainBroken, shard, capped(perr.Error()))
 	}
 	if perr != nil {
 		s.log().Error("ledger shard head unproven: rebuilt from the bucket", "shard", shard, "segment_key", capped(head.SegmentKey),
