@@ -35,6 +35,7 @@ func TestProofCostStaysFlatAsTheShardGrows(t *testing.T) {
 		costs = append(costs, r.objects.gets-before)
 		r.objects.mu.Unlock()
 	}
+	t.Logf("GETs per batch: %v", costs)
 	for i, c := range costs[2:] {
 		if c > costs[1] {
 			t.Fatalf("batch %d cost %d GETs, batch 1 %d: the proof grows with the chain (%v)", i+2, c, costs[1], costs)
