@@ -99,14 +99,37 @@ func (o LedgerObjects) List(ctx context.Context, prefix, startAfter string) ([]s
 	return keys, nil
 }
 
-// Versions counts the object versions and delete markers of exactly key
+// Versions counts the object versions of exactly key and its delete
+// markers that are not older than its first version
 // (ListObjectVersions with Prefix key, which also lists longer keys: they
 // are skipped, and the listing stops at the first key after key, since
-// keys come in order). Every page is read until then.
+// keys come in order). Every page is read until then. A marker older
+// than the first version (a DeleteObject of the key before the ledger's
+// If-None-Match PUT, which succeeds over a marker) hides nothing: when
+// the key's only version is the current one every marker is older; else
+// a marker counts when it is the current entry or its LastModified is not
+// before the oldest version's (a tie, within S3's second, counts).
 func (o LedgerObjects) Versions(ctx context.Context, key string) (versions, deleteMarkers int, err error) {
 	in := &s3.ListObjectVersionsInput{Bucket: aws.String(o.Bucket), Prefix: aws.String(key)}
 	if o.PageSize > 0 {
 		in.MaxKeys = aws.Int32(o.PageSize)
+	}
+	var first time.Time
+	latestVersion := false
+	type marker struct {
+		at     time.Time
+		latest bool
+	}
+	var markers []marker
+	count := func() (int, int, error) {
+		for _, m := range markers {
+			switch {
+			case versions == 1 && latestVersion:
+			case versions == 0 || m.latest || !m.at.Before(first):
+				deleteMarkers++
+			}
+		}
+		return versions, deleteMarkers, nil
 	}
 	for {
 		page, err := o.API.ListObjectVersions(ctx, in)
@@ -117,7 +140,12 @@ func (o LedgerObjects) Versions(ctx context.Context, key string) (versions, dele
 		for _, v := range page.Versions {
 			switch k := aws.ToString(v.Key); {
 			case k == key:
+				at := aws.ToTime(v.LastModified)
+				if versions == 0 || at.Before(first) {
+					first = at
+				}
 				versions++
+				latestVersion = latestVersion || aws.ToBool(v.IsLatest)
 			case k > key:
 				past = true
 			}
@@ -125,13 +153,13 @@ func (o LedgerObjects) Versions(ctx context.Context, key string) (versions, dele
 		for _, m := range page.DeleteMarkers {
 			switch k := aws.ToString(m.Key); {
 			case k == key:
-				deleteMarkers++
+				markers = append(markers, marker{at: aws.ToTime(m.LastModified), latest: aws.ToBool(m.IsLatest)})
 			case k > key:
 				past = true
 			}
 		}
 		if past || !aws.ToBool(page.IsTruncated) {
-			return versions, deleteMarkers, nil
+			return count()
 		}
 		if page.NextKeyMarker == nil && page.NextVersionIdMarker == nil {
 			return 0, 0, fmt.Errorf("list versions of ledger object %s: a truncated page without a next marker", key)

@@ -153,11 +153,13 @@ func (s *Service) advance(ctx context.Context, head Head, key string, raw []byte
 	err = s.State.AdvanceHead(ctx, next, head.SegmentKey, pending)
 	if err == nil {
 		s.setTip(next)
+		s.markHeadProven(next, prevRef(head)) // written or adopted after a proven tip
 		return next, nil
 	}
 	got, ok, rerr := s.State.Head(ctx, head.Shard)
 	if rerr == nil && ok && got.SegmentKey == next.SegmentKey && got.SegmentSHA256 == next.SegmentSHA256 {
 		s.setTip(got)
+		s.markHeadProven(next, prevRef(head))
 		return got, nil // applied; the answer was lost
 	}
 	return head, errors.Join(fmt.Errorf("advance head of shard %s: %w", head.Shard, err), rerr)

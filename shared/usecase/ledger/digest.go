@@ -59,17 +59,14 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	rep := DigestReport{N: last.N, Shards: len(shards), LagSeconds: lag(heads, now)}
 	pipe := s.pipeline(ctx, heads, now) // pipeline.go: the mapping, the canary
 	rep.LagSeconds, rep.Canary = max(rep.LagSeconds, pipe.lag), pipe.canaryN()
-	var prev *dl.Digest
-	if hasLast {
-		raw, err := s.Objects.Get(ctx, last.Key)
-		if err != nil {
-			return rep, fmt.Errorf("read digest %s: %w", last.Key, err)
+	// digesthead.go: a digest head item that names no digest of the
+	// bucket is repaired from the bucket's newest signed digest.
+	last, hasLast, prev, badItem, err := s.previousDigest(ctx, last, hasLast)
+	if err != nil {
+		if errors.Is(err, dl.ErrChainBroken) {
+			s.emitUnproven(now, 1)
 		}
-		d, err := dl.ParseDigest(raw)
-		if err != nil || d.N != last.N || dl.SHA256Hex(raw) != last.SHA256 {
-			return rep, fmt.Errorf("%w: digest %s is not the one the digest head names", dl.ErrChainBroken, last.Key)
-		}
-		prev = &d
+		return rep, err
 	}
 	if last, hasLast, prev, err = s.fastForward(ctx, last, hasLast, prev); err != nil {
 		return rep, err
@@ -77,7 +74,11 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 	rep.N, rep.Adopted = last.N, last.N != rep.N
 	heads, unproven, err := s.proveHeads(ctx, prev, shards, heads) // prove.go: sign only what was checked
 	rep.Unproven = len(unproven)
-	s.emitUnproven(now, len(unproven))
+	if badItem {
+		s.emitUnproven(now, len(unproven)+1) // the digest head item was not the ledger's
+	} else if err == nil || len(unproven) > 0 {
+		s.emitUnproven(now, len(unproven))
+	}
 	if err != nil {
 		return rep, err
 	}

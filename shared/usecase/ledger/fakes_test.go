@@ -33,10 +33,14 @@ type memObjects struct {
 	afterPut  func(key string) error
 	putErr    func(key string) error // refused before being applied
 	// versions and markers add object versions and delete markers to a
-	// key (a versioned bucket's second version, a delete marker): the
-	// current one is what Get and List still show.
+	// key (a versioned bucket's second version, a delete marker newer
+	// than the first version, as Versions counts them): the current one
+	// is what Get and List still show.
 	versions map[string]int
 	markers  map[string]int
+	// gets counts the Gets; getErr, when set, fails a Get (a 503).
+	gets   int
+	getErr func(key string) error
 }
 
 func newObjects() *memObjects { return &memObjects{objs: map[string][]byte{}} }
@@ -73,6 +77,12 @@ func (m *memObjects) PutIfAbsent(_ context.Context, key string, body []byte, ret
 func (m *memObjects) Get(_ context.Context, key string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.gets++
+	if m.getErr != nil {
+		if err := m.getErr(key); err != nil {
+			return nil, err
+		}
+	}
 	b, ok := m.objs[key]
 	if !ok {
 		return nil, dl.ErrNotFound

@@ -65,7 +65,7 @@ func (s *Service) segment(ctx context.Context, key, sha string) (dl.Segment, err
 	}
 	raw, err := s.Objects.Get(ctx, key)
 	if err != nil {
-		return dl.Segment{}, fmt.Errorf("read segment %s: %w", key, err)
+		return dl.Segment{}, fmt.Errorf("read segment %s: %w", key, asRead(err))
 	}
 	if dl.SHA256Hex(raw) != sha {
 		return dl.Segment{}, fmt.Errorf("%w: segment %s does not hash to %s", dl.ErrChainBroken, key, sha)

@@ -26,9 +26,10 @@ type Objects interface {
 	// in key order.
 	List(ctx context.Context, prefix, startAfter string) ([]string, error)
 	// Versions counts the versions of exactly key (not of longer keys
-	// under it): object versions and delete markers (S3
-	// ListObjectVersions). A key the ledger adopts has one version and no
-	// marker (adoptable).
+	// under it): object versions, and the delete markers not older than
+	// its first version (S3 ListObjectVersions; a marker placed before
+	// the ledger's If-None-Match PUT hides nothing). A key the ledger
+	// adopts has one version and no such marker (adoptable).
 	Versions(ctx context.Context, key string) (versions, deleteMarkers int, err error)
 }
 

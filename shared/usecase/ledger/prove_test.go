@@ -75,7 +75,7 @@ func TestDigestSignsNoUnprovenHead(t *testing.T) {
 			h.SegmentSHA256 = strings.Repeat("0", 64)
 			return h
 		}, "does not hash"},
-		"segments rewritten":         {func(_ *rig, hs []Head) Head { h := hs[4]; h.Segments++; return h }, "the chain reaches the anchored head"},
+		"segments rewritten":         {func(_ *rig, hs []Head) Head { h := hs[4]; h.Segments++; return h }, "the head counts"},
 		"last_seq rewritten":         {func(_ *rig, hs []Head) Head { h := hs[4]; h.LastSeq = hs[3].LastSeq; return h }, "the head ends at"},
 		"last_seq behind the digest": {func(_ *rig, hs []Head) Head { h := hs[4]; h.LastSeq = hs[1].LastSeq; return h }, "went backwards"},
 		"a fork": {func(r *rig, hs []Head) Head {

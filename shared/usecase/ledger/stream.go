@@ -36,6 +36,7 @@ type Service struct {
 	Canaries Canaries
 
 	cache  segmentCache
+	proven provenCache // proven.go
 	shards shardCache
 	tips   tipCache // tip.go
 }

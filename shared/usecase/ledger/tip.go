@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
@@ -24,6 +25,10 @@ func sameHead(a, b Head) bool {
 	return a.Shard == b.Shard && a.SegmentKey == b.SegmentKey && a.SegmentSHA256 == b.SegmentSHA256 &&
 		a.Segments == b.Segments && a.LastSeq == b.LastSeq
 }
+
+// streamReserve is the part of a batch's time kept, after the head's
+// walk, for writing the batch's segment and head.
+const streamReserve = 10 * time.Second
 
 func (s *Service) knownTip(shard string) (Head, bool) {
 	s.tips.mu.Lock()
@@ -65,7 +70,17 @@ func (s *Service) trueTip(ctx context.Context, shard string, head Head, ok bool)
 		head = Head{Shard: shard}
 	}
 	if t, known := s.knownTip(shard); known && sameHead(t, head) {
-		return head, nil
+		// Still the tip only if nothing follows it: another process may
+		// have advanced the shard since and the head been rolled back to
+		// this value (a late successor's key sorts below the head's).
+		keys, err := s.Objects.List(ctx, dl.SegmentPrefix+shard+"/", "")
+		if err != nil {
+			return head, fmt.Errorf("list segments: %w", err)
+		}
+		if int64(len(keys)) <= head.Segments {
+			return head, nil
+		}
+		s.forgetTip(shard)
 	}
 	anchor, err := s.signedAnchor(ctx, shard)
 	if err != nil {
@@ -74,7 +89,16 @@ func (s *Service) trueTip(ctx context.Context, shard string, head Head, ok bool)
 	if err := s.proveAnchor(ctx, anchor); err != nil {
 		return head, err
 	}
-	path, perr := s.walkChain(ctx, head, anchor)
+	walkCtx, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		walkCtx, cancel = context.WithDeadline(ctx, deadline.Add(-streamReserve))
+	}
+	path, base, perr := s.walkChain(walkCtx, head, anchor)
+	cancel()
+	if isRead(perr) || errors.Is(perr, errNotReached) {
+		// Nothing proven either way: the batch fails and is retried.
+		return head, fmt.Errorf("shard %s: prove the head: %w", shard, perr)
+	}
 	if perr == nil {
 		// Proven; segments the listing after it finds (an earlier try's)
 		// are adopted as before, then the shard's count must match.
@@ -88,9 +112,14 @@ func (s *Service) trueTip(ctx context.Context, shard string, head Head, ok bool)
 			}
 			head = h
 		}
-		if err := s.forkFree(ctx, head, anchor, path); err != nil {
+		if err := s.forkFree(ctx, head, base, path); err != nil {
+			if isRead(err) {
+				return head, err
+			}
+			s.forgetProven(shard)
 			return head, fmt.Errorf("%w: shard %s: %v", dl.ErrChainBroken, shard, err)
 		}
+		s.provePath(path)
 	}
 	keys, err := s.Objects.List(ctx, dl.SegmentPrefix+shard+"/", "")
 	if err != nil {
@@ -122,11 +151,11 @@ func (s *Service) trueTip(ctx context.Context, shard string, head Head, ok bool)
 		return head, nil
 	}
 	if tip.SegmentKey == "" {
-		return head, fmt.Errorf("%w: shard %s's head is unproven (%v) and the bucket holds no chain to rebuild it from", dl.ErrChainBroken, shard, perr)
+		return head, fmt.Errorf("%w: shard %s's head is unproven (%s) and the bucket holds no chain to rebuild it from", dl.ErrChainBroken, shard, capped(perr.Error()))
 	}
 	if perr != nil {
-		s.log().Error("ledger shard head unproven: rebuilt from the bucket", "shard", shard, "segment_key", head.SegmentKey,
-			"segments", head.Segments, "rebuilt_key", tip.SegmentKey, "rebuilt_segments", tip.Segments, "reason", perr.Error())
+		s.log().Error("ledger shard head unproven: rebuilt from the bucket", "shard", shard, "segment_key", capped(head.SegmentKey),
+			"segments", head.Segments, "rebuilt_key", tip.SegmentKey, "rebuilt_segments", tip.Segments, "reason", capped(perr.Error()))
 		s.emitUnproven(s.now(), 1)
 	} else {
 		s.log().Warn("ledger shard head behind its chain: moved to the chain's end", "shard", shard, "from", from,

@@ -8,7 +8,9 @@ import (
 )
 
 // adoptable refuses to adopt an object the ledger did not see itself
-// write unless its key holds exactly one version and no delete marker:
+// write unless its key holds exactly one version and no delete marker
+// newer than it (an older one, a delete of the key before it was
+// written, hides nothing; dlqctl verify still names it):
 // on a versioned bucket a second version or a marker over a locked key
 // hides the bytes that were there first (GET and LIST show only the
 // newest), so what a GET returns is not necessarily what was written
@@ -19,7 +21,7 @@ func (s *Service) adoptable(ctx context.Context, key string) error {
 		return fmt.Errorf("versions of %s: %w", key, err)
 	}
 	if n != 1 || markers != 0 {
-		return fmt.Errorf("%w: %s has %d versions and %d delete markers in the bucket (only a key with one version and no marker is adopted): not adopted", dl.ErrChainBroken, key, n, markers)
+		return fmt.Errorf("%w: %s has %d versions and %d delete markers in the bucket (only a key with one version and no marker after it is adopted): not adopted", dl.ErrChainBroken, key, n, markers)
 	}
 	return nil
 }
