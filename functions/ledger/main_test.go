@@ -15,6 +15,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
@@ -42,6 +43,11 @@ func TestBootstrapDigestsAndLedgersTheSamples(t *testing.T) {
 		return ""
 	}
 	objects := s3store.LedgerObjects{API: st.Clients.S3, Bucket: getenv("LEDGER_BUCKET")}
+	// The stream's mapping, as the template declares it (the dev kit's;
+	// kumo never polls it): the digest records it, enabled.
+	if _, err := localrunner.NewLedgerMapping(ctx, st.Clients.Lambda, f.Name, getenv("STREAM_ARN"), true); err != nil {
+		t.Fatal(err)
+	}
 
 	var rep ledger.DigestReport
 	if out := f.MustInvoke(t, lambdatest.Sample(t, "ledger-digest.json")); json.Unmarshal(out, &rep) != nil || rep.N != 1 || !rep.Written {
