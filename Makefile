@@ -48,6 +48,7 @@ bench:
 	$(GO) test -run '^$$' -bench WriterProof -benchmem -count=1 ./shared/domain/writerproof/
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/tree' -benchtime=20x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/ingest' -benchtime=1x -count=1 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench 'WriterProofSweeper' -benchtime=1x -count=1 ./shared/dev/bench/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/usecase/ingest/

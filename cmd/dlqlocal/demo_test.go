@@ -36,6 +36,11 @@ func TestDemoRunsToItsEnd(t *testing.T) {
 	if strings.Contains(out, "not checked (--no-ledger)") {
 		t.Error("the demo's verify did not check the ledger")
 	}
+	// verify checks writer proofs with the stack's keys: every version
+	// the demo writes (the functions', the lead's policy) is proved.
+	if !regexp.MustCompile(`writer proofs since digest #\d+: [1-9]\d* versions proved`).MatchString(out) || strings.Contains(out, "writer proofs not checked") || strings.Contains(out, "writer-") {
+		t.Errorf("the demo's verify did not check writer proofs, or named a version:\n%s", tail(out))
+	}
 	if strings.Contains(out, "[FAIL") || strings.Contains(stderr.String(), "failed") || strings.Contains(stderr.String(), "violated") {
 		t.Errorf("the demo reported a failure:\nstderr:\n%s", stderr.String())
 	}

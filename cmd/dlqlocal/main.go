@@ -148,6 +148,13 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 		"--ledger-bucket", st.Names["ArchiveBucket"],
 		"--signing-key", st.Names["LedgerSigningKey"],
 	}
+	// verify checks every version's writer proof with the stack's keys.
+	if keys, err := demo.WriterKeyARNs(st); err != nil {
+		fmt.Fprintln(stderr, "dlqlocal:", err)
+		ok = false
+	} else {
+		base = append(base, "--writer-keys", strings.Join(keys, ","))
+	}
 	connect := func(context.Context, string, string) (*dlqctl.Clients, error) {
 		return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS)}, nil
 	}

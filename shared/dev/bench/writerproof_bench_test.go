@@ -7,16 +7,20 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 	"github.com/dlqquarantine/dlqq/shared/wire"
 )
 
@@ -112,4 +116,37 @@ func BenchmarkWriterProofKMS(b *testing.B) {
 		b.ReportMetric(float64(counting.calls.Load())/float64(msgs)*batchSize, "GenerateMac/batch")
 		b.ReportMetric(float64(counting.calls.Load())/float64(msgs), "GenerateMac/msg")
 	})
+}
+
+// stubProofRecords is how many parked records the sweeper's run proves.
+const stubProofRecords = 1000
+
+// BenchmarkWriterProofSweeper is the sweeper's writer proofs with the dev
+// kit's KMS: a run archives stubProofRecords parked records, its stubs
+// announced a batch (up to 100) at a time, counted in GenerateMac calls
+// per stub and per batch.
+func BenchmarkWriterProofSweeper(b *testing.B) {
+	ctx := context.Background()
+	st := embedded.ForTest(b, embedded.Options{})
+	key, err := st.Clients.KMS.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecHmac256, KeyUsage: kmstypes.KeyUsageTypeGenerateVerifyMac})
+	if err != nil {
+		b.Fatal(err)
+	}
+	table := st.Names["QuarantineTable"]
+	counting := &countingMAC{API: st.Clients.KMS}
+	var stubs int
+	for range b.N {
+		parkAll(b, st, stubProofRecords)
+		p := writerproof.NewProver(kmsmac.MAC{API: counting, KeyID: aws.ToString(key.KeyMetadata.Arn)}, writerproof.RoleSweeper)
+		svc := sweeper.New(dynamostore.New(st.Clients.DynamoDB, table).WithWriter(p), dynamostore.NewLister(st.Clients.DynamoDB, table),
+			s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""), s3store.Archiver{API: st.Clients.S3}, nil, nil,
+			slog.New(slog.NewJSONHandler(io.Discard, nil)), sweeper.Config{Bucket: st.Names["ArchiveBucket"], Retention: 24 * time.Hour, MaxPerRun: 100000})
+		rep, err := svc.Run(ctx)
+		if err != nil || len(rep.Archived) < stubProofRecords {
+			b.Fatalf("sweep: %v, archived %d", err, len(rep.Archived))
+		}
+		stubs += len(rep.Archived)
+	}
+	b.ReportMetric(float64(counting.calls.Load())/float64(stubs), "GenerateMac/stub")
+	b.ReportMetric(float64(counting.calls.Load())/float64(stubs)*100, "GenerateMac/100stubs")
 }

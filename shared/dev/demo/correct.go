@@ -13,6 +13,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -50,7 +51,13 @@ func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.
 	if err != nil {
 		return err
 	}
-	if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).Create(ctx, p); err != nil {
+	// The lead's policy, created as redrive's policy add does: proved
+	// with redrive's writer key.
+	w, err := writerProver(st, writerproof.RoleRedrive)
+	if err != nil {
+		return err
+	}
+	if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).WithWriter(w).Create(ctx, p); err != nil {
 		return err
 	}
 	out, err := fns.Redrive.Handle(ctx, []byte(`{"action":"policies","source":"`+fns.Source+`","requested_by":"schedule:policies"}`))

@@ -388,6 +388,9 @@ func ledgerInput(ctx context.Context, st *embedded.Stack, fns *localrunner.Funct
 		return fmt.Errorf("public key: %w", err)
 	}
 	in.PublicKeyDER, in.CheckVersion = pub.PublicKey, dynamostore.LedgerVersionCheck()
+	if in.CheckWriter, err = writerCheck(ctx, st); err != nil { // writers.go
+		return err
+	}
 	p := dynamodb.NewScanPaginator(st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(fns.LedgerConfig.TableName), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)

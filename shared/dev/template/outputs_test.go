@@ -22,6 +22,10 @@ func TestOutputsDlqctlReads(t *testing.T) {
 		stackoutputs.ArchiveBucket:    names["ArchiveBucket"],
 		stackoutputs.LedgerSigningKey: "arn:aws:kms:eu-west-1:111122223333:" + signingAlias,
 	}
+	// The writer keys, ingest,redrive,sweeper (--writer-keys order).
+	for i, w := range writers() {
+		want[stackoutputs.WriterKeys()[i]] = w.arn
+	}
 	for _, name := range stackoutputs.DLQCTL() {
 		out, ok := tpl.Outputs[name]
 		if !ok {

@@ -31,7 +31,7 @@ const (
 // WriterKeys lists the writer keys' outputs in --writer-keys order.
 func WriterKeys() []string { return []string{IngestWriterKey, RedriveWriterKey, SweeperWriterKey} }
 
-// DLQCTL lists every output dlqctl reads.
+// DLQCTL lists every output dlqctl reads, the writer keys' included.
 func DLQCTL() []string {
-	return []string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey}
+	return append([]string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey}, WriterKeys()...)
 }

@@ -172,34 +172,47 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		rep.Remaining, rep.Stopped = len(due)-s.cfg.MaxPerRun, "max_per_run"
 		due = due[:s.cfg.MaxPerRun]
 	}
-	var fresh map[string]*quarantine.Record
-	for i, id := range due {
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
-			rep.Remaining += len(due) - i
-			rep.Stopped = "deadline"
-			break
+	// A batch of up to readAhead records at a time: read again after
+	// selection, each archived (its object PUT) and its stub made, the
+	// batch's stubs announced (one writer-proof MAC for the batch), then
+	// the stubs written.
+	for start := 0; start < len(due); start += readAhead {
+		batch := due[start:min(start+readAhead, len(due))]
+		fresh, err := s.store.GetMany(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("read records: %w", err)
 		}
-		// Re-read after selection, 100 records a call.
-		if i%readAhead == 0 {
-			var err error
-			if fresh, err = s.store.GetMany(ctx, due[i:min(i+readAhead, len(due))]); err != nil {
-				return nil, fmt.Errorf("read records: %w", err)
+		var staged []*stubbed
+		for i, id := range batch {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
+				rep.Remaining += len(due) - start - i
+				rep.Stopped = "deadline"
+				break
 			}
+			st, err := s.archiveOne(ctx, id, fresh)
+			if err != nil {
+				s.note(ctx, rep, id, err)
+				continue
+			}
+			staged = append(staged, st)
 		}
-		a, err := s.archiveOne(ctx, id, fresh)
-		var held *heldError
-		switch {
-		case errors.Is(err, errSkip):
-			rep.Skipped++
-		case errors.As(err, &held):
-			rep.Held = append(rep.Held, Failure{ID: id, Kind: held.reason})
-			s.log.WarnContext(ctx, "record fails verification: held, not archived", "record", quarantine.LogRef(id), "reason", held.reason)
-		case err != nil:
-			rep.Failed++
-			rep.Failures = append(rep.Failures, Failure{ID: id, Kind: quarantine.ErrorKind(err)})
-			s.log.WarnContext(ctx, "archive failed; retried next run", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
-		default:
+		stubs := make([]*quarantine.Record, len(staged))
+		for i, st := range staged {
+			stubs[i] = st.stub
+		}
+		if err := quarantine.Announce(ctx, s.store, stubs); err != nil {
+			s.log.WarnContext(ctx, "stubs not announced: each is proved on its own", "error_kind", quarantine.ErrorKind(err))
+		}
+		for _, st := range staged {
+			a, err := s.writeStub(ctx, st)
+			if err != nil {
+				s.note(ctx, rep, st.rec.DLQID, err)
+				continue
+			}
 			rep.Archived = append(rep.Archived, *a)
+		}
+		if rep.Stopped == "deadline" {
+			break
 		}
 	}
 	oldest, err := s.oldestParked(ctx, now)
@@ -236,7 +249,25 @@ func (s *Service) hold(ctx context.Context, rec *quarantine.Record, cause error)
 // readAhead is how many selected records one batch read fetches.
 const readAhead = 100
 
-func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*quarantine.Record) (*Archived, error) {
+// note counts id's outcome err in rep: skipped, held or failed.
+func (s *Service) note(ctx context.Context, rep *Report, id string, err error) {
+	var held *heldError
+	switch {
+	case errors.Is(err, errSkip):
+		rep.Skipped++
+	case errors.As(err, &held):
+		rep.Held = append(rep.Held, Failure{ID: id, Kind: held.reason})
+		s.log.WarnContext(ctx, "record fails verification: held, not archived", "record", quarantine.LogRef(id), "reason", held.reason)
+	default:
+		rep.Failed++
+		rep.Failures = append(rep.Failures, Failure{ID: id, Kind: quarantine.ErrorKind(err)})
+		s.log.WarnContext(ctx, "archive failed; retried next run", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
+	}
+}
+
+// archiveOne archives the record read for id (its object PUT and
+// confirmed) and makes its stub; writeStub writes it.
+func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*quarantine.Record) (*stubbed, error) {
 	now := s.now()
 	rec := fresh[id] // read after selection (Run's batch read)
 	if rec == nil {
@@ -276,6 +307,22 @@ func (s *Service) archiveOne(ctx context.Context, id string, fresh map[string]*q
 	if err != nil {
 		return nil, err
 	}
+	return &stubbed{rec: rec, stub: stub, key: key, version: version, retain: retain}, nil
+}
+
+// stubbed is a record whose archive object is written and confirmed, and
+// the stub that replaces it.
+type stubbed struct {
+	rec, stub *quarantine.Record
+	key       string
+	version   string
+	retain    time.Time
+}
+
+// writeStub replaces the record with its stub, then deletes its
+// claim-check objects.
+func (s *Service) writeStub(ctx context.Context, st *stubbed) (*Archived, error) {
+	rec, stub, id, key, version, retain := st.rec, st.stub, st.rec.DLQID, st.key, st.version, st.retain
 	if err := s.store.Replace(ctx, rec, stub); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			// It changed after the read: the next run archives the new
