@@ -120,7 +120,9 @@ func leafOf(it ledger.Item) (writerproof.Leaf, string, error) {
 // it, nil for its key's first) must carry a writer proof (KindWriterMissing)
 // that checks under one of keys with verify (KindWriterInvalid; verify nil:
 // writerproof.ErrUnverified, counted, not named), made by the role that
-// may write that version (WriterRole; KindWriterRole). It is safe for
+// may write that version (WriterRoles; KindWriterRole; a version the
+// ingest key proves after another must be one Record.Arrive could make of
+// it: quarantine.CheckArrival). It is safe for
 // concurrent use when verify is.
 func LedgerWriterCheck(ctx context.Context, keys writerproof.Keys, verify writerproof.VerifyMAC) func(prev, next ledger.Item) error {
 	return func(prev, next ledger.Item) error {
@@ -151,9 +153,30 @@ func LedgerWriterCheck(ctx context.Context, keys writerproof.Keys, verify writer
 		if !slices.Contains(want, role) {
 			return &ledger.WriterError{Kind: ledger.KindWriterRole, Err: fmt.Errorf("version %d is proved by the %s key; only %s writes it", leaf.Version, role, want[0])}
 		}
+		if role == writerproof.RoleIngest && prev != nil {
+			if err := ingestArrival(prev, next); err != nil {
+				return &ledger.WriterError{Kind: ledger.KindWriterRole, Err: fmt.Errorf("version %d is proved by the ingest key: %w", leaf.Version, err)}
+			}
+		}
 		if unverified {
 			return ledger.ErrWriterUnverified
 		}
 		return nil
 	}
+}
+
+// ingestArrival checks that next, a record version the ingest key proves
+// after prev, is what ingest's one transition on an existing record
+// (Record.Arrive) could make of prev: the ingest key cannot sign a redrive
+// function's change (un-parking a poison record, say) by adding an arrival.
+func ingestArrival(prev, next ledger.Item) error {
+	p, err := decodeLedgered(prev)
+	if err != nil {
+		return fmt.Errorf("the version before it does not decode as a record: %w", err)
+	}
+	n, err := decodeLedgered(next)
+	if err != nil {
+		return fmt.Errorf("it does not decode as a record: %w", err)
+	}
+	return quarantine.CheckArrival(p, n)
 }

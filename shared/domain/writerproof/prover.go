@@ -14,6 +14,12 @@ type Generator interface {
 	Generate(ctx context.Context, msg []byte) (mac []byte, keyARN string, err error)
 }
 
+// ErrGenerate wraps a failed or empty MAC answer (a throttle, KMS
+// unavailable): nothing was proved, and a caller that must write (what it
+// records already happened) may try again; GenerateMac has no effect to
+// undo.
+var ErrGenerate = errors.New("writer proof: generate mac")
+
 // maxCached bounds the proofs announced and not yet used; past it the
 // cache starts over (a proof dropped costs one more MAC, nothing else).
 const maxCached = 4096
@@ -169,10 +175,10 @@ func (p *Prover) mac(ctx context.Context, leaves []Leaf) (map[Leaf]Proof, error)
 	p.mu.Unlock()
 	mac, key, err := p.gen.Generate(ctx, Descriptor(p.role, root, len(uniq)))
 	if err != nil {
-		return nil, fmt.Errorf("writer proof: generate mac: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrGenerate, err)
 	}
 	if key == "" || len(mac) == 0 {
-		return nil, errors.New("writer proof: the MAC answer has no key or no MAC")
+		return nil, fmt.Errorf("%w: the MAC answer has no key or no MAC", ErrGenerate)
 	}
 	enc := base64.StdEncoding.EncodeToString(mac)
 	out := make(map[Leaf]Proof, len(uniq))

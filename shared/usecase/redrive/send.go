@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
 // SQS limits for one SendMessageBatch call and one message.
@@ -279,10 +280,36 @@ func (r *run) unknown(ctx context.Context, c *claimed, code string) error {
 // happened whatever the record did meanwhile. A version read since that no
 // longer verifies is set aside: the send is reported, nothing is written
 // under a new seal.
+//
+// Its writes follow a send, so a writer proof that could not be made (a
+// KMS throttle, say, past the SDK's retries) is tried again with backoff
+// until the invocation's deadline is near (DeadlineMargin; without a
+// deadline, postSendProofTries times): a mark never written leaves the
+// record REDRIVING, and once its lease expires a later run reclaims it
+// and sends the message again.
 func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op string, step func(*quarantine.Record) (*quarantine.Record, error)) error {
-	_, err := r.update(ctx, rec, op, step)
-	return err
+	backoff := retry.NewExponentialJitterBackoff(r.s.cfg.MaxBackoff)
+	for attempt := 1; ; attempt++ {
+		_, err := r.update(ctx, rec, op, step)
+		if err == nil || !errors.Is(err, writerproof.ErrGenerate) {
+			return err
+		}
+		d, _ := backoff.BackoffDelay(attempt, nil)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+r.s.cfg.DeadlineMargin || !ok && attempt >= postSendProofTries {
+			return err
+		}
+		r.s.log.WarnContext(ctx, "writer proof failed after a send: trying again", "run_id", r.rep.RunID, "op", op, "attempt", attempt, "error_kind", quarantine.ErrorKind(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+	}
 }
+
+// postSendProofTries bounds rewriteHistory's tries of a writer proof when
+// the context has no deadline (a Lambda invocation always has one).
+const postSendProofTries = 10
 
 func (r *run) queue(ctx context.Context) (string, error) {
 	if r.queueURL != "" {
