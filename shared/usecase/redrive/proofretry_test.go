@@ -116,10 +116,11 @@ func TestMarkProofRetryEnds(t *testing.T) {
 		atLeast int
 	}{
 		{"no deadline", 0, 2},
-		// A call needs 1.1 s (send timeout and margin): 3 s leave
-		// about 2 s of tries at a millisecond's backoff before the
-		// margin, far more tries than the bound without a deadline.
-		{"a deadline", 3 * time.Second, 11},
+		// A call needs 1.1 s (send timeout and margin): 8 s leave
+		// several seconds of tries at a millisecond's backoff before the
+		// margin (room for a slow claim on a loaded machine), far more
+		// tries than the bound without a deadline.
+		{"a deadline", 8 * time.Second, 11},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, ids, sender, mac, svc := proofEnv(t, func(sent, _ int) bool { return sent > 0 },
