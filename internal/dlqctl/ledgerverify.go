@@ -202,7 +202,7 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 			res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s, %s", p.Subject, strings.TrimPrefix(p.Detail, "pre-ledger: ")))
 		}
 	}
-	for _, n := range []string{lr.WriterNote(), writersUnchecked(in)} { // writers.go
+	for _, n := range []string{lr.WriterNote()} {
 		if n != "" {
 			res.Notes = append(res.Notes, n)
 		}
