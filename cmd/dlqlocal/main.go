@@ -147,6 +147,8 @@ func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, se
 		"--payload-bucket", st.Names["PayloadBucket"],
 		"--ledger-bucket", st.Names["ArchiveBucket"],
 		"--signing-key", st.Names["LedgerSigningKey"],
+		// The writer keys the digests record (verify requires them).
+		"--writer-keys", st.KeyARNs["IngestWriterKey"] + "," + st.KeyARNs["RedriveWriterKey"] + "," + st.KeyARNs["SweeperWriterKey"],
 	}
 	connect := func(context.Context, string, string) (*dlqctl.Clients, error) {
 		return &dlqctl.Clients{Clients: st.Clients, Lambda: lambda.NewFromConfig(st.AWS)}, nil
