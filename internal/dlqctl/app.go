@@ -111,6 +111,9 @@ type App struct {
 	// verify checks each ledgered version's writer proof with them
 	// (writers.go).
 	WriterKeys string
+	// writerARNs are WriterKeys resolved to their ARNs by writerCheck (nil:
+	// none given), checked against the signed digests (writers.go).
+	writerARNs []string
 
 	// KeyFingerprint pins the signing key: the SHA-256 (hex) of its DER
 	// public key (verify, ledger export: --key-fingerprint,

@@ -205,7 +205,7 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 	for _, n := range lr.HeadsNotReached { // verify_unproven.go
 		res.Notes = append(res.Notes, fmt.Sprintf("head not proven yet: %s, %s", n.Subject, n.Detail))
 	}
-	for _, n := range []string{lr.WriterNote(), writersUnchecked(in)} { // writers.go
+	for _, n := range []string{lr.WriterNote()} { // writers.go
 		if n != "" {
 			res.Notes = append(res.Notes, n)
 		}

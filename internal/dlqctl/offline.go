@@ -113,6 +113,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	}
 	rc.res.addLedger(in, "file "+o.PublicKey)
 	rc.res.addEvidence(in, ev)
+	rc.res.addWriterKeys(in, a.writerARNs) // writers.go
 	if a.KeyFingerprint != "" {
 		rc.res.Notes = append(rc.res.Notes, "the public key's SHA-256 is the pinned one (--key-fingerprint)")
 	}

@@ -248,6 +248,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	ev.counters = countersRead(before, after, in.Items)
 	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
 	rc.res.addEvidence(in, ev)
+	rc.res.addWriterKeys(in, a.writerARNs) // writers.go
 	return a.report(rc.res)
 }
 

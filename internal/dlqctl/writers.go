@@ -69,10 +69,12 @@ func isKeyARN(id string) bool {
 // VerifyMac needs KMS, so the MACs are not checked (said in the note) but
 // a version with no proof, a proof under another key or of the wrong
 // role is still named. Without writer keys nothing is checked
-// (writersUnchecked says so when the ledger has writer proofs on). Online
+// (addWriterKeys names it when the signed digests say writer proofs are
+// on). Online
 // a key given by alias or id is resolved to its ARN with DescribeKey;
 // offline it must be an ARN.
 func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledger.Item) error, string, error) {
+	a.writerARNs = nil
 	if strings.TrimSpace(a.WriterKeys) == "" {
 		return nil, "", nil
 	}
@@ -93,6 +95,7 @@ func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledg
 			id = aws.ToString(out.KeyMetadata.Arn)
 		}
 		keys[id] = writerproof.Roles[i]
+		a.writerARNs = append(a.writerARNs, id)
 	}
 	if c == nil {
 		return dynamostore.LedgerWriterCheck(ctx, keys, nil),
@@ -105,19 +108,29 @@ func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledg
 	return dynamostore.LedgerWriterCheck(ctx, keys, v.Verify), "", nil
 }
 
-// writersUnchecked is the note verify prints when a signed digest says
-// writer proofs are on and no writer keys were given ("" otherwise).
-func writersUnchecked(in ledger.Input) string {
-	if in.CheckWriter != nil {
-		return ""
+// addWriterKeys checks the writer keys given (keyARNs, resolved by
+// writerCheck; nil: none) against the newest signed digest's
+// (ledger.CheckWriterKeys) and merges the result into res (after
+// addLedger): keys that are not those the ledger was deployed with, or
+// none given while the signed digests say writer proofs are on, are a
+// problem, not a note.
+func (res *VerifyResult) addWriterKeys(in ledger.Input, keyARNs []string) {
+	l := res.Ledger
+	if l == nil {
+		return
 	}
-	for _, raw := range in.Digests {
-		if d, err := ledger.ParseDigest(raw); err == nil && d.WriterProofs {
-			return "writer proofs not checked: no writer keys (--writer-keys, DLQQ_WRITER_KEYS, or the stack's " +
-				strings.Join(stackoutputs.WriterKeys(), ", ") + "): a version written by hand with a valid seal is not named"
+	ps, note := ledger.CheckWriterKeys(in.Digests, in.PublicKeyDER, keyARNs)
+	for _, p := range ps {
+		what := string(p.Kind) + ": " + p.Detail
+		if keyARNs == nil {
+			what += " (give them: --writer-keys, DLQQ_WRITER_KEYS, or the stack's " + strings.Join(stackoutputs.WriterKeys(), ", ") + ")"
 		}
+		res.Problems = append(res.Problems, Problem{ID: p.Subject, Kind: string(p.Kind), What: what})
+		l.Problems++
 	}
-	return ""
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 }
 
 // macCache verifies each (key, message, MAC) once: all the versions of a

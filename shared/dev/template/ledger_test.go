@@ -59,6 +59,10 @@ func TestLedgerFunction(t *testing.T) {
 		"STREAM_ARN":            streamARN(),
 		"DIGEST_MAX_AGE":        "55m",
 		"WRITER_PROOFS":         "true", // LedgerWriterProofs' default
+		// The writer keys the digests record (issue 25 review).
+		"INGEST_WRITER_KEY_ARN":  "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-ingest",
+		"REDRIVE_WRITER_KEY_ARN": "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-redrive",
+		"SWEEPER_WRITER_KEY_ARN": "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-sweeper",
 	}
 	if got := fn.Environment.Variables; !maps.Equal(got, want) {
 		t.Errorf("environment %v, want %v", got, want)

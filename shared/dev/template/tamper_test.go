@@ -85,6 +85,31 @@ func TestLedgerTamperRule(t *testing.T) {
 		{"aws.cloudwatch", "monitoring.amazonaws.com", "DisableAlarmActions", true},
 		{"aws.cloudwatch", "monitoring.amazonaws.com", "PutMetricAlarm", true},
 		{"aws.dynamodb", "dynamodb.amazonaws.com", "UpdateTable", true},
+		// The trail the rule depends on, the functions, the keys, the
+		// roles (issue 25 review).
+		{"aws.cloudtrail", "cloudtrail.amazonaws.com", "StopLogging", true},
+		{"aws.cloudtrail", "cloudtrail.amazonaws.com", "DeleteTrail", true},
+		{"aws.cloudtrail", "cloudtrail.amazonaws.com", "PutEventSelectors", true},
+		{"aws.cloudtrail", "cloudtrail.amazonaws.com", "UpdateTrail", true},
+		{"aws.lambda", "lambda.amazonaws.com", "UpdateFunctionCode20150331v2", true},
+		{"aws.lambda", "lambda.amazonaws.com", "UpdateFunctionConfiguration20150331v2", true},
+		{"aws.lambda", "lambda.amazonaws.com", "PutFunctionConcurrency20171031", true},
+		{"aws.lambda", "lambda.amazonaws.com", "DeleteFunctionConcurrency20171031", true},
+		{"aws.lambda", "lambda.amazonaws.com", "AddPermission20150331v2", true},
+		{"aws.kms", "kms.amazonaws.com", "PutKeyPolicy", true},
+		{"aws.kms", "kms.amazonaws.com", "CreateGrant", true},
+		{"aws.kms", "kms.amazonaws.com", "DisableKey", true},
+		{"aws.kms", "kms.amazonaws.com", "ScheduleKeyDeletion", true},
+		{"aws.iam", "iam.amazonaws.com", "UpdateAssumeRolePolicy", true},
+		{"aws.iam", "iam.amazonaws.com", "PutRolePolicy", true},
+		{"aws.iam", "iam.amazonaws.com", "AttachRolePolicy", true},
+		{"aws.iam", "iam.amazonaws.com", "DetachRolePolicy", true},
+		{"aws.iam", "iam.amazonaws.com", "DeleteRolePolicy", true},
+		{"aws.kms", "kms.amazonaws.com", "GenerateMac", false},
+		{"aws.kms", "kms.amazonaws.com", "Sign", false},
+		{"aws.cloudtrail", "cloudtrail.amazonaws.com", "StartLogging", false},
+		{"aws.lambda", "lambda.amazonaws.com", "GetFunction20150331v2", false},
+		{"aws.iam", "iam.amazonaws.com", "GetRole", false},
 		// Calls that change none of them do not page.
 		{"aws.dynamodb", "dynamodb.amazonaws.com", "DescribeTable", false},
 		{"aws.lambda", "lambda.amazonaws.com", "ListEventSourceMappings20150331", false},
@@ -94,6 +119,11 @@ func TestLedgerTamperRule(t *testing.T) {
 		if got := patternMatches(pattern, cloudTrailEvent(c.source, c.eventSource, c.name)); got != c.want {
 			t.Errorf("%s %s: matched %v, want %v (pattern %s)", c.source, c.name, got, c.want, raw)
 		}
+	}
+	// EventBridge's event pattern limit is 2048 characters by default
+	// (adjustable to 4096): the rule would not deploy above it.
+	if len(raw) >= 2048 {
+		t.Errorf("the event pattern is %d characters, over EventBridge's 2048 default", len(raw))
 	}
 	if event := cloudTrailEvent("aws.lambda", "lambda.amazonaws.com", "UpdateEventSourceMapping20150331"); patternMatches(pattern, map[string]any{"source": "aws.lambda", "detail-type": "AWS Service Event via CloudTrail", "detail": event["detail"]}) {
 		t.Error("the rule matches events other than API calls")

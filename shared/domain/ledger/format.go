@@ -167,6 +167,12 @@ type Digest struct {
 	// the first signed digest that says so is verify's writer-proof
 	// cut-off (verify_writers.go). Absent: not (yet) on.
 	WriterProofs bool `json:"writer_proofs,omitempty"`
+	// WriterKeys (issue 25 review) are the writer HMAC keys' ARNs the
+	// ledger function was deployed with, by role (ingest, redrive,
+	// sweeper): verify requires its --writer-keys to be the newest signed
+	// digest's (verify_writerkeys.go). Absent: not configured (or a digest
+	// written before it).
+	WriterKeys map[string]string `json:"writer_keys,omitempty"`
 }
 
 // SegmentKey is the object key of a shard's segment starting at firstSeq.

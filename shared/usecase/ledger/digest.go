@@ -199,7 +199,7 @@ func (s *Service) build(ctx context.Context, last DigestHead, hasLast bool, hs [
 	d := dl.NewDigest(last.N+1, now, s.Config.StreamARN, s.Signer.KeyID(), s.Signer.Algorithm(), dprev, hs)
 	d.Unproven = unproven
 	d.Mapping, d.Canary = pipe.mapping, pipe.canary
-	d.WriterProofs = s.Config.WriterProofs
+	d.WriterProofs, d.WriterKeys = s.Config.WriterProofs, s.Config.WriterKeys
 	var err error
 	if d.Baseline, err = s.baselineRef(ctx, last, hasLast); err != nil { // baseline.go
 		return d, nil, err

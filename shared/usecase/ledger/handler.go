@@ -32,6 +32,10 @@ type Config struct {
 	// proof (docs/ledger.md). Turn it on once every writing function runs
 	// with its WRITER_KEY_ID.
 	WriterProofs bool
+	// WriterKeys are the writer keys' ARNs by role (INGEST_WRITER_KEY_ARN,
+	// REDRIVE_WRITER_KEY_ARN, SWEEPER_WRITER_KEY_ARN: all three or none),
+	// recorded in each digest (writerkeys.go).
+	WriterKeys map[string]string
 }
 
 // FunctionConfig is the ledger function's configuration from the
@@ -84,6 +88,9 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 		cfg.Ledger.WriterProofs = true
 	default:
 		errs = append(errs, fmt.Errorf("WRITER_PROOFS=%q is not true or false", v))
+	}
+	if cfg.Ledger.WriterKeys, err = writerKeysFromEnv(getenv); err != nil { // writerkeys.go
+		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
 }
