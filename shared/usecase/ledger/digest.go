@@ -72,6 +72,16 @@ func (s *Service) Digest(ctx context.Context) (DigestReport, error) {
 		return rep, err
 	}
 	rep.N, rep.Adopted = last.N, last.N != rep.N
+	if rep.Adopted {
+		// Another run signed newer heads after this one read them (an
+		// overlapping run: schedules are delivered late, runs take up to
+		// the timeout): read them again, or the heads just read would be
+		// behind the adopted digest's and named unproven. Heads only move
+		// forward, so a read after the anchor is fixed is not behind it.
+		if heads, err = s.State.Heads(ctx, slices.Sorted(maps.Keys(shards))); err != nil {
+			return rep, fmt.Errorf("read heads: %w", err)
+		}
+	}
 	heads, unproven, err := s.proveHeads(ctx, prev, shards, heads) // prove.go: sign only what was checked
 	rep.Unproven = len(unproven)
 	if badItem {
