@@ -29,6 +29,16 @@ func CheckArrival(prev, next *Record) error {
 	if prev.Status == StatusArchived {
 		return errors.New("an archived record takes no arrival")
 	}
+	// The history grows by the arrival, or stays as long when it is at
+	// its bound (the oldest entry but the first arrival dropped): never
+	// shorter. The bound is not taken from next alone, or an arrival
+	// could drop a record's claims and sends from its current version.
+	if n := len(prev.Attempts); k < n || k > n+1 {
+		return fmt.Errorf("an arrival on version %d makes a history of %d entries from %d (it grows by one, or keeps its length at its bound)", prev.Version, k, n)
+	}
+	if next.LastSeen.Before(prev.LastSeen.Time) {
+		return fmt.Errorf("an arrival on version %d moves last_seen back", prev.Version)
+	}
 	want := prev.Clone()
 	want.Attempts = appendBounded(prev.Attempts, next.Attempts[k-1], k)
 	want.AttemptCount = prev.AttemptCount + 1
