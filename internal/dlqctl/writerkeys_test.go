@@ -12,8 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
 // writerLedger is the ledger fixture with writer proofs on and the stack's
@@ -31,7 +35,13 @@ func writerLedger(t *testing.T) (*ledgerFixture, []string) {
 	}
 	l.fns.Ledger.Config.WriterProofs = true
 	l.fns.Ledger.Config.WriterKeys = map[string]string{"ingest": keys[0], "redrive": keys[1], "sweeper": keys[2]}
-	l.create("a")
+	// A record as ingest writes it, proved with its key (a new stack's
+	// versions are all proved, from before digest 1 on).
+	r := storetest.Record(t, storetest.UniqueID("a"))
+	p := writerproof.NewProver(kmsmac.MAC{API: kms.NewFromConfig(l.st.AWS), KeyID: keys[0]}, writerproof.RoleIngest)
+	if err := dynamostore.New(l.st.Clients.DynamoDB, l.table).WithWriter(p).Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
 	l.drain()
 	l.digest()
 	return l, keys

@@ -26,8 +26,11 @@ import (
 func TestStackWriterKeysCheckWriterProofs(t *testing.T) {
 	ctx := context.Background()
 	l := newLedgerFixture(t)
-	l.digest() // the writer-proof cut-off: the stack's ledger has them on
 	ingestKey := l.st.KeyARNs["IngestWriterKey"]
+	// The ledger as the template deploys it: writer proofs on from digest
+	// 1, the three keys recorded.
+	l.fns.Ledger.Config.WriterProofs = true
+	l.fns.Ledger.Config.WriterKeys = map[string]string{"ingest": ingestKey, "redrive": l.st.KeyARNs["RedriveWriterKey"], "sweeper": l.st.KeyARNs["SweeperWriterKey"]}
 	if ingestKey == "" {
 		t.Fatal("the embedded stack has no IngestWriterKey")
 	}

@@ -30,20 +30,3 @@ func TestCheckArrivalAcceptsOnlyWhatArriveMakes(t *testing.T) {
 		t.Error("an arrival without the version before it")
 	}
 }
-
-// An "arrival" whose history bound is taken from itself could drop a
-// record's claims and sends from its current version: refused.
-func TestCheckArrivalRefusesAHistoryCutShort(t *testing.T) {
-	t.Parallel()
-	p := realTransitions(t)["Arrive/after a replay"][0] // a sent record
-	if len(p.Attempts) < 3 {
-		t.Fatalf("the sent record has %d attempts, want at least 3", len(p.Attempts))
-	}
-	next, err := reArrive(p.Clone(), 2, transNow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := quarantine.CheckArrival(p, next); err == nil {
-		t.Errorf("an arrival that keeps %d of %d history entries is accepted", len(next.Attempts), len(p.Attempts))
-	}
-}
