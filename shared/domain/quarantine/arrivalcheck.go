@@ -10,7 +10,7 @@ import (
 // CheckArrival reports whether next is a version that prev.Arrive (the only
 // transition ingest makes on an existing record) could produce: next's
 // newest attempt is an arrival appended to prev's history (kept within its
-// bound), AttemptCount grew by one, LastSeen moved, a REDRIVING, REDRIVEN or
+// bound), AttemptCount grew by one, LastSeen is the arrival's, a REDRIVING, REDRIVEN or
 // RESOLVED record is QUARANTINED again (status_since the arrival's
 // last_seen, its lease cleared) and any other status is kept, and the
 // failure fields changed only on a record that is QUARANTINED after it.
@@ -33,9 +33,8 @@ func CheckArrival(prev, next *Record) error {
 	// no version records: an arrival may keep fewer entries than prev's
 	// history when that bound is below it, so the length is not checked
 	// here (the versions before stay in the ledger with the full history).
-	if next.LastSeen.Before(prev.LastSeen.Time) {
-		return fmt.Errorf("an arrival on version %d moves last_seen back", prev.Version)
-	}
+	// last_seen is the ingesting instance's clock (Arrive: At(now)), which
+	// may be a little behind another instance's: it is taken as next says.
 	want := prev.Clone()
 	want.Attempts = appendBounded(prev.Attempts, next.Attempts[k-1], k)
 	want.AttemptCount = prev.AttemptCount + 1
