@@ -2,41 +2,22 @@ package redrive_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
-
-// putLog keeps every item put, in order.
-type putLog struct {
-	dynamostore.API
-	mu    sync.Mutex
-	items []map[string]types.AttributeValue
-}
-
-func (p *putLog) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := p.API.PutItem(ctx, in, opts...)
-	if err == nil {
-		p.mu.Lock()
-		p.items = append(p.items, in.Item)
-		p.mu.Unlock()
-	}
-	return out, err
-}
 
 // hmacKey creates a dev-kit KMS HMAC key (KMS GenerateMac/VerifyMac).
 func hmacKey(t *testing.T, kc *kms.Client) string {
@@ -58,7 +39,7 @@ func TestWriterProofsOnEveryVersion(t *testing.T) {
 	kc := kms.NewFromConfig(stack.AWS)
 	ingestKey, redriveKey := hmacKey(t, kc), hmacKey(t, kc)
 	keys := writerproof.Keys{ingestKey: writerproof.RoleIngest, redriveKey: writerproof.RoleRedrive}
-	log := &putLog{API: stack.Clients.DynamoDB}
+	log := &storetest.PutLog{API: stack.Clients.DynamoDB}
 	table := stack.Names["QuarantineTable"]
 	ip := writerproof.NewProver(kmsmac.MAC{API: kc, KeyID: ingestKey}, writerproof.RoleIngest)
 	rp := writerproof.NewProver(kmsmac.MAC{API: kc, KeyID: redriveKey}, writerproof.RoleRedrive)
@@ -79,7 +60,7 @@ func TestWriterProofsOnEveryVersion(t *testing.T) {
 	check := dynamostore.LedgerWriterCheck(ctx, keys, kmsmac.Verifier{API: kc}.Verify)
 	prev := map[string]ledger.Item{}
 	counted := map[string]int{}
-	for _, item := range log.items {
+	for _, item := range log.Items() {
 		it, err := dynamostore.LedgerItem(item)
 		if err != nil {
 			t.Fatal(err)
@@ -102,5 +83,5 @@ func TestWriterProofsOnEveryVersion(t *testing.T) {
 	if len(prev) != n || counted[string(quarantine.StatusRedriving)] != n || counted[string(quarantine.StatusResolved)] != n {
 		t.Fatalf("%d records, %v", len(prev), counted)
 	}
-	t.Logf("redrive: %d GenerateMac calls for %d records (claims, marks, settles); %d versions put", rp.Calls()-before, n, len(log.items))
+	t.Logf("redrive: %d GenerateMac calls for %d records (claims, marks, settles); %d versions put", rp.Calls()-before, n, len(log.Items()))
 }

@@ -3,35 +3,17 @@ package sweeper_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/macfake"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
-
-// putLog keeps every item put, in order.
-type putLog struct {
-	dynamostore.API
-	mu    sync.Mutex
-	items []map[string]types.AttributeValue
-}
-
-func (p *putLog) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := p.API.PutItem(ctx, in, opts...)
-	if err == nil {
-		p.mu.Lock()
-		p.items = append(p.items, in.Item)
-		p.mu.Unlock()
-	}
-	return out, err
-}
 
 // A run's stubs are announced: the batch's stubs share one writer-proof
 // tree, one GenerateMac for the batch, and each proof verifies under the
@@ -48,7 +30,7 @@ func TestStubsShareOneWriterProofPerBatch(t *testing.T) {
 	const arn = "arn:aws:kms:us-east-1:000000000000:key/sweeper-test"
 	fake := macfake.New(arn)
 	p := writerproof.NewProver(macfake.MAC{Keys: fake, ARN: arn}, writerproof.RoleSweeper)
-	log := &putLog{API: e.st.Clients.DynamoDB}
+	log := &storetest.PutLog{API: e.st.Clients.DynamoDB}
 	rep, err := e.sweeper(dynamostore.New(log, e.st.Names["QuarantineTable"]).WithWriter(p), nil).Run(ctx)
 	if err != nil || len(rep.Archived) != n {
 		t.Fatalf("report %+v %v", rep, err)
@@ -57,7 +39,7 @@ func TestStubsShareOneWriterProofPerBatch(t *testing.T) {
 		t.Errorf("%d GenerateMac calls for a batch of %d stubs, want 1", got, n)
 	}
 	stubs := 0
-	for _, item := range log.items {
+	for _, item := range log.Items() {
 		r, err := dynamostore.Unmarshal(item)
 		if err != nil || r.Status != quarantine.StatusArchived {
 			continue
