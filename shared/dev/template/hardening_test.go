@@ -40,6 +40,13 @@ type resourceMeta struct {
 	Properties          json.RawMessage
 }
 
+// keptOnDelete reports whether deleting the stack keeps the resource:
+// Retain, or RetainExceptOnCreate (kept but for the failed create that
+// made it).
+func (m resourceMeta) keptOnDelete() bool {
+	return m.DeletionPolicy == "Retain" || m.DeletionPolicy == "RetainExceptOnCreate"
+}
+
 func meta(t *testing.T, tpl *cloudformation.Template, id string) resourceMeta {
 	t.Helper()
 	res, ok := tpl.Resources[id]
@@ -121,7 +128,7 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 	used := 0
 	for id := range tpl.Resources {
 		m := meta(t, tpl, id)
-		if m.DeletionPolicy != "Retain" || m.Type == "AWS::KMS::Key" {
+		if !m.keptOnDelete() || m.Type == "AWS::KMS::Key" {
 			continue
 		}
 		for kid := range keys {
@@ -130,7 +137,7 @@ func TestRetainedDataKeepsItsKey(t *testing.T) {
 			}
 			used++
 			km := meta(t, tpl, kid)
-			if km.DeletionPolicy != "Retain" || km.UpdateReplacePolicy != "Retain" {
+			if !km.keptOnDelete() || km.UpdateReplacePolicy != "Retain" {
 				t.Errorf("%s is retained but its key %s has DeletionPolicy %q, UpdateReplacePolicy %q: deleting the stack schedules the key for deletion and %s becomes unreadable",
 					id, kid, km.DeletionPolicy, km.UpdateReplacePolicy, id)
 			}
@@ -180,12 +187,12 @@ func TestRetainedNamesWorkForAnyStackName(t *testing.T) {
 			if !bucketName.MatchString(name) {
 				t.Errorf("stack %s: bucket %s would be named %q, which S3 refuses", stack, id, name)
 			}
-			if meta(t, tpl, id).DeletionPolicy == "Retain" && name != template.GeneratedName(stack, id, 63) {
+			if meta(t, tpl, id).keptOnDelete() && name != template.GeneratedName(stack, id, 63) {
 				t.Errorf("stack %s: retained bucket %s has the fixed name %q: deploying the stack again after a delete fails on it", stack, id, name)
 			}
 		}
 		for id, tb := range tpl.GetAllDynamoDBTableResources() {
-			if meta(t, tpl, id).DeletionPolicy == "Retain" && aws.ToString(tb.TableName) != template.GeneratedName(stack, id, 255) {
+			if meta(t, tpl, id).keptOnDelete() && aws.ToString(tb.TableName) != template.GeneratedName(stack, id, 255) {
 				t.Errorf("stack %s: retained table %s has the fixed name %q: deploying the stack again after a delete fails on it", stack, id, aws.ToString(tb.TableName))
 			}
 		}

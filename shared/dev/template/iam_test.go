@@ -68,7 +68,8 @@ var modeledKeys = map[string]bool{
 	"s3:x-amz-server-side-encryption": true, "s3:x-amz-server-side-encryption-aws-kms-key-id": true,
 	"s3:object-lock-mode": true, "s3:object-lock-legal-hold": true,
 	"kms:viaservice": true, "kms:calleraccount": true,
-	"s3:prefix": true,
+	"s3:prefix":          true,
+	"lambda:functionarn": true, "iam:policyarn": true,
 }
 
 // stack is the resolved template as plain JSON values, with what the

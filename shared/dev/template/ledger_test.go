@@ -26,8 +26,14 @@ const (
 	ledgerRoleARN = "arn:aws:iam::111122223333:role/prod-LedgerRole"
 	signingKey    = "arn:aws:kms:eu-west-1:111122223333:alias/prod-ledger-signing"
 	quarantineKey = "arn:aws:kms:eu-west-1:111122223333:alias/prod-quarantine"
-	ledgerQueue   = "arn:aws:sqs:eu-west-1:111122223333:prod-ledger-failures"
 	failedQueue   = "arn:aws:sqs:eu-west-1:111122223333:prod-failed-invocations"
+)
+
+// The ledger-failures queue is named by CloudFormation (retained, it must
+// not collide with a stack deployed again under the same name).
+var (
+	ledgerQueueName = template.GeneratedName("prod", "LedgerFailureQueue", 80)
+	ledgerQueue     = "arn:aws:sqs:eu-west-1:111122223333:" + ledgerQueueName
 )
 
 func tableName() string   { return template.GeneratedName("prod", "QuarantineTable", 255) }
@@ -159,7 +165,7 @@ func TestLedgerSigningKey(t *testing.T) {
 	if aws.ToString(k.KeySpec) != "ECC_NIST_P256" || aws.ToString(k.KeyUsage) != "SIGN_VERIFY" || aws.ToBool(k.EnableKeyRotation) {
 		t.Errorf("key spec %v usage %v rotation %v", aws.ToString(k.KeySpec), aws.ToString(k.KeyUsage), aws.ToBool(k.EnableKeyRotation))
 	}
-	if m := meta(t, tpl, "LedgerSigningKey"); m.DeletionPolicy != "Retain" || m.UpdateReplacePolicy != "Retain" {
+	if m := meta(t, tpl, "LedgerSigningKey"); !m.keptOnDelete() || m.UpdateReplacePolicy != "Retain" {
 		t.Errorf("LedgerSigningKey %s / %s: old digests must stay verifiable", m.DeletionPolicy, m.UpdateReplacePolicy)
 	}
 	aliased := false
@@ -348,7 +354,7 @@ func TestLedgerAlarms(t *testing.T) {
 		"LedgerErrorsAlarm":        {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
 		"LedgerIteratorAgeAlarm":   {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
 		"LedgerPipelineAlarm":      {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
-		"LedgerFailuresAlarm":      {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", "prod-ledger-failures", 300, 0, 1, 0},
+		"LedgerFailuresAlarm":      {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", ledgerQueueName, 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
 		var dims []string
@@ -374,6 +380,17 @@ func TestLedgerAlarms(t *testing.T) {
 
 // managedEffect evaluates a managed policy of the template for a request
 // of a user it is attached to: "deny", "allow" or "".
+// attachedWith is what a person is given with a managed policy: the
+// operator's and the auditor's policy each go with the two guardrail
+// policies (docs/template.md); any other policy alone.
+func attachedWith(policyID string) []string {
+	switch policyID {
+	case "OperatorPolicy", "AuditorPolicy":
+		return []string{policyID, "GuardrailPolicy", "WatchGuardrailPolicy"}
+	}
+	return []string{policyID}
+}
+
 func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
 	t.Helper()
 	const user = "arn:aws:iam::111122223333:user/alice"
@@ -381,7 +398,11 @@ func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
 	maps.Copy(ctx, q.Context)
 	q.Context = ctx
 	effect := ""
-	for _, st := range namedStatements(policyID, props(s.resources[policyID])["PolicyDocument"], true) {
+	var statements []statement
+	for _, id := range attachedWith(policyID) {
+		statements = append(statements, namedStatements(id, props(s.resources[id])["PolicyDocument"], true)...)
+	}
+	for _, st := range statements {
 		o, k := applies(st.st, q, user, env.Account)
 		if o == undecidable {
 			t.Fatalf("%s: condition on %s not modeled", st.from, k)
@@ -450,9 +471,10 @@ func TestOperatorAndAuditorPolicies(t *testing.T) {
 		q("iam:PassRole", "arn:aws:iam::111122223333:role/prod-LedgerRole", nil),
 		q("dynamodb:UpdateTable", table, nil), q("dynamodb:RestoreTableToPointInTime", table, nil),
 		q("kms:ScheduleKeyDeletion", signingKey, nil), q("kms:DisableKey", signingKey, nil),
+		q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
 	}
 	notAllowed := []request{
-		q("kms:Decrypt", quarantineKey, nil), q("cloudwatch:PutMetricAlarm", "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:prod.dlq-depth", nil),
+		q("kms:Decrypt", quarantineKey, nil),
 		q("dynamodb:GetRecords", streamARN(), nil),
 		q("cloudformation:DescribeStacks", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod-other/0f1e2d3c-0000-4000-8000-000000000000", nil),
 	}

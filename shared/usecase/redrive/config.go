@@ -24,7 +24,25 @@ type FunctionConfig struct {
 	Sources map[string]sources.Config
 	// Service tunes leases, settling and approval (LEASE_SECONDS,
 	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD).
+	// The settle margin is never less than the ingest lag that
+	// INGEST_TIMEOUT_SECONDS and DLQ_VISIBILITY_SECONDS imply (IngestLag).
 	Service Config
+}
+
+// DLQBatchingWindow is the DLQ event source's MaximumBatchingWindowInSeconds
+// in the template.
+const DLQBatchingWindow = time.Second
+
+// IngestLag is the longest a dead-lettered replay can take from the DLQ to
+// its record, when ingest's invocation times out and is retried twice: the
+// event source's batching window, an ingest invocation, and two DLQ
+// visibility timeouts. Zero when either is unknown (0): the configured
+// margin then stands alone.
+func IngestLag(ingestTimeout, dlqVisibility time.Duration) time.Duration {
+	if ingestTimeout <= 0 || dlqVisibility <= 0 {
+		return 0
+	}
+	return DLQBatchingWindow + ingestTimeout + 2*dlqVisibility
 }
 
 // ConfigFromEnv reads the configuration with getenv and validates it,
@@ -50,7 +68,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	cfg.Service.Lease = seconds("LEASE_SECONDS")
 	cfg.Service.KeyAttribute = getenv("IDEMPOTENCY_ATTRIBUTE")
 	cfg.Service.SettleWindow = seconds("SETTLE_WINDOW_SECONDS")
-	cfg.Service.SettleMargin = seconds("SETTLE_MARGIN_SECONDS")
+	cfg.Service.SettleMargin = max(seconds("SETTLE_MARGIN_SECONDS"), IngestLag(seconds("INGEST_TIMEOUT_SECONDS"), seconds("DLQ_VISIBILITY_SECONDS")))
 	if v := getenv("APPROVAL_THRESHOLD"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

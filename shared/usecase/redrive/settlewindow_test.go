@@ -128,3 +128,38 @@ func TestMinSettleWindow(t *testing.T) {
 		}
 	}
 }
+
+// The settle margin is never less than the ingest lag the template's DLQ
+// visibility timeout and ingest timeout imply, whatever
+// SETTLE_MARGIN_SECONDS says: at the template's extremes (a 43,200 s
+// visibility timeout) a margin of 600 s would resolve a replay hours
+// before its comeback could reach its record.
+func TestSettleMarginCoversTheIngestLag(t *testing.T) {
+	src := `{"src":{"arn":"arn:aws:sqs:us-east-1:000000000000:src","dlq":"dlq","idempotency_pointer":"/id","schema":"inventory-movement.v1"}}`
+	for _, c := range []struct {
+		name                 string
+		margin, timeout, vis string
+		want                 time.Duration
+	}{
+		{"defaults: the margin is longer", "600", "30", "180", 600 * time.Second},
+		{"long visibility: the lag is longer", "600", "120", "43200", time.Second + 120*time.Second + 2*43200*time.Second},
+		{"neither timeout given: the margin alone", "600", "", "", 600 * time.Second},
+		{"one timeout given: the margin alone", "5", "30", "", 5 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"TABLE_NAME": "t", "SOURCES": src, "SETTLE_MARGIN_SECONDS": c.margin,
+				"INGEST_TIMEOUT_SECONDS": c.timeout, "DLQ_VISIBILITY_SECONDS": c.vis}
+			cfg, err := redrive.ConfigFromEnv(func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Service.SettleMargin != c.want {
+				t.Fatalf("settle margin %s, want %s", cfg.Service.SettleMargin, c.want)
+			}
+		})
+	}
+	env := map[string]string{"TABLE_NAME": "t", "SOURCES": src, "DLQ_VISIBILITY_SECONDS": "soon"}
+	if _, err := redrive.ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "DLQ_VISIBILITY_SECONDS") {
+		t.Fatalf("a bad DLQ_VISIBILITY_SECONDS was taken: %v", err)
+	}
+}

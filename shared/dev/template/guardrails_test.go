@@ -1,0 +1,189 @@
+package template_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+)
+
+// Issue 26: the controls an insider holding a broad policy besides the
+// operator's or the auditor's could use to get around the ledger, each
+// denied to both (with the guardrail policies they are attached with,
+// attachedWith), whatever else they hold. Each row is a finding of the
+// outside review; today's template (c4cb269) allows every row marked
+// "new" to such an insider.
+func TestGuardrailsDenyEveryControl(t *testing.T) {
+	const (
+		region  = "eu-west-1"
+		account = "111122223333"
+	)
+	s := openStack(t, map[string]any{
+		"ExtraDLQArn":         "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
+		"ExtraSourceQueueArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
+	})
+	arn := func(service, rest string) string {
+		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
+	}
+	fn := func(name string) string { return arn("lambda", "function:prod-"+name) }
+	_, names, err := template.OpenNamed(template.Path(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := func(id string) string { return arn("sqs", names[id]) }
+	rule := func(id string) string {
+		if n := names[id]; n != "" {
+			return arn("events", "rule/"+n)
+		}
+		return arn("events", "rule/prod-"+id)
+	}
+	mapping := func(id string) string { return arn("lambda", "event-source-mapping:prod-"+id) }
+	roles := []string{"IngestRole", "RedriveRole", "SweeperRole", "MetricsRole", "LedgerRole"}
+	keys := []string{quarantineKey, signingKey, "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-ingest",
+		"arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-redrive", "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-sweeper"}
+	guardrailARN := "arn:aws:iam::111122223333:policy/prod-GuardrailPolicy-1A2B3C4D5E6F7"
+	q := func(action, resource string, ctx map[string]string) request {
+		return request{Action: action, Resource: resource, Context: ctx}
+	}
+	var denied []request
+	// EventBridge: a target rewritten on a schedule delivers any event to
+	// the function it names.
+	for _, id := range []string{"LedgerDigestSchedule", "RedriveSettleRule", "RedrivePolicyRule", "SweeperSchedule", "MetricsScheduleRule", "LedgerTamperRule", "GuardrailTamperRule"} {
+		for _, a := range []string{"events:PutTargets", "events:RemoveTargets", "events:PutRule", "events:DisableRule", "events:DeleteRule"} {
+			denied = append(denied, q(a, rule(id), nil))
+		}
+	}
+	// Every key, the customer key among them (deleting it crypto-shreds
+	// the table, the payloads and the archive).
+	for _, k := range keys {
+		for _, a := range []string{"kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant",
+			"kms:RetireGrant", "kms:DisableKeyRotation", "kms:UpdateKeyDescription", "kms:DeleteImportedKeyMaterial"} {
+			denied = append(denied, q(a, k, nil))
+		}
+	}
+	denied = append(denied, q("kms:Sign", signingKey, nil), q("kms:GenerateMac", keys[2], nil))
+	// The mappings by their own ARNs (no lambda:FunctionArn in the
+	// request), and no new mapping into any function of the stack.
+	for _, id := range []string{"IngestDLQMapping", "LedgerStreamMapping", "IngestExtraDLQMapping"} {
+		denied = append(denied, q("lambda:UpdateEventSourceMapping", mapping(id), nil), q("lambda:DeleteEventSourceMapping", mapping(id), nil))
+	}
+	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
+		denied = append(denied, q("lambda:CreateEventSourceMapping", "*", map[string]string{"lambda:functionarn": fn(f)}))
+	}
+	// The queues dead letters pass through, before ingest seals them, and
+	// the failure queues.
+	for _, id := range []string{"DeadLetterQueue", "SourceQueue", "LedgerFailureQueue", "FailedInvocationsQueue"} {
+		for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:ReceiveMessage",
+			"sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask"} {
+			denied = append(denied, q(a, queue(id), nil))
+		}
+	}
+	for _, extra := range []string{"arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "arn:aws:sqs:eu-west-1:111122223333:legacy-source"} {
+		denied = append(denied, q("sqs:PurgeQueue", extra, nil), q("sqs:SendMessage", extra, nil), q("sqs:DeleteMessage", extra, nil))
+	}
+	// The table: its resource policy, its backups and exports.
+	for _, a := range []string{"dynamodb:PutResourcePolicy", "dynamodb:DeleteResourcePolicy", "dynamodb:UpdateContinuousBackups",
+		"dynamodb:ExportTableToPointInTime", "dynamodb:DeleteTable", "dynamodb:UpdateTable", "dynamodb:EnableKinesisStreamingDestination"} {
+		denied = append(denied, q(a, tableARN(), nil))
+	}
+	// Silencing the alarms: the alarms, the metrics they watch, the topic,
+	// the logs.
+	for _, a := range []string{"cloudwatch:DeleteAlarms", "cloudwatch:DisableAlarmActions", "cloudwatch:PutMetricAlarm", "cloudwatch:SetAlarmState"} {
+		denied = append(denied, q(a, arn("cloudwatch", "alarm:prod.ledger-failures"), nil))
+	}
+	denied = append(denied,
+		q("cloudwatch:PutMetricData", "*", map[string]string{"cloudwatch:namespace": "DLQQuarantine"}),
+		q("cloudwatch:DeleteDashboards", "arn:aws:cloudwatch::111122223333:dashboard/prod-dlq-health", nil),
+		q("sns:Unsubscribe", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil),
+		q("sns:Unsubscribe", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic:0f1e2d3c-0000-4000-8000-000000000000", nil),
+		q("sns:SetTopicAttributes", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil),
+		q("sns:DeleteTopic", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil),
+		q("sns:SetSubscriptionAttributes", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic:0f1e2d3c-0000-4000-8000-000000000000", nil),
+	)
+	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
+		lg := arn("logs", "log-group:/aws/lambda/prod-"+f)
+		denied = append(denied, q("logs:DeleteLogGroup", lg, nil), q("logs:PutRetentionPolicy", lg, nil),
+			q("logs:DisassociateKmsKey", lg, nil), q("logs:PutLogEvents", lg+":log-stream:x", nil), q("logs:DeleteLogStream", lg+":log-stream:x", nil))
+		// lambda:Update* and the rest beyond the actions listed before.
+		for _, a := range []string{"lambda:UpdateFunctionCode", "lambda:UpdateFunctionConfiguration", "lambda:UpdateFunctionEventInvokeConfig",
+			"lambda:PutFunctionEventInvokeConfig", "lambda:DeleteFunctionConcurrency", "lambda:PutFunctionConcurrency",
+			"lambda:CreateFunctionUrlConfig", "lambda:UpdateFunctionUrlConfig", "lambda:PutProvisionedConcurrencyConfig",
+			"lambda:DeleteFunction", "lambda:AddPermission", "lambda:RemovePermission", "lambda:PublishVersion", "lambda:CreateAlias", "lambda:UpdateAlias"} {
+			denied = append(denied, q(a, fn(f), nil), q(a, fn(f)+":live", nil))
+		}
+	}
+	// No event a person writes reaches the functions that take events.
+	for _, f := range []string{"ingest", "ledger", "digest"} {
+		denied = append(denied, q("lambda:InvokeFunction", fn(f), nil), q("lambda:InvokeFunction", fn(f)+":$LATEST", nil), q("lambda:InvokeAsync", fn(f), nil))
+	}
+	// The five roles: passed, or their trust and policies changed.
+	for _, r := range roles {
+		role := "arn:aws:iam::111122223333:role/prod-" + r
+		for _, a := range []string{"iam:PassRole", "iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy", "iam:AttachRolePolicy",
+			"iam:DetachRolePolicy", "iam:DeleteRolePolicy", "iam:PutRolePermissionsBoundary", "iam:DeleteRole"} {
+			denied = append(denied, q(a, role, nil))
+		}
+	}
+	// The guardrails themselves: a new version, or detached from whoever
+	// holds them.
+	denied = append(denied,
+		q("iam:CreatePolicyVersion", guardrailARN, nil), q("iam:SetDefaultPolicyVersion", guardrailARN, nil), q("iam:DeletePolicy", guardrailARN, nil),
+		q("iam:DetachUserPolicy", "arn:aws:iam::111122223333:user/alice", map[string]string{"iam:policyarn": guardrailARN}),
+		q("iam:DetachRolePolicy", "arn:aws:iam::111122223333:role/ops", map[string]string{"iam:policyarn": guardrailARN}),
+		q("iam:DetachGroupPolicy", "arn:aws:iam::111122223333:group/ops", map[string]string{"iam:policyarn": guardrailARN}),
+		// And the stack, whose update could remove all of it.
+		q("cloudformation:UpdateStack", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod/0f1e2d3c-0000-4000-8000-000000000000", nil),
+		q("cloudformation:ExecuteChangeSet", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod/0f1e2d3c-0000-4000-8000-000000000000", nil),
+		q("cloudformation:DeleteStack", "arn:aws:cloudformation:eu-west-1:111122223333:stack/prod/0f1e2d3c-0000-4000-8000-000000000000", nil),
+	)
+	// What the denies must leave alone: the operator's own work, and
+	// other stacks' and the account's other resources.
+	untouched := []request{
+		q("lambda:InvokeFunction", fn("redrive"), nil),
+		q("cloudwatch:PutMetricData", "*", map[string]string{"cloudwatch:namespace": "Orders"}),
+		q("iam:DetachUserPolicy", "arn:aws:iam::111122223333:user/alice", map[string]string{"iam:policyarn": "arn:aws:iam::111122223333:policy/other-Policy"}),
+		q("sqs:SendMessage", arn("sqs", "orders"), nil),
+		q("events:PutTargets", arn("events", "rule/other-rule"), nil),
+		q("cloudwatch:DeleteAlarms", arn("cloudwatch", "alarm:prod-other.alarm"), nil),
+		q("kms:ScheduleKeyDeletion", "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-000000000000", nil),
+	}
+	for _, policy := range []string{"OperatorPolicy", "AuditorPolicy"} {
+		for _, r := range denied {
+			if got := managedEffect(t, s, policy, r); got != "deny" {
+				t.Errorf("%s (with %s): %s gives %q, want an explicit deny", policy, strings.Join(attachedWith(policy)[1:], ", "), r, got)
+			}
+		}
+		for _, r := range untouched {
+			if got := managedEffect(t, s, policy, r); got == "deny" {
+				t.Errorf("%s: %s is denied: the guardrails reach beyond the stack", policy, r)
+			}
+		}
+	}
+}
+
+// The denies on the functions are one stack-scoped pattern each (the
+// function ARNs listed one by one pushed the auditor's policy past IAM's
+// size limit), and every function of the template falls under it.
+func TestFunctionDeniesAreOneStackPattern(t *testing.T) {
+	s := openStack(t, nil)
+	pattern := "arn:aws:lambda:eu-west-1:111122223333:function:prod-*"
+	found := false
+	for _, st := range namedStatements("GuardrailPolicy", props(s.resources["GuardrailPolicy"])["PolicyDocument"], true) {
+		if st.st["Sid"] != "NeverChangeTheFunctions" {
+			continue
+		}
+		found = true
+		if got := strs(st.st["Resource"]); len(got) != 1 || got[0] != pattern {
+			t.Errorf("NeverChangeTheFunctions names %v, want the one pattern %s", got, pattern)
+		}
+	}
+	if !found {
+		t.Fatal("GuardrailPolicy has no NeverChangeTheFunctions statement")
+	}
+	tpl := open(t)
+	for id, f := range tpl.GetAllServerlessFunctionResources() {
+		if name := *f.FunctionName; !strings.HasPrefix(name, "prod-") {
+			t.Errorf("function %s is named %q, outside the pattern %s", id, name, pattern)
+		}
+	}
+}
