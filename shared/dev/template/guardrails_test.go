@@ -72,12 +72,20 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	}
 	// The queues dead letters pass through, before ingest seals them, and
 	// the failure queues.
-	for _, id := range []string{"DeadLetterQueue", "SourceQueue", "LedgerFailureQueue", "FailedInvocationsQueue"} {
+	for _, id := range []string{"DeadLetterQueue", "SourceQueue"} {
 		for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:ReceiveMessage",
 			"sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask"} {
 			denied = append(denied, q(a, queue(id), nil))
 		}
 	}
+	// The failure queues: never forged, purged or reconfigured; the
+	// ledger's (evidence of a hole in the ledger) never emptied.
+	for _, id := range []string{"LedgerFailureQueue", "FailedInvocationsQueue"} {
+		for _, a := range []string{"sqs:PurgeQueue", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:DeleteQueue", "sqs:StartMessageMoveTask"} {
+			denied = append(denied, q(a, queue(id), nil))
+		}
+	}
+	denied = append(denied, q("sqs:DeleteMessage", queue("LedgerFailureQueue"), nil), q("sqs:DeleteMessageBatch", queue("LedgerFailureQueue"), nil))
 	for _, extra := range []string{"arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "arn:aws:sqs:eu-west-1:111122223333:legacy-source"} {
 		denied = append(denied, q("sqs:PurgeQueue", extra, nil), q("sqs:SendMessage", extra, nil), q("sqs:DeleteMessage", extra, nil))
 	}
@@ -139,6 +147,11 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	// What the denies must leave alone: the operator's own work, and
 	// other stacks' and the account's other resources.
 	untouched := []request{
+		// The runbook reads both failure queues and deletes a failed
+		// invocation's record once handled.
+		q("sqs:ReceiveMessage", queue("LedgerFailureQueue"), nil),
+		q("sqs:ReceiveMessage", queue("FailedInvocationsQueue"), nil),
+		q("sqs:DeleteMessage", queue("FailedInvocationsQueue"), nil),
 		q("lambda:InvokeFunction", fn("redrive"), nil),
 		q("cloudwatch:PutMetricData", "*", map[string]string{"cloudwatch:namespace": "Orders"}),
 		q("iam:DetachUserPolicy", "arn:aws:iam::111122223333:user/alice", map[string]string{"iam:policyarn": "arn:aws:iam::111122223333:policy/other-Policy"}),
@@ -185,5 +198,53 @@ func TestFunctionDeniesAreOneStackPattern(t *testing.T) {
 		if name := *f.FunctionName; !strings.HasPrefix(name, "prod-") {
 			t.Errorf("function %s is named %q, outside the pattern %s", id, name, pattern)
 		}
+	}
+}
+
+// The DLQ's own policy, which binds every principal, not only those the
+// guardrails are attached to: nobody purges it, and nobody but the ingest
+// role (its trigger polls with it) receives, hides or deletes a dead
+// letter, an administrator with sqs:* included. Sends stay open: SQS's
+// move of a message into its DLQ must not depend on the policy.
+func TestOnlyIngestTakesDeadLetters(t *testing.T) {
+	s := openStack(t, nil)
+	_, names, err := template.OpenNamed(template.Path(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := "arn:aws:sqs:eu-west-1:111122223333:" + names["DeadLetterQueue"]
+	doc := props(s.resources["DeadLetterQueuePolicy"])["PolicyDocument"]
+	effect := func(principal, action string) string {
+		q := request{Action: action, Resource: dlq, Context: map[string]string{"aws:principalarn": principal, "aws:securetransport": "true"}}
+		for _, st := range namedStatements("DeadLetterQueuePolicy", doc, true) {
+			if o, k := applies(st.st, q, principal, env.Account); o == undecidable {
+				t.Fatalf("condition on %s not modeled", k)
+			} else if o == matches && st.st["Effect"] == "Deny" {
+				return "deny"
+			}
+		}
+		return ""
+	}
+	ingest := "arn:aws:iam::111122223333:role/prod-IngestRole"
+	for _, p := range []string{"arn:aws:iam::111122223333:role/Admin", "arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:role/prod-RedriveRole"} {
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:PurgeQueue"} {
+			if effect(p, a) != "deny" {
+				t.Errorf("%s may %s on the DLQ", p, a)
+			}
+		}
+		if effect(p, "sqs:GetQueueAttributes") == "deny" {
+			t.Errorf("%s may not read the DLQ's attributes (the runbook and metrics do)", p)
+		}
+	}
+	for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
+		if effect(ingest, a) == "deny" {
+			t.Errorf("the ingest role may not %s on the DLQ: its trigger stops", a)
+		}
+	}
+	if effect(ingest, "sqs:PurgeQueue") != "deny" {
+		t.Error("the ingest role may purge the DLQ")
+	}
+	if effect("arn:aws:iam::111122223333:role/Admin", "sqs:SendMessage") == "deny" {
+		t.Error("the DLQ's policy denies SendMessage: SQS's own move into the DLQ must not rest on it")
 	}
 }
