@@ -216,12 +216,8 @@ func TestOnlyIngestTakesDeadLetters(t *testing.T) {
 	doc := props(s.resources["DeadLetterQueuePolicy"])["PolicyDocument"]
 	effect := func(principal, action string) string {
 		q := request{Action: action, Resource: dlq, Context: map[string]string{"aws:principalarn": principal, "aws:securetransport": "true"}}
-		for _, st := range namedStatements("DeadLetterQueuePolicy", doc, true) {
-			if o, k := applies(st.st, q, principal, env.Account); o == undecidable {
-				t.Fatalf("condition on %s not modeled", k)
-			} else if o == matches && st.st["Effect"] == "Deny" {
-				return "deny"
-			}
+		if effectOf(t, namedStatements("DeadLetterQueuePolicy", doc, true), q, principal) == "deny" {
+			return "deny"
 		}
 		return ""
 	}

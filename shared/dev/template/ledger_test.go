@@ -139,21 +139,7 @@ func TestLedgerStreamMapping(t *testing.T) {
 func keyPolicyEffect(t *testing.T, s *stack, principal, action string) string {
 	t.Helper()
 	q := request{Action: action, Resource: signingKey, Context: map[string]string{"aws:principalarn": principal, "aws:principalaccount": env.Account, "aws:securetransport": "true"}}
-	effect := ""
-	for _, st := range s.resourcePolicies(signingKey) {
-		o, k := applies(st.st, q, principal, env.Account)
-		if o == undecidable {
-			t.Fatalf("%s: condition on %s not modeled", st.from, k)
-		}
-		if o != matches {
-			continue
-		}
-		if st.st["Effect"] == "Deny" {
-			return "deny"
-		}
-		effect = "allow"
-	}
-	return effect
+	return effectOf(t, s.resourcePolicies(signingKey), q, principal)
 }
 
 // The signing key: asymmetric, never rotated, retained; only the ledger
@@ -397,13 +383,21 @@ func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
 	ctx := map[string]string{"aws:principalarn": user, "aws:principalaccount": env.Account, "aws:securetransport": "true"}
 	maps.Copy(ctx, q.Context)
 	q.Context = ctx
-	effect := ""
 	var statements []statement
 	for _, id := range attachedWith(policyID) {
 		statements = append(statements, namedStatements(id, props(s.resources[id])["PolicyDocument"], true)...)
 	}
+	return effectOf(t, statements, q, user)
+}
+
+// effectOf is what statements decide for q made by principal: "deny" when
+// a Deny matches, "allow" when only Allows do, "" when none does. A
+// condition the checker does not model fails t.
+func effectOf(t *testing.T, statements []statement, q request, principal string) string {
+	t.Helper()
+	effect := ""
 	for _, st := range statements {
-		o, k := applies(st.st, q, user, env.Account)
+		o, k := applies(st.st, q, principal, env.Account)
 		if o == undecidable {
 			t.Fatalf("%s: condition on %s not modeled", st.from, k)
 		}

@@ -32,21 +32,7 @@ func keyEffect(t *testing.T, s *stack, keyARN, principal, action string) string 
 	if len(sts) == 0 {
 		t.Fatalf("no key policy for %s", keyARN)
 	}
-	effect := ""
-	for _, st := range sts {
-		o, k := applies(st.st, q, principal, env.Account)
-		if o == undecidable {
-			t.Fatalf("%s: condition on %s not modeled", st.from, k)
-		}
-		if o != matches {
-			continue
-		}
-		if st.st["Effect"] == "Deny" {
-			return "deny"
-		}
-		effect = "allow"
-	}
-	return effect
+	return effectOf(t, sts, q, principal)
 }
 
 // The writer keys (issue 25): one HMAC_256 key per writing role, retained,
