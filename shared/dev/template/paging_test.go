@@ -1,0 +1,262 @@
+package template_test
+
+// Issue 26, "Alarms a person receives": every alarm reaches a person.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/intrinsics"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+)
+
+const (
+	alarmTopic    = "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"
+	externalTopic = "arn:aws:sns:eu-west-1:111122223333:pager"
+)
+
+// openWith is the template resolved with params over the defaults.
+func openWith(t *testing.T, params map[string]any) *cloudformation.Template {
+	t.Helper()
+	e := env
+	e.Params = params
+	tpl, err := template.Open(template.Path(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+// rawTemplate is infra/template.yaml in its long form, unresolved: the
+// parts goformation does not model (Rules) are read from it.
+func rawTemplate(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(template.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(long, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// ruleFailures evaluates the template's Rules as CloudFormation does
+// before a deploy, with params over the parameters' defaults, and returns
+// the AssertDescription of every assertion that fails. It knows the rule
+// functions the template uses (Fn::And, Fn::Or, Fn::Not, Fn::Equals,
+// Fn::Contains, Ref) and fails t on any other.
+func ruleFailures(t *testing.T, doc map[string]any, params map[string]string) []string {
+	t.Helper()
+	values := map[string]string{"AWS::Region": env.Region, "AWS::AccountId": env.Account, "AWS::StackName": env.StackName, "AWS::Partition": "aws"}
+	ps, _ := doc["Parameters"].(map[string]any)
+	for name, p := range ps {
+		if d, ok := p.(map[string]any)["Default"]; ok {
+			values[name] = fmt.Sprint(d)
+		}
+	}
+	for k, v := range params {
+		values[k] = v
+	}
+	var value func(v any) string
+	var eval func(v any) bool
+	value = func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case float64, bool:
+			return fmt.Sprint(x)
+		case map[string]any:
+			if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+				got, ok := values[name]
+				if !ok {
+					t.Fatalf("a rule refers to %s, which is no parameter", name)
+				}
+				return got
+			}
+		}
+		t.Fatalf("a rule compares %v, which this evaluator does not know", v)
+		return ""
+	}
+	eval = func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok || len(m) != 1 {
+			t.Fatalf("a rule holds %v, which is not one rule function", v)
+		}
+		for fn, arg := range m {
+			args, _ := arg.([]any)
+			switch fn {
+			case "Fn::Equals":
+				return len(args) == 2 && value(args[0]) == value(args[1])
+			case "Fn::Not":
+				return len(args) == 1 && !eval(args[0])
+			case "Fn::And", "Fn::Or":
+				if len(args) < 2 || len(args) > 10 {
+					t.Fatalf("%s takes 2 to 10 conditions, not %d", fn, len(args))
+				}
+				and := fn == "Fn::And"
+				for _, a := range args {
+					if eval(a) != and {
+						return !and
+					}
+				}
+				return and
+			case "Fn::Contains":
+				list, _ := args[0].([]any)
+				return slices.ContainsFunc(list, func(e any) bool { return value(e) == value(args[1]) })
+			}
+			t.Fatalf("rule function %s is not known to this evaluator", fn)
+		}
+		return false
+	}
+	var failed []string
+	rules, _ := doc["Rules"].(map[string]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		if c, ok := rule["RuleCondition"]; ok && !eval(c) {
+			continue
+		}
+		asserts, _ := rule["Assertions"].([]any)
+		for _, a := range asserts {
+			a, _ := a.(map[string]any)
+			if !eval(a["Assert"]) {
+				failed = append(failed, fmt.Sprint(a["AssertDescription"]))
+			}
+		}
+	}
+	return failed
+}
+
+// accepts reports whether CloudFormation accepts value for the template's
+// parameter name: its AllowedPattern must match the whole value, and its
+// AllowedValues hold it.
+func accepts(t *testing.T, tpl *cloudformation.Template, name, value string) bool {
+	t.Helper()
+	p, ok := tpl.Parameters[name]
+	if !ok {
+		t.Fatalf("no parameter %s", name)
+	}
+	if p.AllowedPattern != nil && !regexp.MustCompile(`^(?:`+*p.AllowedPattern+`)$`).MatchString(value) {
+		return false
+	}
+	if p.AllowedValues != nil && !slices.ContainsFunc(p.AllowedValues, func(v any) bool { return fmt.Sprint(v) == value }) {
+		return false
+	}
+	return true
+}
+
+// A deploy that names neither an address nor a topic is refused (the
+// rule's assertion fails with a description that names both parameters);
+// an address, a topic or both are accepted; the parameters refuse what is
+// neither an address nor a standard SNS topic's ARN (any partition). With
+// a topic, every alarm and the tamper rule notify it besides the stack's
+// topic, within CloudWatch's five actions per state.
+func TestAlarmDestinationIsRequired(t *testing.T) {
+	doc := rawTemplate(t)
+	for _, c := range []struct {
+		email, topic string
+		ok           bool
+	}{
+		{"", "", false},
+		{"oncall@example.com", "", true},
+		{"", externalTopic, true},
+		{"oncall@example.com", externalTopic, true},
+	} {
+		failed := ruleFailures(t, doc, map[string]string{"AlarmEmail": c.email, "ExternalAlarmTopicArn": c.topic})
+		if (len(failed) == 0) != c.ok {
+			t.Errorf("AlarmEmail %q, ExternalAlarmTopicArn %q: the rules fail %q; want a deploy %v", c.email, c.topic, failed, map[bool]string{true: "accepted", false: "refused"}[c.ok])
+		}
+		for _, why := range failed {
+			if !strings.Contains(why, "AlarmEmail") || !strings.Contains(why, "ExternalAlarmTopicArn") {
+				t.Errorf("the rule says %q: it must name both ways to get paged", why)
+			}
+		}
+	}
+
+	tpl := open(t)
+	for name, values := range map[string]map[string]bool{
+		"AlarmEmail": {
+			"":                              true,
+			"oncall@example.com":            true,
+			"on.call+dlq@ops.example.co.uk": true,
+			"oncall":                        false,
+			"oncall@example":                false,
+			"a@b.c,d@e.f":                   false,
+			"on call@example.com":           false,
+		},
+		"ExternalAlarmTopicArn": {
+			"":            true,
+			externalTopic: true,
+			"arn:aws-cn:sns:cn-north-1:111122223333:pager":          true,
+			"arn:aws-us-gov:sns:us-gov-west-1:111122223333:pager_2": true,
+			"arn:aws-iso-b:sns:us-isob-east-1:111122223333:pager":   true,
+			"arn:aws:sqs:eu-west-1:111122223333:pager":              false,
+			"arn:aws:sns:eu-west-1:1111:pager":                      false,
+			"arn:aws:sns:eu-west-1:111122223333:pager.fifo":         false,
+			"arn:aws:sns:eu-west-1:111122223333:":                   false,
+			"pager":                                                 false,
+		},
+	} {
+		for v, want := range values {
+			if got := accepts(t, tpl, name, v); got != want {
+				t.Errorf("%s=%q accepted %v, want %v", name, v, got, want)
+			}
+		}
+	}
+
+	for _, c := range []struct {
+		topic string
+		want  []string
+	}{{"", []string{alarmTopic}}, {externalTopic, []string{alarmTopic, externalTopic}}} {
+		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": c.topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if !slices.Equal(a.AlarmActions, c.want) {
+				t.Errorf("ExternalAlarmTopicArn %q: %s notifies %v, want %v", c.topic, id, a.AlarmActions, c.want)
+			}
+			for what, actions := range map[string][]string{"ALARM": a.AlarmActions, "OK": a.OKActions, "INSUFFICIENT_DATA": a.InsufficientDataActions} {
+				if len(actions) > 5 {
+					t.Errorf("%s has %d %s actions; CloudWatch allows 5", id, len(actions), what)
+				}
+			}
+		}
+		rule := lookup(t, tpl.GetEventsRuleWithName, "LedgerTamperRule")
+		var arns []string
+		for _, tg := range rule.Targets {
+			arns = append(arns, tg.Arn)
+			// Each target keeps its undelivered events and retries a day.
+			if tg.DeadLetterConfig == nil || aws.ToString(tg.DeadLetterConfig.Arn) != "arn:aws:sqs:eu-west-1:111122223333:prod-failed-invocations" ||
+				tg.RetryPolicy == nil || aws.ToInt(tg.RetryPolicy.MaximumEventAgeInSeconds) != 86400 {
+				t.Errorf("ExternalAlarmTopicArn %q: tamper rule target %s (%s) has no dead-letter queue or a day of retries", c.topic, tg.Id, tg.Arn)
+			}
+		}
+		if !slices.Equal(arns, c.want) {
+			t.Errorf("ExternalAlarmTopicArn %q: the tamper rule notifies %v, want %v", c.topic, arns, c.want)
+		}
+	}
+
+	// What no rule can check is written down.
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "docs", "template.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := strings.Join(section(t, string(raw), "Deploy preconditions"), "\n")
+	for _, want := range []string{"ExternalAlarmTopicArn", "cloudwatch.amazonaws.com", "events.amazonaws.com", "sns:Publish", "kms:GenerateDataKey", "kms:Decrypt", "PendingConfirmation"} {
+		if !strings.Contains(pre, want) {
+			t.Errorf("docs/template.md, Deploy preconditions, does not mention %s", want)
+		}
+	}
+}
