@@ -260,3 +260,34 @@ func TestAlarmDestinationIsRequired(t *testing.T) {
 		}
 	}
 }
+
+// reminders are the alarms that leave ALARM and enter it again every hour
+// on purpose, so that a condition that lasts pages again: an OK
+// notification every hour would be noise, so they send none. Each has a
+// plain alarm beside it that does go OK when the condition ends.
+var reminders = map[string]string{}
+
+// Every alarm says when it is over (OK notifications, to the same
+// destinations as its ALARM ones), but the reminders.
+func TestEveryAlarmNotifiesOK(t *testing.T) {
+	for _, topic := range []string{"", externalTopic} {
+		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
+		alarms := tpl.GetAllCloudWatchAlarmResources()
+		for id, a := range alarms {
+			if _, ok := reminders[id]; ok {
+				if len(a.OKActions) != 0 {
+					t.Errorf("reminder %s notifies OK every hour: %v", id, a.OKActions)
+				}
+				continue
+			}
+			if len(a.OKActions) == 0 || !slices.Equal(a.OKActions, a.AlarmActions) {
+				t.Errorf("ExternalAlarmTopicArn %q: %s notifies OK to %v, ALARM to %v", topic, id, a.OKActions, a.AlarmActions)
+			}
+		}
+		for id := range reminders {
+			if _, ok := alarms[id]; !ok {
+				t.Errorf("reminder %s is no alarm of the template", id)
+			}
+		}
+	}
+}
