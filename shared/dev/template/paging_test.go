@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
@@ -290,4 +291,94 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sqsKey is the key of an AWS/SQS metric of queue.
+func sqsKey(metric, queue string) string {
+	return metricKey("AWS/SQS", metric, []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: queue}})
+}
+
+// mathAlarmOn returns the ids of the metric-math alarms of tpl that read
+// every one of keys.
+func mathAlarmOn(tpl *cloudformation.Template, keys ...string) []string {
+	var out []string
+	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+		var read []string
+		for _, q := range a.Metrics {
+			if ms := q.MetricStat; ms != nil && ms.Metric != nil {
+				read = append(read, metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions))
+			}
+		}
+		if len(read) > 0 && !slices.ContainsFunc(keys, func(k string) bool { return !slices.Contains(read, k) }) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SQS leaves a message that is received again and again out of
+// ApproximateAgeOfOldestMessage, so a message ingest keeps failing never
+// trips the age alarm, and one message is far below the depth alarms.
+// Each DLQ (the stack's, and an attached one) has an alarm on visible
+// plus in-flight messages sampled every minute: a message cycling between
+// the two pages after an hour, and the alarm is OK again once it is
+// ingested; a trickle that ingest takes at once never pages, nor does an
+// idle queue.
+func TestDLQNeverEmptiesAlarm(t *testing.T) {
+	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"})
+	alarms := tpl.GetAllCloudWatchAlarmResources()
+	for queue, c := range map[string]struct{ condition, ageAlarm string }{
+		"prod-dlq":   {"", "DLQOldestMessageAlarm"},
+		"legacy-dlq": {"HasExtraDLQ", "ExtraDLQOldestMessageAlarm"},
+	} {
+		visible, inflight, age := sqsKey("ApproximateNumberOfMessagesVisible", queue), sqsKey("ApproximateNumberOfMessagesNotVisible", queue), sqsKey("ApproximateAgeOfOldestMessage", queue)
+		ids := mathAlarmOn(tpl, visible, inflight)
+		if len(ids) != 1 {
+			t.Errorf("%s: alarms on its visible plus in-flight messages: %v, want one", queue, ids)
+			continue
+		}
+		a := alarms[ids[0]]
+		if a.AWSCloudFormationCondition != c.condition {
+			t.Errorf("%s: Condition %q, want %q", ids[0], a.AWSCloudFormationCondition, c.condition)
+		}
+		// Ingest fails the message every time: in flight for the
+		// visibility timeout (3 minutes), visible for a minute, from
+		// minute 10 until it is finally stored at minute 250; SQS leaves
+		// it out of the age metric (0).
+		stuck := world{
+			visible:  func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true },
+			inflight: func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true },
+			age:      constant(0, 0, 400),
+		}
+		changes := simulate(t, a, stuck, 400)
+		if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+60 || alarm[0] > 10+65 {
+			t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", ids[0], alarm, changes)
+		}
+		if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 255 {
+			t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", ids[0], changes)
+		}
+		if got := entered(simulate(t, alarms[c.ageAlarm], stuck, 400), "ALARM"); len(got) != 0 {
+			t.Errorf("%s pages for the stuck message at %v: the model of SQS is wrong", c.ageAlarm, got)
+		}
+		// A dead letter every 4 minutes, stored within the minute.
+		trickle := world{
+			visible:  func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true },
+			inflight: constant(0, 0, 400),
+		}
+		if got := simulate(t, a, trickle, 400); len(entered(got, "ALARM")) != 0 {
+			t.Errorf("%s: a trickle that ingest keeps up with pages: %v", ids[0], got)
+		}
+		// An idle queue: SQS publishes nothing.
+		if got := simulate(t, a, world{}, 400); len(entered(got, "ALARM")) != 0 {
+			t.Errorf("%s: an idle queue pages: %v", ids[0], got)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
