@@ -266,7 +266,9 @@ func TestAlarmDestinationIsRequired(t *testing.T) {
 // on purpose, so that a condition that lasts pages again: an OK
 // notification every hour would be noise, so they send none. Each has a
 // plain alarm beside it that does go OK when the condition ends.
-var reminders = map[string]string{}
+var reminders = map[string]string{
+	"LedgerFailuresReminderAlarm": "pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty",
+}
 
 // Every alarm says when it is over (OK notifications, to the same
 // destinations as its ALARM ones), but the reminders.
@@ -381,4 +383,58 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// reminderGaps checks that changes enter ALARM first by minute first and
+// then once an hour (every gap 55 to 65 minutes, but the first, which
+// ends at the next hour) until minute last, and never after it.
+func reminderGaps(t *testing.T, id string, changes []notice, first, last int) {
+	t.Helper()
+	alarms := entered(changes, "ALARM")
+	if len(alarms) == 0 || alarms[0] > first {
+		t.Errorf("%s: first page at %v, want by minute %d (%v)", id, alarms, first, changes)
+		return
+	}
+	for i := 1; i < len(alarms); i++ {
+		if gap := alarms[i] - alarms[i-1]; (gap < 55 && i > 1) || gap > 65 {
+			t.Errorf("%s: pages at %v: a gap of %d minutes, want one an hour (%v)", id, alarms, gap, changes)
+		}
+	}
+	if end := alarms[len(alarms)-1]; end > last || last-end > 65 {
+		t.Errorf("%s: last page at minute %d, want within the hour before minute %d (%v)", id, end, last, changes)
+	}
+}
+
+// A record in the ledger-failures queue is a permanent hole in the ledger,
+// and CloudWatch never notifies again while an alarm stays in ALARM. A
+// reminder alarm pages once an hour while a record waits; the plain alarm
+// pages once and says OK when the queue is emptied; the reminder sends no
+// OK.
+func TestLedgerFailuresRenotify(t *testing.T) {
+	tpl := open(t)
+	waiting := sqsKey("ApproximateNumberOfMessagesVisible", "prod-ledger-failures")
+	ids := mathAlarmOn(tpl, waiting)
+	if len(ids) != 1 {
+		t.Fatalf("reminder alarms on the ledger-failures queue: %v, want one", ids)
+	}
+	reminder := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
+	if _, ok := reminders[ids[0]]; !ok || len(reminder.OKActions) != 0 || len(reminder.AlarmActions) == 0 {
+		t.Errorf("%s: a reminder that pages (%v) and says no OK (%v)", ids[0], reminder.AlarmActions, reminder.OKActions)
+	}
+	plain := lookup(t, tpl.GetCloudWatchAlarmWithName, "LedgerFailuresAlarm")
+	if len(plain.OKActions) == 0 {
+		t.Error("LedgerFailuresAlarm does not say when the queue is empty")
+	}
+	// One record arrives at minute 37 and is removed at minute 337.
+	w := world{waiting: func(m int) (float64, bool) { return float64(btoi(m >= 37 && m < 337)), true }}
+	changes := simulate(t, reminder, w, 480)
+	reminderGaps(t, ids[0], changes, 37+10, 337)
+	if n := len(entered(changes, "ALARM")); n < 5 {
+		t.Errorf("%s: %d pages over the 5 hours the record waited (%v)", ids[0], n, changes)
+	}
+	plainChanges := simulate(t, plain, w, 480)
+	if alarm, ok := entered(plainChanges, "ALARM"), entered(plainChanges, "OK"); len(alarm) != 1 || alarm[0] > 37+10 ||
+		len(ok) == 0 || ok[len(ok)-1] < 337 || ok[len(ok)-1] > 337+10 {
+		t.Errorf("LedgerFailuresAlarm: %v; want one page when the record arrives and an OK when it is removed", plainChanges)
+	}
 }
