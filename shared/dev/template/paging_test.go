@@ -17,7 +17,9 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
 const (
@@ -436,5 +438,113 @@ func TestLedgerFailuresRenotify(t *testing.T) {
 	if alarm, ok := entered(plainChanges, "ALARM"), entered(plainChanges, "OK"); len(alarm) != 1 || alarm[0] > 37+10 ||
 		len(ok) == 0 || ok[len(ok)-1] < 337 || ok[len(ok)-1] > 337+10 {
 		t.Errorf("LedgerFailuresAlarm: %v; want one page when the record arrives and an OK when it is removed", plainChanges)
+	}
+}
+
+// schedules returns the allowed values of a schedule parameter with
+// their intervals in minutes.
+func schedules(t *testing.T, tpl *cloudformation.Template, name string) map[string]int {
+	t.Helper()
+	p := tpl.Parameters[name]
+	if len(p.AllowedValues) == 0 {
+		t.Fatalf("%s has no AllowedValues: any schedule, whatever its heartbeat", name)
+	}
+	out := map[string]int{}
+	for _, v := range p.AllowedValues {
+		every, err := localrunner.ParseRate(fmt.Sprint(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprint(v)] = int(every.Minutes())
+	}
+	if _, ok := out[fmt.Sprint(p.Default)]; !ok {
+		t.Fatalf("%s's default %v is not allowed", name, p.Default)
+	}
+	return out
+}
+
+// runs is a scheduled function that starts every interval minutes from
+// minute offset and publishes one sample of key when a run completes,
+// each run lasting one of durations in turn, until minute stop: its
+// heartbeat as CloudWatch receives it.
+func runs(key string, offset, interval, stop int, durations ...int) world {
+	done := map[int]bool{}
+	for i, start := 0, offset; start < stop; i, start = i+1, start+interval {
+		done[start+durations[i%len(durations)]] = true
+	}
+	return world{key: func(m int) (float64, bool) { return 1, done[m] }}
+}
+
+// The sweeper publishes a heartbeat on every completed run; an alarm
+// pages when no run has completed for three schedule intervals, and
+// never while runs complete, whatever their durations (up to the
+// function's 15 minutes) and for every schedule SweepSchedule allows. The
+// same for the metrics function's heartbeat and MetricsSchedule (runs of
+// up to a minute, its timeout): two 5-minute periods without a datapoint.
+func TestSweeperHeartbeat(t *testing.T) {
+	tpl := open(t)
+	table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+	beat := metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}})
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "SweeperFunction")
+	if aws.ToInt(fn.Timeout) > 900 {
+		t.Fatalf("the sweeper runs up to %d s; the heartbeat allows 15 minutes", aws.ToInt(fn.Timeout))
+	}
+	cfg, err := sweeper.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil || cfg.Sweeper.Table != table {
+		t.Fatalf("the sweeper publishes its heartbeat for table %q, the alarm watches %q (%v)", cfg.Sweeper.Table, table, err)
+	}
+	for schedule, every := range schedules(t, tpl, "SweepSchedule") {
+		tpl := openWith(t, map[string]any{"SweepSchedule": schedule})
+		var ids []string
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions) == beat {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) != 1 {
+			t.Fatalf("%s: alarms on the sweeper's heartbeat %v, want one", schedule, ids)
+		}
+		a := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
+		if aws.ToString(a.TreatMissingData) != "breaching" {
+			t.Errorf("%s: a silent sweeper is missing data, which the alarm treats as %q", ids[0], aws.ToString(a.TreatMissingData))
+		}
+		rule := lookup(t, tpl.GetEventsRuleWithName, "SweeperSchedule")
+		if aws.ToString(rule.ScheduleExpression) != schedule {
+			t.Fatalf("the sweeper runs on %q", aws.ToString(rule.ScheduleExpression))
+		}
+		horizon := 60 * every
+		// Healthy: runs lasting 0 to 15 minutes, whatever the schedule's
+		// offset from the alarm's periods.
+		for offset := 0; offset < every; offset += max(1, every/20) {
+			if got := entered(simulate(t, a, runs(beat, offset, every, horizon, 15, 0, 14, 1, 0, 15, 15, 0), horizon), "ALARM"); len(got) != 0 {
+				t.Errorf("SweepSchedule %s, runs from minute %d: the heartbeat pages at %v while every run completes", schedule, offset, got)
+			}
+		}
+		// The last run completes at minute `last`; then nothing.
+		stop := 20*every + 7
+		last := stop - every + 15
+		got := entered(simulate(t, a, runs(beat, 7, every, stop, 15), horizon), "ALARM")
+		if len(got) != 1 || got[0]-last < 2*every || got[0]-last > 4*every {
+			t.Errorf("SweepSchedule %s: the last run completes at minute %d; the heartbeat pages at %v, want once, three intervals later", schedule, last, got)
+		}
+	}
+
+	depth := metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
+	hb := lookup(t, tpl.GetCloudWatchAlarmWithName, "MetricsHeartbeatAlarm")
+	if got := metricKey(aws.ToString(hb.Namespace), aws.ToString(hb.MetricName), hb.Dimensions); got != depth {
+		t.Fatalf("MetricsHeartbeatAlarm watches %s", got)
+	}
+	if fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction"); aws.ToInt(fn.Timeout) > 60 {
+		t.Fatalf("the metrics function runs up to %d s; its heartbeat allows a minute", aws.ToInt(fn.Timeout))
+	}
+	for schedule, every := range schedules(t, tpl, "MetricsSchedule") {
+		for offset := range every {
+			if got := entered(simulate(t, hb, runs(depth, offset, every, 600, 1, 0, 1, 1, 0), 600), "ALARM"); len(got) != 0 {
+				t.Errorf("MetricsSchedule %s, runs from minute %d: the metrics heartbeat pages at %v while every run publishes", schedule, offset, got)
+			}
+		}
+		if got := entered(simulate(t, hb, runs(depth, 3, every, 300, 1), 600), "ALARM"); len(got) != 1 || got[0] > 300+20 {
+			t.Errorf("MetricsSchedule %s: the metrics function stops at minute 300; its heartbeat pages at %v", schedule, got)
+		}
 	}
 }

@@ -359,7 +359,7 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		metrics.MetricDLQDepth: {"Source"}, metrics.MetricDLQInFlight: {"Source"}, metrics.MetricOldestAge: {"Source"},
 		metrics.MetricArrivals: {"Source"}, metrics.MetricSuccessRate: {"Source"}, metrics.MetricPoison: {"Source"},
 		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricIntegrityHolds: {"Source"}, metrics.MetricNewIntegrityHolds: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
-		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
+		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil, sweeper.MetricCompleted: {"Table"},
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
 		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
@@ -427,6 +427,9 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 				got = append(got, d.Name)
 				if d.Name == "Source" && d.Value != "prod-source" {
 					t.Errorf("%s watches source %s", id, d.Value)
+				}
+				if table := lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName; d.Name == "Table" && d.Value != aws.ToString(table) {
+					t.Errorf("%s watches table %s, not %s", id, d.Value, aws.ToString(table))
 				}
 			}
 			if !slices.Equal(got, dims) {
