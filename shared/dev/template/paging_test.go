@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -270,6 +271,7 @@ func TestAlarmDestinationIsRequired(t *testing.T) {
 // plain alarm beside it that does go OK when the condition ends.
 var reminders = map[string]string{
 	"LedgerFailuresReminderAlarm": "pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty",
+	"LedgerUpgradeReminderAlarm":  "pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it",
 }
 
 // Every alarm says when it is over (OK notifications, to the same
@@ -546,5 +548,90 @@ func TestSweeperHeartbeat(t *testing.T) {
 		if got := entered(simulate(t, hb, runs(depth, 3, every, 300, 1), 600), "ALARM"); len(got) != 1 || got[0] > 300+20 {
 			t.Errorf("MetricsSchedule %s: the metrics function stops at minute 300; its heartbeat pages at %v", schedule, got)
 		}
+	}
+}
+
+// The documented upgrade (LedgerMappingEnabled=false: the ledger's stream
+// mapping and its digest schedule off until the baseline is taken) is a
+// window in which the ledger publishes nothing and the breakers' counters,
+// kept from the stream, are frozen. In it no alarm sits in ALARM for want
+// of ledger data (the anchoring lag and the iterator age treat missing
+// data as not breaching), the standing policies do not run (their rule is
+// disabled and the redrive function is told the counters are not live),
+// and one reminder pages every hour, with or without data, saying the
+// upgrade must finish within the stream's 24 hours. With the mapping on,
+// the same silence pages.
+func TestUpgradeWindowAlarms(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		tpl := openWith(t, map[string]any{"LedgerMappingEnabled": fmt.Sprint(on)})
+		name := fmt.Sprintf("LedgerMappingEnabled=%v", on)
+		if got := tpl.Conditions["LedgerMappingOff"]; got != !on {
+			t.Errorf("%s: condition LedgerMappingOff is %v", name, got)
+		}
+
+		rule := lookup(t, tpl.GetEventsRuleWithName, "RedrivePolicyRule")
+		if state := aws.ToString(rule.State); (on && state != "ENABLED" && state != "") || (!on && state != "DISABLED") {
+			t.Errorf("%s: the standing policies' schedule is %q", name, aws.ToString(rule.State))
+		}
+		fn := lookup(t, tpl.GetServerlessFunctionWithName, "RedriveFunction")
+		cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+		if err != nil || cfg.Service.CountersOff != !on {
+			t.Errorf("%s: the redrive function's counters off: %v (COUNTERS_LIVE %q, %v)", name, cfg.Service.CountersOff, fn.Environment.Variables["COUNTERS_LIVE"], err)
+		}
+
+		// A quiet, healthy stack: the DLQs empty, the metrics function and
+		// the sweeper running, and nothing from the ledger.
+		table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+		quiet := world{
+			metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}}):     constant(0, 0, 600),
+			metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}): func(m int) (float64, bool) { return 1, m%60 == 20 },
+		}
+		for _, q := range []string{"prod-dlq", "prod-ledger-failures", "prod-failed-invocations", "prod-source"} {
+			for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent"} {
+				quiet[sqsKey(m, q)] = constant(0, 0, 600)
+			}
+		}
+		paging := map[string][]int{}
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if c := a.AWSCloudFormationCondition; c != "" && tpl.Conditions[c] != true {
+				continue
+			}
+			if got := entered(simulate(t, a, quiet, 600), "ALARM"); len(got) > 0 {
+				paging[id] = got
+			}
+		}
+		if on {
+			silent := []string{"LedgerAnchoringLagAlarm", "LedgerIteratorAgeAlarm"}
+			for _, id := range silent {
+				if len(paging[id]) == 0 {
+					t.Errorf("%s: %s is quiet while the ledger publishes nothing", name, id)
+				}
+			}
+			for id, at := range paging {
+				if !slices.Contains(silent, id) {
+					t.Errorf("%s: %s pages at %v in a quiet stack", name, id, at)
+				}
+			}
+			continue
+		}
+		for id, at := range paging {
+			if id != "LedgerUpgradeReminderAlarm" {
+				t.Errorf("%s: %s pages at %v in a quiet upgrade window", name, id, at)
+			}
+		}
+		reminder := lookup(t, tpl.GetCloudWatchAlarmWithName, "LedgerUpgradeReminderAlarm")
+		if reminder.AWSCloudFormationCondition != "LedgerMappingOff" {
+			t.Errorf("the upgrade reminder exists under condition %q", reminder.AWSCloudFormationCondition)
+		}
+		if _, ok := reminders["LedgerUpgradeReminderAlarm"]; !ok || len(reminder.OKActions) != 0 {
+			t.Errorf("the upgrade reminder is no reminder: OK actions %v", reminder.OKActions)
+		}
+		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", "baseline", "docs/ledger.md"} {
+			if !strings.Contains(aws.ToString(reminder.AlarmDescription), want) {
+				t.Errorf("the upgrade reminder does not say %q: %s", want, aws.ToString(reminder.AlarmDescription))
+			}
+		}
+		reminderGaps(t, "LedgerUpgradeReminderAlarm", simulate(t, reminder, quiet, 600), 10, 600)
+		reminderGaps(t, "LedgerUpgradeReminderAlarm without data", simulate(t, reminder, world{}, 600), 10, 600)
 	}
 }

@@ -23,7 +23,11 @@ type FunctionConfig struct {
 	// Sources are the source queues (SOURCES, JSON, as for ingest).
 	Sources map[string]sources.Config
 	// Service tunes leases, settling and approval (LEASE_SECONDS,
-	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD).
+	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD),
+	// and says whether the breakers' counters are live (COUNTERS_LIVE,
+	// "true" or "false"; unset: "true"): the template sets "false" while
+	// the ledger's stream mapping is off (LedgerMappingEnabled=false), when
+	// nothing counts replays or comebacks (Config.CountersOff).
 	Service Config
 }
 
@@ -57,6 +61,13 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 			errs = append(errs, fmt.Errorf("APPROVAL_THRESHOLD=%q is not a positive number", v))
 		}
 		cfg.Service.ApprovalThreshold = n
+	}
+	switch v := getenv("COUNTERS_LIVE"); v {
+	case "", "true":
+	case "false":
+		cfg.Service.CountersOff = true
+	default:
+		errs = append(errs, fmt.Errorf("COUNTERS_LIVE=%q is not true or false", v))
 	}
 	if cfg.TableName == "" {
 		errs = append(errs, errors.New("TABLE_NAME is required"))
