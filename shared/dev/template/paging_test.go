@@ -285,6 +285,15 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 				if len(a.OKActions) != 0 {
 					t.Errorf("reminder %s notifies OK every hour: %v", id, a.OKActions)
 				}
+				// It is a reminder: with its condition holding for five
+				// hours (every metric it reads at 1), it pages every hour.
+				held := world{}
+				for _, q := range a.Metrics {
+					if ms := q.MetricStat; ms != nil {
+						held[metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] = constant(1, 0, 300)
+					}
+				}
+				reminderGaps(t, id, simulate(t, a, held, 300), 10, 300)
 				continue
 			}
 			if len(a.OKActions) == 0 || !slices.Equal(a.OKActions, a.AlarmActions) {
