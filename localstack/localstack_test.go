@@ -72,6 +72,12 @@ func TestComposeAndHookMatchTheTemplate(t *testing.T) {
 	if !strings.Contains(text, "/opt/dlqq/infra/template.yaml") || !strings.Contains(text, "cloudformation deploy") {
 		t.Error("the hook does not deploy infra/template.yaml")
 	}
+	// The template's rule AlarmDestinationIsRequired refuses a deploy that
+	// pages nobody.
+	if overrides := regexp.MustCompile(`--parameter-overrides (.*)`).FindStringSubmatch(text); overrides == nil ||
+		!regexp.MustCompile(`(AlarmEmail|ExternalAlarmTopicArn)=[^\s"]+`).MatchString(overrides[1]) {
+		t.Error("the hook's deploy sets neither AlarmEmail nor ExternalAlarmTopicArn: the template refuses it")
+	}
 	loop := regexp.MustCompile(`for fn in ([a-z ]+); do`).FindStringSubmatch(text)
 	if loop == nil {
 		t.Fatal("the hook uploads no function zips")

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
@@ -194,3 +197,71 @@ const operatorBody = `{"event_id":"inv-000106","ndc":"00409-4888-02","lot":"LOT-
 
 // samplePolicy is the policy the policy samples create and change.
 const samplePolicy = "pol-5a17c0de0001"
+
+// During the ledger upgrade (the stack deployed with
+// LedgerMappingEnabled=false, so the template gives the function
+// COUNTERS_LIVE=false), the policies schedule's event sends nothing: the
+// function answers, without a function error, with a report that says
+// why, although a policy matches a quarantined record.
+func TestBootstrapSendsNoPolicyReplayDuringTheLedgerUpgrade(t *testing.T) {
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"LedgerMappingEnabled": "false"}})
+	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live := fn.Environment.Variables["COUNTERS_LIVE"]; live != "false" {
+		t.Fatalf("COUNTERS_LIVE=%q with the ledger's mapping off", live)
+	}
+	source := st.Names["SourceQueue"]
+	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := sources.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
+	stored, err := q.Quarantine(ctx, ingest.Message{MessageID: "inv-000106", Body: []byte(operatorBody), SourceARN: srcs[source].ARN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy for exactly this record's failure.
+	p, err := policy.New(policy.Spec{Source: source, Signatures: []string{stored.Record.FailureSignature}, MaxPerRun: 10, ExpiresAt: time.Now().Add(time.Hour)},
+		"lead@example.com", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	f := lambdatest.ForTest(t, st, "redrive", "RedriveFunction", 60*time.Second)
+	answer := f.MustInvoke(t, []byte(strings.ReplaceAll(string(lambdatest.Sample(t, "redrive-policies.json")), "dlqq-source", source)))
+	var rep redrive.Report
+	if err := json.Unmarshal(answer, &rep); err != nil {
+		t.Fatalf("%s", answer)
+	}
+	if rep.PoliciesSkipped != redrive.PoliciesCountersOff || len(rep.Policies) != 0 || rep.Redriven.Count != 0 {
+		t.Fatalf("policies during the upgrade: %s", answer)
+	}
+	out, err := st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURLs["SourceQueue"]), MaxNumberOfMessages: 10})
+	if err != nil || len(out.Messages) != 0 {
+		t.Fatalf("the source queue holds %d messages (%v)", len(out.Messages), err)
+	}
+	if r, err := store.Get(ctx, source+"#inv-000106"); err != nil || r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
+		t.Fatalf("the record changed: %+v %v", r, err)
+	}
+	if !strings.Contains(f.Output(), "standing policies not applied: breaker counters are not live") {
+		t.Fatalf("no log line says why:\n%s", f.Output())
+	}
+	// The same event, counters live: the policy replays the record.
+	live := lambdatest.ForTest(t, st, "redrive", "RedriveFunction", 60*time.Second, "COUNTERS_LIVE=true")
+	answer = live.MustInvoke(t, []byte(strings.ReplaceAll(string(lambdatest.Sample(t, "redrive-policies.json")), "dlqq-source", source)))
+	rep = redrive.Report{}
+	if err := json.Unmarshal(answer, &rep); err != nil || rep.PoliciesSkipped != "" || len(rep.Policies) != 1 || rep.Policies[0].Redriven != 1 {
+		t.Fatalf("policies with the counters live: %s", answer)
+	}
+}

@@ -25,10 +25,14 @@ const (
 // PutMetricAlarm and PutCompositeAlarm are upserts, so a persistent
 // stack's alarms get the template's settings, as a stack update would give
 // them. Against kumo a metric-math or composite alarm is skipped, with the
-// reason in s.Skipped; against AWS_ENDPOINT_URL it is created.
+// reason in s.Skipped and a line in the stack's log (Options.Log), never
+// a failed start; against AWS_ENDPOINT_URL it is created (the template's
+// metric-math alarms are tested by simulation in shared/dev/template).
 //
-// Alarm actions are left off: the embedded stack creates no SNS topic to
-// notify (and kumo never evaluates an alarm).
+// The actions (AlarmActions, OKActions, InsufficientDataActions) are left
+// off: the embedded stack creates no SNS topic to notify, kumo never
+// evaluates an alarm, and an endpoint that checks actions would refuse a
+// topic that does not exist.
 func (s *Stack) createAlarms(ctx context.Context) error {
 	alarms := s.Template.GetAllCloudWatchAlarmResources()
 	for _, id := range sortedKeys(alarms) {
@@ -40,7 +44,7 @@ func (s *Stack) createAlarms(ctx context.Context) error {
 			continue
 		}
 		if len(a.Metrics) > 0 && !s.External {
-			s.Skipped[id] = skipMetricMath
+			s.skip(id, name, skipMetricMath)
 			continue
 		}
 		in, err := metricAlarmInput(a)
@@ -62,7 +66,7 @@ func (s *Stack) createAlarms(ctx context.Context) error {
 			continue
 		}
 		if !s.External {
-			s.Skipped[id] = skipComposite
+			s.skip(id, aws.ToString(c.AlarmName), skipComposite)
 			continue
 		}
 		ids = append(ids, id)
@@ -86,6 +90,15 @@ func (s *Stack) createAlarms(ctx context.Context) error {
 	return nil
 }
 
+// skip records that the resource id (named name) was not created, and
+// why, in s.Skipped and the stack's log.
+func (s *Stack) skip(id, name, why string) {
+	s.Skipped[id] = why
+	if s.log != nil {
+		fmt.Fprintf(s.log, "embedded stack: %s (%s) not created: %s\n", id, name, why)
+	}
+}
+
 // conditionHolds evaluates a resource's Condition ("" holds); goformation
 // resolved the template's conditions to booleans.
 func (s *Stack) conditionHolds(name string) (bool, error) {
@@ -99,7 +112,8 @@ func (s *Stack) conditionHolds(name string) (bool, error) {
 	return v, nil
 }
 
-// metricAlarmInput is a's PutMetricAlarm, without its actions.
+// metricAlarmInput is a's PutMetricAlarm, without its actions (alarm, OK
+// and insufficient-data).
 func metricAlarmInput(a *cloudwatch.Alarm) (*cwsdk.PutMetricAlarmInput, error) {
 	if err := resolved(a); err != nil {
 		return nil, err

@@ -64,7 +64,9 @@ type Options struct {
 	// PersistEnviron(DataDir) in its environment (see Reexec); Start
 	// refuses otherwise. Resources already there are kept.
 	DataDir string
-	// Log receives versitygw's output (discarded when nil).
+	// Log receives versitygw's output and the stack's notes on what the
+	// emulator could not create (an alarm kumo cannot hold, and why);
+	// discarded when nil.
 	Log io.Writer
 	// Progress, when set, is told what a slow first start builds.
 	Progress io.Writer
@@ -108,6 +110,8 @@ type Stack struct {
 	ConfigFile string
 
 	closers []func()
+	// log is Options.Log.
+	log io.Writer
 }
 
 // Start starts the emulators (unless AWS_ENDPOINT_URL says otherwise) and
@@ -149,6 +153,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	s.log = o.Log
 
 	if s.Endpoint == "" {
 		if s.Endpoint, err = kumoURL(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -42,6 +43,7 @@ func TestDocsAWSCLICommandsMatchTheAPIAndTheTemplate(t *testing.T) {
 		"kms":            reflect.TypeOf(&kms.Client{}),
 		"lambda":         reflect.TypeOf(&lambda.Client{}),
 		"s3api":          reflect.TypeOf(&s3.Client{}),
+		"sns":            reflect.TypeOf(&sns.Client{}),
 		"sqs":            reflect.TypeOf(&sqs.Client{}),
 		"sts":            reflect.TypeOf(&sts.Client{}),
 	}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
-	"gopkg.in/yaml.v3"
+	"github.com/awslabs/goformation/v7/intrinsics"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -91,15 +91,21 @@ func readDecl(t *testing.T) templateDecl {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d templateDecl
-	if err := yaml.Unmarshal(raw, &d); err != nil {
+	// The long form (Fn::Or, Ref as maps), as CloudFormation reads the
+	// short tags (!Or, !Ref).
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// yaml.v3 does not say whether a key was present; read again, loosely.
-	var loose struct {
-		Parameters map[string]map[string]any `yaml:"Parameters"`
+	var d templateDecl
+	if err := json.Unmarshal(long, &d); err != nil {
+		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(raw, &loose); err != nil {
+	// Whether a Default is there at all (an empty one is a default).
+	var loose struct {
+		Parameters map[string]map[string]any
+	}
+	if err := json.Unmarshal(long, &loose); err != nil {
 		t.Fatal(err)
 	}
 	for name, p := range d.Parameters {
@@ -108,9 +114,10 @@ func readDecl(t *testing.T) templateDecl {
 	return d
 }
 
-// requiredSamples are values for the parameters without a default, which
-// every deploy must give.
-var requiredSamples = map[string]any{"NamingMode": "generated"}
+// requiredSamples are values for the parameters every deploy must give:
+// those without a default, and the alarm destination the rule
+// AlarmDestinationIsRequired asks for.
+var requiredSamples = map[string]any{"NamingMode": "generated", "AlarmEmail": "oncall@example.com"}
 
 // baseParams are the parameters a deploy gives at the least.
 func baseParams(d templateDecl) map[string]any {
@@ -120,6 +127,7 @@ func baseParams(d templateDecl) map[string]any {
 			out[name] = requiredSamples[name]
 		}
 	}
+	out["AlarmEmail"] = requiredSamples["AlarmEmail"]
 	return out
 }
 
@@ -141,10 +149,11 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 	}
 	// The optional ARNs at the longest their patterns allow.
 	long := map[string]any{
-		"ExtraDLQArn":         arn("sqs", p.Region, strings.Repeat("d", 75)+".fifo"),
-		"ExtraSourceQueueArn": arn("sqs", p.Region, strings.Repeat("s", 75)+".fifo"),
-		"ExtraDLQKmsKeyArn":   arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
-		"BreakGlassRoleArn":   fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
+		"ExtraDLQArn":           arn("sqs", p.Region, strings.Repeat("d", 75)+".fifo"),
+		"ExtraSourceQueueArn":   arn("sqs", p.Region, strings.Repeat("s", 75)+".fifo"),
+		"ExtraDLQKmsKeyArn":     arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
+		"BreakGlassRoleArn":     fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
+		"ExternalAlarmTopicArn": arn("sns", p.Region, strings.Repeat("t", 256)),
 	}
 	for name := range long {
 		if _, ok := d.Parameters[name]; !ok {
@@ -161,6 +170,11 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 		out = append(out, setting{name, longestStack, params}, setting{name + " (stack name p)", "p", params})
 	}
 	add("defaults", with(nil))
+	add("an external alarm topic instead of an address", func() map[string]any {
+		m := with(map[string]any{"ExternalAlarmTopicArn": long["ExternalAlarmTopicArn"]})
+		delete(m, "AlarmEmail")
+		return m
+	}())
 	mins, maxs := map[string]any{}, map[string]any{}
 	for _, name := range slices.Sorted(maps.Keys(d.Parameters)) {
 		decl := d.Parameters[name]

@@ -78,14 +78,12 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 			denied = append(denied, q(a, queue(id), nil))
 		}
 	}
-	// The failure queues: never forged, purged or reconfigured; the
-	// ledger's (evidence of a hole in the ledger) never emptied.
+	// The failure queues: never forged, purged or reconfigured.
 	for _, id := range []string{"LedgerFailureQueue", "FailedInvocationsQueue"} {
 		for _, a := range []string{"sqs:PurgeQueue", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:DeleteQueue", "sqs:StartMessageMoveTask"} {
 			denied = append(denied, q(a, queue(id), nil))
 		}
 	}
-	denied = append(denied, q("sqs:DeleteMessage", queue("LedgerFailureQueue"), nil), q("sqs:DeleteMessageBatch", queue("LedgerFailureQueue"), nil))
 	for _, extra := range []string{"arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "arn:aws:sqs:eu-west-1:111122223333:legacy-source"} {
 		denied = append(denied, q("sqs:PurgeQueue", extra, nil), q("sqs:SendMessage", extra, nil), q("sqs:DeleteMessage", extra, nil))
 	}
@@ -147,11 +145,12 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	// What the denies must leave alone: the operator's own work, and
 	// other stacks' and the account's other resources.
 	untouched := []request{
-		// The runbook reads both failure queues and deletes a failed
-		// invocation's record once handled.
+		// The runbook reads both failure queues and deletes a record once
+		// handled (a ledger failure once copied out as evidence).
 		q("sqs:ReceiveMessage", queue("LedgerFailureQueue"), nil),
 		q("sqs:ReceiveMessage", queue("FailedInvocationsQueue"), nil),
 		q("sqs:DeleteMessage", queue("FailedInvocationsQueue"), nil),
+		q("sqs:DeleteMessage", queue("LedgerFailureQueue"), nil),
 		q("lambda:InvokeFunction", fn("redrive"), nil),
 		q("cloudwatch:PutMetricData", "*", map[string]string{"cloudwatch:namespace": "Orders"}),
 		q("iam:DetachUserPolicy", "arn:aws:iam::111122223333:user/alice", map[string]string{"iam:policyarn": "arn:aws:iam::111122223333:policy/other-Policy"}),

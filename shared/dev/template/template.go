@@ -122,8 +122,19 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	for k, v := range env.Params {
 		r.params[k] = v
 	}
+	// CloudFormation removes a list element that resolves to AWS::NoValue
+	// (an Fn::If whose chosen branch is Ref AWS::NoValue, such as an
+	// optional rule target); goformation would keep it as null.
+	var doc any
+	if err := json.Unmarshal(long, &doc); err != nil {
+		return nil, nil, fmt.Errorf("parse template: %w", err)
+	}
+	pruned, err := json.Marshal(r.pruneNoValue(doc))
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse template: %w", err)
+	}
 	// Physical names come from the Name properties, resolved in a first pass.
-	first, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	first, err := goformation.ParseJSONWithOptions(pruned, r.options())
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
@@ -161,7 +172,7 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 			r.names[id] = *rule.Name
 		}
 	}
-	t, err := goformation.ParseYAMLWithOptions(raw, r.options())
+	t, err := goformation.ParseJSONWithOptions(pruned, r.options())
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
@@ -431,6 +442,53 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", p, r.env.Region, r.env.Account, name)
 	}
 	return "unresolved:" + id + "." + attr
+}
+
+// pruneNoValue returns v without the list elements that are an Fn::If
+// whose chosen branch is Ref AWS::NoValue (an element whose condition
+// does not resolve is kept).
+func (r *resolver) pruneNoValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = r.pruneNoValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, 0, len(x))
+		for _, e := range x {
+			if r.isNoValue(e) {
+				continue
+			}
+			out = append(out, r.pruneNoValue(e))
+		}
+		return out
+	}
+	return v
+}
+
+// isNoValue reports whether v is an Fn::If that resolves to Ref
+// AWS::NoValue.
+func (r *resolver) isNoValue(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false
+	}
+	args, ok := m["Fn::If"].([]any)
+	if !ok || len(args) != 3 {
+		return false
+	}
+	name, _ := args[0].(string)
+	cond, ok := r.condition(name, 0)
+	if !ok {
+		return false
+	}
+	chosen, _ := args[2].(map[string]any)
+	if cond {
+		chosen, _ = args[1].(map[string]any)
+	}
+	return len(chosen) == 1 && chosen["Ref"] == "AWS::NoValue"
 }
 
 func split(in any) any {

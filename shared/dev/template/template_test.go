@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
+	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
@@ -352,12 +353,13 @@ func TestArchiveBucketAndSweeper(t *testing.T) {
 // Every alarm on the project's namespace watches a metric a function
 // publishes, with dimensions it publishes; the topic is KMS-encrypted.
 func TestAlarmsWatchPublishedMetrics(t *testing.T) {
-	tpl := open(t)
+	// With an attached DLQ, whose alarms watch it.
+	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "ExtraSourceQueueArn": "arn:aws:sqs:eu-west-1:111122223333:legacy"})
 	published := map[string][]string{ // metric → dimension names
 		metrics.MetricDLQDepth: {"Source"}, metrics.MetricDLQInFlight: {"Source"}, metrics.MetricOldestAge: {"Source"},
 		metrics.MetricArrivals: {"Source"}, metrics.MetricSuccessRate: {"Source"}, metrics.MetricPoison: {"Source"},
 		metrics.MetricNewPoison: {"Source"}, metrics.MetricDominantShare: {"Source"}, metrics.MetricIntegrityHolds: {"Source"}, metrics.MetricNewIntegrityHolds: {"Source"}, metrics.MetricRecords: {"Source", "Status", "Class"},
-		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil,
+		sweeper.MetricArchived: nil, sweeper.MetricFailures: nil, sweeper.MetricOldestParkedS: nil, sweeper.MetricCompleted: {"Table"},
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
 		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
@@ -365,33 +367,74 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		ledger.MetricPipelineProblems: nil, // the same run's pipeline check
 		"LedgerHeadsUnproven":         nil, // the ledger's digest run and stream handler (EMF)
 	}
+	queues := []string{"legacy-dlq"}
+	for _, q := range tpl.GetAllSQSQueueResources() {
+		queues = append(queues, aws.ToString(q.QueueName))
+	}
 	seen := map[string]bool{}
 	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
 		if len(a.AlarmActions) != 1 || a.AlarmActions[0] != "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic" {
 			t.Errorf("%s notifies %v", id, a.AlarmActions)
 		}
-		ns, name := aws.ToString(a.Namespace), aws.ToString(a.MetricName)
-		seen[name] = true
-		if ns == "AWS/Lambda" || ns == "AWS/SQS" {
-			continue // checked by TestFailuresThatNobodyWouldSee
+		// A metric alarm watches its metric; a metric-math alarm each
+		// metric its expressions read, and returns one time series.
+		type watched struct {
+			ns, name string
+			dims     []cloudformationcw.Alarm_Dimension
 		}
-		if ns != "DLQQuarantine" {
-			t.Errorf("%s watches namespace %s", id, ns)
-			continue
-		}
-		dims, ok := published[name]
-		if !ok {
-			t.Errorf("%s watches %s, which nothing publishes", id, name)
-		}
-		var got []string
-		for _, d := range a.Dimensions {
-			got = append(got, d.Name)
-			if d.Name == "Source" && d.Value != "prod-source" {
-				t.Errorf("%s watches source %s", id, d.Value)
+		watches := []watched{{aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions}}
+		if len(a.Metrics) > 0 {
+			watches = nil
+			returned := 0
+			for _, q := range a.Metrics {
+				if q.ReturnData == nil || *q.ReturnData {
+					returned++
+				}
+				if ms := q.MetricStat; ms != nil && ms.Metric != nil {
+					watches = append(watches, watched{aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions})
+				} else if aws.ToString(q.Expression) == "" {
+					t.Errorf("%s: query %s has neither a metric nor an expression", id, q.Id)
+				}
+			}
+			if returned != 1 || a.MetricName != nil || a.Namespace != nil || a.Statistic != nil || a.Period != nil {
+				t.Errorf("%s: a metric-math alarm returns %d series and sets metric %q %q, statistic %v, period %v", id, returned, aws.ToString(a.Namespace), aws.ToString(a.MetricName), aws.ToString(a.Statistic), aws.ToInt(a.Period))
 			}
 		}
-		if !slices.Equal(got, dims) {
-			t.Errorf("%s dimensions %v, published with %v", id, got, dims)
+		for _, w := range watches {
+			ns, name := w.ns, w.name
+			seen[name] = true
+			if ns == "AWS/SQS" {
+				// One of the stack's queues (the rest is checked by
+				// TestFailuresThatNobodyWouldSee).
+				if len(w.dims) != 1 || w.dims[0].Name != "QueueName" || !slices.Contains(queues, w.dims[0].Value) {
+					t.Errorf("%s watches %s of %v, no queue of the stack (%v)", id, name, w.dims, queues)
+				}
+				continue
+			}
+			if ns == "AWS/Lambda" {
+				continue // checked by TestFailuresThatNobodyWouldSee
+			}
+			if ns != "DLQQuarantine" {
+				t.Errorf("%s watches namespace %s", id, ns)
+				continue
+			}
+			dims, ok := published[name]
+			if !ok {
+				t.Errorf("%s watches %s, which nothing publishes", id, name)
+			}
+			var got []string
+			for _, d := range w.dims {
+				got = append(got, d.Name)
+				if d.Name == "Source" && d.Value != "prod-source" {
+					t.Errorf("%s watches source %s", id, d.Value)
+				}
+				if table := lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName; d.Name == "Table" && d.Value != aws.ToString(table) {
+					t.Errorf("%s watches table %s, not %s", id, d.Value, aws.ToString(table))
+				}
+			}
+			if !slices.Equal(got, dims) {
+				t.Errorf("%s dimensions %v, published with %v", id, got, dims)
+			}
 		}
 	}
 	for _, want := range []string{metrics.MetricDLQDepth, metrics.MetricOldestAge, metrics.MetricNewPoison, metrics.MetricNewIntegrityHolds, metrics.MetricDominantShare, metrics.MetricSuccessRate, "StoreFailures", "Errors", sweeper.MetricFailures, redrive.MetricPolicies} {

@@ -23,9 +23,13 @@ type FunctionConfig struct {
 	// Sources are the source queues (SOURCES, JSON, as for ingest).
 	Sources map[string]sources.Config
 	// Service tunes leases, settling and approval (LEASE_SECONDS,
-	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD).
-	// The settle margin is never less than the ingest lag that
-	// INGEST_TIMEOUT_SECONDS and DLQ_VISIBILITY_SECONDS imply (IngestLag).
+	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD),
+	// and says whether the breakers' counters are live (COUNTERS_LIVE,
+	// "true" or "false"; unset: "true"): the template sets "false" while
+	// the ledger's stream mapping is off (LedgerMappingEnabled=false), when
+	// nothing counts replays or comebacks (Config.CountersOff). The settle
+	// margin is never less than the ingest lag that INGEST_TIMEOUT_SECONDS
+	// and DLQ_VISIBILITY_SECONDS imply (IngestLag).
 	Service Config
 }
 
@@ -75,6 +79,13 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 			errs = append(errs, fmt.Errorf("APPROVAL_THRESHOLD=%q is not a positive number", v))
 		}
 		cfg.Service.ApprovalThreshold = n
+	}
+	switch v := getenv("COUNTERS_LIVE"); v {
+	case "", "true":
+	case "false":
+		cfg.Service.CountersOff = true
+	default:
+		errs = append(errs, fmt.Errorf("COUNTERS_LIVE=%q is not true or false", v))
 	}
 	if cfg.TableName == "" {
 		errs = append(errs, errors.New("TABLE_NAME is required"))

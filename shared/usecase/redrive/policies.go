@@ -20,6 +20,11 @@ const ActionPolicies = "policies"
 // ActorBreaker is the actor of a breaker's suspension.
 const ActorBreaker = quarantine.ActorBreaker
 
+// PoliciesCountersOff is why a policies run sends nothing while the
+// breakers' counters are not live (Config.CountersOff).
+const PoliciesCountersOff = "the breakers' counters are not live: the ledger reads no stream (LedgerMappingEnabled=false, the upgrade window), " +
+	"so no breaker would see a replay come back; no standing policy runs until the stack is updated with LedgerMappingEnabled=true"
+
 // Policy metric names (namespace DLQQuarantine; Source and Policy
 // dimensions, PoliciesSuspended by Source only, for the alarm).
 const (
@@ -86,6 +91,13 @@ type PolicyOutcome struct {
 func (s *Service) applyPolicies(ctx context.Context, src *quarantine.Source, rep *Report) (*Report, error) {
 	if s.policies == nil {
 		return nil, &RequestError{Problems: []string{"standing policies are not configured for this function"}}
+	}
+	if s.cfg.CountersOff {
+		// Not an error: a scheduled run's error pages as a failed
+		// invocation, and the upgrade's own reminder alarm already pages.
+		rep.PoliciesSkipped, rep.FinishedAt = PoliciesCountersOff, s.now().UTC()
+		s.log.WarnContext(ctx, "standing policies not applied: breaker counters are not live", "run_id", rep.RunID, "source", src.Name)
+		return rep, nil
 	}
 	pols, err := s.policies.Store.List(ctx, src.Name)
 	if err != nil {

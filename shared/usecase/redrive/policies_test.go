@@ -393,3 +393,66 @@ func TestFailedPolicyRunKeepsWhatItDid(t *testing.T) {
 		t.Fatalf("tick: redriven %v failed %v; want the 2 others redriven and %s failed", rep.Redriven.IDs, rep.Failed.IDs, ids[0])
 	}
 }
+
+// While the breakers' counters are not live (the ledger's stream mapping
+// is off, COUNTERS_LIVE=false), a policies run sends nothing, touches no
+// policy and says why; it is not an error (a scheduled run's error pages
+// as a failed invocation). The same policy runs once the counters are
+// live again.
+func TestPoliciesSendNothingWhileTheCountersAreNotLive(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, false)
+	ids := e.seedReason(t, 0, 6, "downstream 503")
+	ps := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	sig := quarantine.Signature("consumer", "downstream 503", e.src.SchemaVersion)
+	p := e.addPolicy(t, ps, policy.Spec{Signatures: []string{sig}, MaxPerRun: 10, ExpiresAt: e.clock.Now().Add(time.Hour), MinSample: 1000})
+	withCounters := func(off bool) *redrive.Service {
+		return e.service(nil, nil, redrive.Config{CountersOff: off}).WithPolicies(redrive.Policies{Store: ps, Counters: countstream.NewReader(stack),
+			Metrics: stack.Clients.CloudWatch, Namespace: embedded.RandomName("ns")})
+	}
+
+	rep := applyPolicies(t, withCounters(true), e)
+	if rep.PoliciesSkipped != redrive.PoliciesCountersOff || len(rep.Policies) != 0 || rep.Redriven.Count != 0 || rep.Settled.Count != 0 {
+		t.Fatalf("counters not live: report %+v", rep)
+	}
+	if !strings.Contains(rep.PoliciesSkipped, "LedgerMappingEnabled") {
+		t.Errorf("the report does not say what to do: %q", rep.PoliciesSkipped)
+	}
+	if got := e.drain(t, none); len(got) != 0 {
+		t.Fatalf("%d messages sent while the counters are not live", len(got))
+	}
+	for _, id := range ids {
+		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
+			t.Fatalf("%s changed while the counters are not live: %s", id, r.Status)
+		}
+	}
+	if stored, err := ps.Get(ctx, e.src.Name, p.ID); err != nil || stored.Version != p.Version {
+		t.Fatalf("the policy changed: %+v %v", stored, err)
+	}
+
+	rep = applyPolicies(t, withCounters(false), e)
+	if o := outcome(rep, p.ID); rep.PoliciesSkipped != "" || o.Outcome != "ran" || o.Redriven != len(ids) {
+		t.Fatalf("counters live again: %+v, skipped %q", o, rep.PoliciesSkipped)
+	}
+	if got := e.drain(t, none); len(got) != len(ids) {
+		t.Fatalf("%d messages sent, want %d", len(got), len(ids))
+	}
+}
+
+// COUNTERS_LIVE is "true" (or unset) or "false"; anything else fails the
+// function's init, named.
+func TestCountersLiveFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]struct {
+		off bool
+		err bool
+	}{"": {false, false}, "true": {false, false}, "false": {true, false}, "no": {false, true}, "FALSE": {false, true}} {
+		cfg, err := redrive.ConfigFromEnv(func(k string) string {
+			return map[string]string{"TABLE_NAME": "t", "COUNTERS_LIVE": v,
+				"SOURCES": `{"src":{"arn":"arn:aws:sqs:us-east-1:000000000000:src","dlq":"src-dlq","idempotency_pointer":"/event_id","schema":"inventory-movement.v1","redrive_cap":3}}`}[k]
+		})
+		if (err != nil) != want.err || (err != nil && !strings.Contains(err.Error(), "COUNTERS_LIVE")) || (err == nil && cfg.Service.CountersOff != want.off) {
+			t.Errorf("COUNTERS_LIVE=%q: counters off %v, %v; want %+v", v, cfg.Service.CountersOff, err, want)
+		}
+	}
+}

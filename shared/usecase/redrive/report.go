@@ -120,6 +120,9 @@ type Report struct {
 	Payload *Payload `json:"payload,omitempty"`
 	// Policies is what each standing policy did (action policies).
 	Policies []PolicyOutcome `json:"policies,omitempty"`
+	// PoliciesSkipped says why a policies run ran no policy
+	// (PoliciesCountersOff).
+	PoliciesSkipped string `json:"policies_skipped,omitempty"`
 	// Policy is the version of the standing policy a policy action wrote
 	// (or found written by an earlier try of the same request), whole and
 	// sealed.

@@ -51,6 +51,12 @@ type Config struct {
 	// from (default "idempotency-key"); corrections of records keyed by
 	// body hash carry the key in it.
 	KeyAttribute string
+	// CountersOff says nothing keeps the breakers' counters (the ledger,
+	// which counts from the table's stream, reads nothing: its mapping is
+	// off during an upgrade). A policies run then sends nothing and says
+	// why (Report.PoliciesSkipped): no breaker could see its replays come
+	// back. Manual runs are not affected.
+	CountersOff bool
 }
 
 func (c Config) withDefaults() Config {

@@ -48,6 +48,7 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 			ParkAge:     time.Duration(num("PARK_AGE_SECONDS", 30*24*3600)) * time.Second,
 			ResolvedAge: time.Duration(num("RESOLVED_AGE_SECONDS", 7*24*3600)) * time.Second,
 			Namespace:   getenv("METRICS_NAMESPACE"),
+			Table:       getenv("TABLE_NAME"),
 		},
 	}
 	if cfg.TableName == "" {

@@ -25,11 +25,18 @@ import (
 // ActorSweeper is the actor recorded on archived stubs.
 const ActorSweeper = quarantine.ActorSweeper
 
-// Metric names the sweeper publishes (Config.Namespace, no dimension).
+// Metric names the sweeper publishes (Config.Namespace; no dimension but
+// MetricCompleted's).
 const (
-	MetricArchived       = "ArchivedRecords"
-	MetricFailures       = "ArchiveFailures"
-	MetricOldestParkedS  = "OldestParkedAgeSeconds"
+	MetricArchived      = "ArchivedRecords"
+	MetricFailures      = "ArchiveFailures"
+	MetricOldestParkedS = "OldestParkedAgeSeconds"
+	// MetricCompleted is 1 for every run that completed, whatever it did
+	// (nothing due, or stopped at its deadline or MaxPerRun with the rest
+	// left for the next run), with a Table dimension (Config.Table): the
+	// heartbeat the template's SweeperHeartbeatAlarm watches. A run that
+	// failed publishes nothing, as a heartbeat should.
+	MetricCompleted      = "SweepsCompleted"
 	defaultMaxPerRun     = 2000
 	defaultDeadlineSlack = 20 * time.Second
 )
@@ -52,6 +59,10 @@ type Config struct {
 	DeadlineMargin time.Duration
 	// Namespace of the published metrics (default DLQQuarantine).
 	Namespace string
+	// Table is the quarantine table (TABLE_NAME), the Table dimension of
+	// MetricCompleted: another stack's sweeper in the same account and
+	// namespace does not beat this one's heart. Empty: no dimension.
+	Table string
 }
 
 // Validate reports every problem at once.
@@ -370,10 +381,15 @@ func (s *Service) publish(ctx context.Context, rep *Report) error {
 	if s.metrics == nil {
 		return nil
 	}
+	var table []cwtypes.Dimension
+	if s.cfg.Table != "" {
+		table = append(table, cwmetrics.Dim("Table", s.cfg.Table))
+	}
 	err := cwmetrics.Put(ctx, s.metrics, s.cfg.Namespace, []cwtypes.MetricDatum{
 		cwmetrics.Datum(MetricArchived, float64(len(rep.Archived)), cwtypes.StandardUnitCount),
 		cwmetrics.Datum(MetricFailures, float64(rep.Failed), cwtypes.StandardUnitCount),
 		cwmetrics.Datum(MetricOldestParkedS, rep.OldestParkedAgeS, cwtypes.StandardUnitSeconds),
+		cwmetrics.Datum(MetricCompleted, 1, cwtypes.StandardUnitCount, table...),
 	})
 	if err != nil {
 		return fmt.Errorf("publish metrics: %w", err)

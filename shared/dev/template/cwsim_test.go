@@ -1,0 +1,613 @@
+package template_test
+
+// A small model of how CloudWatch evaluates a metric or metric-math
+// alarm, so that the template's alarms are tested by what they do over a
+// timeline (kumo stores alarms but never evaluates them). It follows the
+// CloudWatch user guide: "Using Amazon CloudWatch alarms" (evaluation
+// periods, datapoints to alarm, how missing data is treated, actions on
+// state changes only) and "Using metric math" (missing values count as 0
+// in arithmetic and comparisons; MINUTE and HOUR return a non-sparse
+// series over the query's range; IF's rules for missing points). What it
+// leaves out: the delay before a period is evaluated, and percentiles.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+)
+
+// metricKey names one metric: "Namespace/Name{Dim=Value,…}", dimensions
+// in the order the alarm gives them.
+func metricKey(ns, name string, dims []cloudwatch.Alarm_Dimension) string {
+	var parts []string
+	for _, d := range dims {
+		parts = append(parts, d.Name+"="+d.Value)
+	}
+	return ns + "/" + name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// world is what is published, per metric key: the value a metric has at
+// a minute (false: nothing published that minute). Minute 0 is the start
+// of an hour.
+type world map[string]func(minute int) (float64, bool)
+
+// aggregate is stat over the samples of key in [start, start+period)
+// minutes.
+func (w world) aggregate(key, stat string, start, period int) (float64, bool) {
+	src, ok := w[key]
+	if !ok {
+		return 0, false
+	}
+	var vals []float64
+	for m := start; m < start+period; m++ {
+		if v, ok := src(m); ok {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return 0, false
+	}
+	switch stat {
+	case "Maximum":
+		return slices.Max(vals), true
+	case "Minimum":
+		return slices.Min(vals), true
+	case "SampleCount":
+		return float64(len(vals)), true
+	case "Sum", "Average":
+		sum := 0.0
+		for _, v := range vals {
+			sum += v
+		}
+		if stat == "Average" {
+			return sum / float64(len(vals)), true
+		}
+		return sum, true
+	}
+	panic("statistic " + stat)
+}
+
+// series maps a period's start minute to its value; a value is a scalar
+// or a series.
+type series map[int]float64
+
+type value struct {
+	scalar float64
+	ts     series // nil: a scalar
+}
+
+// mathEnv evaluates one expression of an alarm at the periods up to a
+// minute.
+type mathEnv struct {
+	t       *testing.T
+	queries map[string]cloudwatch.Alarm_MetricDataQuery
+	w       world
+	starts  []int // every period start in the query's range
+	cache   map[string]value
+}
+
+func (e *mathEnv) id(name string) value {
+	if v, ok := e.cache[name]; ok {
+		return v
+	}
+	q, ok := e.queries[name]
+	if !ok {
+		e.t.Fatalf("metric math refers to %s, which no query of the alarm defines", name)
+	}
+	var v value
+	if q.Expression != nil {
+		v = e.eval(aws.ToString(q.Expression))
+	} else {
+		ms := q.MetricStat
+		s := series{}
+		for _, st := range e.starts {
+			if x, ok := e.w.aggregate(metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions), ms.Stat, st, ms.Period/60); ok {
+				s[st] = x
+			}
+		}
+		v = value{ts: s}
+	}
+	e.cache[name] = v
+	return v
+}
+
+func (e *mathEnv) eval(expr string) value {
+	p := &parser{t: e.t, env: e, toks: tokenize(e.t, expr)}
+	v := p.or()
+	if p.i != len(p.toks) {
+		e.t.Fatalf("metric math %q: unexpected %q", expr, p.toks[p.i])
+	}
+	return v
+}
+
+func tokenize(t *testing.T, s string) []string {
+	var toks []string
+	for i := 0; i < len(s); {
+		c := rune(s[i])
+		switch {
+		case unicode.IsSpace(c):
+			i++
+		case unicode.IsLetter(c) || c == '_':
+			j := i
+			for j < len(s) && (unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j])) || s[j] == '_') {
+				j++
+			}
+			toks = append(toks, s[i:j])
+			i = j
+		case unicode.IsDigit(c) || c == '.':
+			j := i
+			for j < len(s) && (unicode.IsDigit(rune(s[j])) || s[j] == '.') {
+				j++
+			}
+			toks = append(toks, s[i:j])
+			i = j
+		default:
+			if i+1 < len(s) && slices.Contains([]string{"<=", ">=", "==", "!=", "&&", "||"}, s[i:i+2]) {
+				toks = append(toks, s[i:i+2])
+				i += 2
+			} else if strings.ContainsRune("+-*/<>(),", c) {
+				toks = append(toks, string(c))
+				i++
+			} else {
+				t.Fatalf("metric math %q: character %q", s, c)
+			}
+		}
+	}
+	return toks
+}
+
+type parser struct {
+	t    *testing.T
+	env  *mathEnv
+	toks []string
+	i    int
+}
+
+func (p *parser) peek() string {
+	if p.i < len(p.toks) {
+		return p.toks[p.i]
+	}
+	return ""
+}
+
+func (p *parser) next() string { p.i++; return p.toks[p.i-1] }
+
+func (p *parser) expect(tok string) {
+	if p.peek() != tok {
+		p.t.Fatalf("metric math: want %q at %q", tok, p.peek())
+	}
+	p.i++
+}
+
+func (p *parser) or() value {
+	v := p.and()
+	for p.peek() == "OR" || p.peek() == "||" {
+		p.next()
+		v = p.env.binary("OR", v, p.and())
+	}
+	return v
+}
+
+func (p *parser) and() value {
+	v := p.cmp()
+	for p.peek() == "AND" || p.peek() == "&&" {
+		p.next()
+		v = p.env.binary("AND", v, p.cmp())
+	}
+	return v
+}
+
+func (p *parser) cmp() value {
+	v := p.add()
+	if op := p.peek(); slices.Contains([]string{"<", ">", "<=", ">=", "==", "!="}, op) {
+		p.next()
+		v = p.env.binary(op, v, p.add())
+	}
+	return v
+}
+
+func (p *parser) add() value {
+	v := p.mul()
+	for op := p.peek(); op == "+" || op == "-"; op = p.peek() {
+		p.next()
+		v = p.env.binary(op, v, p.mul())
+	}
+	return v
+}
+
+func (p *parser) mul() value {
+	v := p.unary()
+	for op := p.peek(); op == "*" || op == "/"; op = p.peek() {
+		p.next()
+		v = p.env.binary(op, v, p.unary())
+	}
+	return v
+}
+
+func (p *parser) unary() value {
+	if p.peek() == "-" {
+		p.next()
+		return p.env.binary("-", value{}, p.unary())
+	}
+	return p.primary()
+}
+
+func (p *parser) primary() value {
+	tok := p.next()
+	switch {
+	case tok == "(":
+		v := p.or()
+		p.expect(")")
+		return v
+	case unicode.IsDigit(rune(tok[0])) || tok[0] == '.':
+		f, err := strconv.ParseFloat(tok, 64)
+		if err != nil {
+			p.t.Fatalf("metric math: number %q", tok)
+		}
+		return value{scalar: f}
+	case p.peek() == "(":
+		p.next()
+		var args []value
+		for p.peek() != ")" {
+			args = append(args, p.or())
+			if p.peek() == "," {
+				p.next()
+			}
+		}
+		p.expect(")")
+		return p.env.call(tok, args)
+	}
+	return p.env.id(tok)
+}
+
+// at is v at start: a series' point (false when it has none) or a scalar.
+func (v value) at(start int) (float64, bool) {
+	if v.ts == nil {
+		return v.scalar, true
+	}
+	x, ok := v.ts[start]
+	return x, ok
+}
+
+func (e *mathEnv) binary(op string, a, b value) value {
+	f := func(x, y float64) float64 {
+		truth := func(c bool) float64 {
+			if c {
+				return 1
+			}
+			return 0
+		}
+		switch op {
+		case "+":
+			return x + y
+		case "-":
+			return x - y
+		case "*":
+			return x * y
+		case "/":
+			return x / y // a point divided by zero is dropped, below
+		case "<":
+			return truth(x < y)
+		case ">":
+			return truth(x > y)
+		case "<=":
+			return truth(x <= y)
+		case ">=":
+			return truth(x >= y)
+		case "==":
+			return truth(x == y)
+		case "!=":
+			return truth(x != y)
+		case "AND":
+			return truth(x != 0 && y != 0)
+		case "OR":
+			return truth(x != 0 || y != 0)
+		}
+		panic(op)
+	}
+	if a.ts == nil && b.ts == nil {
+		return value{scalar: f(a.scalar, b.scalar)}
+	}
+	out := series{}
+	for _, st := range e.starts {
+		x, okA := a.at(st)
+		y, okB := b.at(st)
+		if !okA && !okB {
+			continue
+		}
+		// A point one series lacks counts as 0.
+		if r := f(x, y); !math.IsInf(r, 0) && !math.IsNaN(r) {
+			out[st] = r
+		}
+	}
+	return value{ts: out}
+}
+
+func (e *mathEnv) call(fn string, args []value) value {
+	switch fn {
+	case "MINUTE", "HOUR":
+		// A non-sparse series over the range, whatever points the
+		// argument has.
+		if len(args) != 1 || args[0].ts == nil {
+			e.t.Fatalf("%s takes one time series", fn)
+		}
+		out := series{}
+		for _, st := range e.starts {
+			out[st] = float64(st % 60)
+			if fn == "HOUR" {
+				out[st] = float64(st / 60 % 24)
+			}
+		}
+		return value{ts: out}
+	case "IF":
+		if len(args) < 2 || len(args) > 3 {
+			e.t.Fatalf("IF takes 2 or 3 arguments")
+		}
+		cond, then := args[0], args[1]
+		var otherwise *value
+		if len(args) == 3 {
+			otherwise = &args[2]
+		}
+		if cond.ts == nil {
+			if cond.scalar != 0 {
+				return then
+			}
+			if otherwise == nil {
+				return value{ts: series{}}
+			}
+			return *otherwise
+		}
+		out := series{}
+		for st, c := range cond.ts {
+			if c != 0 {
+				x, ok := then.at(st)
+				if !ok {
+					x = 0 // true, and the series has no point: 0
+				}
+				out[st] = x
+			} else if otherwise != nil {
+				if x, ok := otherwise.at(st); ok {
+					out[st] = x // false, and no point: dropped
+				}
+			}
+		}
+		return value{ts: out}
+	}
+	e.t.Fatalf("metric math function %s is not modeled", fn)
+	return value{}
+}
+
+// notice is a notification an alarm sent: its new state at a minute.
+type notice struct {
+	minute int
+	state  string
+}
+
+func (n notice) String() string { return fmt.Sprintf("%s@%d", n.state, n.minute) }
+
+// simulate evaluates a at the end of each of its periods over minutes
+// [0, minutes) of w and returns its state changes (INSUFFICIENT_DATA at
+// the start); each is a notification when the alarm has actions for the
+// new state.
+func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice {
+	t.Helper()
+	queries := map[string]cloudwatch.Alarm_MetricDataQuery{}
+	ret := ""
+	period := aws.ToInt(a.Period)
+	if len(a.Metrics) == 0 {
+		queries["m"] = cloudwatch.Alarm_MetricDataQuery{Id: "m", MetricStat: &cloudwatch.Alarm_MetricStat{
+			Metric: &cloudwatch.Alarm_Metric{Namespace: a.Namespace, MetricName: a.MetricName, Dimensions: a.Dimensions},
+			Period: period, Stat: aws.ToString(a.Statistic)}}
+		ret = "m"
+	}
+	for _, q := range a.Metrics {
+		queries[q.Id] = q
+		if q.MetricStat != nil {
+			if period != 0 && period != q.MetricStat.Period {
+				t.Fatalf("%s: its metrics have different periods (%d, %d): CloudWatch refuses it", aws.ToString(a.AlarmName), period, q.MetricStat.Period)
+			}
+			period = q.MetricStat.Period
+		}
+		if q.ReturnData == nil || *q.ReturnData {
+			if ret != "" {
+				t.Fatalf("%s returns more than one time series (%s, %s)", aws.ToString(a.AlarmName), ret, q.Id)
+			}
+			ret = q.Id
+		}
+	}
+	if period%60 != 0 || period == 0 {
+		t.Fatalf("%s: period %d s", aws.ToString(a.AlarmName), period)
+	}
+	p := period / 60
+	n := a.EvaluationPeriods
+	m := aws.ToInt(a.DatapointsToAlarm)
+	if m == 0 {
+		m = n
+	}
+	if n*period > 86400 {
+		t.Fatalf("%s: %d periods of %d s exceed the day CloudWatch allows", aws.ToString(a.AlarmName), n, period)
+	}
+	var starts []int
+	for st := 0; st+p <= minutes; st += p {
+		starts = append(starts, st)
+	}
+	env := &mathEnv{t: t, queries: queries, w: w, starts: starts, cache: map[string]value{}}
+	result := env.id(ret)
+	if result.ts == nil {
+		t.Fatalf("%s: its expression is a scalar", aws.ToString(a.AlarmName))
+	}
+	breaches := func(x float64) bool {
+		th := aws.ToFloat64(a.Threshold)
+		switch a.ComparisonOperator {
+		case "GreaterThanThreshold":
+			return x > th
+		case "GreaterThanOrEqualToThreshold":
+			return x >= th
+		case "LessThanThreshold":
+			return x < th
+		case "LessThanOrEqualToThreshold":
+			return x <= th
+		}
+		t.Fatalf("comparison %s", a.ComparisonOperator)
+		return false
+	}
+	// The template treats missing data as breaching or notBreaching; the
+	// model knows those two.
+	missing := aws.ToString(a.TreatMissingData)
+	if missing != "breaching" && missing != "notBreaching" {
+		t.Fatalf("%s treats missing data as %q, which the model does not know", aws.ToString(a.AlarmName), missing)
+	}
+	state := "INSUFFICIENT_DATA"
+	var out []notice
+	for k := range starts {
+		// The evaluation range: a few periods more than evaluated; the
+		// newest existing points are used, and missing ones are filled
+		// per TreatMissingData only when too few exist.
+		var existing, slots []int
+		for i := k; i >= 0 && i > k-n-2; i-- {
+			slots = append(slots, starts[i])
+			if _, ok := result.ts[starts[i]]; ok {
+				existing = append(existing, starts[i])
+			}
+		}
+		bad := 0
+		if len(existing) >= n {
+			for _, st := range existing[:n] {
+				if breaches(result.ts[st]) {
+					bad++
+				}
+			}
+		} else {
+			for _, st := range slots[:min(n, len(slots))] {
+				x, ok := result.ts[st]
+				if (ok && breaches(x)) || (!ok && missing == "breaching") {
+					bad++
+				}
+			}
+		}
+		next := "OK"
+		if bad >= m {
+			next = "ALARM"
+		}
+		if next != state {
+			state = next
+			out = append(out, notice{minute: starts[k] + p, state: state})
+		}
+	}
+	return out
+}
+
+// entered returns the minutes at which changes entered state.
+func entered(changes []notice, state string) []int {
+	var out []int
+	for _, c := range changes {
+		if c.state == state {
+			out = append(out, c.minute)
+		}
+	}
+	return out
+}
+
+// constant is a metric published every minute from `from` to `to`
+// (exclusive) with value v.
+func constant(v float64, from, to int) func(int) (float64, bool) {
+	return func(m int) (float64, bool) { return v, m >= from && m < to }
+}
+
+// The model against the examples of the CloudWatch user guide.
+func TestAlarmModel(t *testing.T) {
+	// points is a metric with one value a minute; NaN: none.
+	points := func(vs ...float64) func(int) (float64, bool) {
+		return func(m int) (float64, bool) {
+			if m >= len(vs) || math.IsNaN(vs[m]) {
+				return 0, false
+			}
+			return vs[m], true
+		}
+	}
+	none := math.NaN()
+	stat := func(id, name string) cloudwatch.Alarm_MetricDataQuery {
+		return cloudwatch.Alarm_MetricDataQuery{Id: id, MetricStat: &cloudwatch.Alarm_MetricStat{Metric: &cloudwatch.Alarm_Metric{Namespace: aws.String("T"), MetricName: aws.String(name)}, Period: 60, Stat: "Maximum"}}
+	}
+	key := func(name string) string { return metricKey("T", name, nil) }
+	eval := func(w world, minutes int, expr string) []float64 {
+		env := &mathEnv{t: t, w: w, cache: map[string]value{}, queries: map[string]cloudwatch.Alarm_MetricDataQuery{
+			"metric1": stat("metric1", "one"), "metric2": stat("metric2", "two"), "metric3": stat("metric3", "three")}}
+		for m := range minutes {
+			env.starts = append(env.starts, m)
+		}
+		v := env.eval(expr)
+		var out []float64
+		for _, st := range env.starts {
+			x, ok := v.at(st)
+			if !ok {
+				x = none
+			}
+			out = append(out, x)
+		}
+		return out
+	}
+	same := func(a, b []float64) bool {
+		return slices.EqualFunc(a, b, func(x, y float64) bool { return x == y || (math.IsNaN(x) && math.IsNaN(y)) })
+	}
+	// "Comparison and logical operators"
+	cmp := world{key("one"): points(30, 20, 0, 0), key("two"): points(20, none, 20, none)}
+	for expr, want := range map[string][]float64{
+		"(metric1 < metric2)":                  {0, 0, 1, 0},
+		"(metric1 >= 30)":                      {1, 0, 0, 0},
+		"(metric1 > 15 AND metric2 > 15)":      {1, 0, 0, 0},
+		"metric1 + metric2":                    {50, 20, 20, 0},
+		"IF(MINUTE(metric1) < 2, 0, metric1)":  {0, 0, 0, 0},
+		"IF(MINUTE(metric2) >= 2, 1, metric2)": {20, none, 1, 1},
+	} {
+		if got := eval(cmp, 4, expr); !same(got, want) {
+			t.Errorf("%s = %v, want %v", expr, got, want)
+		}
+	}
+	// "Using IF expressions"
+	ifs := world{key("one"): points(1, 1, 0, 0, none), key("two"): points(30, none, 0, 0, 30), key("three"): points(0, 0, 20, none, 20)}
+	for expr, want := range map[string][]float64{
+		"IF(metric1, metric2, metric3)": {30, 0, 20, none, none},
+		"IF(metric1, 5, metric3)":       {5, 5, 20, none, none},
+		"IF(metric1, metric2, 5)":       {30, 0, 5, 5, none},
+	} {
+		if got := eval(ifs, 5, expr); !same(got, want) {
+			t.Errorf("%s = %v, want %v", expr, got, want)
+		}
+	}
+	// "How alarm state is evaluated when data is missing": 2 of 3
+	// periods of 5 minutes, points oldest first.
+	for _, c := range []struct {
+		points                  []float64
+		breaching, notBreaching string
+	}{
+		{[]float64{0, none, 9, none, 9}, "ALARM", "ALARM"},
+		{[]float64{0, 0, 9, 0, 9}, "ALARM", "ALARM"},
+		{[]float64{0, none, 9, none, none}, "ALARM", "OK"},
+		{[]float64{none, none, none, none, 0}, "ALARM", "OK"},
+		{[]float64{none, none, none, none, 9}, "ALARM", "OK"},
+	} {
+		for missing, want := range map[string]string{"breaching": c.breaching, "notBreaching": c.notBreaching} {
+			var per []float64 // one value a minute, 5 minutes a period
+			for _, p := range c.points {
+				for range 5 {
+					per = append(per, p)
+				}
+			}
+			a := &cloudwatch.Alarm{AlarmName: aws.String("model"), Namespace: aws.String("T"), MetricName: aws.String("one"), Statistic: aws.String("Maximum"),
+				Period: aws.Int(300), EvaluationPeriods: 3, DatapointsToAlarm: aws.Int(2), Threshold: aws.Float64(5),
+				ComparisonOperator: "GreaterThanThreshold", TreatMissingData: aws.String(missing)}
+			changes := simulate(t, a, world{key("one"): points(per...)}, len(per))
+			if got := changes[len(changes)-1].state; got != want {
+				t.Errorf("%v, missing data %s: %s (%v), want %s", c.points, missing, got, changes, want)
+			}
+		}
+	}
+}

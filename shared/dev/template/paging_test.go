@@ -1,0 +1,646 @@
+package template_test
+
+// Issue 26, "Alarms a person receives": every alarm reaches a person.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+	"github.com/awslabs/goformation/v7/intrinsics"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+const (
+	alarmTopic    = "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic"
+	externalTopic = "arn:aws:sns:eu-west-1:111122223333:pager"
+)
+
+// openWith is the template resolved with params over the defaults.
+func openWith(t *testing.T, params map[string]any) *cloudformation.Template {
+	t.Helper()
+	e := env
+	e.Params = params
+	tpl, err := template.Open(template.Path(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+// rawTemplate is infra/template.yaml in its long form, unresolved: the
+// parts goformation does not model (Rules) are read from it.
+func rawTemplate(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(template.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(long, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// ruleFailures evaluates the template's Rules as CloudFormation does
+// before a deploy, with params over the parameters' defaults, and returns
+// the AssertDescription of every assertion that fails. It knows the rule
+// functions the template uses (Fn::And, Fn::Or, Fn::Not, Fn::Equals,
+// Fn::Contains, Ref) and fails t on any other.
+func ruleFailures(t *testing.T, doc map[string]any, params map[string]string) []string {
+	t.Helper()
+	values := map[string]string{"AWS::Region": env.Region, "AWS::AccountId": env.Account, "AWS::StackName": env.StackName, "AWS::Partition": "aws"}
+	ps, _ := doc["Parameters"].(map[string]any)
+	for name, p := range ps {
+		if d, ok := p.(map[string]any)["Default"]; ok {
+			values[name] = fmt.Sprint(d)
+		}
+	}
+	for k, v := range params {
+		values[k] = v
+	}
+	var value func(v any) string
+	var eval func(v any) bool
+	value = func(v any) string {
+		switch x := v.(type) {
+		case string:
+			return x
+		case float64, bool:
+			return fmt.Sprint(x)
+		case map[string]any:
+			if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+				got, ok := values[name]
+				if !ok {
+					t.Fatalf("a rule refers to %s, which is no parameter", name)
+				}
+				return got
+			}
+		}
+		t.Fatalf("a rule compares %v, which this evaluator does not know", v)
+		return ""
+	}
+	eval = func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok || len(m) != 1 {
+			t.Fatalf("a rule holds %v, which is not one rule function", v)
+		}
+		for fn, arg := range m {
+			args, _ := arg.([]any)
+			switch fn {
+			case "Fn::Equals":
+				return len(args) == 2 && value(args[0]) == value(args[1])
+			case "Fn::Not":
+				return len(args) == 1 && !eval(args[0])
+			case "Fn::And", "Fn::Or":
+				if len(args) < 2 || len(args) > 10 {
+					t.Fatalf("%s takes 2 to 10 conditions, not %d", fn, len(args))
+				}
+				and := fn == "Fn::And"
+				for _, a := range args {
+					if eval(a) != and {
+						return !and
+					}
+				}
+				return and
+			case "Fn::Contains":
+				list, _ := args[0].([]any)
+				return slices.ContainsFunc(list, func(e any) bool { return value(e) == value(args[1]) })
+			}
+			t.Fatalf("rule function %s is not known to this evaluator", fn)
+		}
+		return false
+	}
+	var failed []string
+	rules, _ := doc["Rules"].(map[string]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		if c, ok := rule["RuleCondition"]; ok && !eval(c) {
+			continue
+		}
+		asserts, _ := rule["Assertions"].([]any)
+		for _, a := range asserts {
+			a, _ := a.(map[string]any)
+			if !eval(a["Assert"]) {
+				failed = append(failed, fmt.Sprint(a["AssertDescription"]))
+			}
+		}
+	}
+	return failed
+}
+
+// accepts reports whether CloudFormation accepts value for the template's
+// parameter name: its AllowedPattern must match the whole value, and its
+// AllowedValues hold it.
+func accepts(t *testing.T, tpl *cloudformation.Template, name, value string) bool {
+	t.Helper()
+	p, ok := tpl.Parameters[name]
+	if !ok {
+		t.Fatalf("no parameter %s", name)
+	}
+	if p.AllowedPattern != nil && !regexp.MustCompile(`^(?:`+*p.AllowedPattern+`)$`).MatchString(value) {
+		return false
+	}
+	if p.AllowedValues != nil && !slices.ContainsFunc(p.AllowedValues, func(v any) bool { return fmt.Sprint(v) == value }) {
+		return false
+	}
+	return true
+}
+
+// A deploy that names neither an address nor a topic is refused (the
+// rule's assertion fails with a description that names both parameters);
+// an address, a topic or both are accepted; the parameters refuse what is
+// neither an address nor a standard SNS topic's ARN (any partition). With
+// a topic, every alarm and the tamper rule notify it besides the stack's
+// topic, within CloudWatch's five actions per state.
+func TestAlarmDestinationIsRequired(t *testing.T) {
+	doc := rawTemplate(t)
+	for _, c := range []struct {
+		email, topic string
+		ok           bool
+	}{
+		{"", "", false},
+		{"oncall@example.com", "", true},
+		{"", externalTopic, true},
+		{"oncall@example.com", externalTopic, true},
+	} {
+		failed := ruleFailures(t, doc, map[string]string{"AlarmEmail": c.email, "ExternalAlarmTopicArn": c.topic})
+		if (len(failed) == 0) != c.ok {
+			t.Errorf("AlarmEmail %q, ExternalAlarmTopicArn %q: the rules fail %q; want a deploy %v", c.email, c.topic, failed, map[bool]string{true: "accepted", false: "refused"}[c.ok])
+		}
+		for _, why := range failed {
+			if !strings.Contains(why, "AlarmEmail") || !strings.Contains(why, "ExternalAlarmTopicArn") {
+				t.Errorf("the rule says %q: it must name both ways to get paged", why)
+			}
+		}
+	}
+
+	tpl := open(t)
+	for name, values := range map[string]map[string]bool{
+		"AlarmEmail": {
+			"":                              true,
+			"oncall@example.com":            true,
+			"on.call+dlq@ops.example.co.uk": true,
+			"oncall":                        false,
+			"oncall@example":                false,
+			"a@b.c,d@e.f":                   false,
+			"on call@example.com":           false,
+		},
+		"ExternalAlarmTopicArn": {
+			"":            true,
+			externalTopic: true,
+			"arn:aws-cn:sns:cn-north-1:111122223333:pager":          true,
+			"arn:aws-us-gov:sns:us-gov-west-1:111122223333:pager_2": true,
+			"arn:aws-iso-b:sns:us-isob-east-1:111122223333:pager":   true,
+			"arn:aws:sqs:eu-west-1:111122223333:pager":              false,
+			"arn:aws:sns:eu-west-1:1111:pager":                      false,
+			"arn:aws:sns:eu-west-1:111122223333:pager.fifo":         false,
+			"arn:aws:sns:eu-west-1:111122223333:":                   false,
+			"pager":                                                 false,
+		},
+	} {
+		for v, want := range values {
+			if got := accepts(t, tpl, name, v); got != want {
+				t.Errorf("%s=%q accepted %v, want %v", name, v, got, want)
+			}
+		}
+	}
+
+	for _, c := range []struct {
+		topic string
+		want  []string
+	}{{"", []string{alarmTopic}}, {externalTopic, []string{alarmTopic, externalTopic}}} {
+		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": c.topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if !slices.Equal(a.AlarmActions, c.want) {
+				t.Errorf("ExternalAlarmTopicArn %q: %s notifies %v, want %v", c.topic, id, a.AlarmActions, c.want)
+			}
+			for what, actions := range map[string][]string{"ALARM": a.AlarmActions, "OK": a.OKActions, "INSUFFICIENT_DATA": a.InsufficientDataActions} {
+				if len(actions) > 5 {
+					t.Errorf("%s has %d %s actions; CloudWatch allows 5", id, len(actions), what)
+				}
+			}
+		}
+		rule := lookup(t, tpl.GetEventsRuleWithName, "LedgerTamperRule")
+		var arns []string
+		for _, tg := range rule.Targets {
+			arns = append(arns, tg.Arn)
+			// Each target keeps its undelivered events and retries a day.
+			if tg.DeadLetterConfig == nil || aws.ToString(tg.DeadLetterConfig.Arn) != "arn:aws:sqs:eu-west-1:111122223333:prod-failed-invocations" ||
+				tg.RetryPolicy == nil || aws.ToInt(tg.RetryPolicy.MaximumEventAgeInSeconds) != 86400 {
+				t.Errorf("ExternalAlarmTopicArn %q: tamper rule target %s (%s) has no dead-letter queue or a day of retries", c.topic, tg.Id, tg.Arn)
+			}
+		}
+		if !slices.Equal(arns, c.want) {
+			t.Errorf("ExternalAlarmTopicArn %q: the tamper rule notifies %v, want %v", c.topic, arns, c.want)
+		}
+	}
+
+	// What no rule can check is written down.
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "docs", "template.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := strings.Join(section(t, string(raw), "Deploy preconditions"), "\n")
+	for _, want := range []string{"ExternalAlarmTopicArn", "cloudwatch.amazonaws.com", "events.amazonaws.com", "sns:Publish", "kms:GenerateDataKey", "kms:Decrypt", "PendingConfirmation"} {
+		if !strings.Contains(pre, want) {
+			t.Errorf("docs/template.md, Deploy preconditions, does not mention %s", want)
+		}
+	}
+}
+
+// reminders are the alarms that leave ALARM and enter it again every hour
+// on purpose, so that a condition that lasts pages again: an OK
+// notification every hour would be noise, so they send none. Each has a
+// plain alarm beside it that does go OK when the condition ends.
+var reminders = map[string]string{
+	"LedgerFailuresReminderAlarm": "pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty",
+	"LedgerUpgradeReminderAlarm":  "pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it",
+}
+
+// Every alarm says when it is over (OK notifications, to the same
+// destinations as its ALARM ones), but the reminders.
+func TestEveryAlarmNotifiesOK(t *testing.T) {
+	for _, topic := range []string{"", externalTopic} {
+		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
+		alarms := tpl.GetAllCloudWatchAlarmResources()
+		for id, a := range alarms {
+			if _, ok := reminders[id]; ok {
+				if len(a.OKActions) != 0 {
+					t.Errorf("reminder %s notifies OK every hour: %v", id, a.OKActions)
+				}
+				// It is a reminder: with its condition holding for five
+				// hours (every metric it reads at 1), it pages every hour.
+				held := world{}
+				for _, q := range a.Metrics {
+					if ms := q.MetricStat; ms != nil {
+						held[metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] = constant(1, 0, 300)
+					}
+				}
+				reminderGaps(t, id, simulate(t, a, held, 300), 10, 300)
+				continue
+			}
+			if len(a.OKActions) == 0 || !slices.Equal(a.OKActions, a.AlarmActions) {
+				t.Errorf("ExternalAlarmTopicArn %q: %s notifies OK to %v, ALARM to %v", topic, id, a.OKActions, a.AlarmActions)
+			}
+		}
+		for id := range reminders {
+			if _, ok := alarms[id]; !ok {
+				t.Errorf("reminder %s is no alarm of the template", id)
+			}
+		}
+	}
+}
+
+// sqsKey is the key of an AWS/SQS metric of queue.
+func sqsKey(metric, queue string) string {
+	return metricKey("AWS/SQS", metric, []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: queue}})
+}
+
+// mathAlarmOn returns the ids of the metric-math alarms of tpl that read
+// every one of keys.
+func mathAlarmOn(tpl *cloudformation.Template, keys ...string) []string {
+	var out []string
+	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+		var read []string
+		for _, q := range a.Metrics {
+			if ms := q.MetricStat; ms != nil && ms.Metric != nil {
+				read = append(read, metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions))
+			}
+		}
+		if len(read) > 0 && !slices.ContainsFunc(keys, func(k string) bool { return !slices.Contains(read, k) }) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SQS leaves a message that is received again and again out of
+// ApproximateAgeOfOldestMessage, so a message ingest keeps failing never
+// trips the age alarm, and one message is far below the depth alarms.
+// Each DLQ (the stack's, and an attached one) has an alarm on visible
+// plus in-flight messages sampled every minute: a message cycling between
+// the two pages after an hour, and the alarm is OK again once it is
+// ingested; a trickle that ingest takes at once never pages, nor does an
+// idle queue.
+func TestDLQNeverEmptiesAlarm(t *testing.T) {
+	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"})
+	alarms := tpl.GetAllCloudWatchAlarmResources()
+	for queue, c := range map[string]struct{ condition, ageAlarm string }{
+		"prod-dlq":   {"", "DLQOldestMessageAlarm"},
+		"legacy-dlq": {"HasExtraDLQ", "ExtraDLQOldestMessageAlarm"},
+	} {
+		visible, inflight, age := sqsKey("ApproximateNumberOfMessagesVisible", queue), sqsKey("ApproximateNumberOfMessagesNotVisible", queue), sqsKey("ApproximateAgeOfOldestMessage", queue)
+		ids := mathAlarmOn(tpl, visible, inflight)
+		if len(ids) != 1 {
+			t.Errorf("%s: alarms on its visible plus in-flight messages: %v, want one", queue, ids)
+			continue
+		}
+		a := alarms[ids[0]]
+		if a.AWSCloudFormationCondition != c.condition {
+			t.Errorf("%s: Condition %q, want %q", ids[0], a.AWSCloudFormationCondition, c.condition)
+		}
+		// Ingest fails the message every time: in flight for the
+		// visibility timeout (3 minutes), visible for a minute, from
+		// minute 10 until it is finally stored at minute 250; SQS leaves
+		// it out of the age metric (0).
+		stuck := world{
+			visible:  func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true },
+			inflight: func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true },
+			age:      constant(0, 0, 400),
+		}
+		changes := simulate(t, a, stuck, 400)
+		if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+60 || alarm[0] > 10+65 {
+			t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", ids[0], alarm, changes)
+		}
+		if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 255 {
+			t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", ids[0], changes)
+		}
+		if got := entered(simulate(t, alarms[c.ageAlarm], stuck, 400), "ALARM"); len(got) != 0 {
+			t.Errorf("%s pages for the stuck message at %v: the model of SQS is wrong", c.ageAlarm, got)
+		}
+		// A dead letter every 4 minutes, stored within the minute.
+		trickle := world{
+			visible:  func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true },
+			inflight: constant(0, 0, 400),
+		}
+		if got := simulate(t, a, trickle, 400); len(entered(got, "ALARM")) != 0 {
+			t.Errorf("%s: a trickle that ingest keeps up with pages: %v", ids[0], got)
+		}
+		// An idle queue: SQS publishes nothing.
+		if got := simulate(t, a, world{}, 400); len(entered(got, "ALARM")) != 0 {
+			t.Errorf("%s: an idle queue pages: %v", ids[0], got)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reminderGaps checks that changes enter ALARM first by minute first and
+// then once an hour (every gap 55 to 65 minutes, but the first, which
+// ends at the next hour) until minute last, and never after it.
+func reminderGaps(t *testing.T, id string, changes []notice, first, last int) {
+	t.Helper()
+	alarms := entered(changes, "ALARM")
+	if len(alarms) == 0 || alarms[0] > first {
+		t.Errorf("%s: first page at %v, want by minute %d (%v)", id, alarms, first, changes)
+		return
+	}
+	for i := 1; i < len(alarms); i++ {
+		if gap := alarms[i] - alarms[i-1]; (gap < 55 && i > 1) || gap > 65 {
+			t.Errorf("%s: pages at %v: a gap of %d minutes, want one an hour (%v)", id, alarms, gap, changes)
+		}
+	}
+	if end := alarms[len(alarms)-1]; end > last || last-end > 65 {
+		t.Errorf("%s: last page at minute %d, want within the hour before minute %d (%v)", id, end, last, changes)
+	}
+}
+
+// A record in the ledger-failures queue is a permanent hole in the ledger,
+// and CloudWatch never notifies again while an alarm stays in ALARM. A
+// reminder alarm pages once an hour while a record waits; the plain alarm
+// pages once and says OK when the queue is emptied; the reminder sends no
+// OK.
+func TestLedgerFailuresRenotify(t *testing.T) {
+	tpl := open(t)
+	waiting := sqsKey("ApproximateNumberOfMessagesVisible", ledgerQueueName)
+	ids := mathAlarmOn(tpl, waiting)
+	if len(ids) != 1 {
+		t.Fatalf("reminder alarms on the ledger-failures queue: %v, want one", ids)
+	}
+	reminder := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
+	if _, ok := reminders[ids[0]]; !ok || len(reminder.OKActions) != 0 || len(reminder.AlarmActions) == 0 {
+		t.Errorf("%s: a reminder that pages (%v) and says no OK (%v)", ids[0], reminder.AlarmActions, reminder.OKActions)
+	}
+	plain := lookup(t, tpl.GetCloudWatchAlarmWithName, "LedgerFailuresAlarm")
+	if len(plain.OKActions) == 0 {
+		t.Error("LedgerFailuresAlarm does not say when the queue is empty")
+	}
+	// One record arrives at minute 37 and is removed at minute 337.
+	w := world{waiting: func(m int) (float64, bool) { return float64(btoi(m >= 37 && m < 337)), true }}
+	changes := simulate(t, reminder, w, 480)
+	reminderGaps(t, ids[0], changes, 37+10, 337)
+	if n := len(entered(changes, "ALARM")); n < 5 {
+		t.Errorf("%s: %d pages over the 5 hours the record waited (%v)", ids[0], n, changes)
+	}
+	plainChanges := simulate(t, plain, w, 480)
+	if alarm, ok := entered(plainChanges, "ALARM"), entered(plainChanges, "OK"); len(alarm) != 1 || alarm[0] > 37+10 ||
+		len(ok) == 0 || ok[len(ok)-1] < 337 || ok[len(ok)-1] > 337+10 {
+		t.Errorf("LedgerFailuresAlarm: %v; want one page when the record arrives and an OK when it is removed", plainChanges)
+	}
+}
+
+// schedules returns the allowed values of a schedule parameter with
+// their intervals in minutes.
+func schedules(t *testing.T, tpl *cloudformation.Template, name string) map[string]int {
+	t.Helper()
+	p := tpl.Parameters[name]
+	if len(p.AllowedValues) == 0 {
+		t.Fatalf("%s has no AllowedValues: any schedule, whatever its heartbeat", name)
+	}
+	out := map[string]int{}
+	for _, v := range p.AllowedValues {
+		every, err := localrunner.ParseRate(fmt.Sprint(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprint(v)] = int(every.Minutes())
+	}
+	if _, ok := out[fmt.Sprint(p.Default)]; !ok {
+		t.Fatalf("%s's default %v is not allowed", name, p.Default)
+	}
+	return out
+}
+
+// runs is a scheduled function that starts every interval minutes from
+// minute offset and publishes one sample of key when a run completes,
+// each run lasting one of durations in turn, until minute stop: its
+// heartbeat as CloudWatch receives it.
+func runs(key string, offset, interval, stop int, durations ...int) world {
+	done := map[int]bool{}
+	for i, start := 0, offset; start < stop; i, start = i+1, start+interval {
+		done[start+durations[i%len(durations)]] = true
+	}
+	return world{key: func(m int) (float64, bool) { return 1, done[m] }}
+}
+
+// The sweeper publishes a heartbeat on every completed run; an alarm
+// pages when no run has completed for three schedule intervals, and
+// never while runs complete, whatever their durations (up to the
+// function's 15 minutes) and for every schedule SweepSchedule allows. The
+// same for the metrics function's heartbeat and MetricsSchedule (runs of
+// up to a minute, its timeout): two 5-minute periods without a datapoint.
+func TestSweeperHeartbeat(t *testing.T) {
+	tpl := open(t)
+	table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+	beat := metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}})
+	fn := lookup(t, tpl.GetServerlessFunctionWithName, "SweeperFunction")
+	if aws.ToInt(fn.Timeout) > 900 {
+		t.Fatalf("the sweeper runs up to %d s; the heartbeat allows 15 minutes", aws.ToInt(fn.Timeout))
+	}
+	cfg, err := sweeper.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+	if err != nil || cfg.Sweeper.Table != table {
+		t.Fatalf("the sweeper publishes its heartbeat for table %q, the alarm watches %q (%v)", cfg.Sweeper.Table, table, err)
+	}
+	for schedule, every := range schedules(t, tpl, "SweepSchedule") {
+		tpl := openWith(t, map[string]any{"SweepSchedule": schedule})
+		var ids []string
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions) == beat {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) != 1 {
+			t.Fatalf("%s: alarms on the sweeper's heartbeat %v, want one", schedule, ids)
+		}
+		a := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
+		if aws.ToString(a.TreatMissingData) != "breaching" {
+			t.Errorf("%s: a silent sweeper is missing data, which the alarm treats as %q", ids[0], aws.ToString(a.TreatMissingData))
+		}
+		rule := lookup(t, tpl.GetEventsRuleWithName, "SweeperSchedule")
+		if aws.ToString(rule.ScheduleExpression) != schedule {
+			t.Fatalf("the sweeper runs on %q", aws.ToString(rule.ScheduleExpression))
+		}
+		horizon := 60 * every
+		// Healthy: runs lasting 0 to 15 minutes, whatever the schedule's
+		// offset from the alarm's periods.
+		for offset := 0; offset < every; offset += max(1, every/20) {
+			if got := entered(simulate(t, a, runs(beat, offset, every, horizon, 15, 0, 14, 1, 0, 15, 15, 0), horizon), "ALARM"); len(got) != 0 {
+				t.Errorf("SweepSchedule %s, runs from minute %d: the heartbeat pages at %v while every run completes", schedule, offset, got)
+			}
+		}
+		// The last run completes at minute `last`; then nothing.
+		stop := 20*every + 7
+		last := stop - every + 15
+		got := entered(simulate(t, a, runs(beat, 7, every, stop, 15), horizon), "ALARM")
+		if len(got) != 1 || got[0]-last < 2*every || got[0]-last > 4*every {
+			t.Errorf("SweepSchedule %s: the last run completes at minute %d; the heartbeat pages at %v, want once, three intervals later", schedule, last, got)
+		}
+	}
+
+	depth := metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
+	hb := lookup(t, tpl.GetCloudWatchAlarmWithName, "MetricsHeartbeatAlarm")
+	if got := metricKey(aws.ToString(hb.Namespace), aws.ToString(hb.MetricName), hb.Dimensions); got != depth {
+		t.Fatalf("MetricsHeartbeatAlarm watches %s", got)
+	}
+	if fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction"); aws.ToInt(fn.Timeout) > 60 {
+		t.Fatalf("the metrics function runs up to %d s; its heartbeat allows a minute", aws.ToInt(fn.Timeout))
+	}
+	for schedule, every := range schedules(t, tpl, "MetricsSchedule") {
+		for offset := range every {
+			if got := entered(simulate(t, hb, runs(depth, offset, every, 600, 1, 0, 1, 1, 0), 600), "ALARM"); len(got) != 0 {
+				t.Errorf("MetricsSchedule %s, runs from minute %d: the metrics heartbeat pages at %v while every run publishes", schedule, offset, got)
+			}
+		}
+		if got := entered(simulate(t, hb, runs(depth, 3, every, 300, 1), 600), "ALARM"); len(got) != 1 || got[0] > 300+20 {
+			t.Errorf("MetricsSchedule %s: the metrics function stops at minute 300; its heartbeat pages at %v", schedule, got)
+		}
+	}
+}
+
+// The documented upgrade (LedgerMappingEnabled=false: the ledger's stream
+// mapping and its digest schedule off until the baseline is taken) is a
+// window in which the ledger publishes nothing and the breakers' counters,
+// kept from the stream, are frozen. In it no alarm sits in ALARM for want
+// of ledger data (the anchoring lag and the iterator age treat missing
+// data as not breaching), the standing policies do not run (their rule is
+// disabled and the redrive function is told the counters are not live),
+// and one reminder pages every hour, with or without data, saying the
+// upgrade must finish within the stream's 24 hours. With the mapping on,
+// the same silence pages.
+func TestUpgradeWindowAlarms(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		tpl := openWith(t, map[string]any{"LedgerMappingEnabled": fmt.Sprint(on)})
+		name := fmt.Sprintf("LedgerMappingEnabled=%v", on)
+		if got := tpl.Conditions["LedgerMappingOff"]; got != !on {
+			t.Errorf("%s: condition LedgerMappingOff is %v", name, got)
+		}
+
+		rule := lookup(t, tpl.GetEventsRuleWithName, "RedrivePolicyRule")
+		if state := aws.ToString(rule.State); (on && state != "ENABLED" && state != "") || (!on && state != "DISABLED") {
+			t.Errorf("%s: the standing policies' schedule is %q", name, aws.ToString(rule.State))
+		}
+		fn := lookup(t, tpl.GetServerlessFunctionWithName, "RedriveFunction")
+		cfg, err := redrive.ConfigFromEnv(func(k string) string { return fn.Environment.Variables[k] })
+		if err != nil || cfg.Service.CountersOff != !on {
+			t.Errorf("%s: the redrive function's counters off: %v (COUNTERS_LIVE %q, %v)", name, cfg.Service.CountersOff, fn.Environment.Variables["COUNTERS_LIVE"], err)
+		}
+
+		// A quiet, healthy stack: the DLQs empty, the metrics function and
+		// the sweeper running, and nothing from the ledger.
+		table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+		quiet := world{
+			metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}}):     constant(0, 0, 600),
+			metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}): func(m int) (float64, bool) { return 1, m%60 == 20 },
+		}
+		for _, q := range []string{"prod-dlq", ledgerQueueName, "prod-failed-invocations", "prod-source"} {
+			for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent"} {
+				quiet[sqsKey(m, q)] = constant(0, 0, 600)
+			}
+		}
+		paging := map[string][]int{}
+		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+			if c := a.AWSCloudFormationCondition; c != "" && tpl.Conditions[c] != true {
+				continue
+			}
+			if got := entered(simulate(t, a, quiet, 600), "ALARM"); len(got) > 0 {
+				paging[id] = got
+			}
+		}
+		if on {
+			silent := []string{"LedgerAnchoringLagAlarm", "LedgerIteratorAgeAlarm"}
+			for _, id := range silent {
+				if len(paging[id]) == 0 {
+					t.Errorf("%s: %s is quiet while the ledger publishes nothing", name, id)
+				}
+			}
+			for id, at := range paging {
+				if !slices.Contains(silent, id) {
+					t.Errorf("%s: %s pages at %v in a quiet stack", name, id, at)
+				}
+			}
+			continue
+		}
+		for id, at := range paging {
+			if id != "LedgerUpgradeReminderAlarm" {
+				t.Errorf("%s: %s pages at %v in a quiet upgrade window", name, id, at)
+			}
+		}
+		reminder := lookup(t, tpl.GetCloudWatchAlarmWithName, "LedgerUpgradeReminderAlarm")
+		if reminder.AWSCloudFormationCondition != "LedgerMappingOff" {
+			t.Errorf("the upgrade reminder exists under condition %q", reminder.AWSCloudFormationCondition)
+		}
+		if _, ok := reminders["LedgerUpgradeReminderAlarm"]; !ok || len(reminder.OKActions) != 0 {
+			t.Errorf("the upgrade reminder is no reminder: OK actions %v", reminder.OKActions)
+		}
+		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", "baseline", "docs/ledger.md"} {
+			if !strings.Contains(aws.ToString(reminder.AlarmDescription), want) {
+				t.Errorf("the upgrade reminder does not say %q: %s", want, aws.ToString(reminder.AlarmDescription))
+			}
+		}
+		reminderGaps(t, "LedgerUpgradeReminderAlarm", simulate(t, reminder, quiet, 600), 10, 600)
+		reminderGaps(t, "LedgerUpgradeReminderAlarm without data", simulate(t, reminder, world{}, 600), 10, 600)
+	}
+}
