@@ -2,14 +2,14 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive sweeper metrics ledger
+FUNCTIONS := ingest redrive sweeper metrics ledger digest
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction \
-	build-LedgerFunction
+	build-LedgerFunction build-DigestFunction
 
 all: lint test build
 
@@ -55,7 +55,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/domain/ledger/
-	$(GO) test -run '^$$' -fuzz FuzzLambdaHandler -fuzztime 30s ./shared/usecase/ledger/
+	$(GO) test -run '^$$' -fuzz FuzzStreamEntry -fuzztime 30s ./shared/usecase/ledger/
+	$(GO) test -run '^$$' -fuzz FuzzDigestEntry -fuzztime 30s ./shared/usecase/ledger/
 
 # linux/arm64 bootstrap zips for provided.al2023.
 build: $(FUNCTIONS:%=$(BUILD)/%.zip)
@@ -105,3 +106,6 @@ build-MetricsFunction:
 
 build-LedgerFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ledger
+
+build-DigestFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/digest
