@@ -74,7 +74,7 @@ build-IngestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingest
 
 demo:
-	@echo "compiling dlqlocal (the five functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
+	@echo "compiling dlqlocal (the six functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
 	$(GO) run ./cmd/dlqlocal demo
 
 # 10,000 messages through the whole pipeline under injected AWS faults and
@@ -83,7 +83,7 @@ demo:
 soak:
 	$(GO) run ./cmd/dlqlocal soak $(SOAK_FLAGS)
 
-# The stack with the five functions in the local Lambda API, until Ctrl-C
+# The stack with the six functions in the local Lambda API, until Ctrl-C
 # (make local LOCAL_FLAGS="-logs stderr"). Built, then exec'd: Ctrl-C ends
 # dlqlocal itself, which stops cleanly and exits 0.
 LOCAL_FLAGS ?=

@@ -3,10 +3,14 @@ package template_test
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
 // Issue 26: the digest runs from a function of its own, so that nothing
@@ -192,5 +196,42 @@ func TestOnlyTheStreamMappingInvokesTheStreamFunction(t *testing.T) {
 				t.Errorf("%d permissions name the digest function, want LedgerDigestPermission alone", perms)
 			}
 		})
+	}
+}
+
+// No command the docs show sends the digest's or the baseline's event to
+// the stream function, which refuses them: they go to the digest function.
+func TestDocsInvokeTheDigestFunctionForActions(t *testing.T) {
+	root := filepath.Join(filepath.Dir(template.Path()), "..")
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "events", "README.md"))
+	stream := regexp.MustCompile(`--function-name\s+\S*-ledger(\s|$)`)
+	action := regexp.MustCompile(`"action"|ledger-digest\.json`)
+	invokes := 0
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Commands may wrap across lines in prose: join each paragraph.
+		for _, para := range strings.Split(string(raw), "\n\n") {
+			para = strings.Join(strings.Fields(para), " ")
+			for _, cmd := range strings.Split(para, "aws lambda invoke")[1:] {
+				cmd, _, _ = strings.Cut(cmd, "`")
+				if !action.MatchString(cmd) {
+					continue
+				}
+				invokes++
+				if stream.MatchString(cmd) {
+					t.Errorf("%s: aws lambda invoke%s: the stream function refuses an action; invoke the digest function", filepath.Base(doc), cmd)
+				}
+			}
+		}
+	}
+	if invokes == 0 {
+		t.Fatal("no doc invokes the digest function: the check checks nothing")
 	}
 }
