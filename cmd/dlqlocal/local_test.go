@@ -28,6 +28,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
@@ -169,8 +170,8 @@ func stopLocal() error {
 			}
 		}
 	}
-	if stopped != 5 {
-		return fmt.Errorf("%d bootstraps exited on stop, want 5", stopped)
+	if want := len(localrunner.LocalFunctions); stopped != want {
+		return fmt.Errorf("%d bootstraps exited on stop, want %d", stopped, want)
 	}
 	if !strings.HasSuffix(local.stdout.String(), "stopped\n") {
 		return fmt.Errorf("stdout does not end with stopped: %q", tail(local.stdout.String()))
@@ -515,8 +516,9 @@ func TestResetDirRefusesAForeignDirectory(t *testing.T) {
 
 // The table's stream reaches the ledger bootstrap through the Lambda API:
 // a record made from a DLQ message is in a segment of the Object Lock
-// bucket within seconds, and the digest schedule's input, invoked now,
-// signs a digest that anchors it.
+// bucket within seconds, and the digest schedule's input, invoked now on
+// the digest function (the stream function refuses it), signs a digest
+// that anchors it.
 func TestLocalLedgerLedgersARecord(t *testing.T) {
 	ctx := context.Background()
 	event := embedded.RandomName("led")
@@ -555,7 +557,17 @@ func TestLocalLedgerLedgersARecord(t *testing.T) {
 	if !strings.Contains(logs(t), "[dlqq-ledger] {") {
 		t.Error("the ledger bootstrap logged nothing")
 	}
-	out, err := lambda.NewFromConfig(local.aws).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-ledger"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
+	// The digest is the digest function's: the stream function refuses
+	// the schedule's input.
+	api := lambda.NewFromConfig(local.aws)
+	refused, err := api.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-ledger"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused.FunctionError == nil || !strings.Contains(string(refused.Payload), "event refused") {
+		t.Fatalf("the stream function took the digest's input: %v %s", aws.ToString(refused.FunctionError), refused.Payload)
+	}
+	out, err := api.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-digest"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
