@@ -2,14 +2,14 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive sweeper metrics ledger
+FUNCTIONS := ingest redrive sweeper metrics ledger digest
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction \
-	build-LedgerFunction
+	build-LedgerFunction build-DigestFunction
 
 all: lint test build
 
@@ -55,7 +55,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/domain/ledger/
-	$(GO) test -run '^$$' -fuzz FuzzLambdaHandler -fuzztime 30s ./shared/usecase/ledger/
+	$(GO) test -run '^$$' -fuzz FuzzStreamEntry -fuzztime 30s ./shared/usecase/ledger/
+	$(GO) test -run '^$$' -fuzz FuzzDigestEntry -fuzztime 30s ./shared/usecase/ledger/
 
 # linux/arm64 bootstrap zips for provided.al2023.
 build: $(FUNCTIONS:%=$(BUILD)/%.zip)
@@ -73,7 +74,7 @@ build-IngestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingest
 
 demo:
-	@echo "compiling dlqlocal (the five functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
+	@echo "compiling dlqlocal (the six functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
 	$(GO) run ./cmd/dlqlocal demo
 
 # 10,000 messages through the whole pipeline under injected AWS faults and
@@ -82,7 +83,7 @@ demo:
 soak:
 	$(GO) run ./cmd/dlqlocal soak $(SOAK_FLAGS)
 
-# The stack with the five functions in the local Lambda API, until Ctrl-C
+# The stack with the six functions in the local Lambda API, until Ctrl-C
 # (make local LOCAL_FLAGS="-logs stderr"). Built, then exec'd: Ctrl-C ends
 # dlqlocal itself, which stops cleanly and exits 0.
 LOCAL_FLAGS ?=
@@ -105,3 +106,6 @@ build-MetricsFunction:
 
 build-LedgerFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ledger
+
+build-DigestFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/digest

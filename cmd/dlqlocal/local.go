@@ -34,7 +34,7 @@ type localOptions struct {
 
 func defaultLocalDir() string { return filepath.Join(os.TempDir(), "dlqq-local") }
 
-// runLocal starts the stack named dlqq, deploys the five functions in the
+// runLocal starts the stack named dlqq, deploys the six functions in the
 // local Lambda API with their real bootstraps (supervised), runs the DLQ's
 // and the table stream's event source mappings and the schedules through
 // the Lambda API, prints how
@@ -204,7 +204,7 @@ type envVar struct{ Name, Value string }
 // signing key from the stack's outputs), and for the AWS CLI the archive
 // bucket (DLQQ_LOCAL_ARCHIVE_BUCKET: a name dlqctl does not read, since
 // DLQQ_ARCHIVE_BUCKET would beat the stack's ArchiveBucketName output),
-// the ledger function and the queue URLs.
+// the ledger's stream and digest functions and the queue URLs.
 func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 	var env []envVar
 	for _, kv := range st.Environ() {
@@ -215,6 +215,7 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		envVar{"DLQQ_STACK", st.Env.StackName},
 		envVar{"DLQQ_LOCAL_ARCHIVE_BUCKET", st.Names["ArchiveBucket"]},
 		envVar{"DLQQ_LEDGER_FUNCTION", l.Name("LedgerFunction")},
+		envVar{"DLQQ_DIGEST_FUNCTION", l.Name("DigestFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
 	)
@@ -262,6 +263,8 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	ls := l.LedgerStream
 	fmt.Fprintf(w, "%s is invoked with the table stream's batches (batch %d, tumbling window %s, bisect on error %s, partial batch responses %s, retried until it succeeds)\n",
 		l.Name("LedgerFunction"), ls.BatchSize, ls.Window, onOff[ls.Bisect], onOff[ls.ReportBatchItemFailures])
+	fmt.Fprintf(w, "%s signs the ledger's digests on its schedule (and takes {\"action\":\"baseline\"} by hand); it refuses stream batches, as %s refuses actions\n",
+		l.Name("DigestFunction"), l.Name("LedgerFunction"))
 	fmt.Fprintf(w, "schedules (each invokes its function through the Lambda API):\n")
 	for _, s := range l.Schedules {
 		input := "the scheduled event"

@@ -28,6 +28,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
@@ -169,8 +170,8 @@ func stopLocal() error {
 			}
 		}
 	}
-	if stopped != 5 {
-		return fmt.Errorf("%d bootstraps exited on stop, want 5", stopped)
+	if want := len(localrunner.LocalFunctions); stopped != want {
+		return fmt.Errorf("%d bootstraps exited on stop, want %d", stopped, want)
 	}
 	if !strings.HasSuffix(local.stdout.String(), "stopped\n") {
 		return fmt.Errorf("stdout does not end with stopped: %q", tail(local.stdout.String()))
@@ -287,11 +288,11 @@ func stackOutput(t *testing.T, name string) string {
 // The env file has the exports the banner shows, and they are what dlqctl
 // and the AWS CLI need: the endpoints (CloudFormation's among them), the
 // credentials, DLQQ_STACK, whose outputs give dlqctl the rest, and for the
-// AWS CLI the archive bucket, the ledger function and queue URLs on the
-// real endpoint.
+// AWS CLI the archive bucket, the ledger's stream and digest functions
+// and queue URLs on the real endpoint.
 func TestLocalEnvFileAndBanner(t *testing.T) {
 	banner := local.stdout.String()
-	for _, want := range []string{"DLQQ_STACK", "DLQQ_LOCAL_ARCHIVE_BUCKET", "DLQQ_LEDGER_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_CLOUDFORMATION", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
+	for _, want := range []string{"DLQQ_STACK", "DLQQ_LOCAL_ARCHIVE_BUCKET", "DLQQ_LEDGER_FUNCTION", "DLQQ_DIGEST_FUNCTION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_CLOUDFORMATION", "DLQQ_DLQ_URL", "DLQQ_SOURCE_QUEUE_URL"} {
 		if local.env[want] == "" {
 			t.Errorf("env file has no %s", want)
 		}
@@ -299,8 +300,9 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 			t.Errorf("banner does not export %s as the env file does", want)
 		}
 	}
-	if key := stackOutput(t, stackoutputs.LedgerSigningKey); local.env["DLQQ_LEDGER_FUNCTION"] != "dlqq-ledger" || !strings.HasPrefix(key, "arn:aws:kms:") || strings.Contains(key, ":alias/") {
-		t.Errorf("the ledger's function %q and signing key %q", local.env["DLQQ_LEDGER_FUNCTION"], key)
+	if key := stackOutput(t, stackoutputs.LedgerSigningKey); local.env["DLQQ_LEDGER_FUNCTION"] != "dlqq-ledger" || local.env["DLQQ_DIGEST_FUNCTION"] != "dlqq-digest" ||
+		!strings.HasPrefix(key, "arn:aws:kms:") || strings.Contains(key, ":alias/") {
+		t.Errorf("the ledger's functions %q and %q, signing key %q", local.env["DLQQ_LEDGER_FUNCTION"], local.env["DLQQ_DIGEST_FUNCTION"], key)
 	}
 	if fn := stackOutput(t, stackoutputs.RedriveFunction); fn != "dlqq-redrive" || local.env["DLQQ_STACK"] != "dlqq" || !strings.HasPrefix(local.env["DLQQ_DLQ_URL"], local.env["AWS_ENDPOINT_URL"]+"/") {
 		t.Errorf("redrive function %q; env %v", fn, local.env)
@@ -321,8 +323,9 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	}
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
-		`dlqq-ledger    every 5m0s    digest    {"action":"digest"}`,
+		`dlqq-digest    every 5m0s    digest    {"action":"digest"}`,
 		"dlqq-ledger is invoked with the table stream's batches (batch 100, tumbling window 1m0s, bisect on error on, partial batch responses on, retried until it succeeds)",
+		`dlqq-digest signs the ledger's digests on its schedule (and takes {"action":"baseline"} by hand); it refuses stream batches, as dlqq-ledger refuses actions`,
 		"logs (the functions' output and the runner's log): " + local.logs,
 		"aws lambda invoke --function-name dlqq-redrive --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json",
 		`--queue-url "$DLQQ_DLQ_URL"`,
@@ -330,6 +333,9 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}
+	}
+	if strings.Contains(banner, `dlqq-ledger    every`) {
+		t.Errorf("a schedule invokes the stream function:\n%s", banner)
 	}
 	if strings.Contains(banner, "4566") {
 		t.Errorf("banner prints kumo's localhost:4566 URLs:\n%s", banner)
@@ -356,8 +362,8 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	}
 }
 
-// The five functions exist in the Lambda API as the template deploys them.
-func TestLocalListsTheFiveFunctions(t *testing.T) {
+// The six functions exist in the Lambda API as the template deploys them.
+func TestLocalListsTheSixFunctions(t *testing.T) {
 	ctx := context.Background()
 	api := lambda.NewFromConfig(local.aws)
 	out, err := api.ListFunctions(ctx, &lambda.ListFunctionsInput{})
@@ -368,7 +374,7 @@ func TestLocalListsTheFiveFunctions(t *testing.T) {
 	for _, f := range out.Functions {
 		got[aws.ToString(f.FunctionName)] = true
 	}
-	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger"} {
+	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"} {
 		if !got[f] {
 			t.Errorf("list-functions lacks %s: %v", f, got)
 		}
@@ -510,8 +516,9 @@ func TestResetDirRefusesAForeignDirectory(t *testing.T) {
 
 // The table's stream reaches the ledger bootstrap through the Lambda API:
 // a record made from a DLQ message is in a segment of the Object Lock
-// bucket within seconds, and the digest schedule's input, invoked now,
-// signs a digest that anchors it.
+// bucket within seconds, and the digest schedule's input, invoked now on
+// the digest function (the stream function refuses it), signs a digest
+// that anchors it.
 func TestLocalLedgerLedgersARecord(t *testing.T) {
 	ctx := context.Background()
 	event := embedded.RandomName("led")
@@ -550,7 +557,17 @@ func TestLocalLedgerLedgersARecord(t *testing.T) {
 	if !strings.Contains(logs(t), "[dlqq-ledger] {") {
 		t.Error("the ledger bootstrap logged nothing")
 	}
-	out, err := lambda.NewFromConfig(local.aws).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-ledger"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
+	// The digest is the digest function's: the stream function refuses
+	// the schedule's input.
+	api := lambda.NewFromConfig(local.aws)
+	refused, err := api.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-ledger"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused.FunctionError == nil || !strings.Contains(string(refused.Payload), "event refused") {
+		t.Fatalf("the stream function took the digest's input: %v %s", aws.ToString(refused.FunctionError), refused.Payload)
+	}
+	out, err := api.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("dlqq-digest"), Payload: lambdatest.Sample(t, "ledger-digest.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -407,7 +407,7 @@ func walkChecks() map[string]walkCheck {
 	return map[string]walkCheck{
 		"source build/local.env": ok(),
 		`go build -o build/dlqctl ./cmd/dlqctl && export PATH="$PWD/build:$PATH"`:    ok(),
-		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger"),
+		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"),
 		`for n in 101 102 103 104 105; do aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --message-body file://events/messages/inv-000$n.json --query MessageId --output text; done`: ok().and(lines(`^[0-9a-f-]{36}$`, 5)),
 		"dlqctl ls --status all":                   ok().and(lines(`^dlqq-source#inv-00010[1-3] +QUARANTINED +exhausted `, 3)).and(lines(`^dlqq-source#inv-00010[45] +QUARANTINED +validation `, 2)).soon(),
 		"dlqctl buckets":                           ok("5 open records in 3 failure signatures", "consumer|retries exhausted"),
@@ -441,10 +441,13 @@ func walkChecks() map[string]walkCheck {
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		at("dlqq-ingest", "ingest-dlq-batch.json"):              invoked(`"batchItemFailures"`).and(lacks("itemIdentifier")),
 		"dlqctl ls --source dlqq-inventory-source --status all": ok().and(lines(`^dlqq-inventory-source#`, 4)),
-		// The ledger: a digest signed now; the stream sample, from another
-		// table's stream, refused; segments and digests in the bucket.
-		at("dlqq-ledger", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),("adopted":true,)?"shards":1,"lag_seconds":`)),
+		// The ledger: a digest signed now by the digest function; the
+		// stream sample, from another table's stream, refused by the
+		// stream function, and by the digest function as a stream batch;
+		// segments and digests in the bucket.
+		at("dlqq-digest", "ledger-digest.json"): invoked().and(matches(`"n":[1-9][0-9]*,"written":(true|false),("adopted":true,)?"shards":1,"lag_seconds":`)),
 		at("dlqq-ledger", "ledger-stream.json"): ok(`"FunctionError"`, "not the ledger's stream"),
+		at("dlqq-digest", "ledger-stream.json"): ok(`"FunctionError"`, "event refused", "never takes a stream batch"),
 		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET/ledger/" --recursive`: ok().and(atLeast(`ledger/segments/shardId-[^/ ]+/[0-9]{40}\.json$`, 1)).and(atLeast(`ledger/digests/[0-9]{12}\.json$`, 1)).
 			and(lines(`archive/`, 0)),
 		// The verify output contract (docs/local.md, phase 2): its first

@@ -1,6 +1,7 @@
-// Command ledger is the Lambda function that writes the quarantine
-// table's change stream into the Object Lock bucket as chained segments
-// and signs a digest of every shard's head on a schedule.
+// Command ledger is the ledger's stream function: the Lambda function that
+// writes the quarantine table's change stream into the Object Lock bucket
+// as chained segments. Its one entry point takes the stream mapping's
+// batches only; the digests are signed by functions/digest.
 package main
 
 import (
@@ -11,6 +12,6 @@ import (
 )
 
 func main() {
-	fn := wire.Init("ledger", ledger.ConfigFromEnv, wire.Ledger)
-	lambda.Start(fn.LambdaHandler)
+	fn := wire.Init("ledger", ledger.StreamConfigFromEnv, wire.Ledger)
+	lambda.Start(fn.StreamEntry)
 }

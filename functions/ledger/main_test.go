@@ -10,23 +10,19 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
-	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
-	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
 
-// The real ledger bootstrap, configured from the template: the digest
-// schedule's input (events/ledger-digest.json) signs digest 1, which
-// verifies with the key's public part; the stream sample
-// (events/ledger-stream.json), from another table's stream, is refused
-// and writes nothing; the same batch from this stack's stream is ledgered
-// as one segment of its shard.
-func TestBootstrapDigestsAndLedgersTheSamples(t *testing.T) {
+// The real stream bootstrap, configured from the template: the digest
+// schedule's input (events/ledger-digest.json) and the baseline's are
+// refused, and so is the stream sample (events/ledger-stream.json), from
+// another table's stream; none of them writes anything. The same batch
+// from this stack's stream is ledgered as one segment of its shard.
+func TestBootstrapLedgersTheStreamAndRefusesActions(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{})
 	f := lambdatest.ForTest(t, st, "ledger", "LedgerFunction", 60*time.Second)
@@ -43,26 +39,19 @@ func TestBootstrapDigestsAndLedgersTheSamples(t *testing.T) {
 		return ""
 	}
 	objects := s3store.LedgerObjects{API: st.Clients.S3, Bucket: getenv("LEDGER_BUCKET")}
-	// The stream's mapping, as the template declares it (the dev kit's;
-	// kumo never polls it): the digest records it, enabled.
-	if _, err := localrunner.NewLedgerMapping(ctx, st.Clients.Lambda, f.Name, getenv("STREAM_ARN"), true); err != nil {
-		t.Fatal(err)
+	// The digest's and the baseline's events belong to the digest
+	// function (functions/digest): the stream function refuses them.
+	for _, ev := range [][]byte{lambdatest.Sample(t, "ledger-digest.json"), []byte(`{"action":"baseline"}`)} {
+		out, err := f.Invoke(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.FunctionError == nil || !strings.Contains(string(out.Payload), "event refused") || !strings.Contains(string(out.Payload), "digest function") {
+			t.Fatalf("%s: %v %s", ev, aws.ToString(out.FunctionError), out.Payload)
+		}
 	}
-
-	var rep ledger.DigestReport
-	if out := f.MustInvoke(t, lambdatest.Sample(t, "ledger-digest.json")); json.Unmarshal(out, &rep) != nil || rep.N != 1 || !rep.Written {
-		t.Fatalf("digest report %s", out)
-	}
-	pub, err := st.Clients.KMS.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(getenv("SIGNING_KEY_ID"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := dl.Input{Digests: map[string][]byte{}, Segments: map[string][]byte{}, PublicKeyDER: pub.PublicKey, Now: time.Now()}
-	if in.Digests[dl.DigestKey(1)], err = objects.Get(ctx, dl.DigestKey(1)); err != nil {
-		t.Fatal(err)
-	}
-	if res := dl.Verify(in); !res.OK() || res.LastDigest != 1 {
-		t.Fatalf("digest 1 does not verify: %+v", res)
+	if keys, err := objects.List(ctx, "ledger/", ""); err != nil || len(keys) != 0 {
+		t.Fatalf("a refused action wrote %v (%v)", keys, err)
 	}
 
 	sample := lambdatest.Sample(t, "ledger-stream.json")

@@ -66,10 +66,15 @@ func startLedger(t *testing.T, extra ...map[string]string) *ledgerStack {
 	for _, x := range extra {
 		maps.Copy(env, x)
 	}
-	cfg, err := ledger.ConfigFromEnv(func(k string) string { return env[k] })
+	// The digest function's settings (a superset of the stream
+	// function's), in one process serving both, without the pipeline
+	// check (no Lambda client here): no function names.
+	env["STREAM_FUNCTION_NAME"], env["AWS_LAMBDA_FUNCTION_NAME"] = "wire-ledger", "wire-digest"
+	cfg, err := ledger.DigestConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.StreamFunctionName, cfg.FunctionName = "", ""
 	var emf bytes.Buffer
 	svc, err := wire.Ledger(ctx, cfg, &wire.Clients{DynamoDB: st.Clients.DynamoDB, S3: st.Clients.S3, KMS: kc, DynamoDBStreams: st.Clients.DynamoDBStreams},
 		wire.Runtime{Metrics: &emf})

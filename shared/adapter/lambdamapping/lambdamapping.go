@@ -1,6 +1,7 @@
-// Package lambdamapping reads the ledger function's event source mappings
-// on its stream (Lambda ListEventSourceMappings) for the digest run's
-// pipeline check (usecase/ledger pipeline.go). ListEventSourceMappings
+// Package lambdamapping reads the ledger functions' event source mappings
+// (Lambda ListEventSourceMappings) for the digest run's pipeline check
+// (usecase/ledger pipeline.go): the stream function's on its stream, and
+// the digest function's own on any source. ListEventSourceMappings
 // supports no resource-level permission: the ledger role is granted it on
 // Resource "*" (infra/template.yaml, ReadItsMapping).
 package lambdamapping
@@ -38,9 +39,28 @@ func (m Mappings) Mappings(ctx context.Context) ([]dl.Mapping, error) {
 	if m.Function == "" || m.StreamARN == "" {
 		return nil, errors.New("list event source mappings: no function name or stream ARN")
 	}
-	in := &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(m.Function), EventSourceArn: aws.String(m.StreamARN)}
+	return list(ctx, m.API, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(m.Function), EventSourceArn: aws.String(m.StreamARN)})
+}
+
+// AnySource lists Function's mappings on every event source (a stream, a
+// queue, anything): the digest function should have none.
+type AnySource struct {
+	API API
+	// Function is the function's name or ARN (AWS_LAMBDA_FUNCTION_NAME).
+	Function string
+}
+
+// Mappings returns every mapping of the function, every page.
+func (m AnySource) Mappings(ctx context.Context) ([]dl.Mapping, error) {
+	if m.Function == "" {
+		return nil, errors.New("list event source mappings: no function name")
+	}
+	return list(ctx, m.API, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(m.Function)})
+}
+
+func list(ctx context.Context, api API, in *lambda.ListEventSourceMappingsInput) ([]dl.Mapping, error) {
 	out := []dl.Mapping{}
-	p := lambda.NewListEventSourceMappingsPaginator(m.API, in)
+	p := lambda.NewListEventSourceMappingsPaginator(api, in)
 	for pages := 0; p.HasMorePages(); pages++ {
 		if pages == maxPages {
 			return out, fmt.Errorf("list event source mappings: more than %d pages", maxPages)

@@ -58,3 +58,37 @@ func TestMappingsListsEveryPage(t *testing.T) {
 		t.Fatal("no function name: no error")
 	}
 }
+
+// anySource answers ListEventSourceMappings for a function on every source
+// (no EventSourceArn in the request).
+type anySource struct {
+	t     *testing.T
+	pages []lambda.ListEventSourceMappingsOutput
+	calls int
+}
+
+func (a *anySource) ListEventSourceMappings(_ context.Context, in *lambda.ListEventSourceMappingsInput, _ ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
+	if aws.ToString(in.FunctionName) != "prod-digest" || in.EventSourceArn != nil {
+		a.t.Fatalf("asked for %q on %v", aws.ToString(in.FunctionName), in.EventSourceArn)
+	}
+	out := a.pages[a.calls]
+	a.calls++
+	return &out, nil
+}
+
+// The digest function's own mappings are listed on every source, every
+// page: a queue or a stream attached to it is found.
+func TestAnySourceListsEveryMappingOfTheFunction(t *testing.T) {
+	t.Parallel()
+	api := &anySource{t: t, pages: []lambda.ListEventSourceMappingsOutput{
+		{EventSourceMappings: []types.EventSourceMappingConfiguration{{UUID: aws.String("u-1"), State: aws.String("Enabled"), EventSourceArn: aws.String("arn:aws:sqs:eu-west-1:1:q")}}, NextMarker: aws.String("m")},
+		{EventSourceMappings: []types.EventSourceMappingConfiguration{{UUID: aws.String("u-2"), State: aws.String("Enabled"), EventSourceArn: aws.String("arn:stream")}}},
+	}}
+	got, err := AnySource{API: api, Function: "prod-digest"}.Mappings(context.Background())
+	if err != nil || len(got) != 2 || got[0].EventSourceARN != "arn:aws:sqs:eu-west-1:1:q" || got[1].UUID != "u-2" {
+		t.Fatalf("got %+v %v", got, err)
+	}
+	if _, err := (AnySource{API: api}).Mappings(context.Background()); err == nil {
+		t.Fatal("no function name: no error")
+	}
+}

@@ -21,9 +21,11 @@ import (
 
 // The ledger in the soak runs as deployed: its stream mapping (the
 // localrunner poller, Lambda's service, on clean clients) feeds each batch
-// to one ledger process on the faulty network, which crashes like the
-// redrive and sweeper processes do; a failed or crashed batch is delivered
-// again, bisected. A digest process runs on a short schedule, crashing too.
+// to one process of the stream function on the faulty network, which
+// crashes like the redrive and sweeper processes do; a failed or crashed
+// batch is delivered again, bisected. A process of the digest function
+// runs on a short schedule, through its entry point with the schedule's
+// input, crashing too.
 
 // aim is a crash point chosen by what a request is, so that a short run
 // meets each crash the ledger must survive. at sees the request's
@@ -141,7 +143,7 @@ func (c *aimedCrash) Requests() int64 {
 // a function error, so the batch comes again.
 var errProcessCrashed = errors.New("the ledger process crashed")
 
-// ledgerBatch is the ledger function's handler as its mapping invokes it:
+// ledgerBatch is the stream function's handler as its mapping invokes it:
 // each batch one process on the faulty network.
 func (s *soak) ledgerBatch(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 	resp := events.DynamoDBTimeWindowEventResponse{}
@@ -160,15 +162,19 @@ func (s *soak) ledgerBatch(ctx context.Context, ev events.DynamoDBTimeWindowEven
 	return resp, err
 }
 
-// digestOnce runs one digest process.
+// digestOnce runs one process of the digest function with the schedule's
+// input.
 func (s *soak) digestOnce(ctx context.Context) (ledger.DigestReport, bool, error) {
 	var rep ledger.DigestReport
 	crashed, err := s.invoke(ctx, "digest", func(ctx context.Context, cl *awsclients.Clients) error {
-		svc, err := s.fns.NewLedger(cl, io.Discard)
+		svc, err := s.fns.NewDigest(cl, io.Discard)
 		if err != nil {
 			return err
 		}
-		rep, err = svc.Digest(ctx)
+		out, err := svc.DigestEntry(ctx, []byte(`{"action":"digest"}`))
+		if r, ok := out.(ledger.DigestReport); ok {
+			rep = r
+		}
 		return err
 	})
 	if err == nil && !crashed {

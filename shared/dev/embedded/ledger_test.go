@@ -17,7 +17,7 @@ import (
 // The template's signing key is created as it declares it (ECC_NIST_P256,
 // SIGN_VERIFY), and kumo signs a digest with it that Go verifies offline
 // with the public key, as dlqctl verify --offline does; the encryption key
-// stays a symmetric one. The ledger function and its stream mapping see
+// stays a symmetric one. The ledger's two functions and its stream mapping see
 // the table's real stream ARN.
 func TestTheLedgersKeysAndStream(t *testing.T) {
 	t.Parallel()
@@ -66,16 +66,23 @@ func TestTheLedgersKeysAndStream(t *testing.T) {
 	}
 
 	stream := st.StreamARNs["QuarantineTable"]
-	fn, err := st.Template.GetServerlessFunctionWithName("LedgerFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m, err := st.Template.GetLambdaEventSourceMappingWithName("LedgerStreamMapping")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stream == "" || fn.Environment.Variables["STREAM_ARN"] != stream || aws.ToString(m.EventSourceArn) != stream {
-		t.Fatalf("stream %q; the function sees %q, the mapping reads %q", stream, fn.Environment.Variables["STREAM_ARN"], aws.ToString(m.EventSourceArn))
+	if stream == "" || aws.ToString(m.EventSourceArn) != stream {
+		t.Fatalf("stream %q; the mapping reads %q", stream, aws.ToString(m.EventSourceArn))
+	}
+	// Both of the ledger's functions, the stream function and the digest
+	// function (which names the stream function by its stack name).
+	for id, streamFn := range map[string]string{"LedgerFunction": "", "DigestFunction": st.Env.StackName + "-ledger"} {
+		fn, err := st.Template.GetServerlessFunctionWithName(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := fn.Environment.Variables; v["STREAM_ARN"] != stream || v["STREAM_FUNCTION_NAME"] != streamFn {
+			t.Fatalf("%s sees stream %q and stream function %q; want %q and %q", id, v["STREAM_ARN"], v["STREAM_FUNCTION_NAME"], stream, streamFn)
+		}
 	}
 }
 

@@ -37,13 +37,25 @@ type Functions struct {
 	Lease time.Duration
 	// ArchiveBucket is the sweeper's Object Lock bucket.
 	ArchiveBucket string
-	// Ledger is the ledger function; LedgerStream its stream mapping.
-	Ledger       *ledger.Service
+	// Ledger is the ledger's code in process, configured as the digest
+	// function (DigestConfig, which holds all of the stream function's
+	// settings too): the tests, the demo and dlqctl's fixtures call it
+	// directly for stream batches (HandleStream) and digest runs (Digest,
+	// Baseline) alike. Deployed, each of the two functions takes one kind
+	// of event (StreamEntry, DigestEntry): NewLedger and NewDigest build
+	// each as the template configures it.
+	Ledger *ledger.Service
+	// LedgerConfig is the stream function's configuration (LedgerFunction),
+	// DigestConfig the digest function's (DigestFunction), with the names
+	// Lambda gives it (AWS_LAMBDA_FUNCTION_NAME) and the template
+	// (STREAM_FUNCTION_NAME).
 	LedgerConfig ledger.FunctionConfig
+	DigestConfig ledger.FunctionConfig
+	// LedgerStream is the stream function's stream mapping.
 	LedgerStream StreamMapping
-	// LedgerMapping is that mapping in kumo's Lambda: the ledger's digest
-	// run reads it, LedgerPoller polls only while it is enabled, and tests
-	// disable or re-create it (ledgermapping.go).
+	// LedgerMapping is that mapping in kumo's Lambda: the digest run reads
+	// it, LedgerPoller polls only while it is enabled, and tests disable or
+	// re-create it (ledgermapping.go).
 	LedgerMapping *LedgerMapping
 
 	redriveConfig redrive.FunctionConfig
@@ -117,30 +129,51 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if getenv, err = env("LedgerFunction"); err != nil {
 		return nil, err
 	}
-	if f.LedgerConfig, err = ledger.ConfigFromEnv(getenv); err != nil {
+	if f.LedgerConfig, err = ledger.StreamConfigFromEnv(getenv); err != nil {
 		return nil, fmt.Errorf("ledger config from template: %w", err)
 	}
 	if f.LedgerStream, err = StreamMappingFromTemplate(st.Template, "LedgerStreamMapping", st.StreamARNs["QuarantineTable"]); err != nil {
 		return nil, err
 	}
-	// The function knows its own name, as Lambda tells it
-	// (AWS_LAMBDA_FUNCTION_NAME): its digest runs check the pipeline.
-	if f.LedgerConfig.FunctionName, err = functionName(st, "LedgerFunction"); err != nil {
+	if getenv, err = env("DigestFunction"); err != nil {
 		return nil, err
 	}
-	if f.LedgerMapping, err = newLedgerMapping(context.Background(), st, st.Clients.Lambda, f.LedgerConfig.FunctionName, f.LedgerStream.StreamARN); err != nil {
+	// The digest function knows its own name, as Lambda tells it
+	// (AWS_LAMBDA_FUNCTION_NAME), and the stream function's from the
+	// template: its digest runs check the pipeline.
+	digestName, err := functionName(st, "DigestFunction")
+	if err != nil {
 		return nil, err
 	}
-	if f.Ledger, err = f.NewLedger(clients, emfOut); err != nil {
+	lambdaEnv := func(k string) string {
+		if k == "AWS_LAMBDA_FUNCTION_NAME" {
+			return digestName
+		}
+		return getenv(k)
+	}
+	if f.DigestConfig, err = ledger.DigestConfigFromEnv(lambdaEnv); err != nil {
+		return nil, fmt.Errorf("digest config from template: %w", err)
+	}
+	if f.LedgerMapping, err = newLedgerMapping(context.Background(), st, st.Clients.Lambda, f.DigestConfig.StreamFunctionName, f.LedgerStream.StreamARN); err != nil {
+		return nil, err
+	}
+	if f.Ledger, err = f.NewDigest(clients, emfOut); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// NewLedger builds another ledger function on other clients (one process
-// of it, in the soak); metricsOut receives its EMF lines.
+// NewLedger builds another stream function, as the template configures
+// it, on other clients (one process of it, in the soak); metricsOut
+// receives its EMF lines.
 func (f *Functions) NewLedger(c *awsclients.Clients, metricsOut io.Writer) (*ledger.Service, error) {
 	return wire.Ledger(context.Background(), f.LedgerConfig, wire.From(c), wire.Runtime{Log: f.log, Metrics: metricsOut})
+}
+
+// NewDigest builds another digest function, as the template configures
+// it, on other clients; metricsOut receives its EMF lines.
+func (f *Functions) NewDigest(c *awsclients.Clients, metricsOut io.Writer) (*ledger.Service, error) {
+	return wire.Ledger(context.Background(), f.DigestConfig, wire.From(c), wire.Runtime{Log: f.log, Metrics: metricsOut})
 }
 
 // LedgerPoller is a poller that feeds the table's stream to handler

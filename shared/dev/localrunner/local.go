@@ -17,7 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 )
 
-// LocalFunctions are the template's five functions, by logical id, with
+// LocalFunctions are the template's six functions, by logical id, with
 // the ./functions directory that builds each.
 var LocalFunctions = []struct{ LogicalID, Dir string }{
 	{"IngestFunction", "ingest"},
@@ -25,6 +25,7 @@ var LocalFunctions = []struct{ LogicalID, Dir string }{
 	{"SweeperFunction", "sweeper"},
 	{"MetricsFunction", "metrics"},
 	{"LedgerFunction", "ledger"},
+	{"DigestFunction", "digest"},
 }
 
 // The template's event source mappings the runner feeds, by logical id.
@@ -73,7 +74,7 @@ type Local struct {
 	log *slog.Logger
 }
 
-// StartLocal builds the five bootstraps for this machine, creates each
+// StartLocal builds the six bootstraps for this machine, creates each
 // function in kumo as the template deploys it (name, environment, timeout,
 // memory) and starts it under a supervisor. It returns once every
 // bootstrap polls for invocations. On an error it stops what it started
@@ -124,7 +125,7 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 			return nil, fmt.Errorf("rule %s targets %s, which is not one of the template's functions", s.Rule, s.Function)
 		}
 	}
-	fmt.Fprintf(o.Progress, "building the five function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
+	fmt.Fprintf(o.Progress, "building the six function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
 	bins, err := lambdatest.BuildAll(ctx, filepath.Clean(o.BuildDir), dirs...)
 	if err != nil {
 		return nil, err

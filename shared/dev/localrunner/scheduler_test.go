@@ -75,7 +75,8 @@ func TestSchedulesFromTemplate(t *testing.T) {
 	if s := got["MetricsScheduleRule"]; s.Every != time.Minute || s.Function != "dlqq-metrics" {
 		t.Errorf("metrics schedule %+v", s)
 	}
-	if s := got["LedgerDigestSchedule"]; s.Every != 5*time.Minute || s.Function != "dlqq-ledger" || s.Name() != "digest" || string(s.Input) != `{"action":"digest"}` {
+	// The digest function's, never the stream function's (issue 26).
+	if s := got["LedgerDigestSchedule"]; s.Every != 5*time.Minute || s.Function != "dlqq-digest" || s.Name() != "digest" || string(s.Input) != `{"action":"digest"}` {
 		t.Errorf("ledger digest schedule %+v", s)
 	}
 	if len(scheds) != 5 {

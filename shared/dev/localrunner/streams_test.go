@@ -18,6 +18,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
 
 // streamStack is a stack without S3 whose quarantine table streams.
@@ -217,16 +218,31 @@ func TestTheTemplatesLedgerLedgersAndSignsOnTheStack(t *testing.T) {
 	if f.LedgerStream.BatchSize != 100 || !f.LedgerStream.Bisect || f.LedgerStream.Window <= 0 || !f.LedgerStream.ReportBatchItemFailures {
 		t.Fatalf("the ledger's mapping as read from the template: %+v", f.LedgerStream)
 	}
+	// The two functions as the template configures them: the digest
+	// function knows the stream function by name, and its own.
+	if f.DigestConfig.StreamFunctionName != st.Env.StackName+"-ledger" || f.DigestConfig.FunctionName != st.Env.StackName+"-digest" ||
+		f.LedgerConfig.StreamFunctionName != "" || f.LedgerConfig.FunctionName != "" {
+		t.Fatalf("the stream function's names %q %q, the digest function's %q %q", f.LedgerConfig.StreamFunctionName, f.LedgerConfig.FunctionName,
+			f.DigestConfig.StreamFunctionName, f.DigestConfig.FunctionName)
+	}
+	stream, err := f.NewLedger(st.Clients, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := f.NewDigest(st.Clients, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := storetest.Record(t, storetest.UniqueID("ledgered"))
 	if err := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"]).Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := f.LedgerPoller(st.Clients, f.Ledger.HandleStream).Drain(ctx); err != nil || n < 1 {
+	if n, err := f.LedgerPoller(st.Clients, stream.HandleStream).Drain(ctx); err != nil || n < 1 {
 		t.Fatalf("drained %d: %v", n, err)
 	}
-	rep, err := f.Ledger.Digest(ctx)
-	if err != nil || !rep.Written {
-		t.Fatalf("digest %+v: %v", rep, err)
+	out0, err := digest.DigestEntry(ctx, []byte(`{"action":"digest"}`))
+	if rep, ok := out0.(ledger.DigestReport); err != nil || !ok || !rep.Written {
+		t.Fatalf("digest %#v: %v", out0, err)
 	}
 	out, err := st.Clients.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(f.LedgerConfig.Bucket), Prefix: aws.String("ledger/")})
 	if err != nil {

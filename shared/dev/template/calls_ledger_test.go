@@ -16,6 +16,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 )
 
 // crasher fails the next DynamoDB UpdateItem on an item whose key starts
@@ -62,11 +63,14 @@ func (c *crasher) fired() int {
 	return c.hits
 }
 
-// driveLedger runs the ledger function (f, on the recorded clients) over
-// the table's stream through the template's mapping, the way Lambda would
-// (the poller reads the stream with the stack's own clients: Lambda's
-// polling is checked as the mapping's, in onBehalf), along every path of
+// driveLedger runs the ledger's two functions over the table's stream, as
+// deployed: the stream function (stream, on its recorded clients) fed
+// through the template's mapping, the way Lambda would (the poller reads
+// the stream with the stack's own clients: Lambda's polling is checked as
+// the mapping's, in onBehalf), and the digest function (digest, on its
+// own recorded clients) through its entry point, along every path of
 // design section 5:
+//   - the baseline ({"action":"baseline"}), before the first segment;
 //   - stream batches with records (segments, heads, counters applied);
 //   - a batch retried after a crash between its segment's PUT and the
 //     head's update: the retry lists the shard's segments, reads the one
@@ -76,13 +80,13 @@ func (c *crasher) fired() int {
 //     checks its signature and adopts it;
 //   - a later change and a digest run that writes digest 2 after reading
 //     digest 1.
-func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec *recorder, crash *crasher) {
+func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, stream, digest *ledger.Service, recs map[string]*recorder, crash *crasher) {
 	t.Helper()
 	ctx := context.Background()
-	poller := f.LedgerPoller(st.Clients, f.Ledger.HandleStream)
+	poller := f.LedgerPoller(st.Clients, stream.HandleStream)
 	// The baseline, before the ledger's first segment and digest (it is
 	// refused after them).
-	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"baseline"}`)); err != nil {
+	if _, err := digest.DigestEntry(ctx, []byte(`{"action":"baseline"}`)); err != nil {
 		t.Fatalf("the baseline: %v", err)
 	}
 	crash.arm(dynamostore.LedgerKeyPrefix + "head#")
@@ -92,6 +96,7 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	if crash.fired() != 1 {
 		t.Fatal("the crash before the head's update was not injected: no segment was written")
 	}
+	rec := recs["LedgerFunction"]
 	for _, action := range []string{"s3:ListBucket", "s3:ListBucketVersions", "s3:GetObject", "s3:PutObject", "dynamodb:UpdateItem"} {
 		if !rec.has(action) {
 			t.Fatalf("the retried batch made no %s: the adopt path was not driven", action)
@@ -102,15 +107,15 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	}
 
 	crash.arm(dynamostore.LedgerDigestKey)
-	if _, err := f.Ledger.Digest(ctx); !errors.Is(err, errCrash) {
+	if _, err := digest.Digest(ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("the digest run that crashes before its head's update: %v", err)
 	}
-	rep, err := f.Ledger.Digest(ctx)
+	rep, err := digest.Digest(ctx)
 	if err != nil || !rep.Adopted || rep.N != 1 {
 		t.Fatalf("the digest run after the crash: %+v %v", rep, err)
 	}
-	if !rec.has("kms:Sign") || !rec.has("kms:GetPublicKey") {
-		t.Fatal("the digest runs neither signed nor read the public key")
+	if d := recs["DigestFunction"]; !d.has("kms:Sign") || !d.has("kms:GetPublicKey") || !d.has("lambda:ListEventSourceMappings") {
+		t.Fatal("the digest runs neither signed, read the public key nor checked the pipeline")
 	}
 
 	// One more change: digest 2 reads digest 1 and follows it.
@@ -120,13 +125,13 @@ func driveLedger(t *testing.T, st *embedded.Stack, f *localrunner.Functions, rec
 	if n, err := poller.Drain(ctx); err != nil || n == 0 {
 		t.Fatalf("ledger stream after the park: drained %d: %v", n, err)
 	}
-	if rep, err := f.Ledger.Digest(ctx); err != nil || !rep.Written || rep.N != 2 {
+	if rep, err := digest.Digest(ctx); err != nil || !rep.Written || rep.N != 2 {
 		t.Fatalf("digest 2: %+v %v", rep, err)
 	}
-	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"baseline"}`)); err != nil {
+	if _, err := digest.DigestEntry(ctx, []byte(`{"action":"baseline"}`)); err != nil {
 		t.Fatalf("the baseline run once it is complete: %v", err)
 	}
-	if _, err := f.Ledger.LambdaHandler(ctx, []byte(`{"action":"digest"}`)); err != nil {
+	if _, err := digest.DigestEntry(ctx, []byte(`{"action":"digest"}`)); err != nil {
 		t.Fatalf("the scheduled digest event: %v", err)
 	}
 }

@@ -406,22 +406,26 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	recs := map[string]*recorder{}
 	fns := map[string]*localrunner.Functions{}
+	clients := map[string]*awsclients.Clients{}
 	crash := &crasher{}
-	for _, name := range []string{"IngestFunction", "RedriveFunction", "SweeperFunction", "MetricsFunction", "LedgerFunction"} {
+	for _, name := range []string{"IngestFunction", "RedriveFunction", "SweeperFunction", "MetricsFunction", "LedgerFunction", "DigestFunction"} {
 		recs[name] = &recorder{fn: name, region: st.Env.Region, account: st.Env.Account}
 		cfg := st.AWS.Copy()
 		cfg.APIOptions = append(cfg.APIOptions, recs[name].option)
-		if name == "LedgerFunction" {
+		if name == "LedgerFunction" || name == "DigestFunction" {
 			cfg.APIOptions = append(cfg.APIOptions, crash.option)
 		}
+		clients[name] = awsclients.New(cfg, awsclients.Options{Local: true})
 		var err error
-		if fns[name], err = localrunner.NewFunctions(st, awsclients.New(cfg, awsclients.Options{Local: true}), log, io.Discard); err != nil {
+		if fns[name], err = localrunner.NewFunctions(st, clients[name], log, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		// NewFunctions builds every function on the clients; what the
-		// building calls is the ledger's (its signer reads the public
-		// key), so it counts for the ledger only.
-		if name != "LedgerFunction" {
+		// building calls is the digest function's (its signer reads the
+		// public key: Functions.Ledger is built as the digest function),
+		// so it counts for the digest function only. The stream function
+		// is built below on its own recorder (its signer reads it too).
+		if name != "DigestFunction" {
 			for _, q := range recs[name].requests {
 				if q.Action != "kms:GetPublicKey" {
 					t.Fatalf("building the functions called %s: teach this test whose call it is", q)
@@ -429,6 +433,10 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 			}
 			recs[name].requests = nil
 		}
+	}
+	stream, err := fns["LedgerFunction"].NewLedger(clients["LedgerFunction"], io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
 	f := fns["IngestFunction"]
 	src := f.IngestConfig.Sources[f.Source]
@@ -526,7 +534,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	driveLedger(t, st, fns["LedgerFunction"], recs["LedgerFunction"], crash)
+	driveLedger(t, st, fns["LedgerFunction"], stream, fns["DigestFunction"].Ledger, recs, crash)
 
 	if !recs["IngestFunction"].has("s3:GetObject") {
 		t.Fatal("ingest did not read the existing claim-check object: the 412 path was not driven")
@@ -540,6 +548,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	}
 	stk.realKeys = realKeyARNs(t, st)
 	stk.derive()
+	byRole := map[string]map[string][]request{}
 	for _, fn := range slices.Sorted(maps.Keys(recs)) {
 		rec := recs[fn]
 		if len(rec.requests) == 0 {
@@ -548,23 +557,52 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		for _, f := range stk.check(fn, rec.requests) {
 			t.Error(f)
 		}
-		// What a role grants and these paths do not use: nothing for the
-		// ledger (its role is exactly its calls), and for the others only
-		// the grants of paths listed in notDriven.
-		var unexplained []string
-		for _, f := range stk.unused(fn, rec.requests) {
-			if _, ok := notDriven[f]; !ok {
-				unexplained = append(unexplained, f)
-			}
+		role := stk.roleOf(fn)
+		if byRole[role] == nil {
+			byRole[role] = map[string][]request{}
 		}
-		if len(unexplained) > 0 {
-			t.Errorf("%s: its role grants what none of its calls uses (remove the grant, or drive the path that needs it, or list it in notDriven): %q", fn, unexplained)
-		}
+		byRole[role][fn] = rec.requests
 		actions := map[string]bool{}
 		for _, q := range rec.requests {
 			actions[q.Action] = true
 		}
 		t.Logf("%s uses %v", fn, slices.Sorted(maps.Keys(actions)))
+	}
+	// What a role grants and these paths do not use: nothing for the
+	// ledger's role (exactly the calls of its stream and digest functions
+	// together), and for the others only the grants of paths listed in
+	// notDriven.
+	for _, role := range slices.Sorted(maps.Keys(byRole)) {
+		var unexplained []string
+		for _, f := range stk.unused(role, byRole[role]) {
+			if _, ok := notDriven[f]; !ok {
+				unexplained = append(unexplained, f)
+			}
+		}
+		if len(unexplained) > 0 {
+			t.Errorf("%s: the role grants what none of its functions' calls uses (remove the grant, or drive the path that needs it, or list it in notDriven): %q", role, unexplained)
+		}
+	}
+	// The digest function's calls are its own: the stream function never
+	// signs, reads the mappings or writes the canary, and the digest
+	// function never ledgers a segment or applies counters.
+	for fn, not := range map[string][]string{
+		"LedgerFunction": {"kms:Sign", "lambda:ListEventSourceMappings", "dynamodb:Scan"},
+		"DigestFunction": {"dynamodb:GetRecords", "dynamodb:GetShardIterator"},
+	} {
+		for _, a := range not {
+			if recs[fn].has(a) {
+				t.Errorf("%s made %s: that call is the other ledger function's", fn, a)
+			}
+		}
+	}
+	if recs["DigestFunction"].hasOp("TransactWriteItems") {
+		t.Error("the digest function applied counters: only the stream function does")
+	}
+	for _, q := range recs["DigestFunction"].requests {
+		if q.Action == "s3:PutObject" && strings.Contains(q.Resource, "/ledger/segments/") {
+			t.Errorf("the digest function wrote a segment: %s", q)
+		}
 	}
 
 	for _, f := range stk.checkServices() {

@@ -478,7 +478,8 @@ var functionConfigs = map[string]func(getenv func(string) string) error{
 	"redrive": func(g func(string) string) error { _, err := redrive.ConfigFromEnv(g); return err },
 	"sweeper": func(g func(string) string) error { _, err := sweeper.ConfigFromEnv(g); return err },
 	"metrics": func(g func(string) string) error { _, err := metrics.ConfigFromEnv(g); return err },
-	"ledger":  func(g func(string) string) error { _, err := ledger.ConfigFromEnv(g); return err },
+	"ledger":  func(g func(string) string) error { _, err := ledger.StreamConfigFromEnv(g); return err },
+	"digest":  func(g func(string) string) error { _, err := ledger.DigestConfigFromEnv(g); return err },
 }
 
 // deployLimits are the problems AWS would refuse the rendered template

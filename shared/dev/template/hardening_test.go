@@ -425,7 +425,7 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 		t.Errorf("no alarm on each new message in %s", name)
 	}
 	// A failed invocation that Lambda cannot even deliver there.
-	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction", "LedgerFunction"} {
+	for _, fn := range []string{"RedriveFunction", "SweeperFunction", "MetricsFunction", "LedgerFunction", "DigestFunction"} {
 		f := lookup(t, tpl.GetServerlessFunctionWithName, fn)
 		found := false
 		for _, a := range tpl.GetAllCloudWatchAlarmResources() {

@@ -851,16 +851,26 @@ func (s *stack) expand(fn, role string, calls []request) []request {
 	return all
 }
 
-// unused returns one finding per action of an Allow statement of the
-// function's role that none of its calls (as expand has them) is granted
-// by: "role/statement grants action: no call uses it". A grant narrowed
-// by a resource or a condition counts as used only by a call it covers.
-func (s *stack) unused(fn string, calls []request) []string {
-	role := s.roleOf(fn)
-	if role == "" {
-		return []string{fn + ": no role in the template runs it"}
+// unused returns one finding per action of an Allow statement of a role
+// that none of the calls of the functions running with it (calls, by
+// function, as expand has them) is granted by: "role/statement grants
+// action: no call uses it". A grant narrowed by a resource or a condition
+// counts as used only by a call it covers. A role that several functions
+// share (the ledger's stream and digest functions) is judged on all of
+// their calls together.
+func (s *stack) unused(role string, calls map[string][]request) []string {
+	var all []request
+	for _, fn := range slices.Sorted(maps.Keys(calls)) {
+		if got := s.roleOf(fn); got != role {
+			return []string{fmt.Sprintf("%s runs with role %q, not %s", fn, got, role)}
+		}
+		all = append(all, s.expand(fn, role, calls[fn])...)
 	}
-	all := s.expand(fn, role, calls)
+	for _, fn := range s.functionsOf(role) {
+		if _, ok := calls[fn]; !ok {
+			return []string{fmt.Sprintf("%s runs with role %s too: its calls are needed to judge the role's grants", fn, role)}
+		}
+	}
 	ids, problems := s.identityPolicies(role)
 	out := problems
 	for _, st := range ids {

@@ -93,7 +93,8 @@ func sampleCalls(t *testing.T, s *stack) map[string][]request {
 			d("RedriveFunction", "SQS", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(src)}),
 			d("RedriveFunction", "DynamoDB", "Query", &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(indexName(s))})),
 		"MetricsFunction": d("MetricsFunction", "CloudWatch", "PutMetricData", &cloudwatch.PutMetricDataInput{Namespace: aws.String("DLQQuarantine")}),
-		"LedgerFunction":  ledgerCalls(t, s),
+		"LedgerFunction":  ledgerCalls(t, s, "LedgerFunction"),
+		"DigestFunction":  ledgerCalls(t, s, "DigestFunction"),
 	}
 }
 
@@ -102,48 +103,63 @@ func key(id string) map[string]dtypes.AttributeValue {
 	return map[string]dtypes.AttributeValue{"dlq_id": &dtypes.AttributeValueMemberS{Value: id}}
 }
 
-// ledgerCalls are the calls of design section 5: the head and checkpoint
-// reads, a segment's conditional create under COMPLIANCE and its read-back
-// after a 412, the counters' transaction with its checkpoint, the shard
-// listing, the heads' BatchGetItem, the digest's Sign and put.
-func ledgerCalls(t *testing.T, s *stack) []request {
+// ledgerCalls are the calls of design section 5, of the stream function
+// (LedgerFunction: the head and checkpoint reads, a segment's conditional
+// create under COMPLIANCE and its read-back after a 412, the counters'
+// transaction with its checkpoint, the shard listing, the signed digest's
+// head and its public key) or of the digest function (DigestFunction: the
+// heads' BatchGetItem, the digest's Sign and put, the pipeline check's
+// mappings and canary).
+func ledgerCalls(t *testing.T, s *stack, fn string) []request {
 	t.Helper()
 	fnEnv := func(k string) string {
-		return str(props(s.resources["LedgerFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)[k])
+		return str(props(s.resources[fn])["Environment"].(map[string]any)["Variables"].(map[string]any)[k])
 	}
 	table, bucket, stream, signer := fnEnv("TABLE_NAME"), fnEnv("LEDGER_BUCKET"), fnEnv("STREAM_ARN"), fnEnv("SIGNING_KEY_ID")
 	if table == "" || bucket == "" || stream == "" || signer == "" {
-		t.Fatalf("the ledger function's environment lacks TABLE_NAME, LEDGER_BUCKET, STREAM_ARN or SIGNING_KEY_ID")
+		t.Fatalf("the %s's environment lacks TABLE_NAME, LEDGER_BUCKET, STREAM_ARN or SIGNING_KEY_ID", fn)
 	}
 	d := func(svc, op string, p any) []request {
-		return describe("LedgerFunction", env.Region, env.Account, svc, op, p)
+		return describe(fn, env.Region, env.Account, svc, op, p)
 	}
 	until := time.Date(2033, 12, 1, 0, 0, 0, 0, time.UTC)
-	segment := func(k string) *s3.PutObjectInput {
+	object := func(k string) *s3.PutObjectInput {
 		return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), IfNoneMatch: aws.String("*"),
 			ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: &until, ChecksumSHA256: aws.String("AAAA")}
 	}
 	const seg = "ledger/segments/shardId-00000001/0000000000000000000000000000000000000100.json"
-	return slices.Concat(
-		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
-		d("S3", "PutObject", segment(seg)),
-		d("S3", "GetObject", &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(seg)}),
-		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001")}),
-		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
-		d("DynamoDB", "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
-			{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#ctr#state#src#QUARANTINED#3")}},
-			{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001")}}}}),
+	common := slices.Concat(
 		d("DynamoDB Streams", "DescribeStream", &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(stream)}),
 		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#digest"), ConsistentRead: aws.Bool(true)}),
+		d("KMS", "GetPublicKey", &kms.GetPublicKeyInput{KeyId: aws.String(signer)}),
+		d("S3", "GetObject", &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(seg)}),
+		d("S3", "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/digests/")}),
+	)
+	if fn == "LedgerFunction" {
+		return slices.Concat(common,
+			d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
+			d("S3", "PutObject", object(seg)),
+			d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#head#shardId-00000001")}),
+			d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001"), ConsistentRead: aws.Bool(true)}),
+			d("DynamoDB", "TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+				{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#ctr#state#src#QUARANTINED#3")}},
+				{Update: &dtypes.Update{TableName: aws.String(table), Key: key("#led#ctr#shardId-00000001")}}}}),
+		)
+	}
+	streamFn := fnEnv("STREAM_FUNCTION_NAME")
+	if streamFn == "" {
+		t.Fatalf("the %s's environment lacks STREAM_FUNCTION_NAME", fn)
+	}
+	return slices.Concat(common,
 		d("DynamoDB", "BatchGetItem", &dynamodb.BatchGetItemInput{RequestItems: map[string]dtypes.KeysAndAttributes{
 			table: {Keys: []map[string]dtypes.AttributeValue{key("#led#head#shardId-00000001"), key("#led#head#shardId-00000002")}}}}),
 		d("KMS", "Sign", &kms.SignInput{KeyId: aws.String(signer), MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256}),
-		d("KMS", "GetPublicKey", &kms.GetPublicKeyInput{KeyId: aws.String(signer)}),
-		d("S3", "PutObject", segment("ledger/digests/000000000001.json")),
+		d("S3", "PutObject", object("ledger/digests/000000000001.json")),
 		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#led#digest")}),
-		d("S3", "ListObjectsV2", &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String("ledger/digests/")}),
-		// The digest run's pipeline check: its mapping, its canary.
-		d("Lambda", "ListEventSourceMappings", &lambda.ListEventSourceMappingsInput{FunctionName: aws.String("prod-ledger"), EventSourceArn: aws.String(stream)}),
+		// The pipeline check: the stream function's mapping, its own, the
+		// canary.
+		d("Lambda", "ListEventSourceMappings", &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(streamFn), EventSourceArn: aws.String(stream)}),
+		d("Lambda", "ListEventSourceMappings", &lambda.ListEventSourceMappingsInput{FunctionName: aws.String("prod-digest")}),
 		d("DynamoDB", "GetItem", &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("#cny#ledger"), ConsistentRead: aws.Bool(true)}),
 		d("DynamoDB", "UpdateItem", &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("#cny#ledger")}),
 	)

@@ -8,6 +8,9 @@ package template_test
 import (
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -41,55 +44,83 @@ func tableARN() string    { return "arn:aws:dynamodb:eu-west-1:111122223333:tabl
 func archiveName() string { return template.GeneratedName("prod", "ArchiveBucket", 63) }
 func streamARN() string   { return template.StreamARN("eu-west-1", "111122223333", tableName()) }
 
-// The function: built like the others, with exactly the environment of
-// design section 5.
+// The two functions of the ledger (issue 26): the stream function and the
+// digest function, built like the others from the same code base (one
+// entry point each), with the same role and exactly the environment each
+// reads (design section 5).
 func TestLedgerFunction(t *testing.T) {
 	tpl := open(t)
-	fn := lookup(t, tpl.GetServerlessFunctionWithName, "LedgerFunction")
-	if aws.ToString(fn.Runtime) != "provided.al2023" || !slices.Equal(fn.Architectures, []string{"arm64"}) || aws.ToString(fn.Handler) != "bootstrap" ||
-		fn.AWSCloudFormationMetadata["BuildMethod"] != "makefile" || aws.ToString(fn.FunctionName) != "prod-ledger" {
-		t.Fatalf("runtime %v arch %v handler %v build %v name %v", aws.ToString(fn.Runtime), fn.Architectures, aws.ToString(fn.Handler),
-			fn.AWSCloudFormationMetadata["BuildMethod"], aws.ToString(fn.FunctionName))
-	}
-	if to := aws.ToInt(fn.Timeout); to < 60 || to > 900 {
-		t.Errorf("timeout %d s", to)
-	}
-	if aws.ToString(fn.Role) != ledgerRoleARN {
-		t.Errorf("runs with %s", aws.ToString(fn.Role))
-	}
-	want := map[string]string{
+	common := map[string]string{
 		"TABLE_NAME":            tableName(),
 		"LEDGER_BUCKET":         archiveName(),
 		"LEDGER_RETENTION_DAYS": "2557",
 		"SIGNING_KEY_ID":        signingKey,
 		"STREAM_ARN":            streamARN(),
-		"DIGEST_MAX_AGE":        "55m",
-		"WRITER_PROOFS":         "true", // LedgerWriterProofs' default
+	}
+	digestEnv := maps.Clone(common)
+	maps.Copy(digestEnv, map[string]string{
+		// The pipeline check lists the stream function's mappings.
+		"STREAM_FUNCTION_NAME": "prod-ledger",
+		"DIGEST_MAX_AGE":       "55m",
+		"WRITER_PROOFS":        "true", // LedgerWriterProofs' default
 		// The writer keys the digests record (issue 25 review).
 		"INGEST_WRITER_KEY_ARN":  "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-ingest",
 		"REDRIVE_WRITER_KEY_ARN": "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-redrive",
 		"SWEEPER_WRITER_KEY_ARN": "arn:aws:kms:eu-west-1:111122223333:alias/prod-writer-sweeper",
-	}
-	if got := fn.Environment.Variables; !maps.Equal(got, want) {
-		t.Errorf("environment %v, want %v", got, want)
+	})
+	for _, c := range []struct {
+		id, name, logGroup string
+		env                map[string]string
+	}{
+		{"LedgerFunction", "prod-ledger", "LedgerLogGroup", common},
+		{"DigestFunction", "prod-digest", "DigestLogGroup", digestEnv},
+	} {
+		fn := lookup(t, tpl.GetServerlessFunctionWithName, c.id)
+		if aws.ToString(fn.Runtime) != "provided.al2023" || !slices.Equal(fn.Architectures, []string{"arm64"}) || aws.ToString(fn.Handler) != "bootstrap" ||
+			fn.AWSCloudFormationMetadata["BuildMethod"] != "makefile" || aws.ToString(fn.FunctionName) != c.name {
+			t.Fatalf("%s: runtime %v arch %v handler %v build %v name %v", c.id, aws.ToString(fn.Runtime), fn.Architectures, aws.ToString(fn.Handler),
+				fn.AWSCloudFormationMetadata["BuildMethod"], aws.ToString(fn.FunctionName))
+		}
+		if to := aws.ToInt(fn.Timeout); to < 60 || to > 900 {
+			t.Errorf("%s: timeout %d s", c.id, to)
+		}
+		if aws.ToString(fn.Role) != ledgerRoleARN {
+			t.Errorf("%s runs with %s", c.id, aws.ToString(fn.Role))
+		}
+		if got := fn.Environment.Variables; !maps.Equal(got, c.env) {
+			t.Errorf("%s: environment %v, want %v", c.id, got, c.env)
+		}
+		lg := lookup(t, tpl.GetLogsLogGroupWithName, c.logGroup)
+		if aws.ToString(lg.LogGroupName) != "/aws/lambda/"+c.name || aws.ToInt(lg.RetentionInDays) == 0 || aws.ToString(lg.KmsKeyId) != quarantineKey {
+			t.Errorf("%s: log group %s retention %v key %s", c.id, aws.ToString(lg.LogGroupName), lg.RetentionInDays, aws.ToString(lg.KmsKeyId))
+		}
+		// The role can sign (and check signatures) before the first run.
+		if !slices.Contains(meta(t, tpl, c.id).DependsOn, "LedgerSigningPolicy") {
+			t.Errorf("%s does not depend on LedgerSigningPolicy", c.id)
+		}
 	}
 	// A digest at least once an hour, and before the lag alarm fires on a
 	// quiet stack.
-	if d, err := time.ParseDuration(fn.Environment.Variables["DIGEST_MAX_AGE"]); err != nil || d <= 0 || d >= time.Hour {
-		t.Errorf("DIGEST_MAX_AGE %q (%v): a digest must be written at least every hour", fn.Environment.Variables["DIGEST_MAX_AGE"], err)
+	if d, err := time.ParseDuration(digestEnv["DIGEST_MAX_AGE"]); err != nil || d <= 0 || d >= time.Hour {
+		t.Errorf("DIGEST_MAX_AGE %q (%v): a digest must be written at least every hour", digestEnv["DIGEST_MAX_AGE"], err)
+	}
+	// The Makefile builds each with sam build, from its own main.
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, dir := range map[string]string{"LedgerFunction": "ledger", "DigestFunction": "digest"} {
+		if !strings.Contains(string(raw), "build-"+id+":\n\tCGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/"+dir+"\n") {
+			t.Errorf("the Makefile has no build-%s target building ./functions/%s", id, dir)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^FUNCTIONS := .*\bdigest\b`).Match(raw) {
+		t.Error("the Makefile's FUNCTIONS does not build the digest function")
 	}
 	// The bucket is the COMPLIANCE one, for as long as the archive.
 	b := lookup(t, tpl.GetS3BucketWithName, "ArchiveBucket")
 	if r := b.ObjectLockConfiguration.Rule.DefaultRetention; aws.ToString(r.Mode) != "COMPLIANCE" || aws.ToInt(r.Days) != 2557 {
 		t.Errorf("the ledger bucket's default retention %+v", r)
-	}
-	lg := lookup(t, tpl.GetLogsLogGroupWithName, "LedgerLogGroup")
-	if aws.ToString(lg.LogGroupName) != "/aws/lambda/prod-ledger" || aws.ToInt(lg.RetentionInDays) == 0 || aws.ToString(lg.KmsKeyId) != quarantineKey {
-		t.Errorf("log group %s retention %v key %s", aws.ToString(lg.LogGroupName), lg.RetentionInDays, aws.ToString(lg.KmsKeyId))
-	}
-	// The role can sign before the first digest runs.
-	if !slices.Contains(meta(t, tpl, "LedgerFunction").DependsOn, "LedgerSigningPolicy") {
-		t.Error("LedgerFunction does not depend on LedgerSigningPolicy")
 	}
 }
 
@@ -183,16 +214,18 @@ func TestLedgerSigningKey(t *testing.T) {
 			t.Errorf("%s by the account: %q", a, got)
 		}
 	}
-	// The IAM side: the ledger role signs; no other role may.
-	found := s.check("LedgerFunction", sampleCalls(t, s)["LedgerFunction"])
-	if len(found) > 0 {
-		t.Fatalf("the ledger's calls: %q", found)
+	// The IAM side: the ledger role signs (in the digest function); no
+	// other role may.
+	for _, fn := range []string{"LedgerFunction", "DigestFunction"} {
+		if found := s.check(fn, sampleCalls(t, s)[fn]); len(found) > 0 {
+			t.Fatalf("the %s's calls: %q", fn, found)
+		}
 	}
 	// The key policy delegates the ledger role's signing to its IAM
 	// policy: without LedgerSigningPolicy it cannot sign.
 	c0 := s.clone()
 	delete(c0.resources, "LedgerSigningPolicy")
-	wantFinding(t, c0.check("LedgerFunction", sampleCalls(t, s)["LedgerFunction"]), "LedgerFunction (role LedgerRole): kms:Sign on "+signingKey, "no statement")
+	wantFinding(t, c0.check("DigestFunction", sampleCalls(t, s)["DigestFunction"]), "DigestFunction (role LedgerRole): kms:Sign on "+signingKey, "no statement")
 	sign := request{Function: "SweeperFunction", Op: "Sign", Action: "kms:Sign", Resource: signingKey, Context: map[string]string{"aws:securetransport": "true"}}
 	c := s.clone()
 	stmt(t, c, "SweeperRole", "UseTheKey")["Resource"] = []any{"*"}
@@ -299,7 +332,7 @@ func TestLedgerDigestSchedule(t *testing.T) {
 		t.Fatalf("schedule %v targets %d", aws.ToString(rule.ScheduleExpression), len(rule.Targets))
 	}
 	target := rule.Targets[0]
-	if target.Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-ledger" || aws.ToString(target.Input) != `{"action":"digest"}` {
+	if target.Arn != "arn:aws:lambda:eu-west-1:111122223333:function:prod-digest" || aws.ToString(target.Input) != `{"action":"digest"}` {
 		t.Errorf("target %s input %s", target.Arn, aws.ToString(target.Input))
 	}
 	if target.DeadLetterConfig == nil || aws.ToString(target.DeadLetterConfig.Arn) != failedQueue || target.RetryPolicy == nil {
@@ -307,17 +340,25 @@ func TestLedgerDigestSchedule(t *testing.T) {
 	}
 	permitted := false
 	for _, p := range tpl.GetAllLambdaPermissionResources() {
-		permitted = permitted || (p.FunctionName == "prod-ledger" && p.Principal == "events.amazonaws.com" && aws.ToString(p.SourceArn) == "arn:aws:events:eu-west-1:111122223333:rule/prod-LedgerDigestSchedule")
+		permitted = permitted || (p.FunctionName == "prod-digest" && p.Principal == "events.amazonaws.com" && aws.ToString(p.SourceArn) == "arn:aws:events:eu-west-1:111122223333:rule/prod-LedgerDigestSchedule")
 	}
 	if !permitted {
-		t.Error("EventBridge may not invoke the ledger function for the digest schedule")
+		t.Error("EventBridge may not invoke the digest function for the digest schedule")
+	}
+	// A digest run is not retried (the next one is), and its failure is
+	// kept: the digest function's invoke config.
+	c := lookup(t, tpl.GetLambdaEventInvokeConfigWithName, "LedgerInvokeConfig")
+	if c.FunctionName != "prod-digest" || c.Qualifier != "$LATEST" || aws.ToInt(c.MaximumRetryAttempts) != 0 || aws.ToInt(c.MaximumEventAgeInSeconds) != 300 ||
+		c.DestinationConfig == nil || c.DestinationConfig.OnFailure == nil || c.DestinationConfig.OnFailure.Destination != failedQueue {
+		raw, _ := json.Marshal(c)
+		t.Errorf("LedgerInvokeConfig: %s", raw)
 	}
 	scheds, err := localrunner.SchedulesFromTemplate(tpl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(scheds, func(s localrunner.Schedule) bool { return s.Rule == "LedgerDigestSchedule" })
-	if i < 0 || scheds[i].Every != 5*time.Minute || scheds[i].Function != "prod-ledger" || scheds[i].Name() != "digest" || string(scheds[i].Payload(time.Now())) != `{"action":"digest"}` {
+	if i < 0 || scheds[i].Every != 5*time.Minute || scheds[i].Function != "prod-digest" || scheds[i].Name() != "digest" || string(scheds[i].Payload(time.Now())) != `{"action":"digest"}` {
 		t.Errorf("the local runner reads the digest schedule as %+v", scheds)
 	}
 }
@@ -335,12 +376,18 @@ func TestLedgerAlarms(t *testing.T) {
 		periods, datapoints           int
 	}
 	for id, w := range map[string]want{
-		"LedgerAnchoringLagAlarm":  {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
-		"LedgerHeadsUnprovenAlarm": {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
-		"LedgerErrorsAlarm":        {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
-		"LedgerIteratorAgeAlarm":   {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
-		"LedgerPipelineAlarm":      {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
-		"LedgerFailuresAlarm":      {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", ledgerQueueName, 300, 0, 1, 0},
+		"LedgerAnchoringLagAlarm":        {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
+		"LedgerHeadsUnprovenAlarm":       {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
+		"LedgerErrorsAlarm":              {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
+		"LedgerThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
+		"LedgerDestinationFailuresAlarm": {"AWS/Lambda", "DestinationDeliveryFailures", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
+		// The digest function's own (issue 26), named after it.
+		"DigestErrorsAlarm":              {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
+		"DigestThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
+		"DigestDestinationFailuresAlarm": {"AWS/Lambda", "DestinationDeliveryFailures", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
+		"LedgerIteratorAgeAlarm":         {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
+		"LedgerPipelineAlarm":            {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
+		"LedgerFailuresAlarm":            {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", ledgerQueueName, 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
 		var dims []string
@@ -356,6 +403,12 @@ func TestLedgerAlarms(t *testing.T) {
 			a.EvaluationPeriods != w.periods || aws.ToInt(a.DatapointsToAlarm) != w.datapoints || !slices.Equal(dims, wantDims) {
 			raw, _ := json.Marshal(a)
 			t.Errorf("%s: %s", id, raw)
+		}
+	}
+	for id, name := range map[string]string{"DigestErrorsAlarm": "prod.digest-errors", "DigestThrottlesAlarm": "prod.digest-throttles",
+		"DigestDestinationFailuresAlarm": "prod.digest-destination-failures"} {
+		if a := lookup(t, tpl.GetCloudWatchAlarmWithName, id); aws.ToString(a.AlarmName) != name || len(a.AlarmActions) == 0 {
+			t.Errorf("%s is named %q and notifies %v", id, aws.ToString(a.AlarmName), a.AlarmActions)
 		}
 	}
 	dash := lookup(t, tpl.GetCloudWatchDashboardWithName, "HealthDashboard")

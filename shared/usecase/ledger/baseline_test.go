@@ -205,10 +205,10 @@ func TestBaselineRefusedOnceTheLedgerStarted(t *testing.T) {
 	}
 }
 
-func TestHandlerDispatchesTheBaselineAction(t *testing.T) {
+func TestDigestEntryDispatchesTheBaselineAction(t *testing.T) {
 	t.Parallel()
 	r, _ := baselineRig(t, 1)
-	out, err := r.svc.LambdaHandler(context.Background(), json.RawMessage(`{"action":"baseline"}`))
+	out, err := r.svc.DigestEntry(context.Background(), json.RawMessage(`{"action":"baseline"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestHandlerDispatchesTheBaselineAction(t *testing.T) {
 	}
 	// Without a table to scan, the action fails loudly.
 	r.svc.State = r.state
-	if _, err := r.svc.LambdaHandler(context.Background(), json.RawMessage(`{"action":"baseline"}`)); err == nil {
+	if _, err := r.svc.DigestEntry(context.Background(), json.RawMessage(`{"action":"baseline"}`)); err == nil {
 		t.Fatal("a baseline without a scanner succeeded")
 	}
 }

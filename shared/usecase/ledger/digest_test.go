@@ -167,25 +167,35 @@ func TestAForgedDigestInTheBucketIsNotAdopted(t *testing.T) {
 	}
 }
 
-func TestLambdaHandlerDispatches(t *testing.T) {
+func TestEachEntryDispatchesItsEvents(t *testing.T) {
 	t.Parallel()
 	_, r, recs := oneShard(t, 2)
 	ev, _ := json.Marshal(batch("shard-1", recs))
-	out, err := r.svc.LambdaHandler(context.Background(), ev)
+	resp, err := r.svc.StreamEntry(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(out)
+	body, _ := json.Marshal(resp)
 	if !strings.Contains(string(body), `"state":{}`) || len(r.objects.under(dl.SegmentPrefix)) != 1 {
 		t.Fatalf("stream answer %s", body)
 	}
-	out, err = r.svc.LambdaHandler(context.Background(), json.RawMessage(`{"action":"digest"}`))
+	// A tumbling window's final invoke, without records, succeeds.
+	final := `{"Records":[],"shardId":"shard-1","eventSourceARN":"` + streamARN + `","isFinalInvokeForWindow":true,"state":{}}`
+	if resp, err := r.svc.StreamEntry(context.Background(), json.RawMessage(final)); err != nil || resp.State == nil {
+		t.Fatalf("the final invoke of a window: %+v %v", resp, err)
+	}
+	out, err := r.svc.DigestEntry(context.Background(), json.RawMessage(`{"action":"digest"}`))
 	if rep, ok := out.(DigestReport); err != nil || !ok || rep.N != 1 {
 		t.Fatalf("digest answer %#v, %v", out, err)
 	}
-	for _, bad := range []string{`{"action":"sweep"}`, `{}`, `[1]`, `{"Records":"x"}`} {
-		if _, err := r.svc.LambdaHandler(context.Background(), json.RawMessage(bad)); err == nil {
-			t.Errorf("%s accepted", bad)
+	for _, bad := range []string{`{}`, `[1]`, `{"Records":"x"}`, `null`, `"x"`} {
+		if _, err := r.svc.StreamEntry(context.Background(), json.RawMessage(bad)); err == nil {
+			t.Errorf("the stream entry accepted %s", bad)
+		}
+	}
+	for _, bad := range []string{`{"action":"sweep"}`, `{}`, `[1]`, `{"action":"digest","force":true}`, `null`, `{"action":["digest"]}`} {
+		if _, err := r.svc.DigestEntry(context.Background(), json.RawMessage(bad)); !errors.Is(err, ErrNotThisEntry) {
+			t.Errorf("the digest entry: %s gives %v, want ErrNotThisEntry", bad, err)
 		}
 	}
 }
@@ -193,14 +203,38 @@ func TestLambdaHandlerDispatches(t *testing.T) {
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"TABLE_NAME": "q", "LEDGER_BUCKET": "b", "SIGNING_KEY_ID": "alias/k", "STREAM_ARN": streamARN, "LEDGER_RETENTION_DAYS": "30"}
-	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil || cfg.Ledger.Retention != 30*24*time.Hour || cfg.Ledger.DigestMaxAge != DefaultDigestMaxAge || cfg.Ledger.Namespace == "" {
+	get := func(k string) string { return env[k] }
+	// The stream function: no function name, no digest setting needed.
+	cfg, err := StreamConfigFromEnv(get)
+	if err != nil || cfg.Ledger.Retention != 30*24*time.Hour || cfg.Ledger.Namespace == "" || cfg.StreamFunctionName != "" || cfg.FunctionName != "" {
 		t.Fatalf("cfg %+v, %v", cfg, err)
 	}
-	_, err = ConfigFromEnv(func(k string) string { return map[string]string{"DIGEST_MAX_AGE": "soon"}[k] })
-	for _, name := range []string{"TABLE_NAME", "LEDGER_BUCKET", "SIGNING_KEY_ID", "STREAM_ARN", "LEDGER_RETENTION_DAYS", "DIGEST_MAX_AGE"} {
+	// The digest function fails its init without the stream function's
+	// name (and its own, which Lambda sets).
+	_, err = DigestConfigFromEnv(get)
+	for _, name := range []string{"STREAM_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_NAME"} {
 		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("error %v does not name %s", err, name)
+			t.Errorf("the digest function without %s: %v", name, err)
 		}
+	}
+	env["STREAM_FUNCTION_NAME"], env["AWS_LAMBDA_FUNCTION_NAME"] = "prod-ledger", "prod-digest"
+	cfg, err = DigestConfigFromEnv(get)
+	if err != nil || cfg.Ledger.DigestMaxAge != DefaultDigestMaxAge || cfg.StreamFunctionName != "prod-ledger" || cfg.FunctionName != "prod-digest" {
+		t.Fatalf("digest cfg %+v, %v", cfg, err)
+	}
+	env["STREAM_FUNCTION_NAME"] = "prod-digest"
+	if _, err := DigestConfigFromEnv(get); err == nil || !strings.Contains(err.Error(), "names the digest function itself") {
+		t.Errorf("STREAM_FUNCTION_NAME naming the digest function: %v", err)
+	}
+	for _, load := range []func(func(string) string) (FunctionConfig, error){StreamConfigFromEnv, DigestConfigFromEnv} {
+		_, err = load(func(k string) string { return map[string]string{"DIGEST_MAX_AGE": "soon"}[k] })
+		for _, name := range []string{"TABLE_NAME", "LEDGER_BUCKET", "SIGNING_KEY_ID", "STREAM_ARN", "LEDGER_RETENTION_DAYS"} {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("error %v does not name %s", err, name)
+			}
+		}
+	}
+	if _, err = DigestConfigFromEnv(func(k string) string { return map[string]string{"DIGEST_MAX_AGE": "soon"}[k] }); err == nil || !strings.Contains(err.Error(), "DIGEST_MAX_AGE") {
+		t.Errorf("error %v does not name DIGEST_MAX_AGE", err)
 	}
 }

@@ -15,10 +15,14 @@ import (
 // ledger; with the stream's mapping disabled, re-created at LATEST or
 // pointed elsewhere, nothing reaches it and that lag stays 0. So each run
 //
-//   - reads the function's mappings on the stream and records what it
-//     found (or that it could not read them) in the digest, for verify to
-//     name a digest during which the mapping was off, changed or
-//     re-created;
+//   - reads the stream function's mappings on the stream and records
+//     what it found (or that it could not read them) in the digest, for
+//     verify to name a digest during which the mapping was off, changed
+//     or re-created;
+//   - reads the digest function's own mappings, on any source: it has
+//     none (only its schedule invokes it), so any one is a problem (logged
+//     and counted, not recorded in the digest: verify has nothing to
+//     check it against);
 //   - writes a canary change to the table (dl.CanaryKey, a key only the
 //     ledger role may write), which the stream handler ledgers like a
 //     record; the head of the chain it lands on records its number
@@ -32,9 +36,10 @@ import (
 // and MetricPipelineProblems counts it.
 
 // MetricPipelineProblems counts, per digest run, what the pipeline check
-// found wrong: the mapping could not be read, there is none or more than
-// one, it is not Enabled or reads another stream, or the canary could not
-// be written.
+// found wrong: the stream function's mapping could not be read, there is
+// none or more than one, it is not Enabled or reads another stream; the
+// digest function's own mappings could not be read, or it has one; or the
+// canary could not be written.
 const MetricPipelineProblems = "LedgerPipelineProblems"
 
 // pipelineSeen is what a run found.
@@ -81,6 +86,23 @@ func (s *Service) pipeline(ctx context.Context, heads map[string]Head, now time.
 			}
 		}
 	}
+	if s.OwnMappings != nil {
+		// Only the schedule (and an operator's baseline) invokes the digest
+		// function, which refuses a stream batch (DigestEntry): a mapping
+		// attached to it (a stream or a queue) is not the ledger's input,
+		// and someone made it.
+		p.on = true
+		ms, err := s.OwnMappings.Mappings(ctx)
+		switch {
+		case err != nil:
+			p.problems++
+			s.log().Error("ledger could not read the digest function's own mappings", "error", err.Error())
+		case len(ms) > 0:
+			p.problems++
+			s.log().Error("the ledger's digest function has event source mappings: only its schedule may invoke it", "mappings", len(ms), "states", states(ms),
+				"sources", sources(ms))
+		}
+	}
 	if s.Canaries != nil {
 		p.on = true
 		var err error
@@ -90,6 +112,14 @@ func (s *Service) pipeline(ctx context.Context, heads map[string]Head, now time.
 		}
 	}
 	return p
+}
+
+func sources(ms []dl.Mapping) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.EventSourceARN
+	}
+	return out
 }
 
 func states(ms []dl.Mapping) []string {

@@ -30,10 +30,14 @@ type Service struct {
 	Now     func() time.Time
 	Config  Config
 
-	// Mappings and Canaries check the pipeline in each digest run
-	// (pipeline.go); nil turns that check off.
-	Mappings Mappings
-	Canaries Canaries
+	// Mappings, Canaries and OwnMappings check the pipeline in each
+	// digest run (pipeline.go); nil turns that part of the check off.
+	// Mappings lists the stream function's mappings on the stream,
+	// OwnMappings the digest function's own mappings on any source (it
+	// should have none).
+	Mappings    Mappings
+	Canaries    Canaries
+	OwnMappings Mappings
 
 	cache  segmentCache
 	proven provenCache // proven.go

@@ -14,15 +14,16 @@ const (
 	sweeperKey = "arn:aws:kms:us-east-1:000000000000:key/33333333-3333-3333-3333-333333333333"
 )
 
-// The ledger function reads the three writer keys (all or none, each a
+// The digest function reads the three writer keys (all or none, each a
 // key ARN, no two alike) and every digest it signs records them.
 func TestWriterKeysFromEnvAreRecordedInTheDigest(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"TABLE_NAME": "q", "LEDGER_BUCKET": "b", "SIGNING_KEY_ID": "alias/k", "STREAM_ARN": streamARN, "LEDGER_RETENTION_DAYS": "30"}
+	base := map[string]string{"TABLE_NAME": "q", "LEDGER_BUCKET": "b", "SIGNING_KEY_ID": "alias/k", "STREAM_ARN": streamARN, "LEDGER_RETENTION_DAYS": "30",
+		"STREAM_FUNCTION_NAME": "prod-ledger", "AWS_LAMBDA_FUNCTION_NAME": "prod-digest"}
 	with := func(extra map[string]string) (FunctionConfig, error) {
 		env := maps.Clone(base)
 		maps.Copy(env, extra)
-		return ConfigFromEnv(func(k string) string { return env[k] })
+		return DigestConfigFromEnv(func(k string) string { return env[k] })
 	}
 	all := map[string]string{"INGEST_WRITER_KEY_ARN": ingestKey, "REDRIVE_WRITER_KEY_ARN": redriveKey, "SWEEPER_WRITER_KEY_ARN": sweeperKey}
 	cfg, err := with(all)
