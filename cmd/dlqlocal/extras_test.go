@@ -38,6 +38,7 @@ func stackFor(t *testing.T, params map[string]any) *embedded.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	embedded.TakeTheSettleMarginAsGiven(tpl, params) // as embedded.Start does
 	q, err := tpl.GetSQSQueueWithName("SourceQueue")
 	if err != nil {
 		t.Fatal(err)

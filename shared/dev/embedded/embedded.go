@@ -194,6 +194,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	for _, id := range sortedKeys(s.Template.GetAllKMSKeyResources()) {
 		s.Names[id] = names[id]
 	}
+	TakeTheSettleMarginAsGiven(s.Template, o.Params)
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
 		return nil, err
 	}
@@ -377,4 +378,23 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// TakeTheSettleMarginAsGiven makes a local stack given SettleMarginSeconds
+// (the demo, dlqlocal's -settle-margin, tests that settle in seconds)
+// settle with that margin. Deployed, redrive never settles with less than
+// the ingest lag that the DLQ's visibility timeout and ingest's timeout
+// imply (redrive.IngestLag): the template passes both. A local run's
+// ingest answers in milliseconds and settles in seconds on purpose, so the
+// redrive function of tpl gets neither, and its margin is the one given.
+func TakeTheSettleMarginAsGiven(tpl *cloudformation.Template, params map[string]any) {
+	if _, ok := params["SettleMarginSeconds"]; !ok {
+		return
+	}
+	fn, err := tpl.GetServerlessFunctionWithName("RedriveFunction")
+	if err != nil || fn.Environment == nil {
+		return
+	}
+	delete(fn.Environment.Variables, "INGEST_TIMEOUT_SECONDS")
+	delete(fn.Environment.Variables, "DLQ_VISIBILITY_SECONDS")
 }

@@ -66,3 +66,24 @@ func TestStackFromTemplateRoutesToDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A local stack given SettleMarginSeconds settles with that margin: the
+// redrive function gets no ingest timeout and DLQ visibility to raise it
+// to the ingest lag they imply (a deployed stack always does).
+func TestALocalSettleMarginIsTakenAsGiven(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]any
+		floor  bool
+	}{{nil, true}, {map[string]any{"SettleMarginSeconds": 1}, false}} {
+		st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: c.params})
+		fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, timeout := fn.Environment.Variables["INGEST_TIMEOUT_SECONDS"]
+		_, vis := fn.Environment.Variables["DLQ_VISIBILITY_SECONDS"]
+		if timeout != c.floor || vis != c.floor {
+			t.Errorf("params %v: INGEST_TIMEOUT_SECONDS set %v, DLQ_VISIBILITY_SECONDS set %v; want %v", c.params, timeout, vis, c.floor)
+		}
+	}
+}
