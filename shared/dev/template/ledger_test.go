@@ -376,8 +376,8 @@ func TestLedgerAlarms(t *testing.T) {
 		periods, datapoints           int
 	}
 	for id, w := range map[string]want{
-		"LedgerAnchoringLagAlarm":        {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "", "", 300, 900, 3, 2},
-		"LedgerHeadsUnprovenAlarm":       {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
+		"LedgerAnchoringLagAlarm":        {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "Table", tableName(), 300, 900, 3, 2},
+		"LedgerHeadsUnprovenAlarm":       {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "Table", tableName(), 300, 0, 1, 0},
 		"LedgerErrorsAlarm":              {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
 		"LedgerThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
 		"LedgerDestinationFailuresAlarm": {"AWS/Lambda", "DestinationDeliveryFailures", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
@@ -386,7 +386,7 @@ func TestLedgerAlarms(t *testing.T) {
 		"DigestThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
 		"DigestDestinationFailuresAlarm": {"AWS/Lambda", "DestinationDeliveryFailures", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
 		"LedgerIteratorAgeAlarm":         {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
-		"LedgerPipelineAlarm":            {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "", "", 300, 0, 1, 0},
+		"LedgerPipelineAlarm":            {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "Table", tableName(), 300, 0, 1, 0},
 		"LedgerFailuresAlarm":            {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", ledgerQueueName, 300, 0, 1, 0},
 	} {
 		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)

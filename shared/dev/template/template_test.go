@@ -363,9 +363,9 @@ func TestAlarmsWatchPublishedMetrics(t *testing.T) {
 		"Quarantined": {"Class", "Source"}, "StoreFailures": {"Source"}, "Duplicates": {"Source"}, "Arrivals": {"Source"}, // ingest EMF
 		redrive.MetricPolicies: {"Source"}, redrive.MetricPolicySuspended: {"Source", "Policy"}, redrive.MetricPolicyReplayed: {"Source", "Policy"},
 		redrive.MetricPolicyCameBack: {"Source", "Policy"}, redrive.MetricPolicyShare: {"Source", "Policy"},
-		"LedgerAnchoringLag":          nil, // the ledger's digest run (EMF), one per stack
-		ledger.MetricPipelineProblems: nil, // the same run's pipeline check
-		"LedgerHeadsUnproven":         nil, // the ledger's digest run and stream handler (EMF)
+		ledger.MetricAnchoringLag:     {ledger.MetricDimensionTable}, // the digest run (EMF), by table: one stack's runs keep no other's alarm quiet
+		ledger.MetricPipelineProblems: {ledger.MetricDimensionTable}, // the same run's pipeline check
+		ledger.MetricHeadsUnproven:    {ledger.MetricDimensionTable}, // the digest run and the stream handler (EMF)
 	}
 	queues := []string{"legacy-dlq"}
 	for _, q := range tpl.GetAllSQSQueueResources() {

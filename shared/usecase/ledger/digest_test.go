@@ -238,3 +238,44 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("error %v does not name DIGEST_MAX_AGE", err)
 	}
 }
+
+// Every metric the ledger publishes carries the Table dimension when the
+// function knows its table (TABLE_NAME): two stacks in one account and
+// region publish into one namespace, and one stack's digest runs must not
+// keep another stack's anchoring-lag alarm quiet (issue 26).
+func TestLedgerMetricsNameTheirTable(t *testing.T) {
+	t.Parallel()
+	for _, table := range []string{"prod-quarantinetable-1a2b", ""} {
+		var out bytes.Buffer
+		for _, name := range []string{MetricAnchoringLag, MetricPipelineProblems, MetricHeadsUnproven} {
+			if err := writeEMF(&out, Config{Namespace: "DLQQuarantine", Table: table}, time.Unix(1, 0), name, 1, "Count"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var doc struct {
+				Table string `json:"Table"`
+				AWS   struct {
+					CloudWatchMetrics []struct{ Dimensions [][]string }
+				} `json:"_aws"`
+			}
+			if err := json.Unmarshal([]byte(line), &doc); err != nil {
+				t.Fatal(err)
+			}
+			dims := doc.AWS.CloudWatchMetrics[0].Dimensions
+			switch {
+			case table != "" && (doc.Table != table || len(dims) != 1 || len(dims[0]) != 1 || dims[0][0] != MetricDimensionTable):
+				t.Errorf("table %q: %s, want the Table dimension", table, line)
+			case table == "" && (doc.Table != "" || len(dims) != 1 || len(dims[0]) != 0):
+				t.Errorf("no table: %s, want no dimension", line)
+			}
+		}
+	}
+	cfg, err := DigestConfigFromEnv(func(k string) string {
+		return map[string]string{"TABLE_NAME": "t1", "LEDGER_BUCKET": "b", "SIGNING_KEY_ID": "k", "STREAM_ARN": "s", "LEDGER_RETENTION_DAYS": "1",
+			"STREAM_FUNCTION_NAME": "f", "AWS_LAMBDA_FUNCTION_NAME": "d"}[k]
+	})
+	if err != nil || cfg.Ledger.Table != "t1" {
+		t.Fatalf("the digest function's metrics name table %q (%v), want TABLE_NAME's", cfg.Ledger.Table, err)
+	}
+}

@@ -30,6 +30,11 @@ type Config struct {
 	DigestMaxAge time.Duration
 	// Namespace of the metrics (METRICS_NAMESPACE, default DLQQuarantine).
 	Namespace string
+	// Table is the value of the metrics' Table dimension (the table's
+	// name, TABLE_NAME): several stacks in one account and region publish
+	// into the same namespace, and one stack's digest runs must not keep
+	// another's alarms quiet. Empty: no dimension.
+	Table string
 	// WriterProofs (WRITER_PROOFS=true) marks each digest as the
 	// writer-proof cut-off: every change after its heads carries a writer
 	// proof (docs/ledger.md). Turn it on once every writing function runs
@@ -119,7 +124,7 @@ func DigestConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 func commonConfig(getenv func(string) string) (FunctionConfig, []error) {
 	var errs []error
 	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), Bucket: getenv("LEDGER_BUCKET"), SigningKey: getenv("SIGNING_KEY_ID"),
-		Ledger: Config{StreamARN: getenv("STREAM_ARN"), DigestMaxAge: DefaultDigestMaxAge, Namespace: getenv("METRICS_NAMESPACE")}}
+		Ledger: Config{StreamARN: getenv("STREAM_ARN"), DigestMaxAge: DefaultDigestMaxAge, Namespace: getenv("METRICS_NAMESPACE"), Table: getenv("TABLE_NAME")}}
 	for _, v := range []struct{ name, value string }{{"TABLE_NAME", cfg.TableName}, {"LEDGER_BUCKET", cfg.Bucket}, {"SIGNING_KEY_ID", cfg.SigningKey}, {"STREAM_ARN", cfg.Ledger.StreamARN}} {
 		if v.value == "" {
 			errs = append(errs, fmt.Errorf("%s is required", v.name))
@@ -251,25 +256,36 @@ func actionOf(probe map[string]json.RawMessage) string {
 	return "action " + strconv.Quote(truncate(a, 40))
 }
 
+// MetricDimensionTable is the dimension every ledger metric carries: the
+// quarantine table's name.
+const MetricDimensionTable = "Table"
+
 // emitLag writes the anchoring lag as an EMF document in Seconds (a
 // failure is logged: the digest stands).
 func (s *Service) emitLag(at time.Time, seconds float64) {
 	if s.Metrics == nil {
 		return
 	}
-	if err := writeEMF(s.Metrics, s.Config.Namespace, at, MetricAnchoringLag, seconds, "Seconds"); err != nil {
+	if err := writeEMF(s.Metrics, s.Config, at, MetricAnchoringLag, seconds, "Seconds"); err != nil {
 		s.log().Warn("ledger metric not written", "error", err.Error())
 	}
 }
 
-// writeEMF writes one EMF document of one dimensionless metric (package
-// emf writes counts only).
-func writeEMF(w io.Writer, namespace string, at time.Time, name string, v float64, unit string) error {
+// writeEMF writes one EMF document of one metric in cfg's namespace, with
+// the Table dimension when cfg names a table (package emf writes counts
+// only).
+func writeEMF(w io.Writer, cfg Config, at time.Time, name string, v float64, unit string) error {
+	namespace := cfg.Namespace
 	if namespace == "" {
 		namespace = emf.Namespace
 	}
-	doc := map[string]any{name: v, "_aws": map[string]any{"Timestamp": at.UnixMilli(), "CloudWatchMetrics": []any{map[string]any{
-		"Namespace": namespace, "Dimensions": [][]string{{}}, "Metrics": []any{map[string]string{"Name": name, "Unit": unit}}}}}}
+	doc := map[string]any{name: v}
+	dims := []string{}
+	if cfg.Table != "" {
+		doc[MetricDimensionTable], dims = cfg.Table, []string{MetricDimensionTable}
+	}
+	doc["_aws"] = map[string]any{"Timestamp": at.UnixMilli(), "CloudWatchMetrics": []any{map[string]any{
+		"Namespace": namespace, "Dimensions": [][]string{dims}, "Metrics": []any{map[string]string{"Name": name, "Unit": unit}}}}}
 	line, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("marshal emf: %w", err)

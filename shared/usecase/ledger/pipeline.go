@@ -178,7 +178,7 @@ func (s *Service) emitPipeline(at time.Time, p pipelineSeen) {
 	if s.Metrics == nil || !p.on {
 		return
 	}
-	if err := writeEMF(s.Metrics, s.Config.Namespace, at, MetricPipelineProblems, float64(p.problems), "Count"); err != nil {
+	if err := writeEMF(s.Metrics, s.Config, at, MetricPipelineProblems, float64(p.problems), "Count"); err != nil {
 		s.log().Warn("ledger metric not written", "error", err.Error())
 	}
 }

@@ -323,7 +323,7 @@ func (s *Service) emitUnproven(at time.Time, n int) {
 	if s.Metrics == nil {
 		return
 	}
-	if err := writeEMF(s.Metrics, s.Config.Namespace, at, MetricHeadsUnproven, float64(n), "Count"); err != nil {
+	if err := writeEMF(s.Metrics, s.Config, at, MetricHeadsUnproven, float64(n), "Count"); err != nil {
 		s.log().Warn("ledger metric not written", "error", err.Error())
 	}
 }
