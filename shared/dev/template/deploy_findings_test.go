@@ -192,7 +192,11 @@ func TestStreamSpecificationIsPinned(t *testing.T) {
 			"changes made meanwhile: follow docs/operations.md \"Changing the table's stream\", then pin the new value here.", raw)
 	}
 	doc := strings.Join(section(t, operationsDoc(t), "Changing the table's stream"), "\n")
-	for _, want := range []string{"LedgerIteratorAgeAlarm", "put-function-concurrency", "dlqctl verify", "mapping-stream", "disable-rule"} {
+	// Every writer stopped (each ingest mapping, the writing functions),
+	// the old stream anchored by a digest before the digests stop, the
+	// findings verify then names, and the template's reservation given back.
+	for _, want := range []string{"list-event-source-mappings --function-name $STACK-ingest", "--no-enabled", "put-function-concurrency",
+		"not yet anchored", "disable-rule", "dlqctl verify", "mapping-stream", "canary-missing", "--reserved-concurrent-executions 1"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the runbook for a stream change does not mention %s", want)
 		}
