@@ -45,7 +45,7 @@ func Ingest(ctx context.Context, cfg ingest.Config, c *Clients, rt Runtime) (*in
 		Sources:      srcs,
 		KeyAttribute: cfg.IdempotencyAttribute,
 	})
-	return ingest.NewHandler(q, rt.Log, rt.Metrics, rt.Now, cfg.Concurrency), nil
+	return ingest.NewHandler(q, rt.Log, rt.Metrics, rt.Now, cfg.Concurrency).AcceptOnly(cfg.DLQARNs), nil
 }
 
 // Redrive builds the redrive function (its Lambda handler is

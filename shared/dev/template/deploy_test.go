@@ -27,6 +27,7 @@ import (
 	"github.com/awslabs/goformation/v7/intrinsics"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
@@ -155,6 +156,13 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 		"BreakGlassRoleArn":     fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
 		"ExternalAlarmTopicArn": arn("sns", p.Region, strings.Repeat("t", 256)),
 	}
+	// The free-form strings at the longest their patterns allow, with every
+	// kind of character they allow (both go into the functions'
+	// environment, the pointer into the SOURCES JSON).
+	longStrings := map[string]any{
+		"IdempotencyAttribute": "Idem_key-" + strings.Repeat("a.b", 82) + "z",
+		"IdempotencyPointer":   "/" + strings.Repeat("a~0b~1c/", 63) + "é",
+	}
 	for name := range long {
 		if _, ok := d.Parameters[name]; !ok {
 			t.Fatalf("no parameter %s", name)
@@ -213,8 +221,10 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 	}
 	add("every number at its minimum", with(mins))
 	add("every number at its maximum", with(maxs))
+	add("every free-form string at its longest", with(longStrings))
 	all := with(maps.Clone(maxs))
 	maps.Copy(all, long)
+	maps.Copy(all, longStrings)
 	all["LedgerMappingEnabled"], all["RedriveOneRunAtATime"] = "false", "false"
 	add("every optional ARN, every number at its maximum, every switch off", all)
 	out = append(out, setting{"every optional ARN, legacy names", legacyStack, func() map[string]any {
@@ -492,20 +502,28 @@ func deployLimits(tpl *cloudformation.Template, e template.Env) []string {
 	}
 
 	// IAM.
-	inline := map[string]int{}
+	// A role's inline policies together: its own Policies and every
+	// AWS::IAM::Policy attached to it (Roles holds what Ref on the role
+	// resolves to: its name).
+	inline, roleID := map[string]int{}, map[string]string{}
 	for id, r := range tpl.GetAllIAMRoleResources() {
 		if n := iamSize(r.AssumeRolePolicyDocument); n > trustPolicyLimit {
 			bad("role %s: trust policy of %d characters, IAM allows %d", id, n, trustPolicyLimit)
 		}
+		roleID[template.CloudFormationName(e.StackName, id, 64)] = id
 		for _, p := range r.Policies {
-			inline[e.StackName+"-"+id] += iamSize(p.PolicyDocument)
+			inline[id] += iamSize(p.PolicyDocument)
 		}
 	}
 	for id, p := range tpl.GetAllIAMPolicyResources() {
 		for _, role := range p.Roles {
-			inline[role] += iamSize(p.PolicyDocument)
+			rid, ok := roleID[role]
+			if !ok {
+				bad("policy %s is attached to %q, no role of the template", id, role)
+				continue
+			}
+			inline[rid] += iamSize(p.PolicyDocument)
 		}
-		_ = id
 	}
 	for role, n := range inline {
 		if n > inlinePolicyLimit {
@@ -783,4 +801,156 @@ func deployLimits(tpl *cloudformation.Template, e template.Env) []string {
 		}
 	}
 	return problems
+}
+
+// CloudFormation refuses a template whose resources depend on each other
+// in a cycle (through Ref, Fn::GetAtt, Fn::Sub or DependsOn), whatever the
+// parameters; the resolver here resolves such a template without a word.
+// (Review of issue 26: LedgerDigestSchedule's DependsOn named
+// WatchGuardrailPolicy, which named the schedule's ARN.)
+func TestTheTemplateHasNoDependencyCycle(t *testing.T) {
+	raw, err := os.ReadFile(template.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Resources map[string]map[string]any }
+	if err := json.Unmarshal(long, &doc); err != nil {
+		t.Fatal(err)
+	}
+	deps := dependencies(doc.Resources)
+	if len(deps["LedgerDigestSchedule"]) == 0 || !slices.Contains(deps["LedgerFunction"], "LedgerRole") {
+		t.Fatalf("the dependency reader finds nothing: %v", deps["LedgerFunction"])
+	}
+	if cycle := findCycle(deps); cycle != nil {
+		t.Fatalf("dependency cycle, which CloudFormation refuses: %s", strings.Join(cycle, " → "))
+	}
+}
+
+// dependencies maps each resource to the resources it references or
+// depends on.
+func dependencies(resources map[string]map[string]any) map[string][]string {
+	subVar := regexp.MustCompile(`\$\{([^}!.]+)(\.[^}]*)?\}`)
+	out := map[string][]string{}
+	for id, r := range resources {
+		seen := map[string]bool{}
+		add := func(target string) {
+			if _, ok := resources[target]; ok && !seen[target] {
+				seen[target] = true
+				out[id] = append(out[id], target)
+			}
+		}
+		for _, d := range strs(r["DependsOn"]) {
+			add(d)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, sub := range x {
+					switch k {
+					case "Ref":
+						add(fmt.Sprint(sub))
+					case "Fn::GetAtt":
+						switch g := sub.(type) {
+						case []any:
+							if len(g) > 0 {
+								add(fmt.Sprint(g[0]))
+							}
+						case string:
+							target, _, _ := strings.Cut(g, ".")
+							add(target)
+						}
+					case "Fn::Sub":
+						var tmpl string
+						vars := map[string]any{}
+						switch s := sub.(type) {
+						case string:
+							tmpl = s
+						case []any:
+							if len(s) == 2 {
+								tmpl, _ = s[0].(string)
+								vars, _ = s[1].(map[string]any)
+								walk(s[1])
+							}
+						}
+						for _, m := range subVar.FindAllStringSubmatch(tmpl, -1) {
+							if _, isVar := vars[m[1]]; !isVar {
+								add(m[1])
+							}
+						}
+						continue
+					}
+					walk(sub)
+				}
+			case []any:
+				for _, e := range x {
+					walk(e)
+				}
+			}
+		}
+		walk(r["Properties"])
+		walk(r["Condition"])
+	}
+	return out
+}
+
+// findCycle returns one dependency cycle, or nil.
+func findCycle(deps map[string][]string) []string {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var visit func(id string) []string
+	visit = func(id string) []string {
+		state[id] = open
+		stack = append(stack, id)
+		for _, d := range slices.Sorted(slices.Values(deps[id])) {
+			switch state[d] {
+			case open:
+				i := slices.Index(stack, d)
+				return append(slices.Clone(stack[i:]), d)
+			case unseen:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[id] = done
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(deps)) {
+		if state[id] == unseen {
+			if c := visit(id); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// A SchemaName the functions cannot compile deploys and then fails every
+// function's init: the parameter allows exactly the schemas embedded in the
+// binary (review of issue 26: a pattern let inventory-movement.v2 through).
+func TestSchemaNameAllowsExactlyTheEmbeddedSchemas(t *testing.T) {
+	var allowed []string
+	for _, v := range readDecl(t).Parameters["SchemaName"].AllowedValues {
+		allowed = append(allowed, fmt.Sprint(v))
+	}
+	slices.Sort(allowed)
+	if embedded := schemas.Embedded(); len(embedded) == 0 || !slices.Equal(allowed, embedded) {
+		t.Fatalf("SchemaName allows %v; the binary embeds %v", allowed, embedded)
+	}
+	for _, name := range allowed {
+		if _, _, err := schemas.CompileEmbedded(name); err != nil {
+			t.Errorf("SchemaName %s: %v", name, err)
+		}
+	}
 }

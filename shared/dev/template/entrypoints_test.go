@@ -188,7 +188,7 @@ func TestOnlyTheStreamMappingInvokesTheStreamFunction(t *testing.T) {
 				}
 				perms++
 				if str(p["Action"]) != "lambda:InvokeFunction" || str(p["Principal"]) != "events.amazonaws.com" ||
-					str(p["SourceArn"]) != "arn:aws:events:eu-west-1:111122223333:rule/prod-LedgerDigestSchedule" {
+					str(p["SourceArn"]) != "arn:aws:events:eu-west-1:111122223333:rule/prod-digest" {
 					t.Errorf("%s lets %s %s the digest function from %q: only the digest schedule may invoke it", id, str(p["Principal"]), str(p["Action"]), str(p["SourceArn"]))
 				}
 			}

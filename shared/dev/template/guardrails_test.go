@@ -1,6 +1,7 @@
 package template_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,9 +19,11 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		region  = "eu-west-1"
 		account = "111122223333"
 	)
+	const pager = "arn:aws:sns:eu-west-1:111122223333:pager"
 	s := openStack(t, map[string]any{
-		"ExtraDLQArn":         "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
-		"ExtraSourceQueueArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
+		"ExtraDLQArn":           "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
+		"ExtraSourceQueueArn":   "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
+		"ExternalAlarmTopicArn": pager,
 	})
 	arn := func(service, rest string) string {
 		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
@@ -69,6 +72,12 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	}
 	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
 		denied = append(denied, q("lambda:CreateEventSourceMapping", "*", map[string]string{"lambda:functionarn": fn(f)}))
+		// Another mapping of the account (on someone's own queue)
+		// re-pointed at a function of the stack, or one of theirs taken
+		// off it (review of issue 26).
+		for _, a := range []string{"lambda:UpdateEventSourceMapping", "lambda:DeleteEventSourceMapping"} {
+			denied = append(denied, q(a, arn("lambda", "event-source-mapping:0f1e2d3c-0000-4000-8000-000000000000"), map[string]string{"lambda:functionarn": fn(f)}))
+		}
 	}
 	// The queues dead letters pass through, before ingest seals them, and
 	// the failure queues.
@@ -105,6 +114,10 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		q("sns:SetTopicAttributes", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil),
 		q("sns:DeleteTopic", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil),
 		q("sns:SetSubscriptionAttributes", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic:0f1e2d3c-0000-4000-8000-000000000000", nil),
+		// The external alarm topic, when the alarms page there (it may be
+		// the only destination).
+		q("sns:DeleteTopic", pager, nil), q("sns:Unsubscribe", pager+":0f1e2d3c-0000-4000-8000-000000000000", nil),
+		q("sns:SetTopicAttributes", pager, nil),
 	)
 	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
 		lg := arn("logs", "log-group:/aws/lambda/prod-"+f)
@@ -156,6 +169,7 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		q("iam:DetachUserPolicy", "arn:aws:iam::111122223333:user/alice", map[string]string{"iam:policyarn": "arn:aws:iam::111122223333:policy/other-Policy"}),
 		q("sqs:SendMessage", arn("sqs", "orders"), nil),
 		q("events:PutTargets", arn("events", "rule/other-rule"), nil),
+		q("lambda:UpdateEventSourceMapping", arn("lambda", "event-source-mapping:0f1e2d3c-0000-4000-8000-000000000000"), map[string]string{"lambda:functionarn": arn("lambda", "function:orders")}),
 		q("cloudwatch:DeleteAlarms", arn("cloudwatch", "alarm:prod-other.alarm"), nil),
 		q("kms:ScheduleKeyDeletion", "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-000000000000", nil),
 	}
@@ -241,5 +255,26 @@ func TestOnlyIngestTakesDeadLetters(t *testing.T) {
 	}
 	if effect("arn:aws:iam::111122223333:role/Admin", "sqs:SendMessage") == "deny" {
 		t.Error("the DLQ's policy denies SendMessage: SQS's own move into the DLQ must not rest on it")
+	}
+}
+
+// Both tamper rules page the external alarm topic too, when the alarms do:
+// with ExternalAlarmTopicArn the only destination read, a tamper event
+// that reached the stack's own topic alone would reach nobody.
+func TestBothTamperRulesPageTheExternalTopic(t *testing.T) {
+	const pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+	tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": pager})
+	for _, id := range []string{"LedgerTamperRule", "GuardrailTamperRule"} {
+		rule := lookup(t, tpl.GetEventsRuleWithName, id)
+		var arns []string
+		for _, tg := range rule.Targets {
+			arns = append(arns, tg.Arn)
+			if tg.DeadLetterConfig == nil || tg.RetryPolicy == nil {
+				t.Errorf("%s target %s has no dead-letter queue or retry policy", id, tg.Id)
+			}
+		}
+		if !slices.Contains(arns, pager) || !slices.Contains(arns, "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic") {
+			t.Errorf("%s targets %v, want the stack's topic and %s", id, arns, pager)
+		}
 	}
 }

@@ -361,6 +361,9 @@ func TestScheduledInvocationsHaveAFailureDestination(t *testing.T) {
 	scheduled := 0
 	for ruleID, rule := range tpl.GetAllEventsRuleResources() {
 		ruleArn := "arn:aws:events:eu-west-1:111122223333:rule/prod-" + ruleID
+		if rule.Name != nil { // a named rule's ARN ends with its name
+			ruleArn = "arn:aws:events:eu-west-1:111122223333:rule/" + *rule.Name
+		}
 		for _, target := range rule.Targets {
 			fnID, ok := fns[target.Arn]
 			if !ok {

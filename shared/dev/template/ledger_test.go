@@ -340,7 +340,7 @@ func TestLedgerDigestSchedule(t *testing.T) {
 	}
 	permitted := false
 	for _, p := range tpl.GetAllLambdaPermissionResources() {
-		permitted = permitted || (p.FunctionName == "prod-digest" && p.Principal == "events.amazonaws.com" && aws.ToString(p.SourceArn) == "arn:aws:events:eu-west-1:111122223333:rule/prod-LedgerDigestSchedule")
+		permitted = permitted || (p.FunctionName == "prod-digest" && p.Principal == "events.amazonaws.com" && aws.ToString(p.SourceArn) == "arn:aws:events:eu-west-1:111122223333:rule/prod-digest")
 	}
 	if !permitted {
 		t.Error("EventBridge may not invoke the digest function for the digest schedule")

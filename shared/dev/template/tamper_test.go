@@ -233,6 +233,11 @@ func TestGuardrailTamperRule(t *testing.T) {
 		{"aws.cloudformation", "cloudformation.amazonaws.com", "UpdateStack", true},
 		{"aws.cloudformation", "cloudformation.amazonaws.com", "DeleteStack", true},
 		{"aws.cloudwatch", "monitoring.amazonaws.com", "SetAlarmState", true},
+		// The rules, LedgerTamperRule's own changes among them: each rule
+		// watches the other.
+		{"aws.events", "events.amazonaws.com", "DisableRule", true},
+		{"aws.events", "events.amazonaws.com", "DeleteRule", true},
+		{"aws.events", "events.amazonaws.com", "PutTargets", true},
 		// Reads and the functions' own work do not page.
 		{"aws.s3", "s3.amazonaws.com", "GetBucketPolicy", false},
 		{"aws.sqs", "sqs.amazonaws.com", "GetQueueAttributes", false},

@@ -18,6 +18,17 @@ import (
 //go:embed *.json
 var embedded embed.FS
 
+// Embedded lists the names of the schemas embedded in the binary, sorted
+// (the template's SchemaName allows exactly these).
+func Embedded() []string {
+	entries, _ := embedded.ReadDir(".")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	return names
+}
+
 // Compile returns the compiled schema called name and its version, the part
 // of the name after the last dot ("v1" for "inventory-movement.v1").
 func Compile(name string) (*jsonschema.Schema, string, error) {

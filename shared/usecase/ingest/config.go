@@ -6,6 +6,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
@@ -31,6 +32,13 @@ type Config struct {
 	Sources map[string]SourceConfig
 	// Concurrency bounds messages stored at once per batch (default 10).
 	Concurrency int
+	// DLQARNs are the queues ingest takes batches from (DLQ_ARNS,
+	// comma-separated ARNs: the template's DLQ and the attached one): a
+	// batch from any other queue is refused, nothing of it written
+	// (ErrUnknownDLQ), so that an event source mapping someone points at
+	// ingest from a queue of their own seals nothing. Empty: every queue
+	// (the unit tests' and `sam local invoke`'s events).
+	DLQARNs []string
 }
 
 // SourceConfig is one source queue's settings (see package sources).
@@ -51,6 +59,11 @@ func (c *Config) Validate() error {
 	if err := sources.Validate(c.Sources); err != nil {
 		errs = append(errs, err)
 	}
+	for _, arn := range c.DLQARNs {
+		if !isQueueARN(arn) {
+			errs = append(errs, fmt.Errorf("DLQ_ARNS: %q is not an SQS queue ARN", arn))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -68,6 +81,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
 		Sources:              sources,
 		WriterKeyID:          getenv("WRITER_KEY_ID"),
+	}
+	for _, arn := range strings.Split(getenv("DLQ_ARNS"), ",") {
+		if arn = strings.TrimSpace(arn); arn != "" {
+			cfg.DLQARNs = append(cfg.DLQARNs, arn)
+		}
 	}
 	return cfg, cfg.Validate()
 }

@@ -26,7 +26,27 @@ type Handler struct {
 	metrics     io.Writer
 	now         func() time.Time
 	concurrency int
+	// dlqs are the queues batches are taken from (AcceptOnly); nil: any.
+	dlqs map[string]bool
 }
+
+// AcceptOnly makes h refuse a batch with a record from any queue but arns
+// (Config.DLQARNs): ErrUnknownDLQ, nothing written. No arns: any queue.
+func (h *Handler) AcceptOnly(arns []string) *Handler {
+	h.dlqs = nil
+	for _, a := range arns {
+		if h.dlqs == nil {
+			h.dlqs = map[string]bool{}
+		}
+		h.dlqs[a] = true
+	}
+	return h
+}
+
+// ErrUnknownDLQ is the function error for a batch from a queue that is not
+// one of the DLQs ingest takes (an event source mapping someone pointed at
+// the function): nothing of it is written, and IngestErrorsAlarm pages.
+var ErrUnknownDLQ = errors.New("a batch from a queue that is not a configured DLQ")
 
 // NewHandler returns a Handler. Logs go to log; EMF metric documents go to
 // metrics (stdout in Lambda; io.Discard to drop them).
@@ -118,6 +138,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	if err := CheckEvent(ev); err != nil {
 		h.log.ErrorContext(ctx, "event refused", "error_kind", "not_sqs_batch")
 		return events.SQSEventResponse{}, err
+	}
+	if h.dlqs != nil {
+		for i, r := range ev.Records {
+			if !h.dlqs[r.EventSourceARN] {
+				h.log.ErrorContext(ctx, "event refused", "error_kind", "unknown_dlq", "event_source", r.EventSourceARN)
+				return events.SQSEventResponse{}, fmt.Errorf("%w: record %d", ErrUnknownDLQ, i)
+			}
+		}
 	}
 	results := make([]result, len(ev.Records))
 	ls := lanes(ev)

@@ -611,3 +611,58 @@ func TestFIFOGroupsAreStoredInBatchOrder(t *testing.T) {
 		last[r.MessageGroupID] = r
 	}
 }
+
+// Issue 26 review: an event source mapping pointed at ingest from a queue
+// that is not a configured DLQ (someone's own queue, whose messages ingest
+// would otherwise seal with its writer proof, as genuine dead letters) is
+// refused whole: ErrUnknownDLQ, nothing written. A batch from a configured
+// DLQ is taken; the configuration refuses a DLQ_ARNS entry that is no queue.
+func TestRefusesBatchesFromAQueueThatIsNoConfiguredDLQ(t *testing.T) {
+	t.Parallel()
+	const dlq, extra = "arn:aws:sqs:us-east-1:000000000000:orders-dlq", "arn:aws:sqs:us-east-1:000000000000:legacy-dlq"
+	batch := func(arns ...string) events.SQSEvent {
+		var ev events.SQSEvent
+		for i, a := range arns {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i), Body: `{"event_id":"e` + fmt.Sprint(i) + `"}`,
+				EventSource: "aws:sqs", EventSourceARN: a, AWSRegion: "us-east-1",
+				Attributes: map[string]string{"SentTimestamp": "1764590000000", "ApproximateReceiveCount": "1"}})
+		}
+		return ev
+	}
+	for _, c := range []struct {
+		name string
+		ev   events.SQSEvent
+		ok   bool
+	}{
+		{"the DLQ", batch(dlq, dlq), true},
+		{"the attached DLQ", batch(extra), true},
+		{"someone's queue", batch("arn:aws:sqs:us-east-1:000000000000:mine"), false},
+		{"one record of someone's queue", batch(dlq, "arn:aws:sqs:us-east-1:000000000000:mine"), false},
+		{"the DLQ's name in another account", batch("arn:aws:sqs:us-east-1:111122223333:orders-dlq"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := memstore.New()
+			q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{})
+			h := ingest.NewHandler(q, slog.New(slog.NewJSONHandler(io.Discard, nil)), io.Discard, nil, 10).AcceptOnly([]string{dlq, extra})
+			resp, err := h.Handle(context.Background(), c.ev)
+			switch {
+			case c.ok && (err != nil || len(resp.BatchItemFailures) != 0 || len(store.All()) == 0):
+				t.Fatalf("refused a batch of a configured DLQ: %+v %v (%d records)", resp, err, len(store.All()))
+			case !c.ok && (!errors.Is(err, ingest.ErrUnknownDLQ) || len(store.All()) != 0):
+				t.Fatalf("took a batch of another queue: %+v %v (%d records)", resp, err, len(store.All()))
+			}
+		})
+	}
+	for _, env := range []map[string]string{{"TABLE_NAME": "t", "DLQ_ARNS": dlq + ", " + extra}, {"TABLE_NAME": "t", "DLQ_ARNS": "orders-dlq"}} {
+		cfg, err := ingest.ConfigFromEnv(func(k string) string { return env[k] })
+		if env["DLQ_ARNS"] == "orders-dlq" {
+			if err == nil {
+				t.Error("DLQ_ARNS orders-dlq (no ARN) was taken")
+			}
+			continue
+		}
+		if err != nil || len(cfg.DLQARNs) != 2 || cfg.DLQARNs[1] != extra {
+			t.Errorf("DLQ_ARNS %q: %v %v", env["DLQ_ARNS"], cfg.DLQARNs, err)
+		}
+	}
+}
