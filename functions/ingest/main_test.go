@@ -27,7 +27,8 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 	if err := json.Unmarshal(lambdatest.Sample(t, "ingest-env.json"), &envFile); err != nil {
 		t.Fatal(err)
 	}
-	f := lambdatest.ForTest(t, st, "ingest", "IngestFunction", 30*time.Second, "SOURCES="+envFile["IngestFunction"]["SOURCES"])
+	f := lambdatest.ForTest(t, st, "ingest", "IngestFunction", 30*time.Second, "SOURCES="+envFile["IngestFunction"]["SOURCES"],
+		"DLQ_ARNS="+envFile["IngestFunction"]["DLQ_ARNS"])
 	t.Logf("start-up to first Runtime API poll: %s", f.StartUp)
 	payload := lambdatest.Sample(t, "ingest-dlq-batch.json")
 	answer := f.MustInvoke(t, payload)
@@ -90,5 +91,25 @@ func TestBootstrapServesSampleBatch(t *testing.T) {
 	}
 	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "not an SQS batch") {
 		t.Fatalf("an S3 notification was taken: %s", out.Payload)
+	}
+}
+
+// With the template's own environment (DLQ_ARNS: the stack's DLQ), the
+// bootstrap refuses the sample batch, whose records come from other queues:
+// a mapping someone points at ingest from a queue of their own seals
+// nothing (issue 26 review).
+func TestBootstrapRefusesABatchFromAnotherQueue(t *testing.T) {
+	st := embedded.ForTest(t, embedded.Options{})
+	f := lambdatest.ForTest(t, st, "ingest", "IngestFunction", 30*time.Second)
+	out, err := f.Invoke(context.Background(), lambdatest.Sample(t, "ingest-dlq-batch.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FunctionError == nil || !strings.Contains(string(out.Payload), "not a configured DLQ") {
+		t.Fatalf("answer %s (function error %v), want the batch refused", out.Payload, out.FunctionError)
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	if _, err := store.Get(context.Background(), "dlqq-inventory-source#inv-000101"); err == nil {
+		t.Fatal("a record of the refused batch was written")
 	}
 }
