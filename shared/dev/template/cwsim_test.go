@@ -467,9 +467,15 @@ func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice 
 	state := "INSUFFICIENT_DATA"
 	var out []notice
 	for k := range starts {
-		// The evaluation range: a few periods more than evaluated; the
-		// newest existing points are used, and missing ones are filled
-		// per TreatMissingData only when too few exist.
+		// The evaluation range: a few periods more than evaluated (the
+		// guide's tables: 5 retrieved for 3 evaluated). The user guide,
+		// "How alarm state is evaluated when data is missing": with at
+		// least EvaluationPeriods real points in the range, the newest of
+		// them are evaluated and TreatMissingData is not used; with fewer,
+		// every real point in the range is evaluated, "no matter when
+		// they were reported", and missing points fill the rest, "as few
+		// times as possible". So a real point still in the range keeps
+		// filled ones out, however old it is.
 		var existing, slots []int
 		for i := k; i >= 0 && i > k-n-2; i-- {
 			slots = append(slots, starts[i])
@@ -478,19 +484,13 @@ func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice 
 			}
 		}
 		bad := 0
-		if len(existing) >= n {
-			for _, st := range existing[:n] {
-				if breaches(result.ts[st]) {
-					bad++
-				}
+		for _, st := range existing[:min(n, len(existing))] {
+			if breaches(result.ts[st]) {
+				bad++
 			}
-		} else {
-			for _, st := range slots[:min(n, len(slots))] {
-				x, ok := result.ts[st]
-				if (ok && breaches(x)) || (!ok && missing == "breaching") {
-					bad++
-				}
-			}
+		}
+		if filled := min(n, len(slots)) - len(existing); filled > 0 && missing == "breaching" {
+			bad += filled
 		}
 		next := "OK"
 		if bad >= m {
@@ -582,17 +582,28 @@ func TestAlarmModel(t *testing.T) {
 			t.Errorf("%s = %v, want %v", expr, got, want)
 		}
 	}
-	// "How alarm state is evaluated when data is missing": 2 of 3
-	// periods of 5 minutes, points oldest first.
+	// "How alarm state is evaluated when data is missing": its two
+	// tables, 5-minute periods, the 5 points CloudWatch retrieves oldest
+	// first, 3 of 3 and 2 of 3 periods to alarm. The model knows the
+	// BREACHING and NOT BREACHING columns (the template uses no other);
+	// the MISSING and IGNORE columns are kept to show the rows whole.
+	const insufficient, retain = "INSUFFICIENT_DATA", "retain"
 	for _, c := range []struct {
-		points                  []float64
-		breaching, notBreaching string
+		m                                        int
+		points                                   []float64
+		missing, ignore, breaching, notBreaching string
 	}{
-		{[]float64{0, none, 9, none, 9}, "ALARM", "ALARM"},
-		{[]float64{0, 0, 9, 0, 9}, "ALARM", "ALARM"},
-		{[]float64{0, none, 9, none, none}, "ALARM", "OK"},
-		{[]float64{none, none, none, none, 0}, "ALARM", "OK"},
-		{[]float64{none, none, none, none, 9}, "ALARM", "OK"},
+		{3, []float64{0, none, 9, none, 9}, "OK", "OK", "OK", "OK"},
+		{3, []float64{0, none, none, none, none}, "OK", "OK", "OK", "OK"},
+		{3, []float64{none, none, none, none, none}, insufficient, retain, "ALARM", "OK"},
+		{3, []float64{0, 9, 9, none, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{3, []float64{none, none, none, none, 9}, insufficient, retain, "ALARM", "OK"},
+		{3, []float64{9, none, none, none, none}, "ALARM", retain, "ALARM", "OK"},
+		{2, []float64{0, none, 9, none, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{2, []float64{0, 0, 9, 0, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{2, []float64{0, none, 9, none, none}, "OK", "OK", "ALARM", "OK"},
+		{2, []float64{none, none, none, none, 0}, "OK", "OK", "ALARM", "OK"},
+		{2, []float64{none, none, none, none, 9}, insufficient, retain, "ALARM", "OK"},
 	} {
 		for missing, want := range map[string]string{"breaching": c.breaching, "notBreaching": c.notBreaching} {
 			var per []float64 // one value a minute, 5 minutes a period
@@ -602,11 +613,11 @@ func TestAlarmModel(t *testing.T) {
 				}
 			}
 			a := &cloudwatch.Alarm{AlarmName: aws.String("model"), Namespace: aws.String("T"), MetricName: aws.String("one"), Statistic: aws.String("Maximum"),
-				Period: aws.Int(300), EvaluationPeriods: 3, DatapointsToAlarm: aws.Int(2), Threshold: aws.Float64(5),
+				Period: aws.Int(300), EvaluationPeriods: 3, DatapointsToAlarm: aws.Int(c.m), Threshold: aws.Float64(5),
 				ComparisonOperator: "GreaterThanThreshold", TreatMissingData: aws.String(missing)}
 			changes := simulate(t, a, world{key("one"): points(per...)}, len(per))
 			if got := changes[len(changes)-1].state; got != want {
-				t.Errorf("%v, missing data %s: %s (%v), want %s", c.points, missing, got, changes, want)
+				t.Errorf("%d of 3, %v, missing data %s: %s (%v), the user guide says %s", c.m, c.points, missing, got, changes, want)
 			}
 		}
 	}
