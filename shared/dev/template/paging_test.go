@@ -313,6 +313,21 @@ func sqsKey(metric, queue string) string {
 	return metricKey("AWS/SQS", metric, []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: queue}})
 }
 
+// watched returns the keys of the metrics a reads: its metric, or those
+// of its metric-math queries.
+func watched(a *cloudwatch.Alarm) []string {
+	if len(a.Metrics) == 0 {
+		return []string{metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions)}
+	}
+	var out []string
+	for _, q := range a.Metrics {
+		if ms := q.MetricStat; ms != nil && ms.Metric != nil {
+			out = append(out, metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions))
+		}
+	}
+	return out
+}
+
 // mathAlarmOn returns the ids of the metric-math alarms of tpl that read
 // every one of keys.
 func mathAlarmOn(tpl *cloudformation.Template, keys ...string) []string {
@@ -486,12 +501,60 @@ func runs(key string, offset, interval, stop int, durations ...int) world {
 	return world{key: func(m int) (float64, bool) { return 1, done[m] }}
 }
 
+// fillReadings are the readings of CloudWatch an alarm that relies on
+// FILL is tested under: the model's default (FILL of a series with no
+// point in the range returns none, and TreatMissingData decides), the
+// other (it fills the whole range), and samples that reach CloudWatch two
+// minutes late (FILL fills a period whose sample is not there yet: the
+// guide's FILL entry warns of it, and advises M out of N).
+var fillReadings = []readings{{}, {fillEmpty: true}, {late: 2}}
+
+// heartbeat checks a heartbeat alarm on key for a function that runs
+// every `every` minutes, each run lasting up to maxRun minutes and
+// publishing one sample when it completes: it never pages while runs
+// complete, whatever the schedule's offset from the alarm's periods and
+// the runs' durations, and when the runs stop it pages once, more than
+// `after` and at most `within` minutes after the last sample (its late
+// minutes more when samples arrive late), and stays in ALARM. An empty period must count as breaching (TreatMissingData
+// alone would page late, "How alarm state is evaluated when data is
+// missing"), and missing data breaches.
+func heartbeat(t *testing.T, name string, a *cloudwatch.Alarm, key string, every, maxRun, after, within int) {
+	t.Helper()
+	if aws.ToString(a.TreatMissingData) != "breaching" {
+		t.Errorf("%s: a silent function is missing data, which the alarm treats as %q", name, aws.ToString(a.TreatMissingData))
+	}
+	horizon := max(600, 40*every)
+	for _, r := range fillReadings {
+		for offset := range every {
+			healthy := runs(key, offset, every, horizon, maxRun, 0, maxRun-1, 1, 0, maxRun, maxRun, 0)
+			if got := entered(simulateReading(t, a, healthy, horizon, r), "ALARM"); len(got) != 0 {
+				t.Errorf("%s, runs from minute %d (%+v): the heartbeat pages at %v while every run completes", name, offset, r, got)
+			}
+			// The last run starts at minute stop-every+offset' and takes
+			// maxRun minutes; then nothing.
+			stop := horizon/2 + offset
+			last := -1
+			for start := offset; start < stop; start += every {
+				last = start + maxRun
+			}
+			changes := simulateReading(t, a, runs(key, offset, every, stop, maxRun), horizon, r)
+			got := entered(changes, "ALARM")
+			if len(got) != 1 || got[0]-last <= after || got[0]-last > within+r.late || changes[len(changes)-1].state != "ALARM" {
+				t.Errorf("%s, runs from minute %d (%+v): the last sample is at minute %d; the heartbeat pages at %v (%v), want once, %d to %d minutes later",
+					name, offset, r, last, got, changes, after, within)
+			}
+		}
+	}
+}
+
 // The sweeper publishes a heartbeat on every completed run; an alarm
-// pages when no run has completed for three schedule intervals, and
-// never while runs complete, whatever their durations (up to the
-// function's 15 minutes) and for every schedule SweepSchedule allows. The
-// same for the metrics function's heartbeat and MetricsSchedule (runs of
-// up to a minute, its timeout): two 5-minute periods without a datapoint.
+// pages three to four schedule intervals after the last completed run
+// (three empty periods, the period being the interval), and never while
+// runs complete, whatever their durations (up to the function's 15
+// minutes), for every schedule SweepSchedule allows and every offset of
+// the schedule from the periods. The same for the metrics function's
+// heartbeat and MetricsSchedule (runs of up to a minute, its timeout): two
+// 5-minute periods without a datapoint, 10 to 15 minutes after the last.
 func TestSweeperHeartbeat(t *testing.T) {
 	tpl := open(t)
 	table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
@@ -506,57 +569,27 @@ func TestSweeperHeartbeat(t *testing.T) {
 	}
 	for schedule, every := range schedules(t, tpl, "SweepSchedule") {
 		tpl := openWith(t, map[string]any{"SweepSchedule": schedule})
-		var ids []string
-		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
-			if metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions) == beat {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) != 1 {
-			t.Fatalf("%s: alarms on the sweeper's heartbeat %v, want one", schedule, ids)
-		}
-		a := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
-		if aws.ToString(a.TreatMissingData) != "breaching" {
-			t.Errorf("%s: a silent sweeper is missing data, which the alarm treats as %q", ids[0], aws.ToString(a.TreatMissingData))
+		a := lookup(t, tpl.GetCloudWatchAlarmWithName, "SweeperHeartbeatAlarm")
+		if got := watched(a); !slices.Equal(got, []string{beat}) {
+			t.Fatalf("%s: SweeperHeartbeatAlarm reads %v, want the heartbeat %s", schedule, got, beat)
 		}
 		rule := lookup(t, tpl.GetEventsRuleWithName, "SweeperSchedule")
 		if aws.ToString(rule.ScheduleExpression) != schedule {
 			t.Fatalf("the sweeper runs on %q", aws.ToString(rule.ScheduleExpression))
 		}
-		horizon := 60 * every
-		// Healthy: runs lasting 0 to 15 minutes, whatever the schedule's
-		// offset from the alarm's periods.
-		for offset := 0; offset < every; offset += max(1, every/20) {
-			if got := entered(simulate(t, a, runs(beat, offset, every, horizon, 15, 0, 14, 1, 0, 15, 15, 0), horizon), "ALARM"); len(got) != 0 {
-				t.Errorf("SweepSchedule %s, runs from minute %d: the heartbeat pages at %v while every run completes", schedule, offset, got)
-			}
-		}
-		// The last run completes at minute `last`; then nothing.
-		stop := 20*every + 7
-		last := stop - every + 15
-		got := entered(simulate(t, a, runs(beat, 7, every, stop, 15), horizon), "ALARM")
-		if len(got) != 1 || got[0]-last < 2*every || got[0]-last > 4*every {
-			t.Errorf("SweepSchedule %s: the last run completes at minute %d; the heartbeat pages at %v, want once, three intervals later", schedule, last, got)
-		}
+		heartbeat(t, "SweepSchedule "+schedule, a, beat, every, 15, 3*every, 4*every)
 	}
 
 	depth := metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
 	hb := lookup(t, tpl.GetCloudWatchAlarmWithName, "MetricsHeartbeatAlarm")
-	if got := metricKey(aws.ToString(hb.Namespace), aws.ToString(hb.MetricName), hb.Dimensions); got != depth {
-		t.Fatalf("MetricsHeartbeatAlarm watches %s", got)
+	if got := watched(hb); !slices.Equal(got, []string{depth}) {
+		t.Fatalf("MetricsHeartbeatAlarm reads %v, want %s", got, depth)
 	}
 	if fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction"); aws.ToInt(fn.Timeout) > 60 {
 		t.Fatalf("the metrics function runs up to %d s; its heartbeat allows a minute", aws.ToInt(fn.Timeout))
 	}
 	for schedule, every := range schedules(t, tpl, "MetricsSchedule") {
-		for offset := range every {
-			if got := entered(simulate(t, hb, runs(depth, offset, every, 600, 1, 0, 1, 1, 0), 600), "ALARM"); len(got) != 0 {
-				t.Errorf("MetricsSchedule %s, runs from minute %d: the metrics heartbeat pages at %v while every run publishes", schedule, offset, got)
-			}
-		}
-		if got := entered(simulate(t, hb, runs(depth, 3, every, 300, 1), 600), "ALARM"); len(got) != 1 || got[0] > 300+20 {
-			t.Errorf("MetricsSchedule %s: the metrics function stops at minute 300; its heartbeat pages at %v", schedule, got)
-		}
+		heartbeat(t, "MetricsSchedule "+schedule, hb, depth, every, 1, 10, 15)
 	}
 }
 
