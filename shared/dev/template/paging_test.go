@@ -526,9 +526,14 @@ func heartbeat(t *testing.T, name string, a *cloudwatch.Alarm, key string, every
 	horizon := max(600, 40*every)
 	for _, r := range fillReadings {
 		for offset := range every {
-			healthy := runs(key, offset, every, horizon, maxRun, 0, maxRun-1, 1, 0, maxRun, maxRun, 0)
-			if got := entered(simulateReading(t, a, healthy, horizon, r), "ALARM"); len(got) != 0 {
-				t.Errorf("%s, runs from minute %d (%+v): the heartbeat pages at %v while every run completes", name, offset, r, got)
+			// Runs of mixed durations, and runs alternately quick and
+			// slow: near a period's end they alternately stay in it and
+			// spill into the next, leaving every other period empty.
+			for _, durations := range [][]int{{maxRun, 0, maxRun - 1, 1, 0, maxRun, maxRun, 0}, {0, maxRun}} {
+				healthy := runs(key, offset, every, horizon, durations...)
+				if got := entered(simulateReading(t, a, healthy, horizon, r), "ALARM"); len(got) != 0 {
+					t.Errorf("%s, runs from minute %d lasting %v (%+v): the heartbeat pages at %v while every run completes", name, offset, durations, r, got)
+				}
 			}
 			// The last run starts at minute stop-every+offset' and takes
 			// maxRun minutes; then nothing.
@@ -675,5 +680,49 @@ func TestUpgradeWindowAlarms(t *testing.T) {
 		}
 		reminderGaps(t, "LedgerUpgradeReminderAlarm", simulate(t, reminder, quiet, 600), 10, 600)
 		reminderGaps(t, "LedgerUpgradeReminderAlarm without data", simulate(t, reminder, world{}, 600), 10, 600)
+	}
+}
+
+// With the ledger's mapping on, the digest run publishes the anchoring lag
+// every 5 minutes (a run lasts up to its 2-minute timeout) and its canary
+// makes the stream function's mapping deliver a batch as often (within the
+// mapping's 60-second tumbling window more): each alarm is a heartbeat
+// that pages 15 to 20 minutes after the last datapoint (three empty
+// 5-minute periods of four), once, never while runs land, also runs that
+// alternately stay in a period and spill into the next (which two of three
+// would page for), and still on a lag or an age above its threshold. With the mapping off (the upgrade
+// window) their silence pages never, with or without earlier data.
+func TestLedgerSilencePages(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		tpl := openWith(t, map[string]any{"LedgerMappingEnabled": fmt.Sprint(on)})
+		name := fmt.Sprintf("LedgerMappingEnabled=%v", on)
+		table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+		for id, c := range map[string]struct {
+			key    string
+			maxRun int
+		}{
+			"LedgerAnchoringLagAlarm": {metricKey("DLQQuarantine", "LedgerAnchoringLag", []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}), 2},
+			"LedgerIteratorAgeAlarm":  {metricKey("AWS/Lambda", "IteratorAge", []cloudwatch.Alarm_Dimension{{Name: "FunctionName", Value: "prod-ledger"}}), 3},
+		} {
+			a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
+			if got := watched(a); !slices.Equal(got, []string{c.key}) {
+				t.Fatalf("%s: %s reads %v, want %s", name, id, got, c.key)
+			}
+			if on {
+				heartbeat(t, name+" "+id, a, c.key, 5, c.maxRun, 15, 20)
+				over := func(m int) (float64, bool) { return aws.ToFloat64(a.Threshold) + 1, m%5 == 2 }
+				if got := entered(simulate(t, a, world{c.key: over}, 120), "ALARM"); len(got) != 1 || got[0] > 20 {
+					t.Errorf("%s: %s pages at %v for a value above its threshold in every period", name, id, got)
+				}
+				continue
+			}
+			for _, r := range fillReadings {
+				for _, w := range []world{{}, runs(c.key, 2, 5, 60, c.maxRun)} {
+					if got := entered(simulateReading(t, a, w, 600, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s (%+v): %s pages at %v in the upgrade window", name, r, id, got)
+					}
+				}
+			}
+		}
 	}
 }
