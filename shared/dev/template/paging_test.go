@@ -268,10 +268,16 @@ func TestAlarmDestinationIsRequired(t *testing.T) {
 // reminders are the alarms that leave ALARM and enter it again every hour
 // on purpose, so that a condition that lasts pages again: an OK
 // notification every hour would be noise, so they send none. Each has a
-// plain alarm beside it that does go OK when the condition ends.
-var reminders = map[string]string{
-	"LedgerFailuresReminderAlarm": "pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty",
-	"LedgerUpgradeReminderAlarm":  "pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it",
+// plain alarm beside it that does go OK when the condition ends. first is
+// the minute by which one pages for a condition that holds from minute 0.
+var reminders = map[string]struct {
+	why   string
+	first int
+}{
+	"LedgerFailuresReminderAlarm":       {"pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty", 10},
+	"LedgerUpgradeReminderAlarm":        {"pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it", 10},
+	"DLQNeverEmptiesReminderAlarm":      {"pages again every hour while the DLQ never empties (a stuck message is deleted when the queue's retention runs out); DLQNeverEmptiesAlarm goes OK when it empties", 60},
+	"ExtraDLQNeverEmptiesReminderAlarm": {"the same for an attached DLQ", 60},
 }
 
 // Every alarm says when it is over (OK notifications, to the same
@@ -281,7 +287,7 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
 		alarms := tpl.GetAllCloudWatchAlarmResources()
 		for id, a := range alarms {
-			if _, ok := reminders[id]; ok {
+			if r, ok := reminders[id]; ok {
 				if len(a.OKActions) != 0 {
 					t.Errorf("reminder %s notifies OK every hour: %v", id, a.OKActions)
 				}
@@ -293,7 +299,7 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 						held[metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] = constant(1, 0, 300)
 					}
 				}
-				reminderGaps(t, id, simulate(t, a, held, 300), 10, 300)
+				reminderGaps(t, id, simulate(t, a, held, 300), r.first, 300)
 				continue
 			}
 			if len(a.OKActions) == 0 || !slices.Equal(a.OKActions, a.AlarmActions) {
@@ -347,61 +353,154 @@ func mathAlarmOn(tpl *cloudformation.Template, keys ...string) []string {
 	return out
 }
 
+// sqsAge is what SQS reports as ApproximateAgeOfOldestMessage, in
+// seconds, for a queue holding one message from minute from to minute to
+// (exclusive) that is received at the minutes in received: its age, but
+// only until it has been received three times ("After a message is
+// received three times (or more) and not processed ... the age of a
+// poison-pill message isn't included in the metric until the poison-pill
+// message is consumed successfully", SQS developer guide, "Available
+// CloudWatch metrics for Amazon SQS"); 0 with no message counted.
+func sqsAge(from, to int, received func(minute int) bool) func(int) (float64, bool) {
+	return func(m int) (float64, bool) {
+		n := 0
+		for r := from; r <= m; r++ {
+			if received(r) {
+				n++
+			}
+		}
+		if m < from || m >= to || n >= 3 {
+			return 0, true
+		}
+		return float64(60 * (m - from)), true
+	}
+}
+
+// sampling is how SQS's publication delivers per-minute metrics: not
+// like clockwork.
+type sampling struct {
+	name string
+	// gap: minute m's sample is missing when m%gap == gap-1 (0: none).
+	gap int
+	// double: the sample of minute m+1 comes within minute m (two samples
+	// in one minute, Maximum of the two) and minute m+1 has none, when
+	// m%double == double-2 (0: none).
+	double int
+	// only: the gaps are in this metric alone ("": in every metric).
+	only string
+}
+
+func (s sampling) of(key string, src func(int) (float64, bool)) func(int) (float64, bool) {
+	return func(m int) (float64, bool) {
+		if s.gap > 0 && m%s.gap == s.gap-1 && (s.only == "" || s.only == key) {
+			return 0, false
+		}
+		if s.double > 0 && m%s.double == s.double-1 {
+			return 0, false
+		}
+		v, ok := src(m)
+		if s.double > 0 && m%s.double == s.double-2 {
+			if w, ok2 := src(m + 1); ok2 && (!ok || w > v) {
+				v, ok = w, true
+			}
+		}
+		return v, ok
+	}
+}
+
 // SQS leaves a message that is received again and again out of
-// ApproximateAgeOfOldestMessage, so a message ingest keeps failing never
-// trips the age alarm, and one message is far below the depth alarms.
-// Each DLQ (the stack's, and an attached one) has an alarm on visible
-// plus in-flight messages sampled every minute: a message cycling between
-// the two pages after an hour, and the alarm is OK again once it is
-// ingested; a trickle that ingest takes at once never pages, nor does an
-// idle queue.
+// ApproximateAgeOfOldestMessage, so a message ingest keeps failing does not
+// trip the age alarm (though it would, were it counted), and one message
+// is far below the depth alarms. Each DLQ (the stack's, and an attached
+// one) has an alarm on visible plus in-flight messages sampled every
+// minute: a message cycling between the two pages once, an hour later,
+// and the alarm is OK again soon after it is ingested, and a reminder
+// pages every hour meanwhile; a trickle that ingest keeps up with never
+// pages, nor does an idle queue. SQS's samples are irregular: whether a
+// minute in 20, 30 or 60 has no sample (in both metrics, or in one), or
+// two samples come in one minute, changes none of it.
 func TestDLQNeverEmptiesAlarm(t *testing.T) {
 	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"})
 	alarms := tpl.GetAllCloudWatchAlarmResources()
-	for queue, c := range map[string]struct{ condition, ageAlarm string }{
-		"prod-dlq":   {"", "DLQOldestMessageAlarm"},
-		"legacy-dlq": {"HasExtraDLQ", "ExtraDLQOldestMessageAlarm"},
+	var common []sampling
+	for _, every := range []int{0, 20, 30, 60} {
+		common = append(common, sampling{name: fmt.Sprintf("a minute in %d without samples", every), gap: every})
+	}
+	for _, every := range []int{20, 30, 60} {
+		common = append(common, sampling{name: fmt.Sprintf("two samples in a minute every %d", every), double: every})
+	}
+	for queue, c := range map[string]struct{ condition, prefix, ageAlarm string }{
+		"prod-dlq":   {"", "", "DLQOldestMessageAlarm"},
+		"legacy-dlq": {"HasExtraDLQ", "Extra", "ExtraDLQOldestMessageAlarm"},
 	} {
 		visible, inflight, age := sqsKey("ApproximateNumberOfMessagesVisible", queue), sqsKey("ApproximateNumberOfMessagesNotVisible", queue), sqsKey("ApproximateAgeOfOldestMessage", queue)
-		ids := mathAlarmOn(tpl, visible, inflight)
-		if len(ids) != 1 {
-			t.Errorf("%s: alarms on its visible plus in-flight messages: %v, want one", queue, ids)
-			continue
+		samplings := slices.Clone(common)
+		for _, only := range []string{visible, inflight} {
+			samplings = append(samplings, sampling{name: "a minute in 20 without a sample of " + only, gap: 20, only: only})
 		}
-		a := alarms[ids[0]]
-		if a.AWSCloudFormationCondition != c.condition {
-			t.Errorf("%s: Condition %q, want %q", ids[0], a.AWSCloudFormationCondition, c.condition)
+		plain, reminder := alarms[c.prefix+"DLQNeverEmptiesAlarm"], alarms[c.prefix+"DLQNeverEmptiesReminderAlarm"]
+		if plain == nil {
+			t.Fatalf("%s: no %sDLQNeverEmptiesAlarm", queue, c.prefix)
+		}
+		both := []*cloudwatch.Alarm{plain, reminder}
+		if reminder == nil {
+			t.Errorf("%s: no %sDLQNeverEmptiesReminderAlarm", queue, c.prefix)
+			both = both[:1]
+		}
+		for _, a := range both {
+			if id := aws.ToString(a.AlarmName); a.AWSCloudFormationCondition != c.condition || !slices.Equal(watched(a), []string{visible, inflight}) {
+				t.Errorf("%s: Condition %q, reads %v; want %q, %v", id, a.AWSCloudFormationCondition, watched(a), c.condition, []string{visible, inflight})
+			}
 		}
 		// Ingest fails the message every time: in flight for the
 		// visibility timeout (3 minutes), visible for a minute, from
-		// minute 10 until it is finally stored at minute 250; SQS leaves
-		// it out of the age metric (0).
-		stuck := world{
-			visible:  func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true },
-			inflight: func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true },
-			age:      constant(0, 0, 400),
+		// minute 10 until it is finally stored at minute 250.
+		stuckVisible := func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true }
+		stuckInflight := func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true }
+		received := func(m int) bool { return m == 10 || (m > 10 && m%4 == 0) }
+		for _, sm := range samplings {
+			for _, r := range fillReadings {
+				name := fmt.Sprintf("%s, %s (%+v)", queue, sm.name, r)
+				stuck := world{visible: sm.of(visible, stuckVisible), inflight: sm.of(inflight, stuckInflight)}
+				changes := simulateReading(t, plain, stuck, 400, r)
+				if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+55 || alarm[0] > 10+62+r.late {
+					t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", name, alarm, changes)
+				}
+				if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 256+r.late {
+					t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", name, changes)
+				}
+				if reminder != nil {
+					reminderGaps(t, name+" reminder", simulateReading(t, reminder, stuck, 400, r), 10+60+60, 250)
+				}
+				// A dead letter every 4 minutes, stored within the minute.
+				trickle := world{visible: sm.of(visible, func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true }), inflight: sm.of(inflight, constant(0, 0, 400))}
+				for _, a := range both {
+					if got := entered(simulateReading(t, a, trickle, 400, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s: %s pages for a trickle that ingest keeps up with at %v", name, aws.ToString(a.AlarmName), got)
+					}
+				}
+			}
 		}
-		changes := simulate(t, a, stuck, 400)
-		if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+60 || alarm[0] > 10+65 {
-			t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", ids[0], alarm, changes)
+		// An idle queue: SQS publishes nothing, or (its mapping polling
+		// it) zeros.
+		for what, w := range map[string]world{"an idle queue": {}, "a polled empty queue": {visible: constant(0, 0, 400), inflight: constant(0, 0, 400)}} {
+			for _, r := range fillReadings {
+				for _, a := range both {
+					if got := entered(simulateReading(t, a, w, 400, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s (%+v): %s pages for %s at %v", queue, r, aws.ToString(a.AlarmName), what, got)
+					}
+				}
+			}
 		}
-		if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 255 {
-			t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", ids[0], changes)
+		// The age alarm: the stuck message's age is reported until its
+		// third receive (minute 16), far below the threshold; counted, the
+		// 240 minutes it waits would trip it.
+		ageAlarm := alarms[c.ageAlarm]
+		if got := entered(simulate(t, ageAlarm, world{age: sqsAge(10, 250, received)}, 400), "ALARM"); len(got) != 0 {
+			t.Errorf("%s pages for the stuck message at %v: SQS leaves it out of the age metric", c.ageAlarm, got)
 		}
-		if got := entered(simulate(t, alarms[c.ageAlarm], stuck, 400), "ALARM"); len(got) != 0 {
-			t.Errorf("%s pages for the stuck message at %v: the model of SQS is wrong", c.ageAlarm, got)
-		}
-		// A dead letter every 4 minutes, stored within the minute.
-		trickle := world{
-			visible:  func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true },
-			inflight: constant(0, 0, 400),
-		}
-		if got := simulate(t, a, trickle, 400); len(entered(got, "ALARM")) != 0 {
-			t.Errorf("%s: a trickle that ingest keeps up with pages: %v", ids[0], got)
-		}
-		// An idle queue: SQS publishes nothing.
-		if got := simulate(t, a, world{}, 400); len(entered(got, "ALARM")) != 0 {
-			t.Errorf("%s: an idle queue pages: %v", ids[0], got)
+		if got := entered(simulate(t, ageAlarm, world{age: sqsAge(10, 250, func(int) bool { return false })}, 400), "ALARM"); len(got) != 1 {
+			t.Errorf("%s does not page for a message that waits 240 minutes unreceived (%v): the stuck message's silence there proves nothing", c.ageAlarm, got)
 		}
 	}
 }
