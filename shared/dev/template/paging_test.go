@@ -772,10 +772,18 @@ func TestUpgradeWindowAlarms(t *testing.T) {
 		if _, ok := reminders["LedgerUpgradeReminderAlarm"]; !ok || len(reminder.OKActions) != 0 {
 			t.Errorf("the upgrade reminder is no reminder: OK actions %v", reminder.OKActions)
 		}
-		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", "baseline", "docs/ledger.md"} {
-			if !strings.Contains(aws.ToString(reminder.AlarmDescription), want) {
-				t.Errorf("the upgrade reminder does not say %q: %s", want, aws.ToString(reminder.AlarmDescription))
+		// The baseline runs on the digest function, named; the stream
+		// function refuses it.
+		digest := aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, "DigestFunction").FunctionName)
+		stream := aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, "LedgerFunction").FunctionName)
+		desc := aws.ToString(reminder.AlarmDescription)
+		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", `{"action":"baseline"}`, "digest function " + digest, "docs/ledger.md"} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("the upgrade reminder does not say %q: %s", want, desc)
 			}
+		}
+		if regexp.MustCompile(regexp.QuoteMeta(stream) + `\b[^-]|ledger function`).MatchString(desc + " ") {
+			t.Errorf("the upgrade reminder names the ledger function or the stream function %s, which refuses the baseline: %s", stream, desc)
 		}
 		reminderGaps(t, "LedgerUpgradeReminderAlarm", simulate(t, reminder, quiet, 600), 10, 600)
 		reminderGaps(t, "LedgerUpgradeReminderAlarm without data", simulate(t, reminder, world{}, 600), 10, 600)
