@@ -121,6 +121,7 @@ type mathEnv struct {
 	starts  []int // every period start in the query's range
 	cache   map[string]value
 	read    readings
+	toks    map[string][]string // expressions tokenized, by their text
 	// fetch, when set, is a metric query's value at a period start (the
 	// samples an evaluation sees); else the world's aggregate.
 	fetch func(q *cloudwatch.Alarm_MetricStat, start int) (float64, bool)
@@ -145,7 +146,7 @@ func (e *mathEnv) id(name string) value {
 				return e.w.aggregate(metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions), ms.Stat, st, ms.Period/60)
 			}
 		}
-		s := series{}
+		s := make(series, len(e.starts))
 		for _, st := range e.starts {
 			if x, ok := fetch(ms, st); ok {
 				s[st] = x
@@ -158,7 +159,14 @@ func (e *mathEnv) id(name string) value {
 }
 
 func (e *mathEnv) eval(expr string) value {
-	p := &parser{t: e.t, env: e, toks: tokenize(e.t, expr)}
+	toks, ok := e.toks[expr]
+	if !ok {
+		toks = tokenize(e.t, expr)
+		if e.toks != nil {
+			e.toks[expr] = toks
+		}
+	}
+	p := &parser{t: e.t, env: e, toks: toks}
 	v := p.or()
 	if p.i != len(p.toks) {
 		e.t.Fatalf("metric math %q: unexpected %q", expr, p.toks[p.i])
@@ -356,7 +364,7 @@ func (e *mathEnv) binary(op string, a, b value) value {
 	if a.ts == nil && b.ts == nil {
 		return value{scalar: f(a.scalar, b.scalar)}
 	}
-	out := series{}
+	out := make(series, len(e.starts))
 	for _, st := range e.starts {
 		x, okA := a.at(st)
 		y, okB := b.at(st)
@@ -379,7 +387,7 @@ func (e *mathEnv) call(fn string, args []value) value {
 		if len(args) != 1 || args[0].ts == nil {
 			e.t.Fatalf("%s takes one time series", fn)
 		}
-		out := series{}
+		out := make(series, len(e.starts))
 		for _, st := range e.starts {
 			out[st] = float64(st % 60)
 			if fn == "HOUR" {
@@ -405,7 +413,7 @@ func (e *mathEnv) call(fn string, args []value) value {
 			}
 			return *otherwise
 		}
-		out := series{}
+		out := make(series, len(e.starts))
 		for st, c := range cond.ts {
 			if c != 0 {
 				x, ok := then.at(st)
@@ -433,7 +441,7 @@ func (e *mathEnv) call(fn string, args []value) value {
 		if with.ts != nil || with.keyword == "LINEAR" {
 			e.t.Fatalf("FILL with a series or LINEAR is not modeled")
 		}
-		out := series{}
+		out := make(series, len(e.starts))
 		if len(in) == 0 && (with.keyword != "" || !e.read.fillEmpty) {
 			return value{ts: out} // no point to fill from or around
 		}
@@ -513,6 +521,7 @@ func simulateReading(t *testing.T, a *cloudwatch.Alarm, w world, minutes int, r 
 	for st := 0; st+p <= minutes; st += p {
 		starts = append(starts, st)
 	}
+	toks := map[string][]string{}
 	// A period's statistic from every sample of it, once; an evaluation
 	// whose last minutes are not seen yet (r.late) computes its newest
 	// periods again from what it sees.
@@ -521,9 +530,14 @@ func simulateReading(t *testing.T, a *cloudwatch.Alarm, w world, minutes int, r 
 		ok bool
 	}
 	full := map[*cloudwatch.Alarm_MetricStat]map[int]point{}
+	keys := map[*cloudwatch.Alarm_MetricStat]string{}
 	fetch := func(before int) func(*cloudwatch.Alarm_MetricStat, int) (float64, bool) {
 		return func(ms *cloudwatch.Alarm_MetricStat, st int) (float64, bool) {
-			key := metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)
+			key, ok := keys[ms]
+			if !ok {
+				key = metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)
+				keys[ms] = key
+			}
 			if st+p > before {
 				return w.aggregateBefore(key, ms.Stat, st, p, before)
 			}
@@ -566,7 +580,7 @@ func simulateReading(t *testing.T, a *cloudwatch.Alarm, w world, minutes int, r 
 		// expressions are evaluated over it alone (FILL sees nothing
 		// before it).
 		lo := max(0, k-n-1)
-		env := &mathEnv{t: t, queries: queries, w: w, starts: starts[lo : k+1], cache: map[string]value{}, read: r, fetch: fetch(starts[k] + p - r.late)}
+		env := &mathEnv{t: t, queries: queries, w: w, starts: starts[lo : k+1], cache: map[string]value{}, read: r, toks: toks, fetch: fetch(starts[k] + p - r.late)}
 		result := env.id(ret)
 		if result.ts == nil {
 			t.Fatalf("%s: its expression is a scalar", aws.ToString(a.AlarmName))
