@@ -614,9 +614,10 @@ var fillReadings = []readings{{}, {fillEmpty: true}, {late: 2}}
 // complete, whatever the schedule's offset from the alarm's periods and
 // the runs' durations, and when the runs stop it pages once, more than
 // `after` and at most `within` minutes after the last sample (its late
-// minutes more when samples arrive late), and stays in ALARM. An empty period must count as breaching (TreatMissingData
-// alone would page late, "How alarm state is evaluated when data is
-// missing"), and missing data breaches.
+// minutes more when samples arrive late), and stays in ALARM. An empty
+// period must count as breaching (TreatMissingData alone would page late,
+// "How alarm state is evaluated when data is missing"), and missing data
+// breaches.
 func heartbeat(t *testing.T, name string, a *cloudwatch.Alarm, key string, every, maxRun, after, within int) {
 	t.Helper()
 	if aws.ToString(a.TreatMissingData) != "breaching" {
@@ -634,8 +635,8 @@ func heartbeat(t *testing.T, name string, a *cloudwatch.Alarm, key string, every
 					t.Errorf("%s, runs from minute %d lasting %v (%+v): the heartbeat pages at %v while every run completes", name, offset, durations, r, got)
 				}
 			}
-			// The last run starts at minute stop-every+offset' and takes
-			// maxRun minutes; then nothing.
+			// No run starts from minute stop on; the last one, lasting
+			// maxRun minutes, publishes at minute last.
 			stop := horizon/2 + offset
 			last := -1
 			for start := offset; start < stop; start += every {
