@@ -429,11 +429,15 @@ func (e *mathEnv) call(fn string, args []value) value {
 		}
 		return value{ts: out}
 	case "FILL":
-		// "Using metric math", FILL: fills the missing values of a time
-		// series with a number, or with REPEAT "the most recent actual
-		// value" before each missing one (a gap at the start of the range
-		// has none and stays missing). An alarm's query range is its
-		// evaluation range, so nothing from before it is repeated.
+		// "Using metric math", FILL: "Fills the missing values of a time
+		// series", with a number or REPEAT (its examples: FILL(m1,10),
+		// FILL(m1, REPEAT)). The model reads REPEAT as the last value
+		// before each missing one, so a gap at the start of the range has
+		// none and stays missing; and an alarm's query range as its
+		// evaluation range (the guide's note on AVG, MAX and the like:
+		// an alarm "attempts to retrieve a higher number of data points
+		// than ... Evaluation Periods"), so nothing from before it is
+		// repeated.
 		if len(args) != 2 || args[0].ts == nil {
 			e.t.Fatalf("FILL takes a time series and a number or REPEAT")
 		}
