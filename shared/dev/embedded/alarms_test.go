@@ -106,8 +106,13 @@ func TestStackCreatesTheTemplatesAlarms(t *testing.T) {
 		depth.StateValue != cwtypes.StateValueInsufficientData {
 		t.Fatalf("dlq-depth alarm %+v", depth)
 	}
-	if hb := got[stack+".metrics-heartbeat"]; hb.Statistic != cwtypes.StatisticSampleCount || hb.ComparisonOperator != cwtypes.ComparisonOperatorLessThanThreshold || aws.ToFloat64(hb.Threshold) != 1 {
-		t.Fatalf("metrics-heartbeat alarm %+v", hb)
+	// The heartbeats are metric math (FILL: an empty period is a sample
+	// count of 0), which kumo cannot hold: skipped, and tested by
+	// simulation in shared/dev/template.
+	for _, id := range []string{"MetricsHeartbeatAlarm", "SweeperHeartbeatAlarm"} {
+		if _, ok := st.Skipped[id]; !ok {
+			t.Fatalf("%s is not skipped: %v", id, st.Skipped)
+		}
 	}
 	for _, name := range []string{stack + ".extra-dlq-visible-messages", stack + ".extra-dlq-oldest-message"} {
 		if _, ok := got[name]; ok {

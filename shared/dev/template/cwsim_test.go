@@ -4,11 +4,15 @@ package template_test
 // alarm, so that the template's alarms are tested by what they do over a
 // timeline (kumo stores alarms but never evaluates them). It follows the
 // CloudWatch user guide: "Using Amazon CloudWatch alarms" (evaluation
-// periods, datapoints to alarm, how missing data is treated, actions on
-// state changes only) and "Using metric math" (missing values count as 0
-// in arithmetic and comparisons; MINUTE and HOUR return a non-sparse
-// series over the query's range; IF's rules for missing points). What it
-// leaves out: the delay before a period is evaluated, and percentiles.
+// periods, datapoints to alarm, how missing data is treated, its tables
+// checked in TestAlarmModel, actions on state changes only) and "Using
+// metric math" (missing values count as 0 in arithmetic and comparisons;
+// MINUTE and HOUR return a non-sparse series over the query's range; IF's
+// rules for missing points; FILL with a number or REPEAT), an alarm's
+// expressions evaluated over its evaluation range alone. Where the guide
+// leaves CloudWatch open, readings name the model's choice and its
+// alternative. What it leaves out: percentiles, and the delay before a
+// period is evaluated unless a test asks for it (readings.late).
 
 import (
 	"fmt"
@@ -41,12 +45,18 @@ type world map[string]func(minute int) (float64, bool)
 // aggregate is stat over the samples of key in [start, start+period)
 // minutes.
 func (w world) aggregate(key, stat string, start, period int) (float64, bool) {
+	return w.aggregateBefore(key, stat, start, period, start+period)
+}
+
+// aggregateBefore is stat over the samples of key in [start,
+// start+period) minutes that were published before minute before.
+func (w world) aggregateBefore(key, stat string, start, period, before int) (float64, bool) {
 	src, ok := w[key]
 	if !ok {
 		return 0, false
 	}
 	var vals []float64
-	for m := start; m < start+period; m++ {
+	for m := start; m < min(start+period, before); m++ {
 		if v, ok := src(m); ok {
 			vals = append(vals, v)
 		}
@@ -79,18 +89,42 @@ func (w world) aggregate(key, stat string, start, period int) (float64, bool) {
 type series map[int]float64
 
 type value struct {
-	scalar float64
-	ts     series // nil: a scalar
+	scalar  float64
+	ts      series // nil: a scalar
+	keyword string // REPEAT or LINEAR, FILL's keywords
 }
 
-// mathEnv evaluates one expression of an alarm at the periods up to a
-// minute.
+// readings are the model's choices where the user guide leaves CloudWatch
+// open; the zero value is the model's default reading.
+type readings struct {
+	// fillEmpty: FILL of a series that has no point at all in the query's
+	// range fills every period of the range. The guide says of MINUTE,
+	// HOUR, ... and TIME_SERIES that they return a non-sparse series over
+	// the range, and of FILL only that it "fills the missing values of a
+	// time series": by default the model reads a series without a point as
+	// nothing to fill (no series, so the alarm's TreatMissingData decides).
+	// Tests of alarms that rely on FILL run under both readings.
+	fillEmpty bool
+	// late: a sample reaches CloudWatch this many minutes after the
+	// minute it was taken in, so an evaluation does not see the samples
+	// of its last late minutes (the guide's FILL entry warns of metrics
+	// "published with a slight delay" in alarms). 0: no delay.
+	late int
+}
+
+// mathEnv evaluates the expressions of an alarm over the periods of one
+// query range.
 type mathEnv struct {
 	t       *testing.T
 	queries map[string]cloudwatch.Alarm_MetricDataQuery
 	w       world
 	starts  []int // every period start in the query's range
 	cache   map[string]value
+	read    readings
+	toks    map[string][]string // expressions tokenized, by their text
+	// fetch, when set, is a metric query's value at a period start (the
+	// samples an evaluation sees); else the world's aggregate.
+	fetch func(q *cloudwatch.Alarm_MetricStat, start int) (float64, bool)
 }
 
 func (e *mathEnv) id(name string) value {
@@ -106,9 +140,15 @@ func (e *mathEnv) id(name string) value {
 		v = e.eval(aws.ToString(q.Expression))
 	} else {
 		ms := q.MetricStat
-		s := series{}
+		fetch := e.fetch
+		if fetch == nil {
+			fetch = func(ms *cloudwatch.Alarm_MetricStat, st int) (float64, bool) {
+				return e.w.aggregate(metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions), ms.Stat, st, ms.Period/60)
+			}
+		}
+		s := make(series, len(e.starts))
 		for _, st := range e.starts {
-			if x, ok := e.w.aggregate(metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions), ms.Stat, st, ms.Period/60); ok {
+			if x, ok := fetch(ms, st); ok {
 				s[st] = x
 			}
 		}
@@ -119,7 +159,14 @@ func (e *mathEnv) id(name string) value {
 }
 
 func (e *mathEnv) eval(expr string) value {
-	p := &parser{t: e.t, env: e, toks: tokenize(e.t, expr)}
+	toks, ok := e.toks[expr]
+	if !ok {
+		toks = tokenize(e.t, expr)
+		if e.toks != nil {
+			e.toks[expr] = toks
+		}
+	}
+	p := &parser{t: e.t, env: e, toks: toks}
 	v := p.or()
 	if p.i != len(p.toks) {
 		e.t.Fatalf("metric math %q: unexpected %q", expr, p.toks[p.i])
@@ -252,6 +299,8 @@ func (p *parser) primary() value {
 			p.t.Fatalf("metric math: number %q", tok)
 		}
 		return value{scalar: f}
+	case tok == "REPEAT" || tok == "LINEAR":
+		return value{keyword: tok}
 	case p.peek() == "(":
 		p.next()
 		var args []value
@@ -315,7 +364,7 @@ func (e *mathEnv) binary(op string, a, b value) value {
 	if a.ts == nil && b.ts == nil {
 		return value{scalar: f(a.scalar, b.scalar)}
 	}
-	out := series{}
+	out := make(series, len(e.starts))
 	for _, st := range e.starts {
 		x, okA := a.at(st)
 		y, okB := b.at(st)
@@ -338,7 +387,7 @@ func (e *mathEnv) call(fn string, args []value) value {
 		if len(args) != 1 || args[0].ts == nil {
 			e.t.Fatalf("%s takes one time series", fn)
 		}
-		out := series{}
+		out := make(series, len(e.starts))
 		for _, st := range e.starts {
 			out[st] = float64(st % 60)
 			if fn == "HOUR" {
@@ -364,7 +413,7 @@ func (e *mathEnv) call(fn string, args []value) value {
 			}
 			return *otherwise
 		}
-		out := series{}
+		out := make(series, len(e.starts))
 		for st, c := range cond.ts {
 			if c != 0 {
 				x, ok := then.at(st)
@@ -376,6 +425,38 @@ func (e *mathEnv) call(fn string, args []value) value {
 				if x, ok := otherwise.at(st); ok {
 					out[st] = x // false, and no point: dropped
 				}
+			}
+		}
+		return value{ts: out}
+	case "FILL":
+		// "Using metric math", FILL: "Fills the missing values of a time
+		// series", with a number or REPEAT (its examples: FILL(m1,10),
+		// FILL(m1, REPEAT)). The model reads REPEAT as the last value
+		// before each missing one, so a gap at the start of the range has
+		// none and stays missing; and an alarm's query range as its
+		// evaluation range (the guide's note on AVG, MAX and the like:
+		// an alarm "attempts to retrieve a higher number of data points
+		// than ... Evaluation Periods"), so nothing from before it is
+		// repeated.
+		if len(args) != 2 || args[0].ts == nil {
+			e.t.Fatalf("FILL takes a time series and a number or REPEAT")
+		}
+		in, with := args[0].ts, args[1]
+		if with.ts != nil || with.keyword == "LINEAR" {
+			e.t.Fatalf("FILL with a series or LINEAR is not modeled")
+		}
+		out := make(series, len(e.starts))
+		if len(in) == 0 && (with.keyword != "" || !e.read.fillEmpty) {
+			return value{ts: out} // no point to fill from or around
+		}
+		last, seen := 0.0, false
+		for _, st := range e.starts {
+			if x, ok := in[st]; ok {
+				out[st], last, seen = x, x, true
+			} else if with.keyword == "" {
+				out[st] = with.scalar
+			} else if seen {
+				out[st] = last
 			}
 		}
 		return value{ts: out}
@@ -397,6 +478,12 @@ func (n notice) String() string { return fmt.Sprintf("%s@%d", n.state, n.minute)
 // the start); each is a notification when the alarm has actions for the
 // new state.
 func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice {
+	t.Helper()
+	return simulateReading(t, a, w, minutes, readings{})
+}
+
+// simulateReading is simulate under the readings r.
+func simulateReading(t *testing.T, a *cloudwatch.Alarm, w world, minutes int, r readings) []notice {
 	t.Helper()
 	queries := map[string]cloudwatch.Alarm_MetricDataQuery{}
 	ret := ""
@@ -438,10 +525,36 @@ func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice 
 	for st := 0; st+p <= minutes; st += p {
 		starts = append(starts, st)
 	}
-	env := &mathEnv{t: t, queries: queries, w: w, starts: starts, cache: map[string]value{}}
-	result := env.id(ret)
-	if result.ts == nil {
-		t.Fatalf("%s: its expression is a scalar", aws.ToString(a.AlarmName))
+	toks := map[string][]string{}
+	// A period's statistic from every sample of it, once; an evaluation
+	// whose last minutes are not seen yet (r.late) computes its newest
+	// periods again from what it sees.
+	type point struct {
+		v  float64
+		ok bool
+	}
+	full := map[*cloudwatch.Alarm_MetricStat]map[int]point{}
+	keys := map[*cloudwatch.Alarm_MetricStat]string{}
+	fetch := func(before int) func(*cloudwatch.Alarm_MetricStat, int) (float64, bool) {
+		return func(ms *cloudwatch.Alarm_MetricStat, st int) (float64, bool) {
+			key, ok := keys[ms]
+			if !ok {
+				key = metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)
+				keys[ms] = key
+			}
+			if st+p > before {
+				return w.aggregateBefore(key, ms.Stat, st, p, before)
+			}
+			if full[ms] == nil {
+				full[ms] = map[int]point{}
+			}
+			pt, ok := full[ms][st]
+			if !ok {
+				pt.v, pt.ok = w.aggregate(key, ms.Stat, st, p)
+				full[ms][st] = pt
+			}
+			return pt.v, pt.ok
+		}
 	}
 	breaches := func(x float64) bool {
 		th := aws.ToFloat64(a.Threshold)
@@ -467,30 +580,39 @@ func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice 
 	state := "INSUFFICIENT_DATA"
 	var out []notice
 	for k := range starts {
-		// The evaluation range: a few periods more than evaluated; the
-		// newest existing points are used, and missing ones are filled
-		// per TreatMissingData only when too few exist.
+		// The evaluation range is the range the alarm queries: its
+		// expressions are evaluated over it alone (FILL sees nothing
+		// before it).
+		lo := max(0, k-n-1)
+		env := &mathEnv{t: t, queries: queries, w: w, starts: starts[lo : k+1], cache: map[string]value{}, read: r, toks: toks, fetch: fetch(starts[k] + p - r.late)}
+		result := env.id(ret)
+		if result.ts == nil {
+			t.Fatalf("%s: its expression is a scalar", aws.ToString(a.AlarmName))
+		}
+		// The evaluation range: a few periods more than evaluated (the
+		// guide's tables: 5 retrieved for 3 evaluated). The user guide,
+		// "How alarm state is evaluated when data is missing": with at
+		// least EvaluationPeriods real points in the range, the newest of
+		// them are evaluated and TreatMissingData is not used; with fewer,
+		// every real point in the range is evaluated, "no matter when
+		// they were reported", and missing points fill the rest, "as few
+		// times as possible". So a real point still in the range keeps
+		// filled ones out, however old it is.
 		var existing, slots []int
-		for i := k; i >= 0 && i > k-n-2; i-- {
+		for i := k; i >= lo; i-- {
 			slots = append(slots, starts[i])
 			if _, ok := result.ts[starts[i]]; ok {
 				existing = append(existing, starts[i])
 			}
 		}
 		bad := 0
-		if len(existing) >= n {
-			for _, st := range existing[:n] {
-				if breaches(result.ts[st]) {
-					bad++
-				}
+		for _, st := range existing[:min(n, len(existing))] {
+			if breaches(result.ts[st]) {
+				bad++
 			}
-		} else {
-			for _, st := range slots[:min(n, len(slots))] {
-				x, ok := result.ts[st]
-				if (ok && breaches(x)) || (!ok && missing == "breaching") {
-					bad++
-				}
-			}
+		}
+		if filled := min(n, len(slots)) - len(existing); filled > 0 && missing == "breaching" {
+			bad += filled
 		}
 		next := "OK"
 		if bad >= m {
@@ -537,8 +659,8 @@ func TestAlarmModel(t *testing.T) {
 		return cloudwatch.Alarm_MetricDataQuery{Id: id, MetricStat: &cloudwatch.Alarm_MetricStat{Metric: &cloudwatch.Alarm_Metric{Namespace: aws.String("T"), MetricName: aws.String(name)}, Period: 60, Stat: "Maximum"}}
 	}
 	key := func(name string) string { return metricKey("T", name, nil) }
-	eval := func(w world, minutes int, expr string) []float64 {
-		env := &mathEnv{t: t, w: w, cache: map[string]value{}, queries: map[string]cloudwatch.Alarm_MetricDataQuery{
+	eval := func(w world, minutes int, expr string, r readings) []float64 {
+		env := &mathEnv{t: t, w: w, cache: map[string]value{}, read: r, queries: map[string]cloudwatch.Alarm_MetricDataQuery{
 			"metric1": stat("metric1", "one"), "metric2": stat("metric2", "two"), "metric3": stat("metric3", "three")}}
 		for m := range minutes {
 			env.starts = append(env.starts, m)
@@ -567,7 +689,7 @@ func TestAlarmModel(t *testing.T) {
 		"IF(MINUTE(metric1) < 2, 0, metric1)":  {0, 0, 0, 0},
 		"IF(MINUTE(metric2) >= 2, 1, metric2)": {20, none, 1, 1},
 	} {
-		if got := eval(cmp, 4, expr); !same(got, want) {
+		if got := eval(cmp, 4, expr, readings{}); !same(got, want) {
 			t.Errorf("%s = %v, want %v", expr, got, want)
 		}
 	}
@@ -578,21 +700,70 @@ func TestAlarmModel(t *testing.T) {
 		"IF(metric1, 5, metric3)":       {5, 5, 20, none, none},
 		"IF(metric1, metric2, 5)":       {30, 0, 5, 5, none},
 	} {
-		if got := eval(ifs, 5, expr); !same(got, want) {
+		if got := eval(ifs, 5, expr, readings{}); !same(got, want) {
 			t.Errorf("%s = %v, want %v", expr, got, want)
 		}
 	}
-	// "How alarm state is evaluated when data is missing": 2 of 3
-	// periods of 5 minutes, points oldest first.
+	// FILL ("Using metric math", its entry in the functions table): a
+	// number fills every missing value, REPEAT the most recent value
+	// before it (none before the first point). Of a series with no point
+	// in the range the guide says nothing: the default reading returns no
+	// series, the other fills it.
+	fills := world{key("one"): points(none, 5, none, none, 7, none), key("two"): points(none, none, none, none, none, none)}
 	for _, c := range []struct {
-		points                  []float64
-		breaching, notBreaching string
+		expr            string
+		want, fillEmpty []float64
 	}{
-		{[]float64{0, none, 9, none, 9}, "ALARM", "ALARM"},
-		{[]float64{0, 0, 9, 0, 9}, "ALARM", "ALARM"},
-		{[]float64{0, none, 9, none, none}, "ALARM", "OK"},
-		{[]float64{none, none, none, none, 0}, "ALARM", "OK"},
-		{[]float64{none, none, none, none, 9}, "ALARM", "OK"},
+		{"FILL(metric1, 0)", []float64{0, 5, 0, 0, 7, 0}, nil},
+		{"FILL(metric1, 86400)", []float64{86400, 5, 86400, 86400, 7, 86400}, nil},
+		{"FILL(metric1, REPEAT)", []float64{none, 5, 5, 5, 7, 7}, nil},
+		{"FILL(metric1, 0) < 1", []float64{1, 0, 1, 1, 0, 1}, nil},
+		{"FILL(metric2, 0)", []float64{none, none, none, none, none, none}, []float64{0, 0, 0, 0, 0, 0}},
+		{"FILL(metric2, REPEAT)", []float64{none, none, none, none, none, none}, nil},
+		{"FILL(metric1, REPEAT) + FILL(metric2, REPEAT)", []float64{none, 5, 5, 5, 7, 7}, nil},
+	} {
+		if got := eval(fills, 6, c.expr, readings{}); !same(got, c.want) {
+			t.Errorf("%s = %v, want %v", c.expr, got, c.want)
+		}
+		want := c.fillEmpty
+		if want == nil {
+			want = c.want
+		}
+		if got := eval(fills, 6, c.expr, readings{fillEmpty: true}); !same(got, want) {
+			t.Errorf("%s, a series without points filled: %v, want %v", c.expr, got, want)
+		}
+	}
+	// An alarm's expressions see its evaluation range only (3 periods for
+	// 1 evaluated): REPEAT carries a point while it is in the range, and
+	// nothing once it has left it.
+	repeat := &cloudwatch.Alarm{AlarmName: aws.String("repeat"), Metrics: []cloudwatch.Alarm_MetricDataQuery{
+		{Id: "e", Expression: aws.String("FILL(metric1, REPEAT)")}, {Id: "metric1", ReturnData: aws.Bool(false), MetricStat: stat("metric1", "one").MetricStat},
+	}, EvaluationPeriods: 1, Threshold: aws.Float64(5), ComparisonOperator: "GreaterThanThreshold", TreatMissingData: aws.String("notBreaching")}
+	if got := simulate(t, repeat, world{key("one"): points(9)}, 6); !slices.Equal(got, []notice{{1, "ALARM"}, {4, "OK"}}) {
+		t.Errorf("FILL(metric1, REPEAT) of one point at minute 0, 1-minute periods: %v, want ALARM@1 OK@4", got)
+	}
+	// "How alarm state is evaluated when data is missing": its two
+	// tables, 5-minute periods, the 5 points CloudWatch retrieves oldest
+	// first, 3 of 3 and 2 of 3 periods to alarm. The model knows the
+	// BREACHING and NOT BREACHING columns (the template uses no other);
+	// the MISSING and IGNORE columns are kept to show the rows whole.
+	const insufficient, retain = "INSUFFICIENT_DATA", "retain"
+	for _, c := range []struct {
+		m                                        int
+		points                                   []float64
+		missing, ignore, breaching, notBreaching string
+	}{
+		{3, []float64{0, none, 9, none, 9}, "OK", "OK", "OK", "OK"},
+		{3, []float64{0, none, none, none, none}, "OK", "OK", "OK", "OK"},
+		{3, []float64{none, none, none, none, none}, insufficient, retain, "ALARM", "OK"},
+		{3, []float64{0, 9, 9, none, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{3, []float64{none, none, none, none, 9}, insufficient, retain, "ALARM", "OK"},
+		{3, []float64{9, none, none, none, none}, "ALARM", retain, "ALARM", "OK"},
+		{2, []float64{0, none, 9, none, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{2, []float64{0, 0, 9, 0, 9}, "ALARM", "ALARM", "ALARM", "ALARM"},
+		{2, []float64{0, none, 9, none, none}, "OK", "OK", "ALARM", "OK"},
+		{2, []float64{none, none, none, none, 0}, "OK", "OK", "ALARM", "OK"},
+		{2, []float64{none, none, none, none, 9}, insufficient, retain, "ALARM", "OK"},
 	} {
 		for missing, want := range map[string]string{"breaching": c.breaching, "notBreaching": c.notBreaching} {
 			var per []float64 // one value a minute, 5 minutes a period
@@ -602,11 +773,11 @@ func TestAlarmModel(t *testing.T) {
 				}
 			}
 			a := &cloudwatch.Alarm{AlarmName: aws.String("model"), Namespace: aws.String("T"), MetricName: aws.String("one"), Statistic: aws.String("Maximum"),
-				Period: aws.Int(300), EvaluationPeriods: 3, DatapointsToAlarm: aws.Int(2), Threshold: aws.Float64(5),
+				Period: aws.Int(300), EvaluationPeriods: 3, DatapointsToAlarm: aws.Int(c.m), Threshold: aws.Float64(5),
 				ComparisonOperator: "GreaterThanThreshold", TreatMissingData: aws.String(missing)}
 			changes := simulate(t, a, world{key("one"): points(per...)}, len(per))
 			if got := changes[len(changes)-1].state; got != want {
-				t.Errorf("%v, missing data %s: %s (%v), want %s", c.points, missing, got, changes, want)
+				t.Errorf("%d of 3, %v, missing data %s: %s (%v), the user guide says %s", c.m, c.points, missing, got, changes, want)
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
@@ -233,5 +235,66 @@ func TestDocsInvokeTheDigestFunctionForActions(t *testing.T) {
 	}
 	if invokes == 0 {
 		t.Fatal("no doc invokes the digest function: the check checks nothing")
+	}
+
+	// The alarms' descriptions, which a person paged reads first: every
+	// function one names is one of the stack's (since the split there is
+	// no "ledger function": the stream function refuses every action, the
+	// digest function runs them), and one that gives an action's event
+	// names the function that takes it, the digest function, and no
+	// other by name. With every alarm there (an attached DLQ, the upgrade
+	// window's reminder).
+	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
+	names := map[string]string{} // the word a description calls a function by → its name
+	for word, id := range map[string]string{"ingest": "IngestFunction", "sweeper": "SweeperFunction", "metrics": "MetricsFunction",
+		"redrive": "RedriveFunction", "stream": "LedgerFunction", "digest": "DigestFunction"} {
+		names[word] = aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, id).FunctionName)
+	}
+	if fns := tpl.GetAllServerlessFunctionResources(); len(fns) != len(names) {
+		t.Fatalf("the template has %d functions, the check knows %d: name the new one", len(fns), len(names))
+	}
+	named := regexp.MustCompile(`(\w+)(?:'s)? function\b`)
+	actions := regexp.MustCompile(`\{"action":"(\w+)"\}`)
+	withActions := 0
+	for id, a := range tpl.GetAllCloudWatchAlarmResources() {
+		desc := aws.ToString(a.AlarmDescription)
+		for _, m := range named.FindAllStringSubmatch(desc, -1) {
+			if _, ok := names[m[1]]; !ok && m[1] != "the" && m[1] != "a" {
+				t.Errorf("%s: its description names the %q function, which the stack does not have (%v): %s", id, m[1], slices.Sorted(maps.Keys(names)), desc)
+			}
+		}
+		if !actions.MatchString(desc) {
+			continue
+		}
+		withActions++
+		if !strings.Contains(desc, "digest function") {
+			t.Errorf("%s: its description gives an action's event (%v) without naming the digest function, which takes it: %s", id, actions.FindAllString(desc, -1), desc)
+		}
+		for word, name := range names {
+			if word != "digest" && regexp.MustCompile(`(^|[^\w-])`+regexp.QuoteMeta(name)+`($|[^\w-])`).MatchString(desc) {
+				t.Errorf("%s: its description gives an action's event and names %s, the %s function: %s", id, name, word, desc)
+			}
+		}
+	}
+	if withActions == 0 {
+		t.Fatal("no alarm description gives an action's event: the check checks nothing")
+	}
+	// FailedInvocationsAlarm names the runs of every function whose
+	// failures Lambda sends to the failed-invocations queue.
+	failed := aws.ToString(lookup(t, tpl.GetCloudWatchAlarmWithName, "FailedInvocationsAlarm").AlarmDescription)
+	queue := aws.ToString(lookup(t, tpl.GetSQSQueueWithName, "FailedInvocationsQueue").QueueName)
+	runs := map[string]string{names["redrive"]: "policies", names["sweeper"]: "sweeper", names["metrics"]: "metrics", names["digest"]: "digest"}
+	configs := 0
+	for id, c := range tpl.GetAllLambdaEventInvokeConfigResources() {
+		if c.DestinationConfig == nil || c.DestinationConfig.OnFailure == nil || !strings.HasSuffix(c.DestinationConfig.OnFailure.Destination, ":"+queue) {
+			continue
+		}
+		configs++
+		if word, ok := runs[c.FunctionName]; !ok || !strings.Contains(failed, word) {
+			t.Errorf("%s sends %s's failures to %s; FailedInvocationsAlarm's description does not name its runs (%q): %s", id, c.FunctionName, queue, word, failed)
+		}
+	}
+	if configs == 0 {
+		t.Error("no function sends its failures to the failed-invocations queue: the check checks nothing")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/awslabs/goformation/v7/cloudformation"
+	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
@@ -292,15 +293,22 @@ func TestFailuresThatNobodyWouldSee(t *testing.T) {
 			t.Errorf("no AWS/SQS %s alarm on the DLQ: a broken metrics function silences every DLQ alarm", m)
 		}
 	}
+	// The heartbeat is metric math: the sample count, an empty period
+	// filled with 0, below 1 (TestSweeperHeartbeat runs it).
 	heartbeat := false
-	for _, id := range find("DLQQuarantine", metrics.MetricDLQDepth, "Source", "prod-source") {
+	for _, id := range mathAlarmOn(tpl, metricKey("DLQQuarantine", metrics.MetricDLQDepth, []cloudformationcw.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})) {
 		a := alarms[id]
-		if aws.ToString(a.TreatMissingData) == "breaching" && a.ComparisonOperator == "LessThanThreshold" && aws.ToString(a.Statistic) == "SampleCount" {
-			heartbeat = true
+		for _, q := range a.Metrics {
+			if ms := q.MetricStat; ms != nil && ms.Stat == "SampleCount" && aws.ToString(a.TreatMissingData) == "breaching" && a.ComparisonOperator == "LessThanThreshold" &&
+				aws.ToFloat64(a.Threshold) == 1 && slices.ContainsFunc(a.Metrics, func(e cloudformationcw.Alarm_MetricDataQuery) bool {
+				return aws.ToString(e.Expression) == "FILL("+q.Id+", 0)"
+			}) {
+				heartbeat = true
+			}
 		}
 	}
 	if !heartbeat {
-		t.Error("no heartbeat alarm on the metrics function's output (SampleCount below 1, missing data breaching)")
+		t.Error("no heartbeat alarm on the metrics function's output (FILL(SampleCount, 0) below 1, missing data breaching)")
 	}
 	// An attached extra DLQ is watched the same way.
 	e := env

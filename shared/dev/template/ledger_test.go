@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
@@ -363,9 +365,11 @@ func TestLedgerDigestSchedule(t *testing.T) {
 	}
 }
 
-// The alarms: the anchoring lag (missing data breaches: the digest run
+// The alarms: the anchoring lag (an empty period breaches: the digest run
 // publishes it every 5 minutes), the function's errors, the mapping's
-// iterator age, the records Lambda gave up on; the lag on the dashboard.
+// iterator age (the same), the records Lambda gave up on; the lag on the
+// dashboard. What the lag and age alarms do over time is
+// TestLedgerSilencePages's.
 func TestLedgerAlarms(t *testing.T) {
 	tpl := open(t)
 	type want struct {
@@ -376,7 +380,6 @@ func TestLedgerAlarms(t *testing.T) {
 		periods, datapoints           int
 	}
 	for id, w := range map[string]want{
-		"LedgerAnchoringLagAlarm":        {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "Table", tableName(), 300, 900, 3, 2},
 		"LedgerHeadsUnprovenAlarm":       {"DLQQuarantine", "LedgerHeadsUnproven", "Maximum", "GreaterThanThreshold", "notBreaching", "Table", tableName(), 300, 0, 1, 0},
 		"LedgerErrorsAlarm":              {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
 		"LedgerThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-ledger", 300, 0, 1, 0},
@@ -385,7 +388,6 @@ func TestLedgerAlarms(t *testing.T) {
 		"DigestErrorsAlarm":              {"AWS/Lambda", "Errors", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
 		"DigestThrottlesAlarm":           {"AWS/Lambda", "Throttles", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
 		"DigestDestinationFailuresAlarm": {"AWS/Lambda", "DestinationDeliveryFailures", "Sum", "GreaterThanThreshold", "notBreaching", "FunctionName", "prod-digest", 300, 0, 1, 0},
-		"LedgerIteratorAgeAlarm":         {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 3, 2},
 		"LedgerPipelineAlarm":            {"DLQQuarantine", "LedgerPipelineProblems", "Maximum", "GreaterThanThreshold", "notBreaching", "Table", tableName(), 300, 0, 1, 0},
 		"LedgerFailuresAlarm":            {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", "GreaterThanThreshold", "notBreaching", "QueueName", ledgerQueueName, 300, 0, 1, 0},
 	} {
@@ -403,6 +405,32 @@ func TestLedgerAlarms(t *testing.T) {
 			a.EvaluationPeriods != w.periods || aws.ToInt(a.DatapointsToAlarm) != w.datapoints || !slices.Equal(dims, wantDims) {
 			raw, _ := json.Marshal(a)
 			t.Errorf("%s: %s", id, raw)
+		}
+	}
+	// Metric math: the metric, an empty period filled above the threshold.
+	for id, w := range map[string]want{
+		"LedgerAnchoringLagAlarm": {"DLQQuarantine", "LedgerAnchoringLag", "Maximum", "GreaterThanThreshold", "breaching", "Table", tableName(), 300, 900, 4, 3},
+		"LedgerIteratorAgeAlarm":  {"AWS/Lambda", "IteratorAge", "Maximum", "GreaterThanThreshold", "breaching", "FunctionName", "prod-ledger", 300, 600000, 4, 3},
+	} {
+		a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
+		var stat *cloudformationcw.Alarm_MetricStat
+		var fill []string
+		for _, q := range a.Metrics {
+			if q.MetricStat != nil {
+				stat = q.MetricStat
+			} else {
+				fill = regexp.MustCompile(`^FILL\((\w+), (\d+)\)$`).FindStringSubmatch(aws.ToString(q.Expression))
+			}
+		}
+		if stat == nil || len(a.Metrics) != 2 || fill == nil || !slices.Equal(watched(a), []string{metricKey(w.ns, w.metric, []cloudformationcw.Alarm_Dimension{{Name: w.dim, Value: w.value}})}) ||
+			stat.Stat != w.stat || stat.Period != w.period || a.ComparisonOperator != w.op || aws.ToString(a.TreatMissingData) != w.missing ||
+			aws.ToFloat64(a.Threshold) != w.threshold || a.EvaluationPeriods != w.periods || aws.ToInt(a.DatapointsToAlarm) != w.datapoints {
+			raw, _ := json.Marshal(a)
+			t.Errorf("%s: %s", id, raw)
+			continue
+		}
+		if v, err := strconv.ParseFloat(fill[2], 64); err != nil || v <= w.threshold {
+			t.Errorf("%s: %s fills an empty period with %s, not above the threshold %v", id, fill[0], fill[2], w.threshold)
 		}
 	}
 	for id, name := range map[string]string{"DigestErrorsAlarm": "prod.digest-errors", "DigestThrottlesAlarm": "prod.digest-throttles",

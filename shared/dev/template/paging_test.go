@@ -268,10 +268,16 @@ func TestAlarmDestinationIsRequired(t *testing.T) {
 // reminders are the alarms that leave ALARM and enter it again every hour
 // on purpose, so that a condition that lasts pages again: an OK
 // notification every hour would be noise, so they send none. Each has a
-// plain alarm beside it that does go OK when the condition ends.
-var reminders = map[string]string{
-	"LedgerFailuresReminderAlarm": "pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty",
-	"LedgerUpgradeReminderAlarm":  "pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it",
+// plain alarm beside it that does go OK when the condition ends. first is
+// the minute by which one pages for a condition that holds from minute 0.
+var reminders = map[string]struct {
+	why   string
+	first int
+}{
+	"LedgerFailuresReminderAlarm":       {"pages again every hour while a ledger failure record waits; LedgerFailuresAlarm goes OK when the queue is empty", 10},
+	"LedgerUpgradeReminderAlarm":        {"pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it", 10},
+	"DLQNeverEmptiesReminderAlarm":      {"pages again every hour while the DLQ never empties (a stuck message is deleted when the queue's retention runs out); DLQNeverEmptiesAlarm goes OK when it empties", 60},
+	"ExtraDLQNeverEmptiesReminderAlarm": {"the same for an attached DLQ", 60},
 }
 
 // Every alarm says when it is over (OK notifications, to the same
@@ -281,7 +287,7 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 		tpl := openWith(t, map[string]any{"ExternalAlarmTopicArn": topic, "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
 		alarms := tpl.GetAllCloudWatchAlarmResources()
 		for id, a := range alarms {
-			if _, ok := reminders[id]; ok {
+			if r, ok := reminders[id]; ok {
 				if len(a.OKActions) != 0 {
 					t.Errorf("reminder %s notifies OK every hour: %v", id, a.OKActions)
 				}
@@ -293,7 +299,7 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 						held[metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions)] = constant(1, 0, 300)
 					}
 				}
-				reminderGaps(t, id, simulate(t, a, held, 300), 10, 300)
+				reminderGaps(t, id, simulate(t, a, held, 300), r.first, 300)
 				continue
 			}
 			if len(a.OKActions) == 0 || !slices.Equal(a.OKActions, a.AlarmActions) {
@@ -311,6 +317,21 @@ func TestEveryAlarmNotifiesOK(t *testing.T) {
 // sqsKey is the key of an AWS/SQS metric of queue.
 func sqsKey(metric, queue string) string {
 	return metricKey("AWS/SQS", metric, []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: queue}})
+}
+
+// watched returns the keys of the metrics a reads: its metric, or those
+// of its metric-math queries.
+func watched(a *cloudwatch.Alarm) []string {
+	if len(a.Metrics) == 0 {
+		return []string{metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions)}
+	}
+	var out []string
+	for _, q := range a.Metrics {
+		if ms := q.MetricStat; ms != nil && ms.Metric != nil {
+			out = append(out, metricKey(aws.ToString(ms.Metric.Namespace), aws.ToString(ms.Metric.MetricName), ms.Metric.Dimensions))
+		}
+	}
+	return out
 }
 
 // mathAlarmOn returns the ids of the metric-math alarms of tpl that read
@@ -332,61 +353,154 @@ func mathAlarmOn(tpl *cloudformation.Template, keys ...string) []string {
 	return out
 }
 
+// sqsAge is what SQS reports as ApproximateAgeOfOldestMessage, in
+// seconds, for a queue holding one message from minute from to minute to
+// (exclusive) that is received at the minutes in received: its age, but
+// only until it has been received three times ("After a message is
+// received three times (or more) and not processed ... the age of a
+// poison-pill message isn't included in the metric until the poison-pill
+// message is consumed successfully", SQS developer guide, "Available
+// CloudWatch metrics for Amazon SQS"); 0 with no message counted.
+func sqsAge(from, to int, received func(minute int) bool) func(int) (float64, bool) {
+	return func(m int) (float64, bool) {
+		n := 0
+		for r := from; r <= m; r++ {
+			if received(r) {
+				n++
+			}
+		}
+		if m < from || m >= to || n >= 3 {
+			return 0, true
+		}
+		return float64(60 * (m - from)), true
+	}
+}
+
+// sampling is how SQS's publication delivers per-minute metrics: not
+// like clockwork.
+type sampling struct {
+	name string
+	// gap: minute m's sample is missing when m%gap == gap-1 (0: none).
+	gap int
+	// double: the sample of minute m+1 comes within minute m (two samples
+	// in one minute, Maximum of the two) and minute m+1 has none, when
+	// m%double == double-2 (0: none).
+	double int
+	// only: the gaps are in this metric alone ("": in every metric).
+	only string
+}
+
+func (s sampling) of(key string, src func(int) (float64, bool)) func(int) (float64, bool) {
+	return func(m int) (float64, bool) {
+		if s.gap > 0 && m%s.gap == s.gap-1 && (s.only == "" || s.only == key) {
+			return 0, false
+		}
+		if s.double > 0 && m%s.double == s.double-1 {
+			return 0, false
+		}
+		v, ok := src(m)
+		if s.double > 0 && m%s.double == s.double-2 {
+			if w, ok2 := src(m + 1); ok2 && (!ok || w > v) {
+				v, ok = w, true
+			}
+		}
+		return v, ok
+	}
+}
+
 // SQS leaves a message that is received again and again out of
-// ApproximateAgeOfOldestMessage, so a message ingest keeps failing never
-// trips the age alarm, and one message is far below the depth alarms.
-// Each DLQ (the stack's, and an attached one) has an alarm on visible
-// plus in-flight messages sampled every minute: a message cycling between
-// the two pages after an hour, and the alarm is OK again once it is
-// ingested; a trickle that ingest takes at once never pages, nor does an
-// idle queue.
+// ApproximateAgeOfOldestMessage, so a message ingest keeps failing does not
+// trip the age alarm (though it would, were it counted), and one message
+// is far below the depth alarms. Each DLQ (the stack's, and an attached
+// one) has an alarm on visible plus in-flight messages sampled every
+// minute: a message cycling between the two pages once, an hour later,
+// and the alarm is OK again soon after it is ingested, and a reminder
+// pages every hour meanwhile; a trickle that ingest keeps up with never
+// pages, nor does an idle queue. SQS's samples are irregular: whether a
+// minute in 20, 30 or 60 has no sample (in both metrics, or in one), or
+// two samples come in one minute, changes none of it.
 func TestDLQNeverEmptiesAlarm(t *testing.T) {
 	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"})
 	alarms := tpl.GetAllCloudWatchAlarmResources()
-	for queue, c := range map[string]struct{ condition, ageAlarm string }{
-		"prod-dlq":   {"", "DLQOldestMessageAlarm"},
-		"legacy-dlq": {"HasExtraDLQ", "ExtraDLQOldestMessageAlarm"},
+	var common []sampling
+	for _, every := range []int{0, 20, 30, 60} {
+		common = append(common, sampling{name: fmt.Sprintf("a minute in %d without samples", every), gap: every})
+	}
+	for _, every := range []int{20, 30, 60} {
+		common = append(common, sampling{name: fmt.Sprintf("two samples in a minute every %d", every), double: every})
+	}
+	for queue, c := range map[string]struct{ condition, prefix, ageAlarm string }{
+		"prod-dlq":   {"", "", "DLQOldestMessageAlarm"},
+		"legacy-dlq": {"HasExtraDLQ", "Extra", "ExtraDLQOldestMessageAlarm"},
 	} {
 		visible, inflight, age := sqsKey("ApproximateNumberOfMessagesVisible", queue), sqsKey("ApproximateNumberOfMessagesNotVisible", queue), sqsKey("ApproximateAgeOfOldestMessage", queue)
-		ids := mathAlarmOn(tpl, visible, inflight)
-		if len(ids) != 1 {
-			t.Errorf("%s: alarms on its visible plus in-flight messages: %v, want one", queue, ids)
-			continue
+		samplings := slices.Clone(common)
+		for _, only := range []string{visible, inflight} {
+			samplings = append(samplings, sampling{name: "a minute in 20 without a sample of " + only, gap: 20, only: only})
 		}
-		a := alarms[ids[0]]
-		if a.AWSCloudFormationCondition != c.condition {
-			t.Errorf("%s: Condition %q, want %q", ids[0], a.AWSCloudFormationCondition, c.condition)
+		plain, reminder := alarms[c.prefix+"DLQNeverEmptiesAlarm"], alarms[c.prefix+"DLQNeverEmptiesReminderAlarm"]
+		if plain == nil {
+			t.Fatalf("%s: no %sDLQNeverEmptiesAlarm", queue, c.prefix)
+		}
+		both := []*cloudwatch.Alarm{plain, reminder}
+		if reminder == nil {
+			t.Errorf("%s: no %sDLQNeverEmptiesReminderAlarm", queue, c.prefix)
+			both = both[:1]
+		}
+		for _, a := range both {
+			if id := aws.ToString(a.AlarmName); a.AWSCloudFormationCondition != c.condition || !slices.Equal(watched(a), []string{visible, inflight}) {
+				t.Errorf("%s: Condition %q, reads %v; want %q, %v", id, a.AWSCloudFormationCondition, watched(a), c.condition, []string{visible, inflight})
+			}
 		}
 		// Ingest fails the message every time: in flight for the
 		// visibility timeout (3 minutes), visible for a minute, from
-		// minute 10 until it is finally stored at minute 250; SQS leaves
-		// it out of the age metric (0).
-		stuck := world{
-			visible:  func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true },
-			inflight: func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true },
-			age:      constant(0, 0, 400),
+		// minute 10 until it is finally stored at minute 250.
+		stuckVisible := func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 == 3)), true }
+		stuckInflight := func(m int) (float64, bool) { return float64(btoi(m >= 10 && m < 250 && m%4 != 3)), true }
+		received := func(m int) bool { return m == 10 || (m > 10 && m%4 == 0) }
+		for _, sm := range samplings {
+			for _, r := range fillReadings {
+				name := fmt.Sprintf("%s, %s (%+v)", queue, sm.name, r)
+				stuck := world{visible: sm.of(visible, stuckVisible), inflight: sm.of(inflight, stuckInflight)}
+				changes := simulateReading(t, plain, stuck, 400, r)
+				if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+55 || alarm[0] > 10+62+r.late {
+					t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", name, alarm, changes)
+				}
+				if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 256+r.late {
+					t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", name, changes)
+				}
+				if reminder != nil {
+					reminderGaps(t, name+" reminder", simulateReading(t, reminder, stuck, 400, r), 10+60+60, 250)
+				}
+				// A dead letter every 4 minutes, stored within the minute.
+				trickle := world{visible: sm.of(visible, func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true }), inflight: sm.of(inflight, constant(0, 0, 400))}
+				for _, a := range both {
+					if got := entered(simulateReading(t, a, trickle, 400, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s: %s pages for a trickle that ingest keeps up with at %v", name, aws.ToString(a.AlarmName), got)
+					}
+				}
+			}
 		}
-		changes := simulate(t, a, stuck, 400)
-		if alarm := entered(changes, "ALARM"); len(alarm) != 1 || alarm[0] < 10+60 || alarm[0] > 10+65 {
-			t.Errorf("%s: a message stuck from minute 10 pages at %v (changes %v), want once, an hour later", ids[0], alarm, changes)
+		// An idle queue: SQS publishes nothing, or (its mapping polling
+		// it) zeros.
+		for what, w := range map[string]world{"an idle queue": {}, "a polled empty queue": {visible: constant(0, 0, 400), inflight: constant(0, 0, 400)}} {
+			for _, r := range fillReadings {
+				for _, a := range both {
+					if got := entered(simulateReading(t, a, w, 400, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s (%+v): %s pages for %s at %v", queue, r, aws.ToString(a.AlarmName), what, got)
+					}
+				}
+			}
 		}
-		if ok := entered(changes, "OK"); len(ok) == 0 || ok[len(ok)-1] < 250 || ok[len(ok)-1] > 255 {
-			t.Errorf("%s: the message stored at minute 250 leaves the alarm %v", ids[0], changes)
+		// The age alarm: the stuck message's age is reported until its
+		// third receive (minute 16), far below the threshold; counted, the
+		// 240 minutes it waits would trip it.
+		ageAlarm := alarms[c.ageAlarm]
+		if got := entered(simulate(t, ageAlarm, world{age: sqsAge(10, 250, received)}, 400), "ALARM"); len(got) != 0 {
+			t.Errorf("%s pages for the stuck message at %v: SQS leaves it out of the age metric", c.ageAlarm, got)
 		}
-		if got := entered(simulate(t, alarms[c.ageAlarm], stuck, 400), "ALARM"); len(got) != 0 {
-			t.Errorf("%s pages for the stuck message at %v: the model of SQS is wrong", c.ageAlarm, got)
-		}
-		// A dead letter every 4 minutes, stored within the minute.
-		trickle := world{
-			visible:  func(m int) (float64, bool) { return float64(btoi(m%4 == 0)), true },
-			inflight: constant(0, 0, 400),
-		}
-		if got := simulate(t, a, trickle, 400); len(entered(got, "ALARM")) != 0 {
-			t.Errorf("%s: a trickle that ingest keeps up with pages: %v", ids[0], got)
-		}
-		// An idle queue: SQS publishes nothing.
-		if got := simulate(t, a, world{}, 400); len(entered(got, "ALARM")) != 0 {
-			t.Errorf("%s: an idle queue pages: %v", ids[0], got)
+		if got := entered(simulate(t, ageAlarm, world{age: sqsAge(10, 250, func(int) bool { return false })}, 400), "ALARM"); len(got) != 1 {
+			t.Errorf("%s does not page for a message that waits 240 minutes unreceived (%v): the stuck message's silence there proves nothing", c.ageAlarm, got)
 		}
 	}
 }
@@ -486,12 +600,66 @@ func runs(key string, offset, interval, stop int, durations ...int) world {
 	return world{key: func(m int) (float64, bool) { return 1, done[m] }}
 }
 
+// fillReadings are the readings of CloudWatch an alarm that relies on
+// FILL is tested under: the model's default (FILL of a series with no
+// point in the range returns none, and TreatMissingData decides), the
+// other (it fills the whole range), and samples that reach CloudWatch two
+// minutes late (FILL fills a period whose sample is not there yet: the
+// guide's FILL entry warns of it, and advises M out of N).
+var fillReadings = []readings{{}, {fillEmpty: true}, {late: 2}}
+
+// heartbeat checks a heartbeat alarm on key for a function that runs
+// every `every` minutes, each run lasting up to maxRun minutes and
+// publishing one sample when it completes: it never pages while runs
+// complete, whatever the schedule's offset from the alarm's periods and
+// the runs' durations, and when the runs stop it pages once, more than
+// `after` and at most `within` minutes after the last sample (its late
+// minutes more when samples arrive late), and stays in ALARM. An empty
+// period must count as breaching (TreatMissingData alone would page late,
+// "How alarm state is evaluated when data is missing"), and missing data
+// breaches.
+func heartbeat(t *testing.T, name string, a *cloudwatch.Alarm, key string, every, maxRun, after, within int) {
+	t.Helper()
+	if aws.ToString(a.TreatMissingData) != "breaching" {
+		t.Errorf("%s: a silent function is missing data, which the alarm treats as %q", name, aws.ToString(a.TreatMissingData))
+	}
+	horizon := max(600, 40*every)
+	for _, r := range fillReadings {
+		for offset := range every {
+			// Runs of mixed durations, and runs alternately quick and
+			// slow: near a period's end they alternately stay in it and
+			// spill into the next, leaving every other period empty.
+			for _, durations := range [][]int{{maxRun, 0, maxRun - 1, 1, 0, maxRun, maxRun, 0}, {0, maxRun}} {
+				healthy := runs(key, offset, every, horizon, durations...)
+				if got := entered(simulateReading(t, a, healthy, horizon, r), "ALARM"); len(got) != 0 {
+					t.Errorf("%s, runs from minute %d lasting %v (%+v): the heartbeat pages at %v while every run completes", name, offset, durations, r, got)
+				}
+			}
+			// No run starts from minute stop on; the last one, lasting
+			// maxRun minutes, publishes at minute last.
+			stop := horizon/2 + offset
+			last := -1
+			for start := offset; start < stop; start += every {
+				last = start + maxRun
+			}
+			changes := simulateReading(t, a, runs(key, offset, every, stop, maxRun), horizon, r)
+			got := entered(changes, "ALARM")
+			if len(got) != 1 || got[0]-last <= after || got[0]-last > within+r.late || changes[len(changes)-1].state != "ALARM" {
+				t.Errorf("%s, runs from minute %d (%+v): the last sample is at minute %d; the heartbeat pages at %v (%v), want once, %d to %d minutes later",
+					name, offset, r, last, got, changes, after, within)
+			}
+		}
+	}
+}
+
 // The sweeper publishes a heartbeat on every completed run; an alarm
-// pages when no run has completed for three schedule intervals, and
-// never while runs complete, whatever their durations (up to the
-// function's 15 minutes) and for every schedule SweepSchedule allows. The
-// same for the metrics function's heartbeat and MetricsSchedule (runs of
-// up to a minute, its timeout): two 5-minute periods without a datapoint.
+// pages three to four schedule intervals after the last completed run
+// (three empty periods, the period being the interval), and never while
+// runs complete, whatever their durations (up to the function's 15
+// minutes), for every schedule SweepSchedule allows and every offset of
+// the schedule from the periods. The same for the metrics function's
+// heartbeat and MetricsSchedule (runs of up to a minute, its timeout): two
+// 5-minute periods without a datapoint, 10 to 15 minutes after the last.
 func TestSweeperHeartbeat(t *testing.T) {
 	tpl := open(t)
 	table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
@@ -506,57 +674,27 @@ func TestSweeperHeartbeat(t *testing.T) {
 	}
 	for schedule, every := range schedules(t, tpl, "SweepSchedule") {
 		tpl := openWith(t, map[string]any{"SweepSchedule": schedule})
-		var ids []string
-		for id, a := range tpl.GetAllCloudWatchAlarmResources() {
-			if metricKey(aws.ToString(a.Namespace), aws.ToString(a.MetricName), a.Dimensions) == beat {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) != 1 {
-			t.Fatalf("%s: alarms on the sweeper's heartbeat %v, want one", schedule, ids)
-		}
-		a := lookup(t, tpl.GetCloudWatchAlarmWithName, ids[0])
-		if aws.ToString(a.TreatMissingData) != "breaching" {
-			t.Errorf("%s: a silent sweeper is missing data, which the alarm treats as %q", ids[0], aws.ToString(a.TreatMissingData))
+		a := lookup(t, tpl.GetCloudWatchAlarmWithName, "SweeperHeartbeatAlarm")
+		if got := watched(a); !slices.Equal(got, []string{beat}) {
+			t.Fatalf("%s: SweeperHeartbeatAlarm reads %v, want the heartbeat %s", schedule, got, beat)
 		}
 		rule := lookup(t, tpl.GetEventsRuleWithName, "SweeperSchedule")
 		if aws.ToString(rule.ScheduleExpression) != schedule {
 			t.Fatalf("the sweeper runs on %q", aws.ToString(rule.ScheduleExpression))
 		}
-		horizon := 60 * every
-		// Healthy: runs lasting 0 to 15 minutes, whatever the schedule's
-		// offset from the alarm's periods.
-		for offset := 0; offset < every; offset += max(1, every/20) {
-			if got := entered(simulate(t, a, runs(beat, offset, every, horizon, 15, 0, 14, 1, 0, 15, 15, 0), horizon), "ALARM"); len(got) != 0 {
-				t.Errorf("SweepSchedule %s, runs from minute %d: the heartbeat pages at %v while every run completes", schedule, offset, got)
-			}
-		}
-		// The last run completes at minute `last`; then nothing.
-		stop := 20*every + 7
-		last := stop - every + 15
-		got := entered(simulate(t, a, runs(beat, 7, every, stop, 15), horizon), "ALARM")
-		if len(got) != 1 || got[0]-last < 2*every || got[0]-last > 4*every {
-			t.Errorf("SweepSchedule %s: the last run completes at minute %d; the heartbeat pages at %v, want once, three intervals later", schedule, last, got)
-		}
+		heartbeat(t, "SweepSchedule "+schedule, a, beat, every, 15, 3*every, 4*every)
 	}
 
 	depth := metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
 	hb := lookup(t, tpl.GetCloudWatchAlarmWithName, "MetricsHeartbeatAlarm")
-	if got := metricKey(aws.ToString(hb.Namespace), aws.ToString(hb.MetricName), hb.Dimensions); got != depth {
-		t.Fatalf("MetricsHeartbeatAlarm watches %s", got)
+	if got := watched(hb); !slices.Equal(got, []string{depth}) {
+		t.Fatalf("MetricsHeartbeatAlarm reads %v, want %s", got, depth)
 	}
 	if fn := lookup(t, tpl.GetServerlessFunctionWithName, "MetricsFunction"); aws.ToInt(fn.Timeout) > 60 {
 		t.Fatalf("the metrics function runs up to %d s; its heartbeat allows a minute", aws.ToInt(fn.Timeout))
 	}
 	for schedule, every := range schedules(t, tpl, "MetricsSchedule") {
-		for offset := range every {
-			if got := entered(simulate(t, hb, runs(depth, offset, every, 600, 1, 0, 1, 1, 0), 600), "ALARM"); len(got) != 0 {
-				t.Errorf("MetricsSchedule %s, runs from minute %d: the metrics heartbeat pages at %v while every run publishes", schedule, offset, got)
-			}
-		}
-		if got := entered(simulate(t, hb, runs(depth, 3, every, 300, 1), 600), "ALARM"); len(got) != 1 || got[0] > 300+20 {
-			t.Errorf("MetricsSchedule %s: the metrics function stops at minute 300; its heartbeat pages at %v", schedule, got)
-		}
+		heartbeat(t, "MetricsSchedule "+schedule, hb, depth, every, 1, 10, 15)
 	}
 }
 
@@ -635,12 +773,64 @@ func TestUpgradeWindowAlarms(t *testing.T) {
 		if _, ok := reminders["LedgerUpgradeReminderAlarm"]; !ok || len(reminder.OKActions) != 0 {
 			t.Errorf("the upgrade reminder is no reminder: OK actions %v", reminder.OKActions)
 		}
-		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", "baseline", "docs/ledger.md"} {
-			if !strings.Contains(aws.ToString(reminder.AlarmDescription), want) {
-				t.Errorf("the upgrade reminder does not say %q: %s", want, aws.ToString(reminder.AlarmDescription))
+		// The baseline runs on the digest function, named; the stream
+		// function refuses it.
+		digest := aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, "DigestFunction").FunctionName)
+		stream := aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, "LedgerFunction").FunctionName)
+		desc := aws.ToString(reminder.AlarmDescription)
+		for _, want := range []string{"LedgerMappingEnabled=true", "24 hours", `{"action":"baseline"}`, "digest function " + digest, "docs/ledger.md"} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("the upgrade reminder does not say %q: %s", want, desc)
 			}
+		}
+		if regexp.MustCompile(regexp.QuoteMeta(stream) + `\b[^-]|ledger function`).MatchString(desc + " ") {
+			t.Errorf("the upgrade reminder names the ledger function or the stream function %s, which refuses the baseline: %s", stream, desc)
 		}
 		reminderGaps(t, "LedgerUpgradeReminderAlarm", simulate(t, reminder, quiet, 600), 10, 600)
 		reminderGaps(t, "LedgerUpgradeReminderAlarm without data", simulate(t, reminder, world{}, 600), 10, 600)
+	}
+}
+
+// With the ledger's mapping on, the digest run publishes the anchoring lag
+// every 5 minutes (a run lasts up to its 2-minute timeout) and its canary
+// makes the stream function's mapping deliver a batch as often (within the
+// mapping's 60-second tumbling window more): each alarm is a heartbeat
+// that pages 15 to 20 minutes after the last datapoint (three empty
+// 5-minute periods of four), once, never while runs land, also runs that
+// alternately stay in a period and spill into the next (which two of three
+// would page for), and still on a lag or an age above its threshold. With the mapping off (the upgrade
+// window) their silence pages never, with or without earlier data.
+func TestLedgerSilencePages(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		tpl := openWith(t, map[string]any{"LedgerMappingEnabled": fmt.Sprint(on)})
+		name := fmt.Sprintf("LedgerMappingEnabled=%v", on)
+		table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
+		for id, c := range map[string]struct {
+			key    string
+			maxRun int
+		}{
+			"LedgerAnchoringLagAlarm": {metricKey("DLQQuarantine", "LedgerAnchoringLag", []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}), 2},
+			"LedgerIteratorAgeAlarm":  {metricKey("AWS/Lambda", "IteratorAge", []cloudwatch.Alarm_Dimension{{Name: "FunctionName", Value: "prod-ledger"}}), 3},
+		} {
+			a := lookup(t, tpl.GetCloudWatchAlarmWithName, id)
+			if got := watched(a); !slices.Equal(got, []string{c.key}) {
+				t.Fatalf("%s: %s reads %v, want %s", name, id, got, c.key)
+			}
+			if on {
+				heartbeat(t, name+" "+id, a, c.key, 5, c.maxRun, 15, 20)
+				over := func(m int) (float64, bool) { return aws.ToFloat64(a.Threshold) + 1, m%5 == 2 }
+				if got := entered(simulate(t, a, world{c.key: over}, 120), "ALARM"); len(got) != 1 || got[0] > 20 {
+					t.Errorf("%s: %s pages at %v for a value above its threshold in every period", name, id, got)
+				}
+				continue
+			}
+			for _, r := range fillReadings {
+				for _, w := range []world{{}, runs(c.key, 2, 5, 60, c.maxRun)} {
+					if got := entered(simulateReading(t, a, w, 600, r), "ALARM"); len(got) != 0 {
+						t.Errorf("%s (%+v): %s pages at %v in the upgrade window", name, r, id, got)
+					}
+				}
+			}
+		}
 	}
 }
