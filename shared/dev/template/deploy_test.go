@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
@@ -154,14 +155,15 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 		"ExtraSourceQueueArn":   arn("sqs", p.Region, strings.Repeat("s", 75)+".fifo"),
 		"ExtraDLQKmsKeyArn":     arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
 		"BreakGlassRoleArn":     fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
-		"ExternalAlarmTopicArn": arn("sns", p.Region, strings.Repeat("t", 256)),
+		"ExternalAlarmTopicArn":    arn("sns", p.Region, strings.Repeat("t", 256)),
+		"ExternalAlarmTopicKeyArn": arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
 	}
 	// The free-form strings at the longest their patterns allow, with every
 	// kind of character they allow (both go into the functions'
 	// environment, the pointer into the SOURCES JSON).
 	longStrings := map[string]any{
 		"IdempotencyAttribute": "Idem_key-" + strings.Repeat("a.b", 82) + "z",
-		"IdempotencyPointer":   "/" + strings.Repeat("a~0b~1c/", 63) + "é",
+		"IdempotencyPointer":   "/" + strings.Repeat("a~0b~1c/", 63) + strings.Repeat("€", 7), // 512 characters, 1,534 bytes
 	}
 	for name := range long {
 		if _, ok := d.Parameters[name]; !ok {
@@ -314,7 +316,7 @@ func (p *parameterDecl) check(v any) error {
 	if p.AllowedPattern != "" && !regexp.MustCompile("^(?:"+p.AllowedPattern+")$").MatchString(s) {
 		return fmt.Errorf("%q does not match %s", s, p.AllowedPattern)
 	}
-	if p.MaxLength != nil && len(s) > *p.MaxLength {
+	if p.MaxLength != nil && utf8.RuneCountInString(s) > *p.MaxLength { // characters, as CloudFormation counts
 		return fmt.Errorf("%q is longer than %d", s, *p.MaxLength)
 	}
 	return nil

@@ -20,10 +20,12 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		account = "111122223333"
 	)
 	const pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+	const pagerKey = "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-00000000aaaa"
 	s := openStack(t, map[string]any{
-		"ExtraDLQArn":           "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
-		"ExtraSourceQueueArn":   "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
-		"ExternalAlarmTopicArn": pager,
+		"ExtraDLQArn":              "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
+		"ExtraSourceQueueArn":      "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
+		"ExternalAlarmTopicArn":    pager,
+		"ExternalAlarmTopicKeyArn": pagerKey,
 	})
 	arn := func(service, rest string) string {
 		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
@@ -118,6 +120,15 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		// the only destination).
 		q("sns:DeleteTopic", pager, nil), q("sns:Unsubscribe", pager+":0f1e2d3c-0000-4000-8000-000000000000", nil),
 		q("sns:SetTopicAttributes", pager, nil),
+		// Fake notifications on either topic, and the external topic's key
+		// disabled (second review round of issue 26).
+		q("sns:Publish", "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic", nil), q("sns:Publish", pager, nil),
+		q("kms:DisableKey", pagerKey, nil), q("kms:ScheduleKeyDeletion", pagerKey, nil), q("kms:PutKeyPolicy", pagerKey, nil),
+		// One mute rule silences every alarm's actions.
+		q("cloudwatch:PutAlarmMuteRule", arn("cloudwatch", "alarm:prod.dlq-depth"), nil),
+		// Account-level settings that reach the rules and the log groups.
+		q("events:UpdateEventBus", arn("events", "event-bus/default"), nil),
+		q("logs:PutAccountPolicy", "*", nil),
 	)
 	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
 		lg := arn("logs", "log-group:/aws/lambda/prod-"+f)

@@ -233,6 +233,9 @@ func TestGuardrailTamperRule(t *testing.T) {
 		{"aws.cloudformation", "cloudformation.amazonaws.com", "UpdateStack", true},
 		{"aws.cloudformation", "cloudformation.amazonaws.com", "DeleteStack", true},
 		{"aws.cloudwatch", "monitoring.amazonaws.com", "SetAlarmState", true},
+		{"aws.cloudwatch", "monitoring.amazonaws.com", "PutAlarmMuteRule", true},
+		{"aws.events", "events.amazonaws.com", "UpdateEventBus", true},
+		{"aws.logs", "logs.amazonaws.com", "PutAccountPolicy", true},
 		// The rules, LedgerTamperRule's own changes among them: each rule
 		// watches the other.
 		{"aws.events", "events.amazonaws.com", "DisableRule", true},
