@@ -61,18 +61,7 @@ func forgedInput(streamARN, shard string) []byte {
 func TestBootstrapDigestsAndRefusesStreamBatches(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{})
-	env, err := lambdatest.Env(st, "DigestFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	getenv := func(k string) string {
-		for _, kv := range env {
-			if name, v, _ := strings.Cut(kv, "="); name == k {
-				return v
-			}
-		}
-		return ""
-	}
+	getenv := lambdatest.Getenv(t, st, "DigestFunction")
 	streamFn, streamARN, bucket := getenv("STREAM_FUNCTION_NAME"), getenv("STREAM_ARN"), getenv("LEDGER_BUCKET")
 	if streamFn != st.Env.StackName+"-ledger" || streamARN == "" || bucket == "" {
 		t.Fatalf("the template gives the digest function STREAM_FUNCTION_NAME %q, STREAM_ARN %q, LEDGER_BUCKET %q", streamFn, streamARN, bucket)

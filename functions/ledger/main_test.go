@@ -26,18 +26,7 @@ func TestBootstrapLedgersTheStreamAndRefusesActions(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{})
 	f := lambdatest.ForTest(t, st, "ledger", "LedgerFunction", 60*time.Second)
-	env, err := lambdatest.Env(st, "LedgerFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	getenv := func(k string) string {
-		for _, kv := range env {
-			if name, v, _ := strings.Cut(kv, "="); name == k {
-				return v
-			}
-		}
-		return ""
-	}
+	getenv := lambdatest.Getenv(t, st, "LedgerFunction")
 	objects := s3store.LedgerObjects{API: st.Clients.S3, Bucket: getenv("LEDGER_BUCKET")}
 	// The digest's and the baseline's events belong to the digest
 	// function (functions/digest): the stream function refuses them.

@@ -27,23 +27,9 @@ import (
 func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{})
-	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
 	source := st.Names["SourceQueue"]
-
 	// Seed the records the samples name, as ingest would.
-	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs, err := sources.Build(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
+	_, store, q, srcs := seeder(t, st)
 	for i, id := range []string{"inv-000101", "inv-000102", "inv-000103"} {
 		body := `{"event_id":"` + id + `","ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`
 		if _, err := q.Quarantine(ctx, ingest.Message{MessageID: id, Body: []byte(body), SourceARN: srcs[source].ARN}); err != nil {
@@ -206,24 +192,11 @@ const samplePolicy = "pol-5a17c0de0001"
 func TestBootstrapSendsNoPolicyReplayDuringTheLedgerUpgrade(t *testing.T) {
 	ctx := context.Background()
 	st := embedded.ForTest(t, embedded.Options{NoS3: true, Params: map[string]any{"LedgerMappingEnabled": "false"}})
-	fn, err := st.Template.GetServerlessFunctionWithName("RedriveFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if live := fn.Environment.Variables["COUNTERS_LIVE"]; live != "false" {
+	getenv, store, q, srcs := seeder(t, st)
+	if live := getenv("COUNTERS_LIVE"); live != "false" {
 		t.Fatalf("COUNTERS_LIVE=%q with the ledger's mapping off", live)
 	}
 	source := st.Names["SourceQueue"]
-	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs, err := sources.Build(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	q := ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs})
 	stored, err := q.Quarantine(ctx, ingest.Message{MessageID: "inv-000106", Body: []byte(operatorBody), SourceARN: srcs[source].ARN})
 	if err != nil {
 		t.Fatal(err)
@@ -264,4 +237,22 @@ func TestBootstrapSendsNoPolicyReplayDuringTheLedgerUpgrade(t *testing.T) {
 	if err := json.Unmarshal(answer, &rep); err != nil || rep.PoliciesSkipped != "" || len(rep.Policies) != 1 || rep.Policies[0].Redriven != 1 {
 		t.Fatalf("policies with the counters live: %s", answer)
 	}
+}
+
+// seeder is what a test needs to store records as ingest would, for the
+// sources the redrive function configures: its environment, the table's
+// store, a quarantiner and the sources.
+func seeder(t *testing.T, st *embedded.Stack) (func(string) string, *dynamostore.Store, *ingest.Quarantiner, map[string]*quarantine.Source) {
+	t.Helper()
+	getenv := lambdatest.Getenv(t, st, "RedriveFunction")
+	cfg, err := sources.Parse(getenv("SOURCES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := sources.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	return getenv, store, ingest.NewQuarantiner(store, nil, nil, ingest.QuarantinerConfig{Sources: srcs}), srcs
 }

@@ -71,3 +71,20 @@ func ScheduledSample(tb testing.TB, name string) []byte {
 	}
 	return raw
 }
+
+// Getenv is the environment of the function with the given logical id as
+// the template (and the embedded stack) gives it, as a lookup; it fails t
+// when the template has no such function.
+func Getenv(t testing.TB, st *embedded.Stack, logicalID string) func(string) string {
+	t.Helper()
+	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(k string) string {
+		if fn.Environment == nil {
+			return ""
+		}
+		return fn.Environment.Variables[k]
+	}
+}

@@ -87,18 +87,25 @@ type templateDecl struct {
 	Outputs    map[string]any            `yaml:"Outputs"`
 }
 
-func readDecl(t *testing.T) templateDecl {
+// longTemplate is infra/template.yaml as JSON in the long form, unresolved
+// (Fn::Or, Ref as maps), as CloudFormation reads the short tags (!Or,
+// !Ref): for what goformation does not model (Rules, declarations).
+func longTemplate(t *testing.T) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(template.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The long form (Fn::Or, Ref as maps), as CloudFormation reads the
-	// short tags (!Or, !Ref).
 	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return long
+}
+
+func readDecl(t *testing.T) templateDecl {
+	t.Helper()
+	long := longTemplate(t)
 	var d templateDecl
 	if err := json.Unmarshal(long, &d); err != nil {
 		t.Fatal(err)
@@ -151,10 +158,10 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 	}
 	// The optional ARNs at the longest their patterns allow.
 	long := map[string]any{
-		"ExtraDLQArn":           arn("sqs", p.Region, strings.Repeat("d", 75)+".fifo"),
-		"ExtraSourceQueueArn":   arn("sqs", p.Region, strings.Repeat("s", 75)+".fifo"),
-		"ExtraDLQKmsKeyArn":     arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
-		"BreakGlassRoleArn":     fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
+		"ExtraDLQArn":              arn("sqs", p.Region, strings.Repeat("d", 75)+".fifo"),
+		"ExtraSourceQueueArn":      arn("sqs", p.Region, strings.Repeat("s", 75)+".fifo"),
+		"ExtraDLQKmsKeyArn":        arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
+		"BreakGlassRoleArn":        fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
 		"ExternalAlarmTopicArn":    arn("sns", p.Region, strings.Repeat("t", 256)),
 		"ExternalAlarmTopicKeyArn": arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
 	}
@@ -811,16 +818,8 @@ func deployLimits(tpl *cloudformation.Template, e template.Env) []string {
 // (Review of issue 26: LedgerDigestSchedule's DependsOn named
 // WatchGuardrailPolicy, which named the schedule's ARN.)
 func TestTheTemplateHasNoDependencyCycle(t *testing.T) {
-	raw, err := os.ReadFile(template.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct{ Resources map[string]map[string]any }
-	if err := json.Unmarshal(long, &doc); err != nil {
+	if err := json.Unmarshal(longTemplate(t), &doc); err != nil {
 		t.Fatal(err)
 	}
 	deps := dependencies(doc.Resources)

@@ -17,8 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
 // stmt returns one statement of a role's inline policies, by Sid.
@@ -49,11 +47,7 @@ func openStack(t *testing.T, params map[string]any) *stack {
 	t.Helper()
 	e := env
 	e.Params = params
-	tpl, err := template.Open(template.Path(), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newStack(tpl, e)
+	s, err := newStack(openWith(t, params), e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
-	"github.com/awslabs/goformation/v7/intrinsics"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
@@ -44,16 +43,8 @@ func openWith(t *testing.T, params map[string]any) *cloudformation.Template {
 // parts goformation does not model (Rules) are read from it.
 func rawTemplate(t *testing.T) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(template.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc map[string]any
-	if err := json.Unmarshal(long, &doc); err != nil {
+	if err := json.Unmarshal(longTemplate(t), &doc); err != nil {
 		t.Fatal(err)
 	}
 	return doc
