@@ -6,6 +6,7 @@ package template_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ func TestRedriveConcurrencyReservationIsOptional(t *testing.T) {
 			t.Errorf("RedriveOneRunAtATime=%s: reserved concurrency %v, want %v", c.value, got, c.want)
 		}
 	}
-	if d := readDecl(t).Parameters["RedriveOneRunAtATime"]; d == nil || fmtAny(d.Default) != "true" {
+	if d := readDecl(t).Parameters["RedriveOneRunAtATime"]; d == nil || fmt.Sprint(d.Default) != "true" {
 		t.Errorf("RedriveOneRunAtATime: %+v, want a parameter defaulting to true (one run at a time where the account allows it)", d)
 	}
 	pre := preconditions(t)
@@ -82,11 +83,6 @@ func TestRedriveConcurrencyReservationIsOptional(t *testing.T) {
 			t.Errorf("docs/template.md's deploy preconditions do not mention %s", want)
 		}
 	}
-}
-
-func fmtAny(v any) string {
-	raw, _ := json.Marshal(v)
-	return strings.Trim(string(raw), `"`)
 }
 
 // Lambda refuses an SQS trigger whose function timeout exceeds the

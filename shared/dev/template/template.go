@@ -232,7 +232,11 @@ const StreamLabel = "1970-01-01T00:00:00.000"
 
 // StreamARN is what Fn::GetAtt StreamArn on the named table resolves to.
 func StreamARN(region, account, table string) string {
-	return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s/stream/%s", region, account, table, StreamLabel)
+	return streamARN("aws", region, account, table)
+}
+
+func streamARN(partition, region, account, table string) string {
+	return fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s/stream/%s", partition, region, account, table, StreamLabel)
 }
 
 // CloudFormationName is the name CloudFormation generates for a resource
@@ -413,7 +417,7 @@ func (r *resolver) attr(id, attr string) string {
 	case "AWS::DynamoDB::Table.Arn":
 		return fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::DynamoDB::Table.StreamArn":
-		return strings.Replace(StreamARN(r.env.Region, r.env.Account, name), "arn:aws:", "arn:"+p+":", 1)
+		return streamARN(p, r.env.Region, r.env.Account, name)
 	case "AWS::S3::Bucket.Arn":
 		return "arn:" + p + ":s3:::" + name
 	case "AWS::KMS::Key.Arn":

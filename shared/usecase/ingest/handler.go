@@ -34,10 +34,10 @@ type Handler struct {
 // (Config.DLQARNs): ErrUnknownDLQ, nothing written. No arns: any queue.
 func (h *Handler) AcceptOnly(arns []string) *Handler {
 	h.dlqs = nil
+	if len(arns) > 0 {
+		h.dlqs = make(map[string]bool, len(arns))
+	}
 	for _, a := range arns {
-		if h.dlqs == nil {
-			h.dlqs = map[string]bool{}
-		}
 		h.dlqs[a] = true
 	}
 	return h
