@@ -54,6 +54,18 @@ type Source struct {
 	Opaque bool
 	// RedriveCap is the number of redrives before a record is parked as poison.
 	RedriveCap int
+	// FourEyes holds the risks whose actions need a second, different
+	// verified principal's approval on this source (nil: every risk).
+	FourEyes map[Risk]bool
+}
+
+// NeedsSecondPerson reports whether an action of risk r on s needs a
+// second principal's approval.
+func (s *Source) NeedsSecondPerson(r Risk) bool {
+	if s.FourEyes == nil {
+		return true
+	}
+	return s.FourEyes[r]
 }
 
 // Verdict is the outcome of the validation gate for one body.

@@ -22,6 +22,11 @@ type Config struct {
 	Schema     string `json:"schema,omitempty"`
 	Opaque     bool   `json:"opaque,omitempty"`
 	RedriveCap int    `json:"redrive_cap,omitempty"`
+	// FourEyes lists the high-risk actions on this source that need a
+	// second, different verified principal's approval (quarantine.Risks:
+	// parked, large, correction, policy, resume). Absent: all of them; an
+	// empty list: none (each then runs on one verified request).
+	FourEyes *[]string `json:"four_eyes,omitempty"`
 }
 
 // Parse decodes the SOURCES JSON object, rejecting unknown fields.
@@ -58,6 +63,13 @@ func Validate(cfg map[string]Config) error {
 		if s.RedriveCap < 0 {
 			errs = append(errs, fmt.Errorf("source %q: redrive_cap must not be negative", name))
 		}
+		if s.FourEyes != nil {
+			for _, r := range *s.FourEyes {
+				if !quarantine.Risk(r).Valid() {
+					errs = append(errs, fmt.Errorf("source %q: four_eyes names %q, not one of %s", name, r, quarantine.RiskNames()))
+				}
+			}
+		}
 		if s.Schema != "" && s.Opaque {
 			errs = append(errs, fmt.Errorf("source %q: an opaque source cannot have a schema", name))
 		}
@@ -76,7 +88,13 @@ func Build(cfg map[string]Config) (map[string]*quarantine.Source, error) {
 	for name, s := range cfg {
 		src := &quarantine.Source{
 			Name: name, ARN: s.ARN, DLQName: s.DLQ, IdempotencyPointer: s.IdempotencyPointer,
-			Opaque: s.Opaque, RedriveCap: s.RedriveCap,
+			Opaque: s.Opaque, RedriveCap: s.RedriveCap, FourEyes: quarantine.AllRisks(),
+		}
+		if s.FourEyes != nil {
+			src.FourEyes = map[quarantine.Risk]bool{}
+			for _, r := range *s.FourEyes {
+				src.FourEyes[quarantine.Risk(r)] = true
+			}
 		}
 		if src.RedriveCap == 0 {
 			src.RedriveCap = quarantine.DefaultRedriveCap

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -31,6 +32,20 @@ type FunctionConfig struct {
 	// margin is never less than the ingest lag that INGEST_TIMEOUT_SECONDS
 	// and DLQ_VISIBILITY_SECONDS imply (IngestLag).
 	Service Config
+}
+
+// validRoleName reports whether name is an IAM role name (1 to 64 of
+// [A-Za-z0-9+=,.@_-]).
+func validRoleName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("+=,.@_-", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // DLQBatchingWindow is the DLQ event source's MaximumBatchingWindowInSeconds
@@ -79,6 +94,20 @@ func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 			errs = append(errs, fmt.Errorf("APPROVAL_THRESHOLD=%q is not a positive number", v))
 		}
 		cfg.Service.ApprovalThreshold = n
+	}
+	cfg.Service.ApprovalTTL = seconds("APPROVAL_TTL_SECONDS")
+	if cfg.Service.ApprovalTTL > MaxApprovalTTL {
+		errs = append(errs, fmt.Errorf("APPROVAL_TTL_SECONDS=%q is above %d (7 days)", getenv("APPROVAL_TTL_SECONDS"), int(MaxApprovalTTL.Seconds())))
+	}
+	if v := strings.TrimSpace(getenv("TRUSTED_SESSION_ROLES")); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			if !validRoleName(name) {
+				errs = append(errs, fmt.Errorf("TRUSTED_SESSION_ROLES names %q, not an IAM role name", name))
+				continue
+			}
+			cfg.Service.TrustedSessionRoles = append(cfg.Service.TrustedSessionRoles, name)
+		}
 	}
 	switch v := getenv("COUNTERS_LIVE"); v {
 	case "", "true":

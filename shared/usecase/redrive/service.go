@@ -22,6 +22,13 @@ import (
 // reach; a report with this many remaining means "at least".
 const MaxRemainingCount = 10000
 
+// DefaultApprovalTTL and MaxApprovalTTL bound how long a pending approval
+// waits for its second person.
+const (
+	DefaultApprovalTTL = 24 * time.Hour
+	MaxApprovalTTL     = 7 * 24 * time.Hour
+)
+
 // Config tunes the service. Zero values take the defaults.
 type Config struct {
 	// Lease is how long a claim holds a record (default 15 minutes, longer
@@ -37,6 +44,15 @@ type Config struct {
 	// ApprovalThreshold is the most messages a run may replay without
 	// approve (default 100).
 	ApprovalThreshold int
+	// ApprovalTTL is how long a pending approval waits for its second
+	// person (default 24 hours, at most MaxApprovalTTL).
+	ApprovalTTL time.Duration
+	// TrustedSessionRoles are IAM role names whose role session names a
+	// trusted broker sets (IAM Identity Center's permission-set roles, an
+	// IdP's SAML role): two sessions of such a role with different
+	// session names are different principals. Any other role is one
+	// principal however many sessions assume it (identity.Same).
+	TrustedSessionRoles []string
 	// DeadlineMargin is the time left at which a run stops claiming
 	// (default 20 seconds).
 	DeadlineMargin time.Duration
@@ -71,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApprovalThreshold <= 0 {
 		c.ApprovalThreshold = 100
+	}
+	if c.ApprovalTTL <= 0 {
+		c.ApprovalTTL = DefaultApprovalTTL
 	}
 	if c.DeadlineMargin <= 0 {
 		c.DeadlineMargin = 20 * time.Second

@@ -1,0 +1,44 @@
+package quarantine
+
+import (
+	"slices"
+	"strings"
+)
+
+// Risk names why an operator action is high-risk: such an action needs a
+// second, different verified principal's approval of its exact plan
+// (DESIGN.md invariant 18), unless its source's four_eyes setting leaves
+// the risk out.
+type Risk string
+
+// The risks.
+const (
+	// RiskParked: a run that replays parked records (include_parked).
+	RiskParked Risk = "parked"
+	// RiskLarge: a run over the function's approval threshold.
+	RiskLarge Risk = "large"
+	// RiskCorrection: a corrected payload replaces what is sent.
+	RiskCorrection Risk = "correction"
+	// RiskPolicy: a standing policy replays without a person each time.
+	RiskPolicy Risk = "policy"
+	// RiskResume: resuming a policy whose breaker tripped.
+	RiskResume Risk = "resume"
+)
+
+var risks = []Risk{RiskParked, RiskLarge, RiskCorrection, RiskPolicy, RiskResume}
+
+// Valid reports whether r is one of the risks.
+func (r Risk) Valid() bool { return slices.Contains(risks, r) }
+
+// AllRisks is the default four_eyes setting: every risk needs a second
+// person. It returns nil, which Source.NeedsSecondPerson reads as all.
+func AllRisks() map[Risk]bool { return nil }
+
+// RiskNames lists the risks for messages.
+func RiskNames() string {
+	s := make([]string, len(risks))
+	for i, r := range risks {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
