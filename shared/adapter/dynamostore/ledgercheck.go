@@ -14,12 +14,17 @@ import (
 // it (quarantine.CheckTransition). Each ledgered version of a standing
 // policy (#pol# keys) is decoded as PolicyStore reads it, its seal checked,
 // and must be a version shared/domain/policy can make of the one before it
-// (checkPolicyTransition). Other items are not checked here. It is safe for
+// (checkPolicyTransition). Each ledgered approval (#apr# keys) must be a
+// version shared/domain/approval makes of the one before it
+// (approval.CheckTransition). Other items are not checked here. It is safe for
 // concurrent use.
 func LedgerVersionCheck() func(prev, next ledger.Item) error {
 	return func(prev, next ledger.Item) error {
 		if isPolicyKey(next.S(KeyAttr)) {
 			return checkLedgeredPolicy(prev, next)
+		}
+		if isApprovalKey(next.S(KeyAttr)) {
+			return checkLedgeredApproval(prev, next)
 		}
 		if !IsRecordKey(next.S(KeyAttr)) {
 			return nil

@@ -71,7 +71,7 @@ func prove(ctx context.Context, w *writerproof.Prover, item map[string]types.Att
 // stub. The first role is the one a message names.
 func WriterRoles(prev, next ledger.Item) ([]writerproof.Role, error) {
 	key := next.S(KeyAttr)
-	if isPolicyKey(key) {
+	if isPolicyKey(key) || isApprovalKey(key) {
 		return []writerproof.Role{writerproof.RoleRedrive}, nil
 	}
 	n, err := decodeLedgered(next)
@@ -112,6 +112,13 @@ func leafOf(it ledger.Item) (writerproof.Leaf, string, error) {
 		}
 		seal = p.Seal
 	}
+	if isApprovalKey(key) {
+		a, err := decodeLedgeredApproval(it)
+		if err != nil {
+			return writerproof.Leaf{}, "", err
+		}
+		seal = a.Seal
+	}
 	return writerproof.Leaf{Key: key, Version: v, Seal: seal}, it.S(writerproof.Attr), nil
 }
 
@@ -127,7 +134,7 @@ func leafOf(it ledger.Item) (writerproof.Leaf, string, error) {
 func LedgerWriterCheck(ctx context.Context, keys writerproof.Keys, verify writerproof.VerifyMAC) func(prev, next ledger.Item) error {
 	return func(prev, next ledger.Item) error {
 		key := next.S(KeyAttr)
-		if !isPolicyKey(key) && !IsRecordKey(key) {
+		if !isPolicyKey(key) && !isApprovalKey(key) && !IsRecordKey(key) {
 			return nil
 		}
 		leaf, enc, err := leafOf(next)

@@ -187,6 +187,17 @@ func New(req Request, now time.Time) (*Approval, error) {
 	return a, a.seal()
 }
 
+// Changed is when a's newest version was made.
+func (a *Approval) Changed() quarantine.Time {
+	switch {
+	case a.Outcome != nil:
+		return a.Outcome.At
+	case a.DecidedAt != nil:
+		return *a.DecidedAt
+	}
+	return a.CreatedAt
+}
+
 // Expired reports whether a pending approval can no longer be decided.
 func (a *Approval) Expired(now time.Time) bool {
 	return a.State == StatePending && !now.Before(a.ExpiresAt.Time)

@@ -64,10 +64,10 @@ const (
 )
 
 // Ledgered reports whether a table key is ledgered: a quarantine record
-// (no '#' first) or a standing policy ("#pol#..."); counter shards and the
-// ledger's own items are not.
+// (no '#' first), a standing policy ("#pol#...") or a four-eyes approval
+// ("#apr#..."); counter shards and the ledger's own items are not.
 func Ledgered(key string) bool {
-	return key != "" && (key[0] != '#' || strings.HasPrefix(key, "#pol#"))
+	return key != "" && (key[0] != '#' || strings.HasPrefix(key, "#pol#") || strings.HasPrefix(key, "#apr#"))
 }
 
 // Ref names an object and its SHA-256 (hex).
