@@ -74,6 +74,7 @@ func Redrive(ctx context.Context, cfg redrive.FunctionConfig, c *Clients, rt Run
 	}
 	store := dynamostore.New(c.DynamoDB, cfg.TableName).WithWriter(w)
 	svc := redrive.New(store, dynamostore.NewLister(c.DynamoDB, cfg.TableName), payloads, c.SQS, srcs, rt.Now, rt.Log, cfg.Service)
+	svc.WithApprovals(dynamostore.NewApprovalStore(c.DynamoDB, cfg.TableName).WithWriter(w))
 	if c.CloudWatch != nil {
 		svc.WithPolicies(redrive.Policies{Store: dynamostore.NewPolicyStore(c.DynamoDB, cfg.TableName).WithWriter(w), Counters: store, Metrics: c.CloudWatch})
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -285,4 +286,52 @@ func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*quarantine
 		}
 	}
 	return out, nil
+}
+
+// Approvals is the in-memory twin of dynamostore.ApprovalStore: sealed
+// copies in, sealed copies out, a conditional put on the version.
+type Approvals struct {
+	mu    sync.Mutex
+	items map[string]approval.Approval
+}
+
+// NewApprovals returns an empty approval store.
+func NewApprovals() *Approvals { return &Approvals{items: map[string]approval.Approval{}} }
+
+// Create stores a new approval; approval.ErrConflict when the id exists.
+func (s *Approvals) Create(_ context.Context, a *approval.Approval) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := a.Source + "#" + a.ID
+	if _, ok := s.items[k]; ok {
+		return approval.ErrConflict
+	}
+	s.items[k] = *a
+	return nil
+}
+
+// Replace stores a if the stored version is a.Version-1.
+func (s *Approvals) Replace(_ context.Context, a *approval.Approval) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := a.Source + "#" + a.ID
+	if cur, ok := s.items[k]; !ok || cur.Version != a.Version-1 {
+		return approval.ErrConflict
+	}
+	s.items[k] = *a
+	return nil
+}
+
+// Get reads one approval and checks its seal.
+func (s *Approvals) Get(_ context.Context, source, id string) (*approval.Approval, error) {
+	s.mu.Lock()
+	a, ok := s.items[source+"#"+id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, approval.ErrNotFound
+	}
+	if err := a.Verify(); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }

@@ -40,6 +40,8 @@ type Change struct {
 	Actor  string          `json:"actor"`
 	Action string          `json:"action"`
 	Note   string          `json:"note,omitempty"`
+	// Approval names the four-eyes approval the change ran under.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Policy is one standing approval to replay matching records.
@@ -153,9 +155,10 @@ func New(spec Spec, actor string, now time.Time) (*Policy, error) {
 	pol := &Policy{
 		ID: newID(), Source: spec.Source, Classes: spec.Classes, Signatures: spec.Signatures,
 		MinAgeSeconds: int(spec.MinAge / time.Second), MaxPerRun: spec.MaxPerRun, RatePerSecond: spec.RatePerSecond,
-		ExpiresAt: quarantine.At(spec.ExpiresAt), CreatedBy: actor, CreatedAt: quarantine.At(now),
+		ExpiresAt: quarantine.At(spec.ExpiresAt), CreatedBy: quarantine.ActorName(actor), CreatedAt: quarantine.At(now),
 		Threshold: spec.Threshold, MinSample: spec.MinSample, State: StateActive, Version: 1,
-		History: []Change{{At: quarantine.At(now), Actor: actor, Action: "created", Note: quarantine.Clip(spec.Note, 512)}},
+		History: []Change{{At: quarantine.At(now), Actor: quarantine.ActorName(actor), Action: "created", Note: quarantine.Clip(spec.Note, 512),
+			Approval: quarantine.ActorApproval(actor)}},
 	}
 	if spec.FirstSeenFrom != nil {
 		t := quarantine.At(*spec.FirstSeenFrom)
@@ -190,7 +193,8 @@ func (p *Policy) change(actor, action, note string, now time.Time, apply func(*P
 	}
 	n := p.clone()
 	apply(n)
-	n.History = append(n.History, Change{At: quarantine.At(now), Actor: actor, Action: action, Note: quarantine.Clip(note, 512)})
+	n.History = append(n.History, Change{At: quarantine.At(now), Actor: quarantine.ActorName(actor), Action: action, Note: quarantine.Clip(note, 512),
+		Approval: quarantine.ActorApproval(actor)})
 	n.Version++
 	n.PrevSeal = p.Seal
 	return n, n.seal()

@@ -24,7 +24,10 @@ var (
 
 // ReservedActor reports whether name, trimmed and in any case, is a name
 // the system uses for itself (ingest, settler, sweeper, breaker, policy:…,
-// schedule:…). Outside requests and operators must not use one.
+// schedule:…). Outside requests and operators must not use one. (The
+// actor a history records for a request is set from how it arrived: the
+// verified principal's ARN, or "unverified:" and the name a direct invoke
+// gave; identity.)
 func ReservedActor(name string) bool {
 	n := strings.ToLower(strings.TrimSpace(name))
 	for _, a := range reservedActors {
@@ -38,6 +41,37 @@ func ReservedActor(name string) bool {
 		}
 	}
 	return false
+}
+
+// approvalSep joins an actor and the approval it acts under in the actor
+// string the redrive use case passes to a transition (WithApproval). A
+// request's requester name never holds a control character, so no request
+// can name an approval this way.
+const approvalSep = "\x1fapproval="
+
+// FourEyesOff is the Approval of a high-risk action whose source's
+// four_eyes setting leaves its risk out: it ran on one verified request.
+const FourEyesOff = "four-eyes-off"
+
+// WithApproval is the actor string of actor acting under approval id: each
+// transition records actor as the entry's actor and id as its Approval.
+func WithApproval(actor, id string) string {
+	if id == "" {
+		return actor
+	}
+	return actor + approvalSep + id
+}
+
+// ActorName is the actor of an actor string (WithApproval).
+func ActorName(actor string) string {
+	name, _, _ := strings.Cut(actor, approvalSep)
+	return name
+}
+
+// ActorApproval is the approval of an actor string ("" when none).
+func ActorApproval(actor string) string {
+	_, id, _ := strings.Cut(actor, approvalSep)
+	return id
 }
 
 // ScheduleActor reports whether name is a schedule's requester name
@@ -60,7 +94,7 @@ const (
 	// maxAttemptBytes bounds one bounded attempt in the item, by
 	// DynamoDB's size rules (UTF-8 bytes of names and values): its texts,
 	// the body hash, the time and the attribute names with their overhead.
-	maxAttemptBytes = MaxActorBytes + MaxReasonBytes + MaxStageBytes + MaxNoteBytes + MaxMessageIDBytes + 64 + 256
+	maxAttemptBytes = MaxActorBytes + MaxReasonBytes + MaxStageBytes + MaxNoteBytes + MaxMessageIDBytes + 64 + 64 + 256
 	// maxReadBytes bounds one payload read entry likewise.
 	maxReadBytes = MaxActorBytes + 128
 )
@@ -78,6 +112,7 @@ func (a Attempt) bound() Attempt {
 	a.BodySHA256 = Clip(a.BodySHA256, 64)
 	a.Note = Clip(a.Note, MaxNoteBytes)
 	a.Kind = Clip(a.Kind, 16)
+	a.Approval = Clip(a.Approval, 64)
 	return a
 }
 

@@ -34,6 +34,8 @@ type Correction struct {
 	At     Time   `json:"at"`
 	Actor  string `json:"actor"`
 	Reason string `json:"reason"`
+	// Approval names the four-eyes approval the correction ran under.
+	Approval string `json:"approval,omitempty"`
 	// Body is the corrected body (UTF-8 JSON); empty when BodyRef holds it
 	// or, on an archived stub, when the archive does.
 	Body       string     `json:"body,omitempty"`
@@ -146,7 +148,7 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{"the corrected body fails the current schema: " + Clip(why, MaxReasonBytes)}, Detail: v.Detail, Kind: KindSchemaRefused}
 	}
 	c := Correction{
-		N: len(r.Corrections) + 1, At: At(now), Actor: Clip(req.Actor, 256), Reason: Clip(req.Reason, 512),
+		N: len(r.Corrections) + 1, At: At(now), Actor: Clip(ActorName(req.Actor), MaxActorBytes), Approval: ActorApproval(req.Actor), Reason: Clip(req.Reason, 512),
 		Body: string(req.Body), BodySHA256: sum, BodySize: int64(len(req.Body)), FromSHA256: BodySHA256(prevBody),
 		SchemaVersion: src.SchemaVersion,
 	}
@@ -191,7 +193,7 @@ func (r *Record) Correct(src *Source, keyAttribute string, attrs map[string]Attr
 		return nil, &CorrectionError{ID: r.DLQID, Problems: []string{fmt.Sprintf("the message has %d attributes; a corrected replay needs room for %d more within SQS's 10", len(attrs), room-len(attrs))}}
 	}
 	n := r.next(now, Attempt{Stage: StageCorrection, Reason: fmt.Sprintf("correction %d: %s", c.N, Clip(req.Reason, 200)),
-		Actor: c.Actor, BodySHA256: sum, Note: "diff " + c.DiffSHA256})
+		Actor: req.Actor, BodySHA256: sum, Note: "diff " + c.DiffSHA256})
 	n.Corrections = append(n.Corrections, c)
 	n.FailureClass, n.FailureStage, n.FailureReason, n.FailureDetail = ClassExhausted, StageCorrection, ReasonCorrection, ""
 	n.FailureSignature = Signature(StageCorrection, ReasonCorrection, src.SchemaVersion)

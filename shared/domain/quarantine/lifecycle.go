@@ -100,6 +100,7 @@ func (r *Record) next(now time.Time, att Attempt) *Record {
 	n := r.Clone()
 	att.At = At(now)
 	att.Kind = "" // only an arrival is an arrival
+	att.Actor, att.Approval = ActorName(att.Actor), ActorApproval(att.Actor)
 	n.Attempts = appendBounded(n.Attempts, att, DefaultMaxAttempts)
 	n.AttemptCount++
 	return n
@@ -124,11 +125,11 @@ func (r *Record) Claim(actor string, now time.Time, lease time.Duration) (*Recor
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("claimed for round %d", r.RedriveCount+1), Actor: actor})
 		n.RedriveCount++
 		n.setStatus(StatusRedriving, now)
-		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(actor, MaxActorBytes)
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(ActorName(actor), MaxActorBytes)
 		return n, n.reseal(r)
 	case r.Status == StatusRedriving && r.LeaseUntil != nil && !now.Before(r.LeaseUntil.Time):
 		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease expired; round %d reclaimed, a duplicate send is possible", r.RedriveCount), Actor: actor})
-		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, Clip(actor, MaxActorBytes)
+		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, Clip(ActorName(actor), MaxActorBytes)
 		return n, n.reseal(r)
 	}
 	return nil, ErrNotClaimable
@@ -147,7 +148,7 @@ func (r *Record) ClaimParked(actor string, now time.Time, lease time.Duration) (
 	n.ParkedCap = max(r.RedriveCap, 1)
 	n.RedriveCap = max(n.RedriveCap, n.RedriveCount)
 	n.setStatus(StatusRedriving, now)
-	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(actor, MaxActorBytes)
+	n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(ActorName(actor), MaxActorBytes)
 	return n, n.reseal(r)
 }
 

@@ -77,6 +77,9 @@ type Attempt struct {
 	// Kind is AttemptArrival on arrivals from the DLQ (older records leave
 	// it empty; see IsArrival).
 	Kind string `json:"kind,omitempty"`
+	// Approval names the four-eyes approval the action ran under (its id),
+	// or FourEyesOff when the source's four_eyes leaves its risk out.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Read is one recorded read of a record's payload: an audit entry, kept

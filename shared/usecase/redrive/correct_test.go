@@ -42,7 +42,7 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	id, bad := e.malformed(t, 1, "NDC?12345")
 	svc := e.service(nil, nil, redrive.Config{})
 	before := e.get(t, id)
-	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
+	_, err := viaApproval(ctx, svc, []byte(correctRequest(e, id, "NDC typo", strings.Replace(bad, "NDC?12345", "12-3", 1))))
 	var ce *quarantine.CorrectionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "fails the current schema: schema /ndc pattern") {
 		t.Fatalf("an invalid correction: %v", err)
@@ -58,8 +58,8 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 		t.Fatalf("redrive before the fix: %+v %v", rr, err)
 	}
 	good := body(1, true)
-	rep, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", good)))
-	if err != nil || rep.Corrected.Count != 1 || rep.Correction == nil || rep.Correction.Body != "" || rep.Correction.Actor != "fixer@ops" {
+	rep, err := viaApproval(ctx, svc, []byte(correctRequest(e, id, "NDC typo", good)))
+	if err != nil || rep.Corrected.Count != 1 || rep.Correction == nil || rep.Correction.Body != "" || rep.Correction.Actor != operatorA.ARN || rep.Correction.Approval == "" || rep.Approval == nil || rep.Approval.ID != rep.Correction.Approval {
 		t.Fatalf("correct: %+v %v", rep, err)
 	}
 	r := e.get(t, id)
@@ -102,7 +102,7 @@ func TestCorrectionIsValidatedStoredAndReplayed(t *testing.T) {
 	}
 	// A second correction chains to the first and is what the next round sends.
 	better := strings.Replace(good, `"lot":"LOT-0001"`, `"lot":"LOT-0001A"`, 1)
-	if _, err := svc.Handle(ctx, []byte(correctRequest(e, id, "lot suffix", better))); err != nil {
+	if _, err := viaApproval(ctx, svc, []byte(correctRequest(e, id, "lot suffix", better))); err != nil {
 		t.Fatal(err)
 	}
 	if rr, err := svc.Run(ctx, redrive.Request{Source: e.src.Name, IDs: []string{id}, RequestedBy: "fixer@ops"}); err != nil || rr.Redriven.Count != 1 {
@@ -135,7 +135,7 @@ func TestConcurrentCorrectionsOneWins(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			svc := e.service(nil, &barrierStore{Store: e.store, wg: &barrier}, redrive.Config{})
-			_, errs[i] = svc.LambdaHandler(ctx, []byte(correctRequest(e, id, fmt.Sprintf("fix %d", i), fix)))
+			_, errs[i] = viaApproval(ctx, svc, []byte(correctRequest(e, id, fmt.Sprintf("fix %d", i), fix)))
 		}()
 	}
 	wg.Wait()
@@ -176,7 +176,7 @@ func TestNewKeyCorrectionComesBackToItsRecordAndTheCapHolds(t *testing.T) {
 	fixed := body(7, true) // event_id corrected too: a new identity
 	svc := e.service(nil, nil, redrive.Config{})
 	req := fmt.Sprintf(`{"action":"correct","source":%q,"ids":[%q],"requested_by":"fixer@ops","reason":"wrong event id","payload":%q,"new_key":true}`, e.src.Name, id, fixed)
-	if rep, err := svc.LambdaHandler(ctx, []byte(req)); err != nil || rep.Corrected.Count != 1 {
+	if rep, err := viaApproval(ctx, svc, []byte(req)); err != nil || rep.Corrected.Count != 1 {
 		t.Fatalf("correct: %+v %v", rep, err)
 	}
 	newKeyID := quarantine.RecordID(e.src.Name, "ev-00007")

@@ -22,6 +22,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
@@ -346,4 +347,44 @@ func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, 
 	b.wg.Done()
 	b.wg.Wait()
 	return r, err
+}
+
+// The two verified operators of the four-eyes tests.
+var (
+	operatorA = mustPrincipal("arn:aws:iam::000000000000:user/operator-a", "AIDAOPERATORA")
+	operatorB = mustPrincipal("arn:aws:iam::000000000000:user/operator-b", "AIDAOPERATORB")
+)
+
+func mustPrincipal(arn, userID string) identity.Principal {
+	p, err := identity.FromIAM(arn, "000000000000", userID, "AKIALOCAL")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// runApproved runs a high-risk request the way it must run now: operator
+// A asks through the operator endpoint (a pending approval), operator B
+// approves, and the plan runs. A request that needs no approval runs on
+// A's request. The report and error are the plan's run's.
+func runApproved(ctx context.Context, svc *redrive.Service, req redrive.Request) (*redrive.Report, error) {
+	if req.Reason == "" && req.Action != redrive.ActionPark && req.Action != redrive.ActionUnpark {
+		req.Reason = "approved in a test"
+	}
+	req.RequestedBy = ""
+	rep, err := redrive.RunVerified(ctx, svc, req, operatorA)
+	if err != nil || rep.Approval == nil || rep.Stopped != redrive.StoppedPendingApproval {
+		return rep, err
+	}
+	return redrive.RunVerified(ctx, svc, redrive.Request{Action: redrive.ActionApprove, Source: req.Source, ApprovalID: rep.Approval.ID, Reason: "second pair of eyes"}, operatorB)
+}
+
+// viaApproval is runApproved of a request's JSON (requested_by is dropped:
+// the verified operators ask and approve).
+func viaApproval(ctx context.Context, svc *redrive.Service, raw []byte) (*redrive.Report, error) {
+	req, err := redrive.ParseRequest(raw)
+	if err != nil {
+		return nil, err
+	}
+	return runApproved(ctx, svc, req)
 }

@@ -49,7 +49,7 @@ func TestRefusalsLogTheirOwnErrorKind(t *testing.T) {
 		t.Fatal("an unpark of an archived stub was not refused")
 	}
 	id, bad := e.malformed(t, 7, "NDC?12345")
-	if _, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "typo", strings.Replace(bad, "NDC?12345", "12-3", 1)))); err == nil {
+	if _, err := viaApproval(ctx, svc, []byte(correctRequest(e, id, "typo", strings.Replace(bad, "NDC?12345", "12-3", 1)))); err == nil {
 		t.Fatal("a correction the schema refuses was accepted")
 	}
 	got := strings.Join(loggedKinds(t, logs.String()), ",")

@@ -17,6 +17,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
@@ -101,7 +102,7 @@ func (e *env) service(sender redrive.Sender, store quarantine.Store, cfg redrive
 		cfg.MaxBackoff = 20 * time.Millisecond
 	}
 	return redrive.New(store, e.lister, e.payloads, sender, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
-		slog.New(slog.NewJSONHandler(io.Discard, nil)), cfg)
+		slog.New(slog.NewJSONHandler(io.Discard, nil)), cfg).WithApprovals(memstore.NewApprovals())
 }
 
 func body(i int, good bool) string {

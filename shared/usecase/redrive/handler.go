@@ -7,16 +7,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // Handle is the Lambda entry point: a JSON request in, a report out. A bad
 // request is an error (a function error the caller sees), never a partial run.
+//
+// Handle is a direct invoke: AWS did not verify who asked, so the
+// requester recorded is "unverified:" and the name given (the schedules'
+// own names on their settle and policies runs stay as they are: those
+// runs record no requester in any record).
 func (s *Service) Handle(ctx context.Context, raw []byte) (*Report, error) {
 	req, err := ParseRequest(raw)
 	if err != nil {
 		return nil, err
+	}
+	if !(quarantine.ScheduleActor(req.RequestedBy) && (req.Action == ActionSettle || req.Action == ActionPolicies)) {
+		req.RequestedBy = identity.Unverified(req.RequestedBy)
 	}
 	return s.Run(ctx, req)
 }
@@ -36,11 +45,12 @@ func (s *Service) LambdaHandler(ctx context.Context, raw json.RawMessage) (*Repo
 	var he *HeldError
 	var te *TooLargeError
 	var pe *policy.Error
+	var fe *ForbiddenError
 	// Only an error that is one of these kinds as a whole passes: a joined
 	// error of a run may carry other records' ids. A policy's refusal names
 	// its settings and state only.
 	whole := func(target any) bool { return errors.As(err, target) && !isJoined(err) }
-	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !whole(&te) && !whole(&pe) &&
+	if err != nil && !whole(&re) && !whole(&ce) && !whole(&cfe) && !whole(&he) && !whole(&te) && !whole(&pe) && !whole(&fe) &&
 		!errors.Is(err, quarantine.ErrCorrectionConflict) && !errors.Is(err, ErrRecordChanged) && !errors.Is(err, ErrPolicyChanged) {
 		return rep, fmt.Errorf("redrive failed: %s (the run's log line has its counts)", quarantine.ErrorKind(err))
 	}

@@ -250,7 +250,7 @@ func TestCorrectionOfATamperedRecordHoldsIt(t *testing.T) {
 	tamper(t, id, func(r *quarantine.Record) { r.RedriveCap = 40 })
 	before := rawItem(t, id)
 	svc := e.service(nil, nil, redrive.Config{})
-	_, err := svc.LambdaHandler(ctx, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
+	_, err := viaApproval(ctx, svc, []byte(correctRequest(e, id, "NDC typo", body(1, true))))
 	if !errors.Is(err, quarantine.ErrHeld) || strings.Contains(err.Error(), id) {
 		t.Fatalf("correction of a tampered record: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -33,7 +34,7 @@ func (e *env) loggedService(store quarantine.Store) (*redrive.Service, *bytes.Bu
 		store = e.store
 	}
 	return redrive.New(store, e.lister, e.payloads, stack.Clients.SQS, map[string]*quarantine.Source{e.src.Name: e.src}, e.clock.Now,
-		slog.New(slog.NewJSONHandler(&logs, nil)), redrive.Config{}), &logs
+		slog.New(slog.NewJSONHandler(&logs, nil)), redrive.Config{}).WithApprovals(memstore.NewApprovals()), &logs
 }
 
 // Park and unpark through the function: one sealed version each, the
@@ -53,7 +54,7 @@ func TestParkAndUnparkThroughTheFunction(t *testing.T) {
 	}
 	r := e.get(t, id)
 	last := r.Attempts[len(r.Attempts)-1]
-	if r.Status != quarantine.StatusParked || r.Version != before.Version+1 || last.Actor != "alice@ops" || !strings.Contains(last.Reason, "needs a human") {
+	if r.Status != quarantine.StatusParked || r.Version != before.Version+1 || last.Actor != "unverified:alice@ops" || !strings.Contains(last.Reason, "needs a human") {
 		t.Fatalf("after park: %s v%d, last %+v", r.Status, r.Version, last)
 	}
 	if rep.Record == nil || rep.Record.Status != quarantine.StatusParked || rep.Record.Body != "" || rep.Record.Seal != r.Seal || rep.Payload != nil {
@@ -95,10 +96,10 @@ func TestOperatorRequestValidation(t *testing.T) {
 		`{"action":"park","source":"s","ids":["s#a"],"requested_by":"a"}`:                               "park needs a reason",
 		`{"action":"unpark","source":"s","ids":["s#a"],"reason":" ","requested_by":"a"}`:                "unpark needs a reason",
 		`{"action":"park","source":"s","ids":["s#a"],"reason":"r","dry_run":true,"requested_by":"a"}`:   "park has no dry run",
-		`{"action":"read","source":"s","ids":["s#a"],"reason":"r","requested_by":"a"}`:                  "reason also to park and unpark",
-		`{"action":"unpark","source":"s","ids":["s#a"],"reason":"r","payload":"{}","requested_by":"a"}`: "payload, reason and new_key belong to action correct",
+		`{"action":"read","source":"s","ids":["s#a"],"reason":"r","requested_by":"a"}`:                  "reason to correct, redrive, park, unpark",
+		`{"action":"unpark","source":"s","ids":["s#a"],"reason":"r","payload":"{}","requested_by":"a"}`: "payload and new_key belong to action correct",
 		`{"action":"read","source":"s","ids":["s#a"]}`:                                                  "requested_by is required",
-		`{"action":"peek","source":"s","ids":["s#a"],"requested_by":"a"}`:                               `action "peek" is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke or policy_resume`,
+		`{"action":"peek","source":"s","ids":["s#a"],"requested_by":"a"}`:                               `action "peek" is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke, policy_resume, approve or reject`,
 	} {
 		var re *redrive.RequestError
 		if _, err := redrive.ParseRequest([]byte(raw)); !errors.As(err, &re) || !strings.Contains(err.Error(), want) {
@@ -178,7 +179,7 @@ func TestReadRecordsTheReadAndReturnsThePayload(t *testing.T) {
 		t.Fatalf("read payload: %+v", rep.Payload)
 	}
 	r := e.get(t, id)
-	if r.ReadCount != 1 || len(r.Reads) != 1 || r.Reads[0].Actor != "alice@ops" || rep.Record.Seal != r.Seal || quarantine.Verify(rep.Record) != nil {
+	if r.ReadCount != 1 || len(r.Reads) != 1 || r.Reads[0].Actor != "unverified:alice@ops" || rep.Record.Seal != r.Seal || quarantine.Verify(rep.Record) != nil {
 		t.Fatalf("the read is not recorded once, or the report's record is not the version written: %d %+v", r.ReadCount, r.Reads)
 	}
 	for _, v := range []string{"LOT-SECRET-77", "TENANT-SECRET", id} {

@@ -41,19 +41,19 @@ func TestPolicyActionsThroughTheFunction(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, false)
 	svc, ps, _ := e.policies(t, nil)
-	rep, err := svc.LambdaHandler(ctx, addRequest(e, "", "INC-7"))
+	rep, err := viaApproval(ctx, svc, addRequest(e, "", "INC-7"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := rep.Policy
 	got, err := ps.Get(ctx, e.src.Name, p.ID)
-	if err != nil || got.Seal != p.Seal || got.Version != 1 || got.CreatedBy != "lead@ops" || got.State != policy.StateActive ||
+	if err != nil || got.Seal != p.Seal || got.Version != 1 || got.CreatedBy != operatorA.ARN || got.History[0].Approval != rep.Approval.ID || got.State != policy.StateActive ||
 		got.MaxPerRun != 5 || got.History[0].Note != "INC-7" || rep.Action != redrive.ActionPolicyAdd {
 		t.Fatalf("created %+v, stored %+v %v", p, got, err)
 	}
 	// The domain's validation, whole: a poison policy, an unbounded one.
 	bad := strings.Replace(string(addRequest(e, "", "x")), `"signatures":["consumer|downstream 503|v1"],`, `"classes":["poison"],`, 1)
-	_, err = svc.LambdaHandler(ctx, []byte(bad))
+	_, err = viaApproval(ctx, svc, []byte(bad))
 	var pe *policy.Error
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "exhausted records only") || !strings.Contains(err.Error(), "must be narrow") {
 		t.Fatalf("a poison, unbounded policy: %v", err)
@@ -64,7 +64,7 @@ func TestPolicyActionsThroughTheFunction(t *testing.T) {
 
 	// Resume of an active policy is refused; of one the breaker suspended
 	// it starts the breaker afresh.
-	if _, err := svc.LambdaHandler(ctx, changeRequest(e, "policy_resume", p.ID, "again")); !errors.As(err, &pe) || !strings.Contains(err.Error(), "only a suspended policy can be resumed; it is active") {
+	if _, err := viaApproval(ctx, svc, changeRequest(e, "policy_resume", p.ID, "again")); !errors.As(err, &pe) || !strings.Contains(err.Error(), "only a suspended policy can be resumed; it is active") {
 		t.Fatalf("resume of an active policy: %v", err)
 	}
 	susp, err := got.Suspend(redrive.ActorBreaker, "9 of 10 came back", e.clock.Now())
@@ -74,7 +74,7 @@ func TestPolicyActionsThroughTheFunction(t *testing.T) {
 	if err := ps.Replace(ctx, susp, got.Version); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = svc.LambdaHandler(ctx, changeRequest(e, "policy_resume", p.ID, "consumer fixed"))
+	rep, err = viaApproval(ctx, svc, changeRequest(e, "policy_resume", p.ID, "consumer fixed"))
 	if err != nil || rep.Policy.State != policy.StateActive || rep.Policy.Version != 3 || rep.Policy.PrevSeal != susp.Seal {
 		t.Fatalf("resume: %+v %v", rep, err)
 	}
@@ -84,7 +84,7 @@ func TestPolicyActionsThroughTheFunction(t *testing.T) {
 	}
 	got, _ = ps.Get(ctx, e.src.Name, p.ID)
 	last := got.History[len(got.History)-1]
-	if got.Seal != rep.Policy.Seal || got.Version != 4 || last.Actor != "cso@ops" || last.Action != "revoked" || last.Note != "outage over" || got.Verify() != nil {
+	if got.Seal != rep.Policy.Seal || got.Version != 4 || last.Actor != "unverified:cso@ops" || last.Action != "revoked" || last.Note != "outage over" || got.Verify() != nil {
 		t.Fatalf("after revoke: %+v", got)
 	}
 	if _, err := svc.LambdaHandler(ctx, changeRequest(e, "policy_revoke", p.ID, "twice")); !errors.As(err, &pe) || !strings.Contains(err.Error(), "already revoked") {
@@ -97,7 +97,7 @@ func TestPolicyActionsThroughTheFunction(t *testing.T) {
 	if _, err := svc.LambdaHandler(ctx, []byte(`{"action":"policy_revoke","source":"nope","policy_id":"pol-000000000000","reason":"r","requested_by":"a"}`)); !errors.As(err, &re) || !strings.Contains(err.Error(), `source "nope": source is not configured`) {
 		t.Fatalf("a source the function does not configure: %v", err)
 	}
-	if _, err := e.service(nil, nil, redrive.Config{}).LambdaHandler(ctx, addRequest(e, "", "x")); !errors.As(err, &re) || !strings.Contains(err.Error(), "standing policies are not configured") {
+	if _, err := viaApproval(ctx, e.service(nil, nil, redrive.Config{}), addRequest(e, "", "x")); !errors.As(err, &re) || !strings.Contains(err.Error(), "standing policies are not configured") {
 		t.Fatalf("without policies: %v", err)
 	}
 }
@@ -118,7 +118,6 @@ func TestPolicyRequestValidation(t *testing.T) {
 		`{"action":"policy_revoke","source":"s","policy_id":"pol-0123456789ab","reason":"r",` + spec + `,"requested_by":"a"}`:                                           "policy belongs to action policy_add",
 		`{"action":"policy_add","source":"s","ids":["s#a"],` + spec + `,"requested_by":"a"}`:                                                                            "policy_add selects no records",
 		`{"action":"policy_add","source":"s","dry_run":true,` + spec + `,"requested_by":"a"}`:                                                                           "policy_add has no dry run",
-		`{"action":"policy_add","source":"s","reason":"r",` + spec + `,"requested_by":"a"}`:                                                                             "reason also to park and unpark, policy_revoke and policy_resume",
 		`{"action":"policy_add","source":"s","policy":{"max_per_run":1,"owner":"x"},"requested_by":"a"}`:                                                                `unknown field "owner"`,
 		`{"action":"policy_add","source":"s","policy":{"min_age_seconds":60,"max_per_run":1,"expires_in":"soon"},"requested_by":"a"}`:                                   `policy.expires_in "soon" is not a positive duration`,
 		`{"action":"policy_add","source":"s","policy":{"min_age_seconds":60,"max_per_run":1,"expires_in":"1h","expires_at":"2030-01-01T00:00:00Z"},"requested_by":"a"}`: "policy has expires_at and expires_in: give one",
@@ -172,7 +171,7 @@ func TestPolicyWriteWhoseAnswerWasLostIsNotDoneTwice(t *testing.T) {
 			_, ps, _ := e.policies(t, nil)
 			svc, lose := e.lossyPolicies(t)
 			add := addRequest(e, id, "INC-9")
-			rep, err := svc.LambdaHandler(ctx, add)
+			rep, err := viaApproval(ctx, svc, add)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,12 +185,12 @@ func TestPolicyWriteWhoseAnswerWasLostIsNotDoneTwice(t *testing.T) {
 			p := pols[0]
 			if id != "" {
 				e.clock.Advance(time.Minute) // sent again later: another creation time
-				again, err := svc.LambdaHandler(ctx, add)
+				again, err := viaApproval(ctx, svc, add)
 				if err != nil || again.Policy.Seal != p.Seal {
 					t.Fatalf("the add sent again: %+v %v", again, err)
 				}
 				var re *redrive.RequestError
-				if _, err := svc.LambdaHandler(ctx, addRequest(e, id, "another note")); !errors.As(err, &re) || !strings.Contains(err.Error(), "did not create") {
+				if _, err := viaApproval(ctx, svc, addRequest(e, id, "another note")); !errors.As(err, &re) || !strings.Contains(err.Error(), "did not create") {
 					t.Fatalf("another add under the id: %v", err)
 				}
 				if pols, _ := ps.List(ctx, e.src.Name); len(pols) != 1 {

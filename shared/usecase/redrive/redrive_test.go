@@ -300,7 +300,7 @@ func TestMaxMessagesAndDryRun(t *testing.T) {
 	// High-risk without approval becomes a dry run that says why.
 	svc = e.service(nil, nil, redrive.Config{ApprovalThreshold: 5})
 	rep, err = svc.Run(ctx, e.request(10))
-	if err != nil || !rep.DryRun || !strings.Contains(rep.DryRunReason, "approve") {
+	if err != nil || !rep.DryRun || !strings.Contains(rep.DryRunReason, "second person's approval") {
 		t.Fatalf("unapproved high-risk run: %+v %v", rep, err)
 	}
 }

@@ -3,9 +3,12 @@ package redrive
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -57,6 +60,9 @@ const (
 	StoppedDeadline    = "deadline"
 	// StoppedWalkBound: a FIFO run walked MaxFIFOWalk index entries.
 	StoppedWalkBound = "walk_bound"
+	// StoppedPendingApproval: the request is high-risk; it waits, as a
+	// pending approval, for a second person (Report.Approval).
+	StoppedPendingApproval = "pending_approval"
 )
 
 // Report is the outcome of one run.
@@ -128,6 +134,13 @@ type Report struct {
 	// sealed.
 	Policy *policy.Policy `json:"policy,omitempty"`
 
+	// Approval is the four-eyes approval the request created (pending:
+	// nothing ran), decided, or ran under.
+	Approval *approval.Approval `json:"approval,omitempty"`
+	// AlreadyDecided says the caller had already made this decision (a
+	// call sent again after a lost answer): nothing ran this time.
+	AlreadyDecided bool `json:"already_decided,omitempty"`
+
 	// Remaining matching records this run did not reach.
 	Remaining int `json:"remaining"`
 	// Stopped says why the run ended.
@@ -171,4 +184,26 @@ func (rep *Report) logFinished(ctx context.Context, log *slog.Logger, err error)
 		"parked", rep.Parked.Count, "failed", rep.Failed.Count, "settled", rep.Settled.Count, "held_integrity", rep.Integrity.Count,
 		"unknown", rep.Unknown.Count, "deferred", rep.Deferred.Count,
 		"remaining", rep.Remaining, "stopped", rep.Stopped, "error_kind", quarantine.ErrorKind(err))
+}
+
+// Summary counts what the run did, without ids.
+func (rep *Report) Summary() string {
+	var parts []string
+	for _, o := range []struct {
+		name string
+		o    Outcome
+	}{{"redriven", rep.Redriven}, {"skipped", rep.Skipped}, {"held", rep.Held}, {"parked", rep.Parked}, {"failed", rep.Failed},
+		{"unknown", rep.Unknown}, {"deferred", rep.Deferred}, {"held_integrity", rep.Integrity}, {"settled", rep.Settled}, {"corrected", rep.Corrected}} {
+		if o.o.Count > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o.name, o.o.Count))
+		}
+	}
+	if rep.Policy != nil {
+		parts = append(parts, "policy "+rep.Policy.ID+" "+rep.Policy.State)
+	}
+	parts = append(parts, fmt.Sprintf("remaining %d", rep.Remaining), "stopped "+rep.Stopped)
+	if rep.DryRun {
+		parts = append(parts, "dry run")
+	}
+	return strings.Join(parts, ", ")
 }

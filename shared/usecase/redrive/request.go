@@ -11,7 +11,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/approval"
+	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -41,6 +44,8 @@ const (
 	ActionPolicyAdd    = "policy_add"
 	ActionPolicyRevoke = "policy_revoke"
 	ActionPolicyResume = "policy_resume"
+	// ActionApprove and ActionReject (approvals.go) decide a pending
+	// four-eyes approval.
 )
 
 // Request is what the console, `aws lambda invoke` and dlqctl send. Unknown
@@ -93,6 +98,18 @@ type Request struct {
 	PolicyID string `json:"policy_id,omitempty"`
 	// Policy is what a policy_add creates.
 	Policy *PolicySpec `json:"policy,omitempty"`
+
+	// ApprovalID is, on a high-risk request through the operator endpoint,
+	// the id its pending approval is created under (chosen by the caller,
+	// so that the request sent again finds it; empty: drawn), and on an
+	// approve or reject the approval decided.
+	ApprovalID string `json:"approval_id,omitempty"`
+
+	// verified is the caller AWS authenticated (the operator endpoint's
+	// IAM authorizer); nil on a direct invoke. approved is the approval a
+	// plan runs under. Neither can be set through a request's JSON.
+	verified *identity.Principal
+	approved *approval.Approval
 
 	// asPolicy is set on the runs a standing policy makes: only they may
 	// act as "policy:<id>", whose replays the policy's breaker counts.
@@ -166,9 +183,10 @@ func (r *Request) normalize() error {
 		r.Action = ActionRedrive
 	}
 	if !slices.Contains([]string{ActionRedrive, ActionSettle, ActionCorrect, ActionPolicies, ActionPark, ActionUnpark, ActionRead,
-		ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume}, r.Action) {
-		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke or policy_resume", r.Action))
+		ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume, ActionApprove, ActionReject}, r.Action) {
+		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke, policy_resume, approve or reject", r.Action))
 	}
+	p = append(p, r.approvalProblems()...)
 	p = append(p, r.actorProblems()...)
 	p = append(p, r.operatorProblems()...)
 	p = append(p, r.policyProblems()...)
@@ -185,8 +203,8 @@ func (r *Request) normalize() error {
 		if r.DryRun {
 			p = append(p, "correct has no dry run: a refused correction changes nothing")
 		}
-	} else if len(r.Payload) > 0 || r.NewKey || (r.Reason != "" && !slices.Contains([]string{ActionPark, ActionUnpark, ActionPolicyRevoke, ActionPolicyResume}, r.Action)) {
-		p = append(p, "payload, reason and new_key belong to action correct (reason also to park and unpark, policy_revoke and policy_resume)")
+	} else if len(r.Payload) > 0 || r.NewKey || (r.Reason != "" && !slices.Contains([]string{ActionRedrive, ActionPark, ActionUnpark, ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume, ActionApprove, ActionReject}, r.Action)) {
+		p = append(p, "payload and new_key belong to action correct (reason to correct, redrive, park, unpark, the policy actions, approve and reject)")
 	}
 	if strings.TrimSpace(r.Source) == "" {
 		p = append(p, "source is required")
@@ -241,6 +259,9 @@ func (r *Request) actorProblems() []string {
 	if len(name) > quarantine.MaxActorBytes {
 		return []string{fmt.Sprintf("requested_by is longer than %d bytes", quarantine.MaxActorBytes)}
 	}
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		return []string{"requested_by holds a control character"}
+	}
 	if !quarantine.ReservedActor(name) {
 		return nil
 	}
@@ -254,6 +275,24 @@ func (r *Request) actorProblems() []string {
 		return []string{"requested_by must not name a standing policy (policy:…); only the policy's own runs act as it"}
 	}
 	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
+}
+
+// approvalProblems checks approval_id: required by approve and reject, a
+// valid id wherever it is given.
+func (r *Request) approvalProblems() []string {
+	var p []string
+	if (r.Action == ActionApprove || r.Action == ActionReject) && r.ApprovalID == "" {
+		p = append(p, r.Action+" needs the approval_id")
+	}
+	if r.ApprovalID != "" && !approval.ValidID(r.ApprovalID) {
+		p = append(p, "approval_id must be 8 to 64 of a-z, 0-9 and -")
+	}
+	if r.Action == ActionApprove || r.Action == ActionReject {
+		if len(r.IDs) > 0 || r.DryRun || r.Policy != nil || r.PolicyID != "" {
+			p = append(p, r.Action+" takes the source, approval_id and a reason only: the approval holds the plan")
+		}
+	}
+	return p
 }
 
 // ErrUnknownSource is returned when the request names no configured source

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // recordAnswer reads one try's answer: what SQS accepted, what it refused
@@ -79,23 +81,36 @@ func TestRecordAnswer(t *testing.T) {
 	}
 }
 
-// A run that is not approved runs dry when it is high risk.
-func TestUnapproved(t *testing.T) {
+// risks names why a request needs a second person, by its source's
+// four_eyes setting; a dry run, a settle and a policy's own run need none.
+func TestRisks(t *testing.T) {
 	t.Parallel()
+	s := &Service{cfg: Config{}.withDefaults()}
+	all := &quarantine.Source{Name: "s"}
+	noParked := &quarantine.Source{Name: "s", FourEyes: map[quarantine.Risk]bool{quarantine.RiskLarge: true}}
 	for _, tc := range []struct {
-		name string
-		req  Request
-		dry  bool
+		name      string
+		req       Request
+		src       *quarantine.Source
+		need, off []quarantine.Risk
 	}{
-		{"an ordinary run", Request{Action: ActionRedrive, MaxMessages: 100}, false},
-		{"parked records", Request{Action: ActionRedrive, MaxMessages: 10, IncludeParked: true}, true},
-		{"above the threshold", Request{Action: ActionRedrive, MaxMessages: 101}, true},
-		{"approved", Request{Action: ActionRedrive, MaxMessages: 101, IncludeParked: true, Approve: true}, false},
-		{"asked to be dry", Request{Action: ActionRedrive, MaxMessages: 101, DryRun: true}, false},
-		{"settling", Request{Action: ActionSettle, MaxMessages: 101}, false},
+		{"an ordinary run", Request{Action: ActionRedrive, MaxMessages: 100}, all, nil, nil},
+		{"parked records", Request{Action: ActionRedrive, MaxMessages: 10, IncludeParked: true}, all, []quarantine.Risk{quarantine.RiskParked}, nil},
+		{"above the threshold", Request{Action: ActionRedrive, MaxMessages: 101}, all, []quarantine.Risk{quarantine.RiskLarge}, nil},
+		{"both, parked left out by the source", Request{Action: ActionRedrive, MaxMessages: 101, IncludeParked: true}, noParked,
+			[]quarantine.Risk{quarantine.RiskLarge}, []quarantine.Risk{quarantine.RiskParked}},
+		{"approve: true approves nothing", Request{Action: ActionRedrive, MaxMessages: 101, Approve: true}, all, []quarantine.Risk{quarantine.RiskLarge}, nil},
+		{"asked to be dry", Request{Action: ActionRedrive, MaxMessages: 101, DryRun: true}, all, nil, nil},
+		{"settling", Request{Action: ActionSettle, MaxMessages: 101}, all, nil, nil},
+		{"a correction", Request{Action: ActionCorrect}, all, []quarantine.Risk{quarantine.RiskCorrection}, nil},
+		{"a policy", Request{Action: ActionPolicyAdd}, all, []quarantine.Risk{quarantine.RiskPolicy}, nil},
+		{"a resume", Request{Action: ActionPolicyResume}, all, []quarantine.Risk{quarantine.RiskResume}, nil},
+		{"a revoke", Request{Action: ActionPolicyRevoke}, all, nil, nil},
+		{"a policy's own run", Request{Action: ActionRedrive, MaxMessages: 1000, asPolicy: "pol-1"}, all, nil, nil},
 	} {
-		if got := unapproved(tc.req, 100) != ""; got != tc.dry {
-			t.Errorf("%s: dry %v, want %v", tc.name, got, tc.dry)
+		need, off := s.risks(tc.req, tc.src)
+		if !slices.Equal(need, tc.need) || !slices.Equal(off, tc.off) {
+			t.Errorf("%s: need %v off %v, want %v and %v", tc.name, need, off, tc.need, tc.off)
 		}
 	}
 }

@@ -126,6 +126,9 @@ type Service struct {
 	log      *slog.Logger
 	cfg      Config
 	policies *Policies
+	// approvals keeps four-eyes approvals (WithApprovals); nil: a
+	// high-risk request through the operator endpoint is refused.
+	approvals ApprovalStore
 }
 
 // New returns a Service. payloads may be nil when no record uses the claim
@@ -153,8 +156,14 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 		}
 	}
 	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
-	if why := unapproved(req, s.cfg.ApprovalThreshold); why != "" {
-		rep.DryRun, rep.DryRunReason = true, why
+	if req.Action == ActionApprove || req.Action == ActionReject {
+		return s.decide(ctx, req, src, rep)
+	}
+	if done, err := s.gate(ctx, &req, src, rep); done != nil || err != nil {
+		return done, err
+	}
+	if req.approved != nil {
+		req.RequestedBy = quarantine.WithApproval(req.RequestedBy, req.approved.ID)
 	}
 	switch req.Action {
 	case ActionCorrect:
@@ -172,22 +181,6 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	rep.FinishedAt = s.now().UTC()
 	rep.logFinished(ctx, s.log, err)
 	return rep, err
-}
-
-// unapproved says why req, not approved, runs dry: a high-risk replay
-// (parked records, or more messages than threshold). It is "" for a run
-// that needs no approval.
-func unapproved(req Request, threshold int) string {
-	if req.Action != ActionRedrive || req.Approve || req.DryRun {
-		return ""
-	}
-	switch {
-	case req.IncludeParked:
-		return "replaying parked records needs approve: true"
-	case req.MaxMessages > threshold:
-		return fmt.Sprintf("max_messages %d is above the approval threshold %d; approve: true is needed", req.MaxMessages, threshold)
-	}
-	return ""
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {

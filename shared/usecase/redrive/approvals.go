@@ -1,0 +1,312 @@
+package redrive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/approval"
+	"github.com/dlqquarantine/dlqq/shared/domain/identity"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// Four eyes (DESIGN.md invariant 18). A high-risk request that arrives
+// through the operator endpoint, whose caller AWS authenticated, does not
+// run: it becomes a pending approval naming its exact plan (the request as
+// it will run), its requester, its reason and an expiry. A second verified
+// principal approves or rejects it (actions approve and reject); an
+// approval is one conditional write from pending, so the plan runs once,
+// however often the approval call is sent again, and then records its
+// outcome. The plan runs as its requester, and every history entry it
+// writes names the approval. A direct invoke never approves and never
+// runs a high-risk action: a replay runs dry and says why, anything else
+// is refused.
+
+// Actions that decide a pending approval (operator endpoint only).
+const (
+	ActionApprove = "approve"
+	ActionReject  = "reject"
+)
+
+// ApprovalStore keeps approvals (dynamostore.ApprovalStore).
+type ApprovalStore interface {
+	Create(ctx context.Context, a *approval.Approval) error
+	Replace(ctx context.Context, a *approval.Approval) error
+	Get(ctx context.Context, source, id string) (*approval.Approval, error)
+}
+
+// WithApprovals makes s keep four-eyes approvals in store.
+func (s *Service) WithApprovals(store ApprovalStore) *Service {
+	s.approvals = store
+	return s
+}
+
+// ForbiddenError is a request the caller's identity may not make: a
+// self-approval, an action that needs the operator endpoint. Nothing was
+// written. The operator endpoint answers it 403.
+type ForbiddenError struct{ Problem string }
+
+func (e *ForbiddenError) Error() string { return "refused: " + e.Problem }
+
+// ErrorKind names the refusal (quarantine.Kinded).
+func (e *ForbiddenError) ErrorKind() string { return "forbidden" }
+
+// risks are the reasons req on src needs a second person (its source's
+// four_eyes setting applied), and those the setting leaves out. A
+// standing policy's own runs were approved with the policy.
+func (s *Service) risks(req Request, src *quarantine.Source) (need, off []quarantine.Risk) {
+	if req.asPolicy != "" || req.DryRun {
+		return nil, nil
+	}
+	var all []quarantine.Risk
+	switch req.Action {
+	case ActionRedrive:
+		if req.IncludeParked {
+			all = append(all, quarantine.RiskParked)
+		}
+		if req.MaxMessages > s.cfg.ApprovalThreshold {
+			all = append(all, quarantine.RiskLarge)
+		}
+	case ActionCorrect:
+		all = append(all, quarantine.RiskCorrection)
+	case ActionPolicyAdd:
+		all = append(all, quarantine.RiskPolicy)
+	case ActionPolicyResume:
+		all = append(all, quarantine.RiskResume)
+	}
+	for _, r := range all {
+		if src.NeedsSecondPerson(r) {
+			need = append(need, r)
+		} else {
+			off = append(off, r)
+		}
+	}
+	return need, off
+}
+
+// gate decides what happens to a high-risk request before it runs: nil
+// (run it: no risk, or approved), a report (a pending approval was
+// created, or found created by this request before), or an error.
+func (s *Service) gate(ctx context.Context, req *Request, src *quarantine.Source, rep *Report) (*Report, error) {
+	need, off := s.risks(*req, src)
+	if len(need) == 0 {
+		if len(off) > 0 && req.approved == nil {
+			req.RequestedBy = quarantine.WithApproval(req.RequestedBy, quarantine.FourEyesOff)
+		}
+		return nil, nil
+	}
+	if a := req.approved; a != nil {
+		for _, r := range need {
+			if !slices.Contains(a.Risks, r) {
+				return nil, &ForbiddenError{Problem: fmt.Sprintf("approval %s does not cover the risk %q", a.ID, r)}
+			}
+		}
+		return nil, nil
+	}
+	if req.verified == nil {
+		why := fmt.Sprintf("%s needs a second person's approval (%s): ask through the operator endpoint (dlqctl), where AWS verifies who asks; a direct invoke never runs it",
+			req.Action, joinRisks(need))
+		if req.Action == ActionRedrive {
+			rep.DryRun, rep.DryRunReason = true, why
+			return nil, nil
+		}
+		return nil, &ForbiddenError{Problem: why}
+	}
+	return s.requestApproval(ctx, *req, src, need, rep)
+}
+
+func joinRisks(rs []quarantine.Risk) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// plan is the canonical JSON of req as an approval keeps it: the request
+// without who asked or the approval's own fields.
+func plan(req Request) ([]byte, error) {
+	req.RequestedBy, req.ApprovalID, req.Approve = "", "", false
+	if req.Action == ActionRedrive {
+		req.Reason = ""
+	}
+	return quarantine.Canonical(req)
+}
+
+// decodePlan decodes an approval's plan strictly; Run normalizes it.
+func decodePlan(raw string) (Request, error) {
+	var r Request
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, err
+	}
+	return r, nil
+}
+
+// requestApproval creates the pending approval of req (under
+// req.ApprovalID when given: the same request sent again after a lost
+// answer finds the approval it created instead of a second one).
+func (s *Service) requestApproval(ctx context.Context, req Request, src *quarantine.Source, risks []quarantine.Risk, rep *Report) (*Report, error) {
+	if s.approvals == nil {
+		return nil, &ConfigError{Problem: "four-eyes approvals are not configured for this function"}
+	}
+	p, err := plan(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode the plan: %w", err)
+	}
+	a, err := approval.New(approval.Request{ID: req.ApprovalID, Source: src.Name, Action: req.Action, Risks: risks, Plan: p,
+		Summary: summarize(req), Requester: *req.verified, Reason: req.Reason, TTL: s.cfg.ApprovalTTL,
+		Rules: identity.Rules{TrustedSessionRoles: s.cfg.TrustedSessionRoles}}, s.now())
+	if err != nil {
+		var ae *approval.Error
+		if errors.As(err, &ae) {
+			return nil, &RequestError{Problems: ae.Problems}
+		}
+		return nil, err
+	}
+	err = s.approvals.Create(ctx, a)
+	if errors.Is(err, approval.ErrConflict) {
+		// The id exists: this request's own earlier try, or another.
+		got, gerr := s.approvals.Get(ctx, src.Name, a.ID)
+		if gerr != nil {
+			return nil, fmt.Errorf("read approval: %w", gerr)
+		}
+		if !got.SamePlan(p) || got.RequestedBy != *req.verified {
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval_id %s names another request's approval", a.ID)}, Kind: quarantine.KindConflict}
+		}
+		a, err = got, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.Approval, rep.Stopped = a, StoppedPendingApproval
+	rep.FinishedAt = s.now().UTC()
+	s.log.InfoContext(ctx, "approval requested", "run_id", rep.RunID, "action", req.Action, "source", src.Name,
+		"approval", a.ID, "risks", joinRisks(risks), "requester", a.RequestedBy.ARN)
+	return rep, nil
+}
+
+// summarize says what req does without a payload value.
+func summarize(req Request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s on %s", req.Action, req.Source)
+	switch req.Action {
+	case ActionRedrive:
+		fmt.Fprintf(&b, ": up to %d messages", req.MaxMessages)
+		if req.IncludeParked {
+			b.WriteString(", parked records included")
+		}
+		if len(req.IDs) > 0 {
+			fmt.Fprintf(&b, ", %d ids", len(req.IDs))
+		}
+		if len(req.Classes) > 0 || len(req.Signatures) > 0 || req.FirstSeenFrom != nil || req.FirstSeenTo != nil || len(req.ClearedReasons) > 0 {
+			b.WriteString(", filtered")
+		}
+	case ActionCorrect:
+		fmt.Fprintf(&b, ": one record's payload replaced (%d bytes)", len(req.Payload))
+	case ActionPolicyAdd:
+		if req.Policy != nil {
+			fmt.Fprintf(&b, ": replay up to %d per run until %s", req.Policy.MaxPerRun, req.Policy.ExpiresAt.Format("2006-01-02T15:04Z07:00"))
+		}
+	case ActionPolicyResume:
+		fmt.Fprintf(&b, ": policy %s", req.PolicyID)
+	}
+	return b.String()
+}
+
+// decide runs an approve or reject of req.ApprovalID by the verified
+// caller. An approval runs its plan, as its requester under the approval,
+// then records the outcome. The same decision sent again (its answer
+// lost) returns the approval as decided and runs nothing.
+func (s *Service) decide(ctx context.Context, req Request, src *quarantine.Source, rep *Report) (*Report, error) {
+	if req.verified == nil {
+		return nil, &ForbiddenError{Problem: req.Action + " needs the operator endpoint, where AWS verifies who decides; a direct invoke never approves"}
+	}
+	if s.approvals == nil {
+		return nil, &ConfigError{Problem: "four-eyes approvals are not configured for this function"}
+	}
+	by := *req.verified
+	var next *approval.Approval
+	for try := 0; ; try++ {
+		a, err := s.approvals.Get(ctx, src.Name, req.ApprovalID)
+		if errors.Is(err, approval.ErrNotFound) {
+			return nil, &RequestError{Problems: []string{"approval_id names no approval of this source"}, Kind: quarantine.KindNotFound}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a.DecidedByPrincipal(by) && (a.State == approval.StateApproved && req.Action == ActionApprove ||
+			a.State == approval.StateExecuted && req.Action == ActionApprove || a.State == approval.StateRejected && req.Action == ActionReject) {
+			rep.Approval, rep.AlreadyDecided = a, true
+			rep.FinishedAt = s.now().UTC()
+			return rep, nil
+		}
+		if req.Action == ActionApprove {
+			next, err = a.Approve(by, req.Reason, s.now())
+		} else {
+			next, err = a.Reject(by, req.Reason, s.now())
+		}
+		var refusal *approval.Refusal
+		if errors.As(err, &refusal) {
+			return nil, &ForbiddenError{Problem: refusal.Problem}
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = s.approvals.Replace(ctx, next)
+		if errors.Is(err, approval.ErrConflict) && try < 2 {
+			continue // another decision or this call's own lost write: read again
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	s.log.InfoContext(ctx, "approval decided", "run_id", rep.RunID, "approval", next.ID, "state", next.State, "decided_by", by.ARN)
+	rep.Approval = next
+	if next.State != approval.StateApproved {
+		rep.FinishedAt = s.now().UTC()
+		return rep, nil
+	}
+	return s.execute(ctx, next, rep)
+}
+
+// execute runs the plan of approved a as its requester, then records the
+// outcome on a. The plan's report is what the caller sees, with the
+// approval.
+func (s *Service) execute(ctx context.Context, a *approval.Approval, decided *Report) (*Report, error) {
+	planReq, err := decodePlan(a.Plan)
+	if err == nil && planReq.Source != a.Source {
+		err = fmt.Errorf("the plan names source %q, the approval %q", planReq.Source, a.Source)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("approval %s: its plan does not parse: %w", a.ID, err)
+	}
+	requester := a.RequestedBy
+	planReq.RequestedBy, planReq.verified, planReq.approved = requester.Actor(), &requester, a
+	rep, runErr := s.Run(ctx, planReq)
+	if rep == nil {
+		rep = &Report{RunID: decided.RunID, Action: a.Action, Source: a.Source, RequestedBy: requester.ARN, Stopped: StoppedDone, StartedAt: decided.StartedAt}
+	}
+	o := approval.Outcome{RunID: rep.RunID, At: quarantine.At(s.now()), Summary: rep.Summary(), ErrorKind: quarantine.ErrorKind(runErr)}
+	if runErr == nil {
+		o.ErrorKind = ""
+	}
+	done, err := a.Executed(o)
+	if err == nil {
+		err = s.approvals.Replace(ctx, done)
+	}
+	if err != nil {
+		// The run happened; only its outcome on the approval is missing
+		// (dlqctl approvals show says so). The records' histories name the
+		// approval whatever this write did.
+		s.log.WarnContext(ctx, "approval outcome not recorded", "approval", a.ID, "error_kind", quarantine.ErrorKind(err))
+		done = a
+	}
+	rep.Approval = done
+	return rep, runErr
+}
