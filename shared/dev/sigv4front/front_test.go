@@ -252,7 +252,7 @@ func TestFrontRefusesWithoutInvoking(t *testing.T) {
 			r := send(t, a.Credentials(), testRegion, testNow)
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), ";host;", ";", 1))
 			return r
-		}, 403, "IncompleteSignatureException", `{"message":"'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."}`},
+		}, 403, "IncompleteSignatureException", `{"message":"'Host' must be a 'SignedHeader' in the AWS Authorization."}`},
 		{"date not in the scope's day", func(t *testing.T) *http.Request {
 			r := send(t, a.Credentials(), testRegion, testNow)
 			r.Header.Set("X-Amz-Date", "20261202T103000Z")

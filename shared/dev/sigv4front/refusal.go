@@ -28,10 +28,11 @@ import "net/http"
 //     URL; apache/apisix#11176 for an unknown key).
 //   - A malformed header: the IncompleteSignature texts of aws/chalice#828
 //     and iann0036/cloud9-sync#10, "'Host' must be a 'SignedHeader'…"
-//     (NetSPI/AWSSigner#3). Three texts are not confirmed by a source: the
+//     (NetSPI/AWSSigner#3). Four texts are not confirmed by a source: the
 //     details after "Date in Credential scope does not match YYYYMMDD from
-//     ISO-8601 version of date from HTTP" (the guide gives the prefix), the
-//     5-element credential message and the unsupported-algorithm message.
+//     ISO-8601 version of date from HTTP" (the guide gives the prefix), and
+//     the messages for a credential without 5 elements, for a terminator
+//     other than aws4_request and for another algorithm.
 //   - The x-amzn-ErrorType values InvalidSignatureException and
 //     UnrecognizedClientException are those the Lambda API sends
 //     (erlcloud/erlcloud#690, cloudyr/aws.lambda#10); AccessDeniedException

@@ -119,7 +119,7 @@ func verify(r *http.Request, body []byte, store *Store, region, service string, 
 		return Identity{}, incomplete("Credential must have exactly 5 slash-delimited elements, e.g. keyid/date/region/service/term, got '" + auth.credential + "'")
 	}
 	if !slices.Contains(auth.signedHeaders, "host") {
-		return Identity{}, incomplete("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+		return Identity{}, incomplete("'Host' must be a 'SignedHeader' in the AWS Authorization.")
 	}
 	switch {
 	case sc.terminator != terminator:

@@ -156,6 +156,20 @@ func TestVerifyAcceptsSDKSignedRequests(t *testing.T) {
 	}
 }
 
+func TestSignRefusesABodyTheRequestDoesNotCarry(t *testing.T) {
+	t.Parallel()
+	req, err := http.NewRequest("POST", "http://127.0.0.1:8080/ops", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Sign(context.Background(), req, []byte(`{"other":1}`), aws.Credentials{AccessKeyID: "AKIA", SecretAccessKey: "s"}, "eu-west-1", suiteTime); err == nil {
+		t.Fatal("Sign signed a body the request does not send")
+	}
+	if req.Header.Get("Authorization") != "" {
+		t.Fatal("Sign left an Authorization header after refusing")
+	}
+}
+
 func TestCanonicalQuerySortsAfterEncoding(t *testing.T) {
 	t.Parallel()
 	// '/' sorts after '-' but "%2F" before it: the encoded order wins.
