@@ -3,6 +3,8 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/sigv4front"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -59,6 +62,14 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	}
 
 	f := lambdatest.ForTest(t, st, "redrive", "RedriveFunction", 60*time.Second)
+	// The high-risk samples are what dlqctl sends to the operator endpoint:
+	// operator-a asks, operator-b approves (the operator function, behind a
+	// local SigV4 check). Sent to the redrive function directly, each runs
+	// dry or is refused.
+	_, ep := lambdatest.OperatorForTest(t, st, "RedriveFunction", 60*time.Second)
+	asker, _ := ep.Client(st, "operator-a")
+	approver, _ := ep.Client(st, "operator-b")
+	highRisk := map[string]bool{"redrive-parked-approved.json": true, "redrive-correct.json": true, "redrive-policy-add.json": true, "redrive-policy-resume.json": true}
 	files, _ := filepath.Glob("../../events/redrive-*.json")
 	if len(files) < 5 {
 		t.Fatalf("only %d redrive samples", len(files))
@@ -70,7 +81,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		"redrive-cleared-exhausted.json": func(r *redrive.Report) bool { return r.Redriven.Count == 0 }, // all in flight by then
 		"redrive-settle.json":            func(r *redrive.Report) bool { return r.Action == "settle" },
 		"redrive-correct.json": func(r *redrive.Report) bool {
-			return r.Corrected.Count == 1 && r.Correction != nil && r.Correction.Actor == "pharmacist@example.com"
+			return r.Corrected.Count == 1 && r.Correction != nil && r.Correction.Actor == asker.Identity.ARN && r.Correction.Approval == r.Approval.ID
 		},
 		// One standing policy, for the corrected record's signature: it
 		// replays that record as its own actor.
@@ -86,13 +97,13 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 			return r.Record != nil && r.Record.Status == quarantine.StatusQuarantined
 		},
 		"redrive-read.json": func(r *redrive.Report) bool {
-			return r.Payload != nil && string(r.Payload.Body) == operatorBody && r.Record.ReadCount == 1 && r.Record.Reads[0].Actor == "auditor@example.com"
+			return r.Payload != nil && string(r.Payload.Body) == operatorBody && r.Record.ReadCount == 1 && r.Record.Reads[0].Actor == "unverified:auditor@example.com"
 		},
 		// A standing policy created, resumed once its breaker suspended it
 		// (set up below), revoked: each the version the function wrote.
 		"redrive-policy-add.json": func(r *redrive.Report) bool {
 			p := r.Policy
-			return p != nil && p.ID == samplePolicy && p.State == policy.StateActive && p.CreatedBy == "lead@example.com" && p.Version == 1 &&
+			return p != nil && p.ID == samplePolicy && p.State == policy.StateActive && p.CreatedBy == asker.Identity.ARN && p.History[0].Approval == r.Approval.ID && p.Version == 1 &&
 				p.ExpiresAt.Sub(p.CreatedAt.Time) == 72*time.Hour && p.Verify() == nil
 		},
 		"redrive-policy-resume.json": func(r *redrive.Report) bool {
@@ -144,7 +155,16 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		if name == "redrive-park.json" || name == "redrive-unpark.json" || name == "redrive-read.json" {
 			payload = strings.ReplaceAll(payload, "inv-000102", "inv-000106")
 		}
-		answer := f.MustInvoke(t, []byte(payload))
+		var answer []byte
+		if highRisk[name] {
+			direct := strings.Replace(payload, "{", `{"requested_by":"mallory",`, 1)
+			if out, err := f.Invoke(ctx, []byte(direct)); err != nil || out.FunctionError == nil && !strings.Contains(string(out.Payload), `"dry_run":true`) {
+				t.Fatalf("%s sent directly ran: %s %v", name, out.Payload, err)
+			}
+			answer = approved(t, asker, approver, source, payload)
+		} else {
+			answer = f.MustInvoke(t, []byte(payload))
+		}
 		var rep redrive.Report
 		if err := json.Unmarshal(answer, &rep); err != nil {
 			t.Fatalf("%s: %s", name, answer)
@@ -173,9 +193,28 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 		t.Fatalf("no outcome log line:\n%s", f.Output())
 	}
 	r, err := store.Get(ctx, source+"#inv-000102")
-	if err != nil || r.Status != quarantine.StatusRedriven || r.RedriveCap != r.RedriveCount || !strings.Contains(r.Attempts[len(r.Attempts)-2].Reason, "cap raised") || r.Attempts[len(r.Attempts)-1].Actor != "lead@example.com" {
+	if err != nil || r.Status != quarantine.StatusRedriven || r.RedriveCap != r.RedriveCount || !strings.Contains(r.Attempts[len(r.Attempts)-2].Reason, "cap raised") || r.Attempts[len(r.Attempts)-1].Actor != asker.Identity.ARN {
 		t.Fatalf("approved parked replay: %+v %v", r, err)
 	}
+}
+
+// approved sends body to the operator endpoint as asker; the pending
+// approval it becomes is approved by approver, whose answer (the plan's
+// run's report) it returns.
+func approved(t *testing.T, asker, approver sigv4front.Client, source, body string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	status, answer, err := asker.Post(ctx, []byte(body))
+	var rep redrive.Report
+	if err != nil || status != http.StatusOK || json.Unmarshal(answer, &rep) != nil || rep.Stopped != redrive.StoppedPendingApproval {
+		t.Fatalf("asked as %s: %d %s %v", asker.Identity.Name, status, answer, err)
+	}
+	approve := fmt.Sprintf(`{"action":"approve","source":%q,"approval_id":%q}`, source, rep.Approval.ID)
+	status, answer, err = approver.Post(ctx, []byte(approve))
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("approved as %s: %d %s %v", approver.Identity.Name, status, answer, err)
+	}
+	return answer
 }
 
 // operatorBody is the record the operator samples act on.

@@ -41,7 +41,7 @@ func TestTheLongestAssumedRoleARNIsRecordedWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Attempts[len(r.Attempts)-1].Actor; got != arn || r.Status != quarantine.StatusParked {
-		t.Fatalf("park recorded %q (%s), want %q", got, r.Status, arn)
+	if got := r.Attempts[len(r.Attempts)-1].Actor; got != "unverified:"+arn || r.Status != quarantine.StatusParked {
+		t.Fatalf("park recorded %q (%s), want %q", got, r.Status, "unverified:"+arn)
 	}
 }

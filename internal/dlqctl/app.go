@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
@@ -56,7 +57,10 @@ func ExitCode(err error) int {
 	var u *UsageError
 	var m *MismatchError
 	var n *NotExecutedError
+	var p *PendingApprovalError
 	switch {
+	case errors.As(err, &p):
+		return ExitNotExecuted
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &u):
@@ -73,6 +77,9 @@ func ExitCode(err error) int {
 type Clients struct {
 	*awsclients.Clients
 	Lambda *lambda.Client
+	// AWS is the configuration the clients were made from: the operator
+	// endpoint's requests are signed with its credentials and region.
+	AWS aws.Config
 	// CloudFormation reads the stack --stack names; STS says who the
 	// credentials are when no --actor is given.
 	CloudFormation StackDescriber
@@ -95,6 +102,11 @@ type App struct {
 	Connect func(ctx context.Context, profile, region string) (*Clients, error)
 
 	Table, PayloadBucket, Function, Profile, Region, Output, Actor string
+	// OperatorURL is the operator endpoint (--operator-url,
+	// DLQQ_OPERATOR_URL, the stack's OperatorEndpointUrl): when set, every
+	// action goes there, signed with your own credentials, and is recorded
+	// under the principal AWS verified (operator.go).
+	OperatorURL string
 	// Stack names a CloudFormation stack whose outputs fill the settings
 	// not given (stack.go).
 	Stack string
@@ -160,7 +172,7 @@ func connect(ctx context.Context, profile, region string) (*Clients, error) {
 		return nil, fmt.Errorf("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or run aws sso login): %w", err)
 	}
 	local := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL") != ""
-	return &Clients{Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg),
+	return &Clients{AWS: cfg, Clients: awsclients.New(cfg, awsclients.Options{Local: local}), Lambda: lambda.NewFromConfig(cfg),
 		CloudFormation: cloudformation.NewFromConfig(cfg), STS: sts.NewFromConfig(cfg), Local: local}, nil
 }
 
@@ -209,6 +221,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.Table, "table", envOr("DLQQ_TABLE", "dlqq-quarantine"), "quarantine table (DLQQ_TABLE)")
 	pf.StringVar(&a.PayloadBucket, "payload-bucket", os.Getenv("DLQQ_PAYLOAD_BUCKET"), "claim-check bucket (DLQQ_PAYLOAD_BUCKET)")
 	pf.StringVar(&a.Function, "function", envOr("DLQQ_REDRIVE_FUNCTION", "dlqq-redrive"), "redrive function name (DLQQ_REDRIVE_FUNCTION)")
+	pf.StringVar(&a.OperatorURL, "operator-url", os.Getenv("DLQQ_OPERATOR_URL"), "the operator endpoint, where AWS verifies who acts: actions go there signed with your credentials (DLQQ_OPERATOR_URL, else the stack's OperatorEndpointUrl; unset: a direct invoke of --function, recorded as unverified)")
 	pf.StringVar(&a.Profile, "profile", "", "AWS profile")
 	pf.StringVar(&a.Region, "region", "", "AWS region")
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
@@ -227,7 +240,7 @@ func (a *App) Root() *cobra.Command {
 		}
 		return a.checkActor()
 	}
-	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd())
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd(), a.approvalsCmd())
 	a.finishRoot(root) // root_help.go: version, help, examples, suggestions
 	return root
 }

@@ -185,7 +185,7 @@ func TestCommandsOnAKnownDataSet(t *testing.T) {
 		t.Fatalf("show --payload (exit %d):\n%s", code, out)
 	}
 	r, _ := f.store.Get(context.Background(), f.ids["o6"])
-	if len(r.Reads) != 1 || r.ReadCount != 1 || r.Reads[0].Actor != "alice" || quarantine.Verify(r) != nil {
+	if len(r.Reads) != 1 || r.ReadCount != 1 || r.Reads[0].Actor != "unverified:alice" || quarantine.Verify(r) != nil {
 		t.Fatalf("the payload read was not recorded: %+v", r.Reads)
 	}
 	if last := r.Attempts[len(r.Attempts)-1]; last.Stage == quarantine.StageAudit {
@@ -275,7 +275,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 // DynamoDB write.
 func TestPolicyCommands(t *testing.T) {
 	f := newFixture(t)
-	f.startRedrive(t, ordersSources)
+	f.startRedrive(t, oneOperator(t, ordersSources))
 	f.readOnly(t)
 	// The function checks the expiry against its own clock, the real one
 	// (the fixture's is a month behind): policies are added at the real now.
@@ -289,7 +289,7 @@ func TestPolicyCommands(t *testing.T) {
 		t.Fatalf("an unbounded policy (exit %d): %s", code, errOut)
 	}
 	out, errOut, code := f.runAt(t, time.Now(), "policy", "add", "--source", "orders", "--signature", "consumer|timeout|v#", "--max-per-run", "5", "--expires", "24h", "--note", "INC-1")
-	if code != 0 || !strings.Contains(out, "created by alice for orders") {
+	if code != 0 || !strings.Contains(out, "created by unverified:alice for orders") {
 		t.Fatalf("add (exit %d): %s %s", code, out, errOut)
 	}
 	id := strings.Fields(out)[1]
@@ -297,7 +297,7 @@ func TestPolicyCommands(t *testing.T) {
 		t.Fatalf("policy id %q", id)
 	}
 	out, _, code = f.run(t, "policy", "ls", "--source", "orders")
-	if code != 0 || !strings.Contains(out, id+"  active") || !strings.Contains(out, "created by alice") {
+	if code != 0 || !strings.Contains(out, id+"  active") || !strings.Contains(out, "created by unverified:alice") {
 		t.Fatalf("ls (exit %d):\n%s", code, out)
 	}
 	if _, errOut, code := f.run(t, "policy", "rm", id, "--source", "orders"); code != 2 || !strings.Contains(errOut, "--reason") {
@@ -325,7 +325,7 @@ func TestPolicyCommands(t *testing.T) {
 	if out, errOut, code := f.run(t, "policy", "resume", id2, "--source", "orders", "--reason", "consumer fixed"); code != 0 || out != "policy "+id2+" resumed by alice\n" {
 		t.Fatalf("resume a suspended policy (exit %d): %s %s", code, out, errOut)
 	}
-	if p2, _ = ps.Get(context.Background(), "orders", id2); p2.State != "active" || p2.History[len(p2.History)-1].Actor != "alice" {
+	if p2, _ = ps.Get(context.Background(), "orders", id2); p2.State != "active" || p2.History[len(p2.History)-1].Actor != "unverified:alice" {
 		t.Fatalf("after resume: %+v", p2)
 	}
 	if _, errOut, code := f.run(t, "policy", "rm", "pol-000000000000", "--source", "orders", "--reason", "r"); code != 1 || !strings.Contains(errOut, `no policy "pol-000000000000" for orders`) {
@@ -406,7 +406,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := embedded.RandomName("redrive")
-	lf, err := lambdatest.Start(ctx, st, name, bin, env, 60*time.Second)
+	lf, err := lambdatest.Start(ctx, st, name, bin, append(env, "SOURCES="+oneOperator(t, v.sources)), 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	}
 	good := strings.Replace(bad, "NDC?12", "12345-678-90", 1)
 	out, errOut, code = f.runAt(t, time.Now(), "fix", id, "--function", name, "--payload-file", write("good.json", good), "--reason", "NDC typo")
-	if code != 0 || !strings.Contains(out, "correction 1 of "+id+" stored by alice") {
+	if code != 0 || !strings.Contains(out, "correction 1 of "+id+" stored by unverified:alice") {
 		t.Fatalf("fix (exit %d): %s %s", code, out, errOut)
 	}
 	r, _ := store.Get(ctx, id)

@@ -31,6 +31,8 @@ type RedriveOptions struct {
 	Rate           float64
 	IncludeParked  bool
 	Yes            bool
+	// Reason says why; a high-risk run's second person reads it.
+	Reason string
 }
 
 func (a *App) redriveCmd() *cobra.Command {
@@ -47,7 +49,8 @@ func (a *App) redriveCmd() *cobra.Command {
 	f.IntVar(&o.Max, "max", 100, "most records in all")
 	f.IntVar(&o.BatchSize, "batch-size", 50, "records per batch (at most 50)")
 	f.Float64Var(&o.Rate, "rate", 0, "sends per second (0: no limit)")
-	f.BoolVar(&o.IncludeParked, "include-parked", false, "also replay PARKED records (approval implied by --yes)")
+	f.BoolVar(&o.IncludeParked, "include-parked", false, "also replay PARKED records (high-risk: a second operator approves it)")
+	f.StringVar(&o.Reason, "reason", "", "why: required for a high-risk run (--include-parked, or --max above the approval threshold), whose second operator reads it")
 	f.BoolVar(&o.Yes, "yes", false, "execute (required when not on a terminal)")
 	return c
 }
@@ -62,6 +65,7 @@ func (o RedriveOptions) Request(actor string, now time.Time) (redrive.Request, e
 	req := redrive.Request{
 		Source: o.Source, Classes: cls, Signatures: o.Signatures, ClearedReasons: o.ClearedReasons, IDs: o.IDs,
 		MaxMessages: o.Max, BatchSize: o.BatchSize, RatePerSecond: o.Rate, IncludeParked: o.IncludeParked, RequestedBy: actor,
+		Reason: o.Reason,
 	}
 	if req.FirstSeenFrom, req.FirstSeenTo, err = parseWindow(o.Since, o.Until, now); err != nil {
 		return redrive.Request{}, err
@@ -172,6 +176,10 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
 		rep, err := a.invoke(ctx, req, flags)
+		var waits *PendingApprovalError
+		if errors.As(err, &waits) && len(runs) == 0 {
+			return err // nothing ran: it waits for a second person
+		}
 		if err != nil {
 			// The earlier invocations, and the failed one itself, may
 			// have sent messages: the totals so far are printed (even
@@ -250,6 +258,9 @@ func (a *App) invoke(ctx context.Context, req redrive.Request, flags flagMapper)
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if a.OperatorURL != "" {
+		return a.invokeOperator(ctx, c, req, flags)
 	}
 	if req.RequestedBy == "" {
 		if req.RequestedBy, err = a.actor(ctx); err != nil {

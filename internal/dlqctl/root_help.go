@@ -28,7 +28,7 @@ const exitCodesHelp = `Exit codes:
   1  the operation failed
   2  usage: a bad command line (nothing was sent)
   3  verification mismatch (verify found problems, or park, unpark or show --payload held a record that fails verification)
-  4  not executed: redrive planned a change that was not confirmed (pass --yes when not on a terminal)`
+  4  not executed: redrive planned a change that was not confirmed (pass --yes when not on a terminal), or a high-risk action waits for a second person's approval (dlqctl approvals)`
 
 // suggestDistance is the Levenshtein distance within which a mistyped
 // command or flag is answered with the one meant.
@@ -36,22 +36,27 @@ const suggestDistance = 2
 
 // examples are the Example text of each command, by its path below the root.
 var examples = map[string]string{
-	"ls":            "  dlqctl ls\n  dlqctl ls --status all --source orders --older-than 2h\n  dlqctl ls --held -o json",
-	"show":          "  dlqctl show 'orders#o1'\n  dlqctl show 'orders#0123456789ab…'\n  dlqctl show 'orders#o1' --payload --diff",
-	"fix":           "  dlqctl fix 'orders#o1' --payload-file fixed.json --reason 'NDC typo, INC-42'",
-	"buckets":       "  dlqctl buckets\n  dlqctl buckets --source orders -o json",
-	"verify":        "  dlqctl verify\n  dlqctl verify --no-ledger\n  dlqctl verify --offline ./copy --public-key ./copy/public-key.der",
-	"ledger export": "  dlqctl ledger export ./copy",
-	"redrive":       "  dlqctl redrive --source orders --cleared 'consumer|timeout calling billing|'\n  dlqctl redrive --source orders --id 'orders#o1' --yes\n  dlqctl redrive --source orders --max 500 --rate 20 --yes -o json",
-	"park":          "  dlqctl park 'orders#o1' --reason 'fraud team reviews it'",
-	"unpark":        "  dlqctl unpark 'orders#o1' --reason 'cleared by the fraud team'",
-	"health":        "  dlqctl health\n  dlqctl health --stack dlqq --window 1h -o json",
-	"policy add":    "  dlqctl policy add --source orders --signature 'consumer|timeout calling billing|' --max-per-run 50 --expires 24h --note INC-42",
-	"policy ls":     "  dlqctl policy ls --source orders",
-	"policy rm":     "  dlqctl policy rm pol-0123456789ab --source orders --reason 'outage over'",
-	"policy resume": "  dlqctl policy resume pol-0123456789ab --source orders --reason 'consumer fixed'",
-	"policy":        "  dlqctl policy ls --source orders",
-	"ledger":        "  dlqctl ledger export ./copy",
+	"approvals":         "  dlqctl approvals ls --source orders\n  dlqctl approvals approve --source orders 0f3c9a1e2b4d6c8e0a12 --reason 'checked the plan'",
+	"approvals ls":      "  dlqctl approvals ls --source orders\n  dlqctl approvals ls --source orders --all -o json",
+	"approvals show":    "  dlqctl approvals show --source orders 0f3c9a1e2b4d6c8e0a12",
+	"approvals approve": "  dlqctl approvals approve --source orders 0f3c9a1e2b4d6c8e0a12 --reason 'checked the plan'",
+	"approvals reject":  "  dlqctl approvals reject --source orders 0f3c9a1e2b4d6c8e0a12 --reason 'not before the consumer is fixed'",
+	"ls":                "  dlqctl ls\n  dlqctl ls --status all --source orders --older-than 2h\n  dlqctl ls --held -o json",
+	"show":              "  dlqctl show 'orders#o1'\n  dlqctl show 'orders#0123456789ab…'\n  dlqctl show 'orders#o1' --payload --diff",
+	"fix":               "  dlqctl fix 'orders#o1' --payload-file fixed.json --reason 'NDC typo, INC-42'",
+	"buckets":           "  dlqctl buckets\n  dlqctl buckets --source orders -o json",
+	"verify":            "  dlqctl verify\n  dlqctl verify --no-ledger\n  dlqctl verify --offline ./copy --public-key ./copy/public-key.der",
+	"ledger export":     "  dlqctl ledger export ./copy",
+	"redrive":           "  dlqctl redrive --source orders --cleared 'consumer|timeout calling billing|'\n  dlqctl redrive --source orders --id 'orders#o1' --yes\n  dlqctl redrive --source orders --max 500 --rate 20 --yes -o json\n  dlqctl redrive --source orders --include-parked --id 'orders#o7' --reason 'recall lifted (QA-118)' --yes",
+	"park":              "  dlqctl park 'orders#o1' --reason 'fraud team reviews it'",
+	"unpark":            "  dlqctl unpark 'orders#o1' --reason 'cleared by the fraud team'",
+	"health":            "  dlqctl health\n  dlqctl health --stack dlqq --window 1h -o json",
+	"policy add":        "  dlqctl policy add --source orders --signature 'consumer|timeout calling billing|' --max-per-run 50 --expires 24h --note INC-42",
+	"policy ls":         "  dlqctl policy ls --source orders",
+	"policy rm":         "  dlqctl policy rm pol-0123456789ab --source orders --reason 'outage over'",
+	"policy resume":     "  dlqctl policy resume pol-0123456789ab --source orders --reason 'consumer fixed'",
+	"policy":            "  dlqctl policy ls --source orders",
+	"ledger":            "  dlqctl ledger export ./copy",
 }
 
 // finishRoot adds the version, the exit codes, the examples and the

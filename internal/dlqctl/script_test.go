@@ -180,7 +180,7 @@ func TestEnumFlagsIgnoreCase(t *testing.T) {
 // (ingest keeps them), with a note.
 func TestAnUnknownSourceIsAnErrorEverywhere(t *testing.T) {
 	f := newFixture(t)
-	f.startRedrive(t, ordersSources)
+	f.startRedrive(t, oneOperator(t, ordersSources))
 	for _, args := range [][]string{{"ls"}, {"buckets"}, {"health", "--stack", f.st.Env.StackName}, {"redrive"}} {
 		out, errOut, code := f.runAt(t, time.Now(), append(args, "--source", "nope")...)
 		if code != dlqctl.ExitUsage || out != "" || !strings.Contains(errOut, `dlqctl: --source "nope": source is not configured (the redrive function `+f.function+" configures orders)") {
@@ -218,7 +218,7 @@ func TestAnUnknownSourceIsAnErrorEverywhere(t *testing.T) {
 // takes a signature as ls prints it.
 func TestEveryCommandPrintsJSON(t *testing.T) {
 	v := newInventory(t)
-	v.startRedrive(t, v.sources)
+	v.startRedrive(t, oneOperator(t, v.sources))
 	v.readOnly(t)
 	body := func(i int) string {
 		return fmt.Sprintf(`{"event_id":"js-%d","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`, i)

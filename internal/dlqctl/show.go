@@ -287,7 +287,11 @@ func (a *App) showDiffs(diffs []correctionDiff) {
 }
 
 func (a *App) showPayload(v shown) {
-	fmt.Fprintf(a.Out, "\npayload (read recorded as %s):\n%s\n", a.Actor, v.body)
+	reader := a.Actor
+	if v.r != nil && len(v.r.Reads) > 0 {
+		reader = v.r.Reads[len(v.r.Reads)-1].Actor // as the function recorded it
+	}
+	fmt.Fprintf(a.Out, "\npayload (read recorded as %s):\n%s\n", reader, v.body)
 	for k, at := range v.attrs {
 		fmt.Fprintf(a.Out, "attribute %s (%s): %s%x\n", k, at.DataType, at.StringValue, at.BinaryValue)
 	}

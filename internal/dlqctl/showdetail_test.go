@@ -176,7 +176,7 @@ func TestShowTheFailureDetailWithoutPayloadValues(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || !strings.Contains(doc.Record["failure_detail"].(string), "SECRET-NDC-42") || len(doc.FailureDetail.Summary) != 2 {
 		t.Fatalf("show --payload -o json lacks the raw detail or the summary: %v\n%s", err, out)
 	}
-	if rec, _ := store.Get(ctx, r.DLQID); rec.ReadCount != 2 || rec.Reads[0].Actor != "alice" || quarantine.Verify(rec) != nil {
+	if rec, _ := store.Get(ctx, r.DLQID); rec.ReadCount != 2 || rec.Reads[0].Actor != "unverified:alice" || quarantine.Verify(rec) != nil {
 		t.Fatalf("the payload reads were not recorded: %d %+v", rec.ReadCount, rec.Reads)
 	}
 

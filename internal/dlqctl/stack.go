@@ -36,6 +36,7 @@ func (a *App) stackSettings() []stackSetting {
 		{"function", []string{"DLQQ_REDRIVE_FUNCTION"}, stackoutputs.RedriveFunction, &a.Function},
 		{"ledger-bucket", []string{"DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET"}, stackoutputs.ArchiveBucket, &a.LedgerBucket},
 		{"signing-key", []string{"DLQQ_SIGNING_KEY"}, stackoutputs.LedgerSigningKey, &a.SigningKey},
+		{"operator-url", []string{"DLQQ_OPERATOR_URL"}, stackoutputs.OperatorEndpoint, &a.OperatorURL},
 	}
 }
 
@@ -43,20 +44,24 @@ func (a *App) stackSettings() []stackSetting {
 // without; a command not listed needs them all. The payload bucket is
 // never needed (a record's reference names its bucket).
 var stackNeeds = map[string][]string{
-	"ls":            {"table"},
-	"buckets":       {"table"},
-	"show":          {"table", "function"},
-	"fix":           {"table", "function"},
-	"redrive":       {"table", "function"},
-	"park":          {"table", "function"},
-	"unpark":        {"table", "function"},
-	"policy add":    {"table", "function"},
-	"policy ls":     {"table"},
-	"policy rm":     {"table", "function"},
-	"policy resume": {"table", "function"},
-	"health":        {"function"},
-	"verify":        {"table", "ledger-bucket", "signing-key"},
-	"ledger export": {"table", "ledger-bucket", "signing-key"},
+	"ls":                {"table"},
+	"approvals ls":      {"table"},
+	"approvals show":    {"table"},
+	"approvals approve": {"table", "operator-url"},
+	"approvals reject":  {"table", "operator-url"},
+	"buckets":           {"table"},
+	"show":              {"table", "function"},
+	"fix":               {"table", "function"},
+	"redrive":           {"table", "function"},
+	"park":              {"table", "function"},
+	"unpark":            {"table", "function"},
+	"policy add":        {"table", "function"},
+	"policy ls":         {"table"},
+	"policy rm":         {"table", "function"},
+	"policy resume":     {"table", "function"},
+	"health":            {"function"},
+	"verify":            {"table", "ledger-bucket", "signing-key"},
+	"ledger export":     {"table", "ledger-bucket", "signing-key"},
 }
 
 // given says whether the user set the setting: its flag, else one of its

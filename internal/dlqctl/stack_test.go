@@ -238,7 +238,7 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 	if code := a.Main(ctx, []string{"park", f.ids["o2"], "--reason", "recall review"}); code != 0 {
 		t.Fatalf("park (exit %d):\n%s%s", code, out, errw)
 	}
-	if actor, status := lastActor(f.ids["o2"]); actor != arn || status != quarantine.StatusParked || id.calls.Load() != 1 {
+	if actor, status := lastActor(f.ids["o2"]); actor != "unverified:"+arn || status != quarantine.StatusParked || id.calls.Load() != 1 {
 		t.Fatalf("park recorded %q (%s) after %d GetCallerIdentity, want %q", actor, status, id.calls.Load(), arn)
 	}
 
@@ -247,7 +247,7 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 	if code := a.Main(ctx, []string{"unpark", f.ids["o2"], "--reason", "cleared", "--actor", "bob"}); code != 0 {
 		t.Fatalf("unpark (exit %d):\n%s%s", code, out, errw)
 	}
-	if actor, _ := lastActor(f.ids["o2"]); actor != "bob" || id.calls.Load() != 0 {
+	if actor, _ := lastActor(f.ids["o2"]); actor != "unverified:bob" || id.calls.Load() != 0 {
 		t.Fatalf("unpark --actor bob recorded %q after %d GetCallerIdentity", actor, id.calls.Load())
 	}
 
@@ -257,7 +257,7 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 	if code := a.Main(ctx, []string{"redrive", "--source", "orders", "--id", f.ids["o3"], "--yes"}); code != 0 || id.calls.Load() != 1 {
 		t.Fatalf("redrive (exit %d) after %d GetCallerIdentity:\n%s%s", code, id.calls.Load(), out, errw)
 	}
-	if actor, _ := lastActor(f.ids["o3"]); actor != arn {
+	if actor, _ := lastActor(f.ids["o3"]); actor != "unverified:"+arn {
 		t.Fatalf("redrive recorded %q, want %q", actor, arn)
 	}
 

@@ -181,7 +181,7 @@ func parkedAtCap(t *testing.T, store quarantine.Store, id string) {
 func TestOperatorCommandsNeedNoTableWriteNorPayloadRead(t *testing.T) {
 	ctx := context.Background()
 	v := newInventory(t)
-	v.startRedrive(t, "")
+	v.startRedrive(t, oneOperator(t, v.sources))
 	v.readOnly(t)
 	fn, _ := v.st.Template.GetServerlessFunctionWithName("RedriveFunction")
 	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
@@ -202,7 +202,7 @@ func TestOperatorCommandsNeedNoTableWriteNorPayloadRead(t *testing.T) {
 	}
 
 	stdout, errOut, code := v.run(t, "show", id, "--payload")
-	if code != 0 || !strings.Contains(stdout, "payload (read recorded as alice):\n"+bad+"\n") || !strings.Contains(stdout, "attribute tenant (String): TENANT-SECRET") {
+	if code != 0 || !strings.Contains(stdout, "payload (read recorded as unverified:alice):\n"+bad+"\n") || !strings.Contains(stdout, "attribute tenant (String): TENANT-SECRET") {
 		t.Fatalf("show --payload of a claim-checked body (exit %d):\n%s%s", code, stdout, errOut)
 	}
 	stdout, _, code = v.run(t, "show", id, "--payload", "-o", "json")
@@ -213,7 +213,7 @@ func TestOperatorCommandsNeedNoTableWriteNorPayloadRead(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 0 || doc.Payload != bad || doc.Record.ReadCount != 2 {
 		t.Fatalf("show --payload -o json (exit %d): %v\n%s", code, err, stdout)
 	}
-	if r, _ := v.store.Get(ctx, id); r.ReadCount != 2 || len(r.Reads) != 2 || r.Reads[1].Actor != "alice" || quarantine.Verify(r) != nil {
+	if r, _ := v.store.Get(ctx, id); r.ReadCount != 2 || len(r.Reads) != 2 || r.Reads[1].Actor != "unverified:alice" || quarantine.Verify(r) != nil {
 		t.Fatalf("reads recorded: %d %+v", r.ReadCount, r.Reads)
 	}
 
@@ -240,7 +240,7 @@ func TestOperatorCommandsNeedNoTableWriteNorPayloadRead(t *testing.T) {
 		t.Fatalf("unpark at the cap (exit %d):\n%s%s", code, stdout, errOut)
 	}
 	stdout, errOut, code = v.run(t, "park", id, "--reason", "again")
-	if r, _ := v.store.Get(ctx, id); code != 0 || stdout != id+" is PARKED\n" || r.Status != quarantine.StatusParked || r.Attempts[len(r.Attempts)-1].Actor != "alice" {
+	if r, _ := v.store.Get(ctx, id); code != 0 || stdout != id+" is PARKED\n" || r.Status != quarantine.StatusParked || r.Attempts[len(r.Attempts)-1].Actor != "unverified:alice" {
 		t.Fatalf("park (exit %d):\n%s%s", code, stdout, errOut)
 	}
 	if _, errOut, code := v.run(t, "park", v.source+"#nope", "--reason", "r"); code != 1 || !strings.Contains(errOut, `no record "`+v.source+`#nope"`) {
@@ -283,4 +283,24 @@ func TestReadOnlyClientsRefuse(t *testing.T) {
 	if !strings.Contains(got, "dynamodb ") || !strings.Contains(got, "s3 PUT /"+f.st.Names["PayloadBucket"]+"/k") {
 		t.Fatalf("refused %s", got)
 	}
+}
+
+// oneOperator is sources with every source's four_eyes empty: high-risk
+// actions (fix, policy add, a parked replay) run on one request. The
+// tests of what those commands do use it; the four-eyes tests
+// (identity_test.go) go through the operator endpoint with two operators.
+func oneOperator(t *testing.T, sources string) string {
+	t.Helper()
+	var m map[string]map[string]any
+	if err := json.Unmarshal([]byte(sources), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m {
+		s["four_eyes"] = []string{}
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }

@@ -308,7 +308,7 @@ func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
 		t.Fatalf("show by prefix recorded %d payload reads", n)
 	}
 	out, errOut, code := v.run(t, "show", r.DLQID, "--payload")
-	if code != 0 || errOut != "" || !strings.Contains(out, "payload (read recorded as alice)") || reads() != 1 {
+	if code != 0 || errOut != "" || !strings.Contains(out, "payload (read recorded as unverified:alice)") || reads() != 1 {
 		t.Fatalf("show of the full id --payload (exit %d):\n%s%s", code, out, errOut)
 	}
 }
@@ -317,7 +317,7 @@ func TestShowTakesAPrefixOnlyWithAnEllipsis(t *testing.T) {
 // breaker cannot trip.
 func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 	f := newFixture(t)
-	f.startRedrive(t, strings.TrimSuffix(ordersSources, "}")+`,"o2":{"arn":"arn:aws:sqs:us-east-1:000000000000:o2","dlq":"o2-dlq","idempotency_pointer":"/id","redrive_cap":3}}`)
+	f.startRedrive(t, oneOperator(t, strings.TrimSuffix(ordersSources, "}")+`,"o2":{"arn":"arn:aws:sqs:us-east-1:000000000000:o2","dlq":"o2-dlq","idempotency_pointer":"/id","redrive_cap":3}}`))
 	f.readOnly(t)
 	// The function checks the expiry against its own clock, the real one
 	// (the fixture's is a month behind): policies are added at the real now.
@@ -362,7 +362,7 @@ func TestPolicyListShowsTheMinimumSample(t *testing.T) {
 // standing policies whose next run replays it.
 func TestUnparkNamesThePoliciesThatReplayIt(t *testing.T) {
 	f := newFixture(t)
-	f.startRedrive(t, ordersSources)
+	f.startRedrive(t, oneOperator(t, ordersSources))
 	f.readOnly(t)
 	// The function checks the expiry against its own clock, the real one
 	// (the fixture's is a month behind): policies are added at the real now.

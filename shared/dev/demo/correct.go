@@ -2,18 +2,14 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
-	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
-	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -24,7 +20,7 @@ const MaxCorrections = 5
 // the redrive function's correct action, creates a standing policy for
 // corrected records and applies it, then lets the consumer take the
 // replays and ingest drain the DLQ.
-func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, gen []Generated, c *consumer, rep *Report) error {
+func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, ops *operators, gen []Generated, c *consumer, rep *Report) error {
 	idOf := recordIDs(fns.IngestConfig, fns.Source)
 	rep.Corrected = map[string]bool{}
 	for _, g := range gen {
@@ -32,9 +28,10 @@ func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.
 			continue
 		}
 		fixed := strings.Replace(g.Body, `"ndc":"NDC?`, `"ndc":"`, 1)
-		req, _ := json.Marshal(redrive.Request{Action: redrive.ActionCorrect, Source: fns.Source, IDs: []string{idOf(g.Body)},
-			RequestedBy: "pharmacist@demo", Reason: "NDC keyed with a stray prefix; corrected from the shipping manifest", Payload: fixed})
-		if _, err := fns.Redrive.Handle(ctx, req); err != nil {
+		// A correction is high-risk: operator-a (the pharmacist) asks,
+		// operator-b approves.
+		if _, err := ops.run(ctx, redrive.Request{Action: redrive.ActionCorrect, Source: fns.Source, IDs: []string{idOf(g.Body)},
+			Reason: "NDC keyed with a stray prefix; corrected from the shipping manifest", Payload: fixed}); err != nil {
 			return fmt.Errorf("correct: %w", err)
 		}
 		rep.Corrected[g.ID] = true
@@ -46,20 +43,17 @@ func correctAndPolicy(ctx context.Context, st *embedded.Stack, fns *localrunner.
 	if s, err := sources.Build(fns.IngestConfig.Sources); err == nil && s[fns.Source] != nil {
 		schemaVersion = s[fns.Source].SchemaVersion
 	}
-	p, err := policy.New(policy.Spec{Source: fns.Source, Signatures: []string{quarantine.Signature(quarantine.StageCorrection, quarantine.ReasonCorrection, schemaVersion)},
-		MaxPerRun: 50, ExpiresAt: time.Now().Add(time.Hour), Note: "replay what the pharmacists correct"}, "lead@demo", time.Now())
+	// The lead's standing policy: high-risk too, asked and approved.
+	created, err := ops.run(ctx, redrive.Request{Action: redrive.ActionPolicyAdd, Source: fns.Source, Reason: "replay what the pharmacists correct",
+		Policy: &redrive.PolicySpec{Signatures: []string{quarantine.Signature(quarantine.StageCorrection, quarantine.ReasonCorrection, schemaVersion)},
+			MaxPerRun: 50, ExpiresIn: "1h", Note: "replay what the pharmacists correct"}})
 	if err != nil {
-		return err
+		return fmt.Errorf("policy add: %w", err)
 	}
-	// The lead's policy, created as redrive's policy add does: proved
-	// with redrive's writer key.
-	w, err := writerProver(st, writerproof.RoleRedrive)
-	if err != nil {
-		return err
+	if created.Policy == nil {
+		return fmt.Errorf("policy add: no policy in the report (stopped %s)", created.Stopped)
 	}
-	if err := dynamostore.NewPolicyStore(st.Clients.DynamoDB, fns.IngestConfig.TableName).WithWriter(w).Create(ctx, p); err != nil {
-		return err
-	}
+	rep.Approvals, rep.Approver = ops.approved, ops.b.Identity.ARN
 	out, err := fns.Redrive.Handle(ctx, []byte(`{"action":"policies","source":"`+fns.Source+`","requested_by":"schedule:policies"}`))
 	if err != nil {
 		return fmt.Errorf("standing policies: %w", err)

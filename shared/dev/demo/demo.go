@@ -85,8 +85,13 @@ type Report struct {
 	OpenBySignature map[string]int
 	// Corrected are the malformed events a pharmacist corrected, by event
 	// id; Policies what the standing policy did with them.
-	Corrected                        map[string]bool
-	Policies                         []redrive.PolicyOutcome
+	Corrected map[string]bool
+	Policies  []redrive.PolicyOutcome
+	// Approvals counts the high-risk actions operator-a asked for and
+	// operator-b approved (each redrive round, each correction, the
+	// policy); Approver is operator-b's ARN.
+	Approvals                        int
+	Approver                         string
 	Sweep                            *sweeper.Report
 	Lost, Unexpected, SealFailures   []string
 	Duplicated, WrongState, BadStubs []string
@@ -128,6 +133,13 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The operators act through a local operator endpoint, where a SigV4
+	// check stands in for AWS's: operator-a asks, operator-b approves.
+	ops, err := startOperators(st, fns.Redrive)
+	if err != nil {
+		return nil, err
+	}
+	defer ops.close()
 	seen := newIngestTap()
 	dlq := &refusedDeletes{SQSAPI: st.Clients.SQS}
 	poller := &localrunner.Poller{SQS: dlq, Mapping: fns.Mapping, Handler: seen.wrap(fns.Ingest.Handle), Log: log}
@@ -199,9 +211,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	rep.ClearedReasons = []string{"consumer|retries exhausted|v#", "allocation|lot under recall|v#"}
 	for round := 0; round <= fns.RedriveCap; round++ {
 		progress("the outage clears: redrive round %d of %d …", round+1, fns.RedriveCap+1)
-		rr, err := fns.Redrive.Run(ctx, redrive.Request{
-			Source: fns.Source, RequestedBy: "oncall@demo", ClearedReasons: rep.ClearedReasons,
-			MaxMessages: redrive.MaxMaxMessages, Approve: true,
+		// Above the approval threshold: operator-a (on call) asks,
+		// operator-b approves, and the plan runs once.
+		rr, err := ops.run(ctx, redrive.Request{
+			Source: fns.Source, ClearedReasons: rep.ClearedReasons, MaxMessages: redrive.MaxMaxMessages,
+			Reason: "the facility's system is back (INC-4711)", ApprovalID: fmt.Sprintf("demo-round-%d", round+1),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("redrive round %d: %w", round+1, err)
@@ -218,7 +232,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// Phase 2b: a pharmacist corrects the NDCs typed with a stray "NDC?"
 	// prefix, and a standing policy replays corrected records.
 	progress("a pharmacist corrects malformed NDCs; a standing policy replays them …")
-	if err := correctAndPolicy(ctx, st, fns, gen, c, rep); err != nil {
+	if err := correctAndPolicy(ctx, st, fns, ops, gen, c, rep); err != nil {
 		return nil, err
 	}
 	settled, err := fns.Redrive.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: fns.Source, RequestedBy: "schedule:settle"})

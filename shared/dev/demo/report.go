@@ -50,10 +50,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 	}
 	tw.Flush()
 	if len(r.Corrected) > 0 {
-		fmt.Fprintf(w, "\na pharmacist corrected %d malformed NDCs (the redrive function's correct action, as dlqctl fix sends it; the originals kept and sealed);\n", len(r.Corrected))
+		fmt.Fprintf(w, "\na pharmacist corrected %d malformed NDCs (the correct action, as dlqctl fix sends it, each approved by a second operator; the originals kept and sealed);\n", len(r.Corrected))
 		for _, p := range r.Policies {
 			fmt.Fprintf(w, "standing policy %s (signature operator|payload corrected) replayed %d of them\n", p.ID, p.Redriven)
 		}
+	}
+	if r.Approvals > 0 {
+		fmt.Fprintf(w, "\nfour eyes: operator-a asked for %d high-risk actions through the operator endpoint (each redrive round above the approval threshold, each correction, the policy);\n", r.Approvals)
+		fmt.Fprintf(w, "each waited as a pending approval until a second principal, %s, approved it; each history entry names its approval (dlqctl approvals, docs/identity.md)\n", r.Approver)
 	}
 	fmt.Fprintf(w, "\nreplays:\n")
 	for _, id := range ids.Replays {

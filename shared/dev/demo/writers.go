@@ -28,21 +28,6 @@ func WriterKeyARNs(st *embedded.Stack) ([]string, error) {
 	return out, nil
 }
 
-// writerProver proves what the demo writes in role's name (as that
-// function would) with the stack's key for role.
-func writerProver(st *embedded.Stack, role writerproof.Role) (*writerproof.Prover, error) {
-	arns, err := WriterKeyARNs(st)
-	if err != nil {
-		return nil, err
-	}
-	for i, r := range writerproof.Roles {
-		if r == role {
-			return writerproof.NewProver(kmsmac.MAC{API: st.Clients.KMS, KeyID: arns[i]}, role), nil
-		}
-	}
-	return nil, fmt.Errorf("no writer role %q", role)
-}
-
 // writerCheck is the ledger's writer-proof check with the stack's keys,
 // as dlqctl verify --writer-keys runs it (online: VerifyMac).
 func writerCheck(ctx context.Context, st *embedded.Stack) (func(prev, next dl.Item) error, error) {

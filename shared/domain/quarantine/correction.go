@@ -274,41 +274,66 @@ type Corrector struct {
 // never retried onto a version its requester did not see, and the payload
 // write between the read and the write must not be repeated.)
 func (k Corrector) Correct(ctx context.Context, id string, req CorrectionRequest) (*Record, error) {
-	now, keyAttribute, maxAttempts := k.Now, k.KeyAttribute, k.MaxAttempts
+	cur, next, err := k.prepare(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	return k.store(ctx, id, req, cur, next)
+}
+
+// Check refuses, as Correct would, a correction of record id that is not
+// one (the record, its source, the schema, the identity rules), and writes
+// nothing: a high-risk request is checked before it waits for a second
+// person, so that nobody approves what cannot run.
+func (k Corrector) Check(ctx context.Context, id string, req CorrectionRequest) error {
+	_, _, err := k.prepare(ctx, id, req)
+	return err
+}
+
+// prepare reads record id and makes its corrected version.
+func (k Corrector) prepare(ctx context.Context, id string, req CorrectionRequest) (*Record, *Record, error) {
+	now, keyAttribute := k.Now, k.KeyAttribute
 	if now == nil {
 		now = time.Now
 	}
 	if keyAttribute == "" {
 		keyAttribute = DefaultKeyAttribute
 	}
+	cur, err := k.Store.Get(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, ok := k.Sources[cur.Source]
+	if !ok {
+		return nil, nil, &CorrectionError{ID: id, Problems: []string{"source " + cur.Source + " is not configured"}}
+	}
+	// Refuse before reading payloads an archived stub no longer holds.
+	if p, kind := cur.uncorrectable(); p != nil {
+		return nil, nil, &CorrectionError{ID: id, Problems: p, Kind: kind}
+	}
+	prev, err := ReplayBody(ctx, k.Payloads, cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	attrs, err := LoadAttributes(ctx, k.Payloads, cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	next, err := cur.Correct(src, keyAttribute, attrs, prev, req, now().UTC())
+	if err != nil {
+		return nil, nil, err
+	}
+	return cur, next, nil
+}
+
+// store writes next, the correction of cur, its body to the payload store
+// when the item would be too large.
+func (k Corrector) store(ctx context.Context, id string, req CorrectionRequest, cur, next *Record) (*Record, error) {
+	maxAttempts := k.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
 	maxAttempts = min(maxAttempts, MaxMaxAttempts)
-	cur, err := k.Store.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	src, ok := k.Sources[cur.Source]
-	if !ok {
-		return nil, &CorrectionError{ID: id, Problems: []string{"source " + cur.Source + " is not configured"}}
-	}
-	// Refuse before reading payloads an archived stub no longer holds.
-	if p, kind := cur.uncorrectable(); p != nil {
-		return nil, &CorrectionError{ID: id, Problems: p, Kind: kind}
-	}
-	prev, err := ReplayBody(ctx, k.Payloads, cur)
-	if err != nil {
-		return nil, err
-	}
-	attrs, err := LoadAttributes(ctx, k.Payloads, cur)
-	if err != nil {
-		return nil, err
-	}
-	next, err := cur.Correct(src, keyAttribute, attrs, prev, req, now().UTC())
-	if err != nil {
-		return nil, err
-	}
 	size, err := RecordSize(next)
 	if err != nil {
 		return nil, err

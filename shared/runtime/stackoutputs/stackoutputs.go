@@ -18,6 +18,10 @@ const (
 	// LedgerSigningKey is the ARN of the ledger's KMS signing key
 	// (--signing-key).
 	LedgerSigningKey = "LedgerSigningKeyArn"
+	// OperatorEndpoint is the operator endpoint's URL (--operator-url): a
+	// Lambda function URL or an HTTP API with IAM authorization, where
+	// AWS verifies who acts (docs/identity.md).
+	OperatorEndpoint = "OperatorEndpointUrl"
 )
 
 // The writer keys' ARNs (--writer-keys: ingest, redrive, sweeper), read
@@ -33,5 +37,5 @@ func WriterKeys() []string { return []string{IngestWriterKey, RedriveWriterKey, 
 
 // DLQCTL lists every output dlqctl reads, the writer keys' included.
 func DLQCTL() []string {
-	return append([]string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey}, WriterKeys()...)
+	return append([]string{QuarantineTable, PayloadBucket, RedriveFunction, ArchiveBucket, LedgerSigningKey, OperatorEndpoint}, WriterKeys()...)
 }

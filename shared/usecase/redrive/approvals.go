@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/identity"
+	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -115,7 +116,42 @@ func (s *Service) gate(ctx context.Context, req *Request, src *quarantine.Source
 		}
 		return nil, &ForbiddenError{Problem: why}
 	}
+	if err := s.precheck(ctx, *req, src); err != nil {
+		s.log.InfoContext(ctx, "high-risk request refused before approval", "run_id", rep.RunID, "action", req.Action, "source", src.Name,
+			"error_kind", quarantine.ErrorKind(err))
+		return nil, err
+	}
 	return s.requestApproval(ctx, *req, src, need, rep)
+}
+
+// precheck refuses, writing nothing, a high-risk request that could not
+// run: nobody is asked to approve what would fail.
+func (s *Service) precheck(ctx context.Context, req Request, src *quarantine.Source) error {
+	switch req.Action {
+	case ActionCorrect:
+		return s.checkCorrection(ctx, req, src)
+	case ActionPolicyAdd, ActionPolicyResume:
+		if s.policies == nil {
+			return &RequestError{Problems: []string{"standing policies are not configured for this function"}}
+		}
+		if req.Action == ActionPolicyAdd {
+			if _, err := policy.New(req.Policy.Spec(src.Name), req.RequestedBy, s.now()); err != nil && req.Policy.ExpiresIn == "" {
+				return err
+			}
+			return nil
+		}
+		cur, err := s.policies.Store.Get(ctx, src.Name, req.PolicyID)
+		if errors.Is(err, policy.ErrNotFound) {
+			return &RequestError{Problems: []string{"policy_id names no policy of this source"}}
+		}
+		if err != nil {
+			return err
+		}
+		if cur.State != policy.StateSuspended {
+			return &policy.Error{Problems: []string{"only a suspended policy can be resumed; it is " + cur.State}}
+		}
+	}
+	return nil
 }
 
 func joinRisks(rs []quarantine.Risk) string {

@@ -13,7 +13,7 @@ import (
 // changes nothing.
 func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Source, rep *Report) (*Report, error) {
 	k := quarantine.Corrector{Store: s.store, Payloads: s.payloads, Now: s.now, Sources: map[string]*quarantine.Source{src.Name: src}, KeyAttribute: s.cfg.KeyAttribute}
-	rec, err := k.Correct(ctx, req.IDs[0], quarantine.CorrectionRequest{Actor: req.RequestedBy, Reason: req.Reason, Body: []byte(req.Payload), NewKey: req.NewKey})
+	rec, err := k.Correct(ctx, req.IDs[0], correctionRequest(req))
 	rep.FinishedAt = s.now().UTC()
 	if err == nil {
 		rep.Corrected.add(rec.DLQID)
@@ -23,22 +23,42 @@ func (s *Service) correct(ctx context.Context, req Request, src *quarantine.Sour
 	}
 	s.log.InfoContext(ctx, "correction finished", "run_id", rep.RunID, "action", rep.Action, "source", rep.Source,
 		"record", quarantine.LogRef(req.IDs[0]), "corrected", rep.Corrected.Count, "error_kind", quarantine.ErrorKind(err))
-	// The runtime logs a function error's text: leave the record id (an
-	// idempotency key, maybe a payload value) out of it.
+	if err == nil {
+		return rep, nil
+	}
+	return nil, s.correctionError(ctx, req, err)
+}
+
+func correctionRequest(req Request) quarantine.CorrectionRequest {
+	return quarantine.CorrectionRequest{Actor: req.RequestedBy, Reason: req.Reason, Body: []byte(req.Payload), NewKey: req.NewKey}
+}
+
+// checkCorrection refuses, writing nothing, a correction that cannot run:
+// a high-risk request is checked before it waits for a second person.
+func (s *Service) checkCorrection(ctx context.Context, req Request, src *quarantine.Source) error {
+	k := quarantine.Corrector{Store: s.store, Payloads: s.payloads, Now: s.now, Sources: map[string]*quarantine.Source{src.Name: src}, KeyAttribute: s.cfg.KeyAttribute}
+	if err := k.Check(ctx, req.IDs[0], correctionRequest(req)); err != nil {
+		return s.correctionError(ctx, req, err)
+	}
+	return nil
+}
+
+// correctionError is what the caller sees of a refused correction. The
+// runtime logs a function error's text: leave the record id (an
+// idempotency key, maybe a payload value) out of it.
+func (s *Service) correctionError(ctx context.Context, req Request, err error) error {
 	var ce *quarantine.CorrectionError
 	switch {
-	case err == nil:
-		return rep, nil
 	case quarantine.IsIntegrityFailure(err):
-		return nil, s.holdTampered(ctx, req.IDs[0], err)
+		return s.holdTampered(ctx, req.IDs[0], err)
 	case errors.As(err, &ce):
-		return nil, &quarantine.CorrectionError{Problems: ce.Problems, Kind: ce.Kind}
+		return &quarantine.CorrectionError{Problems: ce.Problems, Kind: ce.Kind}
 	case errors.Is(err, quarantine.ErrCorrectionConflict):
-		return nil, quarantine.ErrCorrectionConflict
+		return quarantine.ErrCorrectionConflict
 	case errors.Is(err, quarantine.ErrNotFound):
-		return nil, &RequestError{Problems: []string{"ids[0] names no record"}, Kind: quarantine.KindNotFound}
+		return &RequestError{Problems: []string{"ids[0] names no record"}, Kind: quarantine.KindNotFound}
 	}
-	return nil, err
+	return err
 }
 
 // holdTampered holds record id, whose correction was refused because it

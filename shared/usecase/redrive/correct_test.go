@@ -134,7 +134,7 @@ func TestConcurrentCorrectionsOneWins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			svc := e.service(nil, &barrierStore{Store: e.store, wg: &barrier}, redrive.Config{})
+			svc := e.service(nil, &barrierStore{Store: e.store, wg: &barrier, skip: 1}, redrive.Config{})
 			_, errs[i] = viaApproval(ctx, svc, []byte(correctRequest(e, id, fmt.Sprintf("fix %d", i), fix)))
 		}()
 	}

@@ -335,17 +335,22 @@ func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quar
 	return l.Lister.List(ctx, q)
 }
 
-// barrierStore holds each Get until two have happened, so two corrections
-// read the same version.
+// barrierStore holds its first Get after skip until two stores' have
+// happened, so two corrections read the same version (the check before a
+// correction waits for its approval reads it once more, skipped).
 type barrierStore struct {
 	quarantine.Store
-	wg *sync.WaitGroup
+	wg   *sync.WaitGroup
+	skip int
+	gets atomic.Int64
 }
 
 func (b *barrierStore) Get(ctx context.Context, id string) (*quarantine.Record, error) {
 	r, err := b.Store.Get(ctx, id)
-	b.wg.Done()
-	b.wg.Wait()
+	if int(b.gets.Add(1)) == b.skip+1 {
+		b.wg.Done()
+		b.wg.Wait()
+	}
 	return r, err
 }
 

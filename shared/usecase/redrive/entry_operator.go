@@ -67,18 +67,11 @@ func (s *Service) OperatorHandler(ctx context.Context, raw json.RawMessage) (eve
 		s.log.WarnContext(ctx, "operator request refused", "reason", err.Error())
 		return answer(http.StatusForbidden, nil, &ForbiddenError{Problem: err.Error()}), nil
 	}
-	req, err := ParseRequest(body)
-	var re *RequestError
-	if errors.As(err, &re) && len(re.Problems) == 1 && strings.HasPrefix(re.Problems[0], "requested_by is required") {
-		err = nil // the verified caller is the requester
-	}
+	req, err := parseRequest(body, p.Actor())
 	if err != nil {
 		return answer(http.StatusBadRequest, nil, err), nil
 	}
-	if req.RequestedBy != "" {
-		return answer(http.StatusBadRequest, nil, &RequestError{Problems: []string{"requested_by is set from your verified identity: leave it out"}}), nil
-	}
-	req.RequestedBy, req.verified = p.Actor(), &p
+	req.verified = &p
 	rep, err := s.Run(ctx, req)
 	if err != nil {
 		return answer(statusOf(err), rep, err), nil

@@ -260,5 +260,5 @@ func doneBy(p *policy.Policy, actor, action, reason string) bool {
 		return false
 	}
 	last := p.History[len(p.History)-1]
-	return last.Actor == actor && last.Action == action && last.Note == quarantine.Clip(reason, 512)
+	return last.Actor == quarantine.ActorName(actor) && last.Approval == quarantine.ActorApproval(actor) && last.Action == action && last.Note == quarantine.Clip(reason, 512)
 }

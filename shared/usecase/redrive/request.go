@@ -121,7 +121,12 @@ type Request struct {
 
 // ParseRequest decodes a request strictly and fills defaults. It returns a
 // *RequestError listing every problem; nothing runs on a bad request.
-func ParseRequest(raw []byte) (Request, error) {
+func ParseRequest(raw []byte) (Request, error) { return parseRequest(raw, "") }
+
+// parseRequest is ParseRequest; a requester other than "" is the verified
+// caller's actor (the operator endpoint), which a request must not name
+// itself.
+func parseRequest(raw []byte, requester string) (Request, error) {
 	var r Request
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -130,6 +135,12 @@ func ParseRequest(raw []byte) (Request, error) {
 	}
 	if dec.More() {
 		return Request{}, &RequestError{Problems: []string{"malformed request: trailing data after the JSON object"}}
+	}
+	if requester != "" {
+		if r.RequestedBy != "" {
+			return Request{}, &RequestError{Problems: []string{"requested_by is set from your verified identity: leave it out"}}
+		}
+		r.RequestedBy = requester
 	}
 	// Absent and zero are different: absent takes the default, an
 	// explicit 0 is outside the range (normalize alone cannot tell them
