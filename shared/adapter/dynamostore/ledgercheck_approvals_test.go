@@ -306,6 +306,10 @@ func TestApprovalCheckNamesUnapprovedActions(t *testing.T) {
 			p = w.policyStep(p.Suspend(quarantine.ActorBreaker, "tripped", at(10)))
 			w.policyStep(p.Resume(w.alice.Actor(), "fixed", 1, 1, at(12)))
 		}},
+		{"a parked record's expired approved claim taken over without an approval", "orders#k", "reclaimed the expired claim of a parked record without an approval", func(w *feWorld) {
+			r, _ := w.approvedParkedReplay("k", "apr-reclaim-1")
+			w.step(r.Claim(w.alice.Actor(), at(10), time.Minute))
+		}},
 		{"an unknown approval", "orders#k", "approval apr-nowhere-1 is not in the ledger", func(w *feWorld) {
 			r := w.parked("k")
 			w.step(r.ClaimParked(w.as(w.alice, "apr-nowhere-1"), at(2), time.Minute))
