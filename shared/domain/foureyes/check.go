@@ -82,7 +82,7 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 		problems = append(problems, overClaimed(h, claims[h])...)
 	}
 	for _, src := range slices.Sorted(maps.Keys(offClaims)) {
-		notes = append(notes, Finding{src, fmt.Sprintf("four-eyes-off: %d records claimed in runs on one person's request: their entries say the source's four_eyes leaves large or parked out", offClaims[src])})
+		notes = append(notes, Finding{src, fmt.Sprintf("four-eyes-off: %d claims in runs on one person's request: their entries say the source's four_eyes leaves large or parked out", offClaims[src])})
 	}
 	return problems, notes
 }
