@@ -242,8 +242,8 @@ func (w *feWorld) policyStep(p *policy.Policy, err error) *policy.Policy {
 // The clean paths verify with no problem: an approved replay of a parked
 // record, a correction, a policy's creation and its resume after the
 // breaker, each under bob's approval of alice's request; a large run's
-// claims up to its max_messages; and a parked replay its source's
-// four_eyes left to one person is a note.
+// claims up to its max_messages; and a parked replay, or a run's claims,
+// that its source's four_eyes left to one person are notes.
 func TestApprovalCheckPassesApprovedActions(t *testing.T) {
 	t.Parallel()
 	w := newFEWorld(t)
@@ -271,12 +271,17 @@ func TestApprovalCheckPassesApprovedActions(t *testing.T) {
 
 	off := w.parked("k5")
 	w.step(off.ClaimParked(w.as(w.alice, quarantine.FourEyesOff), at(2), time.Minute))
+	for _, k := range []string{"k6", "k7"} {
+		r := w.newRecord(feSource, k)
+		w.step(r.Claim(w.as(w.alice, quarantine.FourEyesOff), at(2), time.Minute))
+	}
 
 	problems, notes := w.check()
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
-	if len(notes) != 1 || notes[0].Subject != feSource+"#k5" || !strings.Contains(notes[0].Detail, "four-eyes-off: claimed a parked record") {
+	if len(notes) != 2 || notes[0].Subject != feSource+"#k5" || !strings.Contains(notes[0].Detail, "four-eyes-off: claimed a parked record") ||
+		notes[1].Subject != feSource || !strings.HasPrefix(notes[1].Detail, "four-eyes-off: 2 claims in runs on one person's request") {
 		t.Fatalf("notes: %v", notes)
 	}
 }

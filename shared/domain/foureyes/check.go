@@ -82,7 +82,11 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 		problems = append(problems, overClaimed(h, claims[h])...)
 	}
 	for _, src := range slices.Sorted(maps.Keys(offClaims)) {
-		notes = append(notes, Finding{src, fmt.Sprintf("four-eyes-off: %d claims in runs on one person's request: their entries say the source's four_eyes leaves large or parked out", offClaims[src])})
+		claims := fmt.Sprintf("%d claims", offClaims[src])
+		if offClaims[src] == 1 {
+			claims = "1 claim"
+		}
+		notes = append(notes, Finding{src, "four-eyes-off: " + claims + " in runs on one person's request: their entries say the source's four_eyes leaves large or parked out"})
 	}
 	return problems, notes
 }
