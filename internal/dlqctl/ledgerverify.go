@@ -202,6 +202,9 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 			res.Notes = append(res.Notes, fmt.Sprintf("pre-ledger: %s, %s", p.Subject, strings.TrimPrefix(p.Detail, "pre-ledger: ")))
 		}
 	}
+	for _, n := range lr.Notes { // four-eyes-off actions (dynamostore.LedgerApprovalCheck)
+		res.Notes = append(res.Notes, n.Subject+": "+n.Detail)
+	}
 	for _, n := range lr.HeadsNotReached { // verify_unproven.go
 		res.Notes = append(res.Notes, fmt.Sprintf("head not proven yet: %s, %s", n.Subject, n.Detail))
 	}

@@ -58,7 +58,8 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	if err != nil {
 		return err
 	}
-	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(), MaxDigestAge: o.maxDigestAge()}
+	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(),
+		CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge()}
 	var writerNote string
 	if in.CheckWriter, writerNote, err = a.writerCheck(context.Background(), nil); err != nil { // writers.go: no KMS
 		return err

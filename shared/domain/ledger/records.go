@@ -39,6 +39,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		if b, ok := base[key]; ok && ls[0].e.Event != EventInsert {
 			prev, ls = v.startAfterBaseline(key, b, ls)
 		}
+		v.across(key, prev, ls)
 		for _, l := range ls {
 			cur := v.step(key, prev, l.e)
 			prev = &cur
@@ -48,6 +49,7 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 	for key, b := range base {
 		if _, ok := newest[key]; !ok {
 			newest[key] = version{item: b.item, canon: b.canon, baseline: true, e: Entry{Key: key, Event: EventBaseline}}
+			v.across(key, &version{item: b.item}, nil)
 		}
 	}
 	table := map[string]Item{}

@@ -93,6 +93,13 @@ type Input struct {
 	// Digests and Baselines then hold each key's first version
 	// (FirstVersions), read by its version id.
 	Versions []ObjectVersion
+	// CheckAll, when set, is called once, after every per-version check,
+	// with every ledgered key's versions, sorted by key (verify_across.go):
+	// what one version's check cannot see, because it rests on another
+	// item (an approval a record's history names:
+	// dynamostore.LedgerApprovalCheck). It returns the problems it finds
+	// and notes (information). It must not keep its argument.
+	CheckAll func(keys []KeyHistory) ([]Problem, []Note)
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its
@@ -139,6 +146,9 @@ type Result struct {
 	// HeadsNotReached lists the newest signed digest's unproven heads its
 	// run did not reach in time (information: verify_unproven.go).
 	HeadsNotReached []Note `json:"heads_not_reached,omitempty"`
+	// Notes are Input.CheckAll's notes (a high-risk action its source's
+	// four_eyes let one person run).
+	Notes []Note `json:"notes,omitempty"`
 }
 
 // OK reports whether nothing failed.
@@ -158,6 +168,8 @@ type verifier struct {
 	// time).
 	baselineStart time.Time
 	checks        []checkJob
+	// keys are every key's versions for Input.CheckAll (nil without it).
+	keys []KeyHistory
 }
 
 func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
@@ -175,6 +187,7 @@ func Verify(in Input) Result {
 	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
 	v.runChecks()
 	v.writers(entries, signed)
+	v.runAcross() // verify_across.go
 	v.fresh(signed)
 	v.versions()
 	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
