@@ -143,20 +143,21 @@ func TestOperatorEndpointChoice(t *testing.T) {
 	}
 	for _, r := range noFunctionURLRegions {
 		add(where{"aws", r}, "", "http-api")
-		add(where{"aws", r}, "auto", "http-api")
-		add(where{"aws", r}, "http-api", "http-api")
-		// Chosen explicitly, a function URL is rendered; Lambda refuses it
-		// there (docs/template.md), which the deploy test holds it to.
-		add(where{"aws", r}, "function-url", "function-url")
 	}
 	for _, r := range []string{"us-east-1", "eu-west-1", "eu-central-1", "ap-southeast-2", "ap-southeast-1", "ap-south-1", "ap-east-1", "ca-central-1", "me-south-1", "sa-east-1"} {
 		add(where{"aws", r}, "", "function-url")
-		add(where{"aws", r}, "http-api", "http-api")
 	}
 	for _, w := range []where{{"aws-us-gov", "us-gov-west-1"}, {"aws-us-gov", "us-gov-east-1"}, {"aws-cn", "cn-north-1"}, {"aws-cn", "cn-northwest-1"}} {
 		add(w, "", "http-api")
-		add(w, "auto", "http-api")
 	}
+	add(where{"aws", "eu-central-2"}, "auto", "http-api")
+	add(where{"aws", "eu-west-1"}, "auto", "function-url")
+	add(where{"aws", "eu-west-1"}, "http-api", "http-api")
+	add(where{"aws-us-gov", "us-gov-west-1"}, "http-api", "http-api")
+	// Chosen explicitly, a function URL is rendered where Lambda offers
+	// none; Lambda refuses it there (docs/template.md), and the deploy
+	// test holds a rendering to it.
+	add(where{"aws", "eu-central-2"}, "function-url", "function-url")
 	urlResources := []string{"OperatorFunctionUrl", "OperatorUrlPermission", "OperatorUrlInvokePermission"}
 	apiResources := []string{"OperatorHttpApi", "OperatorHttpApiIntegration", "OperatorHttpApiRoute", "OperatorHttpApiStage", "OperatorHttpApiPermission"}
 	for _, c := range cases {
@@ -550,5 +551,39 @@ func TestOperatorAlarmsAndLogs(t *testing.T) {
 	}
 	if !found {
 		t.Error("the key policy does not let CloudWatch Logs encrypt /aws/lambda/prod-operate")
+	}
+}
+
+// The deploy limits know where Lambda offers function URLs: a function
+// URL chosen (OperatorEndpoint function-url) where it offers none is a
+// problem the deploy test names, the same choice where it offers them is
+// not; so is a permission's InvokedViaFunctionUrl on another action than
+// lambda:InvokeFunction.
+func TestDeployLimitsKnowWhereFunctionURLsAre(t *testing.T) {
+	for _, c := range []struct {
+		env  template.Env
+		want bool
+	}{
+		{template.Env{Partition: "aws", Region: "eu-central-2"}, true},
+		{template.Env{Partition: "aws-us-gov", Region: "us-gov-west-1"}, true},
+		{template.Env{Partition: "aws", Region: "eu-central-1"}, false},
+	} {
+		e := deployEnv(c.env, "prod", map[string]any{"NamingMode": "generated", "AlarmEmail": "oncall@example.com", "OperatorEndpoint": "function-url"})
+		tpl, extra, err := template.OpenWithUnmodeled(template.Path(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(deployLimits(tpl, e, extra), func(p string) bool { return strings.Contains(p, "Lambda offers no function URLs there") })
+		if found != c.want {
+			t.Errorf("%s %s: a function URL named as a problem: %v, want %v", c.env.Partition, c.env.Region, found, c.want)
+		}
+		if !c.want {
+			extra["OperatorUrlPermission"] = map[string]any{"InvokedViaFunctionUrl": true}
+			if !slices.ContainsFunc(deployLimits(tpl, e, extra), func(p string) bool {
+				return strings.Contains(p, "InvokedViaFunctionUrl true on lambda:InvokeFunctionUrl")
+			}) {
+				t.Errorf("InvokedViaFunctionUrl on lambda:InvokeFunctionUrl is not named as a problem")
+			}
+		}
 	}
 }
