@@ -2,14 +2,14 @@
 # versitygw) come from tools/go.mod through `go tool`.
 SHELL := /bin/bash
 GO ?= go
-FUNCTIONS := ingest redrive sweeper metrics ledger digest
+FUNCTIONS := ingest redrive sweeper metrics ledger digest operator
 BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
 .PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction \
-	build-LedgerFunction build-DigestFunction
+	build-LedgerFunction build-DigestFunction build-OperatorFunction
 
 all: lint test build
 
@@ -109,3 +109,8 @@ build-LedgerFunction:
 
 build-DigestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/digest
+
+# The operator function (<stack>-operate): the redrive code behind the
+# IAM-authenticated operator endpoint (docs/template.md).
+build-OperatorFunction:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/operator

@@ -7,7 +7,7 @@ set -euo pipefail
 stack=${STACK_NAME:-dlqq}
 artifacts=${stack}-artifacts
 awslocal s3 mb "s3://${artifacts}" >/dev/null 2>&1 || true
-for fn in ingest redrive sweeper metrics ledger digest; do
+for fn in ingest redrive sweeper metrics ledger digest operator; do
   awslocal s3 cp "/opt/dlqq/build/${fn}.zip" "s3://${artifacts}/${fn}.zip"
 done
 # Each function resource's CodeUri (../, built by `sam build`) becomes its zip.
@@ -21,6 +21,7 @@ awk -v bucket="${artifacts}" '
     if (id == "MetricsFunction") zip = "metrics"
     if (id == "LedgerFunction") zip = "ledger"
     if (id == "DigestFunction") zip = "digest"
+    if (id == "OperatorFunction") zip = "operator"
     if (zip == "") { print "no zip for " id > "/dev/stderr"; exit 1 }
     sub(/CodeUri: \.\.\//, "CodeUri: s3://" bucket "/" zip ".zip")
   }

@@ -31,6 +31,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/demo"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
@@ -448,6 +449,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 		`{"event_id":"e4","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
 		`{"event_id":"e5","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
 		`{"event_id":"e6","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z","note":"` + strings.Repeat("y", 200<<10) + `"}`,
+		`{"event_id":"e7","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`,
 	} {
 		msgs = append(msgs, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: body, EventSource: "aws:sqs", EventSourceARN: st.QueueARNs["DeadLetterQueue"],
 			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": src.ARN}})
@@ -502,6 +504,43 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	}
 	if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.IngestConfig.TableName), Item: item}); err != nil {
 		t.Fatal(err)
+	}
+	// The operator function (<stack>-operate) runs the redrive code with
+	// the redrive function's role, writer key and environment behind the
+	// operator endpoint (functions/operator: wire.Redrive on
+	// redrive.ConfigFromEnv), so it is built here from the redrive
+	// function's configuration, on a recorder of its own: an operator's
+	// read of a claim-checked payload, and a park and an unpark of a
+	// record (e7 is QUARANTINED again after it: the sweeper leaves it).
+	// (Compared as the template declares them: the embedded stack adjusts
+	// the redrive function's environment for local runs.)
+	declared, err := template.Open(template.Path(), st.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redriveFn := lookup(t, declared.GetServerlessFunctionWithName, "RedriveFunction")
+	operatorFn := lookup(t, declared.GetServerlessFunctionWithName, "OperatorFunction")
+	if !maps.Equal(operatorFn.Environment.Variables, redriveFn.Environment.Variables) || aws.ToString(operatorFn.Role) != aws.ToString(redriveFn.Role) {
+		t.Fatalf("the operator function is not configured as the redrive function: environment %v (redrive: %v), role %s", operatorFn.Environment.Variables, redriveFn.Environment.Variables, aws.ToString(operatorFn.Role))
+	}
+	recs["OperatorFunction"] = &recorder{fn: "OperatorFunction", region: st.Env.Region, account: st.Env.Account}
+	opCfg := st.AWS.Copy()
+	opCfg.APIOptions = append(opCfg.APIOptions, recs["OperatorFunction"].option)
+	operator, err := fns["RedriveFunction"].NewRedrive(awsclients.New(opCfg, awsclients.Options{Local: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []string{
+		`{"action":"read","source":"` + f.Source + `","ids":["` + id("e3") + `"],"requested_by":"ops"}`,
+		`{"action":"park","source":"` + f.Source + `","ids":["` + id("e7") + `"],"requested_by":"ops","reason":"hold for the consumer's fix"}`,
+		`{"action":"unpark","source":"` + f.Source + `","ids":["` + id("e7") + `"],"requested_by":"ops","reason":"the consumer is fixed"}`,
+	} {
+		if _, err := operator.Handle(ctx, []byte(req)); err != nil {
+			t.Fatalf("operator %s: %v", req[:30], err)
+		}
+	}
+	if !recs["OperatorFunction"].has("s3:GetObjectVersion") || !recs["OperatorFunction"].has("dynamodb:PutItem") && !recs["OperatorFunction"].has("dynamodb:UpdateItem") {
+		t.Fatalf("the operator's read, park and unpark made no payload read or record write: %v", recs["OperatorFunction"].requests)
 	}
 	r := fns["RedriveFunction"].Redrive
 	for _, req := range []string{

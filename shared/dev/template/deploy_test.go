@@ -45,11 +45,29 @@ const longestStack = "Prod-EU-West-Quarantine-For-Controlled-Substances-Movesx"
 const legacyStack = "dlq-quarantine-prod-eu-west-controlled-s"
 
 // partitionEnvs are the partitions the template deploys in, each at its
-// longest region name (the ARNs in the policies grow with it).
+// longest region name (the ARNs in the policies grow with it), and aws
+// once more in a Region of that length where Lambda offers no function
+// URLs (OperatorEndpoint auto chooses the HTTP API there, as it does in
+// aws-us-gov and aws-cn).
 var partitionEnvs = []template.Env{
 	{Partition: "aws", Region: "ap-southeast-2"},
 	{Partition: "aws-us-gov", Region: "us-gov-west-1"},
 	{Partition: "aws-cn", Region: "cn-northwest-1"},
+	{Partition: "aws", Region: "ap-southeast-4"},
+}
+
+// noFunctionURLRegions are the Regions of the aws partition where Lambda
+// offers no function URLs (Lambda developer guide, "Creating and
+// managing Lambda function URLs"); the other partitions offer none
+// ("AWS Lambda in AWS GovCloud (US)"; "Amazon Lambda", Getting Started
+// with Amazon Web Services in China).
+var noFunctionURLRegions = []string{"ap-south-2", "ap-southeast-4", "ap-southeast-5", "ap-southeast-6", "ap-southeast-7", "ap-east-2",
+	"ca-west-1", "eu-south-2", "eu-central-2", "il-central-1", "me-central-1"}
+
+// functionURLsOffered reports whether Lambda offers function URLs in the
+// environment's Region.
+func functionURLsOffered(e template.Env) bool {
+	return (e.Partition == "" || e.Partition == "aws") && !slices.Contains(noFunctionURLRegions, e.Region)
 }
 
 // deployEnv is the environment of one rendering: CloudFormation's own
@@ -171,6 +189,10 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 	longStrings := map[string]any{
 		"IdempotencyAttribute": "Idem_key-" + strings.Repeat("a.b", 82) + "z",
 		"IdempotencyPointer":   "/" + strings.Repeat("a~0b~1c/", 63) + strings.Repeat("€", 7), // 512 characters, 1,534 bytes
+		// Eight IAM role names with every character the pattern allows, 512
+		// characters in all (both redrive functions' environments).
+		"TrustedSessionRoles": strings.TrimSuffix(strings.Repeat("AWSReservedSSO_Ops+Admin=1.2@example-"+strings.Repeat("r", 27)+",", 7), ",") +
+			",AWSReservedSSO_Ops+Admin=1.2@example-" + strings.Repeat("r", 20),
 	}
 	for name := range long {
 		if _, ok := d.Parameters[name]; !ok {
@@ -221,12 +243,23 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 			if p.Partition != "aws-us-gov" {
 				continue // one partition for the settings one parameter at a time
 			}
+			if name == "OperatorEndpoint" && value == "function-url" && !functionURLsOffered(p) {
+				continue // documented for the Regions that offer function URLs (below)
+			}
 			s := setting{fmt.Sprintf("%s=%v", name, value), longestStack, with(map[string]any{name: value})}
 			if name == "NamingMode" && value == "legacy" {
 				s.stack = legacyStack // the fixed names are S3-valid only for such a stack
 			}
 			out = append(out, s)
 		}
+	}
+	// Each operator endpoint wherever it is offered (auto, the default,
+	// is in every setting above).
+	if functionURLsOffered(p) {
+		add("OperatorEndpoint=function-url", with(map[string]any{"OperatorEndpoint": "function-url"}))
+	}
+	if p.Partition != "aws-us-gov" {
+		add("OperatorEndpoint=http-api", with(map[string]any{"OperatorEndpoint": "http-api"}))
 	}
 	add("every number at its minimum", with(mins))
 	add("every number at its maximum", with(maxs))
@@ -363,8 +396,12 @@ func TestTheTemplateDeploysAtEveryDocumentedSetting(t *testing.T) {
 			if failed := d.failedRules(s.params); len(failed) > 0 {
 				t.Errorf("%s/%s: the template's rules refuse it: %s", p.Partition, s.name, strings.Join(failed, "; "))
 			}
-			tpl, e := render(t, p, s)
-			for _, problem := range deployLimits(tpl, e) {
+			e := deployEnv(p, s.stack, s.params)
+			tpl, extra, err := template.OpenWithUnmodeled(template.Path(), e)
+			if err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			for _, problem := range deployLimits(tpl, e, extra) {
 				t.Errorf("%s %s, stack %q: %s", p.Partition, s.name, s.stack, problem)
 			}
 		}
@@ -485,6 +522,7 @@ var (
 	topicName     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 	dashboardName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 	exportName    = regexp.MustCompile(`^[A-Za-z0-9:-]{1,255}$`)
+	stageName     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	scheduleExpr  = regexp.MustCompile(`^(rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)|cron\([^()]+\))$`)
 	// CloudWatch Logs' retention values (PutRetentionPolicy).
 	logRetentions = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -495,6 +533,10 @@ var (
 var functionConfigs = map[string]func(getenv func(string) string) error{
 	"ingest":  func(g func(string) string) error { _, err := ingest.ConfigFromEnv(g); return err },
 	"redrive": func(g func(string) string) error { _, err := redrive.ConfigFromEnv(g); return err },
+	// The operator function (<stack>-operate) is built on the redrive
+	// function's configuration (functions/operator: wire.Init("operator",
+	// redrive.ConfigFromEnv, …)).
+	"operate": func(g func(string) string) error { _, err := redrive.ConfigFromEnv(g); return err },
 	"sweeper": func(g func(string) string) error { _, err := sweeper.ConfigFromEnv(g); return err },
 	"metrics": func(g func(string) string) error { _, err := metrics.ConfigFromEnv(g); return err },
 	"ledger":  func(g func(string) string) error { _, err := ledger.StreamConfigFromEnv(g); return err },
@@ -503,9 +545,15 @@ var functionConfigs = map[string]func(getenv func(string) string) error{
 
 // deployLimits are the problems AWS would refuse the rendered template
 // with, limit by limit.
-func deployLimits(tpl *cloudformation.Template, e template.Env) []string {
+func deployLimits(tpl *cloudformation.Template, e template.Env, extra map[string]map[string]any) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	// created reports whether a resource with Condition cond is created
+	// (the limits below that depend on it hold for what is created).
+	created := func(cond string) bool {
+		b, _ := tpl.Conditions[cond].(bool)
+		return cond == "" || b
+	}
 	if raw, err := json.Marshal(tpl.Resources); err != nil || strings.Contains(string(raw), "unresolved:") {
 		bad("a reference does not resolve (%v)", err)
 	}
@@ -591,6 +639,106 @@ func deployLimits(tpl *cloudformation.Template, e template.Env) []string {
 		}
 		if err := parse(getenv); err != nil {
 			bad("function %s refuses its environment at init: %v", id, err)
+		}
+	}
+
+	// Lambda function URLs (CloudFormation reference, AWS::Lambda::Url:
+	// AuthType AWS_IAM or NONE, InvokeMode BUFFERED or RESPONSE_STREAM;
+	// one URL per function and qualifier, CreateFunctionUrlConfig), only
+	// where Lambda offers them (noFunctionURLRegions), and the
+	// permissions' function URL properties on the action they belong to
+	// (FunctionUrlAuthType on lambda:InvokeFunctionUrl,
+	// InvokedViaFunctionUrl on lambda:InvokeFunction only).
+	urls := map[string]string{}
+	for id, u := range tpl.GetAllLambdaUrlResources() {
+		if !created(u.AWSCloudFormationCondition) {
+			continue
+		}
+		if !functionURLsOffered(e) {
+			bad("function URL %s in %s (%s): Lambda offers no function URLs there", id, e.Region, e.Partition)
+		}
+		if u.AuthType != "AWS_IAM" && u.AuthType != "NONE" {
+			bad("function URL %s: AuthType %q", id, u.AuthType)
+		}
+		if m := aws.ToString(u.InvokeMode); m != "" && m != "BUFFERED" && m != "RESPONSE_STREAM" {
+			bad("function URL %s: InvokeMode %q", id, m)
+		}
+		target := u.TargetFunctionArn + ":" + aws.ToString(u.Qualifier)
+		if other, ok := urls[target]; ok {
+			bad("function URLs %s and %s on the same function and qualifier", id, other)
+		}
+		urls[target] = id
+	}
+	for id, p := range tpl.GetAllLambdaPermissionResources() {
+		if !created(p.AWSCloudFormationCondition) {
+			continue
+		}
+		if p.FunctionUrlAuthType != nil && p.Action != "lambda:InvokeFunctionUrl" {
+			bad("permission %s: FunctionUrlAuthType on %s (it is lambda:InvokeFunctionUrl's)", id, p.Action)
+		}
+		if v, ok := extra[id]["InvokedViaFunctionUrl"]; ok && (v != true || p.Action != "lambda:InvokeFunction") {
+			bad("permission %s: InvokedViaFunctionUrl %v on %s (a Boolean, lambda:InvokeFunction's only)", id, v, p.Action)
+		}
+	}
+	for id, props := range extra {
+		for k := range props {
+			if r, ok := tpl.Resources[id]; !ok || r.AWSCloudFormationType() != "AWS::Lambda::Permission" || k != "InvokedViaFunctionUrl" {
+				bad("%s: property %s is not in goformation's model and this test does not check it", id, k)
+			}
+		}
+	}
+
+	// API Gateway HTTP APIs (HTTP API quotas: 300 routes and 300
+	// integrations per API, 10 stages per API, an integration timeout of
+	// at most 30 seconds; the CloudFormation reference: ProtocolType HTTP
+	// or WEBSOCKET, PayloadFormatVersion 1.0 or 2.0 for an HTTP API's
+	// Lambda proxy, TimeoutInMillis 50 to 30,000, AuthorizationType
+	// NONE, AWS_IAM, CUSTOM or JWT for an HTTP API's route).
+	perAPI := map[string]map[string]int{}
+	count := func(api, what string) {
+		if perAPI[api] == nil {
+			perAPI[api] = map[string]int{}
+		}
+		perAPI[api][what]++
+	}
+	for id, a := range tpl.GetAllApiGatewayV2ApiResources() {
+		if created(a.AWSCloudFormationCondition) && aws.ToString(a.ProtocolType) != "HTTP" && aws.ToString(a.ProtocolType) != "WEBSOCKET" {
+			bad("API %s: ProtocolType %q", id, aws.ToString(a.ProtocolType))
+		}
+	}
+	for id, r := range tpl.GetAllApiGatewayV2RouteResources() {
+		if !created(r.AWSCloudFormationCondition) {
+			continue
+		}
+		count(r.ApiId, "routes")
+		if !slices.Contains([]string{"NONE", "AWS_IAM", "CUSTOM", "JWT"}, aws.ToString(r.AuthorizationType)) {
+			bad("route %s: AuthorizationType %q", id, aws.ToString(r.AuthorizationType))
+		}
+	}
+	for id, in := range tpl.GetAllApiGatewayV2IntegrationResources() {
+		if !created(in.AWSCloudFormationCondition) {
+			continue
+		}
+		count(in.ApiId, "integrations")
+		if v := aws.ToString(in.PayloadFormatVersion); v != "1.0" && v != "2.0" {
+			bad("integration %s: PayloadFormatVersion %q", id, v)
+		}
+		if ms := in.TimeoutInMillis; ms != nil && (*ms < 50 || *ms > 30000) {
+			bad("integration %s: timeout %d ms, an HTTP API allows 50 to 30,000", id, *ms)
+		}
+	}
+	for id, st := range tpl.GetAllApiGatewayV2StageResources() {
+		if !created(st.AWSCloudFormationCondition) {
+			continue
+		}
+		count(st.ApiId, "stages")
+		if st.StageName != "$default" && !stageName.MatchString(st.StageName) {
+			bad("stage %s: name %q", id, st.StageName)
+		}
+	}
+	for api, n := range perAPI {
+		if n["routes"] > 300 || n["integrations"] > 300 || n["stages"] > 10 {
+			bad("HTTP API %s: %d routes, %d integrations, %d stages (300, 300, 10)", api, n["routes"], n["integrations"], n["stages"])
 		}
 	}
 

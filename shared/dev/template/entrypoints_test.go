@@ -247,7 +247,7 @@ func TestDocsInvokeTheDigestFunctionForActions(t *testing.T) {
 	tpl := openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "LedgerMappingEnabled": "false"})
 	names := map[string]string{} // the word a description calls a function by → its name
 	for word, id := range map[string]string{"ingest": "IngestFunction", "sweeper": "SweeperFunction", "metrics": "MetricsFunction",
-		"redrive": "RedriveFunction", "stream": "LedgerFunction", "digest": "DigestFunction"} {
+		"redrive": "RedriveFunction", "stream": "LedgerFunction", "digest": "DigestFunction", "operator": "OperatorFunction"} {
 		names[word] = aws.ToString(lookup(t, tpl.GetServerlessFunctionWithName, id).FunctionName)
 	}
 	if fns := tpl.GetAllServerlessFunctionResources(); len(fns) != len(names) {

@@ -70,6 +70,14 @@ var modeledKeys = map[string]bool{
 	"kms:viaservice": true, "kms:calleraccount": true,
 	"s3:prefix":          true,
 	"lambda:functionarn": true, "iam:policyarn": true,
+	// Lambda function URLs (Service Authorization Reference, AWS Lambda:
+	// lambda:FunctionUrlAuthType on InvokeFunctionUrl and the URL
+	// configuration calls, the AuthType of the URL or of the request;
+	// lambda:InvokedViaFunctionUrl, a Bool, on InvokeFunction, true when
+	// the invoke comes through a function URL). A direct invoke the
+	// checker builds carries no lambda:InvokedViaFunctionUrl (the tests
+	// also try it false).
+	"lambda:functionurlauthtype": true, "lambda:invokedviafunctionurl": true,
 }
 
 // stack is the resolved template as plain JSON values, with what the
@@ -111,6 +119,23 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 	_, names, err := template.OpenNamed(template.Path(), env)
 	if err != nil {
 		return nil, err
+	}
+	// The properties goformation does not model (AWS::Lambda::Permission's
+	// InvokedViaFunctionUrl), as the template gives them.
+	extra, err := template.Unmodeled(template.Path(), env)
+	if err != nil {
+		return nil, err
+	}
+	for id, ps := range extra {
+		p := props(doc.Resources[id])
+		if p == nil {
+			continue
+		}
+		for k, v := range ps {
+			if _, ok := p[k]; !ok {
+				p[k] = v
+			}
+		}
 	}
 	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}, keyNames: names}
 	for k, v := range doc.Conditions {
@@ -413,8 +438,78 @@ func (s *stack) resourcePolicies(arn string) []statement {
 		if id, ok := s.keyLogical[arn]; ok {
 			add(id, props(s.resources[id])["KeyPolicy"])
 		}
+	case strings.HasPrefix(arn, "arn:aws:lambda:") && strings.Contains(arn, ":function:"):
+		for _, id := range s.of("AWS::Lambda::Permission") {
+			st := s.lambdaPermission(id)
+			if anyMatch(strs(st["Resource"]), arn, false) {
+				out = append(out, statement{id, st})
+			}
+		}
 	}
 	return out
+}
+
+// lambdaPermission is the statement an AWS::Lambda::Permission adds to its
+// function's resource policy, as Lambda's AddPermission writes it (Lambda
+// developer guide, "Viewing resource-based IAM policies in Lambda", and the
+// AddPermission API reference): the action on the function (a qualifier in
+// FunctionName narrows it to that version or alias), the principal (an
+// account id becomes that account's root, which delegates to the
+// account's IAM policies; a service name a Service principal), and a
+// condition per property: FunctionUrlAuthType as StringEquals
+// lambda:FunctionUrlAuthType, InvokedViaFunctionUrl as Bool
+// lambda:InvokedViaFunctionUrl true, SourceArn as ArnLike aws:SourceArn,
+// SourceAccount as StringEquals aws:SourceAccount, PrincipalOrgID as
+// StringEquals aws:PrincipalOrgID and EventSourceToken as StringEquals
+// lambda:EventSourceToken (the last two are not modeled: such a statement
+// is undecidable).
+func (s *stack) lambdaPermission(id string) map[string]any {
+	p := props(s.resources[id])
+	fn := str(p["FunctionName"])
+	if !strings.HasPrefix(fn, "arn:") {
+		fn = s.arn("lambda", "function:"+fn)
+	}
+	var principal any = map[string]any{"AWS": str(p["Principal"])}
+	switch pr := str(p["Principal"]); {
+	case pr == "*":
+		principal = "*"
+	case len(pr) == 12 && strings.Trim(pr, "0123456789") == "":
+		principal = map[string]any{"AWS": "arn:aws:iam::" + pr + ":root"}
+	case strings.Contains(pr, ".amazonaws.com"):
+		principal = map[string]any{"Service": pr}
+	}
+	cond := map[string]any{}
+	set := func(op, key string, v any) {
+		m, _ := cond[op].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+			cond[op] = m
+		}
+		m[key] = v
+	}
+	if v := str(p["FunctionUrlAuthType"]); v != "" {
+		set("StringEquals", "lambda:FunctionUrlAuthType", v)
+	}
+	if v, ok := p["InvokedViaFunctionUrl"].(bool); ok && v {
+		set("Bool", "lambda:InvokedViaFunctionUrl", "true")
+	}
+	if v := str(p["SourceArn"]); v != "" {
+		set("ArnLike", "aws:SourceArn", v)
+	}
+	if v := str(p["SourceAccount"]); v != "" {
+		set("StringEquals", "aws:SourceAccount", v)
+	}
+	if v := str(p["PrincipalOrgID"]); v != "" {
+		set("StringEquals", "aws:PrincipalOrgID", v)
+	}
+	if v := str(p["EventSourceToken"]); v != "" {
+		set("StringEquals", "lambda:EventSourceToken", v)
+	}
+	st := map[string]any{"Sid": id, "Effect": "Allow", "Principal": principal, "Action": str(p["Action"]), "Resource": fn}
+	if len(cond) > 0 {
+		st["Condition"] = cond
+	}
+	return st
 }
 
 // match is IAM's wildcard match: * any run (also empty), ? one character.
@@ -500,6 +595,11 @@ func principalMatches(p any, principal, account string) bool {
 	m, _ := p.(map[string]any)
 	if svc, ok := strings.CutPrefix(principal, "service:"); ok {
 		return slices.Contains(strs(m["Service"]), svc) || slices.Contains(strs(m["AWS"]), "*")
+	}
+	// An account (its id, or its root) is every principal of that
+	// account: the principal's own account, from its ARN.
+	if f := strings.Split(principal, ":"); strings.HasPrefix(principal, "arn:") && len(f) > 4 && f[4] != "" {
+		account = f[4]
 	}
 	for _, v := range strs(m["AWS"]) {
 		if v == "*" || v == principal || v == account || v == "arn:aws:iam::"+account+":root" {

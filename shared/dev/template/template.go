@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -88,6 +89,26 @@ func OpenNamed(path string, env Env) (*cloudformation.Template, map[string]strin
 	return t, maps.Clone(r.names), nil
 }
 
+// Unmodeled returns, by resource logical id, the resolved properties of
+// the template that goformation's typed resources drop: a property its
+// structs do not know (AWS::Lambda::Permission's InvokedViaFunctionUrl in
+// goformation v7.14.9) is otherwise lost without a word. Each value is
+// the property as CloudFormation would receive it, intrinsic functions
+// resolved as Open resolves them.
+func Unmodeled(path string, env Env) (map[string]map[string]any, error) {
+	_, u, err := OpenWithUnmodeled(path, env)
+	return u, err
+}
+
+// OpenWithUnmodeled is Open and Unmodeled from one parse.
+func OpenWithUnmodeled(path string, env Env) (*cloudformation.Template, map[string]map[string]any, error) {
+	t, r, err := open(path, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, r.unmodeled, nil
+}
+
 func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	// goformation registers its YAML tags in package state on every parse:
 	// parses must not overlap.
@@ -133,6 +154,12 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse template: %w", err)
 	}
+	// goformation refuses a resource with a property its struct does not
+	// know (it decodes with DisallowUnknownFields): such properties are
+	// taken out before the typed parse and kept, resolved, for Unmodeled.
+	if pruned, r.unmodeled, err = r.splitUnmodeled(pruned); err != nil {
+		return nil, nil, err
+	}
 	// Physical names come from the Name properties, resolved in a first pass.
 	first, err := goformation.ParseJSONWithOptions(pruned, r.options())
 	if err != nil {
@@ -176,6 +203,17 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
+	// goformation evaluates a condition made of Fn::Equals, Fn::Not,
+	// Fn::And and Fn::Or of those, but leaves one that names another
+	// condition ({"Condition": name}) unevaluated: the resolver's own
+	// evaluation, which Fn::If uses, fills it in.
+	for name, v := range t.Conditions {
+		if _, ok := v.(bool); !ok {
+			if b, ok := r.condition(name, 0); ok {
+				t.Conditions[name] = b
+			}
+		}
+	}
 	// A queue, table, bucket or alarm without a name is named by CloudFormation (the
 	// stack name, the logical id and a suffix); here it gets the name the
 	// references above resolved to, so the embedded stack creates it so.
@@ -208,6 +246,76 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 }
 
 var parseMu sync.Mutex
+
+// splitUnmodeled returns the template without the properties
+// goformation's struct for their resource type does not declare, and
+// those properties by logical id, resolved as the rest of the template.
+// A resource type goformation does not know is left as it is.
+func (r *resolver) splitUnmodeled(pruned []byte) ([]byte, map[string]map[string]any, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(pruned, &doc); err != nil {
+		return nil, nil, fmt.Errorf("parse template: %w", err)
+	}
+	resources, _ := doc["Resources"].(map[string]any)
+	known := cloudformation.AllResources()
+	taken := map[string]any{}
+	for id, v := range resources {
+		res, _ := v.(map[string]any)
+		props, _ := res["Properties"].(map[string]any)
+		typ, _ := res["Type"].(string)
+		model, ok := known[typ]
+		if !ok || props == nil {
+			continue
+		}
+		fields := jsonFields(model)
+		for k, p := range props {
+			if !fields[k] {
+				if taken[id] == nil {
+					taken[id] = map[string]any{}
+				}
+				taken[id].(map[string]any)[k] = p
+				delete(props, k)
+			}
+		}
+	}
+	out := map[string]map[string]any{}
+	if len(taken) > 0 {
+		raw, err := json.Marshal(map[string]any{"Parameters": doc["Parameters"], "Conditions": doc["Conditions"], "Resources": map[string]any{}, "Unmodeled": taken})
+		if err != nil {
+			return nil, nil, fmt.Errorf("parse template: %w", err)
+		}
+		resolved, err := intrinsics.ProcessJSON(raw, r.options())
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolve template: %w", err)
+		}
+		var got struct{ Unmodeled map[string]map[string]any }
+		if err := json.Unmarshal(resolved, &got); err != nil {
+			return nil, nil, fmt.Errorf("resolve template: %w", err)
+		}
+		out = got.Unmodeled
+	}
+	stripped, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse template: %w", err)
+	}
+	return stripped, out, nil
+}
+
+// jsonFields are the JSON names of a goformation resource's properties.
+func jsonFields(model cloudformation.Resource) map[string]bool {
+	t := reflect.TypeOf(model)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}
 
 // GeneratedName is the name a resource without one gets, shaped as
 // CloudFormation generates it: the stack name and the logical id,
@@ -251,6 +359,19 @@ func CloudFormationName(stack, logicalID string, max int) string {
 		base = base[:max-len(suffix)]
 	}
 	return base + suffix
+}
+
+// ServiceID is a stable identifier of the shape a service gives a
+// resource it names itself (n lowercase letters and digits: an HTTP API's
+// id has 10, a route's or an integration's 7, a function URL's id 32).
+func ServiceID(stack, logicalID string, n int) string {
+	sum := sha256.Sum256([]byte("id\x00" + stack + "\x00" + logicalID))
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = alphabet[int(sum[i%len(sum)]+byte(i/len(sum)))%len(alphabet)]
+	}
+	return string(out)
 }
 
 // keyUUID is a stable key id of the shape KMS gives a key.
@@ -325,6 +446,7 @@ type resolver struct {
 	names      map[string]string
 	params     map[string]any
 	conditions map[string]any
+	unmodeled  map[string]map[string]any
 }
 
 func (r *resolver) options() *intrinsics.ProcessorOptions {
@@ -373,6 +495,10 @@ func (r *resolver) ref(in any) any {
 		if r.env.CloudFormationNames {
 			return CloudFormationName(r.env.StackName, name, 64)
 		}
+	case "AWS::ApiGatewayV2::Api":
+		return ServiceID(r.env.StackName, name, 10) // the API's id
+	case "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route":
+		return ServiceID(r.env.StackName, name, 7) // the integration's or route's id
 	case "AWS::IAM::ManagedPolicy":
 		if r.env.CloudFormationNames {
 			return fmt.Sprintf("arn:%s:iam::%s:policy/%s", r.env.partition(), r.env.Account, CloudFormationName(r.env.StackName, name, 128))
@@ -444,6 +570,14 @@ func (r *resolver) attr(id, attr string) string {
 		return fmt.Sprintf("arn:%s:cloudwatch:%s:%s:alarm:%s", p, r.env.Region, r.env.Account, name)
 	case "AWS::Serverless::Function.Arn":
 		return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", p, r.env.Region, r.env.Account, name)
+	case "AWS::Lambda::Url.FunctionUrl":
+		// https://<url-id>.lambda-url.<region>.on.aws/ (Lambda developer
+		// guide, "Creating and managing Lambda function URLs").
+		return fmt.Sprintf("https://%s.lambda-url.%s.on.aws/", ServiceID(r.env.StackName, id, 32), r.env.Region)
+	case "AWS::ApiGatewayV2::Api.ApiId":
+		return ServiceID(r.env.StackName, id, 10)
+	case "AWS::ApiGatewayV2::Api.ApiEndpoint":
+		return fmt.Sprintf("https://%s.execute-api.%s.%s", ServiceID(r.env.StackName, id, 10), r.env.Region, r.env.URLSuffix())
 	}
 	return "unresolved:" + id + "." + attr
 }
