@@ -34,7 +34,7 @@ type localOptions struct {
 
 func defaultLocalDir() string { return filepath.Join(os.TempDir(), "dlqq-local") }
 
-// runLocal starts the stack named dlqq, deploys the six functions in the
+// runLocal starts the stack named dlqq, deploys the seven functions in the
 // local Lambda API with their real bootstraps (supervised), runs the DLQ's
 // and the table stream's event source mappings and the schedules through
 // the Lambda API, prints how
@@ -118,7 +118,7 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 		return 1
 	}
 	if o.EnvFile != "" && ctx.Err() == nil {
-		if err := writeEnvFile(o.EnvFile, env); err != nil {
+		if err := writeEnvFile(o.EnvFile, env, identitySwitch(l)); err != nil {
 			fmt.Fprintln(stderr, "env file:", err)
 			return 1
 		}
@@ -218,7 +218,26 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		envVar{"DLQQ_DIGEST_FUNCTION", l.Name("DigestFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
+		envVar{"DLQQ_LOCAL_IDENTITY", "operator-a"},
 	)
+}
+
+// identitySwitch is the shell function build/local.env defines to switch
+// between the local operator endpoint's identities (docs/identity.md):
+// it exports the identity's keys, which dlqctl signs with. operator-a's
+// are the stack's own (every local service takes them); operator-b's and
+// the auditor's only the endpoint and kumo know.
+func identitySwitch(l *localrunner.Local) string {
+	var b strings.Builder
+	b.WriteString("# The operator endpoint's local identities (local keys, for this stack only):\n")
+	b.WriteString("#   dlqq_as operator-a | operator-b | auditor\n")
+	b.WriteString("dlqq_as() {\n  case \"$1\" in\n")
+	for _, id := range l.Endpoint.Identities {
+		fmt.Fprintf(&b, "  %s) export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s ;;\n", id.Name, shellQuote(id.AccessKeyID), shellQuote(id.SecretAccessKey))
+	}
+	b.WriteString("  *) echo \"dlqq_as: operator-a, operator-b or auditor\" >&2; return 2 ;;\n  esac\n")
+	b.WriteString("  export DLQQ_LOCAL_IDENTITY=\"$1\"\n}\n")
+	return b.String()
 }
 
 // shellQuote quotes v for a POSIX shell.
@@ -232,17 +251,18 @@ func shellQuote(v string) string {
 // variable beats an output), so the file unsets them. DLQQ_LEDGER_BUCKET
 // too, and DLQQ_ARCHIVE_BUCKET (an earlier file exported it for the AWS
 // CLI; it is DLQQ_LOCAL_ARCHIVE_BUCKET now).
-var droppedEnv = []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_SIGNING_KEY", "DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET"}
+var droppedEnv = []string{"DLQQ_TABLE", "DLQQ_PAYLOAD_BUCKET", "DLQQ_REDRIVE_FUNCTION", "DLQQ_SIGNING_KEY", "DLQQ_LEDGER_BUCKET", "DLQQ_ARCHIVE_BUCKET", "DLQQ_OPERATOR_URL"}
 
 // writeEnvFile writes the unset and export lines to path at once (a
 // reader sees the whole file or none).
-func writeEnvFile(path string, env []envVar) error {
+func writeEnvFile(path string, env []envVar, extra string) error {
 	var b strings.Builder
 	b.WriteString("# dlqlocal local: the running stack (source this file)\n")
 	fmt.Fprintf(&b, "unset %s\n", strings.Join(droppedEnv, " "))
 	for _, e := range env {
 		fmt.Fprintf(&b, "export %s=%s\n", e.Name, shellQuote(e.Value))
 	}
+	b.WriteString(extra)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
 		return err

@@ -362,8 +362,8 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	}
 }
 
-// The six functions exist in the Lambda API as the template deploys them.
-func TestLocalListsTheSixFunctions(t *testing.T) {
+// The seven functions exist in the Lambda API as the template deploys them.
+func TestLocalListsTheSevenFunctions(t *testing.T) {
 	ctx := context.Background()
 	api := lambda.NewFromConfig(local.aws)
 	out, err := api.ListFunctions(ctx, &lambda.ListFunctionsInput{})
@@ -374,7 +374,7 @@ func TestLocalListsTheSixFunctions(t *testing.T) {
 	for _, f := range out.Functions {
 		got[aws.ToString(f.FunctionName)] = true
 	}
-	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"} {
+	for _, f := range []string{"dlqq-ingest", "dlqq-redrive", "dlqq-operate", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"} {
 		if !got[f] {
 			t.Errorf("list-functions lacks %s: %v", f, got)
 		}

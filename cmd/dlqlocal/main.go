@@ -7,7 +7,7 @@
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
-// stack with the six functions deployed in the local Lambda API, each its
+// stack with the seven functions deployed in the local Lambda API, each its
 // real bootstrap under a supervisor, invoked by the DLQ's and the table
 // stream's event source mappings and the template's schedules through that
 // API, and keeps it up

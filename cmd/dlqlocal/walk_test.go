@@ -312,6 +312,21 @@ func (c walkCheck) and(f func(out string) error) walkCheck {
 
 func (c walkCheck) soon() walkCheck { c.eventually = true; return c }
 
+// exits wants exit code and each of subs in the output.
+func exits(code int, subs ...string) walkCheck {
+	return walkCheck{check: func(out string, got int) error {
+		if got != code {
+			return fmt.Errorf("exit %d, want %d", got, code)
+		}
+		for _, s := range subs {
+			if !strings.Contains(out, s) {
+				return fmt.Errorf("no %q in the output", s)
+			}
+		}
+		return nil
+	}}
+}
+
 // invoked checks an `aws lambda invoke … && cat build/out.json`: a 200, no
 // function error, and each of subs in the function's response.
 func invoked(subs ...string) walkCheck {
@@ -407,29 +422,37 @@ func walkChecks() map[string]walkCheck {
 	return map[string]walkCheck{
 		"source build/local.env": ok(),
 		`go build -o build/dlqctl ./cmd/dlqctl && export PATH="$PWD/build:$PATH"`:    ok(),
-		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"),
+		"aws lambda list-functions --query 'Functions[].FunctionName' --output text": ok("dlqq-ingest", "dlqq-redrive", "dlqq-operate", "dlqq-sweeper", "dlqq-metrics", "dlqq-ledger", "dlqq-digest"),
 		`for n in 101 102 103 104 105; do aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SOURCE_QUEUE_URL" --message-body file://events/messages/inv-000$n.json --query MessageId --output text; done`: ok().and(lines(`^[0-9a-f-]{36}$`, 5)),
 		"dlqctl ls --status all":                   ok().and(lines(`^dlqq-source#inv-00010[1-3] +QUARANTINED +exhausted `, 3)).and(lines(`^dlqq-source#inv-00010[45] +QUARANTINED +validation `, 2)).soon(),
 		"dlqctl buckets":                           ok("5 open records in 3 failure signatures", "consumer|retries exhausted"),
 		"dlqctl show dlqq-source#inv-000104":       ok("/ndc: pattern: does not match", "(verifies)").and(lacks("0O409")),
 		at("dlqq-redrive", "redrive-dry-run.json"): invoked(`"dry_run":true`, `"redriven":{"count":3`, `"held":{"count":2`),
 		at("dlqq-redrive", "redrive-ids.json"):     invoked(`"redriven":{"count":2`, `"dlqq-source#inv-000101"`, `"dlqq-source#inv-000103"`),
-		at("dlqq-redrive", "redrive-correct.json"): invoked(`"action":"correct"`, `"corrected":{"count":1,"ids":["dlqq-source#inv-000104"]`),
-		`dlqctl fix dlqq-source#inv-000105 --payload-file events/messages/inv-000105-fixed.json --reason "quantity keyed as 0; 5 per the dispensing log"`: ok("correction 1 of dlqq-source#inv-000105 stored"),
-		"dlqctl redrive --source dlqq-source --id dlqq-source#inv-000104 --id dlqq-source#inv-000105 --yes":                                               ok("redriven 2, held 0"),
-		`dlqctl park dlqq-source#inv-000102 --reason "recall review"`:                                                                                     ok("dlqq-source#inv-000102 is PARKED"),
-		at("dlqq-redrive", "redrive-unpark.json"):                                                                                                         invoked(`"action":"unpark"`, `"status":"QUARANTINED"`),
-		at("dlqq-redrive", "redrive-park.json"):                                                                                                           invoked(`"action":"park"`, `"status":"PARKED"`),
-		at("dlqq-redrive", "redrive-read.json"):                                                                                                           invoked(`"action":"read"`, `"payload":{"body":"eyJldmVudF9pZCI6Imludi0wMDAxMDIi`, `"read_count":1`),
-		at("dlqq-redrive", "redrive-parked-approved.json"):                                                                                                invoked(`"redriven":{"count":1,"ids":["dlqq-source#inv-000102"]`),
-		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                              invoked(`"action":"redrive"`, `"dry_run":false`, `"redriven":{"count":0`, `"failed":{"count":0`),
-		at("dlqq-redrive", "redrive-settle.json"):                                                                                                         invoked(`"action":"settle"`, `"failed":{"count":0`),
-		at("dlqq-redrive", "redrive-policies.json"):                                                                                                       invoked(`"action":"policies"`, `"failed":{"count":0`),
-		at("dlqq-redrive", "redrive-policy-add.json"):                                                                                                     invoked(`"action":"policy_add"`, `"id":"pol-5a17c0de0001"`, `"state":"active"`, `"created_by":"lead@example.com"`),
-		// Only a policy its breaker suspended is resumed: this one is active.
-		at("dlqq-redrive", "redrive-policy-resume.json"): ok(`"FunctionError"`, "only a suspended policy can be resumed; it is active"),
-		at("dlqq-redrive", "redrive-policy-revoke.json"): invoked(`"action":"policy_revoke"`, `"state":"revoked"`, `"note":"INC-4711 closed"`),
-		"dlqctl policy ls --source dlqq-source":          ok("pol-5a17c0de0001  revoked", "revoked by lead@example.com"),
+		// Four eyes (docs/identity.md): operator-a's fix waits (exit 4),
+		// its own approval is refused, operator-b's runs it.
+		`dlqctl fix dlqq-source#inv-000104 --payload-file events/messages/inv-000104-fixed.json --reason "NDC keyed with a letter O for a zero" --approval-id fix-inv-000104`: exits(4, "needs a second person's approval (correction)", "approval fix-inv-000104 waits"),
+		"dlqctl approvals approve --source dlqq-source fix-inv-000104": exits(1, "second, different principal"),
+		"dlqq_as operator-b":                       ok(),
+		"dlqq_as operator-a":                       ok(),
+		"dlqq_as auditor":                          ok(),
+		"dlqctl approvals ls --source dlqq-source": ok().and(lines(`^fix-inv-000104 +pending +correct +correction +arn:aws:iam::000000000000:user/operator-a `, 1)),
+		`dlqctl approvals approve --source dlqq-source fix-inv-000104 --reason "checked against the invoice"`:                                                                               ok("approval fix-inv-000104 approved; its plan ran as arn:aws:iam::000000000000:user/operator-a"),
+		`dlqctl fix dlqq-source#inv-000105 --payload-file events/messages/inv-000105-fixed.json --reason "quantity keyed as 0; 5 per the dispensing log" --approval-id fix-inv-000105`:      exits(4, "approval fix-inv-000105 waits"),
+		`dlqctl approvals approve --source dlqq-source fix-inv-000105 --reason "matches the dispensing log"`:                                                                                ok("approval fix-inv-000105 approved"),
+		"dlqctl approvals approve --source dlqq-source fix-inv-000105":                                                                                                                      exits(1, "refused the request: 403"),
+		"dlqctl approvals show --source dlqq-source fix-inv-000105":                                                                                                                         ok("approval fix-inv-000105 of dlqq-source: executed", "by arn:aws:iam::000000000000:user/operator-b", "corrected 1"),
+		"dlqctl redrive --source dlqq-source --id dlqq-source#inv-000104 --id dlqq-source#inv-000105 --yes":                                                                                 ok("redriven 2, held 0"),
+		at("dlqq-redrive", "redrive-park.json"):                                                                                                                                             invoked(`"action":"park"`, `"status":"PARKED"`, `"actor":"unverified:pharmacist@example.com"`),
+		at("dlqq-redrive", "redrive-read.json"):                                                                                                                                             invoked(`"action":"read"`, `"payload":{"body":"eyJldmVudF9pZCI6Imludi0wMDAxMDIi`, `"read_count":1`, `"actor":"unverified:auditor@example.com"`),
+		`dlqctl redrive --source dlqq-source --id dlqq-source#inv-000102 --include-parked --reason "recall review: lot not affected" --approval-id replay-inv-000102 --yes`:                 exits(4, "needs a second person's approval (parked)", "approval replay-inv-000102 waits"),
+		`dlqctl approvals approve --source dlqq-source replay-inv-000102 --reason "QA cleared the lot"`:                                                                                     ok("approval replay-inv-000102 approved", "redriven 1,"),
+		at("dlqq-redrive", "redrive-cleared-exhausted.json"):                                                                                                                                invoked(`"action":"redrive"`, `"dry_run":false`, `"redriven":{"count":0`, `"failed":{"count":0`),
+		at("dlqq-redrive", "redrive-settle.json"):                                                                                                                                           invoked(`"action":"settle"`, `"failed":{"count":0`),
+		at("dlqq-redrive", "redrive-policies.json"):                                                                                                                                         invoked(`"action":"policies"`, `"failed":{"count":0`),
+		`dlqctl policy add --source dlqq-source --signature "consumer|billing timeout|v#" --max-per-run 25 --expires 72h --note "INC-4711: billing timeouts" --approval-id policy-inc-4711`: exits(4, "needs a second person's approval (policy)", "approval policy-inc-4711 waits"),
+		`dlqctl approvals approve --source dlqq-source policy-inc-4711 --reason "narrow and short-lived"`:                                                                                   ok("approval policy-inc-4711 approved"),
+		"dlqctl policy ls --source dlqq-source":                                                                                                                                             ok("active", "arn:aws:iam::000000000000:user/operator-a"),
 		// 101 was replayed above and the failing consumer sends it back:
 		// it can be parked once it is in quarantine again.
 		`dlqctl park dlqq-source#inv-000101 --reason "duplicate of a corrected movement"`: ok("dlqq-source#inv-000101 is PARKED").soon(),
@@ -504,9 +527,18 @@ func TestLocalDocsInvokeEverySample(t *testing.T) {
 	if err != nil || len(samples) < 10 {
 		t.Fatalf("samples %v: %v", samples, err)
 	}
+	// The operator endpoint's bodies (no requested_by: the endpoint names
+	// the caller) are what dlqctl sends there; the walk sends them through
+	// dlqctl (fix, redrive --include-parked, policy add), and
+	// functions/redrive's TestBootstrapServesEveryRedriveSample sends each
+	// through a local endpoint as operator-a, approved by operator-b. The
+	// revoke sample names the policy the policy-add sample creates, which
+	// the walk's dlqctl policy add does not (dlqctl draws the id).
+	throughTheEndpoint := map[string]bool{"redrive-correct.json": true, "redrive-unpark.json": true, "redrive-parked-approved.json": true,
+		"redrive-policy-add.json": true, "redrive-policy-resume.json": true, "redrive-policy-revoke.json": true}
 	for _, f := range samples {
 		name := filepath.Base(f)
-		if name == "ingest-env.json" {
+		if name == "ingest-env.json" || throughTheEndpoint[name] {
 			continue
 		}
 		if !strings.Contains(cmds, invoke) || !regexp.MustCompile(regexp.QuoteMeta(" --payload fileb://events/"+name+" ")).MatchString(cmds) {

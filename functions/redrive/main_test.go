@@ -69,7 +69,7 @@ func TestBootstrapServesEveryRedriveSample(t *testing.T) {
 	_, ep := lambdatest.OperatorForTest(t, st, "RedriveFunction", 60*time.Second)
 	asker, _ := ep.Client(st, "operator-a")
 	approver, _ := ep.Client(st, "operator-b")
-	highRisk := map[string]bool{"redrive-parked-approved.json": true, "redrive-correct.json": true, "redrive-policy-add.json": true, "redrive-policy-resume.json": true}
+	highRisk := map[string]bool{"redrive-parked-approved.json": true, "redrive-correct.json": true, "redrive-unpark.json": true, "redrive-policy-add.json": true, "redrive-policy-resume.json": true}
 	files, _ := filepath.Glob("../../events/redrive-*.json")
 	if len(files) < 5 {
 		t.Fatalf("only %d redrive samples", len(files))

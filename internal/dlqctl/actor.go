@@ -8,8 +8,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
+
+// maxDirectActor is the longest name a direct invoke may give: the
+// history records it after "unverified:".
+const maxDirectActor = quarantine.MaxActorBytes - len(identity.UnverifiedPrefix)
 
 // CallerIdentity says who the credentials belong to.
 type CallerIdentity interface {
@@ -48,8 +53,8 @@ func (a *App) actor(ctx context.Context) (string, error) {
 	switch {
 	case arn == "":
 		return "", errors.New("who you are, for the audit history: sts:GetCallerIdentity returned no ARN (name yourself with --actor or DLQQ_ACTOR)")
-	case len(arn) > quarantine.MaxActorBytes:
-		return "", fmt.Errorf("your ARN %s is longer than the %d bytes the audit history takes: name yourself with --actor (DLQQ_ACTOR)", arn, quarantine.MaxActorBytes)
+	case len(arn) > maxDirectActor:
+		return "", fmt.Errorf("your ARN %s is longer than the %d bytes the audit history takes after %q: name yourself with --actor (DLQQ_ACTOR)", arn, maxDirectActor, identity.UnverifiedPrefix)
 	case quarantine.ReservedActor(arn):
 		return "", fmt.Errorf("your ARN %q is a name the system uses for itself: name yourself with --actor (DLQQ_ACTOR)", arn)
 	}

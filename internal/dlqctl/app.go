@@ -102,6 +102,10 @@ type App struct {
 	Connect func(ctx context.Context, profile, region string) (*Clients, error)
 
 	Table, PayloadBucket, Function, Profile, Region, Output, Actor string
+	// ApprovalID names the approval a high-risk request through the
+	// operator endpoint becomes (--approval-id): a change ticket, say;
+	// empty, dlqctl draws one.
+	ApprovalID string
 	// OperatorURL is the operator endpoint (--operator-url,
 	// DLQQ_OPERATOR_URL, the stack's OperatorEndpointUrl): when set, every
 	// action goes there, signed with your own credentials, and is recorded
@@ -222,6 +226,7 @@ func (a *App) Root() *cobra.Command {
 	pf.StringVar(&a.PayloadBucket, "payload-bucket", os.Getenv("DLQQ_PAYLOAD_BUCKET"), "claim-check bucket (DLQQ_PAYLOAD_BUCKET)")
 	pf.StringVar(&a.Function, "function", envOr("DLQQ_REDRIVE_FUNCTION", "dlqq-redrive"), "redrive function name (DLQQ_REDRIVE_FUNCTION)")
 	pf.StringVar(&a.OperatorURL, "operator-url", os.Getenv("DLQQ_OPERATOR_URL"), "the operator endpoint, where AWS verifies who acts: actions go there signed with your credentials (DLQQ_OPERATOR_URL, else the stack's OperatorEndpointUrl; unset: a direct invoke of --function, recorded as unverified)")
+	pf.StringVar(&a.ApprovalID, "approval-id", "", "the id a high-risk request through the operator endpoint waits under (8 to 64 of a-z, 0-9, -: a change ticket, say; default: drawn), which the second operator approves")
 	pf.StringVar(&a.Profile, "profile", "", "AWS profile")
 	pf.StringVar(&a.Region, "region", "", "AWS region")
 	pf.StringVarP(&a.Output, "output", "o", "table", "output: table or json")
@@ -283,8 +288,8 @@ func (a *App) checkActor() error {
 	switch {
 	case strings.TrimSpace(a.Actor) == "":
 		return &UsageError{fmt.Errorf("--actor is empty: name yourself for the audit history (DLQQ_ACTOR)")}
-	case len(a.Actor) > quarantine.MaxActorBytes:
-		return &UsageError{fmt.Errorf("--actor is longer than %d bytes", quarantine.MaxActorBytes)}
+	case len(a.Actor) > maxDirectActor:
+		return &UsageError{fmt.Errorf("--actor is longer than %d bytes", maxDirectActor)}
 	case quarantine.ReservedActor(a.Actor):
 		return &UsageError{fmt.Errorf("--actor %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name yourself (DLQQ_ACTOR)", a.Actor)}
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -127,7 +129,7 @@ func (a *App) ListApprovals(ctx context.Context, o ApprovalsOptions) error {
 	fmt.Fprintln(tw, "ID\tSTATE\tACTION\tRISKS\tREQUESTED BY\tEXPIRES\tSUMMARY")
 	for _, ap := range out {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ap.ID, state(ap, now), ap.Action, risks(ap), ap.RequestedBy.ARN,
-			ap.ExpiresAt.UTC().Format("2006-01-02T15:04Z"), ap.Summary)
+			ap.ExpiresAt.UTC().Format("2006-01-02T15:04Z"), printable(ap.Summary))
 	}
 	return tw.Flush()
 }
@@ -165,13 +167,13 @@ func (a *App) ShowApproval(ctx context.Context, o ApprovalsOptions) error {
 		st = "expired (pending past its expiry: it can no longer be approved)"
 	}
 	fmt.Fprintf(a.Out, "approval %s of %s: %s\n", ap.ID, ap.Source, st)
-	fmt.Fprintf(a.Out, "  action     %s (%s)\n  summary    %s\n", ap.Action, risks(ap), ap.Summary)
+	fmt.Fprintf(a.Out, "  action     %s (%s)\n  summary    %s\n", ap.Action, risks(ap), printable(ap.Summary))
 	fmt.Fprintf(a.Out, "  requested  %s by %s (account %s, key %s)\n", ap.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), ap.RequestedBy.ARN, ap.RequestedBy.Account, ap.RequestedBy.AccessKey)
-	fmt.Fprintf(a.Out, "  reason     %s\n  expires    %s\n", ap.Reason, ap.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+	fmt.Fprintf(a.Out, "  reason     %s\n  expires    %s\n", printable(ap.Reason), ap.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 	if ap.DecidedBy != nil {
 		fmt.Fprintf(a.Out, "  decided    %s at %s by %s", ap.State, ap.DecidedAt.UTC().Format("2006-01-02T15:04:05Z"), ap.DecidedBy.ARN)
 		if ap.DecisionNote != "" {
-			fmt.Fprintf(a.Out, ": %s", ap.DecisionNote)
+			fmt.Fprintf(a.Out, ": %s", printable(ap.DecisionNote))
 		}
 		fmt.Fprintln(a.Out)
 	}
@@ -219,4 +221,14 @@ func (a *App) DecideApproval(ctx context.Context, o ApprovalsOptions, action str
 		return a.print(rep)
 	}
 	return nil
+}
+
+// printable is s with its control and format characters escaped: a text a
+// requester wrote never moves the approver's cursor.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

@@ -147,7 +147,7 @@ func golden(t *testing.T, name, got string) {
 
 func TestCommandsOnAKnownDataSet(t *testing.T) {
 	f := newFixture(t)
-	f.startRedrive(t, ordersSources)
+	f.startRedrive(t, oneOperator(t, ordersSources))
 	f.readOnly(t)
 
 	out, _, code := f.run(t, "ls")

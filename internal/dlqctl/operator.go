@@ -34,13 +34,16 @@ const operatorTimeout = 16 * time.Minute
 // highRisk are the actions that may become a pending approval: dlqctl
 // gives each request its approval id, so that the request sent again
 // finds the approval it created.
-var highRisk = map[string]bool{redrive.ActionRedrive: true, redrive.ActionCorrect: true, redrive.ActionPolicyAdd: true, redrive.ActionPolicyResume: true}
+var highRisk = map[string]bool{redrive.ActionRedrive: true, redrive.ActionCorrect: true, redrive.ActionUnpark: true, redrive.ActionPolicyAdd: true, redrive.ActionPolicyResume: true}
 
 // invokeOperator sends req to the operator endpoint, signed.
 func (a *App) invokeOperator(ctx context.Context, c *Clients, req redrive.Request, flags flagMapper) (*redrive.Report, error) {
 	req.RequestedBy = ""
-	if req.ApprovalID == "" && highRisk[req.Action] {
-		req.ApprovalID = approval.NewID()
+	if req.ApprovalID == "" && (highRisk[req.Action] || req.Action == "") { // "": a redrive
+		req.ApprovalID = a.ApprovalID
+		if req.ApprovalID == "" {
+			req.ApprovalID = approval.NewID()
+		}
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -48,7 +51,15 @@ func (a *App) invokeOperator(ctx context.Context, c *Clients, req redrive.Reques
 	}
 	status, answer, err := a.postSigned(ctx, c, body)
 	if err != nil {
+		if req.ApprovalID != "" {
+			err = fmt.Errorf("%w; sent again with --approval-id %s it finds the approval it created", err, req.ApprovalID)
+		}
 		return nil, err
+	}
+	if status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
+		// An HTTP API ends a call at 30 s while the function goes on, and a
+		// gateway error says nothing of what ran: not a refusal.
+		return nil, &EndpointError{Status: status, Message: strings.TrimSpace(string(answer)), MayHaveRun: true, ApprovalID: req.ApprovalID}
 	}
 	if status == http.StatusOK {
 		var rep redrive.Report
@@ -74,12 +85,24 @@ func (a *App) invokeOperator(ctx context.Context, c *Clients, req redrive.Reques
 
 // EndpointError is a refusal of the operator endpoint itself (AWS checked
 // the signature or your IAM permission and said no): nothing ran.
+//
+// With MayHaveRun it is a gateway's error instead (502, 503, 504): the
+// request may have run, and may still be running.
 type EndpointError struct {
-	Status  int
-	Message string
+	Status     int
+	Message    string
+	MayHaveRun bool
+	ApprovalID string
 }
 
 func (e *EndpointError) Error() string {
+	if e.MayHaveRun {
+		again := "look (dlqctl show, dlqctl ls) before you send it again"
+		if e.ApprovalID != "" {
+			again = fmt.Sprintf("look (dlqctl approvals show %s, dlqctl show) before you send it again with --approval-id %s", e.ApprovalID, e.ApprovalID)
+		}
+		return fmt.Sprintf("the operator endpoint answered %d %s: the request may have run, or may still be running (an HTTP API ends a call after 30 s while the function goes on): %s", e.Status, e.Message, again)
+	}
 	hint := ""
 	if e.Status == http.StatusForbidden {
 		hint = " (your credentials need the stack's OperatorPolicy, and must be current)"
@@ -121,7 +144,7 @@ func (a *App) postSigned(ctx context.Context, c *Clients, body []byte) (int, []b
 	}
 	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
-		return 0, nil, fmt.Errorf("operator endpoint %s: %w (the request may have run: look before you send it again; an approval or a high-risk request sent again finds what it did)", u.Host, err)
+		return 0, nil, fmt.Errorf("operator endpoint %s: %w (the request may have run: look before you send it again; an approval sent again runs nothing twice)", u.Host, err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))

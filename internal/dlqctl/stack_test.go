@@ -200,7 +200,7 @@ func (f *fixture) startStackRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn, err := lambdatest.Supervise(context.Background(), f.st, lambdatest.Spec{
-		Name: f.st.Outputs()[stackoutputs.RedriveFunction], Bootstrap: redriveBootstrap(t), Env: append(env, "SOURCES="+ordersSources),
+		Name: f.st.Outputs()[stackoutputs.RedriveFunction], Bootstrap: redriveBootstrap(t), Env: append(env, "SOURCES="+oneOperator(t, ordersSources)),
 		Timeout: 60 * time.Second, Configure: true,
 	}, io.Discard, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {

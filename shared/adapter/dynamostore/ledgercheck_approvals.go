@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"strings"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/foureyes"
@@ -90,7 +91,7 @@ func recordActions(actions []foureyes.Action, k ledger.KeyHistory) ([]foureyes.A
 
 // mayAct reports whether a record version's history holds an entry that
 // may be a high-risk action (foureyes.RecordActions): a correction, a
-// parked record's claim, a claim or reclaim naming an approval. A version
+// parked record's claim, an unpark, a claim or reclaim naming an approval. A version
 // without one added none.
 func mayAct(it ledger.Item) bool {
 	if len(it["corrections"].L) > 0 {
@@ -102,7 +103,8 @@ func mayAct(it ledger.Item) bool {
 			continue
 		}
 		switch r := *reason; {
-		case strings.HasPrefix(r, "parked record claimed"), strings.HasPrefix(r, "correction "), strings.HasPrefix(r, "lease expired"):
+		case strings.HasPrefix(r, "parked record claimed"), strings.HasPrefix(r, "correction "), strings.HasPrefix(r, "lease expired"),
+			strings.HasPrefix(r, "unparked by hand: "):
 			return true
 		case strings.HasPrefix(r, "claimed for round"):
 			if ap := a.M["approval"].S; ap != nil && *ap != "" {
@@ -204,6 +206,13 @@ func approvalHistory(k ledger.KeyHistory) foureyes.History {
 		if untrusted[n] {
 			h.Named = append(h.Named, string(n))
 		}
+	}
+	// Its whole history or nothing: an approval whose first version the
+	// ledger holds is not version 1 and pending (versions missing before
+	// it, or the ledger began after it) could have been widened before;
+	// it approves nothing.
+	if len(h.Versions) > 0 && (h.Versions[0].Version != 1 || h.Versions[0].State != approval.StatePending) {
+		h.Named = append(h.Named, "first-version-missing")
 	}
 	return h
 }

@@ -481,7 +481,10 @@ func TestApprovalCheckAttributesEachEntryToTheVersionThatAddedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.record(forged)
-	if problems, _ := w.check(); len(problems) != 1 || !strings.Contains(problems[0].Detail, "claimed a parked record without an approval") {
+	// Two actions without an approval: the claim slipped in, and the
+	// unpark (itself high-risk: it makes a parked record replayable).
+	if problems, _ := w.check(); len(problems) != 2 || !strings.Contains(problems[0].Detail+problems[1].Detail, "claimed a parked record without an approval") ||
+		!strings.Contains(problems[0].Detail+problems[1].Detail, "unparked a record without an approval") {
 		t.Fatalf("the entry slipped into the middle: %v", problems)
 	}
 
@@ -527,5 +530,49 @@ func TestApprovalCheckAttributesEachEntryToTheVersionThatAddedIt(t *testing.T) {
 	w.record(next)
 	if problems, _ := w.check(); len(problems) != 0 {
 		t.Fatalf("the baseline's entries are not the first ledgered version's: %v", problems)
+	}
+}
+
+// An unpark makes a parked record replayable by any run: it is high-risk,
+// and one without an approval is named on its own (review finding: the
+// prefilter once left such a version undecoded).
+func TestApprovalCheckNamesAnUnapprovedUnpark(t *testing.T) {
+	t.Parallel()
+	w := newFEWorld(t)
+	r := w.parked("k")
+	w.step(r.Unpark(w.alice.Actor(), "back to quarantine", at(3)))
+	problems, _ := w.check()
+	if len(problems) != 1 || !strings.Contains(problems[0].Detail, "unparked a record without an approval") {
+		t.Fatalf("an unpark without an approval: %v", problems)
+	}
+}
+
+// An approval whose first ledgered version is not its pending version 1
+// (the ledger lost or never saw it) approves nothing: what it asked for
+// cannot be proven unchanged (review finding).
+func TestAnApprovalWithoutItsFirstVersionApprovesNothing(t *testing.T) {
+	t.Parallel()
+	w := newFEWorld(t)
+	r := w.parked("k")
+	// The approval as the redrive function would make it, but only its
+	// approved version reaches the ledger.
+	a, err := approval.New(approval.Request{ID: "chg-00000001", Source: "orders", Action: "redrive", Risks: []quarantine.Risk{quarantine.RiskParked},
+		Plan: []byte(parkedPlan(r.DLQID)), Summary: "s", Requester: w.alice, Reason: "needed", TTL: time.Hour}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := a.Approve(w.bob, "ok", at(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.approval(ok)
+	w.step(r.ClaimParked(quarantine.WithApproval(w.alice.Actor(), ok.ID), at(2), time.Minute))
+	problems, _ := w.check()
+	found := false
+	for _, p := range problems {
+		found = found || strings.Contains(p.Detail, "first-version-missing")
+	}
+	if !found {
+		t.Fatalf("an approval without its first version approved the claim: %v", problems)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -32,7 +34,9 @@ const cfnNamespace = "http://cloudformation.amazonaws.com/doc/2010-05-15/"
 type cfnStack struct {
 	name, id string
 	created  time.Time
-	outputs  [][2]string
+	// outputs are read at each DescribeStacks: a runner sets the operator
+	// endpoint's after the stack starts (SetOperatorURL).
+	outputs func() [][2]string
 }
 
 type cfnEndpoint struct {
@@ -152,7 +156,7 @@ func (e *cfnEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp := describeStacksResponse{Xmlns: cfnNamespace, RequestID: id, Stacks: []cfnMember{}}
 	for _, s := range found {
 		m := cfnMember{StackName: s.name, StackID: s.id, CreationTime: s.created.UTC().Format("2006-01-02T15:04:05.000Z"), StackStatus: "CREATE_COMPLETE"}
-		for _, o := range s.outputs {
+		for _, o := range s.outputs() {
 			m.Outputs = append(m.Outputs, cfnOutput{OutputKey: o[0], OutputValue: o[1]})
 		}
 		resp.Stacks = append(resp.Stacks, m)
@@ -211,22 +215,34 @@ func (s *Stack) Outputs() map[string]string {
 		}
 		out[name] = v
 	}
+	// The operator endpoint is the local one a runner serves
+	// (SetOperatorURL), or none: the URL the template would have AWS give
+	// leads nowhere here.
+	if u := s.operatorURL.Load(); u != nil {
+		out[stackoutputs.OperatorEndpoint] = *u
+	} else {
+		delete(out, stackoutputs.OperatorEndpoint)
+	}
 	return out
 }
+
+// SetOperatorURL makes url the stack's OperatorEndpointUrl output: the
+// local operator endpoint a runner serves (localrunner).
+func (s *Stack) SetOperatorURL(url string) { s.operatorURL.Store(&url) }
 
 // registerOutputs makes the process's CloudFormation endpoint answer
 // DescribeStacks for the stack with its Outputs.
 func (s *Stack) registerOutputs(ep *cfnEndpoint) {
-	outs := s.Outputs()
-	keys := make([]string, 0, len(outs))
-	for k := range outs {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	reg := &cfnStack{name: s.Env.StackName, created: time.Now(),
-		id: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", s.Env.Region, s.Env.Account, s.Env.StackName, requestID())}
-	for _, k := range keys {
-		reg.outputs = append(reg.outputs, [2]string{k, outs[k]})
-	}
+		id: fmt.Sprintf("arn:aws:cloudformation:%s:%s:stack/%s/%s", s.Env.Region, s.Env.Account, s.Env.StackName, requestID()),
+		outputs: func() [][2]string {
+			outs := s.Outputs()
+			keys := slices.Sorted(maps.Keys(outs))
+			pairs := make([][2]string, 0, len(keys))
+			for _, k := range keys {
+				pairs = append(pairs, [2]string{k, outs[k]})
+			}
+			return pairs
+		}}
 	s.closers = append(s.closers, ep.register(reg))
 }

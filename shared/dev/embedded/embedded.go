@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,6 +75,9 @@ type Options struct {
 
 // Stack is a running embedded stack with the template's resources.
 type Stack struct {
+	// operatorURL is the local operator endpoint (SetOperatorURL).
+	operatorURL atomic.Pointer[string]
+
 	// AWS is an SDK config whose endpoints point at the stack.
 	AWS aws.Config
 	// Clients are built from AWS for the emulators.

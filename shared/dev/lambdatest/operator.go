@@ -39,8 +39,14 @@ func ServeEndpoint(st *embedded.Stack, function string, log *slog.Logger) (*Endp
 
 // ServeFront is ServeEndpoint for a function called by invoke (the
 // demo's operator function runs in process: redrive.Service.OperatorHandler).
+//
+// operator-a signs with the stack's own key (embedded.AccessKey), the one
+// the local S3 (versitygw) knows, so that a shell with build/local.env
+// reaches every service as operator-a; operator-b and the auditor have
+// keys of their own, which only the endpoint and kumo take.
 func ServeFront(st *embedded.Stack, invoke func(ctx context.Context, payload []byte) ([]byte, error), log *slog.Logger) (*Endpoint, error) {
 	ids := sigv4front.DefaultIdentities(st.Env.Account)
+	ids[0].AccessKeyID, ids[0].SecretAccessKey = embedded.AccessKey, embedded.SecretKey
 	store, err := sigv4front.NewStore(ids...)
 	if err != nil {
 		return nil, err

@@ -17,11 +17,12 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 )
 
-// LocalFunctions are the template's six functions, by logical id, with
+// LocalFunctions are the template's seven functions, by logical id, with
 // the ./functions directory that builds each.
 var LocalFunctions = []struct{ LogicalID, Dir string }{
 	{"IngestFunction", "ingest"},
 	{"RedriveFunction", "redrive"},
+	{"OperatorFunction", "operator"},
 	{"SweeperFunction", "sweeper"},
 	{"MetricsFunction", "metrics"},
 	{"LedgerFunction", "ledger"},
@@ -68,13 +69,18 @@ type Local struct {
 	// the ledger reads it, LedgerPoller follows it.
 	LedgerMapping *LedgerMapping
 
+	// Endpoint is the operator endpoint: the operator function behind a
+	// SigV4 check against the local identities, as a function URL with
+	// AWS_IAM fronts it on AWS (docs/identity.md).
+	Endpoint *lambdatest.Endpoint
+
 	// Progress, when not nil, is told what the stop waits for.
 	Progress io.Writer
 
 	log *slog.Logger
 }
 
-// StartLocal builds the six bootstraps for this machine, creates each
+// StartLocal builds the seven bootstraps for this machine, creates each
 // function in kumo as the template deploys it (name, environment, timeout,
 // memory) and starts it under a supervisor. It returns once every
 // bootstrap polls for invocations. On an error it stops what it started
@@ -125,7 +131,7 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 			return nil, fmt.Errorf("rule %s targets %s, which is not one of the template's functions", s.Rule, s.Function)
 		}
 	}
-	fmt.Fprintf(o.Progress, "building the six function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
+	fmt.Fprintf(o.Progress, "building the seven function bootstraps (%v) for this machine into %s … (a cold build takes minutes)\n", dirs, o.BuildDir)
 	bins, err := lambdatest.BuildAll(ctx, filepath.Clean(o.BuildDir), dirs...)
 	if err != nil {
 		return nil, err
@@ -161,6 +167,10 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 	l.LedgerPoller = &StreamPoller{API: st.Clients.DynamoDBStreams, StreamARN: l.LedgerStream.StreamARN,
 		Handler:   seeThrough(InvokeStream(l.Lambda, l.Name("LedgerFunction"))),
 		BatchSize: l.LedgerStream.BatchSize, Bisect: l.LedgerStream.Bisect, Log: o.Log, Gate: l.LedgerMapping}
+	if l.Endpoint, err = lambdatest.ServeEndpoint(st, l.Name("OperatorFunction"), o.Log); err != nil {
+		return nil, err
+	}
+	st.SetOperatorURL(l.Endpoint.URL) // the stack's OperatorEndpointUrl, as dlqctl --stack reads it
 	return l, nil
 }
 
@@ -209,6 +219,9 @@ func (l *Local) Run(ctx context.Context, ready func()) error {
 // flight have finished (up to lambdatest.StopGrace); call it after what
 // invokes them (Run, a consumer) has stopped.
 func (l *Local) Close() {
+	if l.Endpoint != nil {
+		l.Endpoint.Close()
+	}
 	n := 0
 	for _, f := range l.Functions {
 		n += f.InFlight()

@@ -2,10 +2,12 @@ package template_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -30,11 +32,14 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/demo"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
+	"github.com/dlqquarantine/dlqq/shared/dev/sigv4front"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
 // recorder notes the IAM authorization behind every SDK call a function
@@ -530,14 +535,46 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, req := range []string{
-		`{"action":"read","source":"` + f.Source + `","ids":["` + id("e3") + `"],"requested_by":"ops"}`,
-		`{"action":"park","source":"` + f.Source + `","ids":["` + id("e7") + `"],"requested_by":"ops","reason":"hold for the consumer's fix"}`,
-		`{"action":"unpark","source":"` + f.Source + `","ids":["` + id("e7") + `"],"requested_by":"ops","reason":"the consumer is fixed"}`,
-	} {
-		if _, err := operator.Handle(ctx, []byte(req)); err != nil {
-			t.Fatalf("operator %s: %v", req[:30], err)
+	// Through a local operator endpoint (a SigV4 check against local
+	// identities, as the function URL's AWS_IAM is): operator-a asks,
+	// operator-b approves what is high-risk (the unpark, the correction),
+	// so the approval items' writes are on the operator's recorder too.
+	ep, err := lambdatest.ServeFront(st, func(ctx context.Context, payload []byte) ([]byte, error) {
+		resp, err := operator.OperatorHandler(ctx, payload)
+		if err != nil {
+			return nil, err
 		}
+		return json.Marshal(resp)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	asker, _ := ep.Client(st, "operator-a")
+	approver, _ := ep.Client(st, "operator-b")
+	post := func(c sigv4front.Client, body string) redrive.Report {
+		t.Helper()
+		status, answer, err := c.Post(ctx, []byte(body))
+		var rep redrive.Report
+		if err != nil || status != http.StatusOK || json.Unmarshal(answer, &rep) != nil {
+			t.Fatalf("operator %s as %s: %d %s %v", body[:30], c.Identity.Name, status, answer, err)
+		}
+		return rep
+	}
+	approvals := 0
+	for _, req := range []string{
+		`{"action":"read","source":"` + f.Source + `","ids":["` + id("e3") + `"]}`,
+		`{"action":"park","source":"` + f.Source + `","ids":["` + id("e7") + `"],"reason":"hold for the consumer's fix"}`,
+		`{"action":"unpark","source":"` + f.Source + `","ids":["` + id("e7") + `"],"reason":"the consumer is fixed"}`,
+		`{"action":"correct","source":"` + f.Source + `","ids":["` + id("e2") + `"],"reason":"typo","payload":"{\"event_id\":\"e2\",\"ndc\":\"12345-678-90\",\"lot\":\"L\",\"quantity_delta\":1,\"schedule\":\"CII\",\"facility\":\"F\",\"occurred_at\":\"2026-11-29T09:00:00Z\"}"}`,
+	} {
+		if rep := post(asker, req); rep.Stopped == redrive.StoppedPendingApproval {
+			post(approver, `{"action":"approve","source":"`+f.Source+`","approval_id":"`+rep.Approval.ID+`"}`)
+			approvals++
+		}
+	}
+	if approvals != 2 {
+		t.Fatalf("%d approvals, want the unpark's and the correction's", approvals)
 	}
 	if !recs["OperatorFunction"].has("s3:GetObjectVersion") || !recs["OperatorFunction"].has("dynamodb:PutItem") && !recs["OperatorFunction"].has("dynamodb:UpdateItem") {
 		t.Fatalf("the operator's read, park and unpark made no payload read or record write: %v", recs["OperatorFunction"].requests)
@@ -546,7 +583,6 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	for _, req := range []string{
 		`{"source":"` + f.Source + `","ids":["` + id("e1") + `","` + id("e3") + `","` + id("e5") + `"],"requested_by":"ops"}`,
 		`{"action":"settle","source":"` + f.Source + `","requested_by":"schedule:settle"}`,
-		`{"action":"correct","source":"` + f.Source + `","ids":["` + id("e2") + `"],"requested_by":"ops","reason":"typo","payload":"{\"event_id\":\"e2\",\"ndc\":\"12345-678-90\",\"lot\":\"L\",\"quantity_delta\":1,\"schedule\":\"CII\",\"facility\":\"F\",\"occurred_at\":\"2026-11-29T09:00:00Z\"}"}`,
 		`{"action":"policies","source":"` + f.Source + `","requested_by":"schedule:policies"}`,
 	} {
 		if strings.Contains(req, `"policies"`) {

@@ -160,13 +160,17 @@ func TestOnlyRedriveWritesPolicies(t *testing.T) {
 		t.Fatal("the ingest function's environment has no TABLE_NAME")
 	}
 	const pol = "#pol#prod-source#p1"
-	for _, role := range []string{"IngestRole", "SweeperRole", "MetricsRole"} {
-		denyAll(t, s, role, tableName, pol, "denied by OnlyRedriveWritesPoliciesPolicy/NeverWriteStandingPolicies")
-	}
-	for name, qs := range itemWrites(tableName, pol) {
-		for _, q := range qs {
-			if why := s.decide("RedriveRole", q); strings.HasPrefix(why, "denied by") {
-				t.Errorf("RedriveRole: %s on %s (%s): %q, want no explicit deny", name, pol, q, why)
+	// Four-eyes approvals (#apr#) are the redrive role's too: a planted
+	// approval would let a high-risk action pass verify.
+	for _, key := range []string{pol, "#apr#prod-source#chg-4711"} {
+		for _, role := range []string{"IngestRole", "SweeperRole", "MetricsRole"} {
+			denyAll(t, s, role, tableName, key, "denied by OnlyRedriveWritesPoliciesPolicy/NeverWriteStandingPolicies")
+		}
+		for name, qs := range itemWrites(tableName, key) {
+			for _, q := range qs {
+				if why := s.decide("RedriveRole", q); strings.HasPrefix(why, "denied by") {
+					t.Errorf("RedriveRole: %s on %s (%s): %q, want no explicit deny", name, key, q, why)
+				}
 			}
 		}
 	}

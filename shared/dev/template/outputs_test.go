@@ -21,6 +21,9 @@ func TestOutputsDlqctlReads(t *testing.T) {
 		stackoutputs.RedriveFunction:  names["RedriveFunction"],
 		stackoutputs.ArchiveBucket:    names["ArchiveBucket"],
 		stackoutputs.LedgerSigningKey: "arn:aws:kms:eu-west-1:111122223333:" + signingAlias,
+		// The function URL AWS gives (the HTTP API's where auto picks it:
+		// operator_test.go).
+		stackoutputs.OperatorEndpoint: fmt.Sprintf("https://%s.lambda-url.%s.on.aws/", template.ServiceID(env.StackName, "OperatorFunctionUrl", 32), env.Region),
 	}
 	// The writer keys, ingest,redrive,sweeper (--writer-keys order).
 	for i, w := range writers() {

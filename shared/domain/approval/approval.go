@@ -40,6 +40,11 @@ const (
 // approval item stays well inside DynamoDB's 400 KB.
 const MaxPlanBytes = 256 << 10
 
+// MaxItemBytes bounds an approval's JSON (the item's one large
+// attribute): DynamoDB's items hold 400 KB, names and the other
+// attributes included.
+const MaxItemBytes = 380 << 10
+
 // MaxReasonBytes bounds the requester's reason and the decider's note.
 const MaxReasonBytes = 512
 

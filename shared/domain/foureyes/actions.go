@@ -43,6 +43,10 @@ const (
 	// "resumed" changes.
 	PolicyCreated What = "created a standing policy"
 	PolicyResumed What = "resumed a standing policy"
+	// Unparked: a PARKED record returned to quarantine by hand
+	// (quarantine.Record.Unpark), after which any run may replay it: the
+	// first step of replaying a parked record, high-risk as that is.
+	Unparked What = "unparked a record"
 )
 
 // noun is w as "the … at T" says it.
@@ -54,6 +58,8 @@ func (w What) noun() string {
 		return "policy's creation"
 	case PolicyResumed:
 		return "resume"
+	case Unparked:
+		return "unpark"
 	}
 	return "claim"
 }
@@ -88,6 +94,7 @@ var (
 	claimReason       = regexp.MustCompile(`^claimed for round [0-9]+$`)
 	reclaimReason     = regexp.MustCompile(`^lease expired; round [0-9]+ reclaimed, `)
 	correctionReason  = regexp.MustCompile(`^correction ([0-9]+): `)
+	unparkReason      = regexp.MustCompile(`^unparked by hand: `)
 )
 
 // RecordActions returns the high-risk actions next, a ledgered version of
@@ -136,6 +143,8 @@ func RecordActions(key, change string, prev, next *quarantine.Record, prevUnknow
 			act(ParkedReclaim, a.Actor, a.Approval, a.At, quarantine.RiskParked).Claim = true
 		case a.Stage == quarantine.StageRedrive && (claimReason.MatchString(a.Reason) || reclaimReason.MatchString(a.Reason)) && a.Approval != "":
 			act(ApprovedClaim, a.Actor, a.Approval, a.At, quarantine.RiskLarge, quarantine.RiskParked).Claim = true
+		case a.Stage == quarantine.StageOperator && unparkReason.MatchString(a.Reason):
+			act(Unparked, a.Actor, a.Approval, a.At, quarantine.RiskParked)
 		case a.Stage == quarantine.StageCorrection && correctionReason.MatchString(a.Reason):
 			// The entry of a correction the version does not hold (written
 			// by hand): the entry is the action.

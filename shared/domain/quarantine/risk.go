@@ -13,7 +13,8 @@ type Risk string
 
 // The risks.
 const (
-	// RiskParked: a run that replays parked records (include_parked).
+	// RiskParked: a run that replays parked records (include_parked), or
+	// an unpark, which makes a parked record replayable by any run.
 	RiskParked Risk = "parked"
 	// RiskLarge: a run over the function's approval threshold.
 	RiskLarge Risk = "large"

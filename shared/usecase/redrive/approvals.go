@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/identity"
@@ -73,6 +74,10 @@ func (s *Service) risks(req Request, src *quarantine.Source) (need, off []quaran
 		}
 	case ActionCorrect:
 		all = append(all, quarantine.RiskCorrection)
+	case ActionUnpark:
+		// A parked record unparked is replayable by any run: unparking is
+		// the first step of replaying it.
+		all = append(all, quarantine.RiskParked)
 	case ActionPolicyAdd:
 		all = append(all, quarantine.RiskPolicy)
 	case ActionPolicyResume:
@@ -130,15 +135,29 @@ func (s *Service) precheck(ctx context.Context, req Request, src *quarantine.Sou
 	switch req.Action {
 	case ActionCorrect:
 		return s.checkCorrection(ctx, req, src)
+	case ActionUnpark:
+		cur, err := s.store.Get(ctx, req.IDs[0])
+		if err != nil {
+			return operatorError(err)
+		}
+		if err := quarantine.Verify(cur); quarantine.IsIntegrityFailure(err) {
+			return s.holdFound(ctx, cur, err) // never asked to approve what fails verification
+		}
+		if cur.Status != quarantine.StatusParked {
+			return &RequestError{Problems: []string{fmt.Sprintf("ids[0] is %s: cannot unpark it", cur.Status)}, Kind: quarantine.StateKind(cur.Status)}
+		}
 	case ActionPolicyAdd, ActionPolicyResume:
 		if s.policies == nil {
 			return &RequestError{Problems: []string{"standing policies are not configured for this function"}}
 		}
 		if req.Action == ActionPolicyAdd {
-			if _, err := policy.New(req.Policy.Spec(src.Name), req.RequestedBy, s.now()); err != nil && req.Policy.ExpiresIn == "" {
-				return err
+			spec := req.Policy.Spec(src.Name)
+			if req.Policy.ExpiresIn != "" {
+				d, _ := time.ParseDuration(req.Policy.ExpiresIn) // checked by policyProblems
+				spec.ExpiresAt = s.now().Add(d)
 			}
-			return nil
+			_, err := policy.New(spec, req.RequestedBy, s.now())
+			return err
 		}
 		cur, err := s.policies.Store.Get(ctx, src.Name, req.PolicyID)
 		if errors.Is(err, policy.ErrNotFound) {
@@ -152,6 +171,13 @@ func (s *Service) precheck(ctx context.Context, req Request, src *quarantine.Sou
 		}
 	}
 	return nil
+}
+
+func stateOf(a *approval.Approval, now time.Time) string {
+	if a.Expired(now) {
+		return "expired"
+	}
+	return a.State
 }
 
 func joinRisks(rs []quarantine.Risk) string {
@@ -172,6 +198,26 @@ func plan(req Request) ([]byte, error) {
 	return quarantine.Canonical(req)
 }
 
+// planOf is a's plan as a request, checked to be of a's source and
+// action.
+func planOf(a *approval.Approval) (Request, error) {
+	r, err := decodePlan(a.Plan)
+	if err == nil && (r.Source != a.Source || cmpOr(r.Action, ActionRedrive) != a.Action) {
+		err = fmt.Errorf("the plan is a %s of source %q, the approval a %s of %q", cmpOr(r.Action, ActionRedrive), r.Source, a.Action, a.Source)
+	}
+	if err != nil {
+		return Request{}, &ConfigError{Problem: fmt.Sprintf("approval %s: its plan does not run here (%v); nothing ran, the approval is not spent", a.ID, err)}
+	}
+	return r, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 // decodePlan decodes an approval's plan strictly; Run normalizes it.
 func decodePlan(raw string) (Request, error) {
 	var r Request
@@ -190,12 +236,17 @@ func (s *Service) requestApproval(ctx context.Context, req Request, src *quarant
 	if s.approvals == nil {
 		return nil, &ConfigError{Problem: "four-eyes approvals are not configured for this function"}
 	}
+	req.Source = src.Name // the approval's and its key's, however the request named it
 	p, err := plan(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode the plan: %w", err)
 	}
+	reason := req.Reason
+	if reason == "" && req.Policy != nil {
+		reason = req.Policy.Note // a policy's note says why (dlqctl policy add --note)
+	}
 	a, err := approval.New(approval.Request{ID: req.ApprovalID, Source: src.Name, Action: req.Action, Risks: risks, Plan: p,
-		Summary: summarize(req), Requester: *req.verified, Reason: req.Reason, TTL: s.cfg.ApprovalTTL,
+		Summary: summarize(req), Requester: *req.verified, Reason: reason, TTL: s.cfg.ApprovalTTL,
 		Rules: identity.Rules{TrustedSessionRoles: s.cfg.TrustedSessionRoles}}, s.now())
 	if err != nil {
 		var ae *approval.Error
@@ -204,6 +255,9 @@ func (s *Service) requestApproval(ctx context.Context, req Request, src *quarant
 		}
 		return nil, err
 	}
+	if raw, err := json.Marshal(a); err != nil || len(raw) > approval.MaxItemBytes {
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("the plan makes an approval of %d bytes, more than the %d a table item holds: replay fewer ids, or a smaller correction", len(raw), approval.MaxItemBytes)}}
+	}
 	err = s.approvals.Create(ctx, a)
 	if errors.Is(err, approval.ErrConflict) {
 		// The id exists: this request's own earlier try, or another.
@@ -211,8 +265,12 @@ func (s *Service) requestApproval(ctx context.Context, req Request, src *quarant
 		if gerr != nil {
 			return nil, fmt.Errorf("read approval: %w", gerr)
 		}
-		if !got.SamePlan(p) || got.RequestedBy != *req.verified {
+		if !got.SamePlan(p) || got.RequestedBy.ARN != req.verified.ARN || got.RequestedBy.UserID != req.verified.UserID {
 			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval_id %s names another request's approval", a.ID)}, Kind: quarantine.KindConflict}
+		}
+		if got.State != approval.StatePending || got.Expired(s.now()) {
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval %s of this request is %s already (dlqctl approvals show); ask again under a new approval_id", got.ID, stateOf(got, s.now()))},
+				Kind: quarantine.KindConflict}
 		}
 		a, err = got, nil
 	}
@@ -245,11 +303,15 @@ func summarize(req Request) string {
 	case ActionCorrect:
 		fmt.Fprintf(&b, ": one record's payload replaced (%d bytes)", len(req.Payload))
 	case ActionPolicyAdd:
-		if req.Policy != nil {
-			fmt.Fprintf(&b, ": replay up to %d per run until %s", req.Policy.MaxPerRun, req.Policy.ExpiresAt.Format("2006-01-02T15:04Z07:00"))
+		if p := req.Policy; p != nil && p.ExpiresIn != "" {
+			fmt.Fprintf(&b, ": replay up to %d per run for %s from its approval", p.MaxPerRun, p.ExpiresIn)
+		} else if p != nil {
+			fmt.Fprintf(&b, ": replay up to %d per run until %s", p.MaxPerRun, p.ExpiresAt.Format("2006-01-02T15:04Z07:00"))
 		}
 	case ActionPolicyResume:
 		fmt.Fprintf(&b, ": policy %s", req.PolicyID)
+	case ActionUnpark:
+		b.WriteString(": one parked record back to quarantine, replayable by any run")
 	}
 	return b.String()
 }
@@ -293,9 +355,25 @@ func (s *Service) decide(ctx context.Context, req Request, src *quarantine.Sourc
 		if err != nil {
 			return nil, err
 		}
+		if req.Action == ActionApprove {
+			// The plan must run as approved: one that no longer decodes
+			// (a release that changed the request) is refused before the
+			// approval is spent.
+			if _, err := planOf(a); err != nil {
+				return nil, err
+			}
+		}
 		err = s.approvals.Replace(ctx, next)
-		if errors.Is(err, approval.ErrConflict) && try < 2 {
-			continue // another decision or this call's own lost write: read again
+		if errors.Is(err, approval.ErrConflict) {
+			// This call's own write, its answer lost (the SDK's retry then
+			// fails the condition), or another decision: read again. Only
+			// this call made a version with this seal (its decision time is
+			// in it), so the plan still runs once.
+			if got, gerr := s.approvals.Get(ctx, src.Name, req.ApprovalID); gerr == nil && got.Seal == next.Seal {
+				err = nil
+			} else if try < 2 {
+				continue
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -315,12 +393,9 @@ func (s *Service) decide(ctx context.Context, req Request, src *quarantine.Sourc
 // outcome on a. The plan's report is what the caller sees, with the
 // approval.
 func (s *Service) execute(ctx context.Context, a *approval.Approval, decided *Report) (*Report, error) {
-	planReq, err := decodePlan(a.Plan)
-	if err == nil && planReq.Source != a.Source {
-		err = fmt.Errorf("the plan names source %q, the approval %q", planReq.Source, a.Source)
-	}
+	planReq, err := planOf(a)
 	if err != nil {
-		return nil, fmt.Errorf("approval %s: its plan does not parse: %w", a.ID, err)
+		return nil, err
 	}
 	requester := a.RequestedBy
 	planReq.RequestedBy, planReq.verified, planReq.approved = requester.Actor(), &requester, a
@@ -335,6 +410,11 @@ func (s *Service) execute(ctx context.Context, a *approval.Approval, decided *Re
 	done, err := a.Executed(o)
 	if err == nil {
 		err = s.approvals.Replace(ctx, done)
+		if errors.Is(err, approval.ErrConflict) {
+			if got, gerr := s.approvals.Get(ctx, a.Source, a.ID); gerr == nil && got.Seal == done.Seal {
+				err = nil // written; its answer lost
+			}
+		}
 	}
 	if err != nil {
 		// The run happened; only its outcome on the approval is missing

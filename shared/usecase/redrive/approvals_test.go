@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -208,11 +209,14 @@ func TestADirectInvokeNeverRunsAHighRiskAction(t *testing.T) {
 	if got := statuses(t, e, ids); got[quarantine.StatusParked] != 2 {
 		t.Fatalf("records changed: %v", got)
 	}
-	if _, err := svc.LambdaHandler(ctx, fmt.Appendf(nil, `{"action":"unpark","source":%q,"ids":[%q],"reason":"r","requested_by":"mallory"}`, e.src.Name, ids[0])); err != nil {
+	if _, err := svc.LambdaHandler(ctx, fmt.Appendf(nil, `{"action":"unpark","source":%q,"ids":[%q],"reason":"r","requested_by":"mallory"}`, e.src.Name, ids[0])); !errors.As(err, &fe) {
+		t.Fatalf("a direct unpark: %v, want a refusal (it makes a parked record replayable)", err)
+	}
+	if _, err := svc.LambdaHandler(ctx, fmt.Appendf(nil, `{"action":"read","source":%q,"ids":[%q],"requested_by":"mallory"}`, e.src.Name, ids[0])); err != nil {
 		t.Fatal(err)
 	}
-	if last := e.get(t, ids[0]).Attempts; last[len(last)-1].Actor != "unverified:mallory" {
-		t.Fatalf("a direct unpark recorded %q", last[len(last)-1].Actor)
+	if reads := e.get(t, ids[0]).Reads; len(reads) != 1 || reads[0].Actor != "unverified:mallory" {
+		t.Fatalf("a direct read recorded %+v", reads)
 	}
 }
 
@@ -256,7 +260,7 @@ func TestOperatorHandlerTakesTheRequesterFromTheAuthorizer(t *testing.T) {
 	t.Parallel()
 	e, ids, svc, _ := parkedEnv(t, 1)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{InvokedFunctionArn: "arn:aws:lambda:us-east-1:000000000000:function:s-operator"})
-	unpark := fmt.Sprintf(`{"action":"unpark","source":%q,"ids":[%q],"reason":"look again"}`, e.src.Name, ids[0])
+	unpark := fmt.Sprintf(`{"action":"read","source":%q,"ids":[%q]}`, e.src.Name, ids[0])
 	stranger := mustPrincipal("arn:aws:iam::000000000000:user/x", "AIDAX")
 	stranger.Account, stranger.ARN = "111111111111", "arn:aws:iam::111111111111:user/x"
 	for name, tc := range map[string]struct {
@@ -267,7 +271,7 @@ func TestOperatorHandlerTakesTheRequesterFromTheAuthorizer(t *testing.T) {
 		"no authorizer":    {urlEvent(t, nil, unpark), http.StatusForbidden, "no IAM authorizer"},
 		"another account":  {urlEvent(t, &stranger, unpark), http.StatusForbidden, "serves account 000000000000 only"},
 		"a direct request": {json.RawMessage(unpark), http.StatusForbidden, "no IAM authorizer"},
-		"requested_by set": {urlEvent(t, &operatorA, strings.Replace(unpark, `"reason"`, `"requested_by":"bob","reason"`, 1)), http.StatusBadRequest, "leave it out"},
+		"requested_by set": {urlEvent(t, &operatorA, strings.Replace(unpark, `"ids"`, `"requested_by":"bob","ids"`, 1)), http.StatusBadRequest, "leave it out"},
 		"a bad request":    {urlEvent(t, &operatorA, `{"source":1}`), http.StatusBadRequest, "malformed request"},
 		"unknown approval": {urlEvent(t, &operatorB, fmt.Sprintf(`{"action":"approve","source":%q,"approval_id":"nosuchapproval"}`, e.src.Name)), http.StatusNotFound, "names no approval"},
 	} {
@@ -276,19 +280,89 @@ func TestOperatorHandlerTakesTheRequesterFromTheAuthorizer(t *testing.T) {
 			t.Errorf("%s: %d %s %v, want %d with %q", name, resp.StatusCode, resp.Body, err, tc.status, tc.want)
 		}
 	}
-	if r := e.get(t, ids[0]); r.Status != quarantine.StatusParked {
-		t.Fatalf("a refused request changed the record: %s", r.Status)
+	if r := e.get(t, ids[0]); r.ReadCount != 0 {
+		t.Fatalf("a refused request changed the record: %d reads", r.ReadCount)
 	}
 	resp, err := svc.OperatorHandler(ctx, urlEvent(t, &operatorA, unpark))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("unpark: %d %s %v", resp.StatusCode, resp.Body, err)
+		t.Fatalf("read: %d %s %v", resp.StatusCode, resp.Body, err)
 	}
 	var rep redrive.Report
 	if err := json.Unmarshal([]byte(resp.Body), &rep); err != nil || rep.RequestedBy != operatorA.ARN {
 		t.Fatalf("report %s %v", resp.Body, err)
 	}
-	r := e.get(t, ids[0])
-	if last := r.Attempts[len(r.Attempts)-1]; r.Status != quarantine.StatusQuarantined || last.Actor != operatorA.ARN {
-		t.Fatalf("after unpark: %s %+v", r.Status, last)
+	if r := e.get(t, ids[0]); len(r.Reads) != 1 || r.Reads[0].Actor != operatorA.ARN {
+		t.Fatalf("the read recorded %+v", r.Reads)
+	}
+}
+
+// lostAnswerApprovals applies the first Replace and then answers it as a
+// failed condition, as the SDK's retry of a write whose answer was lost
+// does.
+type lostAnswerApprovals struct {
+	redrive.ApprovalStore
+	lost atomic.Bool
+}
+
+func (s *lostAnswerApprovals) Replace(ctx context.Context, a *approval.Approval) error {
+	if err := s.ApprovalStore.Replace(ctx, a); err != nil {
+		return err
+	}
+	if s.lost.CompareAndSwap(false, true) {
+		return approval.ErrConflict
+	}
+	return nil
+}
+
+// An approval whose write was applied and its answer lost still runs its
+// plan, once (review finding: it once reported "already decided" and ran
+// nothing, the approval spent).
+func TestAnApprovalWhoseAnswerWasLostRunsThePlanOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, ids, _, store := parkedEnv(t, 2)
+	svc := e.service(nil, nil, redrive.Config{}).WithApprovals(&lostAnswerApprovals{ApprovalStore: store})
+	// The source named by its ARN: the approval keeps its name.
+	req := parkedReplay(e, "")
+	req.Source = e.src.ARN
+	rep, err := redrive.RunVerified(ctx, svc, req, operatorA)
+	if err != nil || rep.Approval == nil {
+		t.Fatalf("request: %+v %v", rep, err)
+	}
+	done, err := redrive.RunVerified(ctx, svc, redrive.Request{Action: redrive.ActionApprove, Source: e.src.Name, ApprovalID: rep.Approval.ID}, operatorB)
+	if err != nil || done.AlreadyDecided || done.Redriven.Count != 2 || done.Approval.State != approval.StateExecuted {
+		t.Fatalf("approve whose answer was lost: %+v %v", done, err)
+	}
+	if got := statuses(t, e, ids); got[quarantine.StatusRedriven] != 2 {
+		t.Fatalf("after the approval: %v", got)
+	}
+	if n := len(e.drain(t, none)); n != 2 {
+		t.Fatalf("%d sent, want 2", n)
+	}
+}
+
+// What a second person reads holds no control or format character; an
+// invalid policy is refused before it waits; the same approval_id of an
+// executed approval asks again under a new id.
+func TestRequestsTheApproverCannotBeMisledBy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, svc, _ := parkedEnv(t, 1)
+	for _, reason := range []string{"fix\r\x1b[2A\x1b[2K  summary    redrive on x", "ok\u202etxt.exe", "zero\u200bwidth"} {
+		req := parkedReplay(e, "")
+		req.Reason = reason
+		if _, err := redrive.RunVerified(ctx, svc, req, operatorA); err == nil || !strings.Contains(err.Error(), "control or format character") {
+			t.Errorf("reason %q: %v", reason, err)
+		}
+	}
+	bad := redrive.Request{Action: redrive.ActionPolicyAdd, Source: e.src.Name, Reason: "r", Policy: &redrive.PolicySpec{Signatures: []string{"a|b|v1"}, MaxPerRun: -5, ExpiresIn: "72h"}}
+	if rep, err := redrive.RunVerified(ctx, svc, bad, operatorA); err == nil {
+		t.Fatalf("an invalid policy waits for approval: %+v", rep.Approval)
+	}
+	if _, err := runApproved(ctx, svc, parkedReplay(e, "chg-once-only")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redrive.RunVerified(ctx, svc, parkedReplay(e, "chg-once-only"), operatorA); err == nil || !strings.Contains(err.Error(), "executed already") {
+		t.Fatalf("the request again under a used approval_id: %v", err)
 	}
 }

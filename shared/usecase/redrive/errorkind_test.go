@@ -45,7 +45,7 @@ func TestRefusalsLogTheirOwnErrorKind(t *testing.T) {
 	e.change(t, ids[0], func(r *quarantine.Record) (*quarantine.Record, error) {
 		return r.ArchiveStub("sweeper", quarantine.ArchiveRef{Bucket: "b", Key: "k", Seal: r.Seal, RetainUntil: r.StatusSince}, e.clock.Now())
 	})
-	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "unpark", ids[0], "again")); err == nil {
+	if _, err := viaApproval(ctx, svc, operatorRequest(e, "unpark", ids[0], "again")); err == nil {
 		t.Fatal("an unpark of an archived stub was not refused")
 	}
 	id, bad := e.malformed(t, 7, "NDC?12345")

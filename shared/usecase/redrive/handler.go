@@ -25,6 +25,10 @@ func (s *Service) Handle(ctx context.Context, raw []byte) (*Report, error) {
 		return nil, err
 	}
 	if !(quarantine.ScheduleActor(req.RequestedBy) && (req.Action == ActionSettle || req.Action == ActionPolicies)) {
+		// Kept whole in the history: never clipped after the prefix.
+		if n := quarantine.MaxActorBytes - len(identity.UnverifiedPrefix); len(req.RequestedBy) > n {
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("requested_by is longer than %d bytes (the history records it as %s and the name)", n, identity.UnverifiedPrefix)}}
+		}
 		req.RequestedBy = identity.Unverified(req.RequestedBy)
 	}
 	return s.Run(ctx, req)

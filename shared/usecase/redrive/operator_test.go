@@ -68,14 +68,16 @@ func TestParkAndUnparkThroughTheFunction(t *testing.T) {
 	if e.get(t, id).Version != r.Version {
 		t.Fatal("a refused park changed the record")
 	}
-	rep, err = svc.LambdaHandler(ctx, operatorRequest(e, "unpark", id, "fixed upstream"))
+	// Unparking is high-risk (a parked record becomes replayable): asked
+	// and approved through the operator endpoint.
+	rep, err = viaApproval(ctx, svc, operatorRequest(e, "unpark", id, "fixed upstream"))
 	if err != nil || rep.Record.Status != quarantine.StatusQuarantined || rep.RedriveCapBefore != 0 {
 		t.Fatalf("unpark: %+v %v", rep, err)
 	}
 	if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || !strings.Contains(r.Attempts[len(r.Attempts)-1].Reason, "fixed upstream") {
 		t.Fatalf("after unpark: %s", r.Status)
 	}
-	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "unpark", id, "twice")); err == nil || !strings.Contains(err.Error(), "ids[0] is QUARANTINED: cannot unpark it") {
+	if _, err := viaApproval(ctx, svc, operatorRequest(e, "unpark", id, "twice")); err == nil || !strings.Contains(err.Error(), "ids[0] is QUARANTINED: cannot unpark it") {
 		t.Fatalf("unpark of a quarantined record: %v", err)
 	}
 	if _, err := svc.LambdaHandler(ctx, operatorRequest(e, "park", e.src.Name+"#nope", "r")); !errors.As(err, &re) || !strings.Contains(err.Error(), "ids[0] names no record") {
@@ -139,7 +141,13 @@ func TestOperatorActionsHoldATamperedRecord(t *testing.T) {
 			if action == "read" {
 				reason = ""
 			}
-			rep, err := svc.LambdaHandler(ctx, operatorRequest(e, action, id, reason))
+			var rep *redrive.Report
+			var err error
+			if action == "unpark" {
+				rep, err = viaApproval(ctx, svc, operatorRequest(e, action, id, reason))
+			} else {
+				rep, err = svc.LambdaHandler(ctx, operatorRequest(e, action, id, reason))
+			}
 			var he *redrive.HeldError
 			if !errors.As(err, &he) || he.Reason != "seal_mismatch" || !errors.Is(err, quarantine.ErrHeld) || rep != nil {
 				t.Fatalf("%s of a tampered record: %+v %v", action, rep, err)
@@ -278,7 +286,7 @@ func TestUnparkAtTheCapReportsTheRaise(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, _ := e.loggedService(nil)
-	rep, err := svc.LambdaHandler(ctx, operatorRequest(e, "unpark", id, "one more try"))
+	rep, err := viaApproval(ctx, svc, operatorRequest(e, "unpark", id, "one more try"))
 	if err != nil || rep.RedriveCapBefore != cap3 || rep.Record.RedriveCap != cap3+1 || rep.Record.FailureClass != quarantine.ClassExhausted {
 		t.Fatalf("unpark at the cap: %+v %v", rep, err)
 	}

@@ -198,6 +198,14 @@ func (r *Request) normalize() error {
 		p = append(p, fmt.Sprintf("action %q is not redrive, settle, correct, policies, park, unpark, read, policy_add, policy_revoke, policy_resume, approve or reject", r.Action))
 	}
 	p = append(p, r.approvalProblems()...)
+	// Texts a second person reads (dlqctl approvals show prints them):
+	// no terminal escapes, no bidirectional or invisible format characters.
+	if unprintable(r.Reason) {
+		p = append(p, "reason holds a control or format character")
+	}
+	if r.Policy != nil && unprintable(r.Policy.Note) {
+		p = append(p, "policy.note holds a control or format character")
+	}
 	p = append(p, r.actorProblems()...)
 	p = append(p, r.operatorProblems()...)
 	p = append(p, r.policyProblems()...)
@@ -270,8 +278,8 @@ func (r *Request) actorProblems() []string {
 	if len(name) > quarantine.MaxActorBytes {
 		return []string{fmt.Sprintf("requested_by is longer than %d bytes", quarantine.MaxActorBytes)}
 	}
-	if strings.ContainsFunc(name, unicode.IsControl) {
-		return []string{"requested_by holds a control character"}
+	if unprintable(name) {
+		return []string{"requested_by holds a control or format character"}
 	}
 	if !quarantine.ReservedActor(name) {
 		return nil
@@ -286,6 +294,14 @@ func (r *Request) actorProblems() []string {
 		return []string{"requested_by must not name a standing policy (policy:…); only the policy's own runs act as it"}
 	}
 	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
+}
+
+// unprintable reports whether s holds a control character (a terminal
+// escape, a carriage return) or a Unicode format character (bidirectional
+// overrides, zero-width ones), which could make a text a person reads say
+// something else than it holds.
+func unprintable(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) })
 }
 
 // approvalProblems checks approval_id: required by approve and reject, a
