@@ -91,7 +91,8 @@ func park(r *quarantine.Record) (*quarantine.Record, error) {
 }
 
 func unpark(r *quarantine.Record) (*quarantine.Record, error) {
-	return r.Unpark("operator:test", "back", r.StatusSince.Add(time.Minute))
+	// As a source whose four_eyes leaves parked out unparks: one person.
+	return r.Unpark(quarantine.WithApproval("operator:test", quarantine.FourEyesOff), "back", r.StatusSince.Add(time.Minute))
 }
 
 func (l *ledgerFixture) drain() {

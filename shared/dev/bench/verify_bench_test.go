@@ -169,7 +169,7 @@ func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) 
 				var next *quarantine.Record
 				var err error
 				if r.Status == quarantine.StatusParked {
-					next, err = r.Unpark("operator:bench", "bench", r.StatusSince.Add(time.Minute))
+					next, err = r.Unpark(quarantine.WithApproval("operator:bench", quarantine.FourEyesOff), "bench", r.StatusSince.Add(time.Minute))
 				} else {
 					next, err = r.ParkManual("operator:bench", "bench", r.LastSeen.Add(time.Minute))
 				}
