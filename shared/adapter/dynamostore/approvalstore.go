@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -156,27 +155,7 @@ func decodeApproval(item map[string]types.AttributeValue) (*approval.Approval, e
 
 // List returns a source's approvals, oldest first.
 func (s *ApprovalStore) List(ctx context.Context, source string) ([]*approval.Approval, error) {
-	var keys []string
-	err := queryPartition(ctx, s.api, s.table, ApprovalPartition(source), func(item map[string]types.AttributeValue) error {
-		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, ApprovalPartition(source)+"#") {
-			keys = append(keys, k.Value)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list approvals: %w", err)
-	}
-	var out []*approval.Approval
-	for _, k := range slices.Compact(keys) {
-		a, err := s.get(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		if a != nil {
-			out = append(out, a)
-		}
-	}
-	return out, nil
+	return listPartition(ctx, s.api, s.table, ApprovalPartition(source), "approvals", s.get, func(string, *approval.Approval) error { return nil })
 }
 
 // decodeLedgeredApproval decodes a ledgered approval item, its seal and

@@ -120,32 +120,44 @@ func decodePolicy(item map[string]types.AttributeValue) (*policy.Policy, error) 
 // List returns a source's policies, oldest first: their ids through the
 // status index, then each item (the index does not project the policy).
 func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy, error) {
-	var ids []string
-	err := queryPartition(ctx, s.api, s.table, PolicyPartition(source), func(item map[string]types.AttributeValue) error {
-		// Only the redrive function writes #pol# keys (the template's
-		// Deny), but the others write records, and a record's status could
-		// name this partition: only policy keys of this source are read.
-		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, PolicyPartition(source)+"#") {
-			ids = append(ids, k.Value)
+	return listPartition(ctx, s.api, s.table, PolicyPartition(source), "policies", s.get, func(k string, p *policy.Policy) error {
+		if p.Source != source || k != policyKey(p.Source, p.ID) {
+			return fmt.Errorf("list policies: the item %q holds the policy %q of source %q", k, p.ID, p.Source)
+		}
+		return nil
+	})
+}
+
+// listPartition reads the items of a status-index partition that only the
+// redrive role writes (policies, approvals): their keys through the index,
+// then each item with get (nil: gone since), checked by check. The other
+// roles write records, whose status could name the partition: only keys
+// under it are read.
+func listPartition[T any](ctx context.Context, api API, table, partition, what string, get func(context.Context, string) (*T, error),
+	check func(key string, v *T) error) ([]*T, error) {
+	var keys []string
+	err := queryPartition(ctx, api, table, partition, func(item map[string]types.AttributeValue) error {
+		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, partition+"#") {
+			keys = append(keys, k.Value)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list policies: %w", err)
+		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
-	var out []*policy.Policy
-	for _, k := range slices.Compact(ids) {
-		pol, err := s.get(ctx, k)
+	var out []*T
+	for _, k := range slices.Compact(keys) {
+		v, err := get(ctx, k)
 		if err != nil {
 			return nil, err
 		}
-		if pol == nil {
+		if v == nil {
 			continue
 		}
-		if pol.Source != source || k != policyKey(pol.Source, pol.ID) {
-			return nil, fmt.Errorf("list policies: the item %q holds the policy %q of source %q", k, pol.ID, pol.Source)
+		if err := check(k, v); err != nil {
+			return nil, err
 		}
-		out = append(out, pol)
+		out = append(out, v)
 	}
 	return out, nil
 }

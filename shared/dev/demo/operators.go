@@ -25,13 +25,7 @@ type operators struct {
 }
 
 func startOperators(st *embedded.Stack, svc *redrive.Service) (*operators, error) {
-	ep, err := lambdatest.ServeFront(st, func(ctx context.Context, payload []byte) ([]byte, error) {
-		resp, err := svc.OperatorHandler(ctx, payload)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
-	}, nil)
+	ep, err := lambdatest.ServeHandler(st, svc.OperatorHandler, nil)
 	if err != nil {
 		return nil, err
 	}

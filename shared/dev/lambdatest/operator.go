@@ -2,6 +2,7 @@ package lambdatest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -66,6 +68,18 @@ func ServeFront(st *embedded.Stack, invoke func(ctx context.Context, payload []b
 	e := &Endpoint{URL: "http://" + ln.Addr().String() + "/", Identities: ids, server: &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = e.server.Serve(ln) }()
 	return e, nil
+}
+
+// ServeHandler is ServeFront for an operator entry point called in
+// process (redrive.Service.OperatorHandler).
+func ServeHandler(st *embedded.Stack, handler func(context.Context, json.RawMessage) (events.LambdaFunctionURLResponse, error), log *slog.Logger) (*Endpoint, error) {
+	return ServeFront(st, func(ctx context.Context, payload []byte) ([]byte, error) {
+		resp, err := handler(ctx, payload)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	}, log)
 }
 
 // Identity is the local identity named name.

@@ -539,13 +539,7 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	// identities, as the function URL's AWS_IAM is): operator-a asks,
 	// operator-b approves what is high-risk (the unpark, the correction),
 	// so the approval items' writes are on the operator's recorder too.
-	ep, err := lambdatest.ServeFront(st, func(ctx context.Context, payload []byte) ([]byte, error) {
-		resp, err := operator.OperatorHandler(ctx, payload)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
-	}, nil)
+	ep, err := lambdatest.ServeHandler(st, operator.OperatorHandler, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
