@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -128,18 +126,10 @@ func (a *App) ListApprovals(ctx context.Context, o ApprovalsOptions) error {
 	tw := newTable(a.Out)
 	fmt.Fprintln(tw, "ID\tSTATE\tACTION\tRISKS\tREQUESTED BY\tEXPIRES\tSUMMARY")
 	for _, ap := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ap.ID, state(ap, now), ap.Action, risks(ap), ap.RequestedBy.ARN,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ap.ID, ap.StateAt(now), ap.Action, risks(ap), ap.RequestedBy.ARN,
 			ap.ExpiresAt.UTC().Format("2006-01-02T15:04Z"), printable(ap.Summary))
 	}
 	return tw.Flush()
-}
-
-// state is an approval's state, "expired" for a pending one past its time.
-func state(ap *approval.Approval, now time.Time) string {
-	if ap.Expired(now) {
-		return "expired"
-	}
-	return ap.State
 }
 
 // ShowApproval runs dlqctl approvals show.
@@ -226,7 +216,7 @@ func (a *App) DecideApproval(ctx context.Context, o ApprovalsOptions, action str
 // printable is s with its control and format characters escaped: a text a
 // requester wrote never moves the approver's cursor.
 func printable(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) {
+	if !approval.Unprintable(s) {
 		return s
 	}
 	q := strconv.Quote(s)

@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/approval"
@@ -90,22 +88,12 @@ func (s *ApprovalStore) put(ctx context.Context, a *approval.Approval, cond expr
 	if err != nil {
 		return err
 	}
-	if err := prove(ctx, s.writer, item, writerproof.Leaf{Key: approvalKey(a.Source, a.ID), Version: a.Version, Seal: a.Seal}); err != nil {
-		return err
-	}
-	expr, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
-	if conditionFailed(err) {
-		return approval.ErrConflict
-	}
-	if err != nil {
+	leaf := writerproof.Leaf{Key: approvalKey(a.Source, a.ID), Version: a.Version, Seal: a.Seal}
+	err = provedPut(ctx, s.api, s.table, s.writer, item, leaf, cond, approval.ErrConflict)
+	if err != nil && !errors.Is(err, approval.ErrConflict) {
 		return fmt.Errorf("put approval: %w", err)
 	}
-	return nil
+	return err
 }
 
 // Get reads one approval (a consistent read) and checks its seal.
@@ -118,14 +106,11 @@ func (s *ApprovalStore) Get(ctx context.Context, source, id string) (*approval.A
 }
 
 func (s *ApprovalStore) get(ctx context.Context, k string) (*approval.Approval, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), Key: itemKey(k)})
-	if err != nil {
-		return nil, fmt.Errorf("read approval: %w", err)
+	item, err := readItem(ctx, s.api, s.table, k)
+	if err != nil || item == nil {
+		return nil, wrapErr("read approval", err)
 	}
-	if out.Item == nil {
-		return nil, nil
-	}
-	a, err := decodeApproval(out.Item)
+	a, err := decodeApproval(item)
 	if err != nil {
 		return nil, err
 	}

@@ -65,19 +65,36 @@ func (s *PolicyStore) put(ctx context.Context, p *policy.Policy, cond expression
 	if err != nil {
 		return err
 	}
-	if err := prove(ctx, s.writer, item, writerproof.Leaf{Key: policyKey(p.Source, p.ID), Version: p.Version, Seal: p.Seal}); err != nil {
+	return provedPut(ctx, s.api, s.table, s.writer, item, writerproof.Leaf{Key: policyKey(p.Source, p.ID), Version: p.Version, Seal: p.Seal}, cond, policy.ErrConflict)
+}
+
+// provedPut writes item, proved with w (when set) as leaf, on cond; a
+// failed condition is conflict. Policies and approvals are written so.
+func provedPut(ctx context.Context, api API, table string, w *writerproof.Prover, item map[string]types.AttributeValue, leaf writerproof.Leaf,
+	cond expression.ConditionBuilder, conflict error) error {
+	if err := prove(ctx, w, item, leaf); err != nil {
 		return err
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
 		return err
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
 	if conditionFailed(err) {
-		return policy.ErrConflict
+		return conflict
 	}
 	return err
+}
+
+// readItem reads the item with key k (a consistent read); nil when there
+// is none.
+func readItem(ctx context.Context, api API, table, k string) (map[string]types.AttributeValue, error) {
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true), Key: itemKey(k)})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
 }
 
 // Get reads one policy and checks its seal.
@@ -92,14 +109,11 @@ func (s *PolicyStore) Get(ctx context.Context, source, id string) (*policy.Polic
 // get reads the policy item with key k and checks its seal; nil when
 // there is none.
 func (s *PolicyStore) get(ctx context.Context, k string) (*policy.Policy, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), Key: itemKey(k)})
-	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
+	item, err := readItem(ctx, s.api, s.table, k)
+	if err != nil || item == nil {
+		return nil, wrapErr("read policy", err)
 	}
-	if out.Item == nil {
-		return nil, nil
-	}
-	return decodePolicy(out.Item)
+	return decodePolicy(item)
 }
 
 func decodePolicy(item map[string]types.AttributeValue) (*policy.Policy, error) {
@@ -165,4 +179,12 @@ func listPartition[T any](ctx context.Context, api API, table, partition, what s
 func conditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
+}
+
+// wrapErr is err under op, nil when err is.
+func wrapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }

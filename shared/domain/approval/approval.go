@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -131,6 +132,14 @@ func (e *Refusal) Error() string { return "approval refused: " + e.Problem }
 // ErrorKind names the refusal (quarantine.Kinded).
 func (e *Refusal) ErrorKind() string { return "refused" }
 
+// Unprintable reports whether s holds a control character (a terminal
+// escape, a carriage return) or a Unicode format character (bidirectional
+// overrides, zero-width ones), which could make a text the second person
+// reads say something else than it holds.
+func Unprintable(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) })
+}
+
 // ValidID reports whether id can name an approval: 8 to 64 of [a-z0-9-].
 func ValidID(id string) bool {
 	if len(id) < 8 || len(id) > 64 {
@@ -201,6 +210,15 @@ func (a *Approval) Changed() quarantine.Time {
 		return *a.DecidedAt
 	}
 	return a.CreatedAt
+}
+
+// StateAt is a's state at now, "expired" for a pending one past its
+// expiry.
+func (a *Approval) StateAt(now time.Time) string {
+	if a.Expired(now) {
+		return "expired"
+	}
+	return a.State
 }
 
 // Expired reports whether a pending approval can no longer be decided.

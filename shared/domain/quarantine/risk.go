@@ -31,10 +31,6 @@ var risks = []Risk{RiskParked, RiskLarge, RiskCorrection, RiskPolicy, RiskResume
 // Valid reports whether r is one of the risks.
 func (r Risk) Valid() bool { return slices.Contains(risks, r) }
 
-// AllRisks is the default four_eyes setting: every risk needs a second
-// person. It returns nil, which Source.NeedsSecondPerson reads as all.
-func AllRisks() map[Risk]bool { return nil }
-
 // RiskNames lists the risks for messages.
 func RiskNames() string {
 	s := make([]string, len(risks))

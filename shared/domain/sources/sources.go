@@ -88,7 +88,7 @@ func Build(cfg map[string]Config) (map[string]*quarantine.Source, error) {
 	for name, s := range cfg {
 		src := &quarantine.Source{
 			Name: name, ARN: s.ARN, DLQName: s.DLQ, IdempotencyPointer: s.IdempotencyPointer,
-			Opaque: s.Opaque, RedriveCap: s.RedriveCap, FourEyes: quarantine.AllRisks(),
+			Opaque: s.Opaque, RedriveCap: s.RedriveCap, // FourEyes nil: every risk
 		}
 		if s.FourEyes != nil {
 			src.FourEyes = map[quarantine.Risk]bool{}

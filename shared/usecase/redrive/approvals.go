@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,13 +174,6 @@ func (s *Service) precheck(ctx context.Context, req Request, src *quarantine.Sou
 	return nil
 }
 
-func stateOf(a *approval.Approval, now time.Time) string {
-	if a.Expired(now) {
-		return "expired"
-	}
-	return a.State
-}
-
 func joinRisks(rs []quarantine.Risk) string {
 	s := make([]string, len(rs))
 	for i, r := range rs {
@@ -202,20 +196,13 @@ func plan(req Request) ([]byte, error) {
 // action.
 func planOf(a *approval.Approval) (Request, error) {
 	r, err := decodePlan(a.Plan)
-	if err == nil && (r.Source != a.Source || cmpOr(r.Action, ActionRedrive) != a.Action) {
-		err = fmt.Errorf("the plan is a %s of source %q, the approval a %s of %q", cmpOr(r.Action, ActionRedrive), r.Source, a.Action, a.Source)
+	if err == nil && (r.Source != a.Source || cmp.Or(r.Action, ActionRedrive) != a.Action) {
+		err = fmt.Errorf("the plan is a %s of source %q, the approval a %s of %q", cmp.Or(r.Action, ActionRedrive), r.Source, a.Action, a.Source)
 	}
 	if err != nil {
 		return Request{}, &ConfigError{Problem: fmt.Sprintf("approval %s: its plan does not run here (%v); nothing ran, the approval is not spent", a.ID, err)}
 	}
 	return r, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // decodePlan decodes an approval's plan strictly; Run normalizes it.
@@ -269,7 +256,7 @@ func (s *Service) requestApproval(ctx context.Context, req Request, src *quarant
 			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval_id %s names another request's approval", a.ID)}, Kind: quarantine.KindConflict}
 		}
 		if got.State != approval.StatePending || got.Expired(s.now()) {
-			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval %s of this request is %s already (dlqctl approvals show); ask again under a new approval_id", got.ID, stateOf(got, s.now()))},
+			return nil, &RequestError{Problems: []string{fmt.Sprintf("approval %s of this request is %s already (dlqctl approvals show); ask again under a new approval_id", got.ID, got.StateAt(s.now()))},
 				Kind: quarantine.KindConflict}
 		}
 		a, err = got, nil

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/identity"
@@ -200,10 +199,10 @@ func (r *Request) normalize() error {
 	p = append(p, r.approvalProblems()...)
 	// Texts a second person reads (dlqctl approvals show prints them):
 	// no terminal escapes, no bidirectional or invisible format characters.
-	if unprintable(r.Reason) {
+	if approval.Unprintable(r.Reason) {
 		p = append(p, "reason holds a control or format character")
 	}
-	if r.Policy != nil && unprintable(r.Policy.Note) {
+	if r.Policy != nil && approval.Unprintable(r.Policy.Note) {
 		p = append(p, "policy.note holds a control or format character")
 	}
 	p = append(p, r.actorProblems()...)
@@ -278,7 +277,7 @@ func (r *Request) actorProblems() []string {
 	if len(name) > quarantine.MaxActorBytes {
 		return []string{fmt.Sprintf("requested_by is longer than %d bytes", quarantine.MaxActorBytes)}
 	}
-	if unprintable(name) {
+	if approval.Unprintable(name) {
 		return []string{"requested_by holds a control or format character"}
 	}
 	if !quarantine.ReservedActor(name) {
@@ -294,14 +293,6 @@ func (r *Request) actorProblems() []string {
 		return []string{"requested_by must not name a standing policy (policy:…); only the policy's own runs act as it"}
 	}
 	return []string{fmt.Sprintf("requested_by %q is a name the system uses for itself (ingest, settler, sweeper, breaker, policy:…, schedule:…); name the person or tool", name)}
-}
-
-// unprintable reports whether s holds a control character (a terminal
-// escape, a carriage return) or a Unicode format character (bidirectional
-// overrides, zero-width ones), which could make a text a person reads say
-// something else than it holds.
-func unprintable(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) })
 }
 
 // approvalProblems checks approval_id: required by approve and reject, a
