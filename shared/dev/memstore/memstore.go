@@ -275,6 +275,19 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 	return page, nil
 }
 
+// ListSources implements quarantine.SourceLister: every source that has
+// a record, in name order.
+func (s *Store) ListSources(_ context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.records {
+		out = append(out, r.Source)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // GetMany implements quarantine.Store.
 func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*quarantine.Record, error) {
 	s.mu.Lock()
