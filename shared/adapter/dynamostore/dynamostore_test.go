@@ -216,6 +216,12 @@ func TestListerContract(t *testing.T) {
 	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
 }
 
+func TestListerPagingContract(t *testing.T) {
+	t.Parallel()
+	table := stack.Names["QuarantineTable"]
+	storetest.RunListerPaging(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
+}
+
 func TestUpdateContract(t *testing.T) {
 	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	storetest.RunUpdate(t, s, countstream.NewReader(stack))

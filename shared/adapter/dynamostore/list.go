@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,9 @@ type Lister struct {
 	api   QueryAPI
 	table string
 	idx   *indexState
+	// boundOnly is set once an index query's LastEvaluatedKey came back
+	// without the index's keys (kumo's): see mergeSource.
+	boundOnly atomic.Bool
 }
 
 // NewLister returns a Lister on table's indexes.

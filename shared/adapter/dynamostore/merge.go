@@ -154,10 +154,13 @@ func (l *Lister) mergeSource(ctx context.Context, q quarantine.ListQuery, source
 		st.at, st.atIDs = st.from.FirstSeen, slices.Clone(st.from.IDs)
 		streams[k] = st
 	}
+	// The first read takes a share of the page from each partition; a
+	// partition read on takes its share of what the page still lacks.
 	chunk := max(1, (limit+IndexShards-1)/IndexShards)
 	var page mergedPage
 	fetch := func(todo []*shardStream) error {
-		n, err := l.fetchShards(ctx, q, todo, chunk)
+		share := max(chunk, (limit-len(page.IDs))/max(len(todo), 1))
+		n, err := l.fetchShards(ctx, q, todo, share)
 		page.read += n
 		return err
 	}
@@ -198,7 +201,10 @@ func (l *Lister) mergeSource(ctx context.Context, q quarantine.ListQuery, source
 			page.IDs, page.Entries = append(page.IDs, e.ID), append(page.Entries, e)
 			continue
 		}
-		if page.read >= mergeBudget(limit) {
+		// Past the budget the page ends, unless it is empty and some
+		// frontier is only a lower bound (kumo): its position would not
+		// move, and the next page would read the same again.
+		if page.read >= mergeBudget(limit) && (len(page.IDs) > 0 || !l.boundOnly.Load()) {
 			break
 		}
 		if err := fetch(blocking); err != nil {
@@ -283,9 +289,11 @@ func (l *Lister) fetchShard(ctx context.Context, q quarantine.ListQuery, st *sha
 	if err != nil {
 		return 0, err
 	}
-	in.Limit = aws.Int32(int32(chunk))
 	if st.read {
-		in.ExclusiveStartKey = st.start
+		in.Limit, in.ExclusiveStartKey = aws.Int32(int32(chunk)), st.start
+	} else {
+		// A resumed partition reads past the ids handed out already, too.
+		in.Limit = aws.Int32(int32(chunk + len(st.from.IDs)))
 	}
 	out, err := l.api.Query(ctx, in)
 	if err != nil {
@@ -301,7 +309,18 @@ func (l *Lister) fetchShard(ctx context.Context, q quarantine.ListQuery, st *sha
 	}
 	st.start, st.more = out.LastEvaluatedKey, len(out.LastEvaluatedKey) > 0
 	if st.more {
-		st.front = keyString(out.LastEvaluatedKey, firstSeenAttr)
+		// DynamoDB's LastEvaluatedKey of an index query holds the index's
+		// keys; kumo's holds only the table's (docs/emulators.md). Then the
+		// newest first_seen read is the frontier's lower bound: an item not
+		// read is no older.
+		if f := keyString(out.LastEvaluatedKey, firstSeenAttr); f != "" {
+			st.front = f
+		} else {
+			l.boundOnly.Store(true)
+			if n := len(st.fs); n > 0 && st.fs[n-1] > st.front {
+				st.front = st.fs[n-1]
+			}
+		}
 	}
 	return int(out.ScannedCount), nil
 }
