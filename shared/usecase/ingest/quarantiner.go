@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
 
 // QuarantinerConfig configures a Quarantiner.
@@ -59,16 +60,6 @@ func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
 	return out
 }
 
-// sourceByDLQ finds the source whose DLQ is named dlqName.
-func (c *QuarantinerConfig) sourceByDLQ(dlqName string) *quarantine.Source {
-	for _, s := range c.Sources {
-		if s.DLQName == dlqName {
-			return s
-		}
-	}
-	return nil
-}
-
 // Message is one dead-lettered SQS message, as the ingest function sees it.
 type Message struct {
 	MessageID  string
@@ -106,6 +97,9 @@ type Outcome struct {
 	Record *quarantine.Record
 	// At is the instant the arrival was stamped with.
 	At time.Time
+	// Route says how the message found its source (RouteConfigured,
+	// RouteUnconfigured, RouteUnrouted).
+	Route string
 }
 
 // Quarantiner turns dead-lettered messages into sealed records: one per
@@ -142,7 +136,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		// clock tick (or the clock stepped back): stay after it.
 		now = m.After.UTC().Add(time.Nanosecond)
 	}
-	src, note := qr.resolveSource(m)
+	src, note, route := qr.resolveSource(m)
 	verdict := src.Check(m.Body)
 	class := quarantine.Classify(src, m.Attributes, verdict)
 	key, origin := quarantine.DeriveKey(src, qr.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
@@ -171,7 +165,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		rec = qr.newRecord(src, m, key, origin, c, att, now)
 		out, err = qr.createOrAppend(ctx, quarantine.RecordID(src.Name, key)+"#body-"+att.BodySHA256[:16], rec, m, att, c)
 	}
-	out.At = now
+	out.At, out.Route = now, route
 	return out, err
 }
 
@@ -360,19 +354,82 @@ func backoff(ctx context.Context, attempt int) error {
 	return quarantine.Backoff(ctx, attempt, 2*time.Millisecond, 100*time.Millisecond)
 }
 
-func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string) {
-	if m.SourceARN != "" {
-		name := ARNResource(m.SourceARN)
-		if s, ok := qr.cfg.Sources[name]; ok {
-			return s, ""
-		}
-		return &quarantine.Source{Name: name, ARN: m.SourceARN, RedriveCap: qr.cfg.DefaultRedriveCap}, "source has no configuration"
+// Routes say how a message found its source (Outcome.Route).
+const (
+	// RouteConfigured: its DeadLetterQueueSourceArn is a configured
+	// source's ARN, exactly (or, without one, its DLQ is one source's only).
+	RouteConfigured = ""
+	// RouteUnconfigured: a source queue SOURCES does not name. The record
+	// is kept under the queue's name, so that once the source is added
+	// (a redeploy) its records are replayable.
+	RouteUnconfigured = "unconfigured"
+	// RouteUnrouted: no source can be told (no DeadLetterQueueSourceArn on
+	// a DLQ that several sources or none share), or the ARN names a queue
+	// that shares its name with a configured source of another ARN, or
+	// lies outside its DLQ's account and Region (SQS moves a message only
+	// within them). The record is kept under "unrouted.…" or
+	// "unresolved.<dlq>", names no queue can have, for a person to read:
+	// it never collides with a configured source's records and is never
+	// replayed.
+	RouteUnrouted = "unrouted"
+)
+
+// resolveSource is the source m belongs to, the note its arrival is
+// recorded with and how it was routed. A message is routed by its
+// DeadLetterQueueSourceArn to the source with exactly that ARN: many
+// sources may share one DLQ.
+func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string, string) {
+	unknown := func(name, arn string) *quarantine.Source {
+		return &quarantine.Source{Name: name, ARN: arn, RedriveCap: qr.cfg.DefaultRedriveCap}
 	}
 	dlq := ARNResource(m.DLQARN)
-	if s := qr.cfg.sourceByDLQ(dlq); s != nil {
-		return s, ""
+	if m.SourceARN != "" {
+		for _, s := range qr.cfg.Sources {
+			if s.ARN == m.SourceARN {
+				return s, "", RouteConfigured
+			}
+		}
+		name := ARNResource(m.SourceARN)
+		if s, ok := qr.cfg.Sources[name]; ok && s.ARN == "" {
+			return s, "", RouteConfigured // a source configured without its ARN (sources.Validate requires one)
+		}
+		home := sources.QueueARN(m.SourceARN) && sameAccountAndRegion(m.SourceARN, m.DLQARN)
+		switch _, taken := qr.cfg.Sources[name]; {
+		case home && !taken:
+			return unknown(name, m.SourceARN), "source has no configuration", RouteUnconfigured
+		case home:
+			p := strings.Split(m.SourceARN, ":")
+			return unknown("unrouted."+p[3]+"."+p[4]+"."+name, m.SourceARN),
+				"source queue unrouted: its name is a configured source's, its ARN is not", RouteUnrouted
+		case sources.QueueARN(m.SourceARN):
+			p := strings.Split(m.SourceARN, ":")
+			return unknown("unrouted."+p[3]+"."+p[4]+"."+name, m.SourceARN),
+				"source queue unrouted: outside its DLQ's account and Region", RouteUnrouted
+		}
+		return unknown("unresolved."+dlq, ""), "source queue unresolved: DeadLetterQueueSourceArn is no queue ARN", RouteUnrouted
 	}
-	return &quarantine.Source{Name: "unresolved." + dlq, RedriveCap: qr.cfg.DefaultRedriveCap}, "source queue unresolved"
+	var owners []*quarantine.Source
+	for _, s := range qr.cfg.Sources {
+		if s.DLQName == dlq {
+			owners = append(owners, s)
+		}
+	}
+	switch len(owners) {
+	case 1:
+		return owners[0], "", RouteConfigured
+	case 0:
+		return unknown("unresolved."+dlq, ""), "source queue unresolved", RouteUnrouted
+	}
+	return unknown("unresolved."+dlq, ""),
+		fmt.Sprintf("source queue unresolved: %d sources share the DLQ and the message has no DeadLetterQueueSourceArn (dead-lettered by a consumer itself)", len(owners)),
+		RouteUnrouted
+}
+
+// sameAccountAndRegion reports whether queue ARNs a and b share their
+// partition, Region and account.
+func sameAccountAndRegion(a, b string) bool {
+	pa, pb := strings.Split(a, ":"), strings.Split(b, ":")
+	return len(pa) == 6 && len(pb) == 6 && pa[1] == pb[1] && pa[3] == pb[3] && pa[4] == pb[4]
 }
 
 // redriveHeaderNote flags redrive attributes that do not belong to this
