@@ -80,6 +80,11 @@ type Attempt struct {
 	// Approval names the four-eyes approval the action ran under (its id),
 	// or FourEyesOff when the source's four_eyes leaves its risk out.
 	Approval string `json:"approval,omitempty"`
+	// Target names the registered source a redrive to another queue sent
+	// (or claimed to send) the record to, instead of its own source
+	// (RiskRetarget). Absent on every other entry, so that older seals
+	// verify unchanged.
+	Target string `json:"target,omitempty"`
 }
 
 // Read is one recorded read of a record's payload: an audit entry, kept
