@@ -155,6 +155,22 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		// The event keeps the identity of the record it was corrected in.
 		start, rec.IdempotencyKey, rec.KeyOrigin = target.DLQID, target.IdempotencyKey, target.KeyOrigin
 	}
+	if target == nil && route == RouteConfigured {
+		orig, err := qr.retargetComeback(ctx, src, m, att.BodySHA256)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if orig != nil {
+			// A replay into src, another queue than its own source's,
+			// failed there and came back through src's DLQ: the same
+			// event, appended to the record it was sent from.
+			start = orig.DLQID
+			rec.Source, rec.SourceARN, rec.DLQARN, rec.RedriveCap = orig.Source, orig.SourceARN, orig.DLQARN, orig.RedriveCap
+			rec.IdempotencyKey, rec.KeyOrigin = orig.IdempotencyKey, orig.KeyOrigin
+			att.Note = quarantine.JoinNote(att.Note, "came back from "+src.Name+", the queue it was replayed into")
+			rec.Attempts[0].Note = att.Note
+		}
+	}
 	out, err := qr.createOrAppend(ctx, start, rec, m, att, class)
 	if errors.Is(err, errBodyConflict) {
 		// The producer reused an idempotency key for a different body. Keep
@@ -211,6 +227,43 @@ func (qr *Quarantiner) correctedComeback(ctx context.Context, src *quarantine.So
 	}
 	c := r.Corrections[n-1]
 	if c.N != n || c.NewKey == "" || c.NewKey != key || c.BodySHA256 != sum {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// retargetComeback returns the record a replay into src (a redrive to
+// another queue: src is its target, not its source) was sent from, or nil.
+// The record id redrive adds (dlq-record-id) is never trusted by itself: the
+// record must exist, verify, be of another source, hold in its sealed
+// history a send into src, and hold this body (or a correction's). A
+// producer who sets the attribute on a message of its own links nothing
+// that the history does not already say was sent to src with this body;
+// anything else is a new arrival of src, its forged header noted.
+func (qr *Quarantiner) retargetComeback(ctx context.Context, src *quarantine.Source, m Message, sum string) (*quarantine.Record, error) {
+	rid, ok := m.Attributes[quarantine.AttrRecordID]
+	if !ok || !strings.HasPrefix(rid.DataType, "String") {
+		return nil, nil
+	}
+	id := rid.StringValue
+	if strings.HasPrefix(id, src.Name+"#") || !strings.Contains(id, "#") || len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
+		return nil, nil
+	}
+	r, err := qr.store.Get(ctx, id)
+	if errors.Is(err, quarantine.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read replayed record: %w", err)
+	}
+	if err := quarantine.Verify(r); err != nil {
+		var se *quarantine.SealError
+		if errors.As(err, &se) {
+			return nil, nil // its history cannot be trusted
+		}
+		return nil, err
+	}
+	if r.Source == src.Name || !r.SentTo(src.Name) || r.BodySHA256 != sum && !r.HasCorrection(sum) {
 		return nil, nil
 	}
 	return r, nil
