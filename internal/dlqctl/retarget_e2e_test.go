@@ -127,7 +127,7 @@ func TestRedriveToAnotherQueueEndToEnd(t *testing.T) {
 	// FIFO DLQ loses the group id), so the test sets what SQS would.
 	m := dead[0]
 	back := events.SQSMessage{MessageId: aws.ToString(m.MessageId), EventSource: "aws:sqs", EventSourceARN: dlqARN, Body: aws.ToString(m.Body),
-		Attributes: map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": m.Attributes["SentTimestamp"], "DeadLetterQueueSourceArn": targetARN, "MessageGroupId": "g1"},
+		Attributes:        map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": m.Attributes["SentTimestamp"], "DeadLetterQueueSourceArn": targetARN, "MessageGroupId": "g1"},
 		MessageAttributes: map[string]events.SQSMessageAttribute{}}
 	for k, v := range m.MessageAttributes {
 		back.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
