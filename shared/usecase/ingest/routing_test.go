@@ -2,6 +2,8 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +141,40 @@ func TestArrivalNeverJoinsARecordOfAnotherQueueARN(t *testing.T) {
 	}
 	if r := mustGet(t, store, first.Record.DLQID); r.AttemptCount != 1 || r.SourceARN != other {
 		t.Fatalf("the other queue's record was changed: %d attempts, arn %s", r.AttemptCount, r.SourceARN)
+	}
+}
+
+// The handler reports a message it could not route to a configured source
+// (it stores it all the same): counted per source as Unconfigured or
+// Unrouted in its EMF metrics.
+func TestHandlerCountsUnconfiguredAndUnrouted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	unconfigured := f.message("u1", inventory(secret("route1"), "L1"))
+	unconfigured.Attributes["DeadLetterQueueSourceArn"] = "arn:aws:sqs:us-east-1:000000000000:" + f.source + "-other"
+	unrouted := f.message("u2", inventory(secret("route2"), "L1"))
+	unrouted.Attributes["DeadLetterQueueSourceArn"] = "arn:aws:sqs:us-east-1:111111111111:" + f.source
+	if resp := handle(t, f, f.message("c1", inventory(secret("route3"), "L1")), unconfigured, unrouted); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures: %+v", resp.BatchItemFailures)
+	}
+	got := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(f.metrics.String()), "\n") {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"Unconfigured", "Unrouted", "Arrivals"} {
+			if v, ok := doc[m].(float64); ok {
+				got[doc["Source"].(string)+" "+m] += v
+			}
+		}
+	}
+	want := map[string]float64{
+		f.source + " Arrivals":       1,
+		f.source + "-other Arrivals": 1, f.source + "-other Unconfigured": 1,
+		"unrouted.us-east-1.111111111111." + f.source + " Arrivals": 1, "unrouted.us-east-1.111111111111." + f.source + " Unrouted": 1,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("metrics %v, want %v", got, want)
 	}
 }
