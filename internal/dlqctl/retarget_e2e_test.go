@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -30,14 +29,7 @@ func TestRedriveToAnotherQueueEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	source := l.fns.Source
 	src := l.fns.IngestConfig.Sources[source]
-	opA, err := identity.FromIAM("arn:aws:iam::000000000000:user/operator-a", "000000000000", "AIDAOPERATORA", "AKIAOPERATORA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opB, err := identity.FromIAM("arn:aws:iam::000000000000:user/operator-b", "000000000000", "AIDAOPERATORB", "AKIAOPERATORB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	opA, opB := operators(t)
 
 	// The target: a queue of the source's kind whose consumer fails a
 	// message once before SQS moves it to its DLQ (kumo state is global:

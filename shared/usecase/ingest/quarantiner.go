@@ -208,18 +208,8 @@ func (qr *Quarantiner) correctedComeback(ctx context.Context, src *quarantine.So
 		len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
 		return nil, nil
 	}
-	r, err := qr.store.Get(ctx, id)
-	if errors.Is(err, quarantine.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read corrected record: %w", err)
-	}
-	if err := quarantine.Verify(r); err != nil {
-		var se *quarantine.SealError
-		if errors.As(err, &se) {
-			return nil, nil // its corrections cannot be trusted
-		}
+	r, err := qr.trusted(ctx, id)
+	if r == nil || err != nil {
 		return nil, err
 	}
 	if r.Source != src.Name || n > len(r.Corrections) {
@@ -249,22 +239,33 @@ func (qr *Quarantiner) retargetComeback(ctx context.Context, src *quarantine.Sou
 	if strings.HasPrefix(id, src.Name+"#") || !strings.Contains(id, "#") || len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
 		return nil, nil
 	}
+	r, err := qr.trusted(ctx, id)
+	if r == nil || err != nil {
+		return nil, err
+	}
+	if r.Source == src.Name || !r.SentTo(src.Name) || r.BodySHA256 != sum && !r.HasCorrection(sum) {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// trusted is the record at id when it exists and verifies: a redrive
+// header links an arrival only to what a sealed history says. nil, nil
+// when there is none or it fails its seal (its history cannot be trusted).
+func (qr *Quarantiner) trusted(ctx context.Context, id string) (*quarantine.Record, error) {
 	r, err := qr.store.Get(ctx, id)
 	if errors.Is(err, quarantine.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read replayed record: %w", err)
+		return nil, fmt.Errorf("read the record a redrive header names: %w", err)
 	}
 	if err := quarantine.Verify(r); err != nil {
 		var se *quarantine.SealError
 		if errors.As(err, &se) {
-			return nil, nil // its history cannot be trusted
+			return nil, nil
 		}
 		return nil, err
-	}
-	if r.Source == src.Name || !r.SentTo(src.Name) || r.BodySHA256 != sum && !r.HasCorrection(sum) {
-		return nil, nil
 	}
 	return r, nil
 }
