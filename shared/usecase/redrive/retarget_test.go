@@ -269,3 +269,44 @@ func TestUnconfiguredSourceIsReplayableOnceAdded(t *testing.T) {
 		t.Fatalf("the source queue got %+v", got)
 	}
 }
+
+// A record replayed into another queue settles only after that queue's
+// settle window too: its replay comes back, if it fails, through that
+// queue's DLQ, as late as that queue's attributes allow.
+func TestRetargetedRecordSettlesAfterTheTargetsWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b, svc := retargetPair(t, false)
+	// The target's consumer holds a message 6 hours before it fails:
+	// with 2 receives, a failing replay is back after 12 hours.
+	if _, err := stack.Clients.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(b.srcURL),
+		Attributes: map[string]string{"VisibilityTimeout": "21600"}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := a.seed(t, 2, none)
+	if _, err := runApproved(ctx, svc, redrive.Request{Source: a.src.Name, Target: b.src.Name, IDs: ids[:1], MaxMessages: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := svc.Run(ctx, redrive.Request{Source: a.src.Name, IDs: ids[1:], MaxMessages: 1, RequestedBy: "ops"}); err != nil || rep.Redriven.Count != 1 {
+		t.Fatalf("plain replay: %v %v", rep, err)
+	}
+	settle := func() *redrive.Report {
+		t.Helper()
+		rep, err := svc.Run(ctx, redrive.Request{Action: redrive.ActionSettle, Source: a.src.Name, RequestedBy: "schedule:settle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	a.clock.Advance(2 * time.Hour) // past the source queue's window, not the target's
+	if rep := settle(); rep.Settled.Count != 1 || rep.Settled.IDs[0] != ids[1] {
+		t.Fatalf("after 2 hours: settled %v, want only the record replayed into its own source", rep.Settled.IDs)
+	}
+	if r := a.get(t, ids[0]); r.Status != quarantine.StatusRedriven {
+		t.Fatalf("the retargeted record settled before its target's window: %s", r.Status)
+	}
+	a.clock.Advance(11 * time.Hour)
+	if rep := settle(); rep.Settled.Count != 1 || rep.Settled.IDs[0] != ids[0] {
+		t.Fatalf("after 13 hours: settled %v", rep.Settled.IDs)
+	}
+}
