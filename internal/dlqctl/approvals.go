@@ -2,6 +2,7 @@ package dlqctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -158,6 +159,12 @@ func (a *App) ShowApproval(ctx context.Context, o ApprovalsOptions) error {
 	}
 	fmt.Fprintf(a.Out, "approval %s of %s: %s\n", ap.ID, ap.Source, st)
 	fmt.Fprintf(a.Out, "  action     %s (%s)\n  summary    %s\n", ap.Action, risks(ap), printable(ap.Summary))
+	var plan struct {
+		Target string `json:"target"`
+	}
+	if json.Unmarshal([]byte(ap.Plan), &plan) == nil && plan.Target != "" {
+		fmt.Fprintf(a.Out, "  target     %s: the records are replayed into this queue, not their own source's\n", printable(plan.Target))
+	}
 	fmt.Fprintf(a.Out, "  requested  %s by %s (account %s, key %s)\n", ap.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), ap.RequestedBy.ARN, ap.RequestedBy.Account, ap.RequestedBy.AccessKey)
 	fmt.Fprintf(a.Out, "  reason     %s\n  expires    %s\n", printable(ap.Reason), ap.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 	if ap.DecidedBy != nil {

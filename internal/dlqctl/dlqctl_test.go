@@ -406,7 +406,18 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := embedded.RandomName("redrive")
-	lf, err := lambdatest.Start(ctx, st, name, bin, append(env, "SOURCES="+oneOperator(t, v.sources)), 60*time.Second)
+	// A second registered source, a target a run may replay into.
+	target := embedded.RandomName("target")
+	var srcs map[string]any
+	if err := json.Unmarshal([]byte(oneOperator(t, v.sources)), &srcs); err != nil {
+		t.Fatal(err)
+	}
+	srcs[target] = map[string]any{"arn": "arn:aws:sqs:us-east-1:000000000000:" + target, "dlq": target + "-dlq", "four_eyes": []string{}}
+	both, err := json.Marshal(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := lambdatest.Start(ctx, st, name, bin, append(env, "SOURCES="+string(both)), 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +444,14 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	}
 	if seals() != before || depth() != "0" {
 		t.Fatal("redrive without --yes changed something")
+	}
+	// The plan of a replay into another queue names it.
+	out, errOut, code = f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--target", target, "--max", "10")
+	if code != dlqctl.ExitNotExecuted || !strings.Contains(errOut, "would redrive 10 into "+target+" (not their own source)") {
+		t.Fatalf("dry run into another queue (exit %d): %s %s", code, out, errOut)
+	}
+	if seals() != before || depth() != "0" {
+		t.Fatal("redrive --target without --yes changed something")
 	}
 	out, errOut, code = f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--max", "10", "--batch-size", "4", "--yes")
 	if code != 0 || !strings.Contains(out, "redriven 10") || !strings.Contains(errOut, "progress: 10/10 of the plan") {
@@ -462,6 +481,14 @@ func TestRedriveDrivesTheRealFunction(t *testing.T) {
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", "nope"); code != 1 ||
 		!strings.Contains(errOut, `redrive function refused the request: --source "nope": source is not configured`) {
 		t.Fatalf("an unknown source (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--target", "nowhere"); code != 1 ||
+		!strings.Contains(errOut, `--target "nowhere" is not a registered source`) {
+		t.Fatalf("a target no source names (exit %d): %s", code, errOut)
+	}
+	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--target", source); code != 1 ||
+		!strings.Contains(errOut, `--target "`+source+`" is the source itself`) {
+		t.Fatalf("the source as its own target (exit %d): %s", code, errOut)
 	}
 	if _, errOut, code := f.runAt(t, time.Now(), "redrive", "--function", name, "--source", source, "--id", "other#k"); code != 1 ||
 		!strings.Contains(errOut, `--id "other#k" does not belong to source`) || strings.Contains(errOut, "ids[") {

@@ -35,6 +35,7 @@ var fieldFlags = []struct {
 	{regexp.MustCompile(`\binclude_parked\b`), "--include-parked"},
 	{regexp.MustCompile(`^class\b`), "--class"},
 	{regexp.MustCompile(`^source\b`), "--source"},
+	{regexp.MustCompile(`^target\b`), "--target"},
 }
 
 var idIndex = regexp.MustCompile(`\bids\[(\d+)\]`)

@@ -30,7 +30,10 @@ type RedriveOptions struct {
 	BatchSize      int
 	Rate           float64
 	IncludeParked  bool
-	Yes            bool
+	// Target names a registered source whose queue the records are
+	// replayed into instead of their own (high-risk: retarget).
+	Target string
+	Yes    bool
 	// Reason says why; a high-risk run's second person reads it.
 	Reason string
 }
@@ -50,7 +53,8 @@ func (a *App) redriveCmd() *cobra.Command {
 	f.IntVar(&o.BatchSize, "batch-size", 50, "records per batch (at most 50)")
 	f.Float64Var(&o.Rate, "rate", 0, "sends per second (0: no limit)")
 	f.BoolVar(&o.IncludeParked, "include-parked", false, "also replay PARKED records (high-risk: a second operator approves it)")
-	f.StringVar(&o.Reason, "reason", "", "why: required for a high-risk run (--include-parked, or --max above the approval threshold), whose second operator reads it")
+	f.StringVar(&o.Target, "target", "", "replay into this registered source's queue instead of each record's own (same kind: FIFO to FIFO; high-risk: a second operator approves it)")
+	f.StringVar(&o.Reason, "reason", "", "why: required for a high-risk run (--include-parked, --target, or --max above the approval threshold), whose second operator reads it")
 	f.BoolVar(&o.Yes, "yes", false, "execute (required when not on a terminal)")
 	return c
 }
@@ -65,7 +69,7 @@ func (o RedriveOptions) Request(actor string, now time.Time) (redrive.Request, e
 	req := redrive.Request{
 		Source: o.Source, Classes: cls, Signatures: o.Signatures, ClearedReasons: o.ClearedReasons, IDs: o.IDs,
 		MaxMessages: o.Max, BatchSize: o.BatchSize, RatePerSecond: o.Rate, IncludeParked: o.IncludeParked, RequestedBy: actor,
-		Reason: o.Reason,
+		Reason: o.Reason, Target: o.Target,
 	}
 	if req.FirstSeenFrom, req.FirstSeenTo, err = parseWindow(o.Since, o.Until, now); err != nil {
 		return redrive.Request{}, err
@@ -136,6 +140,9 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	if err := a.checkSource(ctx, "", o.Source, true, nil); err != nil {
 		return err
 	}
+	if err := a.checkSource(ctx, "", o.Target, true, nil); err != nil {
+		return err
+	}
 	if req.RequestedBy, err = a.actor(ctx); err != nil {
 		return err
 	}
@@ -146,8 +153,12 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Err, "plan (dry run): would redrive %d, hold %d, park %d as poison, skip %d; %d more match beyond --max\n",
-		rep.Redriven.Count, rep.Held.Count, rep.Parked.Count, rep.Skipped.Count, rep.Remaining)
+	into := ""
+	if rep.Target != "" {
+		into = " into " + rep.Target + " (not their own source)"
+	}
+	fmt.Fprintf(a.Err, "plan (dry run): would redrive %d%s, hold %d, park %d as poison, skip %d; %d more match beyond --max\n",
+		rep.Redriven.Count, into, rep.Held.Count, rep.Parked.Count, rep.Skipped.Count, rep.Remaining)
 	if rep.Integrity.Count > 0 {
 		fmt.Fprintf(a.Err, "%d records fail verification: they will be held as found, never sent (see dlqctl verify)\n", rep.Integrity.Count)
 	}
@@ -171,7 +182,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	// The bar counts against the plan: what the dry run would redrive or
 	// park, not --max.
 	planned := rep.Redriven.Count + rep.Parked.Count
-	total := &redrive.Report{Action: rep.Action, Source: rep.Source, RequestedBy: rep.RequestedBy}
+	total := &redrive.Report{Action: rep.Action, Source: rep.Source, Target: rep.Target, RequestedBy: rep.RequestedBy}
 	var runs []string
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)

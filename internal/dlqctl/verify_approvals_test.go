@@ -43,6 +43,21 @@ func operatorCall(t *testing.T, svc *redrive.Service, p identity.Principal, body
 	return out
 }
 
+// operators are the two verified principals of the four-eyes tests:
+// operator-a asks, operator-b approves.
+func operators(t *testing.T) (a, b identity.Principal) {
+	t.Helper()
+	a, err := identity.FromIAM("arn:aws:iam::000000000000:user/operator-a", "000000000000", "AIDAOPERATORA", "AKIAOPERATORA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = identity.FromIAM("arn:aws:iam::000000000000:user/operator-b", "000000000000", "AIDAOPERATORB", "AKIAOPERATORB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
 // Four eyes on the embedded stack, checked by dlqctl verify. A parked
 // record replayed through the operator endpoint (operator-a asks,
 // operator-b approves, the plan runs as operator-a under the approval,
@@ -60,14 +75,7 @@ func TestVerifyNamesUnapprovedHighRiskActions(t *testing.T) {
 	writerKeys := strings.Join(keys, ",")
 	source := l.fns.Source
 	src := l.fns.IngestConfig.Sources[source]
-	a, err := identity.FromIAM("arn:aws:iam::000000000000:user/operator-a", "000000000000", "AIDAOPERATORA", "AKIAOPERATORA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := identity.FromIAM("arn:aws:iam::000000000000:user/operator-b", "000000000000", "AIDAOPERATORB", "AKIAOPERATORB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := operators(t)
 
 	// Five records, as ingest writes them; operator-a parks each (not a
 	// high-risk action).

@@ -91,8 +91,9 @@ func recordActions(actions []foureyes.Action, k ledger.KeyHistory) ([]foureyes.A
 
 // mayAct reports whether a record version's history holds an entry that
 // may be a high-risk action (foureyes.RecordActions): a correction, a
-// parked record's claim, an unpark, a claim or reclaim naming an approval. A version
-// without one added none.
+// parked record's claim, an unpark, a claim or reclaim naming an approval
+// or a target (a redrive to another queue). A version without one added
+// none.
 func mayAct(it ledger.Item) bool {
 	if len(it["corrections"].L) > 0 {
 		return true
@@ -108,6 +109,9 @@ func mayAct(it ledger.Item) bool {
 			return true
 		case strings.HasPrefix(r, "claimed for round"):
 			if ap := a.M["approval"].S; ap != nil && *ap != "" {
+				return true
+			}
+			if tg := a.M["target"].S; tg != nil && *tg != "" {
 				return true
 			}
 		}

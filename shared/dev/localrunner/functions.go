@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ledger"
@@ -161,6 +164,26 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 		return nil, err
 	}
 	return f, nil
+}
+
+// AddSource registers another source queue with ingest and redrive, as a
+// redeploy with it in SOURCES (and its DLQ, dlqARN, in DLQ_ARNS) does, and
+// builds both again on the stack's clients. The template names one
+// source; a test of many brings its own queues.
+func (f *Functions) AddSource(st *embedded.Stack, name string, c sources.Config, dlqARN string) error {
+	ing, red := maps.Clone(f.IngestConfig.Sources), maps.Clone(f.redriveConfig.Sources)
+	ing[name], red[name] = c, c
+	if err := sources.Validate(red); err != nil {
+		return err
+	}
+	f.IngestConfig.Sources, f.redriveConfig.Sources = ing, red
+	f.IngestConfig.DLQARNs = append(slices.Clone(f.IngestConfig.DLQARNs), dlqARN)
+	var err error
+	if f.Ingest, err = wire.Ingest(context.Background(), f.IngestConfig, wire.From(st.Clients), wire.Runtime{Log: f.log, Metrics: io.Discard}); err != nil {
+		return err
+	}
+	f.Redrive, err = f.NewRedrive(st.Clients)
+	return err
 }
 
 // NewLedger builds another stream function, as the template configures

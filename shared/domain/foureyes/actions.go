@@ -43,6 +43,10 @@ const (
 	// "resumed" changes.
 	PolicyCreated What = "created a standing policy"
 	PolicyResumed What = "resumed a standing policy"
+	// RetargetClaim: a record claimed by a run that replays into another
+	// registered queue (request field target) than its own source: its
+	// approval must cover the risk retarget and its plan name that queue.
+	RetargetClaim What = "claimed a record for another queue"
 	// Unparked: a PARKED record returned to quarantine by hand
 	// (quarantine.Record.Unpark), after which any run may replay it: the
 	// first step of replaying a parked record, high-risk as that is.
@@ -85,6 +89,9 @@ type Action struct {
 	// BodySHA256 is a correction's body hash: the approved plan's payload
 	// must hash to it ("" when the entry does not say).
 	BodySHA256 string
+	// Queue is the registered source a retargeted claim sends to (the
+	// entry's Target): the approved plan's target must be it.
+	Queue string
 }
 
 // The reasons the lifecycle writes (shared/domain/quarantine/lifecycle.go,
@@ -136,7 +143,17 @@ func RecordActions(key, change string, prev, next *quarantine.Record, prevUnknow
 		act(Correction, c.Actor, c.Approval, c.At, quarantine.RiskCorrection).BodySHA256 = c.BodySHA256
 	}
 	for _, a := range attempts {
+		claim := a.Stage == quarantine.StageRedrive && (parkedClaimReason.MatchString(a.Reason) || claimReason.MatchString(a.Reason) || reclaimReason.MatchString(a.Reason))
 		switch {
+		case claim && a.Target != "":
+			// A replay into another queue: its approval must cover
+			// retarget (and parked, for a parked record: checked as the
+			// parked claim it also is, not counted twice).
+			rt := act(RetargetClaim, a.Actor, a.Approval, a.At, quarantine.RiskRetarget)
+			rt.Claim, rt.Queue = true, a.Target
+			if parkedClaimReason.MatchString(a.Reason) || reclaimReason.MatchString(a.Reason) && next.ParkedCap != 0 {
+				act(ParkedClaim, a.Actor, a.Approval, a.At, quarantine.RiskParked)
+			}
 		case a.Stage == quarantine.StageRedrive && parkedClaimReason.MatchString(a.Reason):
 			act(ParkedClaim, a.Actor, a.Approval, a.At, quarantine.RiskParked).Claim = true
 		case a.Stage == quarantine.StageRedrive && reclaimReason.MatchString(a.Reason) && next.ParkedCap != 0:
@@ -213,13 +230,13 @@ func added[E any, K comparable](prev, next []E, key func(E) K) []E {
 }
 
 type attemptK struct {
-	at                                                          int64
-	stage, reason, messageID, actor, body, note, kind, approval string
-	receiveCount                                                int
+	at                                                                  int64
+	stage, reason, messageID, actor, body, note, kind, approval, target string
+	receiveCount                                                        int
 }
 
 func attemptKey(a quarantine.Attempt) attemptK {
-	return attemptK{a.At.UnixNano(), a.Stage, a.Reason, a.MessageID, a.Actor, a.BodySHA256, a.Note, a.Kind, a.Approval, a.ReceiveCount}
+	return attemptK{a.At.UnixNano(), a.Stage, a.Reason, a.MessageID, a.Actor, a.BodySHA256, a.Note, a.Kind, a.Approval, a.Target, a.ReceiveCount}
 }
 
 type correctionK struct {

@@ -58,7 +58,7 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 			problems = append(problems, Finding{a.Subject, fmt.Sprintf("%s without an approval (%s)", a.What, where(a))})
 			continue
 		case quarantine.FourEyesOff:
-			if a.What == ApprovedClaim {
+			if a.What == ApprovedClaim || a.What == RetargetClaim {
 				offClaims[a.Source]++
 				continue
 			}
@@ -86,7 +86,7 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 		if offClaims[src] == 1 {
 			claims = "1 claim"
 		}
-		notes = append(notes, Finding{src, "four-eyes-off: " + claims + " in runs on one person's request: their entries say the source's four_eyes leaves large or parked out"})
+		notes = append(notes, Finding{src, "four-eyes-off: " + claims + " in runs on one person's request: their entries say the source's four_eyes leaves large, parked or retarget out"})
 	}
 	return problems, notes
 }
@@ -177,6 +177,8 @@ func judge(a Action, h *History) []string {
 		r = append(r, fmt.Sprintf("approval %s's plan names %d ids, not this record", id, len(p.IDs)))
 	case p.PolicyID != "" && (a.What == PolicyCreated || a.What == PolicyResumed) && p.PolicyID != a.Target:
 		r = append(r, fmt.Sprintf("approval %s's plan names policy %s, not %s", id, p.PolicyID, a.Target))
+	case a.What == RetargetClaim && p.Target != a.Queue:
+		r = append(r, fmt.Sprintf("approval %s's plan replays into %q, the claim into %q", id, p.Target, a.Queue))
 	case a.What == Correction && a.BodySHA256 != "" && (p.Payload == nil || quarantine.BodySHA256([]byte(*p.Payload)) != a.BodySHA256):
 		r = append(r, fmt.Sprintf("the corrected body (SHA-256 %s) is not approval %s's planned payload", a.BodySHA256, id))
 	}
@@ -190,6 +192,7 @@ type plan struct {
 	MaxMessages int      `json:"max_messages"`
 	PolicyID    string   `json:"policy_id"`
 	Payload     *string  `json:"payload"`
+	Target      string   `json:"target"`
 }
 
 func parsePlan(raw string) (plan, error) {

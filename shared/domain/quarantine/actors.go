@@ -43,11 +43,16 @@ func ReservedActor(name string) bool {
 	return false
 }
 
-// approvalSep joins an actor and the approval it acts under in the actor
-// string the redrive use case passes to a transition (WithApproval). A
-// request's requester name never holds a control character, so no request
-// can name an approval this way.
-const approvalSep = "\x1fapproval="
+// approvalSep and targetSep join an actor and the approval it acts under,
+// and the queue it sends to, in the actor string the redrive use case
+// passes to a transition (WithApproval, WithTarget). A request's
+// requester name never holds a control character, so no request can name
+// an approval or a target this way.
+const (
+	actorSep    = "\x1f"
+	approvalSep = actorSep + "approval="
+	targetSep   = actorSep + "target="
+)
 
 // FourEyesOff is the Approval of a high-risk action whose source's
 // four_eyes setting leaves its risk out: it ran on one verified request.
@@ -62,16 +67,35 @@ func WithApproval(actor, id string) string {
 	return actor + approvalSep + id
 }
 
-// ActorName is the actor of an actor string (WithApproval).
+// WithTarget is the actor string of actor replaying into the registered
+// source target instead of each record's own: each transition records
+// target as its entry's Target (a redrive to another queue).
+func WithTarget(actor, target string) string {
+	if target == "" {
+		return actor
+	}
+	return actor + targetSep + target
+}
+
+// ActorName is the actor of an actor string (WithApproval, WithTarget).
 func ActorName(actor string) string {
-	name, _, _ := strings.Cut(actor, approvalSep)
+	name, _, _ := strings.Cut(actor, actorSep)
 	return name
 }
 
 // ActorApproval is the approval of an actor string ("" when none).
-func ActorApproval(actor string) string {
-	_, id, _ := strings.Cut(actor, approvalSep)
-	return id
+func ActorApproval(actor string) string { return actorPart(actor, approvalSep) }
+
+// ActorTarget is the target of an actor string ("" when none).
+func ActorTarget(actor string) string { return actorPart(actor, targetSep) }
+
+func actorPart(actor, sep string) string {
+	_, v, ok := strings.Cut(actor, sep)
+	if !ok {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, actorSep)
+	return v
 }
 
 // ScheduleActor reports whether name is a schedule's requester name
@@ -93,8 +117,9 @@ const (
 	MaxDetailBytes    = 2048
 	// maxAttemptBytes bounds one bounded attempt in the item, by
 	// DynamoDB's size rules (UTF-8 bytes of names and values): its texts,
-	// the body hash, the time and the attribute names with their overhead.
-	maxAttemptBytes = MaxActorBytes + MaxReasonBytes + MaxStageBytes + MaxNoteBytes + MaxMessageIDBytes + 64 + 64 + 256
+	// the body hash, the time, a target queue's name (80) and the attribute
+	// names with their overhead.
+	maxAttemptBytes = MaxActorBytes + MaxReasonBytes + MaxStageBytes + MaxNoteBytes + MaxMessageIDBytes + 64 + 64 + 80 + 256
 	// maxReadBytes bounds one payload read entry likewise.
 	maxReadBytes = MaxActorBytes + 128
 )
@@ -113,6 +138,7 @@ func (a Attempt) bound() Attempt {
 	a.Note = Clip(a.Note, MaxNoteBytes)
 	a.Kind = Clip(a.Kind, 16)
 	a.Approval = Clip(a.Approval, 64)
+	a.Target = Clip(a.Target, 80)
 	return a
 }
 

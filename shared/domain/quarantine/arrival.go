@@ -86,6 +86,12 @@ func StandingOf(cur, prev, proto *Record, pos int) (Standing, error) {
 	if cur.IdempotencyKey != proto.IdempotencyKey {
 		return StandingForeign, nil
 	}
+	if cur.SourceARN != "" && proto.SourceARN != "" && cur.SourceARN != proto.SourceARN {
+		// The same name and key from another queue (a source recorded
+		// while unconfigured, then configured with another ARN): never
+		// the same event.
+		return StandingForeign, nil
+	}
 	if pos > 0 {
 		// A successor names the record before it; anything else at a
 		// successor's id belongs to a key that ends in "#r<n>".

@@ -100,7 +100,7 @@ func (r *Record) next(now time.Time, att Attempt) *Record {
 	n := r.Clone()
 	att.At = At(now)
 	att.Kind = "" // only an arrival is an arrival
-	att.Actor, att.Approval = ActorName(att.Actor), ActorApproval(att.Actor)
+	att.Actor, att.Approval, att.Target = ActorName(att.Actor), ActorApproval(att.Actor), ActorTarget(att.Actor)
 	n.Attempts = appendBounded(n.Attempts, att, DefaultMaxAttempts)
 	n.AttemptCount++
 	return n

@@ -80,6 +80,11 @@ type Attempt struct {
 	// Approval names the four-eyes approval the action ran under (its id),
 	// or FourEyesOff when the source's four_eyes leaves its risk out.
 	Approval string `json:"approval,omitempty"`
+	// Target names the registered source a redrive to another queue sent
+	// (or claimed to send) the record to, instead of its own source
+	// (RiskRetarget). Absent on every other entry, so that older seals
+	// verify unchanged.
+	Target string `json:"target,omitempty"`
 }
 
 // Read is one recorded read of a record's payload: an audit entry, kept
@@ -290,3 +295,29 @@ func Undecodable(id, source string, status Status, seal string, version int64, w
 // IsUndecodable reports whether r is a stand-in for an item that does not
 // decode (Undecodable).
 func (r *Record) IsUndecodable() bool { return r.undecodable != "" }
+
+// SentTo reports whether r's history holds a send into target, a
+// registered source other than its own (a redrive to another queue): an
+// entry of stage redrive naming target that recorded a message id, or a
+// send whose outcome is unknown (possibly sent).
+func (r *Record) SentTo(target string) bool {
+	for i := range r.Attempts {
+		a := &r.Attempts[i]
+		if target != "" && a.Target == target && a.Stage == StageRedrive && !a.IsArrival() && (a.MessageID != "" || a.IsPossiblySent()) {
+			return true
+		}
+	}
+	return false
+}
+
+// LastTarget is the target of r's newest send ("" when it went to its own
+// source, or r was never sent).
+func (r *Record) LastTarget() string {
+	for i := len(r.Attempts) - 1; i >= 0; i-- {
+		a := &r.Attempts[i]
+		if a.Stage == StageRedrive && !a.IsArrival() && (a.MessageID != "" || a.IsPossiblySent()) {
+			return a.Target
+		}
+	}
+	return ""
+}

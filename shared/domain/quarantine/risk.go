@@ -24,9 +24,12 @@ const (
 	RiskPolicy Risk = "policy"
 	// RiskResume: resuming a policy whose breaker tripped.
 	RiskResume Risk = "resume"
+	// RiskRetarget: a run that replays into another registered queue
+	// (request field target) instead of each record's own source.
+	RiskRetarget Risk = "retarget"
 )
 
-var risks = []Risk{RiskParked, RiskLarge, RiskCorrection, RiskPolicy, RiskResume}
+var risks = []Risk{RiskParked, RiskLarge, RiskCorrection, RiskPolicy, RiskResume, RiskRetarget}
 
 // Valid reports whether r is one of the risks.
 func (r Risk) Valid() bool { return slices.Contains(risks, r) }

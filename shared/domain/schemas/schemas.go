@@ -90,3 +90,9 @@ func Version(name string) string {
 	}
 	return base
 }
+
+// IsEmbedded reports whether name is a schema embedded in the binary.
+func IsEmbedded(name string) bool {
+	_, err := embedded.ReadFile(name + ".json")
+	return err == nil
+}

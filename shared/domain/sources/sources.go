@@ -4,9 +4,13 @@
 package sources
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -18,7 +22,8 @@ type Config struct {
 	ARN                string `json:"arn"`
 	DLQ                string `json:"dlq"`
 	IdempotencyPointer string `json:"idempotency_pointer,omitempty"`
-	// Schema names an embedded schema or a schema file; empty accepts any JSON.
+	// Schema names an embedded schema or a schema file (a relative path is
+	// read from SchemaDir: ResolveSchemas); empty accepts any JSON.
 	Schema     string `json:"schema,omitempty"`
 	Opaque     bool   `json:"opaque,omitempty"`
 	RedriveCap int    `json:"redrive_cap,omitempty"`
@@ -43,20 +48,34 @@ func Parse(raw string) (map[string]Config, error) {
 	return out, nil
 }
 
-// Validate reports every problem with the sources.
+// Validate reports every problem with the sources. What SQS refuses is
+// refused here: a name that is no queue name (1 to 80 of A-Z, a-z, 0-9, -
+// and _, a FIFO queue's ending in ".fifo"), an arn that is not the ARN of
+// the queue its name says, a DLQ of another type than its source (SQS: "a
+// dead-letter queue must be the same type of queue, FIFO or standard, as
+// the source queue"). Several sources may share one DLQ: ingest routes
+// each message by its DeadLetterQueueSourceArn.
 func Validate(cfg map[string]Config) error {
 	var errs []error
-	dlqs := map[string]string{}
-	for name, s := range cfg {
-		if name == "" || strings.ContainsAny(name, "#:/") {
-			errs = append(errs, fmt.Errorf("source %q: not a queue name", name))
+	for _, name := range slices.Sorted(maps.Keys(cfg)) {
+		s := cfg[name]
+		if !QueueName(name) {
+			errs = append(errs, fmt.Errorf("source %q: not a queue name (1 to 80 of A-Z, a-z, 0-9, - and _; a FIFO queue's ends in .fifo)", name))
 		}
-		if s.DLQ == "" {
+		switch {
+		case s.ARN == "":
+			errs = append(errs, fmt.Errorf("source %q: arn is required (ingest routes by it)", name))
+		case !QueueARN(s.ARN) || arnQueue(s.ARN) != name:
+			errs = append(errs, fmt.Errorf("source %q: arn %q is not the ARN of queue %q", name, s.ARN, name))
+		}
+		switch {
+		case s.DLQ == "":
 			errs = append(errs, fmt.Errorf("source %q: dlq is required", name))
-		} else if other, dup := dlqs[s.DLQ]; dup {
-			errs = append(errs, fmt.Errorf("sources %q and %q share dlq %q", other, name, s.DLQ))
+		case !QueueName(s.DLQ):
+			errs = append(errs, fmt.Errorf("source %q: dlq %q is not a queue name", name, s.DLQ))
+		case FIFO(s.DLQ) != FIFO(name):
+			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its type (a FIFO source needs a FIFO dlq, a standard source a standard one)", name, s.DLQ))
 		}
-		dlqs[s.DLQ] = name
 		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
 			errs = append(errs, fmt.Errorf("source %q: idempotency_pointer %q must start with /", name, s.IdempotencyPointer))
 		}
@@ -80,6 +99,68 @@ func Validate(cfg map[string]Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// QueueName reports whether name is a name SQS gives a queue: 1 to 80
+// characters of A-Z, a-z, 0-9, - and _, a FIFO queue's ending in ".fifo"
+// (counted in the 80).
+func QueueName(name string) bool {
+	base := strings.TrimSuffix(name, ".fifo")
+	if len(name) > 80 || base == "" {
+		return false
+	}
+	for _, c := range base {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// FIFO reports whether the queue called name is a FIFO queue.
+func FIFO(name string) bool { return strings.HasSuffix(name, ".fifo") }
+
+// QueueARN reports whether arn has the shape
+// arn:<partition>:sqs:<region>:<12-digit account>:<queue name>.
+func QueueARN(arn string) bool {
+	p := strings.Split(arn, ":")
+	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || len(p[4]) != 12 || !QueueName(p[5]) {
+		return false
+	}
+	for _, c := range p[4] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func arnQueue(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
+
+// SchemaDir is the directory a schema file named by a relative path is
+// read from: SCHEMA_DIR when set, else the Lambda task root
+// (LAMBDA_TASK_ROOT, where the deployment package is unpacked), else ""
+// (the working directory).
+func SchemaDir(getenv func(string) string) string {
+	return cmp.Or(getenv("SCHEMA_DIR"), getenv("LAMBDA_TASK_ROOT"))
+}
+
+// ResolveSchemas returns cfg with each schema that is a relative file path
+// (not the name of a schema embedded in the binary) made relative to dir
+// (SchemaDir): a source may bring its schema as a file shipped with the
+// deployment, no code change. cfg itself is not changed.
+func ResolveSchemas(cfg map[string]Config, dir string) map[string]Config {
+	if dir == "" {
+		return cfg
+	}
+	out := make(map[string]Config, len(cfg))
+	for name, s := range cfg {
+		if s.Schema != "" && !schemas.IsEmbedded(s.Schema) && !filepath.IsAbs(s.Schema) {
+			s.Schema = filepath.Join(dir, s.Schema)
+		}
+		out[name] = s
+	}
+	return out
 }
 
 // Build compiles each source's schema into quarantine.Sources.
@@ -113,11 +194,16 @@ func Build(cfg map[string]Config) (map[string]*quarantine.Source, error) {
 
 // ParseRequired decodes and validates SOURCES for a function that needs at
 // least one source (redrive, metrics), reporting every problem at once.
-func ParseRequired(raw string) (map[string]Config, error) {
+func ParseRequired(raw string) (map[string]Config, error) { return ParseRequiredIn(raw, "") }
+
+// ParseRequiredIn is ParseRequired with schema files read from schemaDir
+// (SchemaDir; ResolveSchemas).
+func ParseRequiredIn(raw, schemaDir string) (map[string]Config, error) {
 	srcs, err := Parse(raw)
 	if err != nil {
 		return srcs, err
 	}
+	srcs = ResolveSchemas(srcs, schemaDir)
 	if len(srcs) == 0 {
 		return srcs, errors.New("SOURCES names no source queue")
 	}

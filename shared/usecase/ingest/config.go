@@ -70,16 +70,17 @@ func (c *Config) Validate() error {
 // ConfigFromEnv builds a Config from environment variables looked up with
 // getenv: os.Getenv in main, the template's variables in the local runner.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	sources, err := ParseSources(getenv("SOURCES"))
+	srcs, err := ParseSources(getenv("SOURCES"))
 	if err != nil {
 		return Config{}, err
 	}
+	srcs = sources.ResolveSchemas(srcs, sources.SchemaDir(getenv))
 	cfg := Config{
 		TableName:            getenv("TABLE_NAME"),
 		PayloadBucket:        getenv("PAYLOAD_BUCKET"),
 		PayloadKMSKeyID:      getenv("PAYLOAD_KMS_KEY_ID"),
 		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
-		Sources:              sources,
+		Sources:              srcs,
 		WriterKeyID:          getenv("WRITER_KEY_ID"),
 	}
 	for _, arn := range strings.Split(getenv("DLQ_ARNS"), ",") {

@@ -232,6 +232,11 @@ func (h *Handler) one(ctx context.Context, rec events.SQSMessage, m Message) (re
 		"attempt_count", r.AttemptCount,
 		"version", r.Version,
 	}
+	if res.outcome.Route != RouteConfigured {
+		// Quarantined all the same: reported, so that someone adds the
+		// source (or fixes its ARN).
+		attrs = append(attrs, "route", res.outcome.Route)
+	}
 	if p := r.Predecessor; p != nil && res.outcome.Result == ResultCreated {
 		attrs = append(attrs, "predecessor", quarantine.LogRef(p.ID), "predecessor_reason", p.Reason)
 	}
@@ -264,6 +269,13 @@ func (h *Handler) emit(results []result) {
 		default:
 			quarantined[key{r.outcome.Record.Source, string(r.outcome.Record.FailureClass)}]++
 			bump(r.outcome.Record.Source, "Arrivals")
+		}
+		switch {
+		case r.err != nil:
+		case r.outcome.Route == RouteUnconfigured:
+			bump(r.outcome.Record.Source, "Unconfigured")
+		case r.outcome.Route == RouteUnrouted:
+			bump(r.outcome.Record.Source, "Unrouted")
 		}
 	}
 	now := h.now()

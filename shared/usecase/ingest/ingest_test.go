@@ -434,7 +434,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"TABLE_NAME is required", `"a#b": not a queue name`, "share dlq", "must start with /", "no-such-schema", "redrive_cap", `"x": dlq is required`} {
+	for _, want := range []string{"TABLE_NAME is required", `"a#b": not a queue name`, "arn is required", "must start with /", "no-such-schema", "redrive_cap", `"x": dlq is required`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
 
 // QuarantinerConfig configures a Quarantiner.
@@ -59,16 +60,6 @@ func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
 	return out
 }
 
-// sourceByDLQ finds the source whose DLQ is named dlqName.
-func (c *QuarantinerConfig) sourceByDLQ(dlqName string) *quarantine.Source {
-	for _, s := range c.Sources {
-		if s.DLQName == dlqName {
-			return s
-		}
-	}
-	return nil
-}
-
 // Message is one dead-lettered SQS message, as the ingest function sees it.
 type Message struct {
 	MessageID  string
@@ -106,6 +97,9 @@ type Outcome struct {
 	Record *quarantine.Record
 	// At is the instant the arrival was stamped with.
 	At time.Time
+	// Route says how the message found its source (RouteConfigured,
+	// RouteUnconfigured, RouteUnrouted).
+	Route string
 }
 
 // Quarantiner turns dead-lettered messages into sealed records: one per
@@ -142,7 +136,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		// clock tick (or the clock stepped back): stay after it.
 		now = m.After.UTC().Add(time.Nanosecond)
 	}
-	src, note := qr.resolveSource(m)
+	src, note, route := qr.resolveSource(m)
 	verdict := src.Check(m.Body)
 	class := quarantine.Classify(src, m.Attributes, verdict)
 	key, origin := quarantine.DeriveKey(src, qr.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
@@ -161,6 +155,22 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		// The event keeps the identity of the record it was corrected in.
 		start, rec.IdempotencyKey, rec.KeyOrigin = target.DLQID, target.IdempotencyKey, target.KeyOrigin
 	}
+	if target == nil && route == RouteConfigured {
+		orig, err := qr.retargetComeback(ctx, src, m, att.BodySHA256)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if orig != nil {
+			// A replay into src, another queue than its own source's,
+			// failed there and came back through src's DLQ: the same
+			// event, appended to the record it was sent from.
+			start = orig.DLQID
+			rec.Source, rec.SourceARN, rec.DLQARN, rec.RedriveCap = orig.Source, orig.SourceARN, orig.DLQARN, orig.RedriveCap
+			rec.IdempotencyKey, rec.KeyOrigin = orig.IdempotencyKey, orig.KeyOrigin
+			att.Note = quarantine.JoinNote(att.Note, "came back from "+src.Name+", the queue it was replayed into")
+			rec.Attempts[0].Note = att.Note
+		}
+	}
 	out, err := qr.createOrAppend(ctx, start, rec, m, att, class)
 	if errors.Is(err, errBodyConflict) {
 		// The producer reused an idempotency key for a different body. Keep
@@ -171,7 +181,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		rec = qr.newRecord(src, m, key, origin, c, att, now)
 		out, err = qr.createOrAppend(ctx, quarantine.RecordID(src.Name, key)+"#body-"+att.BodySHA256[:16], rec, m, att, c)
 	}
-	out.At = now
+	out.At, out.Route = now, route
 	return out, err
 }
 
@@ -198,18 +208,8 @@ func (qr *Quarantiner) correctedComeback(ctx context.Context, src *quarantine.So
 		len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
 		return nil, nil
 	}
-	r, err := qr.store.Get(ctx, id)
-	if errors.Is(err, quarantine.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read corrected record: %w", err)
-	}
-	if err := quarantine.Verify(r); err != nil {
-		var se *quarantine.SealError
-		if errors.As(err, &se) {
-			return nil, nil // its corrections cannot be trusted
-		}
+	r, err := qr.trusted(ctx, id)
+	if r == nil || err != nil {
 		return nil, err
 	}
 	if r.Source != src.Name || n > len(r.Corrections) {
@@ -218,6 +218,54 @@ func (qr *Quarantiner) correctedComeback(ctx context.Context, src *quarantine.So
 	c := r.Corrections[n-1]
 	if c.N != n || c.NewKey == "" || c.NewKey != key || c.BodySHA256 != sum {
 		return nil, nil
+	}
+	return r, nil
+}
+
+// retargetComeback returns the record a replay into src (a redrive to
+// another queue: src is its target, not its source) was sent from, or nil.
+// The record id redrive adds (dlq-record-id) is never trusted by itself: the
+// record must exist, verify, be of another source, hold in its sealed
+// history a send into src, and hold this body (or a correction's). A
+// producer who sets the attribute on a message of its own links nothing
+// that the history does not already say was sent to src with this body;
+// anything else is a new arrival of src, its forged header noted.
+func (qr *Quarantiner) retargetComeback(ctx context.Context, src *quarantine.Source, m Message, sum string) (*quarantine.Record, error) {
+	rid, ok := m.Attributes[quarantine.AttrRecordID]
+	if !ok || !strings.HasPrefix(rid.DataType, "String") {
+		return nil, nil
+	}
+	id := rid.StringValue
+	if strings.HasPrefix(id, src.Name+"#") || !strings.Contains(id, "#") || len(id) > maxRecordIDBytes || !utf8.ValidString(id) {
+		return nil, nil
+	}
+	r, err := qr.trusted(ctx, id)
+	if r == nil || err != nil {
+		return nil, err
+	}
+	if r.Source == src.Name || !r.SentTo(src.Name) || r.BodySHA256 != sum && !r.HasCorrection(sum) {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// trusted is the record at id when it exists and verifies: a redrive
+// header links an arrival only to what a sealed history says. nil, nil
+// when there is none or it fails its seal (its history cannot be trusted).
+func (qr *Quarantiner) trusted(ctx context.Context, id string) (*quarantine.Record, error) {
+	r, err := qr.store.Get(ctx, id)
+	if errors.Is(err, quarantine.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the record a redrive header names: %w", err)
+	}
+	if err := quarantine.Verify(r); err != nil {
+		var se *quarantine.SealError
+		if errors.As(err, &se) {
+			return nil, nil
+		}
+		return nil, err
 	}
 	return r, nil
 }
@@ -360,19 +408,82 @@ func backoff(ctx context.Context, attempt int) error {
 	return quarantine.Backoff(ctx, attempt, 2*time.Millisecond, 100*time.Millisecond)
 }
 
-func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string) {
-	if m.SourceARN != "" {
-		name := ARNResource(m.SourceARN)
-		if s, ok := qr.cfg.Sources[name]; ok {
-			return s, ""
-		}
-		return &quarantine.Source{Name: name, ARN: m.SourceARN, RedriveCap: qr.cfg.DefaultRedriveCap}, "source has no configuration"
+// Routes say how a message found its source (Outcome.Route).
+const (
+	// RouteConfigured: its DeadLetterQueueSourceArn is a configured
+	// source's ARN, exactly (or, without one, its DLQ is one source's only).
+	RouteConfigured = ""
+	// RouteUnconfigured: a source queue SOURCES does not name. The record
+	// is kept under the queue's name, so that once the source is added
+	// (a redeploy) its records are replayable.
+	RouteUnconfigured = "unconfigured"
+	// RouteUnrouted: no source can be told (no DeadLetterQueueSourceArn on
+	// a DLQ that several sources or none share), or the ARN names a queue
+	// that shares its name with a configured source of another ARN, or
+	// lies outside its DLQ's account and Region (SQS moves a message only
+	// within them). The record is kept under "unrouted.…" or
+	// "unresolved.<dlq>", names no queue can have, for a person to read:
+	// it never collides with a configured source's records and is never
+	// replayed.
+	RouteUnrouted = "unrouted"
+)
+
+// resolveSource is the source m belongs to, the note its arrival is
+// recorded with and how it was routed. A message is routed by its
+// DeadLetterQueueSourceArn to the source with exactly that ARN: many
+// sources may share one DLQ.
+func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string, string) {
+	unknown := func(name, arn string) *quarantine.Source {
+		return &quarantine.Source{Name: name, ARN: arn, RedriveCap: qr.cfg.DefaultRedriveCap}
 	}
 	dlq := ARNResource(m.DLQARN)
-	if s := qr.cfg.sourceByDLQ(dlq); s != nil {
-		return s, ""
+	if m.SourceARN != "" {
+		for _, s := range qr.cfg.Sources {
+			if s.ARN == m.SourceARN {
+				return s, "", RouteConfigured
+			}
+		}
+		name := ARNResource(m.SourceARN)
+		if s, ok := qr.cfg.Sources[name]; ok && s.ARN == "" {
+			return s, "", RouteConfigured // a source configured without its ARN (sources.Validate requires one)
+		}
+		home := sources.QueueARN(m.SourceARN) && sameAccountAndRegion(m.SourceARN, m.DLQARN)
+		switch _, taken := qr.cfg.Sources[name]; {
+		case home && !taken:
+			return unknown(name, m.SourceARN), "source has no configuration", RouteUnconfigured
+		case home:
+			p := strings.Split(m.SourceARN, ":")
+			return unknown("unrouted."+p[3]+"."+p[4]+"."+name, m.SourceARN),
+				"source queue unrouted: its name is a configured source's, its ARN is not", RouteUnrouted
+		case sources.QueueARN(m.SourceARN):
+			p := strings.Split(m.SourceARN, ":")
+			return unknown("unrouted."+p[3]+"."+p[4]+"."+name, m.SourceARN),
+				"source queue unrouted: outside its DLQ's account and Region", RouteUnrouted
+		}
+		return unknown("unresolved."+dlq, ""), "source queue unresolved: DeadLetterQueueSourceArn is no queue ARN", RouteUnrouted
 	}
-	return &quarantine.Source{Name: "unresolved." + dlq, RedriveCap: qr.cfg.DefaultRedriveCap}, "source queue unresolved"
+	var owners []*quarantine.Source
+	for _, s := range qr.cfg.Sources {
+		if s.DLQName == dlq {
+			owners = append(owners, s)
+		}
+	}
+	switch len(owners) {
+	case 1:
+		return owners[0], "", RouteConfigured
+	case 0:
+		return unknown("unresolved."+dlq, ""), "source queue unresolved", RouteUnrouted
+	}
+	return unknown("unresolved."+dlq, ""),
+		fmt.Sprintf("source queue unresolved: %d sources share the DLQ and the message has no DeadLetterQueueSourceArn (dead-lettered by a consumer itself)", len(owners)),
+		RouteUnrouted
+}
+
+// sameAccountAndRegion reports whether queue ARNs a and b share their
+// partition, Region and account.
+func sameAccountAndRegion(a, b string) bool {
+	pa, pb := strings.Split(a, ":"), strings.Split(b, ":")
+	return len(pa) == 6 && len(pb) == 6 && pa[1] == pb[1] && pa[3] == pb[3] && pa[4] == pb[4]
 }
 
 // redriveHeaderNote flags redrive attributes that do not belong to this

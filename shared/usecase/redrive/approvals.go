@@ -73,6 +73,9 @@ func (s *Service) risks(req Request, src *quarantine.Source) (need, off []quaran
 		if req.MaxMessages > s.cfg.ApprovalThreshold {
 			all = append(all, quarantine.RiskLarge)
 		}
+		if req.Target != "" {
+			all = append(all, quarantine.RiskRetarget)
+		}
 	case ActionCorrect:
 		all = append(all, quarantine.RiskCorrection)
 	case ActionUnpark:
@@ -283,6 +286,9 @@ func summarize(req Request) string {
 		}
 		if len(req.IDs) > 0 {
 			fmt.Fprintf(&b, ", %d ids", len(req.IDs))
+		}
+		if req.Target != "" {
+			fmt.Fprintf(&b, ", into another queue: %s", req.Target)
 		}
 		if len(req.Classes) > 0 || len(req.Signatures) > 0 || req.FirstSeenFrom != nil || req.FirstSeenTo != nil || len(req.ClearedReasons) > 0 {
 			b.WriteString(", filtered")

@@ -90,7 +90,7 @@ type decided struct {
 // decide is rec's claim decision at now.
 func (r *run) decide(rec *quarantine.Record, now time.Time) *decided {
 	blocked := r.isBlocked(rec)
-	return &decided{decideClaim(rec, claimInput{req: r.req, source: r.src.Name, dryRun: r.rep.DryRun, blocked: blocked, now: now, lease: r.s.cfg.Lease}), blocked}
+	return &decided{decideClaim(rec, claimInput{req: r.req, source: r.src.Name, sourceARN: r.src.ARN, dryRun: r.rep.DryRun, blocked: blocked, now: now, lease: r.s.cfg.Lease}), blocked}
 }
 
 // announceClaims makes the claim decision of each of ids at now and
@@ -175,6 +175,14 @@ func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record)
 	body, berr := quarantine.ReplayBody(ctx, s.payloads, rec)
 	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
 	p := decidePayload(r.src, body, berr, aerr)
+	if p.action == payloadSend && r.target != nil {
+		// Replayed into another queue, the payload must also pass that
+		// source's gate: its consumer expects its schema.
+		p = decidePayload(r.target, body, nil, nil)
+		if p.action == payloadInvalid {
+			p.reason = "held for target " + r.target.Name + ": " + p.reason
+		}
+	}
 	if p.action == payloadHold {
 		// A claim-checked object does not match its sealed hash: set the
 		// record aside unclaimed, as found.

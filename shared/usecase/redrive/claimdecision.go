@@ -75,6 +75,10 @@ type claimDecision struct {
 type claimInput struct {
 	req    Request
 	source string
+	// sourceARN is the source's configured ARN: a record recorded from a
+	// queue of another ARN (kept under the name while that queue had no
+	// configuration) is never sent to this one.
+	sourceARN string
 	// dryRun is the run's: an unapproved high-risk run is dry whatever
 	// the request said.
 	dryRun bool
@@ -101,6 +105,10 @@ func decideClaim(rec *quarantine.Record, in claimInput) claimDecision {
 		if back, err := rec.ReturnExpiredParkedClaim(actor, in.now); err == nil {
 			return claimDecision{action: claimReturn, next: back}
 		}
+	}
+	if in.sourceARN != "" && rec.SourceARN != "" && rec.SourceARN != in.sourceARN {
+		open := rec.Status == quarantine.StatusQuarantined || rec.Status == quarantine.StatusRedriving
+		return claimDecision{action: claimSkip, block: open, reason: "recorded from a queue of another ARN"}
 	}
 	if ok, why := in.req.eligible(rec, in.source); !ok {
 		// Still open, not replayed now: its group waits.

@@ -68,7 +68,7 @@ func IngestLag(ingestTimeout, dlqVisibility time.Duration) time.Duration {
 // reporting every problem at once.
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
-	srcs, err := sources.ParseRequired(getenv("SOURCES"))
+	srcs, err := sources.ParseRequiredIn(getenv("SOURCES"), sources.SchemaDir(getenv))
 	if err != nil {
 		errs = append(errs, err)
 	}

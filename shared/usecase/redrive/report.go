@@ -69,9 +69,12 @@ const (
 type Report struct {
 	// RunID and Action are left out when empty (a report that adds up
 	// several runs has no one run id).
-	RunID       string `json:"run_id,omitempty"`
-	Action      string `json:"action,omitempty"`
-	Source      string `json:"source"`
+	RunID  string `json:"run_id,omitempty"`
+	Action string `json:"action,omitempty"`
+	Source string `json:"source"`
+	// Target is the registered source a redrive to another queue replays
+	// into (request field target).
+	Target      string `json:"target,omitempty"`
 	RequestedBy string `json:"requested_by"`
 	DryRun      bool   `json:"dry_run"`
 	// DryRunReason says why a run that was not asked to be dry was dry
@@ -200,6 +203,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Policy != nil {
 		parts = append(parts, "policy "+rep.Policy.ID+" "+rep.Policy.State)
+	}
+	if rep.Target != "" {
+		parts = append(parts, "into "+rep.Target)
 	}
 	parts = append(parts, fmt.Sprintf("remaining %d", rep.Remaining), "stopped "+rep.Stopped)
 	if rep.DryRun {

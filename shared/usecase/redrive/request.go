@@ -79,6 +79,13 @@ type Request struct {
 	RequestedBy string `json:"requested_by"`
 	// RatePerSecond caps sends per second, to protect the consumer (0: none).
 	RatePerSecond float64 `json:"rate_per_second,omitempty"`
+	// Target, on a redrive, names a registered source (by name) whose
+	// queue the selected records are replayed into instead of their own
+	// source's: a queue of the same kind (FIFO to FIFO, standard to
+	// standard), never an arbitrary ARN. It is high-risk
+	// (quarantine.RiskRetarget), and every claim and send of the run
+	// names it in the record's sealed history.
+	Target string `json:"target,omitempty"`
 
 	// Payload is the corrected body of the one record in ids (action
 	// correct): a JSON string whose content is stored and sent byte for
@@ -226,6 +233,9 @@ func (r *Request) normalize() error {
 	}
 	if strings.TrimSpace(r.Source) == "" {
 		p = append(p, "source is required")
+	}
+	if r.Target != "" && r.Action != ActionRedrive {
+		p = append(p, "target belongs to action redrive")
 	}
 	if strings.TrimSpace(r.RequestedBy) == "" {
 		p = append(p, "requested_by is required: it is recorded in each record's history")

@@ -352,8 +352,9 @@ func group(rec *quarantine.Record) string {
 	return rec.IdempotencyKey
 }
 
-// fifo reports whether the run replays into a FIFO queue.
-func (r *run) fifo() bool { return strings.HasSuffix(r.src.Name, ".fifo") }
+// fifo reports whether the run replays into a FIFO queue (a target is of
+// its source's kind).
+func (r *run) fifo() bool { return strings.HasSuffix(r.dest().Name, ".fifo") }
 
 // block stops every later replay of rec's message group in this run: an
 // earlier message of the group was not (or not surely) sent, and no later

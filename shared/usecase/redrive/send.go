@@ -311,18 +311,34 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 // the context has no deadline (a Lambda invocation always has one).
 const postSendProofTries = 10
 
-func (r *run) queue(ctx context.Context) (string, error) {
-	if r.queueURL != "" {
-		return r.queueURL, nil
+// dest is the source whose queue the run sends to: its target, else its
+// source.
+func (r *run) dest() *quarantine.Source {
+	if r.target != nil {
+		return r.target
 	}
-	in := &sqs.GetQueueUrlInput{QueueName: aws.String(r.src.Name)}
-	if parts := strings.Split(r.src.ARN, ":"); len(parts) == 6 {
+	return r.src
+}
+
+// queue is the URL of the queue the run sends to.
+func (r *run) queue(ctx context.Context) (string, error) { return r.queueOf(ctx, r.dest()) }
+
+// queueOf is the URL of src's queue, looked up once a run.
+func (r *run) queueOf(ctx context.Context, src *quarantine.Source) (string, error) {
+	if u := r.queueURL[src.Name]; u != "" {
+		return u, nil
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(src.Name)}
+	if parts := strings.Split(src.ARN, ":"); len(parts) == 6 {
 		in.QueueOwnerAWSAccountId = aws.String(parts[4])
 	}
 	out, err := r.s.sqs.GetQueueUrl(ctx, in)
 	if err != nil {
 		return "", fmt.Errorf("source queue url: %w", err)
 	}
-	r.queueURL = aws.ToString(out.QueueUrl)
-	return r.queueURL, nil
+	if r.queueURL == nil {
+		r.queueURL = map[string]string{}
+	}
+	r.queueURL[src.Name] = aws.ToString(out.QueueUrl)
+	return r.queueURL[src.Name], nil
 }

@@ -155,7 +155,11 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 			return nil, &RequestError{Problems: []string{fmt.Sprintf("ids[%d] does not belong to source %q", i, src.Name)}}
 		}
 	}
-	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
+	target, err := s.target(req, src)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{RunID: runID(), Action: req.Action, Source: src.Name, Target: req.Target, RequestedBy: req.RequestedBy, DryRun: req.DryRun, StartedAt: s.now().UTC(), Stopped: StoppedDone}
 	if req.Action == ActionApprove || req.Action == ActionReject {
 		return s.decide(ctx, req, src, rep)
 	}
@@ -175,12 +179,41 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	case ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume:
 		return s.changePolicy(ctx, req, src, rep)
 	}
-	r := &run{s: s, req: req, src: src, rep: rep}
-	err := r.execute(ctx)
+	r := &run{s: s, req: req, src: src, target: target, rep: rep}
+	if target != nil {
+		// Every claim, send and release of the run names the target in
+		// the record's sealed history.
+		r.req.RequestedBy = quarantine.WithTarget(r.req.RequestedBy, target.Name)
+	}
+	err = r.execute(ctx)
 	err = errors.Join(append([]error{err}, r.errs...)...)
 	rep.FinishedAt = s.now().UTC()
 	rep.logFinished(ctx, s.log, err)
 	return rep, err
+}
+
+// target is the registered source req replays into instead of src (nil:
+// src itself). Only a source SOURCES names, by its name, of src's kind.
+func (s *Service) target(req Request, src *quarantine.Source) (*quarantine.Source, error) {
+	if req.Target == "" {
+		return nil, nil
+	}
+	t, ok := s.sources[req.Target]
+	kind := func(name string) string {
+		if strings.HasSuffix(name, ".fifo") {
+			return "a FIFO queue"
+		}
+		return "a standard queue"
+	}
+	switch {
+	case !ok:
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("target %q is not a registered source: a run replays only into a source SOURCES names (by its name)", req.Target)}}
+	case t == src:
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("target %q is the source itself: leave target out", req.Target)}}
+	case kind(t.Name) != kind(src.Name):
+		return nil, &RequestError{Problems: []string{fmt.Sprintf("target %q is %s and source %q %s: a replay goes to a queue of its own kind", t.Name, kind(t.Name), src.Name, kind(src.Name))}}
+	}
+	return t, nil
 }
 
 func (s *Service) source(nameOrARN string) *quarantine.Source {
@@ -203,12 +236,16 @@ func runID() string {
 
 // run is the state of one invocation.
 type run struct {
-	mu       sync.Mutex // guards rep while a batch works concurrently
-	s        *Service
-	req      Request
-	src      *quarantine.Source
+	mu  sync.Mutex // guards rep while a batch works concurrently
+	s   *Service
+	req Request
+	src *quarantine.Source
+	// target is the registered source the run replays into instead of
+	// src (request field target); nil: src.
+	target   *quarantine.Source
 	rep      *Report
-	queueURL string
+	queueURL map[string]string // by queue name
+	windows  map[string]time.Duration
 	limiter  *rate.Limiter
 	// blocked are the FIFO message groups that send nothing more this run.
 	blocked map[string]bool

@@ -69,7 +69,12 @@ func (r *run) settleBatch(ctx context.Context, ids []string, window time.Duratio
 	var planned []*quarantine.Record
 	for _, id := range ids {
 		if rec := recs[id]; rec != nil {
-			next, err := rec.Settle(now, window)
+			w, ok := r.windowFor(ctx, rec, window)
+			if !ok {
+				delete(recs, id) // its target's window is unknown: not settled this run
+				continue
+			}
+			next, err := rec.Settle(now, w)
 			plans[id] = decided{next, err}
 			if err == nil && !r.rep.DryRun {
 				planned = append(planned, next)
@@ -93,6 +98,30 @@ func (r *run) settleBatch(ctx context.Context, ids []string, window time.Duratio
 		}
 	}
 	return nil
+}
+
+// windowFor is the settle window of rec: window, or, for a record replayed
+// into another registered queue, the longer of window and that queue's
+// (its replay comes back through that queue's DLQ). ok is false when that
+// window cannot be known (the target is no longer registered, or its
+// attributes cannot be read): the record is not settled this run.
+func (r *run) windowFor(ctx context.Context, rec *quarantine.Record, window time.Duration) (time.Duration, bool) {
+	t := rec.LastTarget()
+	if t == "" || t == r.src.Name {
+		return window, true
+	}
+	ts := r.s.sources[t]
+	if ts == nil {
+		r.s.log.WarnContext(ctx, "not settled: replayed into a queue no longer registered", "run_id", r.rep.RunID, "record", quarantine.LogRef(rec.DLQID))
+		return 0, false
+	}
+	tw, err := r.settleWindowOf(ctx, ts)
+	if err != nil {
+		r.s.log.WarnContext(ctx, "not settled: the target queue's settle window cannot be read", "run_id", r.rep.RunID,
+			"record", quarantine.LogRef(rec.DLQID), "error_kind", quarantine.ErrorKind(err))
+		return 0, false
+	}
+	return max(window, tw), true
 }
 
 // redriven lists the ids of this source's REDRIVEN records, a page past

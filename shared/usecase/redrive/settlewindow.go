@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // DefaultSettleMargin is the ingest lag a settle window allows beyond the
@@ -72,7 +74,17 @@ func MinSettleWindow(attrs map[string]string, margin time.Duration) (time.Durati
 // window shorter than the configured one, and returns an error (settle
 // nothing) when the attributes cannot be read.
 func (r *run) settleWindow(ctx context.Context) (time.Duration, error) {
-	url, err := r.queue(ctx)
+	return r.settleWindowOf(ctx, r.src)
+}
+
+// settleWindowOf is settleWindow for the queue of src (a record replayed
+// into another queue comes back through that queue's DLQ, as late as that
+// queue's attributes allow), read once a run.
+func (r *run) settleWindowOf(ctx context.Context, src *quarantine.Source) (time.Duration, error) {
+	if w, ok := r.windows[src.Name]; ok {
+		return w, nil
+	}
+	url, err := r.queueOf(ctx, src)
 	if err != nil {
 		return 0, err
 	}
@@ -86,5 +98,9 @@ func (r *run) settleWindow(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("source queue attributes: %w", err)
 	}
-	return max(r.s.cfg.SettleWindow, derived), nil
+	if r.windows == nil {
+		r.windows = map[string]time.Duration{}
+	}
+	r.windows[src.Name] = max(r.s.cfg.SettleWindow, derived)
+	return r.windows[src.Name], nil
 }
