@@ -12,6 +12,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // The move to the source index on a stack with records written before it
@@ -24,6 +25,11 @@ func TestIndexBackfillPassesVerify(t *testing.T) {
 	l := newLedgerFixture(t)
 	ctx := context.Background()
 	r := storetest.Record(t, storetest.UniqueID("pre"))
+	r.Source = storetest.UniqueID("presrc") // a source with no marker yet
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
 	item, err := dynamostore.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
