@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
@@ -163,4 +166,113 @@ func TestExtraSourcesFit(t *testing.T) {
 			t.Errorf("docs/configuration.md has no row %q: the sources that fit (a %d-character stack name, then dlqq), as this test finds them", row, len(longestStack))
 		}
 	}
+}
+
+// Every configured source, of every kind the configuration has (the
+// stack's own queue, registered queues standard and FIFO, one in another
+// account, the attached existing queue), is granted to the functions that
+// replay (redrive and operator: SendMessageBatch, GetQueueAttributes,
+// GetQueueUrl, and the queue's SSE-KMS key through SQS); a queue nobody
+// registered, or a key not listed, is not; and without its managed policy
+// a registered queue is not either.
+func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
+	const (
+		other    = "444455556666"
+		key1     = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+		key2     = "arn:aws:kms:eu-west-1:444455556666:key/mrk-0123456789abcdef0123456789abcdef"
+		stray    = "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000"
+		attached = "arn:aws:sqs:eu-west-1:111122223333:legacy-orders"
+	)
+	params := map[string]any{
+		"SourceQueueArns":     "arn:aws:sqs:eu-west-1:111122223333:orders,arn:aws:sqs:eu-west-1:111122223333:payments.fifo,arn:aws:sqs:eu-west-1:" + other + ":partner-events",
+		"SourceKmsKeyArns":    key1 + "," + key2,
+		"ExtraSources":        `{"payments.fifo":{"dlq":"payments-dlq.fifo","redrive_cap":2}}`,
+		"ExtraSourceQueueArn": attached,
+		"ExtraDLQArn":         "arn:aws:sqs:eu-west-1:111122223333:legacy-orders-dlq",
+	}
+	s := openStack(t, params)
+	vars := map[string]string{}
+	for k, v := range props(s.resources["RedriveFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any) {
+		vars[k] = str(v)
+	}
+	cfg, err := sources.FromVariables(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sources.Ungranted(func(k string) string { return vars[k] }, cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"legacy-orders", "orders", "partner-events", "payments.fifo", "prod-source"}
+	if got := slices.Sorted(maps.Keys(cfg)); !slices.Equal(got, want) {
+		t.Fatalf("the redrive function's sources are %v, want %v", got, want)
+	}
+	// Each registered queue's key (which key encrypts which queue is the
+	// deployment's; here one each, the stack's own queue its own key).
+	keyOf := map[string]string{"orders": key1, "payments.fifo": key1, "partner-events": key2, "legacy-orders": key1}
+	replay := func(s *stack, name, arn string) []request {
+		parts := strings.Split(arn, ":")
+		url := "https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + name
+		d := func(fn, op string, p any) []request { return describe(fn, parts[3], env.Account, "SQS", op, p) }
+		var out []request
+		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+			out = slices.Concat(out,
+				d(fn, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}),
+				d(fn, "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}),
+				d(fn, "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(parts[4])}))
+		}
+		return out
+	}
+	check := func(s *stack, calls []request) []string {
+		var found []string
+		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+			var mine []request
+			for _, c := range calls {
+				if c.Function == fn {
+					mine = append(mine, c)
+				}
+			}
+			found = append(found, s.check(fn, mine)...)
+		}
+		return found
+	}
+	for _, name := range want {
+		arn := cfg[name].ARN
+		if k, ok := keyOf[name]; ok {
+			s.external[arn] = k
+		}
+		if found := check(s, replay(s, name, arn)); len(found) > 0 {
+			t.Errorf("source %s (%s) is not granted: %q", name, arn, found)
+		}
+	}
+
+	// A queue nobody registered is not granted, nor a key not listed.
+	const unregistered = "arn:aws:sqs:eu-west-1:111122223333:someone-elses"
+	wantFinding(t, check(s, replay(s, "someone-elses", unregistered)), "RedriveFunction (role RedriveRole): sqs:SendMessage on "+unregistered, "no statement")
+	c := s.clone()
+	c.external[cfg["orders"].ARN] = stray
+	wantFinding(t, check(c, replay(c, "orders", cfg["orders"].ARN)), "RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+stray, "no statement")
+	// Without the managed policies, the registered queues are not granted
+	// (the stack's own and the attached one still are).
+	c = s.clone()
+	delete(c.resources, "RedriveSourceQueuesPolicy")
+	wantFinding(t, check(c, replay(c, "partner-events", cfg["partner-events"].ARN)), "OperatorFunction (role RedriveRole): sqs:SendMessage on "+cfg["partner-events"].ARN, "no statement")
+	if found := check(c, replay(c, "legacy-orders", attached)); len(found) > 0 {
+		t.Errorf("the attached queue depends on the registered queues' policy: %q", found)
+	}
+	c = s.clone()
+	delete(c.resources, "RedriveSourceKeysPolicy")
+	wantFinding(t, check(c, replay(c, "orders", cfg["orders"].ARN)), "RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+key1, "no statement")
+
+	// With no registered queue and no key (the defaults), neither policy
+	// exists and the stack's own queue alone is granted.
+	d := openStack(t, nil)
+	for _, id := range []string{"RedriveSourceQueuesPolicy", "RedriveSourceKeysPolicy"} {
+		if d.exists(d.resources[id]) {
+			t.Errorf("%s exists with empty lists (an empty CommaDelimitedList is [\"\"])", id)
+		}
+	}
+	if found := check(d, replay(d, "prod-source", "arn:aws:sqs:eu-west-1:111122223333:prod-source")); len(found) > 0 {
+		t.Errorf("the stack's own queue: %q", found)
+	}
+	wantFinding(t, check(d, replay(d, "orders", "arn:aws:sqs:eu-west-1:111122223333:orders")), "RedriveFunction (role RedriveRole): sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:orders", "no statement")
 }
