@@ -10,9 +10,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
 
 // realisticSourceNames are n queue names of the length and shape teams
@@ -275,4 +277,132 @@ func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
 		t.Errorf("the stack's own queue: %q", found)
 	}
 	wantFinding(t, check(d, replay(d, "orders", "arn:aws:sqs:eu-west-1:111122223333:orders")), "RedriveFunction (role RedriveRole): sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:orders", "no statement")
+}
+
+// The alarms on the sources' health are Metrics Insights alarms grouped by
+// Source, one contributor per source (configured or not): with several
+// sources publishing, a breach on one of them fires the alarm once and
+// names that source alone, a healthy set never fires, and a second source
+// breaching later keeps it in ALARM and is named too. Each of these alarms
+// counts against CloudWatch's 200 Metrics Insights alarms per account and
+// Region, which docs/operations.md states per stack.
+func TestSourceAlarmsNameTheBreachingSource(t *testing.T) {
+	tpl := open(t)
+	sourcesOf := []string{"prod-source", "orders", "payments.fifo"}
+	mi := 0
+	for _, id := range slices.Sorted(maps.Keys(tpl.GetAllCloudWatchAlarmResources())) {
+		a := tpl.GetAllCloudWatchAlarmResources()[id]
+		if len(a.Metrics) != 1 {
+			continue
+		}
+		q, ok := parseMI(t, aws.ToString(a.Metrics[0].Expression))
+		if !ok {
+			continue
+		}
+		mi++
+		if q.ns != "DLQQuarantine" || q.dim != "Source" {
+			t.Errorf("%s groups %s by %s", id, q.ns, q.dim)
+		}
+		if a.Metrics[0].ReturnData == nil || !*a.Metrics[0].ReturnData || aws.ToInt(a.Metrics[0].Period) == 0 {
+			t.Errorf("%s: its query must return data and have a period", id)
+		}
+		th := aws.ToFloat64(a.Threshold)
+		healthy, breach := 0.0, th+1
+		if strings.HasPrefix(a.ComparisonOperator, "LessThan") {
+			healthy, breach = 100, th-1
+		}
+		key := func(src string) string {
+			return metricKey(q.ns, q.metric, []cloudformationcw.Alarm_Dimension{{Name: q.dim, Value: src}})
+		}
+		w := world{}
+		for _, src := range sourcesOf {
+			w[key(src)] = constant(healthy, 0, 120)
+		}
+		// The same metric with more dimensions is no contributor.
+		w[metricKey(q.ns, q.metric, []cloudformationcw.Alarm_Dimension{{Name: "Source", Value: "orders"}, {Name: "Policy", Value: "p"}})] = constant(breach, 0, 120)
+		if got := entered(simulate(t, a, w, 120), "ALARM"); len(got) != 0 {
+			t.Errorf("%s: healthy sources fire it at %v", id, got)
+		}
+		w[key("orders")] = func(m int) (float64, bool) {
+			if m >= 30 {
+				return breach, true
+			}
+			return healthy, true
+		}
+		w[key("payments.fifo")] = func(m int) (float64, bool) {
+			if m >= 70 {
+				return breach, true
+			}
+			return healthy, true
+		}
+		period := aws.ToInt(a.Metrics[0].Period)
+		res := simulateContributors(t, a, q, period, w, 120, readings{})
+		fired := entered(res.changes, "ALARM")
+		if len(fired) != 1 || fired[0] < 30 {
+			t.Fatalf("%s: one source breaching from minute 30 fires it at %v (changes %v)", id, fired, res.changes)
+		}
+		if got := res.inAlarm(fired[0]); !slices.Equal(got, []string{"orders"}) {
+			t.Errorf("%s names %v at minute %d, want orders", id, got, fired[0])
+		}
+		if got := res.inAlarm(119); !slices.Equal(got, []string{"orders", "payments.fifo"}) {
+			t.Errorf("%s names %v at the end, want both breaching sources", id, got)
+		}
+		if got := slices.Sorted(maps.Keys(res.by)); !slices.Equal(got, []string{"orders", "payments.fifo", "prod-source"}) {
+			t.Errorf("%s's contributors are %v", id, got)
+		}
+	}
+	doc := strings.Join(strings.Fields(readDoc(t, "operations.md")), " ")
+	if want := fmt.Sprintf("%d Metrics Insights alarms", mi); mi == 0 || !strings.Contains(doc, want) {
+		t.Errorf("docs/operations.md does not say %q (the stack's share of the 200 per account and Region)", want)
+	}
+}
+
+// The dashboard shows every source's health with the alarms' queries
+// (Metrics Insights, GROUP BY Source, the 100 worst of each), and names no
+// source: a source added later appears without a change.
+func TestDashboardShowsEverySource(t *testing.T) {
+	dash := lookup(t, open(t).GetCloudWatchDashboardWithName, "HealthDashboard")
+	var body struct {
+		Widgets []struct {
+			Properties struct {
+				Title   string  `json:"title"`
+				Metrics [][]any `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(dash.DashboardBody), &body); err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	for _, w := range body.Widgets {
+		for _, m := range w.Properties.Metrics {
+			q, ok := m[0].(map[string]any)
+			if !ok {
+				continue
+			}
+			expr, _ := q["expression"].(string)
+			base, limit, ok := strings.Cut(expr, " ORDER BY ")
+			if !ok || !strings.HasSuffix(limit, " LIMIT 100") {
+				t.Errorf("widget %q: %q is not ordered and limited to the 100 worst sources", w.Properties.Title, expr)
+			}
+			mi, ok := parseMI(t, base)
+			if !ok || mi.dim != "Source" || mi.ns != "DLQQuarantine" {
+				t.Errorf("widget %q: %q is no Metrics Insights query grouped by Source", w.Properties.Title, expr)
+				continue
+			}
+			if worst := map[string]string{"Minimum": "ASC"}[mi.stat]; worst == "ASC" != strings.Contains(limit, "ASC") {
+				t.Errorf("widget %q: %q does not show the worst first", w.Properties.Title, expr)
+			}
+			shown[mi.metric] = true
+		}
+	}
+	for _, m := range []string{metrics.MetricDLQDepth, metrics.MetricDLQInFlight, metrics.MetricOldestAge, metrics.MetricArrivals, metrics.MetricSuccessRate,
+		metrics.MetricPoison, metrics.MetricIntegrityHolds, metrics.MetricDominantShare} {
+		if !shown[m] {
+			t.Errorf("the dashboard shows no %s by source", m)
+		}
+	}
+	if strings.Contains(dash.DashboardBody, `"Source","`) || strings.Contains(dash.DashboardBody, "prod-source") {
+		t.Error("the dashboard names a source")
+	}
 }

@@ -529,3 +529,70 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 	}
 	t.Logf("recount %v, %d successors", want, len(successors))
 }
+
+// The AWS calls of a run grow with the number of sources, by the same
+// amount for each source, and not with their records: runs over 1, 4 and
+// 16 sources, each with its DLQ and its records, and the 4 again with ten
+// times the records. A record older than all of theirs (of a source no
+// run configures) keeps every source's oldest-record query alike; theirs
+// are older than any other test's, newer each source than the one before.
+func TestCallsGrowWithSourcesNotRecords(t *testing.T) {
+	ctx := context.Background()
+	newEnv(t).at(t, -5000*24*time.Hour, "sentinel", "timeout", "")
+	created := 0
+	add := func(e *env, from, to int) {
+		for r := from; r < to; r++ {
+			e.at(t, -time.Duration(4000-created)*24*time.Hour+time.Duration(r)*time.Second, fmt.Sprint("k", r), "timeout", "")
+		}
+	}
+	calls := func(svc *metrics.Service, c *counting, sources int) int64 {
+		t.Helper()
+		if _, err := svc.Run(ctx); err != nil { // warm: the DLQ URLs are cached
+			t.Fatal(err)
+		}
+		c.n.Store(0)
+		reps, err := svc.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reps) < sources {
+			t.Fatalf("%d reports for %d sources", len(reps), sources)
+		}
+		return c.n.Load()
+	}
+	run := func(sources int) (int64, func(records int) int64) {
+		t.Helper()
+		var envs []*env
+		for range sources {
+			e := newEnv(t)
+			add(e, 0, 2)
+			created++
+			envs = append(envs, e)
+		}
+		c := &counting{}
+		svc := envs[0].service(c)
+		for _, e := range envs[1:] {
+			svc.Sources[e.src.Name] = e.src
+		}
+		n := calls(svc, c, sources)
+		t.Logf("%d sources of 2 records: %d AWS calls", sources, n)
+		more := func(records int) int64 {
+			for _, e := range envs {
+				add(e, 2, records)
+			}
+			n := calls(svc, c, sources)
+			t.Logf("%d sources of %d records: %d AWS calls", sources, records, n)
+			return n
+		}
+		return n, more
+	}
+	one, _ := run(1)
+	four, more := run(4)
+	sixteen, _ := run(16)
+	if per := four - one; per <= 0 || sixteen-four != 4*per {
+		t.Fatalf("calls for 1, 4 and 16 sources: %d, %d, %d: not the same number per source", one, four, sixteen)
+	}
+	if n := more(20); n != four {
+		t.Fatalf("4 sources: %d calls with 2 records each, %d with 20", four, n)
+	}
+}
