@@ -289,7 +289,7 @@ func sourceCheck(st *embedded.Stack) (func([]byte) (bool, string), string, error
 	if fn.Environment == nil {
 		return nil, "", errors.New("IngestFunction has no environment")
 	}
-	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
+	cfg, err := sources.FromVariables(fn.Environment.Variables)
 	if err != nil {
 		return nil, "", err
 	}

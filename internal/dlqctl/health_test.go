@@ -55,6 +55,11 @@ func TestHealthShowsWhatTheMetricsFunctionPublished(t *testing.T) {
 				continue // a metric-math alarm kumo cannot hold (embedded.Stack.Skipped)
 			}
 			alarms[aws.ToString(a.AlarmName)] = aws.ToString(a.MetricName)
+			if len(a.Metrics) == 1 { // a Metrics Insights alarm by source: its query's metric
+				if q, ok, err := embedded.ParseMetricsInsights(aws.ToString(a.Metrics[0].Expression)); err != nil || ok {
+					alarms[aws.ToString(a.AlarmName)] = q.Metric
+				}
+			}
 			if v.st.Names[id] != aws.ToString(a.AlarmName) {
 				t.Fatalf("alarm %s not created: %q", id, v.st.Names[id])
 			}

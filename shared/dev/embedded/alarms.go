@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -43,13 +44,26 @@ func (s *Stack) createAlarms(ctx context.Context) error {
 		} else if !ok {
 			continue
 		}
-		if len(a.Metrics) > 0 && !s.External {
-			s.skip(id, name, skipMetricMath)
-			continue
-		}
 		in, err := metricAlarmInput(a)
 		if err != nil {
 			return fmt.Errorf("alarm %s (%s): %w", id, name, err)
+		}
+		if len(a.Metrics) > 0 && !s.External {
+			// A Metrics Insights alarm grouped by a dimension (one per
+			// source) is stored as a metric alarm of its query's metric
+			// and statistic without dimensions, so that it is listed
+			// (dlqctl health) under its name; kumo evaluates neither.
+			// Any other metric-math alarm is skipped.
+			q, ok, err := singleMetricsInsights(a)
+			if err != nil {
+				return fmt.Errorf("alarm %s (%s): %w", id, name, err)
+			}
+			if !ok {
+				s.skip(id, name, skipMetricMath)
+				continue
+			}
+			in.Metrics, in.Namespace, in.MetricName = nil, aws.String(q.Namespace), aws.String(q.Metric)
+			in.Statistic, in.Period = cwtypes.Statistic(q.Statistic), int32Ptr(a.Metrics[0].Period)
 		}
 		if _, err := s.Clients.CloudWatch.PutMetricAlarm(ctx, in); err != nil {
 			return fmt.Errorf("create alarm %s (%s): %w", id, name, err)
@@ -153,6 +167,43 @@ func metricAlarmInput(a *cloudwatch.Alarm) (*cwsdk.PutMetricAlarmInput, error) {
 		in.Metrics = append(in.Metrics, mq)
 	}
 	return in, nil
+}
+
+// MetricsInsightsQuery is a CloudWatch Metrics Insights query of the one
+// form the template's alarms and dashboard use: SELECT F(Metric) FROM
+// SCHEMA(Namespace, Dimension) GROUP BY Dimension, F one of MAX, MIN, SUM,
+// AVG and COUNT (Statistic: Maximum, Minimum, Sum, Average, SampleCount).
+// SCHEMA(Namespace, Dimension) matches the metrics whose dimensions are
+// exactly Dimension; each value of it is one time series (a contributor
+// of an alarm).
+type MetricsInsightsQuery struct {
+	Statistic, Metric, Namespace, Dimension string
+}
+
+var metricsInsightsRE = regexp.MustCompile(`^SELECT (MAX|MIN|SUM|AVG|COUNT)\((\w+)\) FROM SCHEMA\((\w+), ?(\w+)\) GROUP BY (\w+)$`)
+
+// ParseMetricsInsights parses expr as a MetricsInsightsQuery: false for an
+// expression that is no Metrics Insights query (metric math), an error for
+// one of another form.
+func ParseMetricsInsights(expr string) (MetricsInsightsQuery, bool, error) {
+	if !strings.HasPrefix(expr, "SELECT ") {
+		return MetricsInsightsQuery{}, false, nil
+	}
+	m := metricsInsightsRE.FindStringSubmatch(expr)
+	if m == nil || m[4] != m[5] {
+		return MetricsInsightsQuery{}, false, fmt.Errorf("query %q is not a Metrics Insights query of the form SELECT F(Metric) FROM SCHEMA(Namespace, Dimension) GROUP BY Dimension", expr)
+	}
+	stat := map[string]string{"MAX": "Maximum", "MIN": "Minimum", "SUM": "Sum", "AVG": "Average", "COUNT": "SampleCount"}[m[1]]
+	return MetricsInsightsQuery{Statistic: stat, Metric: m[2], Namespace: m[3], Dimension: m[4]}, true, nil
+}
+
+// singleMetricsInsights is the alarm's Metrics Insights query when its
+// one query is one.
+func singleMetricsInsights(a *cloudwatch.Alarm) (MetricsInsightsQuery, bool, error) {
+	if len(a.Metrics) != 1 {
+		return MetricsInsightsQuery{}, false, nil
+	}
+	return ParseMetricsInsights(aws.ToString(a.Metrics[0].Expression))
 }
 
 // compositeAlarmInput is c's PutCompositeAlarm, without its actions.

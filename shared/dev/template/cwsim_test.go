@@ -25,6 +25,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 )
 
 // metricKey names one metric: "Namespace/Name{Dim=Value,…}", dimensions
@@ -482,9 +484,136 @@ func simulate(t *testing.T, a *cloudwatch.Alarm, w world, minutes int) []notice 
 	return simulateReading(t, a, w, minutes, readings{})
 }
 
+// miQuery is a parsed Metrics Insights query (embedded.ParseMetricsInsights):
+// SELECT stat(metric) FROM SCHEMA(ns, dim) GROUP BY dim.
+type miQuery struct {
+	stat, metric, ns, dim string
+}
+
+// parseMI parses expr as a Metrics Insights query; false when it is none
+// (a metric-math expression), failing t when it is one of another form.
+func parseMI(t *testing.T, expr string) (miQuery, bool) {
+	t.Helper()
+	q, ok, err := embedded.ParseMetricsInsights(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return miQuery{stat: q.Statistic, metric: q.Metric, ns: q.Namespace, dim: q.Dimension}, ok
+}
+
+// contributors are the values of q's dimension that w publishes q's
+// metric with, with that dimension alone (SCHEMA(ns, Dim) matches only
+// metrics whose dimensions are exactly Dim), sorted.
+func (q miQuery) contributors(w world) []string {
+	prefix := metricKey(q.ns, q.metric, []cloudwatch.Alarm_Dimension{{Name: q.dim, Value: ""}})
+	prefix = strings.TrimSuffix(prefix, "}")
+	var out []string
+	for key := range w {
+		if v, ok := strings.CutPrefix(key, prefix); ok && strings.HasSuffix(v, "}") && !strings.Contains(v, ",") {
+			out = append(out, strings.TrimSuffix(v, "}"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// multiSeries is how a multi-time-series alarm (a Metrics Insights query
+// with GROUP BY) went: its own state changes and each contributor's.
+type multiSeries struct {
+	changes []notice
+	by      map[string][]notice
+}
+
+// inAlarm returns the contributors in ALARM at minute.
+func (m multiSeries) inAlarm(minute int) []string {
+	var out []string
+	for c, changes := range m.by {
+		if stateAt(changes, minute) == "ALARM" {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// stateAt is the state changes leave at minute.
+func stateAt(changes []notice, minute int) string {
+	state := "INSUFFICIENT_DATA"
+	for _, c := range changes {
+		if c.minute <= minute {
+			state = c.state
+		}
+	}
+	return state
+}
+
+// simulateContributors evaluates a Metrics Insights alarm with GROUP BY as
+// CloudWatch's multi-time-series alarms do ("Create an alarm based on a
+// Multi Time Series Metrics Insights query"; "Limits that apply to alarms
+// based on Metrics Insights queries"): each time series the query returns
+// is a contributor evaluated on its own with the alarm's threshold,
+// periods and missing-data treatment; the alarm is in ALARM while any
+// contributor is, and names them; OK when none is. A query that returns no
+// series is one series without data. Left out: the 100 contributors in
+// ALARM and 500 series the query returns at most (the docs say where the
+// template stays below both).
+func simulateContributors(t *testing.T, a *cloudwatch.Alarm, q miQuery, period int, w world, minutes int, r readings) multiSeries {
+	t.Helper()
+	out := multiSeries{by: map[string][]notice{}}
+	names := q.contributors(w)
+	each := names
+	if len(each) == 0 {
+		each = []string{""} // no series: missing data throughout
+	}
+	for _, c := range each {
+		single := *a
+		single.Metrics = nil
+		single.Namespace, single.MetricName, single.Statistic, single.Period = aws.String(q.ns), aws.String(q.metric), aws.String(q.stat), aws.Int(period)
+		single.Dimensions = []cloudwatch.Alarm_Dimension{{Name: q.dim, Value: c}}
+		changes := simulateReading(t, &single, w, minutes, r)
+		if c != "" {
+			out.by[c] = changes
+		} else {
+			out.changes = changes
+			return out
+		}
+	}
+	var at []int
+	for _, changes := range out.by {
+		for _, n := range changes {
+			at = append(at, n.minute)
+		}
+	}
+	slices.Sort(at)
+	state := "INSUFFICIENT_DATA"
+	for _, m := range slices.Compact(at) {
+		next := "INSUFFICIENT_DATA"
+		for _, changes := range out.by {
+			switch stateAt(changes, m) {
+			case "ALARM":
+				next = "ALARM"
+			case "OK":
+				if next != "ALARM" {
+					next = "OK"
+				}
+			}
+		}
+		if next != state {
+			state = next
+			out.changes = append(out.changes, notice{minute: m, state: state})
+		}
+	}
+	return out
+}
+
 // simulateReading is simulate under the readings r.
 func simulateReading(t *testing.T, a *cloudwatch.Alarm, w world, minutes int, r readings) []notice {
 	t.Helper()
+	if len(a.Metrics) == 1 {
+		if q, ok := parseMI(t, aws.ToString(a.Metrics[0].Expression)); ok {
+			return simulateContributors(t, a, q, aws.ToInt(a.Metrics[0].Period), w, minutes, r).changes
+		}
+	}
 	queries := map[string]cloudwatch.Alarm_MetricDataQuery{}
 	ret := ""
 	period := aws.ToInt(a.Period)

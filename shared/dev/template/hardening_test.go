@@ -296,7 +296,7 @@ func TestFailuresThatNobodyWouldSee(t *testing.T) {
 	// The heartbeat is metric math: the sample count, an empty period
 	// filled with 0, below 1 (TestSweeperHeartbeat runs it).
 	heartbeat := false
-	for _, id := range mathAlarmOn(tpl, metricKey("DLQQuarantine", metrics.MetricDLQDepth, []cloudformationcw.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})) {
+	for _, id := range mathAlarmOn(tpl, metricKey("DLQQuarantine", metrics.MetricOldestAge, []cloudformationcw.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})) {
 		a := alarms[id]
 		for _, q := range a.Metrics {
 			if ms := q.MetricStat; ms != nil && ms.Stat == "SampleCount" && aws.ToString(a.TreatMissingData) == "breaching" && a.ComparisonOperator == "LessThanThreshold" &&

@@ -676,7 +676,7 @@ func TestSweeperHeartbeat(t *testing.T) {
 		heartbeat(t, "SweepSchedule "+schedule, a, beat, every, 15, 3*every, 4*every)
 	}
 
-	depth := metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
+	depth := metricKey("DLQQuarantine", "OldestQuarantinedAgeSeconds", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}})
 	hb := lookup(t, tpl.GetCloudWatchAlarmWithName, "MetricsHeartbeatAlarm")
 	if got := watched(hb); !slices.Equal(got, []string{depth}) {
 		t.Fatalf("MetricsHeartbeatAlarm reads %v, want %s", got, depth)
@@ -721,8 +721,8 @@ func TestUpgradeWindowAlarms(t *testing.T) {
 		// the sweeper running, and nothing from the ledger.
 		table := aws.ToString(lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable").TableName)
 		quiet := world{
-			metricKey("DLQQuarantine", "DLQDepth", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}}):     constant(0, 0, 600),
-			metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}): func(m int) (float64, bool) { return 1, m%60 == 20 },
+			metricKey("DLQQuarantine", "OldestQuarantinedAgeSeconds", []cloudwatch.Alarm_Dimension{{Name: "Source", Value: "prod-source"}}): constant(0, 0, 600),
+			metricKey("DLQQuarantine", sweeper.MetricCompleted, []cloudwatch.Alarm_Dimension{{Name: "Table", Value: table}}):                func(m int) (float64, bool) { return 1, m%60 == 20 },
 		}
 		for _, q := range []string{"prod-dlq", ledgerQueueName, "prod-failed-invocations", "prod-source"} {
 			for _, m := range []string{"ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage", "NumberOfMessagesSent"} {

@@ -59,7 +59,7 @@ func Validate(cfg map[string]Config) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(cfg)) {
 		s := cfg[name]
-		if !QueueName(name) {
+		if !ValidQueueName(name) {
 			errs = append(errs, fmt.Errorf("source %q: not a queue name (1 to 80 of A-Z, a-z, 0-9, - and _; a FIFO queue's ends in .fifo)", name))
 		}
 		switch {
@@ -71,7 +71,7 @@ func Validate(cfg map[string]Config) error {
 		switch {
 		case s.DLQ == "":
 			errs = append(errs, fmt.Errorf("source %q: dlq is required", name))
-		case !QueueName(s.DLQ):
+		case !ValidQueueName(s.DLQ):
 			errs = append(errs, fmt.Errorf("source %q: dlq %q is not a queue name", name, s.DLQ))
 		case FIFO(s.DLQ) != FIFO(name):
 			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its type (a FIFO source needs a FIFO dlq, a standard source a standard one)", name, s.DLQ))
@@ -101,10 +101,10 @@ func Validate(cfg map[string]Config) error {
 	return errors.Join(errs...)
 }
 
-// QueueName reports whether name is a name SQS gives a queue: 1 to 80
+// ValidQueueName reports whether name is a name SQS gives a queue: 1 to 80
 // characters of A-Z, a-z, 0-9, - and _, a FIFO queue's ending in ".fifo"
 // (counted in the 80).
-func QueueName(name string) bool {
+func ValidQueueName(name string) bool {
 	base := strings.TrimSuffix(name, ".fifo")
 	if len(name) > 80 || base == "" {
 		return false
@@ -124,7 +124,7 @@ func FIFO(name string) bool { return strings.HasSuffix(name, ".fifo") }
 // arn:<partition>:sqs:<region>:<12-digit account>:<queue name>.
 func QueueARN(arn string) bool {
 	p := strings.Split(arn, ":")
-	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || len(p[4]) != 12 || !QueueName(p[5]) {
+	if len(p) != 6 || p[0] != "arn" || p[1] == "" || p[2] != "sqs" || p[3] == "" || len(p[4]) != 12 || !ValidQueueName(p[5]) {
 		return false
 	}
 	for _, c := range p[4] {

@@ -88,7 +88,7 @@ func TestRoutingOnASharedDLQ(t *testing.T) {
 		if note := r.Attempts[len(r.Attempts)-1].Note; tc.note != "" && !strings.Contains(note, tc.note) || tc.note == "" && note != "" {
 			t.Errorf("%s: note %q, want one saying %q", tc.name, note, tc.note)
 		}
-		if sources.QueueName(r.Source) != (tc.route != ingest.RouteUnrouted) {
+		if sources.ValidQueueName(r.Source) != (tc.route != ingest.RouteUnrouted) {
 			t.Errorf("%s: source name %q: a queue name exactly when routed to a queue", tc.name, r.Source)
 		}
 	}

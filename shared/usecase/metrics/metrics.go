@@ -90,6 +90,9 @@ type Service struct {
 
 	mu   sync.Mutex
 	urls map[string]string // DLQ name → URL, kept across warm invocations
+	// depths are this run's DLQ depths by DLQ name: a DLQ that several
+	// sources share is read once per run.
+	depths map[string][2]int64
 }
 
 // Report is what one run measured for one source.
@@ -119,26 +122,39 @@ var (
 	allClasses = []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}
 )
 
-// Run measures and publishes every source, in name order.
+// Run measures and publishes every source, in name order. A DLQ that
+// several sources share is read once, and its depth (DLQDepth,
+// DLQInFlight) is published under the DLQ's name as its Source, not under
+// each source: it cannot be told apart by source, and an alarm on it
+// names the queue that backs up.
 func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	var out []Report
 	sources, err := s.sources(ctx)
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.depths = map[string][2]int64{}
+	s.mu.Unlock()
+	shared := sharedDLQs(s.Sources)
 	for _, name := range slices.Sorted(maps.Keys(sources)) {
 		_, configured := s.Sources[name]
 		rep, err := s.source(ctx, sources[name], !configured)
 		if err != nil {
 			return out, fmt.Errorf("source %s: %w", name, err)
 		}
-		if err := s.publish(ctx, rep); err != nil {
+		if err := s.publish(ctx, rep, configured && !shared[sources[name].DLQName]); err != nil {
 			return out, err
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
 			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
 			"dominant_share_percent", rep.DominantSharePct, "oldest_quarantined_age_seconds", rep.OldestAgeSeconds)
 		out = append(out, *rep)
+	}
+	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
+		if err := s.publishDepth(ctx, dlq); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
@@ -168,6 +184,21 @@ func (s *Service) sources(ctx context.Context) (map[string]*quarantine.Source, e
 	return out, nil
 }
 
+// sharedDLQs are the DLQs more than one source names.
+func sharedDLQs(srcs map[string]*quarantine.Source) map[string]bool {
+	n := map[string]int{}
+	for _, src := range srcs {
+		n[src.DLQName]++
+	}
+	out := map[string]bool{}
+	for dlq, k := range n {
+		if k > 1 && dlq != "" {
+			out[dlq] = true
+		}
+	}
+	return out
+}
+
 // source measures one source: the DLQ's depth, the counters, the open
 // records' dominant signature and the oldest open record.
 func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigured bool) (*Report, error) {
@@ -190,8 +221,16 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigur
 	return rep, nil
 }
 
-// dlqDepth reads the DLQ's visible and in-flight message counts.
+// dlqDepth reads the DLQ's visible and in-flight message counts, once per
+// run for a DLQ that several sources share.
 func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Report) error {
+	s.mu.Lock()
+	d, ok := s.depths[src.DLQName]
+	s.mu.Unlock()
+	if ok {
+		rep.DLQDepth, rep.DLQInFlight = d[0], d[1]
+		return nil
+	}
 	url, err := s.queueURL(ctx, src)
 	if err != nil {
 		return err
@@ -203,6 +242,11 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 	}
 	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessages"], &rep.DLQDepth)
 	fmt.Sscan(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], &rep.DLQInFlight)
+	s.mu.Lock()
+	if s.depths != nil {
+		s.depths[src.DLQName] = [2]int64{rep.DLQDepth, rep.DLQInFlight}
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -335,26 +379,52 @@ func (s *Service) queueURL(ctx context.Context, src *quarantine.Source) (string,
 	return s.urls[src.DLQName], nil
 }
 
-func (s *Service) publish(ctx context.Context, rep *Report) error {
-	ns := s.Namespace
-	if ns == "" {
-		ns = emf.Namespace
+// publishDepth publishes a shared DLQ's depth, read this run, under its
+// own name as the Source.
+func (s *Service) publishDepth(ctx context.Context, dlq string) error {
+	s.mu.Lock()
+	d := s.depths[dlq]
+	s.mu.Unlock()
+	src := cwmetrics.Dim(DimSource, dlq)
+	data := []cwtypes.MetricDatum{
+		cwmetrics.Datum(MetricDLQDepth, float64(d[0]), cwtypes.StandardUnitCount, src),
+		cwmetrics.Datum(MetricDLQInFlight, float64(d[1]), cwtypes.StandardUnitCount, src),
 	}
+	if err := cwmetrics.Put(ctx, s.CloudWatch, s.namespace(), data); err != nil {
+		return fmt.Errorf("publish metrics: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) namespace() string {
+	if s.Namespace == "" {
+		return emf.Namespace
+	}
+	return s.Namespace
+}
+
+// publish publishes rep under its source, with the DLQ's depth when the
+// source has its DLQ alone (depth).
+func (s *Service) publish(ctx context.Context, rep *Report, depth bool) error {
+	ns := s.namespace()
 	src := cwmetrics.Dim(DimSource, rep.Source)
 	datum := func(name string, v float64, unit cwtypes.StandardUnit, dims ...cwtypes.Dimension) cwtypes.MetricDatum {
 		return cwmetrics.Datum(name, v, unit, append([]cwtypes.Dimension{src}, dims...)...)
 	}
-	data := []cwtypes.MetricDatum{
-		datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
-		datum(MetricDLQInFlight, float64(rep.DLQInFlight), cwtypes.StandardUnitCount),
+	var data []cwtypes.MetricDatum
+	if depth {
+		data = append(data,
+			datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
+			datum(MetricDLQInFlight, float64(rep.DLQInFlight), cwtypes.StandardUnitCount))
+	}
+	data = append(data,
 		datum(MetricOldestAge, rep.OldestAgeSeconds, cwtypes.StandardUnitSeconds),
 		datum(MetricArrivals, float64(rep.ArrivalsPerMinute), cwtypes.StandardUnitCount),
 		datum(MetricPoison, float64(rep.Poison), cwtypes.StandardUnitCount),
 		datum(MetricNewPoison, float64(rep.NewPoison), cwtypes.StandardUnitCount),
 		datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent),
 		datum(MetricIntegrityHolds, float64(rep.IntegrityHolds), cwtypes.StandardUnitCount),
-		datum(MetricNewIntegrityHolds, float64(rep.NewIntegrityHolds), cwtypes.StandardUnitCount),
-	}
+		datum(MetricNewIntegrityHolds, float64(rep.NewIntegrityHolds), cwtypes.StandardUnitCount))
 	if rep.RedriveSuccessRate != nil {
 		data = append(data, datum(MetricSuccessRate, *rep.RedriveSuccessRate, cwtypes.StandardUnitPercent))
 	}

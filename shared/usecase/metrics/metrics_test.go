@@ -337,6 +337,148 @@ func (e *env) seed(t *testing.T, n int) {
 	flush()
 }
 
+// The AWS calls of a run grow with the number of sources, by the same
+// amount for each source, and not with their records: runs over 1, 4 and
+// 16 sources, each with its DLQ and its records, and the 4 again with ten
+// times the records. A record older than all of theirs (of a source no
+// run configures) keeps every source's oldest-record query alike; theirs
+// are older than any other test's, newer each source than the one before.
+func TestCallsGrowWithSourcesNotRecords(t *testing.T) {
+	ctx := context.Background()
+	newEnv(t).at(t, -5000*24*time.Hour, "sentinel", "timeout", "")
+	created := 0
+	add := func(e *env, from, to int) {
+		for r := from; r < to; r++ {
+			e.at(t, -time.Duration(4000-created)*24*time.Hour+time.Duration(r)*time.Second, fmt.Sprint("k", r), "timeout", "")
+		}
+	}
+	calls := func(svc *metrics.Service, c *counting, sources int) int64 {
+		t.Helper()
+		if _, err := svc.Run(ctx); err != nil { // warm: the DLQ URLs are cached
+			t.Fatal(err)
+		}
+		c.n.Store(0)
+		reps, err := svc.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reps) < sources {
+			t.Fatalf("%d reports for %d sources", len(reps), sources)
+		}
+		return c.n.Load()
+	}
+	run := func(sources int) (int64, func(records int) int64) {
+		t.Helper()
+		var envs []*env
+		for range sources {
+			e := newEnv(t)
+			add(e, 0, 2)
+			created++
+			envs = append(envs, e)
+		}
+		c := &counting{}
+		svc := envs[0].service(c)
+		for _, e := range envs[1:] {
+			svc.Sources[e.src.Name] = e.src
+		}
+		n := calls(svc, c, sources)
+		t.Logf("%d sources of 2 records: %d AWS calls", sources, n)
+		more := func(records int) int64 {
+			for _, e := range envs {
+				add(e, 2, records)
+			}
+			n := calls(svc, c, sources)
+			t.Logf("%d sources of %d records: %d AWS calls", sources, records, n)
+			return n
+		}
+		return n, more
+	}
+	one, _ := run(1)
+	four, more := run(4)
+	sixteen, _ := run(16)
+	if per := four - one; per <= 0 || sixteen-four != 4*per {
+		t.Fatalf("calls for 1, 4 and 16 sources: %d, %d, %d: not the same number per source", one, four, sixteen)
+	}
+	if n := more(20); n != four {
+		t.Fatalf("4 sources: %d calls with 2 records each, %d with 20", four, n)
+	}
+}
+
+// attrCalls counts GetQueueAttributes calls by queue URL.
+type attrCalls struct {
+	metrics.QueueAPI
+	mu   sync.Mutex
+	urls map[string]int
+}
+
+func (a *attrCalls) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, o ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	a.mu.Lock()
+	a.urls[aws.ToString(in.QueueUrl)]++
+	a.mu.Unlock()
+	return a.QueueAPI.GetQueueAttributes(ctx, in, o...)
+}
+
+// datapoints is how many datapoints metric name has under Source source
+// in the last hour.
+func datapoints(t *testing.T, name, source string) int {
+	t.Helper()
+	out, err := stack.Clients.CloudWatch.GetMetricStatistics(context.Background(), &cloudwatch.GetMetricStatisticsInput{
+		Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(name),
+		Dimensions: []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(source)}},
+		StartTime:  aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+		Period: aws.Int32(60), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Datapoints)
+}
+
+// A DLQ that two sources share is read once per run, and its depth is
+// published under the DLQ's name, not under either source (an alarm on it
+// names the queue that backs up); a source with a DLQ of its own keeps its
+// depth under its name. Every source's other metrics stay its own.
+func TestASharedDLQIsReadOnceAndPublishedUnderItsName(t *testing.T) {
+	ctx := context.Background()
+	a, b, own := newEnv(t), newEnv(t), newEnv(t)
+	b.src.DLQName = a.src.DLQName // b's own DLQ stays unused
+	for i := range 3 {
+		if _, err := stack.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(a.dlq), MessageBody: aws.String(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := a.service(nil)
+	svc.Sources[b.src.Name], svc.Sources[own.src.Name] = b.src, own.src
+	calls := &attrCalls{QueueAPI: svc.SQS, urls: map[string]int{}}
+	svc.SQS = calls
+	reps, err := svc.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.urls[a.dlq] != 1 || calls.urls[own.dlq] != 1 || len(calls.urls) != 2 {
+		t.Fatalf("GetQueueAttributes by queue: %v; want the shared DLQ and the own one once each", calls.urls)
+	}
+	for _, r := range reps {
+		if want := map[string]int64{a.src.Name: 3, b.src.Name: 3, own.src.Name: 0}[r.Source]; r.DLQDepth != want {
+			t.Errorf("report of %s: depth %d, want %d", r.Source, r.DLQDepth, want)
+		}
+	}
+	if got := readBack(t, metrics.MetricDLQDepth, a.src.DLQName); got != 3 {
+		t.Errorf("DLQDepth of the shared DLQ %s: %v, want 3", a.src.DLQName, got)
+	}
+	for _, src := range []string{a.src.Name, b.src.Name} {
+		if n := datapoints(t, metrics.MetricDLQDepth, src); n != 0 {
+			t.Errorf("DLQDepth published under %s, which shares its DLQ", src)
+		}
+		if n := datapoints(t, metrics.MetricOldestAge, src); n != 1 {
+			t.Errorf("%s: %d datapoints of its own metrics", src, n)
+		}
+	}
+	if n := datapoints(t, metrics.MetricDLQDepth, own.src.Name); n != 1 {
+		t.Errorf("DLQDepth of %s, whose DLQ is its own: %d datapoints", own.src.Name, n)
+	}
+}
+
 // The AWS calls of one run are the same with 1,000 and 100,000 records.
 func TestCallsDoNotGrowWithTheTable(t *testing.T) {
 	ctx := context.Background()

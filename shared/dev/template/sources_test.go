@@ -1,0 +1,413 @@
+package template_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
+)
+
+// realisticSourceNames are n queue names of the length and shape teams
+// give them (<team>-<domain>-<event>-<stage>, one in eight FIFO), 28 to 48
+// characters, each different.
+func realisticSourceNames(n int) []string {
+	teams := []string{"payments", "inventory", "pharmacy-dispensing", "meter-reads", "vision", "ledger-posting", "fulfilment"}
+	events := []string{"card-authorisations", "settlement-batches", "controlled-substance-moves", "stock-adjustments", "refund-requests", "hourly-readings", "frame-annotations", "chargebacks"}
+	out := make([]string, 0, n)
+	for i := 0; len(out) < n; i++ {
+		name := fmt.Sprintf("%s-%s-prod", teams[i%len(teams)], events[(i/len(teams))%len(events)])
+		if i >= len(teams)*len(events) {
+			name = fmt.Sprintf("%s-%d", name, i/(len(teams)*len(events)))
+		}
+		if i%8 == 7 {
+			name += ".fifo"
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// sourcesForm is one way to register sources: every one's ARN in
+// SourceQueueArns, and the settings in ExtraSources that differ from the
+// defaults (nil: none).
+type sourcesForm struct {
+	name     string
+	settings func(name string) *sources.Config
+}
+
+var sourcesForms = []sourcesForm{
+	// Routed to the stack's DLQ, every setting defaulted: the ARN alone
+	// (a FIFO source names its FIFO DLQ: the stack's is standard).
+	{"registered", func(name string) *sources.Config {
+		if strings.HasSuffix(name, ".fifo") {
+			return &sources.Config{DLQ: ownDLQ(name)}
+		}
+		return nil
+	}},
+	// Its own DLQ (an existing queue's).
+	{"own dlq", func(name string) *sources.Config { return &sources.Config{DLQ: ownDLQ(name)} }},
+	// Its own DLQ, key pointer, schema and cap.
+	{"full", func(name string) *sources.Config {
+		return &sources.Config{DLQ: ownDLQ(name), IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1", RedriveCap: 3}
+	}},
+}
+
+// ownDLQ is the name of a source's own DLQ: <name>-dlq, FIFO for a FIFO
+// source.
+func ownDLQ(name string) string {
+	if base, ok := strings.CutSuffix(name, ".fifo"); ok {
+		return base + "-dlq.fifo"
+	}
+	return name + "-dlq"
+}
+
+// sourcesParams are the parameters of n sources registered in form f, in
+// the account and Region of deployEnv(partitionEnvs[0], …).
+func sourcesParams(t *testing.T, n int, f sourcesForm) map[string]any {
+	t.Helper()
+	settings := map[string]*sources.Config{}
+	var arns []string
+	for _, name := range realisticSourceNames(n) {
+		arns = append(arns, "arn:aws:sqs:"+partitionEnvs[0].Region+":123456789012:"+name)
+		if c := f.settings(name); c != nil {
+			settings[name] = c
+		}
+	}
+	raw, err := json.Marshal(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"SourceQueueArns": strings.Join(arns, ","), "ExtraSources": string(raw)}
+}
+
+// envSize is what Lambda counts against its 4 KB limit of a function's
+// environment: every key and value, in bytes.
+func envSize(vars map[string]string) int {
+	size := 0
+	for k, v := range vars {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+// largestEnvironment renders the template at the defaults (the longest
+// stack name, CloudFormation's generated names) with params and returns the largest function environment and its function's id;
+// every function that reads the sources must read all of them.
+func largestEnvironment(t *testing.T, stack string, params map[string]any, want int) (int, string) {
+	t.Helper()
+	params["AlarmEmail"] = "ops@example.com"
+	e := deployEnv(partitionEnvs[0], stack, params)
+	tpl, err := template.Open(template.Path(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest, which := 0, ""
+	for _, id := range slices.Sorted(maps.Keys(tpl.GetAllServerlessFunctionResources())) {
+		f := tpl.GetAllServerlessFunctionResources()[id]
+		if f.Environment == nil {
+			continue
+		}
+		if size := envSize(f.Environment.Variables); size > largest {
+			largest, which = size, id
+		}
+		if _, ok := f.Environment.Variables[sources.EnvSources]; !ok {
+			continue
+		}
+		cfg, err := sources.FromVariables(f.Environment.Variables)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if len(cfg) != want+1 {
+			t.Fatalf("%s reads %d sources, want %d", id, len(cfg), want+1)
+		}
+	}
+	return largest, which
+}
+
+// lambdaEnvLimit is Lambda's limit of a function's environment: 4 KB for
+// all its variables together (Lambda quotas, "Function configuration,
+// deployment, and execution").
+const lambdaEnvLimit = 4096
+
+// How many sources a deployment can register before a function's
+// environment passes Lambda's 4 KB, in each form, at the defaults (with
+// the longest stack name and realistic queue names): docs/configuration.md
+// states these numbers and the test holds it to them.
+func TestExtraSourcesFit(t *testing.T) {
+	doc := readDoc(t, "configuration.md")
+	for _, f := range sourcesForms {
+		row := fmt.Sprintf("| %s |", f.name)
+		for _, stack := range []string{longestStack, "dlqq"} {
+			// The size grows about linearly with the sources: estimate from
+			// 0 and 64 sources, then step to the exact largest that fits.
+			size := func(n int) int {
+				s, _ := largestEnvironment(t, stack, sourcesParams(t, n, f), n)
+				return s
+			}
+			s0, s64 := size(0), size(64)
+			if s64 <= lambdaEnvLimit {
+				t.Fatalf("%s: 64 sources still fit (%d bytes)", f.name, s64)
+			}
+			lo := max(0, (lambdaEnvLimit-s0)*64/(s64-s0))
+			for lo > 0 && size(lo) > lambdaEnvLimit {
+				lo--
+			}
+			for size(lo+1) <= lambdaEnvLimit {
+				lo++
+			}
+			got, id := largestEnvironment(t, stack, sourcesParams(t, lo, f), lo)
+			t.Logf("%s, stack %s: %d sources fit (%s's environment: %d bytes)", f.name, stack, lo, id, got)
+			row += fmt.Sprintf(" %d |", lo)
+		}
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/configuration.md has no row %q: the sources that fit (a %d-character stack name, then dlqq), as this test finds them", row, len(longestStack))
+		}
+	}
+}
+
+// Every configured source, of every kind the configuration has (the
+// stack's own queue, registered queues standard and FIFO, one in another
+// account, the attached existing queue), is granted to the functions that
+// replay (redrive and operator: SendMessageBatch, GetQueueAttributes,
+// GetQueueUrl, and the queue's SSE-KMS key through SQS); a queue nobody
+// registered, or a key not listed, is not; and without its managed policy
+// a registered queue is not either.
+func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
+	const (
+		other    = "444455556666"
+		key1     = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+		key2     = "arn:aws:kms:eu-west-1:444455556666:key/mrk-0123456789abcdef0123456789abcdef"
+		stray    = "arn:aws:kms:eu-west-1:111122223333:key/00000000-0000-0000-0000-000000000000"
+		attached = "arn:aws:sqs:eu-west-1:111122223333:legacy-orders"
+	)
+	params := map[string]any{
+		"SourceQueueArns":     "arn:aws:sqs:eu-west-1:111122223333:orders,arn:aws:sqs:eu-west-1:111122223333:payments.fifo,arn:aws:sqs:eu-west-1:" + other + ":partner-events",
+		"SourceKmsKeyArns":    key1 + "," + key2,
+		"ExtraSources":        `{"payments.fifo":{"dlq":"payments-dlq.fifo","redrive_cap":2}}`,
+		"ExtraSourceQueueArn": attached,
+		"ExtraDLQArn":         "arn:aws:sqs:eu-west-1:111122223333:legacy-orders-dlq",
+	}
+	s := openStack(t, params)
+	vars := map[string]string{}
+	for k, v := range props(s.resources["RedriveFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any) {
+		vars[k] = str(v)
+	}
+	cfg, err := sources.FromVariables(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sources.Ungranted(func(k string) string { return vars[k] }, cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"legacy-orders", "orders", "partner-events", "payments.fifo", "prod-source"}
+	if got := slices.Sorted(maps.Keys(cfg)); !slices.Equal(got, want) {
+		t.Fatalf("the redrive function's sources are %v, want %v", got, want)
+	}
+	// Each registered queue's key (which key encrypts which queue is the
+	// deployment's; here one each, the stack's own queue its own key).
+	keyOf := map[string]string{"orders": key1, "payments.fifo": key1, "partner-events": key2, "legacy-orders": key1}
+	replay := func(s *stack, name, arn string) []request {
+		parts := strings.Split(arn, ":")
+		url := "https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + name
+		d := func(fn, op string, p any) []request { return describe(fn, parts[3], env.Account, "SQS", op, p) }
+		var out []request
+		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+			out = slices.Concat(out,
+				d(fn, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}),
+				d(fn, "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}),
+				d(fn, "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(parts[4])}))
+		}
+		return out
+	}
+	check := func(s *stack, calls []request) []string {
+		var found []string
+		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+			var mine []request
+			for _, c := range calls {
+				if c.Function == fn {
+					mine = append(mine, c)
+				}
+			}
+			found = append(found, s.check(fn, mine)...)
+		}
+		return found
+	}
+	for _, name := range want {
+		arn := cfg[name].ARN
+		if k, ok := keyOf[name]; ok {
+			s.external[arn] = k
+		}
+		if found := check(s, replay(s, name, arn)); len(found) > 0 {
+			t.Errorf("source %s (%s) is not granted: %q", name, arn, found)
+		}
+	}
+
+	// A queue nobody registered is not granted, nor a key not listed.
+	const unregistered = "arn:aws:sqs:eu-west-1:111122223333:someone-elses"
+	wantFinding(t, check(s, replay(s, "someone-elses", unregistered)), "RedriveFunction (role RedriveRole): sqs:SendMessage on "+unregistered, "no statement")
+	c := s.clone()
+	c.external[cfg["orders"].ARN] = stray
+	wantFinding(t, check(c, replay(c, "orders", cfg["orders"].ARN)), "RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+stray, "no statement")
+	// Without the managed policies, the registered queues are not granted
+	// (the stack's own and the attached one still are).
+	c = s.clone()
+	delete(c.resources, "RedriveSourceQueuesPolicy")
+	wantFinding(t, check(c, replay(c, "partner-events", cfg["partner-events"].ARN)), "OperatorFunction (role RedriveRole): sqs:SendMessage on "+cfg["partner-events"].ARN, "no statement")
+	if found := check(c, replay(c, "legacy-orders", attached)); len(found) > 0 {
+		t.Errorf("the attached queue depends on the registered queues' policy: %q", found)
+	}
+	c = s.clone()
+	delete(c.resources, "RedriveSourceKeysPolicy")
+	wantFinding(t, check(c, replay(c, "orders", cfg["orders"].ARN)), "RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+key1, "no statement")
+
+	// With no registered queue and no key (the defaults), neither policy
+	// exists and the stack's own queue alone is granted.
+	d := openStack(t, nil)
+	for _, id := range []string{"RedriveSourceQueuesPolicy", "RedriveSourceKeysPolicy"} {
+		if d.exists(d.resources[id]) {
+			t.Errorf("%s exists with empty lists (an empty CommaDelimitedList is [\"\"])", id)
+		}
+	}
+	if found := check(d, replay(d, "prod-source", "arn:aws:sqs:eu-west-1:111122223333:prod-source")); len(found) > 0 {
+		t.Errorf("the stack's own queue: %q", found)
+	}
+	wantFinding(t, check(d, replay(d, "orders", "arn:aws:sqs:eu-west-1:111122223333:orders")), "RedriveFunction (role RedriveRole): sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:orders", "no statement")
+}
+
+// The alarms on the sources' health are Metrics Insights alarms grouped by
+// Source, one contributor per source (configured or not): with several
+// sources publishing, a breach on one of them fires the alarm once and
+// names that source alone, a healthy set never fires, and a second source
+// breaching later keeps it in ALARM and is named too. Each of these alarms
+// counts against CloudWatch's 200 Metrics Insights alarms per account and
+// Region, which docs/operations.md states per stack.
+func TestSourceAlarmsNameTheBreachingSource(t *testing.T) {
+	tpl := open(t)
+	sourcesOf := []string{"prod-source", "orders", "payments.fifo"}
+	mi := 0
+	for _, id := range slices.Sorted(maps.Keys(tpl.GetAllCloudWatchAlarmResources())) {
+		a := tpl.GetAllCloudWatchAlarmResources()[id]
+		if len(a.Metrics) != 1 {
+			continue
+		}
+		q, ok := parseMI(t, aws.ToString(a.Metrics[0].Expression))
+		if !ok {
+			continue
+		}
+		mi++
+		if q.ns != "DLQQuarantine" || q.dim != "Source" {
+			t.Errorf("%s groups %s by %s", id, q.ns, q.dim)
+		}
+		if a.Metrics[0].ReturnData == nil || !*a.Metrics[0].ReturnData || aws.ToInt(a.Metrics[0].Period) == 0 {
+			t.Errorf("%s: its query must return data and have a period", id)
+		}
+		th := aws.ToFloat64(a.Threshold)
+		healthy, breach := 0.0, th+1
+		if strings.HasPrefix(a.ComparisonOperator, "LessThan") {
+			healthy, breach = 100, th-1
+		}
+		key := func(src string) string {
+			return metricKey(q.ns, q.metric, []cloudformationcw.Alarm_Dimension{{Name: q.dim, Value: src}})
+		}
+		w := world{}
+		for _, src := range sourcesOf {
+			w[key(src)] = constant(healthy, 0, 120)
+		}
+		// The same metric with more dimensions is no contributor.
+		w[metricKey(q.ns, q.metric, []cloudformationcw.Alarm_Dimension{{Name: "Source", Value: "orders"}, {Name: "Policy", Value: "p"}})] = constant(breach, 0, 120)
+		if got := entered(simulate(t, a, w, 120), "ALARM"); len(got) != 0 {
+			t.Errorf("%s: healthy sources fire it at %v", id, got)
+		}
+		w[key("orders")] = func(m int) (float64, bool) {
+			if m >= 30 {
+				return breach, true
+			}
+			return healthy, true
+		}
+		w[key("payments.fifo")] = func(m int) (float64, bool) {
+			if m >= 70 {
+				return breach, true
+			}
+			return healthy, true
+		}
+		period := aws.ToInt(a.Metrics[0].Period)
+		res := simulateContributors(t, a, q, period, w, 120, readings{})
+		fired := entered(res.changes, "ALARM")
+		if len(fired) != 1 || fired[0] < 30 {
+			t.Fatalf("%s: one source breaching from minute 30 fires it at %v (changes %v)", id, fired, res.changes)
+		}
+		if got := res.inAlarm(fired[0]); !slices.Equal(got, []string{"orders"}) {
+			t.Errorf("%s names %v at minute %d, want orders", id, got, fired[0])
+		}
+		if got := res.inAlarm(119); !slices.Equal(got, []string{"orders", "payments.fifo"}) {
+			t.Errorf("%s names %v at the end, want both breaching sources", id, got)
+		}
+		if got := slices.Sorted(maps.Keys(res.by)); !slices.Equal(got, []string{"orders", "payments.fifo", "prod-source"}) {
+			t.Errorf("%s's contributors are %v", id, got)
+		}
+	}
+	doc := strings.Join(strings.Fields(readDoc(t, "operations.md")), " ")
+	if want := fmt.Sprintf("%d Metrics Insights alarms", mi); mi == 0 || !strings.Contains(doc, want) {
+		t.Errorf("docs/operations.md does not say %q (the stack's share of the 200 per account and Region)", want)
+	}
+}
+
+// The dashboard shows every source's health with the alarms' queries
+// (Metrics Insights, GROUP BY Source, the 100 worst of each), and names no
+// source: a source added later appears without a change.
+func TestDashboardShowsEverySource(t *testing.T) {
+	dash := lookup(t, open(t).GetCloudWatchDashboardWithName, "HealthDashboard")
+	var body struct {
+		Widgets []struct {
+			Properties struct {
+				Title   string  `json:"title"`
+				Metrics [][]any `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(dash.DashboardBody), &body); err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{}
+	for _, w := range body.Widgets {
+		for _, m := range w.Properties.Metrics {
+			q, ok := m[0].(map[string]any)
+			if !ok {
+				continue
+			}
+			expr, _ := q["expression"].(string)
+			base, limit, ok := strings.Cut(expr, " ORDER BY ")
+			if !ok || !strings.HasSuffix(limit, " LIMIT 100") {
+				t.Errorf("widget %q: %q is not ordered and limited to the 100 worst sources", w.Properties.Title, expr)
+			}
+			mi, ok := parseMI(t, base)
+			if !ok || mi.dim != "Source" || mi.ns != "DLQQuarantine" {
+				t.Errorf("widget %q: %q is no Metrics Insights query grouped by Source", w.Properties.Title, expr)
+				continue
+			}
+			if worst := map[string]string{"Minimum": "ASC"}[mi.stat]; worst == "ASC" != strings.Contains(limit, "ASC") {
+				t.Errorf("widget %q: %q does not show the worst first", w.Properties.Title, expr)
+			}
+			shown[mi.metric] = true
+		}
+	}
+	for _, m := range []string{metrics.MetricDLQDepth, metrics.MetricDLQInFlight, metrics.MetricOldestAge, metrics.MetricArrivals, metrics.MetricSuccessRate,
+		metrics.MetricPoison, metrics.MetricIntegrityHolds, metrics.MetricDominantShare} {
+		if !shown[m] {
+			t.Errorf("the dashboard shows no %s by source", m)
+		}
+	}
+	if strings.Contains(dash.DashboardBody, `"Source","`) || strings.Contains(dash.DashboardBody, "prod-source") {
+		t.Error("the dashboard names a source")
+	}
+}
