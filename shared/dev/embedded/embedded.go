@@ -273,19 +273,28 @@ func RandomName(prefix string) string {
 }
 
 var (
-	kumoOnce sync.Once
-	kumoSrv  *httptest.Server
-	kumoErr  error
+	// dlqSources is the process's DLQ-source front, once kumo started.
+	dlqSources atomic.Pointer[dlqSourceFront]
+	kumoOnce   sync.Once
+	kumoSrv    *httptest.Server
+	kumoErr    error
 )
 
 // kumoURL returns the process's one kumo server, started on first use. kumo
 // keeps its state process-wide whatever the server, and starting servers
 // concurrently races inside kumo, so every stack of a process shares one
 // (and names its resources uniquely); it lives as long as the process. The
-// dev kit's KMS HMAC keys (kmshmac.go) sit in front of kumo's handler.
+// dev kit's KMS HMAC keys (kmshmac.go) and SQS's DeadLetterQueueSourceArn
+// (dlqsource.go) sit in front of kumo's handler.
 func kumoURL() (string, error) {
 	kumoOnce.Do(func() {
-		h, err := newHMACKMS(kumoHandler(), kumoDataDirAtStart)
+		front, err := newDLQSourceFront(kumoHandler(), kumoDataDirAtStart)
+		if err != nil {
+			kumoErr = err
+			return
+		}
+		dlqSources.Store(front)
+		h, err := newHMACKMS(front, kumoDataDirAtStart)
 		if err != nil {
 			kumoErr = err
 			return
