@@ -71,6 +71,10 @@ type Options struct {
 	Log io.Writer
 	// Progress, when set, is told what a slow first start builds.
 	Progress io.Writer
+	// Existing are queues the stack does not create (a user's queues from
+	// before it), created before the template's resources and attached
+	// after them (existing.go); WithLocalSources sets the local stack's.
+	Existing []ExistingQueue
 }
 
 // Stack is a running embedded stack with the template's resources.
@@ -96,9 +100,11 @@ type Stack struct {
 	Template *cloudformation.Template
 	// Names maps logical ids to physical names.
 	Names map[string]string
-	// QueueURLs maps queue logical ids to queue URLs.
+	// QueueURLs maps queue logical ids to queue URLs, and the names of
+	// the existing queues (Options.Existing) to theirs.
 	QueueURLs map[string]string
-	// QueueARNs maps queue logical ids to queue ARNs.
+	// QueueARNs maps queue logical ids (and existing queues' names) to
+	// queue ARNs.
 	QueueARNs map[string]string
 	// KeyARNs maps KMS key logical ids to the keys' ARNs.
 	KeyARNs map[string]string
@@ -199,7 +205,13 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		s.Names[id] = names[id]
 	}
 	TakeTheSettleMarginAsGiven(s.Template, o.Params)
+	if err := s.createExisting(ctx, o.Existing); err != nil {
+		return nil, err
+	}
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
+		return nil, err
+	}
+	if err := s.attachExisting(ctx, o.Existing); err != nil {
 		return nil, err
 	}
 	s.registerOutputs(cfn)
