@@ -26,7 +26,11 @@ import (
 // than the one it was sent to carries that queue's ARN, when the receive
 // asks for it (All or DeadLetterQueueSourceArn). A message sent to the DLQ
 // directly (a consumer dead-lettering on purpose) carries none, as on AWS.
-// A persistent stack keeps what it remembered next to kumo's snapshots.
+// kumo also gives no FIFO message its MessageGroupId and
+// MessageDeduplicationId attributes (in the source queue or, where it
+// drops the group, in the DLQ): the front adds the ones it was sent with,
+// when the receive asks for them. A persistent stack keeps what it
+// remembered next to kumo's snapshots.
 
 // dlqSourceFileName is the front's memory, next to kumo's snapshots.
 const dlqSourceFileName = "devkit-sqs-dlq-sources.json"
@@ -48,13 +52,20 @@ type dlqSourceState struct {
 	// Redriven maps the name of each queue that has a redrive policy to
 	// its ARN (derived from its DLQ's ARN: one region and account).
 	Redriven map[string]string `json:"redriven"`
-	// SentTo maps the id of each message sent to such a queue to the
-	// queue's ARN.
-	SentTo map[string]string `json:"sent_to"`
+	// SentTo maps the id of each message sent to such a queue to where
+	// it was sent.
+	SentTo map[string]sentMessage `json:"sent_to"`
+}
+
+// sentMessage is where a message was sent, and its FIFO ids.
+type sentMessage struct {
+	Queue string `json:"q"` // the queue's ARN
+	Group string `json:"g,omitempty"`
+	Dedup string `json:"d,omitempty"`
 }
 
 func newDLQSourceFront(next http.Handler, dir string) (*dlqSourceFront, error) {
-	f := &dlqSourceFront{next: next, state: dlqSourceState{Redriven: map[string]string{}, SentTo: map[string]string{}}}
+	f := &dlqSourceFront{next: next, state: dlqSourceState{Redriven: map[string]string{}, SentTo: map[string]sentMessage{}}}
 	if dir == "" {
 		return f, nil
 	}
@@ -120,6 +131,13 @@ type sqsRequest struct {
 	Attributes                  map[string]string `json:"Attributes"`
 	AttributeNames              []string          `json:"AttributeNames"`
 	MessageSystemAttributeNames []string          `json:"MessageSystemAttributeNames"`
+	MessageGroupID              string            `json:"MessageGroupId"`
+	MessageDeduplicationID      string            `json:"MessageDeduplicationId"`
+	Entries                     []struct {
+		ID                     string `json:"Id"`
+		MessageGroupID         string `json:"MessageGroupId"`
+		MessageDeduplicationID string `json:"MessageDeduplicationId"`
+	} `json:"Entries"`
 }
 
 func (f *dlqSourceFront) serve(w http.ResponseWriter, r *http.Request, op string) {
@@ -185,6 +203,7 @@ func (f *dlqSourceFront) follow(op string, in sqsRequest, answer []byte) []byte 
 		var a struct {
 			MessageID  string `json:"MessageId"`
 			Successful []struct {
+				ID        string `json:"Id"`
 				MessageID string `json:"MessageId"`
 			} `json:"Successful"`
 		}
@@ -192,17 +211,18 @@ func (f *dlqSourceFront) follow(op string, in sqsRequest, answer []byte) []byte 
 			return nil
 		}
 		if a.MessageID != "" {
-			f.state.SentTo[a.MessageID] = arn
+			f.state.SentTo[a.MessageID] = sentMessage{arn, in.MessageGroupID, in.MessageDeduplicationID}
 		}
 		for _, s := range a.Successful {
-			f.state.SentTo[s.MessageID] = arn
+			for _, e := range in.Entries {
+				if e.ID == s.ID {
+					f.state.SentTo[s.MessageID] = sentMessage{arn, e.MessageGroupID, e.MessageDeduplicationID}
+				}
+			}
 		}
 		f.dirty = true
 	case "ReceiveMessage":
-		if !asksFor(in, dlqSourceAttr) {
-			return nil
-		}
-		return f.withSources(name, answer)
+		return f.withSources(name, in, answer)
 	}
 	return nil
 }
@@ -220,9 +240,17 @@ func asksFor(in sqsRequest, attr string) bool {
 }
 
 // withSources adds DeadLetterQueueSourceArn to each message of a
-// ReceiveMessage answer from queue name that was sent to another queue;
-// nil when there is none to add. Called with f.mu held.
-func (f *dlqSourceFront) withSources(name string, answer []byte) []byte {
+// ReceiveMessage answer from queue name that was sent to another queue,
+// and its FIFO ids to each message sent with them, as far as in asks for
+// them; nil when there is none to add. Called with f.mu held.
+func (f *dlqSourceFront) withSources(name string, in sqsRequest, answer []byte) []byte {
+	want := map[string]bool{}
+	for _, attr := range []string{dlqSourceAttr, "MessageGroupId", "MessageDeduplicationId"} {
+		want[attr] = asksFor(in, attr)
+	}
+	if !want[dlqSourceAttr] && !want["MessageGroupId"] && !want["MessageDeduplicationId"] {
+		return nil
+	}
 	var a map[string]json.RawMessage
 	if json.Unmarshal(answer, &a) != nil {
 		return nil
@@ -237,18 +265,26 @@ func (f *dlqSourceFront) withSources(name string, answer []byte) []byte {
 		if json.Unmarshal(m["MessageId"], &id) != nil {
 			continue
 		}
-		from, ok := f.state.SentTo[id]
-		if !ok || from[strings.LastIndexByte(from, ':')+1:] == name {
+		sent, ok := f.state.SentTo[id]
+		if !ok {
 			continue
 		}
 		attrs := map[string]string{}
 		if raw, ok := m["Attributes"]; ok && json.Unmarshal(raw, &attrs) != nil {
 			continue
 		}
-		if _, has := attrs[dlqSourceAttr]; has {
+		n := len(attrs)
+		for attr, v := range map[string]string{dlqSourceAttr: sent.Queue, "MessageGroupId": sent.Group, "MessageDeduplicationId": sent.Dedup} {
+			if attr == dlqSourceAttr && sent.Queue[strings.LastIndexByte(sent.Queue, ':')+1:] == name {
+				continue // received from the queue it was sent to
+			}
+			if _, has := attrs[attr]; !has && want[attr] && v != "" {
+				attrs[attr] = v
+			}
+		}
+		if len(attrs) == n {
 			continue
 		}
-		attrs[dlqSourceAttr] = from
 		m["Attributes"], _ = json.Marshal(attrs)
 		added = true
 	}

@@ -110,3 +110,64 @@ func TestSharedDLQMessagesNameTheirSourceQueue(t *testing.T) {
 	}
 	t.Fatal("order-3 never reached the DLQ")
 }
+
+// A FIFO message keeps its group and deduplication ids, in its source
+// queue and in the FIFO DLQ it is moved to (kumo gives neither as an
+// attribute, and drops the group in the DLQ), and names its source there.
+func TestFIFOMessagesKeepTheirGroupInTheDLQ(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true})
+	api := st.Clients.SQS
+	prefix := embedded.RandomName("fifo")
+	all := []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll}
+	dlq, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + "-dlq.fifo"), Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqARN := "arn:aws:sqs:" + embedded.Region + ":" + embedded.Account + ":" + prefix + "-dlq.fifo"
+	src, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + ".fifo"), Attributes: map[string]string{"FifoQueue": "true",
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":1}`, dlqARN), "VisibilityTimeout": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: src.QueueUrl, MessageBody: aws.String("one"), MessageGroupId: aws.String("g1"), MessageDeduplicationId: aws.String("d1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: src.QueueUrl, Entries: []sqstypes.SendMessageBatchRequestEntry{
+		{Id: aws.String("x"), MessageBody: aws.String("two"), MessageGroupId: aws.String("g2"), MessageDeduplicationId: aws.String("d2")},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"one": {"g1", "d1"}, "two": {"g2", "d2"}}
+	inSource := map[string][2]string{}
+	inDLQ := map[string][3]string{}
+	for deadline := time.Now().Add(10 * time.Second); len(inDLQ) < len(want) && time.Now().Before(deadline); {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: src.QueueUrl, MaxNumberOfMessages: 10, MessageSystemAttributeNames: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			inSource[aws.ToString(m.Body)] = [2]string{m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]}
+			if a, has := m.Attributes["DeadLetterQueueSourceArn"]; has {
+				t.Errorf("a message in its source queue names a DLQ source %q", a)
+			}
+		}
+		out, err = api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 60, MessageSystemAttributeNames: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			inDLQ[aws.ToString(m.Body)] = [3]string{m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"], m.Attributes["DeadLetterQueueSourceArn"]}
+		}
+	}
+	srcARN := dlqARN[:len(dlqARN)-len("-dlq.fifo")] + ".fifo"
+	for body, w := range want {
+		if inSource[body] != w {
+			t.Errorf("%s in its source queue: group, dedup %q, want %q", body, inSource[body], w)
+		}
+		if g := inDLQ[body]; g != [3]string{w[0], w[1], srcARN} {
+			t.Errorf("%s in the DLQ: group, dedup, source %q, want %q", body, g, [3]string{w[0], w[1], srcARN})
+		}
+	}
+}
