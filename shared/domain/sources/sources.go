@@ -46,17 +46,15 @@ func Parse(raw string) (map[string]Config, error) {
 // Validate reports every problem with the sources.
 func Validate(cfg map[string]Config) error {
 	var errs []error
-	dlqs := map[string]string{}
 	for name, s := range cfg {
 		if name == "" || strings.ContainsAny(name, "#:/") {
 			errs = append(errs, fmt.Errorf("source %q: not a queue name", name))
 		}
+		// Several sources may share one DLQ: ingest routes each message by
+		// its DeadLetterQueueSourceArn.
 		if s.DLQ == "" {
 			errs = append(errs, fmt.Errorf("source %q: dlq is required", name))
-		} else if other, dup := dlqs[s.DLQ]; dup {
-			errs = append(errs, fmt.Errorf("sources %q and %q share dlq %q", other, name, s.DLQ))
 		}
-		dlqs[s.DLQ] = name
 		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
 			errs = append(errs, fmt.Errorf("source %q: idempotency_pointer %q must start with /", name, s.IdempotencyPointer))
 		}

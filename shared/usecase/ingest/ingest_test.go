@@ -434,10 +434,13 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"TABLE_NAME is required", `"a#b": not a queue name`, "share dlq", "must start with /", "no-such-schema", "redrive_cap", `"x": dlq is required`} {
+	for _, want := range []string{"TABLE_NAME is required", `"a#b": not a queue name`, "must start with /", "no-such-schema", "redrive_cap", `"x": dlq is required`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "share") {
+		t.Errorf("sources that share a DLQ refused: %v", err)
 	}
 	if _, err := ingest.ParseSources(`{"s":{"dlq":"d","surprise":1}}`); err == nil {
 		t.Error("unknown field in SOURCES accepted")

@@ -59,14 +59,25 @@ func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
 	return out
 }
 
-// sourceByDLQ finds the source whose DLQ is named dlqName.
-func (c *QuarantinerConfig) sourceByDLQ(dlqName string) *quarantine.Source {
+// sourceByDLQ is the source configured with DLQ dlqName; when several
+// share it, the one the consumer declared (declared, its name:
+// quarantine.AttrFailureSource), else none: the message cannot be told
+// apart, and is never filed under a source it may not come from.
+func (c *QuarantinerConfig) sourceByDLQ(dlqName, declared string) *quarantine.Source {
+	var found *quarantine.Source
+	n := 0
 	for _, s := range c.Sources {
 		if s.DLQName == dlqName {
-			return s
+			n++
+			if found == nil || s.Name == declared {
+				found = s
+			}
 		}
 	}
-	return nil
+	if n > 1 && found.Name != declared {
+		return nil
+	}
+	return found
 }
 
 // Message is one dead-lettered SQS message, as the ingest function sees it.
@@ -369,7 +380,7 @@ func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string) {
 		return &quarantine.Source{Name: name, ARN: m.SourceARN, RedriveCap: qr.cfg.DefaultRedriveCap}, "source has no configuration"
 	}
 	dlq := ARNResource(m.DLQARN)
-	if s := qr.cfg.sourceByDLQ(dlq); s != nil {
+	if s := qr.cfg.sourceByDLQ(dlq, m.Attributes[quarantine.AttrFailureSource].StringValue); s != nil {
 		return s, ""
 	}
 	return &quarantine.Source{Name: "unresolved." + dlq, RedriveCap: qr.cfg.DefaultRedriveCap}, "source queue unresolved"
