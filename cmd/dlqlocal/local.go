@@ -66,7 +66,9 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 	log := slog.New(slog.NewJSONHandler(logw, nil))
 
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st := startStack(ctx, stderr, o.Extras.stackOptions(embedded.Options{StackName: "dlqq", Dir: filepath.Join(o.Dir, "stack"), Log: logw, Progress: stdout}))
+	// The local stack's sources: the template's example queue, an existing
+	// standard queue sharing its DLQ, an existing FIFO pair.
+	st := startStack(ctx, stderr, embedded.WithLocalSources(o.Extras.stackOptions(embedded.Options{StackName: "dlqq", Dir: filepath.Join(o.Dir, "stack"), Log: logw, Progress: stdout})))
 	if st == nil {
 		return 1
 	}
@@ -218,6 +220,10 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		envVar{"DLQQ_DIGEST_FUNCTION", l.Name("DigestFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
+		// The local stack's other sources (embedded.WithLocalSources).
+		envVar{"DLQQ_SHARED_SOURCE_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.SharedSource], st.Endpoint)},
+		envVar{"DLQQ_FIFO_SOURCE_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.FIFOSource], st.Endpoint)},
+		envVar{"DLQQ_FIFO_DLQ_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.FIFODLQ], st.Endpoint)},
 		envVar{"DLQQ_LOCAL_IDENTITY", "operator-a"},
 	)
 }
@@ -312,6 +318,10 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 		fmt.Fprintf(w, "  %-22s %s\n", id, st.Names[id])
 	}
 	fmt.Fprintf(w, "\nsource queue: %s\nDLQ:          %s\n", reachable(st.QueueURLs["SourceQueue"], st.Endpoint), reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint))
+	fmt.Fprintf(w, "sources (ingest's mappings: %d DLQs):\n", len(l.Mappings))
+	for _, q := range localSources(st) {
+		fmt.Fprintf(w, "  %-24s -> %-24s %s\n", q.name, q.dlq, q.what)
+	}
 	fmt.Fprintf(w, "logs (the functions' output and the runner's log): %s (-logs stderr shows them here)\n", logs)
 
 	source := st.Names["SourceQueue"]
