@@ -159,9 +159,12 @@ func WithLocalSources(o Options) Options {
 	if params == nil {
 		params = map[string]any{}
 	}
-	extra, _ := json.Marshal(map[string]any{shared: map[string]any{
-		"arn": arn(shared), "dlq": o.StackName + "-dlq", "idempotency_pointer": "/event_id", "schema": "inventory-movement.v1",
-	}})
+	// Their settings (ExtraSources: arn and dlq come from the registration,
+	// the shared source's dlq being the stack's), the registered queue
+	// (SourceQueueArns) and the attached pair (ExtraSourceQueueArn,
+	// ExtraDLQArn).
+	settings := map[string]any{"idempotency_pointer": "/event_id", "schema": "inventory-movement.v1"}
+	extra, _ := json.Marshal(map[string]any{shared: settings, fifo: settings})
 	for k, v := range map[string]any{
 		"ExtraSources":        string(extra),
 		"SourceQueueArns":     arn(shared),
