@@ -258,3 +258,37 @@ func TestLedgerLinesReconcile(t *testing.T) {
 		}
 	}
 }
+
+// The triage per source shows each source, and a source whose record
+// landed under another source (a shared DLQ's message routed wrong)
+// fails the run, named on the page.
+func TestTriagePerSourceNamesAMisroutedRecord(t *testing.T) {
+	source := func(name, dlq string) *SourceReport {
+		return &SourceReport{Name: name, Setup: "test", DLQ: dlq, Sent: 5, Failing: 2, DLQMessages: 2, Records: 2, Replayed: 1, Consumed: 1,
+			ByClass:         map[quarantine.Class]int{quarantine.ClassExhausted: 1, quarantine.ClassValidation: 1},
+			BySignature:     map[string]int{"consumer|retries exhausted|v#": 1, "gate|body is not json|v#": 1},
+			ClassSignatures: map[quarantine.Class]map[string]int{quarantine.ClassExhausted: {"consumer|retries exhausted|v#": 1}, quarantine.ClassValidation: {"gate|body is not json|v#": 1}},
+			Final:           map[quarantine.Status]int{quarantine.StatusResolved: 1, quarantine.StatusQuarantined: 1}}
+	}
+	r := fakeReport()
+	r.Sources = []*SourceReport{source("inventory", "dlq"), source("returns", "dlq"), source("ledger.fifo", "ledger-dlq.fifo")}
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	if !r.OK() {
+		t.Fatalf("a report whose sources all hold is not OK:\n%s", out.String())
+	}
+	for _, want := range []string{"triage per source (3 sources;", "dlq (shared by 2)", "ledger-dlq.fifo  ", "  returns: test\n",
+		"    exhausted      1  1 consumer|retries exhausted|v#\n", "none misrouted (triage per source) (3)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+	r.Sources[1].Records--
+	r.Sources[1].Problems = []string{"ret-000007: no record (misrouted under inventory)"}
+	out.Reset()
+	r.Print(&out, 3)
+	if r.OK() || !strings.Contains(out.String(), "[FAIL]\n") || !strings.Contains(out.String(), "    returns: ret-000007: no record (misrouted under inventory)\n") ||
+		!strings.Contains(out.String(), "    returns: 1 records for 2 failing events\n") {
+		t.Fatalf("OK %v with a misrouted record:\n%s", r.OK(), out.String())
+	}
+}
