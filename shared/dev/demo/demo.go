@@ -212,7 +212,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	// the generator's, which the reconciliation compares it with.
 	rep.DeadLettered = seen.count(fns.Source)
 	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
-	if err := verify(ctx, st, fns.IngestConfig, gen, rep); err != nil {
+	if err := verify(ctx, st, fns.IngestConfig, fns.Source, gen, rep); err != nil {
 		return nil, err
 	}
 	// The digest schedule fires while the run goes on.

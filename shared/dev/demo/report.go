@@ -222,7 +222,7 @@ func (r *Report) printSources(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ntriage per source (%d sources; a DLQ that several share is routed by each message's DeadLetterQueueSourceArn):\n", len(r.Sources))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  source\tDLQ\tsent\tfailed\tDLQ messages\trecords\treplayed\treplays consumed\tfinal\t\n")
+	fmt.Fprintf(tw, "  source\tDLQ\tsent\tfailed\tDLQ messages\trecords\treplayed\treplays consumed\tdeferred (FIFO order)\tfinal\t\n")
 	for _, s := range r.Sources {
 		dlq := s.DLQ
 		if shared[s.DLQ] > 1 {
@@ -232,8 +232,8 @@ func (r *Report) printSources(w io.Writer) {
 		for _, st := range slices.Sorted(maps.Keys(s.Final)) {
 			final = append(final, fmt.Sprintf("%s %d", st, s.Final[st]))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t[%s]\n", s.Name, dlq, s.Sent, s.Failing, s.DLQMessages, s.Records, s.Replayed, s.Consumed,
-			strings.Join(final, ", "), strings.TrimSpace(mark(s.OK())))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t[%s]\n", s.Name, dlq, s.Sent, s.Failing, s.DLQMessages, s.Records, s.Replayed, s.Consumed,
+			s.Deferred, strings.Join(final, ", "), strings.TrimSpace(mark(s.OK())))
 	}
 	tw.Flush()
 	for _, s := range r.Sources {
