@@ -316,7 +316,7 @@ func sourceCheckFor(st *embedded.Stack, name string) (func([]byte) (bool, string
 	if fn.Environment == nil {
 		return nil, "", errors.New("IngestFunction has no environment")
 	}
-	cfg, err := sources.Parse(fn.Environment.Variables["SOURCES"])
+	cfg, err := sources.FromVariables(fn.Environment.Variables)
 	if err != nil {
 		return nil, "", err
 	}

@@ -20,7 +20,6 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/spf13/cobra"
 
-	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 )
@@ -196,14 +195,9 @@ func (a *App) healthSources(ctx context.Context, o HealthOptions, h *Health) {
 		return
 	}
 	fn := cmp.Or(o.Function, o.Stack+"-redrive")
-	raw, err := a.functionSources(ctx, fn)
-	var cfg map[string]sources.Config
-	if err == nil {
-		if cfg, err = sources.Parse(raw); err != nil {
-			err = fmt.Errorf("the SOURCES of function %s: %w", fn, err)
-		} else if len(cfg) == 0 {
-			err = fmt.Errorf("the SOURCES of function %s name no source", fn)
-		}
+	cfg, err := a.functionSources(ctx, fn)
+	if err == nil && len(cfg) == 0 {
+		err = fmt.Errorf("the SOURCES of function %s name no source", fn)
 	}
 	if err == nil {
 		h.Sources, h.SourcesFrom = slices.Sorted(maps.Keys(cfg)), "the SOURCES of function "+fn

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
-	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -173,13 +172,7 @@ func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, pr
 		}
 		fn = a.Function
 	}
-	raw, err := a.functionSources(ctx, fn)
-	var cfg map[string]sources.Config
-	if err == nil {
-		if cfg, err = sources.Parse(raw); err != nil {
-			err = fmt.Errorf("the SOURCES of function %s: %w", fn, err)
-		}
-	}
+	cfg, err := a.functionSources(ctx, fn)
 	if err != nil {
 		if !quiet {
 			fmt.Fprintf(a.Err, "warning: --source %q not checked: %v\n", source, err)

@@ -92,14 +92,10 @@ func inlineBodies(r *quarantine.Record) (bodies [][]byte, why string) {
 // (a file, another configuration) could probe the payload's values, an
 // enum or a pattern at a time, through the detail without an audited read.
 func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonschema.Schema, string) {
-	sourcesJSON, err := a.functionSources(ctx, a.Function)
+	from := fmt.Sprintf("the SOURCES of function %s", a.Function)
+	cfg, err := a.functionSources(ctx, a.Function)
 	if err != nil {
 		return nil, err.Error()
-	}
-	from := fmt.Sprintf("the SOURCES of function %s", a.Function)
-	cfg, err := sources.Parse(sourcesJSON)
-	if err != nil {
-		return nil, fmt.Sprintf("%s: %v", from, err)
 	}
 	c, ok := cfg[r.Source]
 	switch {
@@ -118,23 +114,29 @@ func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonsche
 	return sch, ""
 }
 
-// functionSources reads SOURCES from the configuration of function fn
-// (lambda:GetFunctionConfiguration).
-func (a *App) functionSources(ctx context.Context, fn string) (string, error) {
+// functionSources reads the sources from the configuration of function fn
+// (lambda:GetFunctionConfiguration) as the function reads them at init:
+// SOURCES merged with EXTRA_SOURCES and the attached source
+// (sources.FromVariables).
+func (a *App) functionSources(ctx context.Context, fn string) (map[string]sources.Config, error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
 	if err != nil {
 		var code interface{ ErrorCode() string }
 		if errors.As(err, &code) {
-			return "", fmt.Errorf("the sources could not be read from function %s (%s; --function names the redrive function)", fn, code.ErrorCode())
+			return nil, fmt.Errorf("the sources could not be read from function %s (%s; --function names the redrive function)", fn, code.ErrorCode())
 		}
-		return "", fmt.Errorf("the sources could not be read from function %s (%v)", fn, err)
+		return nil, fmt.Errorf("the sources could not be read from function %s (%v)", fn, err)
 	}
-	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables["SOURCES"]) == "" {
-		return "", fmt.Errorf("function %s has no SOURCES in its configuration", fn)
+	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSources]+out.Environment.Variables[sources.EnvExtraSources]) == "" {
+		return nil, fmt.Errorf("function %s has no SOURCES in its configuration", fn)
 	}
-	return out.Environment.Variables["SOURCES"], nil
+	cfg, err := sources.FromVariables(out.Environment.Variables)
+	if err != nil {
+		return nil, fmt.Errorf("the SOURCES of function %s: %w", fn, err)
+	}
+	return cfg, nil
 }

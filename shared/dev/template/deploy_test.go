@@ -182,6 +182,12 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 		"BreakGlassRoleArn":        fmt.Sprintf("arn:%s:iam::123456789012:role/%s/%s", p.Partition, strings.Repeat("p", 200), strings.Repeat("r", 64)),
 		"ExternalAlarmTopicArn":    arn("sns", p.Region, strings.Repeat("t", 256)),
 		"ExternalAlarmTopicKeyArn": arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef"),
+		// Two registered sources at the longest queue names and two keys
+		// (how many sources fit in all: TestExtraSourcesFit).
+		"SourceQueueArns":  arn("sqs", p.Region, strings.Repeat("q", 80)) + "," + arn("sqs", p.Region, strings.Repeat("r", 75)+".fifo"),
+		"SourceKmsKeyArns": arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef") + "," + arn("kms", p.Region, "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+		// Their DLQs: each its own (a FIFO source's is FIFO).
+		"ExtraSources": `{"` + strings.Repeat("q", 80) + `":{"dlq":"` + strings.Repeat("q", 76) + `-dlq"},"` + strings.Repeat("r", 75) + `.fifo":{"dlq":"` + strings.Repeat("r", 71) + `-dlq.fifo"}}`,
 	}
 	// The free-form strings at the longest their patterns allow, with every
 	// kind of character they allow (both go into the functions'
@@ -319,6 +325,10 @@ func TestEveryParameterIsBounded(t *testing.T) {
 			if len(p.AllowedValues) == 0 && p.AllowedPattern == "" {
 				t.Errorf("String parameter %s has neither AllowedValues nor AllowedPattern", name)
 			}
+		case "CommaDelimitedList":
+			if p.AllowedPattern == "" {
+				t.Errorf("CommaDelimitedList parameter %s has no AllowedPattern (CloudFormation applies it to each element)", name)
+			}
 		default:
 			t.Errorf("parameter %s has type %s, which this test does not check", name, p.Type)
 		}
@@ -353,8 +363,14 @@ func (p *parameterDecl) check(v any) error {
 	if len(p.AllowedValues) > 0 && !slices.ContainsFunc(p.AllowedValues, func(a any) bool { return fmt.Sprint(a) == s }) {
 		return fmt.Errorf("%q is not one of %v", s, p.AllowedValues)
 	}
-	if p.AllowedPattern != "" && !regexp.MustCompile("^(?:"+p.AllowedPattern+")$").MatchString(s) {
-		return fmt.Errorf("%q does not match %s", s, p.AllowedPattern)
+	elements := []string{s}
+	if p.Type == "CommaDelimitedList" { // the pattern applies to each element
+		elements = strings.Split(s, ",")
+	}
+	for _, e := range elements {
+		if p.AllowedPattern != "" && !regexp.MustCompile("^(?:"+p.AllowedPattern+")$").MatchString(e) {
+			return fmt.Errorf("%q does not match %s", e, p.AllowedPattern)
+		}
 	}
 	if p.MaxLength != nil && utf8.RuneCountInString(s) > *p.MaxLength { // characters, as CloudFormation counts
 		return fmt.Errorf("%q is longer than %d", s, *p.MaxLength)

@@ -52,7 +52,13 @@ func rowIDs(lines []string) []string {
 
 func operationsDoc(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "docs", "operations.md"))
+	return readDoc(t, "operations.md")
+}
+
+// readDoc is docs/<name>.
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(template.Path()), "..", "docs", name))
 	if err != nil {
 		t.Fatal(err)
 	}

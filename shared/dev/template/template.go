@@ -123,8 +123,11 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 		return nil, nil, fmt.Errorf("parse template: %w", err)
 	}
 	var probe struct {
-		Parameters map[string]struct{ Default any }
-		Resources  map[string]struct {
+		Parameters map[string]struct {
+			Type    string
+			Default any
+		}
+		Resources map[string]struct {
 			Type       string
 			Properties map[string]any
 		}
@@ -142,6 +145,14 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	}
 	for k, v := range env.Params {
 		r.params[k] = v
+	}
+	// Ref on a CommaDelimitedList is a list of strings, as CloudFormation
+	// gives it ("" is [""]); a test may give the value as a string or a
+	// list.
+	for name, p := range probe.Parameters {
+		if p.Type == "CommaDelimitedList" {
+			r.params[name] = commaList(r.params[name])
+		}
 	}
 	// CloudFormation removes a list element that resolves to AWS::NoValue
 	// (an Fn::If whose chosen branch is Ref AWS::NoValue, such as an
@@ -725,8 +736,50 @@ func (r *resolver) conditionValue(v any) (string, bool) {
 		if name, ok := x["Ref"].(string); ok && len(x) == 1 {
 			return text(r.ref(name)), true
 		}
+		// Fn::Join of a literal delimiter and a Ref on a list (the
+		// emptiness test of a CommaDelimitedList).
+		if args, ok := x["Fn::Join"].([]any); ok && len(x) == 1 && len(args) == 2 {
+			delim, ok := args[0].(string)
+			ref, _ := args[1].(map[string]any)
+			name, isRef := ref["Ref"].(string)
+			if !ok || !isRef || len(ref) != 1 {
+				return "", false
+			}
+			list, ok := r.ref(name).([]any)
+			if !ok {
+				return "", false
+			}
+			parts := make([]string, len(list))
+			for i, e := range list {
+				parts[i] = text(e)
+			}
+			return strings.Join(parts, delim), true
+		}
 	}
 	return "", false
+}
+
+// commaList is a CommaDelimitedList parameter's value as Ref gives it.
+func commaList(v any) []any {
+	var parts []string
+	switch x := v.(type) {
+	case []string:
+		parts = x
+	case []any:
+		for _, e := range x {
+			parts = append(parts, text(e))
+		}
+	default:
+		parts = strings.Split(text(x), ",")
+	}
+	if len(parts) == 0 {
+		parts = []string{""}
+	}
+	out := make([]any, len(parts))
+	for i, p := range parts {
+		out[i] = strings.TrimSpace(p)
+	}
+	return out
 }
 
 var subVar = regexp.MustCompile(`\$\{([^}!]+)\}`)

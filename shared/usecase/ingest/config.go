@@ -28,7 +28,8 @@ type Config struct {
 	// IdempotencyAttribute names the producer-supplied key attribute
 	// (IDEMPOTENCY_ATTRIBUTE, default "idempotency-key").
 	IdempotencyAttribute string
-	// Sources maps source queue names to their settings (SOURCES, JSON).
+	// Sources maps source queue names to their settings (sources.FromEnv:
+	// SOURCES merged with EXTRA_SOURCES and the attached source).
 	Sources map[string]SourceConfig
 	// Concurrency bounds messages stored at once per batch (default 10).
 	Concurrency int
@@ -70,7 +71,7 @@ func (c *Config) Validate() error {
 // ConfigFromEnv builds a Config from environment variables looked up with
 // getenv: os.Getenv in main, the template's variables in the local runner.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	sources, err := ParseSources(getenv("SOURCES"))
+	srcs, err := sources.FromEnv(getenv)
 	if err != nil {
 		return Config{}, err
 	}
@@ -79,7 +80,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		PayloadBucket:        getenv("PAYLOAD_BUCKET"),
 		PayloadKMSKeyID:      getenv("PAYLOAD_KMS_KEY_ID"),
 		IdempotencyAttribute: getenv("IDEMPOTENCY_ATTRIBUTE"),
-		Sources:              sources,
+		Sources:              srcs,
 		WriterKeyID:          getenv("WRITER_KEY_ID"),
 	}
 	for _, arn := range strings.Split(getenv("DLQ_ARNS"), ",") {

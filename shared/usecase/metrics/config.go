@@ -18,11 +18,12 @@ type FunctionConfig struct {
 	Namespace string
 }
 
-// ConfigFromEnv reads TABLE_NAME, SOURCES and METRICS_NAMESPACE with getenv,
+// ConfigFromEnv reads TABLE_NAME, the sources (sources.FromEnv: SOURCES,
+// EXTRA_SOURCES, …) and METRICS_NAMESPACE with getenv,
 // reporting every problem at once.
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
-	srcs, err := sources.ParseRequired(getenv("SOURCES"))
+	srcs, err := sources.RequiredFromEnv(getenv)
 	if err != nil {
 		errs = append(errs, err)
 	}

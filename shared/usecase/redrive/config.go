@@ -21,7 +21,8 @@ type FunctionConfig struct {
 	WriterKeyID string
 	// PayloadBucket holds claim-check bodies (PAYLOAD_BUCKET).
 	PayloadBucket string
-	// Sources are the source queues (SOURCES, JSON, as for ingest).
+	// Sources are the source queues (sources.FromEnv: SOURCES merged with
+	// EXTRA_SOURCES and the attached source, as for ingest).
 	Sources map[string]sources.Config
 	// Service tunes leases, settling and approval (LEASE_SECONDS,
 	// SETTLE_WINDOW_SECONDS, SETTLE_MARGIN_SECONDS, APPROVAL_THRESHOLD),
@@ -68,8 +69,11 @@ func IngestLag(ingestTimeout, dlqVisibility time.Duration) time.Duration {
 // reporting every problem at once.
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
-	srcs, err := sources.ParseRequired(getenv("SOURCES"))
+	srcs, err := sources.RequiredFromEnv(getenv)
 	if err != nil {
+		errs = append(errs, err)
+	} else if err := sources.Ungranted(getenv, srcs); err != nil {
+		// It sends: a source its role may not send to fails init, named.
 		errs = append(errs, err)
 	}
 	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), PayloadBucket: getenv("PAYLOAD_BUCKET"), Sources: srcs, WriterKeyID: getenv("WRITER_KEY_ID")}
