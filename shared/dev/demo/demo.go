@@ -220,6 +220,12 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 
+	// The other sources whose DLQ is their own fail meanwhile (sources.go).
+	others := startOthers(ctx, st, fns, o.Seed)
+	if others != nil {
+		progress("%d other sources get events of their own: %s; those with a DLQ of their own fail now …", len(others.srcs), sourceNames(others.srcs))
+	}
+
 	// Phase 2: the outage clears; the on-call engineer marks its signature
 	// (and, mistakenly, the recall's) as cleared and replays. Outage events
 	// go through; recalled lots fail again until their cap parks them.
@@ -263,11 +269,13 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	rep.ReplaysConsumed, rep.ReplaysDeadLettered = int(c.replayConsumed.Load()), int(c.replayFailed.Load())
 	// Phase 2c: the other sources, standard and FIFO, one of them sharing
 	// the stack's DLQ (embedded.WithLocalSources), each triaged apart.
-	if others := otherSources(st, fns); len(others) > 0 {
-		progress("%d other sources fail, dead-letter and replay their own events: %s …", len(others), sourceNames(others))
-		if err := runOtherSources(ctx, st, fns, ops, seen, o.Seed, rep); err != nil {
+	if others != nil {
+		began := time.Now()
+		progress("the sources that share the DLQ fail; every other source is replayed, settled and checked …")
+		if err := others.finish(ctx, fns, ops, seen, rep); err != nil {
 			return nil, err
 		}
+		progress("the other sources took %s more", time.Since(began).Round(100*time.Millisecond))
 		if n := seen.count(fns.Source); n != rep.IngestMessages {
 			rep.Unexpected = append(rep.Unexpected, fmt.Sprintf("%d DLQ messages of %s arrived while the other sources ran", n-rep.IngestMessages, fns.Source))
 		}

@@ -116,10 +116,27 @@ func otherSources(st *embedded.Stack, fns *localrunner.Functions) []*otherSource
 	return out
 }
 
-// runOtherSources plays each other source's part (see above) with the
-// pollers running, and adds a SourceReport for each to rep.
-func runOtherSources(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, ops *operators, seen *ingestTap, seed uint64, rep *Report) error {
+// others are the demo's other sources as they run: those whose DLQ is
+// not the stack's fail early (start), while the example source's redrive
+// rounds run (their DLQ and poller are their own, so the example's counts
+// stay its own); the ones that share the stack's DLQ fail once the
+// example source is done (finish), then every one is replayed, settled
+// and checked.
+type others struct {
+	st    *embedded.Stack
+	srcs  []*otherSource
+	early chan error
+	// failedAt is when the early sources' DLQ was drained.
+	failedAt time.Time
+}
+
+// startOthers generates each other source's events and starts the early
+// ones failing; nil when the stack has no other source.
+func startOthers(ctx context.Context, st *embedded.Stack, fns *localrunner.Functions, seed uint64) *others {
 	srcs := otherSources(st, fns)
+	if len(srcs) == 0 {
+		return nil
+	}
 	for i, s := range srcs {
 		// Ids of its own (and a different seed): the same event id under
 		// two sources would hide a record filed under the wrong one.
@@ -132,24 +149,60 @@ func runOtherSources(ctx context.Context, st *embedded.Stack, fns *localrunner.F
 			}
 		}
 		s.outage = true
-		if err := s.produce(ctx, st); err != nil {
+	}
+	o := &others{st: st, srcs: srcs, early: make(chan error, 1)}
+	go func() {
+		err := o.fail(ctx, o.shares(false))
+		o.failedAt = time.Now()
+		o.early <- err
+	}()
+	return o
+}
+
+// shares are the sources that share the stack's DLQ (or, false, the others).
+func (o *others) shares(stackDLQ bool) []*otherSource {
+	var out []*otherSource
+	for _, s := range o.srcs {
+		if (s.rep.DLQ == o.st.Names["DeadLetterQueue"]) == stackDLQ {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fail sends srcs their events and runs their consumers through the
+// outage until SQS has dead-lettered what they reject and ingest has
+// drained their DLQs.
+func (o *others) fail(ctx context.Context, srcs []*otherSource) error {
+	for _, s := range srcs {
+		if err := s.produce(ctx, o.st); err != nil {
 			return err
 		}
 	}
-	if err := forEach(srcs, func(s *otherSource) error { return s.consume(ctx, st) }); err != nil {
+	if err := forEach(srcs, func(s *otherSource) error { return s.consume(ctx, o.st) }); err != nil {
 		return err
 	}
-	if err := drained(ctx, st, srcs); err != nil {
+	return drained(ctx, o.st, srcs)
+}
+
+// finish plays the rest (see others) with the pollers running, and adds
+// a SourceReport for each source to rep.
+func (o *others) finish(ctx context.Context, fns *localrunner.Functions, ops *operators, seen *ingestTap, rep *Report) error {
+	if err := o.fail(ctx, o.shares(true)); err != nil {
 		return err
+	}
+	if err := <-o.early; err != nil {
+		return err
+	}
+	// A FIFO source's replay leaves a group whose records are younger
+	// than the status index's settle guard for a later run: the early
+	// sources have had the example's rounds to age; wait out the rest.
+	if slices.ContainsFunc(o.srcs, func(s *otherSource) bool { return s.fifo }) {
+		time.Sleep(time.Until(o.failedAt.Add(redrive.IndexSettleGuard)))
 	}
 	// The outage clears: each source's on-call replays its exhausted
-	// records (four eyes where the source asks for them). A FIFO source's
-	// replay leaves a group whose records are younger than the status
-	// index's settle guard for a later run: wait it out once.
-	if slices.ContainsFunc(srcs, func(s *otherSource) bool { return s.fifo }) {
-		time.Sleep(redrive.IndexSettleGuard)
-	}
-	for _, s := range srcs {
+	// records (four eyes where the source asks for them).
+	for _, s := range o.srcs {
 		s.mu.Lock()
 		s.outage = false
 		s.mu.Unlock()
@@ -160,10 +213,11 @@ func runOtherSources(ctx context.Context, st *embedded.Stack, fns *localrunner.F
 		}
 		s.rep.Replayed, s.rep.Deferred, s.round = rr.Redriven.Count, rr.Deferred.Count, rr
 	}
-	if err := forEach(srcs, func(s *otherSource) error { return s.consume(ctx, st) }); err != nil {
+	srcs := o.srcs
+	if err := forEach(srcs, func(s *otherSource) error { return s.consume(ctx, o.st) }); err != nil {
 		return err
 	}
-	if err := drained(ctx, st, srcs); err != nil {
+	if err := drained(ctx, o.st, srcs); err != nil {
 		return err
 	}
 	time.Sleep(fns.Settle + 100*time.Millisecond)
@@ -175,7 +229,7 @@ func runOtherSources(ctx context.Context, st *embedded.Stack, fns *localrunner.F
 	for _, s := range srcs {
 		s.rep.DLQMessages = seen.count(s.rep.Name)
 		s.rep.Consumed = s.replays
-		if err := s.check(ctx, st, fns.IngestConfig); err != nil {
+		if err := s.check(ctx, o.st, fns.IngestConfig); err != nil {
 			return err
 		}
 		rep.Sources = append(rep.Sources, s.rep)
