@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // ExistingQueue is a queue the stack does not create: a user's queue from
@@ -87,17 +86,11 @@ func (s *Stack) isTemplateQueue(id string) bool {
 // existingQueue creates (or, on a persistent stack, updates) one existing
 // queue and records its URL and ARN.
 func (s *Stack) existingQueue(ctx context.Context, name string, attrs map[string]string) error {
-	out, err := s.createQueue(ctx, name, attrs)
+	url, arn, err := s.createQueueARN(ctx, name, attrs)
 	if err != nil {
 		return fmt.Errorf("existing queue %s: %w", name, err)
 	}
-	got, err := s.Clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		return fmt.Errorf("existing queue %s attributes: %w", name, err)
-	}
-	s.Names[name], s.QueueURLs[name], s.QueueARNs[name] = name, aws.ToString(out.QueueUrl), got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	s.Names[name], s.QueueURLs[name], s.QueueARNs[name] = name, url, arn
 	return nil
 }
 
