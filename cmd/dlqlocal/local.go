@@ -15,6 +15,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // localOptions are the flags of `dlqlocal local`.
@@ -330,8 +331,19 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	// --cli-read-timeout 0: the CLI's 60 s read timeout would retry a long
 	// redrive call, starting a second run.
 	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json build/out.json && cat build/out.json\n", l.Name("RedriveFunction"))
-	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}'\n")
-	fmt.Fprintf(w, "      (straight into the DLQ: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n")
+	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}' --message-attributes '{\"%s\":{\"DataType\":\"String\",\"StringValue\":\"%s\"}}'\n", quarantine.AttrFailureSource, source)
+	fmt.Fprintf(w, "      (straight into the DLQ, which %d sources share, naming its source: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n", sharing(st))
 	fmt.Fprintf(w, "  dlqctl ls --status all      (dlqctl: go run ./cmd/dlqctl, or go build -o build/dlqctl ./cmd/dlqctl)\n")
 	fmt.Fprintf(w, "  dlqctl redrive --source %s --class validation      (a dry run; --yes replays)\n", source)
+}
+
+// sharing is how many of the local stack's sources share the stack's DLQ.
+func sharing(st *embedded.Stack) int {
+	n := 0
+	for _, q := range localSources(st) {
+		if q.dlq == st.Names["DeadLetterQueue"] {
+			n++
+		}
+	}
+	return n
 }

@@ -129,8 +129,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	start := time.Now()
 	if o.Timeout == 0 {
 		// About 75 s for the default 3000 events on 2 busy cores, the
-		// ledger included.
-		o.Timeout = 3 * time.Minute
+		// ledger and the other sources included; several times that
+		// under -race on a loaded machine.
+		o.Timeout = 5 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
