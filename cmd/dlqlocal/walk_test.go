@@ -460,7 +460,7 @@ func walkChecks() map[string]walkCheck {
 		at("dlqq-sweeper", "sweeper-scheduled.json"):              invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
 		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
 		at("dlqq-metrics", "metrics-scheduled.json"):              invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
-		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
+		"dlqctl health": ok("sources: dlqq-ledger.fifo, dlqq-returns, dlqq-source (the SOURCES of function dlqq-redrive)", "Source=dlqq-returns", "Source=dlqq-ledger.fifo", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		// The sample batch comes from other accounts' DLQs, not from a
 		// queue of the stack's DLQ_ARNS: refused whole, nothing stored.
