@@ -15,6 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -279,9 +281,34 @@ func sourceQueueOf(st *embedded.Stack) (sourceQueue, error) {
 	return out, nil
 }
 
+// localSource is one of the local stack's source queues.
+type localSource struct{ name, url, dlq, what string }
+
+// localSources are the local stack's source queues: the template's
+// example one and the existing ones embedded.WithLocalSources adds.
+func localSources(st *embedded.Stack) []localSource {
+	name := func(s string) string { return st.Env.StackName + "-" + s }
+	out := []localSource{{st.Names["SourceQueue"], st.QueueURLs["SourceQueue"], st.Names["DeadLetterQueue"], "the template's example queue (standard)"}}
+	for _, q := range []localSource{
+		{name(embedded.SharedSource), "", st.Names["DeadLetterQueue"], "an existing standard queue sharing the stack's DLQ"},
+		{name(embedded.FIFOSource), "", name(embedded.FIFODLQ), "an existing FIFO queue with its own FIFO DLQ (ExtraDLQArn)"},
+	} {
+		if url, ok := st.QueueURLs[q.name]; ok {
+			q.url = url
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // sourceCheck is the source queue's validation gate (ingest's SOURCES
 // entry for it), for -consumer validate.
 func sourceCheck(st *embedded.Stack) (func([]byte) (bool, string), string, error) {
+	return sourceCheckFor(st, st.Names["SourceQueue"])
+}
+
+// sourceCheckFor is sourceCheck for the source called name.
+func sourceCheckFor(st *embedded.Stack, name string) (func([]byte) (bool, string), string, error) {
 	fn, err := st.Template.GetServerlessFunctionWithName("IngestFunction")
 	if err != nil {
 		return nil, "", err
@@ -293,7 +320,6 @@ func sourceCheck(st *embedded.Stack) (func([]byte) (bool, string), string, error
 	if err != nil {
 		return nil, "", err
 	}
-	name := st.Names["SourceQueue"]
 	c, ok := cfg[name]
 	if !ok {
 		return nil, "", fmt.Errorf("ingest's SOURCES has no source %q", name)
@@ -311,32 +337,47 @@ func sourceCheck(st *embedded.Stack) (func([]byte) (bool, string), string, error
 
 // newConsumer builds the source queue's consumer for -consumer.
 func (x *localExtras) newConsumer(st *embedded.Stack, log *slog.Logger) (*localrunner.Consumer, error) {
+	return x.newConsumerOf(st, localSources(st)[0], log)
+}
+
+// newConsumerOf builds the consumer of one of the local stack's sources.
+func (x *localExtras) newConsumerOf(st *embedded.Stack, q localSource, log *slog.Logger) (*localrunner.Consumer, error) {
 	mode, err := localrunner.ParseConsumerMode(x.consumer)
 	if err != nil {
 		return nil, err
 	}
-	c := &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: st.QueueURLs["SourceQueue"], Mode: mode, FlakyRate: x.flakyRate, Log: log, ModeTag: consumerTag}
+	c := &localrunner.Consumer{SQS: st.Clients.SQS, QueueURL: q.url, Mode: mode, FlakyRate: x.flakyRate, Log: log, ModeTag: consumerTag}
 	// The source's gate, for -consumer validate or a tag that switches to it.
-	if c.Accept, _, err = sourceCheck(st); err != nil && mode == localrunner.ConsumerValidate {
-		return nil, fmt.Errorf("-consumer validate: %w", err)
+	if c.Accept, _, err = sourceCheckFor(st, q.name); err != nil && mode == localrunner.ConsumerValidate {
+		return nil, fmt.Errorf("-consumer validate: %s: %w", q.name, err)
 	}
 	return c, c.Validate()
 }
 
-// startConsumer runs the consumer until ctx ends; done is closed when it
-// has stopped.
+// startConsumer runs a consumer of each of the local stack's source
+// queues (localSources), each in -consumer's mode and switched by its own
+// queue's tag, until ctx ends; done is closed when all have stopped.
 func (x *localExtras) startConsumer(ctx context.Context, st *embedded.Stack, log *slog.Logger) (done <-chan struct{}, err error) {
-	c, err := x.newConsumer(st, log)
-	if err != nil {
-		return nil, err
+	var cs []*localrunner.Consumer
+	for _, q := range localSources(st) {
+		c, err := x.newConsumerOf(st, q, log)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
 	}
 	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		if err := c.Run(ctx); err != nil {
-			log.Error("consumer stopped", "error", err.Error())
-		}
-	}()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Run(ctx); err != nil {
+				log.Error("consumer stopped", "queue", c.QueueURL, "error", err.Error())
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(ch) }()
 	return ch, nil
 }
 
@@ -372,6 +413,13 @@ func (x *localExtras) banner(w io.Writer, st *embedded.Stack) error {
 		}
 		fmt.Fprintf(w, "consumer: validate. Messages from %s that pass the source's gate (%s) are deleted; the others are rejected, released at once, and reach the DLQ after %d receives\n",
 			q.name, schema, q.maxReceiveCount)
+	}
+	if srcs := localSources(st); len(srcs) > 1 && localrunner.ConsumerMode(x.consumer) != localrunner.ConsumerOff {
+		var names []string
+		for _, q := range srcs[1:] {
+			names = append(names, q.name)
+		}
+		fmt.Fprintf(w, "the other source queues (%s) have a consumer each, in the same mode, switched by its own queue's tag\n", strings.Join(names, ", "))
 	}
 	fmt.Fprintf(w, "to change the consumer's mode while it runs: aws sqs tag-queue --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_SOURCE_QUEUE_URL\" --tags %s=MODE (off, fail, flaky or validate)\n", consumerTag)
 	if x.settleWindow.set || x.settleMargin.set || x.sourceVisibility.set {

@@ -15,6 +15,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // localOptions are the flags of `dlqlocal local`.
@@ -66,7 +67,9 @@ func runLocal(ctx context.Context, stdout, stderr io.Writer, o localOptions) int
 	log := slog.New(slog.NewJSONHandler(logw, nil))
 
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st := startStack(ctx, stderr, o.Extras.stackOptions(embedded.Options{StackName: "dlqq", Dir: filepath.Join(o.Dir, "stack"), Log: logw, Progress: stdout}))
+	// The local stack's sources: the template's example queue, an existing
+	// standard queue sharing its DLQ, an existing FIFO pair.
+	st := startStack(ctx, stderr, embedded.WithLocalSources(o.Extras.stackOptions(embedded.Options{StackName: "dlqq", Dir: filepath.Join(o.Dir, "stack"), Log: logw, Progress: stdout})))
 	if st == nil {
 		return 1
 	}
@@ -218,6 +221,10 @@ func localEnv(st *embedded.Stack, l *localrunner.Local) []envVar {
 		envVar{"DLQQ_DIGEST_FUNCTION", l.Name("DigestFunction")},
 		envVar{"DLQQ_SOURCE_QUEUE_URL", reachable(st.QueueURLs["SourceQueue"], st.Endpoint)},
 		envVar{"DLQQ_DLQ_URL", reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint)},
+		// The local stack's other sources (embedded.WithLocalSources).
+		envVar{"DLQQ_SHARED_SOURCE_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.SharedSource], st.Endpoint)},
+		envVar{"DLQQ_FIFO_SOURCE_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.FIFOSource], st.Endpoint)},
+		envVar{"DLQQ_FIFO_DLQ_URL", reachable(st.QueueURLs[st.Env.StackName+"-"+embedded.FIFODLQ], st.Endpoint)},
 		envVar{"DLQQ_LOCAL_IDENTITY", "operator-a"},
 	)
 }
@@ -312,6 +319,10 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 		fmt.Fprintf(w, "  %-22s %s\n", id, st.Names[id])
 	}
 	fmt.Fprintf(w, "\nsource queue: %s\nDLQ:          %s\n", reachable(st.QueueURLs["SourceQueue"], st.Endpoint), reachable(st.QueueURLs["DeadLetterQueue"], st.Endpoint))
+	fmt.Fprintf(w, "sources (ingest's mappings: %d DLQs):\n", len(l.Mappings))
+	for _, q := range localSources(st) {
+		fmt.Fprintf(w, "  %-24s -> %-24s %s\n", q.name, q.dlq, q.what)
+	}
 	fmt.Fprintf(w, "logs (the functions' output and the runner's log): %s (-logs stderr shows them here)\n", logs)
 
 	source := st.Names["SourceQueue"]
@@ -320,8 +331,19 @@ func printBanner(w io.Writer, st *embedded.Stack, l *localrunner.Local, env []en
 	// --cli-read-timeout 0: the CLI's 60 s read timeout would retry a long
 	// redrive call, starting a second run.
 	fmt.Fprintf(w, "  aws lambda invoke --function-name %s --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json build/out.json && cat build/out.json\n", l.Name("RedriveFunction"))
-	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}'\n")
-	fmt.Fprintf(w, "      (straight into the DLQ: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n")
+	fmt.Fprintf(w, "  aws sqs send-message --endpoint-url \"$AWS_ENDPOINT_URL\" --queue-url \"$DLQQ_DLQ_URL\" --message-body '{\"event_id\":\"x\"}' --message-attributes '{\"%s\":{\"DataType\":\"String\",\"StringValue\":\"%s\"}}'\n", quarantine.AttrFailureSource, source)
+	fmt.Fprintf(w, "      (straight into the DLQ, which %d sources share, naming its source: ingest quarantines it within seconds; the AWS CLI v1 needs --endpoint-url for sqs)\n", sharing(st))
 	fmt.Fprintf(w, "  dlqctl ls --status all      (dlqctl: go run ./cmd/dlqctl, or go build -o build/dlqctl ./cmd/dlqctl)\n")
 	fmt.Fprintf(w, "  dlqctl redrive --source %s --class validation      (a dry run; --yes replays)\n", source)
+}
+
+// sharing is how many of the local stack's sources share the stack's DLQ.
+func sharing(st *embedded.Stack) int {
+	n := 0
+	for _, q := range localSources(st) {
+		if q.dlq == st.Names["DeadLetterQueue"] {
+			n++
+		}
+	}
+	return n
 }

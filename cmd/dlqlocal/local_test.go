@@ -24,12 +24,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
@@ -410,6 +412,13 @@ func TestLocalInvokeRedriveDryRun(t *testing.T) {
 	}
 }
 
+// ownSource names the example source of a message sent to the stack's DLQ
+// itself: the DLQ is shared (embedded.WithLocalSources), and such a
+// message carries no DeadLetterQueueSourceArn (docs/ingest.md).
+var ownSource = map[string]sqstypes.MessageAttributeValue{
+	quarantine.AttrFailureSource: {DataType: aws.String("String"), StringValue: aws.String("dlqq-source")},
+}
+
 // A message sent to the DLQ (at the URL the banner prints) becomes a
 // record: the poller invoked the ingest bootstrap through the Lambda API.
 // dlqctl then finds it with no flags, and its redrive dry run goes through
@@ -417,7 +426,8 @@ func TestLocalInvokeRedriveDryRun(t *testing.T) {
 func TestLocalDLQMessageBecomesARecord(t *testing.T) {
 	ctx := context.Background()
 	event := embedded.RandomName("evt")
-	sent, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`)})
+	sent, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`),
+		MessageAttributes: ownSource})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +532,8 @@ func TestResetDirRefusesAForeignDirectory(t *testing.T) {
 func TestLocalLedgerLedgersARecord(t *testing.T) {
 	ctx := context.Background()
 	event := embedded.RandomName("led")
-	if _, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`)}); err != nil {
+	if _, err := sqs.NewFromConfig(local.aws).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(local.env["DLQQ_DLQ_URL"]), MessageBody: aws.String(`{"event_id":"` + event + `"}`),
+		MessageAttributes: ownSource}); err != nil {
 		t.Fatal(err)
 	}
 	id := "dlqq-source#" + event

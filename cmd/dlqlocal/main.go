@@ -119,7 +119,7 @@ func startStack(ctx context.Context, stderr io.Writer, o embedded.Options) *embe
 
 func runDemo(ctx context.Context, stdout, stderr, logw io.Writer, events int, seed uint64) int {
 	fmt.Fprintln(stdout, "starting the embedded AWS stack (kumo + versitygw) from infra/template.yaml …")
-	st := startStack(ctx, stderr, embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw, Progress: stdout})
+	st := startStack(ctx, stderr, embedded.WithLocalSources(embedded.Options{StackName: embedded.RandomName("demo"), Params: demo.StackParams, Log: logw, Progress: stdout}))
 	if st == nil {
 		return 1
 	}

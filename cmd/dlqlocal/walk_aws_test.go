@@ -107,7 +107,11 @@ func awsStandIn(args []string, stdout, stderr io.Writer) int {
 	case "sqs send-message":
 		body, e := os.ReadFile(strings.TrimPrefix(one("message-body"), "file://"))
 		if err, code = e, 255; e == nil {
-			out, e := sqs.NewFromConfig(cfg).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(one("queue-url")), MessageBody: aws.String(string(body))})
+			in := &sqs.SendMessageInput{QueueUrl: aws.String(one("queue-url")), MessageBody: aws.String(string(body))}
+			if g := one("message-group-id"); g != "" {
+				in.MessageGroupId, in.MessageDeduplicationId = aws.String(g), aws.String(one("message-deduplication-id"))
+			}
+			out, e := sqs.NewFromConfig(cfg).SendMessage(ctx, in)
 			if err = e; e == nil && one("query") == "MessageId" && one("output") == "text" {
 				fmt.Fprintln(stdout, aws.ToString(out.MessageId))
 				return 0

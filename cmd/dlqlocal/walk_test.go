@@ -460,7 +460,7 @@ func walkChecks() map[string]walkCheck {
 		at("dlqq-sweeper", "sweeper-scheduled.json"):              invoked(`"archived":[{"id":"dlqq-source#inv-000101"`),
 		`aws s3 ls "s3://$DLQQ_LOCAL_ARCHIVE_BUCKET" --recursive`: ok("archive/dlqq-source/").and(lines(`archive/dlqq-source/.*\.json$`, 1)),
 		at("dlqq-metrics", "metrics-scheduled.json"):              invoked(`"source":"dlqq-source"`, `"ARCHIVED/exhausted":1`),
-		"dlqctl health": ok("sources: dlqq-source (the SOURCES of function dlqq-redrive)", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
+		"dlqctl health": ok("sources: dlqq-ledger.fifo, dlqq-returns, dlqq-source (the SOURCES of function dlqq-redrive)", "Source=dlqq-returns", "Source=dlqq-ledger.fifo", "ArchivedRecords", "DLQDepth", "Source=dlqq-source",
 			"alarms are stored but never evaluated").and(lines(`^Records +Source=dlqq-source Status=ARCHIVED Class=exhausted +1 `, 1)).and(lines(`^dlqq\.dlq-depth +INSUFFICIENT_DATA `, 1)),
 		// The sample batch comes from other accounts' DLQs, not from a
 		// queue of the stack's DLQ_ARNS: refused whole, nothing stored.
@@ -492,6 +492,12 @@ func walkChecks() map[string]walkCheck {
 		"dlqctl show dlqq-source#inv-000103": ok().and(matches(`(?m)^status +ARCHIVED since `)).
 			and(matches(`(?s)\n  \S+ +redrive +\S+ +sent \(round [0-9]+\)\n  \S+ +settle +settler +no failure within 20s of the replay\n  \S+ +archive +sweeper +archived to s3://`)),
 		`aws sqs get-queue-attributes --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_DLQ_URL" --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible`: ok(`"ApproximateNumberOfMessages": "0"`, `"ApproximateNumberOfMessagesNotVisible": "0"`).soon(),
+		// Several sources: one sharing the stack's DLQ, a FIFO pair; each
+		// record under its own source.
+		`aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_SHARED_SOURCE_URL" --message-body file://events/messages/inv-000101.json --query MessageId --output text`:                                                                   ok().and(lines(`^[0-9a-f-]{36}$`, 1)),
+		`aws sqs send-message --endpoint-url "$AWS_ENDPOINT_URL" --queue-url "$DLQQ_FIFO_SOURCE_URL" --message-group-id FAC-WEST-1 --message-deduplication-id inv-000102 --message-body file://events/messages/inv-000102.json --query MessageId --output text`: ok().and(lines(`^[0-9a-f-]{36}$`, 1)),
+		"dlqctl ls --source dlqq-returns --status all":     ok().and(lines(`^dlqq-returns#inv-000101 +QUARANTINED +exhausted `, 1)).soon(),
+		"dlqctl ls --source dlqq-ledger.fifo --status all": ok().and(lines(`^dlqq-ledger\.fifo#inv-000102 +QUARANTINED +exhausted `, 1)).soon(),
 	}
 }
 

@@ -184,6 +184,10 @@ func (c *consumer) handle(ctx context.Context, url string, m sqstypes.Message) e
 					quarantine.AttrFailureReason: {DataType: aws.String("String"), StringValue: aws.String("lot under recall")},
 					quarantine.AttrFailureStage:  {DataType: aws.String("String"), StringValue: aws.String("allocation")},
 					quarantine.AttrFailureType:   {DataType: aws.String("String"), StringValue: aws.String("permanent")},
+					// The DLQ is shared (embedded.WithLocalSources): a
+					// message sent to it names no source unless the
+					// consumer says which.
+					quarantine.AttrFailureSource: {DataType: aws.String("String"), StringValue: aws.String(c.st.Names["SourceQueue"])},
 				},
 			})
 			if err != nil {

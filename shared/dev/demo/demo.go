@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
@@ -102,11 +106,19 @@ type Report struct {
 	Metrics     map[string]float64
 	MetricUnits map[string]string
 	Elapsed     time.Duration
+	// Sources is the triage per source: the example source's (the
+	// scenario above) first, then each other source's (sources.go).
+	Sources []*SourceReport
 }
 
 // OK reports whether every invariant held, every reconciliation line
 // adds up and every checked metric agrees (see Unreconciled).
 func (r *Report) OK() bool {
+	for _, s := range r.Sources {
+		if !s.OK() {
+			return false
+		}
+	}
 	return len(r.Lost)+len(r.Unexpected)+len(r.SealFailures)+len(r.Duplicated)+len(r.WrongState)+len(r.BadStubs) == 0 &&
 		(r.Ledger == nil || len(r.Ledger.Problems) == 0) &&
 		len(r.Records) == r.DeadLettered && len(r.Unreconciled()) == 0
@@ -117,8 +129,9 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	start := time.Now()
 	if o.Timeout == 0 {
 		// About 75 s for the default 3000 events on 2 busy cores, the
-		// ledger included.
-		o.Timeout = 3 * time.Minute
+		// ledger and the other sources included; several times that
+		// under -race on a loaded machine.
+		o.Timeout = 5 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -140,13 +153,17 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer ops.close()
-	seen := newIngestTap()
+	seen := newIngestTap(ownSources(st, fns))
 	dlq := &refusedDeletes{SQSAPI: st.Clients.SQS}
+	// The stack's DLQ's mapping, and the attached DLQ's (a FIFO source's)
+	// when the stack has one: one poller each, as Lambda runs each mapping.
 	poller := &localrunner.Poller{SQS: dlq, Mapping: fns.Mapping, Handler: seen.wrap(fns.Ingest.Handle), Log: log}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var pollers sync.WaitGroup
-	pollers.Add(1)
-	go func() { defer pollers.Done(); _ = poller.Run(pollCtx) }()
+	for _, p := range append([]*localrunner.Poller{poller}, extraPollers(st, fns, seen, log)...) {
+		pollers.Add(1)
+		go func() { defer pollers.Done(); _ = p.Run(pollCtx) }()
+	}
 	defer func() { stopPolling(); pollers.Wait() }()
 	// The ledger function, fed the table's stream as its mapping does, for
 	// the whole run (it also counts the metrics counters). A batch it has
@@ -194,14 +211,20 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	}
 	// Measured at the DLQ: the scenario's expectation (c.deadLettered) is
 	// the generator's, which the reconciliation compares it with.
-	rep.DeadLettered = seen.count()
+	rep.DeadLettered = seen.count(fns.Source)
 	rep.Consumed, rep.Recalled = int(c.consumed.Load()), int(c.recalled.Load())
-	if err := verify(ctx, st, fns.IngestConfig, gen, rep); err != nil {
+	if err := verify(ctx, st, fns.IngestConfig, fns.Source, gen, rep); err != nil {
 		return nil, err
 	}
 	// The digest schedule fires while the run goes on.
 	if err := digest(); err != nil {
 		return nil, err
+	}
+
+	// The other sources whose DLQ is their own fail meanwhile (sources.go).
+	others := startOthers(ctx, st, fns, o.Seed)
+	if others != nil {
+		progress("%d other sources get events of their own: %s; those with a DLQ of their own fail now …", len(others.srcs), sourceNames(others.srcs))
 	}
 
 	// Phase 2: the outage clears; the on-call engineer marks its signature
@@ -240,11 +263,26 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.Rounds = append(rep.Rounds, settled)
+	// The example source's part is done: what ingest did for it, before
+	// the other sources share its DLQ's poller.
+	rep.Ingest = poller.Stats()
+	rep.IngestMessages, rep.IngestRedeliveries, rep.IngestDeletesRefused = seen.count(fns.Source), seen.redeliveries(fns.Source), int(dlq.n.Load())
+	rep.ReplaysConsumed, rep.ReplaysDeadLettered = int(c.replayConsumed.Load()), int(c.replayFailed.Load())
+	// Phase 2c: the other sources, standard and FIFO, one of them sharing
+	// the stack's DLQ (embedded.WithLocalSources), each triaged apart.
+	if others != nil {
+		began := time.Now()
+		progress("the sources that share the DLQ fail; every other source is replayed, settled and checked …")
+		if err := others.finish(ctx, fns, ops, seen, rep); err != nil {
+			return nil, err
+		}
+		progress("the other sources took %s more", time.Since(began).Round(100*time.Millisecond))
+		if n := seen.count(fns.Source); n != rep.IngestMessages {
+			rep.Unexpected = append(rep.Unexpected, fmt.Sprintf("%d DLQ messages of %s arrived while the other sources ran", n-rep.IngestMessages, fns.Source))
+		}
+	}
 	stopPolling()
 	pollers.Wait()
-	rep.Ingest = poller.Stats()
-	rep.IngestMessages, rep.IngestRedeliveries, rep.IngestDeletesRefused = seen.count(), seen.redeliveries(), int(dlq.n.Load())
-	rep.ReplaysConsumed, rep.ReplaysDeadLettered = int(c.replayConsumed.Load()), int(c.replayFailed.Load())
 
 	// Phase 3: the sweeper ages parked records into the Object Lock archive.
 	progress("the sweeper archives the parked records into Object Lock; every record is verified …")
@@ -254,6 +292,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	if err := verifyFinal(ctx, st, fns, gen, c, rep); err != nil {
 		return nil, err
 	}
+	rep.Sources = append([]*SourceReport{rep.exampleSource(st, fns)}, rep.Sources...)
 	// Phase 4: the ledger catches up with the table's stream and signs a
 	// last digest; what it wrote is checked against the stream, the table
 	// and a recount of the counters.
@@ -283,27 +322,40 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// ingestTap counts what ingest's handler was handed: the distinct SQS
-// messages (by message id) and, apart, the deliveries SQS marks as a
-// repeat (ApproximateReceiveCount above 1; on kumo it restarts at 1 when a
-// message moves to the DLQ). The two are measured separately: a message
-// id seen twice with a receive count of 1, or a first sight with a higher
-// one, makes the report's "received = distinct + redeliveries" fail.
+// ingestTap counts what ingest's handler was handed, by source: the
+// distinct SQS messages (by message id) and, apart, the deliveries SQS
+// marks as a repeat (ApproximateReceiveCount above 1; on kumo it restarts
+// at 1 when a message moves to the DLQ). The two are measured separately:
+// a message id seen twice with a receive count of 1, or a first sight with
+// a higher one, makes the report's "received = distinct + redeliveries"
+// fail. A message's source is the queue its DeadLetterQueueSourceArn
+// names, else its DLQ's own source (own: by DLQ ARN), as ingest resolves
+// it.
 type ingestTap struct {
+	own    map[string]string
 	mu     sync.Mutex
-	ids    map[string]bool
-	repeat int
+	ids    map[string]map[string]bool
+	repeat map[string]int
 }
 
-func newIngestTap() *ingestTap { return &ingestTap{ids: map[string]bool{}} }
+func newIngestTap(own map[string]string) *ingestTap {
+	return &ingestTap{own: own, ids: map[string]map[string]bool{}, repeat: map[string]int{}}
+}
 
 func (m *ingestTap) wrap(h localrunner.SQSHandler) localrunner.SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		m.mu.Lock()
 		for _, r := range ev.Records {
-			m.ids[r.MessageId] = true
+			src := m.own[r.EventSourceARN]
+			if arn := r.Attributes["DeadLetterQueueSourceArn"]; arn != "" {
+				src = ingest.ARNResource(arn)
+			}
+			if m.ids[src] == nil {
+				m.ids[src] = map[string]bool{}
+			}
+			m.ids[src][r.MessageId] = true
 			if n, err := strconv.Atoi(r.Attributes["ApproximateReceiveCount"]); err == nil && n > 1 {
-				m.repeat++
+				m.repeat[src]++
 			}
 		}
 		m.mu.Unlock()
@@ -311,18 +363,34 @@ func (m *ingestTap) wrap(h localrunner.SQSHandler) localrunner.SQSHandler {
 	}
 }
 
-// count is the number of distinct messages handed so far.
-func (m *ingestTap) count() int {
+// count is the number of distinct messages of source handed so far.
+func (m *ingestTap) count(source string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.ids)
+	return len(m.ids[source])
 }
 
-// redeliveries is the number of deliveries SQS counted as a repeat.
-func (m *ingestTap) redeliveries() int {
+// redeliveries is the number of deliveries of source SQS counted as a repeat.
+func (m *ingestTap) redeliveries(source string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.repeat
+	return m.repeat[source]
+}
+
+// ownSources maps each DLQ of the stack to the source a message without
+// a DeadLetterQueueSourceArn belongs to: the stack's DLQ to the example
+// source (its consumer dead-letters recalled lots itself), any other to
+// the source configured with it.
+func ownSources(st *embedded.Stack, fns *localrunner.Functions) map[string]string {
+	own := map[string]string{st.QueueARNs["DeadLetterQueue"]: fns.Source}
+	for _, name := range slices.Sorted(maps.Keys(fns.IngestConfig.Sources)) {
+		for _, m := range fns.Mappings {
+			if _, taken := own[m.QueueARN]; !taken && ingest.ARNResource(m.QueueARN) == fns.IngestConfig.Sources[name].DLQ {
+				own[m.QueueARN] = name
+			}
+		}
+	}
+	return own
 }
 
 // refusedDeletes counts the entries of the poller's deletes that SQS
@@ -338,4 +406,38 @@ func (r *refusedDeletes) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteM
 		r.n.Add(int64(len(out.Failed)))
 	}
 	return out, err
+}
+
+// extraPollers are the pollers of the template's other SQS mappings (the
+// attached DLQ's), feeding ingest through the same tap.
+func extraPollers(st *embedded.Stack, fns *localrunner.Functions, seen *ingestTap, log *slog.Logger) []*localrunner.Poller {
+	var out []*localrunner.Poller
+	for _, m := range fns.Mappings[1:] {
+		out = append(out, &localrunner.Poller{SQS: st.Clients.SQS, Mapping: m, Handler: seen.wrap(fns.Ingest.Handle), Log: log})
+	}
+	return out
+}
+
+func sourceNames(srcs []*otherSource) string {
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.rep.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// exampleSource is the example source's row of the triage per source,
+// from the scenario's counts.
+func (r *Report) exampleSource(st *embedded.Stack, fns *localrunner.Functions) *SourceReport {
+	s := &SourceReport{Name: fns.Source, Setup: "the template's example queue (standard)", DLQ: st.Names["DeadLetterQueue"],
+		Sent: r.Sent, Failing: r.DeadLettered, DLQMessages: r.IngestMessages, Records: len(r.Records),
+		ByClass: r.ByClass, BySignature: r.BySignature, Replayed: r.Replays, Consumed: r.ReplaysConsumed, Final: r.Final}
+	s.ClassSignatures = map[quarantine.Class]map[string]int{}
+	for c := range r.ByClass {
+		s.ClassSignatures[c] = r.classSignatures(c)
+	}
+	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.WrongState} {
+		s.Problems = append(s.Problems, l...)
+	}
+	return s
 }

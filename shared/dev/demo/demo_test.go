@@ -32,13 +32,54 @@ func holds(t *testing.T, rep interface{ OK() bool }, err error, print func(io.Wr
 	return out.String()
 }
 
+// checkSources fails t unless the report triages each of the local
+// stack's sources apart, under its own name, every failing event of each
+// with its record under that source: the example source and the existing
+// queue that share the stack's DLQ (routed by DeadLetterQueueSourceArn),
+// and the attached FIFO source with its FIFO DLQ.
+func checkSources(t *testing.T, st *embedded.Stack, rep *demo.Report, out string) {
+	t.Helper()
+	name := func(s string) string { return st.Env.StackName + "-" + s }
+	want := []struct{ source, dlq string }{
+		{st.Names["SourceQueue"], st.Names["DeadLetterQueue"]},
+		{name(embedded.FIFOSource), name(embedded.FIFODLQ)},
+		{name(embedded.SharedSource), st.Names["DeadLetterQueue"]},
+	}
+	if len(rep.Sources) != len(want) {
+		t.Fatalf("%d sources in the report, want %d:\n%s", len(rep.Sources), len(want), out)
+	}
+	_, triage, ok := strings.Cut(out, "triage per source (3 sources;")
+	if !ok {
+		t.Fatalf("the report has no triage per source:\n%s", out)
+	}
+	for i, w := range want {
+		s := rep.Sources[i]
+		if s.Name != w.source || s.DLQ != w.dlq {
+			t.Errorf("source %d is %s on %s, want %s on %s", i, s.Name, s.DLQ, w.source, w.dlq)
+		}
+		// Each source failed both ways and was replayed: its records are
+		// its failing events, none lost, misrouted or left over.
+		if !s.OK() || s.Records != s.Failing || s.DLQMessages < s.Failing || s.ByClass["exhausted"] == 0 || s.ByClass["validation"] == 0 ||
+			s.Replayed == 0 || s.Final["RESOLVED"] == 0 || s.Final["QUARANTINED"] == 0 {
+			t.Errorf("source %s: %+v", s.Name, *s)
+		}
+		if !strings.Contains(triage, "  "+s.Name+"  ") || !strings.Contains(triage, "  "+s.Name+": ") {
+			t.Errorf("the triage per source does not show %s:\n%s", s.Name, triage)
+		}
+	}
+	if !strings.Contains(triage, st.Names["DeadLetterQueue"]+" (shared by 2)") {
+		t.Errorf("the triage does not show the shared DLQ:\n%s", triage)
+	}
+}
+
 // The demo scenario at a smaller size, asserting the same invariants.
 func TestDemoScenarioHoldsInvariants(t *testing.T) {
 	ctx := context.Background()
-	st := embedded.ForTest(t, embedded.Options{Params: demo.StackParams})
+	st := embedded.ForTest(t, embedded.WithLocalSources(embedded.Options{Params: demo.StackParams}))
 	var logs, progress bytes.Buffer
 	rep, err := demo.Run(ctx, st, demo.Options{Seed: 7, Events: 400, Log: &logs, Progress: &progress})
 	out := holds(t, rep, err, func(w io.Writer) { rep.Print(w, 3) })
+	checkSources(t, st, rep, out)
 	// Every count of the report reconciles, on the page: on each check line
 	// the whole is the sum of its parts, measured apart (generator,
 	// consumer, ingest, SQS, table, redrive, sweeper), and the metrics agree

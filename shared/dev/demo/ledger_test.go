@@ -146,25 +146,31 @@ func TestReportReconciles(t *testing.T) {
 // The redeliveries are measured apart from the distinct messages (by SQS's
 // receive count, not as the difference), so "received = distinct +
 // redeliveries" fails when they disagree: here SQS hands message a again
-// with a receive count of 1.
+// with a receive count of 1. Each source is counted apart: a message of
+// the shared DLQ counts for the source its DeadLetterQueueSourceArn names,
+// one without it for the DLQ's own source.
 func TestIngestTapCountsRedeliveriesApart(t *testing.T) {
-	tap := newIngestTap()
+	const dlq, other = "arn:aws:sqs:us-east-1:000000000000:dlq", "arn:aws:sqs:us-east-1:000000000000:returns"
+	tap := newIngestTap(map[string]string{dlq: "source"})
 	h := tap.wrap(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 		return events.SQSEventResponse{}, nil
 	})
 	msg := func(id, n string) events.SQSMessage {
-		return events.SQSMessage{MessageId: id, Attributes: map[string]string{"ApproximateReceiveCount": n}}
+		return events.SQSMessage{MessageId: id, EventSourceARN: dlq, Attributes: map[string]string{"ApproximateReceiveCount": n}}
 	}
-	for _, batch := range [][]events.SQSMessage{{msg("a", "1"), msg("b", "1")}, {msg("a", "2")}, {msg("a", "1")}} {
+	fromOther := msg("c", "2")
+	fromOther.Attributes["DeadLetterQueueSourceArn"] = other
+	for _, batch := range [][]events.SQSMessage{{msg("a", "1"), msg("b", "1"), fromOther}, {msg("a", "2")}, {msg("a", "1")}} {
 		if _, err := h(context.Background(), events.SQSEvent{Records: batch}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if tap.count() != 2 || tap.redeliveries() != 1 {
-		t.Fatalf("%d distinct, %d redeliveries; want 2 and 1", tap.count(), tap.redeliveries())
+	if tap.count("source") != 2 || tap.redeliveries("source") != 1 || tap.count("returns") != 1 || tap.redeliveries("returns") != 1 {
+		t.Fatalf("source: %d distinct, %d redeliveries; want 2 and 1; returns: %d and %d, want 1 and 1",
+			tap.count("source"), tap.redeliveries("source"), tap.count("returns"), tap.redeliveries("returns"))
 	}
 	r := fakeReport()
-	r.Ingest.Received, r.IngestMessages, r.IngestRedeliveries = 4, tap.count(), tap.redeliveries()
+	r.Ingest.Received, r.IngestMessages, r.IngestRedeliveries = 4, tap.count("source"), tap.redeliveries("source")
 	var out bytes.Buffer
 	r.Print(&out, 3)
 	if r.OK() || !strings.Contains(out.String(), "4 DLQ messages received ≠ 2 distinct messages + 1 redeliveries (they sum to 3)") {
@@ -250,5 +256,39 @@ func TestLedgerLinesReconcile(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The triage per source shows each source, and a source whose record
+// landed under another source (a shared DLQ's message routed wrong)
+// fails the run, named on the page.
+func TestTriagePerSourceNamesAMisroutedRecord(t *testing.T) {
+	source := func(name, dlq string) *SourceReport {
+		return &SourceReport{Name: name, Setup: "test", DLQ: dlq, Sent: 5, Failing: 2, DLQMessages: 2, Records: 2, Replayed: 1, Consumed: 1,
+			ByClass:         map[quarantine.Class]int{quarantine.ClassExhausted: 1, quarantine.ClassValidation: 1},
+			BySignature:     map[string]int{"consumer|retries exhausted|v#": 1, "gate|body is not json|v#": 1},
+			ClassSignatures: map[quarantine.Class]map[string]int{quarantine.ClassExhausted: {"consumer|retries exhausted|v#": 1}, quarantine.ClassValidation: {"gate|body is not json|v#": 1}},
+			Final:           map[quarantine.Status]int{quarantine.StatusResolved: 1, quarantine.StatusQuarantined: 1}}
+	}
+	r := fakeReport()
+	r.Sources = []*SourceReport{source("inventory", "dlq"), source("returns", "dlq"), source("ledger.fifo", "ledger-dlq.fifo")}
+	var out bytes.Buffer
+	r.Print(&out, 3)
+	if !r.OK() {
+		t.Fatalf("a report whose sources all hold is not OK:\n%s", out.String())
+	}
+	for _, want := range []string{"triage per source (3 sources;", "dlq (shared by 2)", "ledger-dlq.fifo  ", "  returns: test\n",
+		"    exhausted      1  1 consumer|retries exhausted|v#\n", "none misrouted (triage per source) (3)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+	r.Sources[1].Records--
+	r.Sources[1].Problems = []string{"ret-000007: no record (misrouted under inventory)"}
+	out.Reset()
+	r.Print(&out, 3)
+	if r.OK() || !strings.Contains(out.String(), "[FAIL]\n") || !strings.Contains(out.String(), "    returns: ret-000007: no record (misrouted under inventory)\n") ||
+		!strings.Contains(out.String(), "    returns: 1 records for 2 failing events\n") {
+		t.Fatalf("OK %v with a misrouted record:\n%s", r.OK(), out.String())
 	}
 }

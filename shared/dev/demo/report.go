@@ -6,8 +6,11 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // Print writes the human-readable report. Its counts reconcile on the
@@ -67,6 +70,7 @@ func (r *Report) Print(w io.Writer, sample int) {
 	for _, id := range ids.Final {
 		line(id)
 	}
+	r.printSources(w)
 	if r.Sweep != nil {
 		fmt.Fprintf(w, "\nsweeper: %d parked records archived into Object Lock (COMPLIANCE), %d failed; first %d:\n", len(r.Sweep.Archived), r.Sweep.Failed, min(sample, len(r.Sweep.Archived)))
 		for _, a := range r.Sweep.Archived[:min(sample, len(r.Sweep.Archived))] {
@@ -122,6 +126,15 @@ func (r *Report) Print(w io.Writer, sample int) {
 		ledgerProblems = r.Ledger.Problems
 		check(len(ledgerProblems) == 0, "the ledger verifies: every item is its newest ledgered version, versions, segments and digests chain, signatures valid", len(ledgerProblems))
 	}
+	if len(r.Sources) > 0 {
+		bad := 0
+		for _, s := range r.Sources {
+			if !s.OK() {
+				bad++
+			}
+		}
+		check(bad == 0, "every source's records under that source, one per failing event, none misrouted (triage per source)", len(r.Sources))
+	}
 	unreconciled := r.Unreconciled()
 	check(len(unreconciled) == 0, "every count reconciles and every checked metric agrees (no ≠ above)", len(unreconciled))
 	for _, l := range [][]string{r.Lost, r.Unexpected, r.SealFailures, r.Duplicated, r.WrongState, r.BadStubs, ledgerProblems} {
@@ -131,6 +144,14 @@ func (r *Report) Print(w io.Writer, sample int) {
 	}
 	for _, x := range unreconciled {
 		fmt.Fprintf(w, "    does not reconcile: %s\n", x)
+	}
+	for _, s := range r.Sources {
+		for _, x := range s.Problems[:min(len(s.Problems), 5)] {
+			fmt.Fprintf(w, "    %s: %s\n", s.Name, x)
+		}
+		if s.Records != s.Failing {
+			fmt.Fprintf(w, "    %s: %d records for %d failing events\n", s.Name, s.Records, s.Failing)
+		}
 	}
 	fmt.Fprintf(w, "\nfinished in %s\n", r.Elapsed.Round(100*time.Millisecond))
 }
@@ -166,8 +187,64 @@ func mark(ok bool) string {
 
 // MarshalSummary is the report as JSON, for scripts.
 func (r *Report) MarshalSummary() ([]byte, error) {
+	type source struct {
+		Name        string                    `json:"name"`
+		DLQ         string                    `json:"dlq"`
+		Sent        int                       `json:"sent"`
+		Records     int                       `json:"records"`
+		ByClass     map[quarantine.Class]int  `json:"by_class"`
+		BySignature map[string]int            `json:"by_signature"`
+		Replayed    int                       `json:"replayed"`
+		Final       map[quarantine.Status]int `json:"final"`
+		Problems    int                       `json:"problems"`
+	}
+	srcs := []source{}
+	for _, s := range r.Sources {
+		srcs = append(srcs, source{s.Name, s.DLQ, s.Sent, s.Records, s.ByClass, s.BySignature, s.Replayed, s.Final, len(s.Problems)})
+	}
 	return json.Marshal(map[string]any{
 		"sent": r.Sent, "consumed": r.Consumed, "dead_lettered": r.DeadLettered, "records": len(r.Records),
 		"lost": len(r.Lost), "unexpected": len(r.Unexpected), "seal_failures": len(r.SealFailures), "by_class": r.ByClass,
+		"sources": srcs,
 	})
+}
+
+// printSources writes the triage per source: what each source sent and
+// dead-lettered, its records by class and signature, what was replayed
+// and where its records ended.
+func (r *Report) printSources(w io.Writer) {
+	if len(r.Sources) == 0 {
+		return
+	}
+	shared := map[string]int{}
+	for _, s := range r.Sources {
+		shared[s.DLQ]++
+	}
+	fmt.Fprintf(w, "\ntriage per source (%d sources; a DLQ that several share is routed by each message's DeadLetterQueueSourceArn):\n", len(r.Sources))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  source\tDLQ\tsent\tfailed\tDLQ messages\trecords\treplayed\treplays consumed\tdeferred (FIFO order)\tfinal\t\n")
+	for _, s := range r.Sources {
+		dlq := s.DLQ
+		if shared[s.DLQ] > 1 {
+			dlq += fmt.Sprintf(" (shared by %d)", shared[s.DLQ])
+		}
+		var final []string
+		for _, st := range slices.Sorted(maps.Keys(s.Final)) {
+			final = append(final, fmt.Sprintf("%s %d", st, s.Final[st]))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t[%s]\n", s.Name, dlq, s.Sent, s.Failing, s.DLQMessages, s.Records, s.Replayed, s.Consumed,
+			s.Deferred, strings.Join(final, ", "), strings.TrimSpace(mark(s.OK())))
+	}
+	tw.Flush()
+	for _, s := range r.Sources {
+		fmt.Fprintf(w, "  %s: %s\n", s.Name, s.Setup)
+		for _, c := range slices.Sorted(maps.Keys(s.ByClass)) {
+			fmt.Fprintf(w, "    %-10s %5d", c, s.ByClass[c])
+			var sigs []string
+			for _, sig := range sortedByCount(s.ClassSignatures[c]) {
+				sigs = append(sigs, fmt.Sprintf("%d %s", s.ClassSignatures[c][sig], sig))
+			}
+			fmt.Fprintf(w, "  %s\n", strings.Join(sigs, "; "))
+		}
+	}
 }

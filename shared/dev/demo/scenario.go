@@ -60,7 +60,10 @@ func Generate(seed uint64, n int) []Generated { return generate(seed, n, 1) }
 
 // generate returns n events with the downstream systems of outages
 // facilities (1 to 4, OutageFacility first) down.
-func generate(seed uint64, n, outages int) []Generated {
+func generate(seed uint64, n, outages int) []Generated { return generateAs("inv", seed, n, outages) }
+
+// generateAs is generate with event ids that start with prefix.
+func generateAs(prefix string, seed uint64, n, outages int) []Generated {
 	down := map[string]bool{}
 	for i := range min(max(outages, 1), len(facilities)) {
 		down[facilities[(2+i)%len(facilities)]] = true
@@ -69,7 +72,7 @@ func generate(seed uint64, n, outages int) []Generated {
 	out := make([]Generated, 0, n)
 	for i := range n {
 		e := Event{
-			EventID:       fmt.Sprintf("inv-%06d", i),
+			EventID:       fmt.Sprintf("%s-%06d", prefix, i),
 			NDC:           fmt.Sprintf("%05d-%03d-%02d", r.IntN(99999), r.IntN(999), r.IntN(99)),
 			Lot:           fmt.Sprintf("LOT-%04d", r.IntN(5000)),
 			QuantityDelta: r.IntN(200) - 100,

@@ -271,7 +271,7 @@ func Soak(ctx context.Context, st *embedded.Stack, o SoakOptions) (*SoakReport, 
 	}
 	rep.DeadLettered = c.deadLettered
 	first := &Report{ByClass: map[quarantine.Class]int{}, BySignature: map[string]int{}}
-	if err := verify(ctx, st, s.fns.IngestConfig, gen, first); err != nil {
+	if err := verify(ctx, st, s.fns.IngestConfig, s.fns.Source, gen, first); err != nil {
 		return nil, err
 	}
 	rep.Quarantined = len(first.Records)

@@ -31,13 +31,9 @@ import (
 // verify reads back every record of the demo's source and checks the
 // invariants: every dead-lettered event has exactly one record, nothing else
 // does, and every seal verifies. (A scan is fine for a demo-sized table.)
-func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, gen []Generated, rep *Report) error {
+func verify(ctx context.Context, st *embedded.Stack, cfg ingest.Config, source string, gen []Generated, rep *Report) error {
 	store := dynamostore.New(st.Clients.DynamoDB, cfg.TableName)
 	payloads := s3store.New(st.Clients.S3, cfg.PayloadBucket, "")
-	var source string
-	for name := range cfg.Sources {
-		source = name
-	}
 	byID, err := scanRecords(ctx, st, cfg.TableName, source)
 	if err != nil {
 		return err

@@ -75,6 +75,10 @@ type Options struct {
 	Log io.Writer
 	// Progress, when set, is told what a slow first start builds.
 	Progress io.Writer
+	// Existing are queues the stack does not create (a user's queues from
+	// before it), created before the template's resources and attached
+	// after them (existing.go); WithLocalSources sets the local stack's.
+	Existing []ExistingQueue
 }
 
 // Stack is a running embedded stack with the template's resources.
@@ -102,9 +106,11 @@ type Stack struct {
 	Template *cloudformation.Template
 	// Names maps logical ids to physical names.
 	Names map[string]string
-	// QueueURLs maps queue logical ids to queue URLs.
+	// QueueURLs maps queue logical ids to queue URLs, and the names of
+	// the existing queues (Options.Existing) to theirs.
 	QueueURLs map[string]string
-	// QueueARNs maps queue logical ids to queue ARNs.
+	// QueueARNs maps queue logical ids (and existing queues' names) to
+	// queue ARNs.
 	QueueARNs map[string]string
 	// KeyARNs maps KMS key logical ids to the keys' ARNs.
 	KeyARNs map[string]string
@@ -206,7 +212,13 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	TakeTheSettleMarginAsGiven(s.Template, o.Params)
 	s.noIndexBackfill = o.NoIndexBackfill
+	if err := s.createExisting(ctx, o.Existing); err != nil {
+		return nil, err
+	}
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
+		return nil, err
+	}
+	if err := s.attachExisting(ctx, o.Existing); err != nil {
 		return nil, err
 	}
 	s.registerOutputs(cfn)
@@ -280,19 +292,28 @@ func RandomName(prefix string) string {
 }
 
 var (
-	kumoOnce sync.Once
-	kumoSrv  *httptest.Server
-	kumoErr  error
+	// dlqSources is the process's DLQ-source front, once kumo started.
+	dlqSources atomic.Pointer[dlqSourceFront]
+	kumoOnce   sync.Once
+	kumoSrv    *httptest.Server
+	kumoErr    error
 )
 
 // kumoURL returns the process's one kumo server, started on first use. kumo
 // keeps its state process-wide whatever the server, and starting servers
 // concurrently races inside kumo, so every stack of a process shares one
 // (and names its resources uniquely); it lives as long as the process. The
-// dev kit's KMS HMAC keys (kmshmac.go) sit in front of kumo's handler.
+// dev kit's KMS HMAC keys (kmshmac.go) and SQS's DeadLetterQueueSourceArn
+// (dlqsource.go) sit in front of kumo's handler.
 func kumoURL() (string, error) {
 	kumoOnce.Do(func() {
-		h, err := newHMACKMS(kumoHandler(), kumoDataDirAtStart)
+		front, err := newDLQSourceFront(kumoHandler(), kumoDataDirAtStart)
+		if err != nil {
+			kumoErr = err
+			return
+		}
+		dlqSources.Store(front)
+		h, err := newHMACKMS(front, kumoDataDirAtStart)
 		if err != nil {
 			kumoErr = err
 			return

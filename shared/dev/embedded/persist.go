@@ -57,6 +57,9 @@ func flushKumo() {
 	flushMu.Lock()
 	defer flushMu.Unlock()
 	kumoFlushSnapshots()
+	if f := dlqSources.Load(); f != nil {
+		_ = f.save() // best effort, as kumo's own snapshots: retried at the next flush
+	}
 }
 
 // KumoDataDir is where kumo keeps its snapshots for a stack whose DataDir is dir.

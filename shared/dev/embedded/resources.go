@@ -186,23 +186,31 @@ func (s *Stack) createQueues(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", id, err)
 		}
-		out, err := s.createQueue(ctx, name, attrs)
+		url, arn, err := s.createQueueARN(ctx, name, attrs)
 		if err != nil {
 			return fmt.Errorf("create queue %s: %w", id, err)
 		}
-		got, err := s.Clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-			QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-		})
-		if err != nil {
-			return fmt.Errorf("queue %s attributes: %w", id, err)
-		}
-		arn := got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 		if want := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", s.Env.Region, s.Env.Account, name); arn != want {
 			return fmt.Errorf("queue %s: emulator says ARN %s, template resolves %s", id, arn, want)
 		}
-		s.Names[id], s.QueueURLs[id], s.QueueARNs[id] = name, aws.ToString(out.QueueUrl), arn
+		s.Names[id], s.QueueURLs[id], s.QueueARNs[id] = name, url, arn
 	}
 	return nil
+}
+
+// createQueueARN is createQueue, and the queue's URL and ARN.
+func (s *Stack) createQueueARN(ctx context.Context, name string, attrs map[string]string) (url, arn string, err error) {
+	out, err := s.createQueue(ctx, name, attrs)
+	if err != nil {
+		return "", "", err
+	}
+	got, err := s.Clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: out.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("queue %s attributes: %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
 }
 
 // createQueue creates the queue; one there from an earlier start (a

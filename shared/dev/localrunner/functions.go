@@ -26,13 +26,16 @@ import (
 type Functions struct {
 	Ingest       *ingest.Handler
 	IngestConfig ingest.Config
-	// Mapping is the DLQ's event source mapping.
-	Mapping Mapping
-	Redrive *redrive.Service
-	Sweeper *sweeper.Service
-	Metrics *metrics.Service
-	// Source is the template's source queue, with its redrive cap and the
-	// settle window.
+	// Mapping is the stack's DLQ's event source mapping, Mappings every
+	// SQS mapping of the template (IngestMappings): Mapping first, then
+	// the attached DLQ's.
+	Mapping  Mapping
+	Mappings []Mapping
+	Redrive  *redrive.Service
+	Sweeper  *sweeper.Service
+	Metrics  *metrics.Service
+	// Source is the template's example source queue (SourceQueue), with
+	// its redrive cap and the settle window.
 	Source     string
 	RedriveCap int
 	Settle     time.Duration
@@ -90,9 +93,10 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 	if f.Ingest, err = wire.Ingest(context.Background(), f.IngestConfig, wire.From(clients), wire.Runtime{Log: log, Metrics: emfOut}); err != nil {
 		return nil, err
 	}
-	if f.Mapping, err = MappingFromTemplate(st.Template, "IngestDLQMapping", st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+	if f.Mappings, err = IngestMappings(st); err != nil {
 		return nil, err
 	}
+	f.Mapping = f.Mappings[0]
 	if getenv, err = env("RedriveFunction"); err != nil {
 		return nil, err
 	}
@@ -105,9 +109,13 @@ func NewFunctions(st *embedded.Stack, clients *awsclients.Clients, log *slog.Log
 		return nil, err
 	}
 	f.Settle, f.Lease = rcfg.Service.SettleWindow, rcfg.Service.Lease
-	for name, s := range rcfg.Sources {
-		f.Source, f.RedriveCap = name, s.RedriveCap
+	// The template's example source (SourceQueue), among the others.
+	f.Source = st.Names["SourceQueue"]
+	s, ok := rcfg.Sources[f.Source]
+	if !ok {
+		return nil, fmt.Errorf("the redrive function's sources do not include the example source %s", f.Source)
 	}
+	f.RedriveCap = s.RedriveCap
 	if getenv, err = env("SweeperFunction"); err != nil {
 		return nil, err
 	}

@@ -57,10 +57,15 @@ type Local struct {
 	Stack *embedded.Stack
 	// Functions maps logical ids to the running functions.
 	Functions map[string]*lambdatest.Supervised
+	// Mappings are the template's SQS mappings (IngestMappings), each
+	// fed by its poller (Pollers, in the same order); Mapping and Poller
+	// are the stack's DLQ's.
 	Mapping   Mapping
+	Mappings  []Mapping
 	Schedules []Schedule
 	Lambda    *lambda.Client
 	Poller    *Poller
+	Pollers   []*Poller
 	// LedgerStream is the table stream's mapping to the ledger function;
 	// LedgerPoller feeds it by invoking the function (InvokeStream).
 	LedgerStream StreamMapping
@@ -101,9 +106,10 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 			l.Close()
 		}
 	}()
-	if l.Mapping, err = MappingFromTemplate(st.Template, ingestMapping, st.QueueURLs["DeadLetterQueue"], st.QueueARNs["DeadLetterQueue"], st.AWS.Region); err != nil {
+	if l.Mappings, err = IngestMappings(st); err != nil {
 		return nil, err
 	}
+	l.Mapping = l.Mappings[0]
 	if l.LedgerStream, err = StreamMappingFromTemplate(st.Template, ledgerMapping, st.StreamARNs[ledgerTable]); err != nil {
 		return nil, err
 	}
@@ -159,7 +165,10 @@ func StartLocal(ctx context.Context, st *embedded.Stack, o LocalOptions) (_ *Loc
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	l.Poller = &Poller{SQS: st.Clients.SQS, Mapping: l.Mapping, Handler: InvokeSQS(l.Lambda, l.Name("IngestFunction")), Log: o.Log}
+	for _, m := range l.Mappings {
+		l.Pollers = append(l.Pollers, &Poller{SQS: st.Clients.SQS, Mapping: m, Handler: InvokeSQS(l.Lambda, l.Name("IngestFunction")), Log: o.Log})
+	}
+	l.Poller = l.Pollers[0]
 	// Retried without bound (the mapping's MaximumRetryAttempts -1): Run.
 	if l.LedgerMapping, err = newLedgerMapping(ctx, st, l.Lambda, l.Name("LedgerFunction"), l.LedgerStream.StreamARN); err != nil {
 		return nil, err
@@ -204,8 +213,10 @@ func (l *Local) Run(ctx context.Context, ready func()) error {
 	}
 	var wg sync.WaitGroup
 	var err error
-	wg.Add(3)
-	go func() { defer wg.Done(); _ = l.Poller.Run(ctx) }()
+	wg.Add(2 + len(l.Pollers))
+	for _, p := range l.Pollers {
+		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+	}
 	go func() { defer wg.Done(); _ = l.LedgerPoller.Run(ctx) }()
 	go func() { defer wg.Done(); err = RunSchedules(ctx, l.Schedules, handlers, l.log) }()
 	if ready != nil {

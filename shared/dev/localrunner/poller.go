@@ -5,13 +5,16 @@
 package localrunner
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/awslabs/goformation/v7/cloudformation"
+
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 )
 
 // SQSAPI is the part of the SQS client the poller uses.
@@ -70,6 +75,52 @@ func MappingFromTemplate(t *cloudformation.Template, logicalID, queueURL, queueA
 		out.Concurrency = *m.ScalingConfig.MaximumConcurrency
 	}
 	return out, nil
+}
+
+// IngestMappings reads every SQS event source mapping of the template
+// whose condition holds (the stack's DLQ's, IngestDLQMapping, first; then
+// the attached DLQ's, IngestExtraDLQMapping), each with the URL of the
+// stack's queue it reads (the template's or an existing one).
+func IngestMappings(st *embedded.Stack) ([]Mapping, error) {
+	t := st.Template
+	ids := []string{}
+	for id, m := range t.GetAllLambdaEventSourceMappingResources() {
+		if c := m.AWSCloudFormationCondition; c != "" {
+			if v, ok := t.Conditions[c].(bool); !ok || !v {
+				continue
+			}
+		}
+		if strings.HasPrefix(aws.ToString(m.EventSourceArn), "arn:aws:sqs:") {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(boolInt(b == ingestMapping)-boolInt(a == ingestMapping), strings.Compare(a, b))
+	})
+	out := make([]Mapping, 0, len(ids))
+	for _, id := range ids {
+		arn := aws.ToString(t.GetAllLambdaEventSourceMappingResources()[id].EventSourceArn)
+		url, ok := st.QueueURLByARN(arn)
+		if !ok {
+			return nil, fmt.Errorf("mapping %s reads %s, which is not one of the stack's queues", id, arn)
+		}
+		m, err := MappingFromTemplate(t, id, url, arn, st.AWS.Region)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 || out[0].QueueARN != st.QueueARNs["DeadLetterQueue"] {
+		return nil, fmt.Errorf("the template has no %s reading the stack's DLQ", ingestMapping)
+	}
+	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Stats counts what a poller did.

@@ -88,3 +88,74 @@ func TestPartialBatchFailuresAndVisibility(t *testing.T) {
 		t.Fatalf("keep %v, err-batch %v", seen["keep"], seen["err-batch"])
 	}
 }
+
+// The local stack's pollers feed ingest from every DLQ the template maps:
+// the stack's DLQ, which the example source and an attached existing queue
+// share, and the attached FIFO DLQ. Each message SQS dead-lettered reaches
+// the handler from its DLQ, naming its own source queue.
+func TestIngestMappingsFeedEveryDLQWithEachMessagesSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.WithLocalSources(embedded.Options{NoS3: true, Params: map[string]any{"MaxReceiveCount": 1, "SourceVisibilityTimeoutSeconds": 1}}))
+	ms, err := localrunner.IngestMappings(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifoDLQ, fifo, shared := st.Env.StackName+"-"+embedded.FIFODLQ, st.Env.StackName+"-"+embedded.FIFOSource, st.Env.StackName+"-"+embedded.SharedSource
+	if len(ms) != 2 || ms[0].QueueARN != st.QueueARNs["DeadLetterQueue"] || ms[1].QueueARN != st.QueueARNs[fifoDLQ] || ms[1].QueueURL != st.QueueURLs[fifoDLQ] || ms[1].Window != 0 {
+		t.Fatalf("ingest mappings %+v", ms)
+	}
+	want := map[string]struct{ dlq, source string }{}
+	for _, q := range []string{"SourceQueue", shared, fifo} {
+		in := &sqs.SendMessageInput{QueueUrl: aws.String(st.QueueURLs[q]), MessageBody: aws.String("from " + q)}
+		if q == fifo {
+			in.MessageGroupId, in.MessageDeduplicationId = aws.String("g"), aws.String("d")
+		}
+		if _, err := st.Clients.SQS.SendMessage(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		dlq := ms[0].QueueARN
+		if q == fifo {
+			dlq = ms[1].QueueARN
+		}
+		want["from "+q] = struct{ dlq, source string }{dlq, st.QueueARNs[q]}
+	}
+	var mu sync.Mutex
+	got := map[string]struct{ dlq, source string }{}
+	handler := func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range ev.Records {
+			got[r.Body] = struct{ dlq, source string }{r.EventSourceARN, r.Attributes["DeadLetterQueueSourceArn"]}
+		}
+		return events.SQSEventResponse{}, nil
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// Each source's consumer fails what it receives; the next receive
+		// after the visibility timeout moves it.
+		for _, q := range []string{"SourceQueue", shared, fifo} {
+			if _, err := st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(st.QueueURLs[q])}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range ms {
+			p := &localrunner.Poller{SQS: st.Clients.SQS, Mapping: m, Handler: handler}
+			if _, err := p.PollOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == len(want) {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for body, w := range want {
+		if got[body] != w {
+			t.Errorf("%q reached ingest from %+v, want %+v", body, got[body], w)
+		}
+	}
+}

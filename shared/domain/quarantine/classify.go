@@ -11,6 +11,12 @@ const (
 	AttrFailureReason = "dlq-failure-reason"
 	AttrFailureStage  = "dlq-failure-stage"
 	AttrFailureType   = "dlq-failure-type"
+	// AttrFailureSource names the source queue (its name) of a message a
+	// consumer dead-letters on purpose into a DLQ that several sources
+	// share: SQS sets DeadLetterQueueSourceArn only on the messages it
+	// moves. Ingest takes it only from a message without that attribute,
+	// and only when it names a source configured with that DLQ.
+	AttrFailureSource = "dlq-failure-source"
 	AttrRecordID      = "dlq-record-id"
 	AttrRedriveCount  = "dlq-redrive-count"
 )

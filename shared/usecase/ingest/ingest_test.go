@@ -439,6 +439,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
 	}
+	if strings.Contains(err.Error(), "share") {
+		t.Errorf("sources that share a DLQ refused: %v", err)
+	}
 	if _, err := ingest.ParseSources(`{"s":{"dlq":"d","surprise":1}}`); err == nil {
 		t.Error("unknown field in SOURCES accepted")
 	}

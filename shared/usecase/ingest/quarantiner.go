@@ -474,6 +474,17 @@ func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string, str
 	case 0:
 		return unknown("unresolved."+dlq, ""), "source queue unresolved", RouteUnrouted
 	}
+	// A consumer that dead-letters a message itself into a DLQ several
+	// sources share may declare its source (quarantine.AttrFailureSource):
+	// taken only among the DLQ's own sources, so a message is never filed
+	// under a source whose DLQ it did not arrive in.
+	if declared := m.Attributes[quarantine.AttrFailureSource].StringValue; declared != "" {
+		for _, s := range owners {
+			if s.Name == declared {
+				return s, "", RouteConfigured
+			}
+		}
+	}
 	return unknown("unresolved."+dlq, ""),
 		fmt.Sprintf("source queue unresolved: %d sources share the DLQ and the message has no DeadLetterQueueSourceArn (dead-lettered by a consumer itself)", len(owners)),
 		RouteUnrouted

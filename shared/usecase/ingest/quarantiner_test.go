@@ -912,3 +912,44 @@ func FuzzQuarantine(f *testing.F) {
 		}
 	})
 }
+
+// Two sources share one DLQ. A message SQS moved names its source
+// (DeadLetterQueueSourceArn); one a consumer dead-lettered on purpose
+// names none, and goes to the source it declares (AttrFailureSource) when
+// that is one of the DLQ's sources, else to no source at all: it is never
+// filed under a source it may not come from.
+func TestSharedDLQRoutesBySourceArnElseTheDeclaredSource(t *testing.T) {
+	t.Parallel()
+	a, b := inventorySource(t), inventorySource(t)
+	b.Name, b.ARN = "returns", "arn:aws:sqs:us-east-1:000000000000:returns"
+	store, payloads := memstore.New(), memstore.NewPayloads()
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	q := ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{a.Name: a, b.Name: b}})
+	if a.DLQName == "" || a.DLQName != b.DLQName {
+		t.Fatalf("the fixture's sources do not share a DLQ: %q, %q", a.DLQName, b.DLQName)
+	}
+	declared := func(m ingest.Message, source string) ingest.Message {
+		m.Attributes = map[string]quarantine.Attribute{quarantine.AttrFailureSource: {DataType: "String", StringValue: source}}
+		return m
+	}
+	moved := msg("m1", `{"event_id":"e1"}`)
+	moved.SourceARN = b.ARN
+	for _, c := range []struct {
+		m    ingest.Message
+		want string
+	}{
+		{moved, b.Name},
+		{declared(msg("m2", `{"event_id":"e2"}`), a.Name), a.Name},
+		{declared(msg("m3", `{"event_id":"e3"}`), b.Name), b.Name},
+		{msg("m4", `{"event_id":"e4"}`), "unresolved." + a.DLQName},
+		{declared(msg("m5", `{"event_id":"e5"}`), "elsewhere"), "unresolved." + a.DLQName},
+	} {
+		out, err := q.Quarantine(context.Background(), c.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Record.Source != c.want {
+			t.Errorf("message %s filed under %q, want %q", c.m.MessageID, out.Record.Source, c.want)
+		}
+	}
+}
