@@ -187,3 +187,32 @@ func TestOnlyRedriveWritesPolicies(t *testing.T) {
 		}
 	}
 }
+
+// The source index's own items (issue 28): a source marker is ingest's
+// alone (the redrive, sweeper and metrics roles are refused it by an
+// explicit Deny), and the index's migration state is no function's (it is
+// written by `dlqctl index backfill` with an operator's credentials): a
+// planted state would switch the readers to the source index before the
+// backfill and hide records from the listings.
+func TestOnlyIngestWritesSourceMarkersAndNoFunctionTheIndexState(t *testing.T) {
+	s := openStack(t, nil)
+	tableName := str(props(s.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)["TABLE_NAME"])
+	if tableName == "" {
+		t.Fatal("the ingest function's environment has no TABLE_NAME")
+	}
+	marker, state := "#src#prod-source", "#idx#"+dynamostore.IndexBySource
+	for _, role := range []string{"RedriveRole", "SweeperRole", "MetricsRole"} {
+		denyAll(t, s, role, tableName, marker, "denied by OnlyIngestWritesSourceMarkersPolicy/NeverWriteSourceMarkers")
+	}
+	for _, role := range []string{"IngestRole", "RedriveRole", "SweeperRole", "MetricsRole"} {
+		denyAll(t, s, role, tableName, state, "denied by NoFunctionWritesTheIndexStatePolicy/NeverWriteTheIndexState")
+	}
+	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
+	q := request{Action: "dynamodb:PutItem", Resource: table, Context: map[string]string{"aws:securetransport": "true", "dynamodb:leadingkeys": marker}}
+	if why := s.decide("IngestRole", q); why != "" {
+		t.Errorf("IngestRole: PutItem on %s: %s", marker, why)
+	}
+	if why := s.decide("LedgerRole", q); why == "" {
+		t.Errorf("LedgerRole: PutItem on %s allowed, want refused", marker)
+	}
+}
