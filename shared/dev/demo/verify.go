@@ -209,6 +209,19 @@ func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[st
 		if err != nil {
 			return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
 		}
+		if len(res.Datapoints) == 0 && m.name == metrics.MetricDLQDepth && st.Names["DeadLetterQueue"] != "" {
+			// A DLQ that several sources share has its depth published
+			// under the DLQ's name, not under each source (metrics.Run).
+			res, err = st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
+				Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(m.name),
+				Dimensions: []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(st.Names["DeadLetterQueue"])}},
+				StartTime:  aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+				Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
+			}
+		}
 		if len(res.Datapoints) > 0 {
 			out[m.name] = aws.ToFloat64(res.Datapoints[0].Maximum)
 			units[m.name] = string(res.Datapoints[0].Unit)

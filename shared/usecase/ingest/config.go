@@ -6,6 +6,8 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -60,9 +62,23 @@ func (c *Config) Validate() error {
 	if err := sources.Validate(c.Sources); err != nil {
 		errs = append(errs, err)
 	}
+	ingested := map[string]bool{}
 	for _, arn := range c.DLQARNs {
 		if !isQueueARN(arn) {
 			errs = append(errs, fmt.Errorf("DLQ_ARNS: %q is not an SQS queue ARN", arn))
+		}
+		ingested[ARNResource(arn)] = true
+	}
+	// A source whose DLQ ingest does not take batches from would be
+	// configured and never quarantined: the stack maps no other DLQ into
+	// ingest, and its messages would age out of that DLQ unseen. The init
+	// fails instead, naming it (every DLQ then backs up and alarms, and
+	// nothing is lost while the configuration is fixed).
+	if len(c.DLQARNs) > 0 {
+		for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
+			if dlq := c.Sources[name].DLQ; dlq != "" && !ingested[dlq] {
+				errs = append(errs, fmt.Errorf("source %q: dlq %q is not one ingest takes batches from (DLQ_ARNS): its messages would never be quarantined", name, dlq))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -75,7 +91,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	srcs = sources.ResolveSchemas(srcs, sources.SchemaDir(getenv))
 	cfg := Config{
 		TableName:            getenv("TABLE_NAME"),
 		PayloadBucket:        getenv("PAYLOAD_BUCKET"),

@@ -442,6 +442,16 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	if strings.Contains(err.Error(), "share") {
 		t.Errorf("sources that share a DLQ refused: %v", err)
 	}
+	// A source whose DLQ ingest takes no batches from is refused, named; a
+	// DLQ that DLQ_ARNS lists is not.
+	mapped := ingest.Config{TableName: "t", DLQARNs: []string{"arn:aws:sqs:us-east-1:111122223333:stack-dlq"}, Sources: map[string]ingest.SourceConfig{
+		"own":    {ARN: "arn:aws:sqs:us-east-1:111122223333:own", DLQ: "own-dlq"},
+		"shares": {ARN: "arn:aws:sqs:us-east-1:111122223333:shares", DLQ: "stack-dlq"},
+	}}
+	err = mapped.Validate()
+	if err == nil || !strings.Contains(err.Error(), `source "own": dlq "own-dlq" is not one ingest takes batches from`) || strings.Contains(err.Error(), `"shares"`) {
+		t.Errorf("a source whose DLQ is not ingested: %v", err)
+	}
 	if _, err := ingest.ParseSources(`{"s":{"dlq":"d","surprise":1}}`); err == nil {
 		t.Error("unknown field in SOURCES accepted")
 	}

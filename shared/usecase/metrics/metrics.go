@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -122,13 +123,16 @@ var (
 	allClasses = []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}
 )
 
-// Run measures and publishes every source, in name order. A DLQ that
+// Run measures and publishes every source, in name order; a source that
+// fails is skipped, the others still published, and the joined errors
+// returned at the end. A DLQ that
 // several sources share is read once, and its depth (DLQDepth,
 // DLQInFlight) is published under the DLQ's name as its Source, not under
 // each source: it cannot be told apart by source, and an alarm on it
 // names the queue that backs up.
 func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	var out []Report
+	var failed []error
 	sources, err := s.sources(ctx)
 	if err != nil {
 		return nil, err
@@ -140,11 +144,17 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	for _, name := range slices.Sorted(maps.Keys(sources)) {
 		_, configured := s.Sources[name]
 		rep, err := s.source(ctx, sources[name], !configured)
-		if err != nil {
-			return out, fmt.Errorf("source %s: %w", name, err)
+		if err == nil {
+			err = s.publish(ctx, rep, configured && !shared[sources[name].DLQName])
 		}
-		if err := s.publish(ctx, rep, configured && !shared[sources[name].DLQName]); err != nil {
-			return out, err
+		if err != nil {
+			// One source that cannot be measured (its DLQ unreadable, a
+			// throttled query) never silences the sources after it: each
+			// is measured, and the run fails at the end, naming every
+			// source it missed (the metrics function's errors alarm).
+			s.Log.ErrorContext(ctx, "dlq health not published", "source", name, "error_kind", quarantine.ErrorKind(err))
+			failed = append(failed, fmt.Errorf("source %s: %w", name, err))
+			continue
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
 			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
@@ -153,10 +163,10 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	}
 	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
 		if err := s.publishDepth(ctx, dlq); err != nil {
-			return out, err
+			failed = append(failed, err)
 		}
 	}
-	return out, nil
+	return out, errors.Join(failed...)
 }
 
 // sources are the configured sources and, when the Lister names them

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -721,5 +722,29 @@ func TestUnconfiguredSourcesAreMeasured(t *testing.T) {
 		if stray == nil || !stray.Unconfigured || stray.OldestAgeSeconds != 3600 || stray.DLQDepth != 0 {
 			t.Fatalf("the unconfigured source's report %+v, want unconfigured, oldest 3600 s", stray)
 		}
+	}
+}
+
+// A source whose DLQ cannot be read (its DLQ not granted to the metrics
+// role, deleted, throttled) fails the run, named, but never silences the
+// sources measured after it: each of them is still published.
+func TestASourceThatFailsNeverSilencesTheOthers(t *testing.T) {
+	ctx := context.Background()
+	broken, after := newEnv(t), newEnv(t)
+	if broken.src.Name > after.src.Name { // sources are measured in name order
+		broken, after = after, broken
+	}
+	broken.src.DLQName = "no-such-dlq-" + broken.src.Name
+	svc := broken.service(nil)
+	svc.Sources[after.src.Name] = after.src
+	reps, err := svc.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "source "+broken.src.Name) {
+		t.Fatalf("run: %v, want an error naming source %s", err, broken.src.Name)
+	}
+	if len(reps) != 1 || reps[0].Source != after.src.Name {
+		t.Fatalf("reports %+v, want only %s's", reps, after.src.Name)
+	}
+	if n := datapoints(t, metrics.MetricOldestAge, after.src.Name); n != 1 {
+		t.Errorf("%s, measured after a failing source: %d datapoints, want 1", after.src.Name, n)
 	}
 }
