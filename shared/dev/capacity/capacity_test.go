@@ -175,6 +175,11 @@ func TestRecorderOnTheEmulator(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	// A put over an item (no create-only condition): priced on the item it
+	// replaced (1,580 bytes with REDRIVING; PARKED makes 1,577).
+	if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: with(record(), "status", s("PARKED"))}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("q#1")}); err != nil {
 		t.Fatal(err) // a read: nothing recorded
 	}
@@ -190,8 +195,9 @@ func TestRecorderOnTheEmulator(t *testing.T) {
 		w("table", "q#1", 2, "write"), w("by-status", "QUARANTINED", 1, "delete"), w("by-status", "REDRIVING", 1, "put"),
 		w("table", "#ctr#q#state#1", 2, "write"), // a new counter of 6+14 + 1+2 bytes, twice in a transaction
 		w("table", "q#1", 4, "check"),            // the condition check: twice the record's 2
+		w("table", "q#1", 2, "write"), w("by-status", "REDRIVING", 1, "delete"), w("by-status", "PARKED", 1, "put"),
 	}
-	want[0].Changed, want[3].Changed, want[6].Changed = true, true, true
+	want[0].Changed, want[3].Changed, want[6].Changed, want[8].Changed = true, true, true, true
 	want[6].Transactional, want[7].Transactional = true, true
 	if got := rec.Writes(0); !slices.Equal(got, want) {
 		t.Errorf("recorded\n %+v\nwant\n %+v", got, want)

@@ -20,6 +20,9 @@ const (
 	// TableQuotaWRU is the default on-demand quota of write request units
 	// per second, per table (and per index).
 	TableQuotaWRU = 40000
+	// InitialPartitions is the fewest partitions an on-demand table has:
+	// a new one serves 4,000 writes a second, at most 1,000 WCU/s each.
+	InitialPartitions = 4
 )
 
 // Prices (us-east-1, the ones docs/operations.md "What it costs" uses).
@@ -187,7 +190,8 @@ func Project(r *Result) Projection {
 	wTable := float64(tableUnits) / m
 	ledger := Limit{Name: "the ledger's stream shards"}
 	// A shard carries one partition's changes; a saturated partition
-	// writes PartitionWCU/wPerRecord records a second.
+	// writes PartitionWCU/(units per change) changes a second. The table
+	// has at least InitialPartitions partitions, more as its writes need.
 	perPartition := 0.0
 	if streamRecords > 0 {
 		perPartition = PartitionWCU / (float64(tableUnits) / float64(streamRecords))
@@ -197,10 +201,11 @@ func Project(r *Result) Projection {
 		ledger.Rate, ledger.Detail = 0, "no ledger batch measured"
 	case p.ShardRecordsSec >= perPartition:
 		ledger.Rate = math.Inf(1)
-		ledger.Detail = fmt.Sprintf("keeps up at any rate: one shard's ledger takes %s records/s, a saturated partition writes %s", f0(p.ShardRecordsSec), f0(perPartition))
+		ledger.Detail = fmt.Sprintf("keeps up at any rate: one shard's ledger takes %s changes/s, a saturated partition writes %s", f0(p.ShardRecordsSec), f0(perPartition))
 	default:
-		ledger.Rate = p.ShardRecordsSec / p.StreamRecords
-		ledger.Detail = fmt.Sprintf("one shard's ledger takes %s records/s, a saturated partition writes %s: behind beyond one partition's load", f0(p.ShardRecordsSec), f0(perPartition))
+		ledger.Rate = InitialPartitions * p.ShardRecordsSec / p.StreamRecords
+		ledger.Detail = fmt.Sprintf("%d shards × %s changes/s ÷ %s changes per message; a saturated partition writes %s changes/s, more than one shard's ledger takes",
+			InitialPartitions, f0(p.ShardRecordsSec), f2(p.StreamRecords), f0(perPartition))
 	}
 	p.Limits = append(p.Limits, ledger)
 	// 4. Lambda: the DLQ mapping's concurrency × a batch ÷ its duration.
@@ -216,7 +221,7 @@ func Project(r *Result) Projection {
 		p.IngestMsgsPerSecond = float64(invMsgs) / invBusy.Seconds()
 		p.Limits = append(p.Limits, Limit{Name: fmt.Sprintf("the ingest mapping's MaximumConcurrency %d (IngestMaxConcurrency)", r.MappingConcurrency),
 			Rate:   float64(r.MappingConcurrency) * p.IngestMsgsPerSecond,
-			Detail: fmt.Sprintf("%d × %s messages per invocation ÷ %s mean duration", r.MappingConcurrency, f1(p.IngestPerInvocation), p.IngestDuration.Round(100*time.Microsecond))})
+			Detail: fmt.Sprintf("%d × %s messages per invocation ÷ %s mean duration", r.MappingConcurrency, f1(p.IngestPerInvocation), msf(p.IngestDuration))})
 	}
 	p.N, p.Binding = math.MaxInt, "nothing measured"
 	best := math.Inf(1)
@@ -229,7 +234,7 @@ func Project(r *Result) Projection {
 		p.N = int(math.Floor(best))
 	}
 	// Shards at N: the fewest partitions that take the table's writes.
-	p.Shards = max(1, int(math.Ceil(float64(p.N)*wTable/PartitionWCU)))
+	p.Shards = max(InitialPartitions, int(math.Ceil(float64(p.N)*wTable/PartitionWCU)))
 	if p.ShardRecordsSec > 0 {
 		interval := scheduleInterval(r.DigestSchedule)
 		rho := float64(p.N) * p.StreamRecords / float64(p.Shards) / p.ShardRecordsSec
@@ -248,6 +253,9 @@ func targetName(t string) string {
 	}
 	return "index " + t
 }
+
+// msf is a duration in milliseconds, one decimal.
+func msf(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
@@ -274,20 +282,27 @@ func costs(r *Result, p Projection) []string {
 	m := float64(p.Messages)
 	const million = 1e6
 	wru := p.IngestTableWCU + p.IngestIndexWCU + p.LedgerTableWCU + p.LedgerIndexWCU
-	var ledgerBusy float64
-	for _, b := range r.Batches {
-		ledgerBusy += b.Duration.Seconds()
+	// The ledger on AWS: a batch of BatchSize changes of the stream,
+	// whose changes (StreamRecords per message) include the ledger's own
+	// counters, which the emulator's stream leaves out (EMULATORS.md:
+	// TransactWriteItems makes no stream records there). Each batch costs
+	// what a measured batch does: an upper bound, since a change of the
+	// ledger's own is skipped at no cost.
+	batchesPerMsg := p.StreamRecords / float64(max(r.LedgerBatchSize, 1))
+	ledgerInv, ledgerGBs := batchesPerMsg, 0.0
+	if p.ShardRecordsSec > 0 {
+		ledgerGBs = p.StreamRecords / p.ShardRecordsSec * float64(r.LedgerMemoryMB) / 1024
 	}
-	ledgerInv := float64(len(r.Batches)) / m
 	ingestGBs := p.IngestDuration.Seconds() * float64(len(r.Invocations)) / m * float64(r.IngestMemoryMB) / 1024
-	ledgerGBs := ledgerBusy / m * float64(r.LedgerMemoryMB) / 1024
 	ingestInv := float64(len(r.Invocations)) / m
 	var s3Puts, s3Lists float64
 	for _, b := range r.Batches {
 		s3Puts += float64(b.Calls.Ops["s3 PutObject"])
 		s3Lists += float64(b.Calls.Ops["s3 ListObjectsV2"] + b.Calls.Ops["s3 GET"])
 	}
-	s3Puts, s3Lists = s3Puts/m, s3Lists/m
+	if nb := float64(len(r.Batches)); nb > 0 {
+		s3Puts, s3Lists = s3Puts/nb*batchesPerMsg, s3Lists/nb*batchesPerMsg
+	}
 	macs := float64(r.IngestCalls.Ops["kms GenerateMac"]) / m
 	lines := []string{
 		fmt.Sprintf("DynamoDB writes: %s WRU per message (ingest %s + %s indexes, ledger counters and state %s + %s indexes) = $%.2f",
@@ -296,7 +311,7 @@ func costs(r *Result, p Projection) []string {
 			ingestGBs*million*pricePerGBs+ingestInv*pricePerMRequests),
 		fmt.Sprintf("Lambda ledger: %s invocations, %s GB-s at %d MB = $%.2f", f0(ledgerInv*million), f0(ledgerGBs*million), r.LedgerMemoryMB,
 			ledgerGBs*million*pricePerGBs+ledgerInv*pricePerMRequests),
-		fmt.Sprintf("S3: %s segment PUTs and %s LIST requests = $%.2f", f0(s3Puts*million), f0(s3Lists*million), (s3Puts+s3Lists)*million/1000*pricePerKS3Put),
+		fmt.Sprintf("S3: %s segment PUTs and %s LIST/GET requests (ledger batches) = $%.2f", f0(s3Puts*million), f0(s3Lists*million), (s3Puts+s3Lists)*million/1000*pricePerKS3Put),
 		fmt.Sprintf("KMS: %s GenerateMac (ingest's writer proofs) = $%.2f; Sign: %d per digest run, not per message",
 			f0(macs*million), macs*million/10000*pricePer10KKMS, r.DigestCalls.Ops["kms Sign"]),
 	}
@@ -312,11 +327,12 @@ func (p Projection) Print(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "indexes (from infra/template.yaml): %s\n", indexes(r.Layout))
 	fmt.Fprintf(w, "write units per message: ingest table %s, indexes %s; ledger table %s, indexes %s\n",
 		f2(p.IngestTableWCU), f2(p.IngestIndexWCU), f2(p.LedgerTableWCU), f2(p.LedgerIndexWCU))
+	fmt.Fprintf(w, "ingest's record writes: %s\n", histogram(r.IngestWrites))
 	for _, k := range p.Hottest {
 		fmt.Fprintf(w, "hottest partition key of %s: %s, %s WCU per message\n", targetName(k.Target), quote(k.Key), f2(k.PerMessage))
 	}
 	fmt.Fprintf(w, "ingest: %d invocations of %s messages on average, mean duration %s (%s messages/s per concurrent invocation)\n",
-		len(r.Invocations), f1(p.IngestPerInvocation), p.IngestDuration.Round(100*time.Microsecond), f0(p.IngestMsgsPerSecond))
+		len(r.Invocations), f1(p.IngestPerInvocation), msf(p.IngestDuration), f0(p.IngestMsgsPerSecond))
 	for _, fifo := range []bool{false, true} {
 		var n int
 		var d time.Duration
@@ -330,16 +346,16 @@ func (p Projection) Print(w io.Writer, r *Result) {
 			if fifo {
 				kind = "FIFO"
 			}
-			fmt.Fprintf(w, "ingest from %s queues: %d invocations, mean duration %s\n", kind, n, (d / time.Duration(n)).Round(100*time.Microsecond))
+			fmt.Fprintf(w, "ingest from %s queues: %d invocations, mean duration %s\n", kind, n, msf(d/time.Duration(n)))
 		}
 	}
 	fmt.Fprintf(w, "ingest calls per message: %s\n", perMessage(r.IngestCalls, p.Messages))
 	fmt.Fprintf(w, "ledger: %d batches (mapping batch size %d, ParallelizationFactor %d); a full batch: %s records, %s, segment PUT %s bytes, counters transaction %s items = %s WCU, other writes %s WCU\n",
-		len(r.Batches), r.LedgerBatchSize, r.LedgerParallel, f0(p.BatchRecords), p.BatchDuration.Round(100*time.Microsecond), f0(p.BatchSegment),
+		len(r.Batches), r.LedgerBatchSize, r.LedgerParallel, f0(p.BatchRecords), msf(p.BatchDuration), f0(p.BatchSegment),
 		f1(p.BatchTxnItems), f1(p.BatchTxnWCU), f1(p.BatchOtherWCU))
-	fmt.Fprintf(w, "stream: %s records per message (every table change, the ledger's own included); one shard's ledger takes %s records/s\n",
+	fmt.Fprintf(w, "stream: %s changes per message (every table change, the ledger's own included); one shard's ledger takes %s changes/s\n",
 		f2(p.StreamRecords), f0(p.ShardRecordsSec))
-	fmt.Fprintf(w, "digest run: %s (%s), schedule %s\n", r.Digest.Round(100*time.Microsecond), r.DigestCalls, r.DigestSchedule)
+	fmt.Fprintf(w, "digest run: %s (%s), schedule %s\n", msf(r.Digest), r.DigestCalls, r.DigestSchedule)
 	for _, l := range p.Limits {
 		rate := "unbounded"
 		if !math.IsInf(l.Rate, 1) {
@@ -347,12 +363,29 @@ func (p Projection) Print(w io.Writer, r *Result) {
 		}
 		fmt.Fprintf(w, "limit: %s: %s (%s)\n", l.Name, rate, l.Detail)
 	}
-	fmt.Fprintf(w, "at %d msgs/s: at least %d stream shard(s); anchoring lag up to %s (a batch, then the next digest run)\n", p.N, p.Shards, p.AnchoringLag.Round(time.Second))
+	fmt.Fprintf(w, "at %d msgs/s: at least %d stream shards; anchoring lag up to %.0f s (a batch, then the next digest run)\n", p.N, p.Shards, p.AnchoringLag.Seconds())
 	for _, c := range p.CostLines {
 		fmt.Fprintf(w, "per million messages: %s\n", c)
 	}
-	fmt.Fprintf(w, "run: %s on this machine\n", r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "run: %.0f s on this machine%s\n", r.Elapsed.Seconds(), r.Load)
 	fmt.Fprintf(w, "projected sustained ingest: %d msgs/s per table (limited by %s)\n", p.N, p.Binding)
+}
+
+// histogram counts the table writes by their units.
+func histogram(ws []Write) string {
+	by := map[int]int{}
+	total := 0
+	for _, w := range ws {
+		if w.Target == TableTarget {
+			by[w.Units]++
+			total++
+		}
+	}
+	var parts []string
+	for _, u := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%.0f %% of %d WCU", 100*float64(by[u])/float64(total), u))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func indexes(l Layout) string {

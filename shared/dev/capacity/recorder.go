@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -80,6 +81,19 @@ type itemWrite struct {
 	put   Item
 	del   bool
 	check bool
+	// absent: the write's condition is that the item does not exist, so
+	// when it applies the item was absent, and when it fails the item is
+	// there unchanged: no read before the write (none on a hot path).
+	absent bool
+}
+
+// createOnly says cond is attribute_not_exists of the table's hash key.
+func (r *Recorder) createOnly(cond *string, names map[string]string) bool {
+	c := strings.ReplaceAll(aws.ToString(cond), " ", "")
+	for k, v := range names {
+		c = strings.ReplaceAll(c, k, v)
+	}
+	return c == "attribute_not_exists("+r.Layout.Hash+")"
 }
 
 func (r *Recorder) keyOf(item Item) Item {
@@ -95,7 +109,7 @@ func (r *Recorder) handle(ctx context.Context, params any, call func() error) er
 	switch p := params.(type) {
 	case *dynamodb.PutItemInput:
 		if mine(p.TableName) {
-			return r.record(ctx, []itemWrite{{key: r.keyOf(p.Item), put: p.Item}}, false, call)
+			return r.record(ctx, []itemWrite{{key: r.keyOf(p.Item), put: p.Item, absent: r.createOnly(p.ConditionExpression, p.ExpressionAttributeNames)}}, false, call)
 		}
 	case *dynamodb.UpdateItemInput:
 		if mine(p.TableName) {
@@ -168,6 +182,9 @@ func (r *Recorder) record(ctx context.Context, ws []itemWrite, transactional boo
 	}
 	olds := make([]Item, len(ws))
 	for i, w := range ws {
+		if w.absent {
+			continue
+		}
 		var err error
 		if olds[i], err = r.get(ctx, w.key); err != nil {
 			return err
@@ -178,6 +195,14 @@ func (r *Recorder) record(ctx context.Context, ws []itemWrite, transactional boo
 		return err // not applied (throttled, refused, failed): nothing billed here
 	}
 	applied := err == nil
+	for i, w := range ws {
+		if w.absent && !applied {
+			var gerr error
+			if olds[i], gerr = r.get(ctx, w.key); gerr != nil {
+				return errors.Join(err, gerr)
+			}
+		}
+	}
 	var priced []Write
 	for i, w := range ws {
 		if w.check {

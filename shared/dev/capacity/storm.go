@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,9 @@ type Result struct {
 	LedgerBatchSize, LedgerParallel      int
 	IngestMemoryMB, LedgerMemoryMB       int
 	Elapsed                              time.Duration
+	// Load is the machine's load average at the end (Linux), which the
+	// measured durations depend on.
+	Load string
 }
 
 // Run plays a storm through the real ingest handler and the real ledger
@@ -170,7 +174,8 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 
 	// The storm's sources and messages.
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	prefix := embedded.RandomName("cap")
+	// Each stack has a table of its own: the names need not be unique.
+	const prefix = "storm"
 	srcs := make([]*source, o.Sources)
 	icfg := fns.IngestConfig
 	icfg.Sources = map[string]ingest.SourceConfig{}
@@ -262,6 +267,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 	}
 	res.Digest, res.DigestCalls = time.Since(t0), calls.Snapshot().Sub(c0)
 	res.Elapsed = time.Since(start)
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			res.Load = " (load average " + f[0] + ")"
+		}
+	}
 	return res, nil
 }
 
