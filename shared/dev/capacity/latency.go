@@ -43,20 +43,6 @@ func (m Model) String() string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%g ms", float64(d)/float64(time.Millisecond)) }
 
-// Operation names a request: its service and operation ("dynamodb
-// PutItem", "s3 PutObject", "kms Sign", "s3 GET" for a request without an
-// x-id).
-func Operation(req *http.Request) string {
-	op := faults.Service(req)
-	if t := req.Header.Get("X-Amz-Target"); t != "" {
-		return op + " " + t[strings.LastIndexByte(t, '.')+1:]
-	}
-	if id := req.URL.Query().Get("x-id"); id != "" {
-		return op + " " + id
-	}
-	return op + " " + req.Method
-}
-
 func (m Model) latency(op string) time.Duration {
 	svc, name, _ := strings.Cut(op, " ")
 	switch svc {
@@ -101,7 +87,7 @@ func NewCalls(base aws.HTTPClient, m Model) *Calls {
 
 // Do implements aws.HTTPClient.
 func (c *Calls) Do(req *http.Request) (*http.Response, error) {
-	op := Operation(req)
+	op := faults.Operation(req)
 	c.mu.Lock()
 	c.ops[op]++
 	if op == "s3 PutObject" && req.ContentLength > 0 {
