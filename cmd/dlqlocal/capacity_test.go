@@ -49,7 +49,7 @@ func TestCapacityCommand(t *testing.T) {
 		t.Errorf("projected %d limited by %q; the smallest limit printed is %d, %q:\n%s", n, m[2], best, name, stdout.String())
 	}
 	for _, want := range []string{"storm: 400 messages from 50 sources", "indexes (from infra/template.yaml): ", "limit: partition key ", "limit: the ledger's stream shards: ",
-		"limit: the ingest mapping's MaximumConcurrency ", "per million messages: DynamoDB writes: "} {
+		"limit: IngestMaxConcurrency ", "per million messages: DynamoDB writes: "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the output lacks %q:\n%s", want, stdout.String())
 		}

@@ -75,10 +75,12 @@ type Projection struct {
 	IngestMsgsPerSecond float64
 	// Ledger: per full batch.
 	BatchRecords    float64
+	BatchSkipped    float64 // the ledger's own changes in it
 	BatchDuration   time.Duration
 	BatchSegment    float64 // bytes of its segment PUT
 	BatchTxnItems   float64
 	BatchTxnWCU     float64
+	BatchIndexWCU   float64
 	BatchOtherWCU   float64
 	ShardRecordsSec float64 // one shard's ledger throughput, records/s
 	AnchoringLag    time.Duration
@@ -157,19 +159,22 @@ func Project(r *Result) Projection {
 			Detail: fmt.Sprintf("%s WRU per message, %d WRU/s default quota", f2(quotaPer), TableQuotaWRU)})
 	}
 	// 3. The stream and the ledger: one invocation per shard at a time.
-	var recs, busy, txnItems, txnWCU, otherWCU float64
+	var recs, busy, txnItems, txnWCU, indexWCU, otherWCU float64
 	full := 0
 	for _, b := range r.Batches {
-		recs += float64(b.Records)
+		recs += float64(b.Records + b.Skipped)
 		busy += b.Duration.Seconds()
-		if b.Records*10 >= r.LedgerBatchSize*9 {
+		if (b.Records+b.Skipped)*10 >= r.LedgerBatchSize*9 {
 			full++
 			p.BatchRecords += float64(b.Records)
+			p.BatchSkipped += float64(b.Skipped)
 			p.BatchDuration += b.Duration
 			p.BatchSegment += float64(b.Calls.S3PutBytes)
 			for _, w := range b.Writes {
 				switch {
-				case w.Target == TableTarget && w.Transactional:
+				case w.Target != TableTarget:
+					indexWCU += float64(w.Units)
+				case w.Transactional:
 					txnItems++
 					txnWCU += float64(w.Units)
 				default:
@@ -181,8 +186,9 @@ func Project(r *Result) Projection {
 	if full > 0 {
 		n := float64(full)
 		p.BatchRecords /= n
+		p.BatchSkipped /= n
 		p.BatchDuration = time.Duration(float64(p.BatchDuration) / n)
-		p.BatchSegment, p.BatchTxnItems, p.BatchTxnWCU, p.BatchOtherWCU = p.BatchSegment/n, txnItems/n, txnWCU/n, otherWCU/n
+		p.BatchSegment, p.BatchTxnItems, p.BatchTxnWCU, p.BatchIndexWCU, p.BatchOtherWCU = p.BatchSegment/n, txnItems/n, txnWCU/n, indexWCU/n, otherWCU/n
 	}
 	if busy > 0 {
 		p.ShardRecordsSec = recs / busy * float64(max(r.LedgerParallel, 1))
@@ -219,7 +225,7 @@ func Project(r *Result) Projection {
 		p.IngestDuration = invBusy / time.Duration(len(r.Invocations))
 		p.IngestPerInvocation = float64(invMsgs) / float64(len(r.Invocations))
 		p.IngestMsgsPerSecond = float64(invMsgs) / invBusy.Seconds()
-		p.Limits = append(p.Limits, Limit{Name: fmt.Sprintf("the ingest mapping's MaximumConcurrency %d (IngestMaxConcurrency)", r.MappingConcurrency),
+		p.Limits = append(p.Limits, Limit{Name: fmt.Sprintf("IngestMaxConcurrency %d, the DLQ mapping's MaximumConcurrency", r.MappingConcurrency),
 			Rate:   float64(r.MappingConcurrency) * p.IngestMsgsPerSecond,
 			Detail: fmt.Sprintf("%d × %s messages per invocation ÷ %s mean duration", r.MappingConcurrency, f1(p.IngestPerInvocation), msf(p.IngestDuration))})
 	}
@@ -350,9 +356,9 @@ func (p Projection) Print(w io.Writer, r *Result) {
 		}
 	}
 	fmt.Fprintf(w, "ingest calls per message: %s\n", perMessage(r.IngestCalls, p.Messages))
-	fmt.Fprintf(w, "ledger: %d batches (mapping batch size %d, ParallelizationFactor %d); a full batch: %s records, %s, segment PUT %s bytes, counters transaction %s items = %s WCU, other writes %s WCU\n",
-		len(r.Batches), r.LedgerBatchSize, r.LedgerParallel, f0(p.BatchRecords), msf(p.BatchDuration), f0(p.BatchSegment),
-		f1(p.BatchTxnItems), f1(p.BatchTxnWCU), f1(p.BatchOtherWCU))
+	fmt.Fprintf(w, "ledger: %d batches (mapping batch size %d, ParallelizationFactor %d); a full batch: %s record changes and %s of its own, %s, segment PUT %s bytes, counters transaction %s items = %s WCU, index entries %s WCU, other writes %s WCU\n",
+		len(r.Batches), r.LedgerBatchSize, r.LedgerParallel, f0(p.BatchRecords), f0(p.BatchSkipped), msf(p.BatchDuration), f0(p.BatchSegment),
+		f1(p.BatchTxnItems), f1(p.BatchTxnWCU), f1(p.BatchIndexWCU), f1(p.BatchOtherWCU))
 	fmt.Fprintf(w, "stream: %s changes per message (every table change, the ledger's own included); one shard's ledger takes %s changes/s\n",
 		f2(p.StreamRecords), f0(p.ShardRecordsSec))
 	fmt.Fprintf(w, "digest run: %s (%s), schedule %s\n", msf(r.Digest), r.DigestCalls, r.DigestSchedule)

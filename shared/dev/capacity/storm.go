@@ -94,8 +94,11 @@ type Invocation struct {
 
 // Batch is one ledger invocation on a stream batch.
 type Batch struct {
-	Records  int
-	Duration time.Duration
+	// Records are the record changes it took; Skipped the ledger's own
+	// changes that AWS's stream would carry in the same batch (it skips
+	// them).
+	Records, Skipped int
+	Duration         time.Duration
 	// Writes are the DynamoDB writes it made (counters, checkpoint, head).
 	Writes []Write
 	// Calls are its AWS requests; Calls.S3PutBytes the segment's bytes.
@@ -238,18 +241,42 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 
 	fmt.Fprintln(o.Progress, "ledger: the stream in batches as its mapping delivers them …")
 	mark = rec.Len()
+	// On AWS the ledger's own writes (its counters, checkpoint and head)
+	// are changes of the table too, and take their place in the stream's
+	// batches; the emulator's stream leaves the transaction's out
+	// (EMULATORS.md). So each batch the poller delivers is handed to the
+	// ledger in parts: each part as many record changes as a batch of
+	// BatchSize holds beside the own changes of the part before it.
 	var mu sync.Mutex
+	own := 0
 	poller.Handler = func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		from, c0 := rec.Len(), calls.Snapshot()
-		t0 := time.Now()
-		resp, err := ledgerSvc.HandleStream(ctx, ev)
-		b := Batch{Records: len(ev.Records), Duration: time.Since(t0), Writes: rec.Writes(from), Calls: calls.Snapshot().Sub(c0)}
-		if err == nil && len(ev.Records) > 0 {
+		var resp events.DynamoDBTimeWindowEventResponse
+		recs := ev.Records
+		for len(recs) > 0 {
+			k := min(len(recs), max(res.LedgerBatchSize-own, 1))
+			part := ev
+			part.Records = recs[:k]
+			from, c0 := rec.Len(), calls.Snapshot()
+			t0 := time.Now()
+			var err error
+			resp, err = ledgerSvc.HandleStream(ctx, part)
+			b := Batch{Records: k, Skipped: min(own, res.LedgerBatchSize-k), Duration: time.Since(t0), Writes: rec.Writes(from), Calls: calls.Snapshot().Sub(c0)}
+			if err != nil || len(resp.BatchItemFailures) > 0 {
+				return resp, err
+			}
 			res.Batches = append(res.Batches, b)
+			own = 0
+			for _, w := range b.Writes {
+				if w.Target == TableTarget && w.Changed {
+					own++
+				}
+			}
+			ev.State = resp.State
+			recs = recs[k:]
 		}
-		return resp, err
+		return resp, nil
 	}
 	if _, err := poller.Drain(ctx); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
