@@ -51,6 +51,8 @@ type Key struct {
 	Target, Key string
 	// PerMessage is its write units per dead-lettered message.
 	PerMessage float64
+	// Keys is how many partition keys its target was written on.
+	Keys int
 }
 
 // Projection is what a storm's measurements project for one table.
@@ -120,14 +122,17 @@ func Project(r *Result) Projection {
 	// The hottest key of the table and of each index.
 	hottest := map[string]Key{}
 	perTarget := map[string]float64{}
+	keys := map[string]int{}
 	for k, u := range byKey {
 		per := float64(u) / m
 		perTarget[k[0]] += per
+		keys[k[0]]++
 		if h, ok := hottest[k[0]]; !ok || per > h.PerMessage || (per == h.PerMessage && k[1] < h.Key) {
 			hottest[k[0]] = Key{Target: k[0], Key: k[1], PerMessage: per}
 		}
 	}
-	for _, k := range hottest {
+	for t, k := range hottest {
+		k.Keys = keys[t]
 		p.Hottest = append(p.Hottest, k)
 	}
 	slices.SortFunc(p.Hottest, func(a, b Key) int {
@@ -335,7 +340,7 @@ func (p Projection) Print(w io.Writer, r *Result) {
 		f2(p.IngestTableWCU), f2(p.IngestIndexWCU), f2(p.LedgerTableWCU), f2(p.LedgerIndexWCU))
 	fmt.Fprintf(w, "ingest's record writes: %s\n", histogram(r.IngestWrites))
 	for _, k := range p.Hottest {
-		fmt.Fprintf(w, "hottest partition key of %s: %s, %s WCU per message\n", targetName(k.Target), quote(k.Key), f2(k.PerMessage))
+		fmt.Fprintf(w, "hottest partition key of %s: %s, %s WCU per message (of %d keys written)\n", targetName(k.Target), quote(k.Key), f2(k.PerMessage), k.Keys)
 	}
 	fmt.Fprintf(w, "ingest: %d invocations of %s messages on average, mean duration %s (%s messages/s per concurrent invocation)\n",
 		len(r.Invocations), f1(p.IngestPerInvocation), msf(p.IngestDuration), f0(p.IngestMsgsPerSecond))
