@@ -245,7 +245,7 @@ func (a *App) Root() *cobra.Command {
 		}
 		return a.checkActor()
 	}
-	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd(), a.approvalsCmd())
+	root.AddCommand(a.lsCmd(), a.showCmd(), a.fixCmd(), a.policyCmd(), a.bucketsCmd(), a.verifyCmd(), a.redriveCmd(), a.parkCmd(true), a.parkCmd(false), a.healthCmd(), a.ledgerCmd(), a.approvalsCmd(), a.indexCmd())
 	a.finishRoot(root) // root_help.go: version, help, examples, suggestions
 	return root
 }

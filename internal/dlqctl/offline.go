@@ -59,7 +59,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 		return err
 	}
 	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(),
-		CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge()}
+		CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
 	var writerNote string
 	if in.CheckWriter, writerNote, err = a.writerCheck(context.Background(), nil); err != nil { // writers.go: no KMS
 		return err

@@ -57,6 +57,8 @@ var examples = map[string]string{
 	"policy resume":     "  dlqctl policy resume pol-0123456789ab --source orders --reason 'consumer fixed'",
 	"policy":            "  dlqctl policy ls --source orders",
 	"ledger":            "  dlqctl ledger export ./copy",
+	"index":             "  dlqctl index backfill",
+	"index backfill":    "  dlqctl index backfill\n  dlqctl index backfill -o json",
 }
 
 // finishRoot adds the version, the exit codes, the examples and the

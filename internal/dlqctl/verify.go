@@ -196,7 +196,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	// table read. The grace runs back from when the ledger read began
 	// (ReadStart), so a change made while verify reads is pending however
 	// long the reads take.
-	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge()}
+	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
 	rc.res.Trust = a.trust(!o.NoLedger)
 	if !o.NoLedger {
 		var keyARN string

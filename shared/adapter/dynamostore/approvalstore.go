@@ -41,11 +41,12 @@ type ApprovalStore struct {
 	api    API
 	table  string
 	writer *writerproof.Prover
+	idx    *indexState
 }
 
 // NewApprovalStore returns an ApprovalStore on table.
 func NewApprovalStore(api API, table string) *ApprovalStore {
-	return &ApprovalStore{api: api, table: table}
+	return &ApprovalStore{api: api, table: table, idx: newIndexState(api, table)}
 }
 
 // WithWriter makes s prove every approval version it puts with w.
@@ -62,6 +63,7 @@ func (s *ApprovalStore) item(a *approval.Approval) (map[string]types.AttributeVa
 	return map[string]types.AttributeValue{
 		KeyAttr:       &types.AttributeValueMemberS{Value: approvalKey(a.Source, a.ID)},
 		statusAttr:    &types.AttributeValueMemberS{Value: ApprovalPartition(a.Source)},
+		IndexKeyAttr:  &types.AttributeValueMemberS{Value: ApprovalPartition(a.Source)},
 		firstSeenAttr: &types.AttributeValueMemberS{Value: a.CreatedAt.String()},
 		sourceAttr:    &types.AttributeValueMemberS{Value: a.Source},
 		VersionAttr:   &types.AttributeValueMemberN{Value: strconv.FormatInt(a.Version, 10)},
@@ -140,7 +142,7 @@ func decodeApproval(item map[string]types.AttributeValue) (*approval.Approval, e
 
 // List returns a source's approvals, oldest first.
 func (s *ApprovalStore) List(ctx context.Context, source string) ([]*approval.Approval, error) {
-	return listPartition(ctx, s.api, s.table, ApprovalPartition(source), "approvals", s.get, func(string, *approval.Approval) error { return nil })
+	return listPartition(ctx, s.api, s.table, s.idx, ApprovalPartition(source), "approvals", s.get, func(string, *approval.Approval) error { return nil })
 }
 
 // decodeLedgeredApproval decodes a ledgered approval item, its seal and

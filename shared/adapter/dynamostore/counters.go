@@ -24,6 +24,7 @@ func counterUpdate(table string, d quarantine.CounterDelta) (*types.Update, erro
 		// Open-signature counters sit in the status index, one partition per
 		// source, so that the metrics function lists them with one query.
 		upd = upd.Set(expression.Name(statusAttr), expression.Value(OpenCounterPartition(d.Source))).
+			Set(expression.Name(IndexKeyAttr), expression.Value(OpenCounterPartition(d.Source))).
 			Set(expression.Name(firstSeenAttr), expression.Value(key)).
 			Set(expression.Name(signatureAttr), expression.Value(d.Signature))
 	}
@@ -86,7 +87,7 @@ func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) 
 // shard of this source and of the signature it carries (isOpenCounterKey).
 func (l *Lister) OpenSignatures(ctx context.Context, source string) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := queryPartition(ctx, l.api, l.table, OpenCounterPartition(source), func(item map[string]types.AttributeValue) error {
+	err := queryPartition(ctx, l.api, l.table, l.idx, OpenCounterPartition(source), func(item map[string]types.AttributeValue) error {
 		var c struct {
 			Key       string `dynamodbav:"dlq_id"`
 			Signature string `dynamodbav:"failure_signature"`

@@ -216,6 +216,12 @@ func TestListerContract(t *testing.T) {
 	storetest.RunLister(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
 }
 
+func TestListerPagingContract(t *testing.T) {
+	t.Parallel()
+	table := stack.Names["QuarantineTable"]
+	storetest.RunListerPaging(t, dynamostore.New(stack.Clients.DynamoDB, table), dynamostore.NewLister(stack.Clients.DynamoDB, table))
+}
+
 func TestUpdateContract(t *testing.T) {
 	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
 	storetest.RunUpdate(t, s, countstream.NewReader(stack))
@@ -329,8 +335,17 @@ func TestRecordWritesAreSingleWrites(t *testing.T) {
 	if err := s.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: next.Version, Reason: "seal_mismatch", At: r.FirstSeen.Time}); err != nil {
 		t.Fatal(err)
 	}
-	if api.puts != 2 || api.updates != 1 || api.txs != 0 {
-		t.Fatalf("%d PutItem, %d UpdateItem, %d TransactWriteItems: want 2, 1, 0", api.puts, api.updates, api.txs)
+	// 3 PutItem: the source's marker (once per Store and source), the
+	// record's first version, its second.
+	if api.puts != 3 || api.updates != 1 || api.txs != 0 {
+		t.Fatalf("%d PutItem, %d UpdateItem, %d TransactWriteItems: want 3, 1, 0", api.puts, api.updates, api.txs)
+	}
+	// The next record of the source is one PutItem.
+	if err := s.Create(ctx, storetest.Record(t, storetest.UniqueID("single"))); err != nil {
+		t.Fatal(err)
+	}
+	if api.puts != 4 {
+		t.Fatalf("%d PutItem after a second record, want 4", api.puts)
 	}
 }
 

@@ -25,6 +25,10 @@ func putItem(t *testing.T, attrs map[string]string, n *int64) {
 	for k, v := range attrs {
 		item[k] = &ddbtypes.AttributeValueMemberS{Value: v}
 	}
+	if st, ok := attrs["status"]; ok {
+		// In both indexes' partition, as the stores write a partition.
+		item[dynamostore.IndexKeyAttr] = &ddbtypes.AttributeValueMemberS{Value: st}
+	}
 	if n != nil {
 		item[dynamostore.CounterAttr] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(*n, 10)}
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // Marshal encodes a record as a DynamoDB item; the JSON field names are the
-// attribute names.
+// attribute names, plus the source index's partition key (IndexKeyAttr),
+// which the record's source, status and key derive.
 func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMapWithOptions(r, func(o *attributevalue.EncoderOptions) {
 		o.TagKey = "json"
@@ -20,6 +21,7 @@ func Marshal(r *quarantine.Record) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal record %s: %w", r.DLQID, err)
 	}
+	item[IndexKeyAttr] = &types.AttributeValueMemberS{Value: recordIndexKey(r.Source, r.Status, r.DLQID)}
 	return item, nil
 }
 

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -16,14 +17,29 @@ import (
 //	                                  attributes are the record's JSON fields
 //	#ctr#<source>#<kind>#...#<shard>  a counter shard (CounterItemKey)
 //	#pol#<source>#<id>                a standing policy (PolicyStore)
+//	#apr#<source>#<id>                a four-eyes approval (ApprovalStore)
+//	#src#<source>                     a source marker: the source has records
+//	#idx#<index>                      an index migration's state (index.go)
 //
-// No queue name starts with '#', so no record key does (IsRecordKey). The
-// status index (IndexByStatus) is partitioned by status and sorted by
-// first_seen; besides the records' statuses it holds the partitions
-// "CTR#OPEN#<source>" (a source's open-signature counters) and
-// "#pol#<source>" (a source's policies), so that each is listed with one
-// query. Existing items and the template's indexes depend on every string
-// here: change none of them without a migration.
+// No queue name starts with '#', so no record key does (IsRecordKey).
+//
+// The source index (IndexBySource) is partitioned by status_key
+// (IndexKeyAttr) and sorted by first_seen. A record's status_key is
+// "<source>#<status>#<shard>" (RecordPartition), its shard a hash of its
+// key modulo IndexShards, so that one source's listing reads only that
+// source and a busy source's writes spread over IndexShards partitions.
+// The other items keep one partition each, their status_key equal to
+// their status: "CTR#OPEN#<source>" (a source's open-signature counters),
+// "#pol#<source>" (policies), "#apr#<source>" (approvals) and "#src" (the
+// source markers). status_key is not sealed: it is derived from sealed
+// fields (IndexKeyOf), and dlqctl verify names a version whose status_key
+// is not the one its fields derive.
+//
+// The status index (IndexByStatus) is the one it replaces, partitioned by
+// status alone; listings read it until the backfill of status_key reports
+// complete (index.go, docs/operations.md). Existing items and the
+// template's indexes depend on every string here: change none of them
+// without a migration.
 
 // MaxItemBytes is DynamoDB's item size limit.
 const MaxItemBytes = 400 * 1024
@@ -34,6 +50,15 @@ const (
 	KeyAttr       = "dlq_id"
 	VersionAttr   = "version"
 	IndexByStatus = "status-first-seen-v2"
+	// IndexBySource is the per-source, sharded index (IndexKeyAttr,
+	// first_seen) that replaces IndexByStatus.
+	IndexBySource = "source-status-v3"
+	// IndexKeyAttr is IndexBySource's partition key: derived, not sealed.
+	IndexKeyAttr = "status_key"
+	// IndexShards is how many index partitions one source's records of one
+	// status spread over. Part of the index contract: changing it moves
+	// every record to another partition (a migration, as a new index is).
+	IndexShards = 16
 	// HoldAttr and HoldAtAttr mark a record version set aside by an
 	// integrity hold (Store.Hold): the reason kind and when. They are not
 	// record fields (no seal covers them), and HoldAttr is projected into
@@ -66,6 +91,9 @@ const (
 	counterKeyPrefix     = "#ctr#"
 	openCounterPartition = "CTR#OPEN#"
 	policyKeyPrefix      = "#pol#"
+	sourceMarkerPrefix   = "#src#"
+	// SourcePartition is the index partition of the source markers.
+	SourcePartition = "#src"
 	// bucketLayout formats a time-bucket counter's minute in its key.
 	bucketLayout = "2006-01-02T15:04"
 	// bucketTTL is how long a time-bucket counter is kept after its
@@ -115,6 +143,28 @@ func policyKey(source, id string) string { return policyKeyPrefix + source + "#"
 
 // PolicyPartition is the status-index partition of a source's policies.
 func PolicyPartition(source string) string { return policyKeyPrefix + source }
+
+// IndexShard is the index shard of the record with key id: FNV-1a of the
+// key modulo IndexShards.
+func IndexShard(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % IndexShards)
+}
+
+// RecordPartition is the source index partition of a source's records of
+// one status in one shard.
+func RecordPartition(source string, st quarantine.Status, shard int) string {
+	return fmt.Sprintf("%s#%s#%02d", source, st, shard)
+}
+
+// recordIndexKey is the status_key of a record's item.
+func recordIndexKey(source string, st quarantine.Status, id string) string {
+	return RecordPartition(source, st, IndexShard(id))
+}
+
+// sourceMarkerKey is the table key of a source's marker.
+func sourceMarkerKey(source string) string { return sourceMarkerPrefix + source }
 
 // itemKey is the primary key of the item whose key attribute is k.
 func itemKey(k string) map[string]types.AttributeValue {

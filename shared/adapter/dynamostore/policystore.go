@@ -27,11 +27,12 @@ type PolicyStore struct {
 	table string
 	// writer, when set, proves every policy version put (writer.go).
 	writer *writerproof.Prover
+	idx    *indexState
 }
 
 // NewPolicyStore returns a PolicyStore on table.
 func NewPolicyStore(api API, table string) *PolicyStore {
-	return &PolicyStore{api: api, table: table}
+	return &PolicyStore{api: api, table: table, idx: newIndexState(api, table)}
 }
 
 func (s *PolicyStore) item(p *policy.Policy) (map[string]types.AttributeValue, error) {
@@ -42,6 +43,7 @@ func (s *PolicyStore) item(p *policy.Policy) (map[string]types.AttributeValue, e
 	return map[string]types.AttributeValue{
 		KeyAttr:       &types.AttributeValueMemberS{Value: policyKey(p.Source, p.ID)},
 		statusAttr:    &types.AttributeValueMemberS{Value: PolicyPartition(p.Source)},
+		IndexKeyAttr:  &types.AttributeValueMemberS{Value: PolicyPartition(p.Source)},
 		firstSeenAttr: &types.AttributeValueMemberS{Value: p.CreatedAt.String()},
 		sourceAttr:    &types.AttributeValueMemberS{Value: p.Source},
 		VersionAttr:   &types.AttributeValueMemberN{Value: strconv.FormatInt(p.Version, 10)},
@@ -134,7 +136,7 @@ func decodePolicy(item map[string]types.AttributeValue) (*policy.Policy, error) 
 // List returns a source's policies, oldest first: their ids through the
 // status index, then each item (the index does not project the policy).
 func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy, error) {
-	return listPartition(ctx, s.api, s.table, PolicyPartition(source), "policies", s.get, func(k string, p *policy.Policy) error {
+	return listPartition(ctx, s.api, s.table, s.idx, PolicyPartition(source), "policies", s.get, func(k string, p *policy.Policy) error {
 		if p.Source != source || k != policyKey(p.Source, p.ID) {
 			return fmt.Errorf("list policies: the item %q holds the policy %q of source %q", k, p.ID, p.Source)
 		}
@@ -147,10 +149,10 @@ func (s *PolicyStore) List(ctx context.Context, source string) ([]*policy.Policy
 // then each item with get (nil: gone since), checked by check. The other
 // roles write records, whose status could name the partition: only keys
 // under it are read.
-func listPartition[T any](ctx context.Context, api API, table, partition, what string, get func(context.Context, string) (*T, error),
+func listPartition[T any](ctx context.Context, api API, table string, idx *indexState, partition, what string, get func(context.Context, string) (*T, error),
 	check func(key string, v *T) error) ([]*T, error) {
 	var keys []string
-	err := queryPartition(ctx, api, table, partition, func(item map[string]types.AttributeValue) error {
+	err := queryPartition(ctx, api, table, idx, partition, func(item map[string]types.AttributeValue) error {
 		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, partition+"#") {
 			keys = append(keys, k.Value)
 		}

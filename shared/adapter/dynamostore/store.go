@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,6 +52,8 @@ type Store struct {
 	table string
 	// writer, when set, proves every record version put (writer.go).
 	writer *writerproof.Prover
+	// marked holds the sources whose markers this Store wrote or found.
+	marked sync.Map
 }
 
 // New returns a Store on table.
@@ -60,6 +63,10 @@ func New(api API, table string) *Store {
 
 // Create implements quarantine.Store.
 func (s *Store) Create(ctx context.Context, r *quarantine.Record) error {
+	// The source's marker first: a record is never listed by no source.
+	if err := s.markSource(ctx, r.Source, r.FirstSeen); err != nil {
+		return fmt.Errorf("create %s: %w", r.DLQID, err)
+	}
 	cond := expression.AttributeNotExists(expression.Name(KeyAttr))
 	if err := s.put(ctx, r, cond); err != nil {
 		if errors.Is(err, errConditionFailed) {

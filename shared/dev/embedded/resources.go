@@ -22,6 +22,7 @@ import (
 	cfnddb "github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 	cfnsqs "github.com/awslabs/goformation/v7/cloudformation/sqs"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
@@ -303,6 +304,9 @@ func (s *Stack) createTables(ctx context.Context) error {
 			return fmt.Errorf("table %s not active: %w", id, err)
 		}
 		s.Names[id] = aws.ToString(t.TableName)
+		if err := backfillIndex(ctx, s.Clients.DynamoDB, in); err != nil {
+			return fmt.Errorf("table %s: %w", id, err)
+		}
 		if in.StreamSpecification != nil {
 			got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName})
 			if err != nil {
@@ -313,6 +317,22 @@ func (s *Stack) createTables(ctx context.Context) error {
 			}
 			s.StreamARNs[id] = aws.ToString(got.Table.LatestStreamArn)
 			s.useStreamARN(template.StreamARN(s.Env.Region, s.Env.Account, aws.ToString(t.TableName)), s.StreamARNs[id])
+		}
+	}
+	return nil
+}
+
+// backfillIndex runs the source index's backfill on a table that has the
+// index (a new table: it only writes the index state), as an operator does
+// after deploying (docs/operations.md), so that listings read it.
+func backfillIndex(ctx context.Context, api *dynamodb.Client, in *dynamodb.CreateTableInput) error {
+	for _, g := range in.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) == dynamostore.IndexBySource {
+			rep, err := dynamostore.Backfill(ctx, api, aws.ToString(in.TableName))
+			if err == nil && !rep.Complete {
+				err = fmt.Errorf("index backfill incomplete after %d passes", rep.Passes)
+			}
+			return err
 		}
 	}
 	return nil

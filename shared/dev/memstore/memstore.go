@@ -5,6 +5,7 @@ package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -233,7 +234,8 @@ func (p *Payloads) Overwrite(key string, data []byte) {
 	p.objects[key] = append([]byte(nil), data...)
 }
 
-// List implements quarantine.Lister; the cursor is the last id returned.
+// List implements quarantine.Lister, oldest first_seen first (then by id),
+// across sources too.
 func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,12 +251,16 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 		}
 		return strings.Compare(a.DLQID, b.DLQID)
 	})
+	// The cursor is the position of the last id handed out (its
+	// first_seen and id): a record that moved away since is no landmark
+	// the listing needs, as with DynamoDB.
 	start := 0
 	if q.Cursor != "" {
+		fs, id, _ := strings.Cut(q.Cursor, "|")
 		start = len(matched)
 		for i, r := range matched {
-			if r.DLQID == q.Cursor {
-				start = i + 1
+			if c := cmp.Or(strings.Compare(r.FirstSeen.String(), fs), strings.Compare(r.DLQID, id)); c > 0 {
+				start = i
 				break
 			}
 		}
@@ -266,13 +272,27 @@ func (s *Store) List(_ context.Context, q quarantine.ListQuery) (quarantine.List
 	var page quarantine.ListPage
 	for _, r := range matched[start:] {
 		if len(page.IDs) == limit {
-			page.Cursor = page.IDs[len(page.IDs)-1]
+			last := page.Entries[len(page.Entries)-1]
+			page.Cursor = quarantine.At(last.FirstSeen).String() + "|" + last.ID
 			break
 		}
 		page.IDs = append(page.IDs, r.DLQID)
 		page.Entries = append(page.Entries, quarantine.EntryOf(r))
 	}
 	return page, nil
+}
+
+// ListSources implements quarantine.SourceLister: every source that has
+// a record, in name order.
+func (s *Store) ListSources(_ context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.records {
+		out = append(out, r.Source)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // GetMany implements quarantine.Store.

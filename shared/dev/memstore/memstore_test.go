@@ -20,6 +20,7 @@ func TestPayloadsContract(t *testing.T) {
 func TestListerContract(t *testing.T) {
 	s := memstore.New()
 	storetest.RunLister(t, s, s)
+	storetest.RunListerPaging(t, s, s)
 }
 
 func TestCountersContract(t *testing.T) {

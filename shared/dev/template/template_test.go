@@ -150,28 +150,47 @@ func TestTable(t *testing.T) {
 	if len(tb.KeySchema) != 1 || tb.KeySchema[0].AttributeName != "dlq_id" {
 		t.Fatalf("key schema %+v", tb.KeySchema)
 	}
-	found := false
-	for _, g := range tb.GlobalSecondaryIndexes {
-		if g.IndexName == dynamostore.IndexByStatus && g.KeySchema[0].AttributeName == "status" && g.KeySchema[1].AttributeName == "first_seen" {
+	// Both indexes while listings move from the status index to the
+	// source index (docs/operations.md): the same projection, and the
+	// source index projects the status too, which is not its key.
+	for _, want := range []struct{ name, hash string }{{dynamostore.IndexByStatus, "status"}, {dynamostore.IndexBySource, dynamostore.IndexKeyAttr}} {
+		found := false
+		for _, g := range tb.GlobalSecondaryIndexes {
+			if g.IndexName != want.name {
+				continue
+			}
 			found = true
+			if len(g.KeySchema) != 2 || g.KeySchema[0].AttributeName != want.hash || g.KeySchema[1].AttributeName != "first_seen" {
+				t.Errorf("index %s keys %+v, want %s + first_seen", g.IndexName, g.KeySchema, want.hash)
+			}
+			projected := func(a string) bool {
+				return a == "dlq_id" || a == want.hash || a == "first_seen" || aws.ToString(g.Projection.ProjectionType) == "ALL" || slices.Contains(g.Projection.NonKeyAttributes, a)
+			}
 			// A filter on an index sees only what it projects: an
 			// unprojected integrity_hold would look absent, and held
 			// records would be listed (and replayed) again.
 			for _, a := range dynamostore.FilteredAttributes() {
-				if aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
-					t.Errorf("the status index does not project %s, which listings filter on", a)
+				if !projected(a) {
+					t.Errorf("index %s does not project %s, which listings filter on", g.IndexName, a)
 				}
 			}
 			// Listing entries (FIFO order) are read from the index alone.
 			for _, a := range dynamostore.EntryAttributes() {
-				if a != "dlq_id" && a != "status" && a != "first_seen" && aws.ToString(g.Projection.ProjectionType) != "ALL" && !slices.Contains(g.Projection.NonKeyAttributes, a) {
-					t.Errorf("the status index does not project %s, which listing entries read", a)
+				if !projected(a) {
+					t.Errorf("index %s does not project %s, which listing entries read", g.IndexName, a)
 				}
 			}
 		}
+		if !found {
+			t.Errorf("no index %s", want.name)
+		}
 	}
-	if !found {
-		t.Fatal("no status + age index")
+	defined := map[string]bool{}
+	for _, a := range tb.AttributeDefinitions {
+		defined[a.AttributeName] = a.AttributeType == "S"
+	}
+	if !defined[dynamostore.IndexKeyAttr] {
+		t.Errorf("%s is not defined as a string attribute", dynamostore.IndexKeyAttr)
 	}
 }
 

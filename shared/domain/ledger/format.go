@@ -61,6 +61,9 @@ const (
 	// one change that keeps a record's version.
 	HoldAttr   = "integrity_hold"
 	HoldAtAttr = "integrity_hold_at"
+	// IndexKeyAttr is the listing index's partition key (dynamostore's
+	// status_key): not sealed, derived from sealed fields (Input.IndexKey).
+	IndexKeyAttr = "status_key"
 )
 
 // Ledgered reports whether a table key is ledgered: a quarantine record

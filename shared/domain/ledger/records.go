@@ -164,6 +164,7 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 	cur := version{e: e, item: e.Item}
 	if e.Item != nil {
 		cur.canon, _ = e.Item.Canonical()
+		v.checkIndexKey(key, e)
 	}
 	if prev == nil || prev.item == nil {
 		switch {
@@ -211,6 +212,8 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		switch {
 		case held && e.Item[HoldAttr].S == nil:
 			v.fail(KindRewritten, key, "change %s lifted the integrity hold of version %d in place", e.Seq, nv)
+		case v.addsIndexKey(prev.item, e.Item):
+			// The index backfill: the version as it was, plus its index key.
 		case held || !addsHold(prev.item, e.Item):
 			v.fail(KindRewritten, key, "change %s rewrote version %d in place", e.Seq, nv)
 		}
@@ -351,6 +354,42 @@ func newestTime(it Item) time.Time {
 		}
 	}
 	return newest
+}
+
+// checkIndexKey names a version whose index key is not the one its own
+// fields derive (Input.IndexKey). A version without one (written before
+// the index had it) is not named here.
+func (v *verifier) checkIndexKey(key string, e Entry) {
+	if v.in.IndexKey == nil {
+		return
+	}
+	got := e.Item[IndexKeyAttr].S
+	if got == nil {
+		return
+	}
+	if want := v.in.IndexKey(e.Item); *got != want {
+		v.fail(KindIndexKey, key, "change %s carries index key %q, its fields derive %q: the listings would not find it", e.Seq, *got, want)
+	}
+}
+
+// addsIndexKey reports whether b is a with exactly the index key its fields
+// derive added (Input.IndexKey set).
+func (v *verifier) addsIndexKey(a, b Item) bool {
+	if v.in.IndexKey == nil || a[IndexKeyAttr].S != nil || b[IndexKeyAttr].S == nil || len(b) != len(a)+1 {
+		return false
+	}
+	if want := v.in.IndexKey(b); want == "" || *b[IndexKeyAttr].S != want {
+		return false
+	}
+	strip := make(Item, len(a))
+	for k, val := range b {
+		if k != IndexKeyAttr {
+			strip[k] = val
+		}
+	}
+	x, err1 := strip.Canonical()
+	y, err2 := a.Canonical()
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // addsHold reports whether b is a with exactly the integrity hold's

@@ -36,6 +36,10 @@ const (
 	// KindBaseline: a baseline object that does not chain, is not the
 	// one a signed digest names, or was taken after the ledger started.
 	KindBaseline Kind = "baseline"
+	// KindIndexKey: a version whose index key (IndexKeyAttr) is not the
+	// one its own fields derive (Input.IndexKey): the listings would not
+	// find it where they look.
+	KindIndexKey Kind = "index-key"
 )
 
 // Problem is one failure, naming what failed: a record id, a shard or an
@@ -100,6 +104,12 @@ type Input struct {
 	// dynamostore.LedgerApprovalCheck). It returns the problems it finds
 	// and notes (information). It must not keep its argument.
 	CheckAll func(keys []KeyHistory) ([]Problem, []Note)
+	// IndexKey, when set, is the index key (IndexKeyAttr) an item's own
+	// fields derive ("" when they derive none): each ledgered version that
+	// carries another is KindIndexKey, and a change that keeps a version
+	// and only adds the key it derives (the index backfill) is accepted,
+	// as an integrity hold is.
+	IndexKey func(Item) string
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its

@@ -96,7 +96,10 @@ type PayloadStore interface {
 	DeletePayload(ctx context.Context, ref ObjectRef) error
 }
 
-// ListQuery selects records through the status index, oldest first_seen first.
+// ListQuery selects records through the index, oldest first_seen first
+// within a source; a listing across sources (Source "") may go source by
+// source (OldestLister), each source oldest first. Records with the same
+// first_seen come in the store's order.
 type ListQuery struct {
 	Status Status
 	// Source restricts to one source queue ("" for all).

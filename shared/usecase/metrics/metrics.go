@@ -105,6 +105,9 @@ type Report struct {
 	OpenRecords        int64            `json:"open_records"`
 	IntegrityHolds     int64            `json:"integrity_holds"`
 	NewIntegrityHolds  int64            `json:"new_integrity_holds"`
+	// Unconfigured marks a source that has records and no configuration
+	// (no DLQ to measure).
+	Unconfigured bool `json:"unconfigured,omitempty"`
 }
 
 var (
@@ -116,8 +119,13 @@ var (
 // Run measures and publishes every source, in name order.
 func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	var out []Report
-	for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
-		rep, err := s.source(ctx, s.Sources[name])
+	sources, err := s.sources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(sources)) {
+		_, configured := s.Sources[name]
+		rep, err := s.source(ctx, sources[name], !configured)
 		if err != nil {
 			return out, fmt.Errorf("source %s: %w", name, err)
 		}
@@ -132,13 +140,40 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	return out, nil
 }
 
+// sources are the configured sources and, when the Lister names them
+// (quarantine.SourceLister), every other source that has records: a DLQ
+// message whose source is not configured is quarantined under its
+// queue's name, and measured here without a DLQ (Report.Unconfigured).
+func (s *Service) sources(ctx context.Context) (map[string]*quarantine.Source, error) {
+	sl, ok := s.Lister.(quarantine.SourceLister)
+	if !ok {
+		return s.Sources, nil
+	}
+	names, err := sl.ListSources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := maps.Clone(s.Sources)
+	if out == nil {
+		out = map[string]*quarantine.Source{}
+	}
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			out[name] = &quarantine.Source{Name: name}
+		}
+	}
+	return out, nil
+}
+
 // source measures one source: the DLQ's depth, the counters, the open
 // records' dominant signature and the oldest open record.
-func (s *Service) source(ctx context.Context, src *quarantine.Source) (*Report, error) {
+func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigured bool) (*Report, error) {
 	now := s.Now().UTC()
-	rep := &Report{Source: src.Name, Records: map[string]int64{}}
-	if err := s.dlqDepth(ctx, src, rep); err != nil {
-		return nil, err
+	rep := &Report{Source: src.Name, Records: map[string]int64{}, Unconfigured: unconfigured}
+	if !rep.Unconfigured {
+		if err := s.dlqDepth(ctx, src, rep); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.counts(ctx, src, now, rep); err != nil {
 		return nil, err
@@ -263,9 +298,8 @@ func (s *Service) dominant(ctx context.Context, src *quarantine.Source, rep *Rep
 }
 
 // oldest measures the age of the oldest QUARANTINED record: the first of
-// the status index. (The index is partitioned by status, so older records
-// of other sources are read past: one query per page of them. With one
-// source per table, as the template deploys, that is always one query.)
+// the source's listing (on the source index, one query of one item per
+// shard of the source, whatever the other sources hold).
 func (s *Service) oldest(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
 	id, err := quarantine.FirstID(ctx, s.Lister, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: src.Name, Limit: 1})
 	if err != nil {

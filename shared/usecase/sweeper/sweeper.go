@@ -359,18 +359,20 @@ func (s *Service) writeStub(ctx context.Context, st *stubbed) (*Archived, error)
 }
 
 // oldestParked is the age, from first_seen, of the oldest PARKED record:
-// one indexed query of one item.
+// one indexed query of one item per index partition (across sources, a
+// store that lists source by source is asked for the oldest of each:
+// quarantine.Oldest).
 func (s *Service) oldestParked(ctx context.Context, now time.Time) (time.Duration, error) {
 	// (Past the oldest records under an integrity hold, which a store may
 	// filter out after its Limit: an empty page is not the end.)
-	id, err := quarantine.FirstID(ctx, s.lister, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
+	e, ok, err := quarantine.Oldest(ctx, s.lister, quarantine.ListQuery{Status: quarantine.StatusParked, Limit: 1})
 	if err != nil {
 		return 0, fmt.Errorf("oldest parked: %w", err)
 	}
-	if id == "" {
+	if !ok {
 		return 0, nil
 	}
-	rec, err := s.store.Get(ctx, id)
+	rec, err := s.store.Get(ctx, e.ID)
 	if err != nil {
 		return 0, fmt.Errorf("oldest parked: %w", err)
 	}
