@@ -381,15 +381,7 @@ func (v *verifier) addsIndexKey(a, b Item) bool {
 	if want := v.in.IndexKey(b); want == "" || *b[IndexKeyAttr].S != want {
 		return false
 	}
-	strip := make(Item, len(a))
-	for k, val := range b {
-		if k != IndexKeyAttr {
-			strip[k] = val
-		}
-	}
-	x, err1 := strip.Canonical()
-	y, err2 := a.Canonical()
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+	return sameWithout(a, b, IndexKeyAttr)
 }
 
 // addsHold reports whether b is a with exactly the integrity hold's
@@ -401,9 +393,14 @@ func addsHold(a, b Item) bool {
 	if _, err := time.Parse(time.RFC3339Nano, *b[HoldAtAttr].S); err != nil {
 		return false
 	}
+	return sameWithout(a, b, HoldAttr, HoldAtAttr)
+}
+
+// sameWithout reports whether b without the attributes attrs is a.
+func sameWithout(a, b Item, attrs ...string) bool {
 	strip := make(Item, len(a))
 	for k, val := range b {
-		if k != HoldAttr && k != HoldAtAttr {
+		if !slices.Contains(attrs, k) {
 			strip[k] = val
 		}
 	}

@@ -81,9 +81,12 @@ type Service struct {
 	Store      quarantine.Store
 	CloudWatch MetricsAPI
 	Sources    map[string]*quarantine.Source
-	Namespace  string
-	Now        func() time.Time
-	Log        *slog.Logger
+	// Unconfigured also measures the sources that have records and no
+	// configuration, when the Lister names them (quarantine.SourceLister).
+	Unconfigured bool
+	Namespace    string
+	Now          func() time.Time
+	Log          *slog.Logger
 
 	mu   sync.Mutex
 	urls map[string]string // DLQ name → URL, kept across warm invocations
@@ -146,7 +149,7 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 // queue's name, and measured here without a DLQ (Report.Unconfigured).
 func (s *Service) sources(ctx context.Context) (map[string]*quarantine.Source, error) {
 	sl, ok := s.Lister.(quarantine.SourceLister)
-	if !ok {
+	if !ok || !s.Unconfigured {
 		return s.Sources, nil
 	}
 	names, err := sl.ListSources(ctx)

@@ -321,11 +321,14 @@ func (e *env) seed(t *testing.T, n int) {
 		batch = nil
 	}
 	for i := range n {
+		id := fmt.Sprintf("%s#k%07d", e.src.Name, i)
 		batch = append(batch, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: map[string]ddbtypes.AttributeValue{
-			"dlq_id":     &ddbtypes.AttributeValueMemberS{Value: fmt.Sprintf("%s#k%07d", e.src.Name, i)},
-			"status":     &ddbtypes.AttributeValueMemberS{Value: "QUARANTINED"},
-			"source":     &ddbtypes.AttributeValueMemberS{Value: e.src.Name},
-			"first_seen": &ddbtypes.AttributeValueMemberS{Value: quarantine.At(base.Add(time.Duration(i) * time.Millisecond)).String()},
+			"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id},
+			"status": &ddbtypes.AttributeValueMemberS{Value: "QUARANTINED"},
+			// In the source index, as the store writes a record.
+			dynamostore.IndexKeyAttr: &ddbtypes.AttributeValueMemberS{Value: dynamostore.RecordPartition(e.src.Name, quarantine.StatusQuarantined, dynamostore.IndexShard(id))},
+			"source":                 &ddbtypes.AttributeValueMemberS{Value: e.src.Name},
+			"first_seen":             &ddbtypes.AttributeValueMemberS{Value: quarantine.At(base.Add(time.Duration(i) * time.Millisecond)).String()},
 		}}})
 		if len(batch) == 25 {
 			flush()
@@ -528,4 +531,53 @@ func TestCountersExactUnderConcurrentFunctions(t *testing.T) {
 		}
 	}
 	t.Logf("recount %v, %d successors", want, len(successors))
+}
+
+// A source that has records and no configuration (a DLQ message from a
+// queue missing from SOURCES is quarantined under its name) is measured
+// too when the service is asked to (the function's wiring does): its
+// records and oldest record, no DLQ.
+func TestUnconfiguredSourcesAreMeasured(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.at(t, 0, "known", "timeout", "")
+	r := storetest.Record(t, storetest.UniqueID("stray"))
+	r.Source = embedded.RandomName("stray")
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	e.clock = clock.NewFake(r.FirstSeen.Add(time.Hour))
+	for _, all := range []bool{false, true} {
+		svc := e.service(nil)
+		svc.Unconfigured = all
+		reps, err := svc.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stray, known *metrics.Report
+		for i := range reps {
+			switch reps[i].Source {
+			case r.Source:
+				stray = &reps[i]
+			case e.src.Name:
+				known = &reps[i]
+			}
+		}
+		if known == nil || known.Unconfigured {
+			t.Fatalf("Unconfigured %v: the configured source's report %+v", all, known)
+		}
+		if !all {
+			if stray != nil {
+				t.Fatalf("the unconfigured source measured without Unconfigured: %+v", stray)
+			}
+			continue
+		}
+		if stray == nil || !stray.Unconfigured || stray.OldestAgeSeconds != 3600 || stray.DLQDepth != 0 {
+			t.Fatalf("the unconfigured source's report %+v, want unconfigured, oldest 3600 s", stray)
+		}
+	}
 }
