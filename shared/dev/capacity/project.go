@@ -88,6 +88,26 @@ type Projection struct {
 	AnchoringLag    time.Duration
 	Shards          int
 	CostLines       []string
+	// Retired is the projection without the writes of the index the
+	// template keeps only until a migration drops it (Result.Retiring);
+	// nil: none.
+	Retired *Projection
+}
+
+// Without is r without the writes to index (its items' and batches').
+func (r *Result) Without(index string) *Result {
+	keep := func(ws []Write) []Write {
+		return slices.DeleteFunc(slices.Clone(ws), func(w Write) bool { return w.Target == index })
+	}
+	out := *r
+	out.Retiring = ""
+	out.Layout.Indexes = slices.DeleteFunc(slices.Clone(r.Layout.Indexes), func(ix Index) bool { return ix.Name == index })
+	out.IngestWrites, out.LedgerWrites = keep(r.IngestWrites), keep(r.LedgerWrites)
+	out.Batches = slices.Clone(r.Batches)
+	for i := range out.Batches {
+		out.Batches[i].Writes = keep(out.Batches[i].Writes)
+	}
+	return &out
 }
 
 // Project computes the projection from a storm's result.
@@ -253,6 +273,10 @@ func Project(r *Result) Projection {
 		p.AnchoringLag = wait + interval + r.Digest
 	}
 	p.CostLines = costs(r, p)
+	if r.Retiring != "" {
+		q := Project(r.Without(r.Retiring))
+		p.Retired = &q
+	}
 	return p
 }
 
@@ -379,6 +403,9 @@ func (p Projection) Print(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "per million messages: %s\n", c)
 	}
 	fmt.Fprintf(w, "run: %.0f s on this machine%s\n", r.Elapsed.Seconds(), r.Load)
+	if q := p.Retired; q != nil {
+		fmt.Fprintf(w, "without index %s (step 3 of the move to the source index drops it): %d msgs/s per table (limited by %s)\n", r.Retiring, q.N, q.Binding)
+	}
 	fmt.Fprintf(w, "projected sustained ingest: %d msgs/s per table (limited by %s)\n", p.N, p.Binding)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
@@ -42,7 +43,10 @@ type Options struct {
 	Model Model
 	// Workers is how many ingest invocations run at once in the
 	// simulation (default: the template mapping's MaximumConcurrency, at
-	// most 8). It changes the run's wall time, not what is projected.
+	// most 4). The durations are wall time, CPU included: on a machine of
+	// few cores more workers lengthen each invocation, so the default
+	// stays at the 4 of the runs before (docs/operations.md "Storm
+	// capacity").
 	Workers int
 	// Progress, when set, is told what the run is doing.
 	Progress io.Writer
@@ -132,6 +136,10 @@ type Result struct {
 	// Load is the machine's load average at the end (Linux), which the
 	// measured durations depend on.
 	Load string
+	// Retiring is an index the template keeps only until a migration
+	// drops it (the status index beside the source index: docs/operations.md
+	// "Moving to the source index", step 3); empty: none.
+	Retiring string
 }
 
 // Run plays a storm through the real ingest handler and the real ledger
@@ -161,8 +169,11 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 	if err := res.readTemplate(st); err != nil {
 		return nil, err
 	}
+	if layout.Has(dynamostore.IndexByStatus) && layout.Has(dynamostore.IndexBySource) {
+		res.Retiring = dynamostore.IndexByStatus
+	}
 	if o.Workers <= 0 {
-		o.Workers = min(max(res.MappingConcurrency, 1), 8)
+		o.Workers = min(max(res.MappingConcurrency, 1), 4)
 	}
 	ledgerSvc, err := fns.NewLedger(clients, io.Discard)
 	if err != nil {

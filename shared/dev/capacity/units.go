@@ -55,6 +55,11 @@ type Layout struct {
 	Indexes     []Index
 }
 
+// Has reports whether the layout has the index named name.
+func (l Layout) Has(name string) bool {
+	return slices.ContainsFunc(l.Indexes, func(ix Index) bool { return ix.Name == name })
+}
+
 // LayoutFromTemplate reads the key schema and the global secondary
 // indexes of the table with logicalID from the template, so the tool
 // prices whatever index layout the template declares.
