@@ -12,6 +12,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // The move to the source index on a stack with records written before it
@@ -24,6 +25,11 @@ func TestIndexBackfillPassesVerify(t *testing.T) {
 	l := newLedgerFixture(t)
 	ctx := context.Background()
 	r := storetest.Record(t, storetest.UniqueID("pre"))
+	r.Source = storetest.UniqueID("presrc") // a source with no marker yet
+	r.DLQID = r.Source + "#" + r.IdempotencyKey
+	if err := quarantine.SealRecord(r); err != nil {
+		t.Fatal(err)
+	}
 	item, err := dynamostore.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +40,15 @@ func TestIndexBackfillPassesVerify(t *testing.T) {
 	}
 	l.create("new") // written with its status_key
 	l.drain()
+	l.digest()
+	// The embedded stack's table moved to the source index when it was
+	// made: a record without status_key is one its listings miss.
+	out, errOut, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch || !strings.Contains(out, r.DLQID) || !strings.Contains(out, "no status_key") || !strings.Contains(out, "has no marker") {
+		t.Fatalf("verify before the backfill (exit %d): %s%s", code, out, errOut)
+	}
 
-	out, errOut, code := l.run(false, "index", "backfill", "-o", "json")
+	out, errOut, code = l.run(false, "index", "backfill", "-o", "json")
 	doc := jsonDoc(t, "index backfill", out)
 	if code != 0 || field(doc, "complete") != true || field(doc, "updated") != float64(1) || field(doc, "index") != dynamostore.IndexBySource {
 		t.Fatalf("index backfill (exit %d): %s%s", code, out, errOut)

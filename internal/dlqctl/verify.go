@@ -234,6 +234,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			in.Items = append(in.Items, it)
 		}
 	}
+	for _, p := range dynamostore.IndexCheck(items) {
+		rc.res.Problems = append(rc.res.Problems, Problem{ID: p.ID, Kind: "index", What: p.What})
+	}
 	if o.NoLedger {
 		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
 		if a.KeyFingerprint != "" {

@@ -349,3 +349,54 @@ func ledgerKeyFields(item map[string]types.AttributeValue) ledger.Item {
 	}
 	return it
 }
+
+// IndexProblem is a record the source index's listings miss.
+type IndexProblem struct{ ID, What string }
+
+// IndexCheck names each record among a table's items (a full scan) that
+// the source index's listings would miss once the backfill is complete
+// (the index state among items; before it, listings read the status
+// index and nothing is named): one without status_key (written by an
+// older function after the backfill), one whose status_key is not the one
+// its fields derive, and one whose source has no marker (listings across
+// sources, the sweeper's, would not reach it). dlqctl verify reports them.
+func IndexCheck(items []map[string]types.AttributeValue) []IndexProblem {
+	str := func(item map[string]types.AttributeValue, name string) string {
+		v, _ := item[name].(*types.AttributeValueMemberS)
+		if v == nil {
+			return ""
+		}
+		return v.Value
+	}
+	complete, marked := false, map[string]bool{}
+	for _, item := range items {
+		switch k := str(item, KeyAttr); {
+		case k == indexStateKey:
+			complete = true
+		case strings.HasPrefix(k, sourceMarkerPrefix) && k == sourceMarkerKey(str(item, sourceAttr)):
+			marked[str(item, sourceAttr)] = true
+		}
+	}
+	if !complete {
+		return nil
+	}
+	var out []IndexProblem
+	for _, item := range items {
+		id := str(item, KeyAttr)
+		if !IsRecordKey(id) {
+			continue
+		}
+		got, want := str(item, IndexKeyAttr), IndexKeyOf(ledgerKeyFields(item))
+		switch {
+		case got == "":
+			out = append(out, IndexProblem{id, "no status_key: the source index does not list it (written by a function older than the index? run dlqctl index backfill)"})
+		case got != want:
+			out = append(out, IndexProblem{id, fmt.Sprintf("status_key %q, its fields derive %q: its source's listings do not find it", got, want)})
+		}
+		if src := str(item, sourceAttr); src != "" && !marked[src] {
+			out = append(out, IndexProblem{id, fmt.Sprintf("source %s has no marker (%s): listings across sources do not reach it (run dlqctl index backfill)", src, sourceMarkerKey(src))})
+			marked[src] = true // named once a source
+		}
+	}
+	return out
+}

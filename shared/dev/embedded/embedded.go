@@ -57,6 +57,10 @@ type Options struct {
 	Params map[string]any
 	// NoS3 skips S3 (no versitygw, no buckets).
 	NoS3 bool
+	// NoIndexBackfill leaves the tables as a deploy leaves them, before
+	// dlqctl index backfill: no index state item (listings read the
+	// status index) and nothing in the table's stream.
+	NoIndexBackfill bool
 	// Dir holds versitygw's data and the SDK profile file (a temp dir when empty).
 	Dir string
 	// DataDir, when set, keeps the stack's state across restarts: kumo's
@@ -77,6 +81,8 @@ type Options struct {
 type Stack struct {
 	// operatorURL is the local operator endpoint (SetOperatorURL).
 	operatorURL atomic.Pointer[string]
+	// noIndexBackfill: Options.NoIndexBackfill.
+	noIndexBackfill bool
 
 	// AWS is an SDK config whose endpoints point at the stack.
 	AWS aws.Config
@@ -199,6 +205,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		s.Names[id] = names[id]
 	}
 	TakeTheSettleMarginAsGiven(s.Template, o.Params)
+	s.noIndexBackfill = o.NoIndexBackfill
 	if err := s.createResources(ctx, !o.NoS3); err != nil {
 		return nil, err
 	}

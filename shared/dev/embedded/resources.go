@@ -304,8 +304,10 @@ func (s *Stack) createTables(ctx context.Context) error {
 			return fmt.Errorf("table %s not active: %w", id, err)
 		}
 		s.Names[id] = aws.ToString(t.TableName)
-		if err := backfillIndex(ctx, s.Clients.DynamoDB, in); err != nil {
-			return fmt.Errorf("table %s: %w", id, err)
+		if !s.noIndexBackfill {
+			if err := backfillIndex(ctx, s.Clients.DynamoDB, in); err != nil {
+				return fmt.Errorf("table %s: %w", id, err)
+			}
 		}
 		if in.StreamSpecification != nil {
 			got, err := s.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: t.TableName})
