@@ -7,7 +7,7 @@ BUILD := build
 LAMBDA_FLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 STATICCHECK = $$($(GO) -C tools tool -n staticcheck)
 
-.PHONY: all fmt vet lint test test-short bench build demo local soak fuzz clean test-localstack \
+.PHONY: all fmt vet lint test test-short bench build demo local soak capacity fuzz clean test-localstack \
 	build-IngestFunction build-RedriveFunction build-SweeperFunction build-MetricsFunction \
 	build-LedgerFunction build-DigestFunction build-OperatorFunction
 
@@ -82,6 +82,15 @@ demo:
 # invariant breaks (make soak SOAK_FLAGS="-messages 2000").
 soak:
 	$(GO) run ./cmd/dlqlocal soak $(SOAK_FLAGS)
+
+# A storm of CAPACITY_MESSAGES dead-lettered messages from 50 sources (one
+# takes 80 %, FIFO and standard mixed) through the real ingest and ledger
+# on the embedded stack; prints every limit's projection and, last, the
+# sustained messages per second one table takes (docs/operations.md
+# "Storm capacity"). A few minutes on 2 cores.
+CAPACITY_MESSAGES ?= 20000
+capacity:
+	$(GO) run ./cmd/dlqlocal capacity -messages $(CAPACITY_MESSAGES)
 
 # The stack with the six functions in the local Lambda API, until Ctrl-C
 # (make local LOCAL_FLAGS="-logs stderr"). Built, then exec'd: Ctrl-C ends

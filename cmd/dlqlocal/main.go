@@ -4,6 +4,7 @@
 //	dlqlocal demo [-events N] [-seed S] [-log FILE]
 //	dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D]
 //	dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]
+//	dlqlocal capacity [-messages N] [-seed S] [-log FILE]
 //
 // demo starts the stack from infra/template.yaml, plays the scenario, prints
 // the report and exits 1 if any invariant was violated. local starts the
@@ -16,7 +17,11 @@
 // settle window so that a short session sees a replay RESOLVED. soak
 // sends N messages through the whole pipeline while injecting AWS faults and
 // crashing redrive and sweeper processes, prints its table and exits 1 if an
-// invariant was violated.
+// invariant was violated. capacity plays a storm of N messages from 50
+// sources through the real ingest and ledger, records every partition key
+// and write unit they write, and prints what one table sustains on
+// DynamoDB (its last line: "projected sustained ingest: N msgs/s per
+// table (limited by …)").
 package main
 
 import (
@@ -33,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/dev/capacity"
 	"github.com/dlqquarantine/dlqq/shared/dev/demo"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 )
@@ -41,7 +47,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE]"
+const usage = "usage: dlqlocal demo [-events N] [-seed S] [-log FILE] | dlqlocal local [-logs stderr|stdout|FILE] [-env-file FILE] [-dir DIR] [-consumer off|fail|flaky|validate] [-flaky-rate R] [-data DIR] [-park-age D] [-resolved-age D] [-sweep-every D] [-settle-window D] [-settle-margin D] [-source-visibility D] | dlqlocal soak [-messages N] [-seed S] [-fault-rate R] [-lost-rate L] [-crash-share C] [-max-backoff D] [-log FILE] | dlqlocal capacity [-messages N] [-seed S] [-log FILE]"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -55,8 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	envFile := fs.String("env-file", "", "local: once everything runs, write the export lines here (shell: source FILE); removed on stop")
 	dir := fs.String("dir", defaultLocalDir(), "local: directory for the bootstraps, S3 data and the default log file; emptied at start if an earlier run made it, refused if it holds anything else")
 	events := fs.Int("events", 3000, "inventory events to produce (demo)")
-	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak)")
-	messages := fs.Int("messages", 10000, "messages to send (soak)")
+	seed := fs.Uint64("seed", 20261129, "generator seed (demo, soak, capacity)")
+	messages := fs.Int("messages", 10000, "messages to send (soak, capacity)")
 	faultRate := fs.Float64("fault-rate", 0.05, "share of AWS requests and batch entries that fail (soak)")
 	lostRate := fs.Float64("lost-rate", 0.03, "share of DynamoDB writes, S3 PutObjects and SendMessageBatch calls applied and then answered with a 500 or a timeout; 0 for none (soak)")
 	crashShare := fs.Float64("crash-share", 0.5, "share of redrive and sweeper processes that crash (soak)")
@@ -99,6 +105,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return runDemo(ctx, stdout, stderr, logw, *events, *seed)
+	case "capacity":
+		return runCapacity(ctx, stdout, stderr, logw, capacity.Options{Messages: *messages, Seed: *seed})
 	case "soak":
 		return runSoak(ctx, stdout, stderr, logw, demo.SoakOptions{Seed: *seed, Messages: *messages, FaultRate: *faultRate, LostRate: lost(*lostRate), CrashShare: *crashShare, MaxBackoff: *maxBackoff, FailFirst: true})
 	}

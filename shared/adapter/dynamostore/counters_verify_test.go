@@ -58,7 +58,9 @@ func TestRecountAgreesWithCounts(t *testing.T) {
 	segments := map[string][]byte{ledger.SegmentKey(shard, seg.FirstSeq): raw}
 	keys := []string{dynamostore.LedgerCountKey(shard)}
 	for k := range l.want {
-		keys = append(keys, dynamostore.CounterItemKey(k))
+		for _, s := range shardsOf(k) {
+			keys = append(keys, dynamostore.CounterItemKey(s))
+		}
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	recount := func() ledger.CounterResult {
@@ -91,6 +93,7 @@ func TestRecountAgreesWithCounts(t *testing.T) {
 			break
 		}
 	}
+	victim.Shard = quarantine.CounterShardOf(shard) // the one Count wrote
 	key := dynamostore.CounterItemKey(victim)
 	if _, err := stack.Clients.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(stack.Names["QuarantineTable"]),
 		Key:              map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: key}},

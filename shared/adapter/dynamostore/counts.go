@@ -162,13 +162,24 @@ func (c *Counts) Count(ctx context.Context, shard string, n int64, seg ledger.Se
 
 // segmentChunks splits a segment's counter deltas into the chunks of its
 // transactions (at least one: a segment with nothing to count moves the
-// checkpoint only).
+// checkpoint only). Every delta goes to the counter shard of the
+// segment's stream shard (quarantine.CounterShardOf), not the record's:
+// a segment then touches one shard of each counter it changes, so a batch
+// of a storm writes a few items, not every shard of every counter of
+// every source, and the ledgers of different stream shards mostly write
+// different items. Readers sum the shards, so the sums stay exact; the
+// shard is a function of the segment alone, so a retry or a recount
+// (SegmentCounterChunks) applies the same deltas to the same items.
 func segmentChunks(seg ledger.Segment) ([][]quarantine.CounterDelta, error) {
+	shard := quarantine.CounterShardOf(seg.Shard)
 	var changes []change
 	for _, e := range seg.Entries {
 		ds, err := EntryDeltas(e)
 		if err != nil {
 			return nil, fmt.Errorf("entry %s: %w", e.Seq, err)
+		}
+		for i := range ds {
+			ds[i].Shard = shard
 		}
 		if len(ds) > 0 {
 			changes = append(changes, change{seq: e.Seq, deltas: ds})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -71,8 +69,41 @@ func (l *life) add(t *testing.T, key string, old, next *quarantine.Record, oldHo
 	t.Helper()
 	l.entries = append(l.entries, ledgerEntry(t, len(l.entries)+1, key, old, next, oldHold, newHold))
 	for _, d := range quarantine.ChangeDeltas(old, next, oldHold, newHold) {
-		l.want[d.CounterKey] += d.N
+		l.want[counterOf(d.CounterKey)] += d.N
 	}
+}
+
+// counterOf is the counter a shard's key belongs to (shard 0 stands for
+// all): readers sum the shards, and the ledger moves a change's delta to
+// its stream shard's counter shard.
+func counterOf(k quarantine.CounterKey) quarantine.CounterKey {
+	k.Shard = 0
+	return k
+}
+
+// shardsOf are the keys of every shard of counter k.
+func shardsOf(k quarantine.CounterKey) []quarantine.CounterKey {
+	out := make([]quarantine.CounterKey, quarantine.CounterShards)
+	for i := range out {
+		out[i] = k
+		out[i].Shard = i
+	}
+	return out
+}
+
+// read reads every shard of every counter the life touched.
+func (l *life) read(t *testing.T) map[quarantine.CounterKey]int64 {
+	t.Helper()
+	var keys []quarantine.CounterKey
+	for k := range l.want {
+		keys = append(keys, shardsOf(k)...)
+	}
+	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
+	got, err := s.ReadCounters(context.Background(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // segment is the segment of the life's entries [from, to).
@@ -126,18 +157,19 @@ func newLife(t *testing.T, n int) *life {
 	return l
 }
 
-// check compares every counter the life touched with what it counted.
+// check compares every counter the life touched (the sum of its shards,
+// as readers sum them) with what it counted.
 func (l *life) check(t *testing.T) {
 	t.Helper()
-	s := dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"])
-	got, err := s.ReadCounters(context.Background(), slices.Collect(maps.Keys(l.want)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := l.read(t)
 	nonzero := 0
 	for k, want := range l.want {
-		if got[k] != want {
-			t.Errorf("counter %s = %d, want %d", dynamostore.CounterItemKey(k), got[k], want)
+		var sum int64
+		for _, s := range shardsOf(k) {
+			sum += got[s]
+		}
+		if sum != want {
+			t.Errorf("counter %s (all shards) = %d, want %d", dynamostore.CounterItemKey(k), sum, want)
 		}
 		if want != 0 {
 			nonzero++
@@ -186,6 +218,40 @@ func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 
 func newCounts(api dynamostore.CountsAPI) *dynamostore.Counts {
 	return dynamostore.NewCounts(api, stack.Names["QuarantineTable"])
+}
+
+// One segment writes one shard of each counter, its stream shard's
+// (quarantine.CounterShardOf), each counter once: a storm's batch touches
+// a few items, and the sums are the changes' deltas.
+func TestCountsASegmentWritesItsStreamShardsCounterShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := newLife(t, 24)
+	seg := l.segment(t, 0, len(l.entries))
+	api := &countingAPI{CountsAPI: stack.Clients.DynamoDB}
+	if err := newCounts(api).Count(ctx, storetest.UniqueID("shard"), 1, seg); err != nil {
+		t.Fatal(err)
+	}
+	l.check(t)
+	own := quarantine.CounterShardOf(seg.Shard)
+	nonzero := 0
+	for k, v := range l.read(t) {
+		if v != 0 && k.Shard != own {
+			t.Errorf("counter shard %s = %d: not the stream shard's (%d)", dynamostore.CounterItemKey(k), v, own)
+		}
+	}
+	for _, v := range l.want {
+		if v != 0 {
+			nonzero++
+		}
+	}
+	updates := 0
+	for _, n := range api.txSizes {
+		updates += n - 1 // the checkpoint's move
+	}
+	if updates != nonzero {
+		t.Fatalf("%d counter updates for %d counters that changed", updates, nonzero)
+	}
 }
 
 // A shard's segments counted twice (a retried invocation) count once, on
@@ -386,7 +452,12 @@ func TestCountsFollowAnInPlaceStatusRewrite(t *testing.T) {
 	}
 	for _, d := range quarantine.CounterDeltas(nil, r) {
 		if !d.Bucket.IsZero() {
-			if b, err := s.ReadCounters(ctx, []quarantine.CounterKey{d.CounterKey}); err != nil || b[d.CounterKey] != d.N {
+			b, err := s.ReadCounters(ctx, shardsOf(d.CounterKey))
+			var sum int64
+			for _, n := range b {
+				sum += n
+			}
+			if err != nil || sum != d.N {
 				t.Fatalf("bucket %s = %v (%v), want %d (the insert's only)", dynamostore.CounterItemKey(d.CounterKey), b, err, d.N)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -67,16 +66,7 @@ var soakAims = map[string][]aim{
 
 // opOf names a request: its service and operation ("dynamodb UpdateItem",
 // "s3 PutObject", "kms Sign").
-func opOf(req *http.Request) string {
-	svc := faults.Service(req)
-	if t := req.Header.Get("X-Amz-Target"); t != "" {
-		return svc + " " + t[strings.LastIndexByte(t, '.')+1:]
-	}
-	if id := req.URL.Query().Get("x-id"); id != "" {
-		return svc + " " + id
-	}
-	return svc + " " + req.Method
-}
+func opOf(req *http.Request) string { return faults.Operation(req) }
 
 // process is one function process's network: it may crash.
 type process interface {

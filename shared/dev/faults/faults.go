@@ -265,6 +265,20 @@ func Service(req *http.Request) string {
 	return parts[3]
 }
 
+// Operation names a signed request: its service and operation ("dynamodb
+// PutItem", "s3 PutObject", "kms Sign"; an S3 request without an x-id,
+// such as ListObjectsV2, by its method: "s3 GET").
+func Operation(req *http.Request) string {
+	svc := Service(req)
+	if t := req.Header.Get("X-Amz-Target"); t != "" {
+		return svc + " " + t[strings.LastIndexByte(t, '.')+1:]
+	}
+	if id := req.URL.Query().Get("x-id"); id != "" {
+		return svc + " " + id
+	}
+	return svc + " " + req.Method
+}
+
 func respond(req *http.Request, status int, contentType, body string) *http.Response {
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)

@@ -217,7 +217,7 @@ func TestTheTemplatesLedgerLedgersAndSignsOnTheStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.LedgerStream.BatchSize != 100 || !f.LedgerStream.Bisect || f.LedgerStream.Window <= 0 || !f.LedgerStream.ReportBatchItemFailures {
+	if f.LedgerStream.BatchSize != 1000 || !f.LedgerStream.Bisect || f.LedgerStream.Window <= 0 || !f.LedgerStream.ReportBatchItemFailures {
 		t.Fatalf("the ledger's mapping as read from the template: %+v", f.LedgerStream)
 	}
 	// The two functions as the template configures them: the digest

@@ -138,7 +138,8 @@ func TestLedgerStreamMapping(t *testing.T) {
 		{"EventSourceArn", aws.ToString(m.EventSourceArn), streamARN()},
 		{"FunctionName", m.FunctionName, "prod-ledger"},
 		{"StartingPosition", aws.ToString(m.StartingPosition), "TRIM_HORIZON"},
-		{"BatchSize", aws.ToInt(m.BatchSize), 100},
+		{"BatchSize", aws.ToInt(m.BatchSize), 1000},
+		{"MaximumBatchingWindowInSeconds", aws.ToInt(m.MaximumBatchingWindowInSeconds), 1},
 		{"TumblingWindowInSeconds", aws.ToInt(m.TumblingWindowInSeconds), 60},
 		{"FunctionResponseTypes", strings.Join(m.FunctionResponseTypes, ","), "ReportBatchItemFailures"},
 		{"BisectBatchOnFunctionError", aws.ToBool(m.BisectBatchOnFunctionError), true},
@@ -621,5 +622,15 @@ func TestLedgerMappingParameter(t *testing.T) {
 		if got := aws.ToString(age.TreatMissingData); got != missing {
 			t.Errorf("LedgerMappingEnabled=%q: the iterator-age alarm treats missing data as %q, want %q", c.value, got, missing)
 		}
+	}
+}
+
+// The storm defaults (docs/operations.md "Storm capacity", issue 28's
+// 10,000 messages a second): the DLQ mapping may run 400 ingest
+// invocations at once, within Lambda's 2 to 1,000.
+func TestIngestMaxConcurrencyDefault(t *testing.T) {
+	tpl := open(t)
+	if got := param(t, tpl, "IngestMaxConcurrency"); got != 400 {
+		t.Fatalf("IngestMaxConcurrency defaults to %v, want 400", got)
 	}
 }

@@ -11,8 +11,10 @@ import (
 // written with the record: the ledger derives each change's deltas from the
 // table's stream (ChangeDeltas of the old and new images) and applies them
 // per batch, once per change. Each counter is split into CounterShards items
-// (by record) so that concurrent writers rarely touch the same one; readers
-// sum the shards.
+// so that concurrent writers rarely touch the same one; readers sum the
+// shards. The deltas below name the record's shard; the ledger moves them
+// to the shard of the stream shard that carries the change
+// (CounterShardOf), so that one batch touches one shard of each counter.
 const CounterShards = 8
 
 // Counter kinds.
@@ -152,6 +154,10 @@ func (r *Record) arrived() bool {
 }
 
 func (r *Record) shard() int { return shardOf(r.DLQID) }
+
+// CounterShardOf is the counter shard (0 to CounterShards-1) a key names:
+// FNV-1a of it, modulo CounterShards.
+func CounterShardOf(key string) int { return shardOf(key) }
 
 func shardOf(id string) int {
 	h := fnv.New32a()
