@@ -364,3 +364,42 @@ func TestRetargetSkipsARecordWithNoRoomForItsRecordID(t *testing.T) {
 		t.Fatal("the replay of 9 originals went without dlq-record-id")
 	}
 }
+
+// A replay into another queue always needs a second, different verified
+// principal, whatever the source's or the target's four_eyes say: a list
+// written before retarget existed, an empty list (four_eyes: []), one
+// naming retarget. One verified request becomes a pending approval and
+// sends nothing; a direct invoke runs dry; never four-eyes-off.
+func TestRetargetAlwaysNeedsASecondPerson(t *testing.T) {
+	t.Parallel()
+	for name, fourEyes := range map[string]map[quarantine.Risk]bool{
+		"a list from before retarget": {quarantine.RiskParked: true, quarantine.RiskLarge: true, quarantine.RiskCorrection: true, quarantine.RiskPolicy: true, quarantine.RiskResume: true},
+		"four_eyes: []":               {},
+		"a list naming retarget":      {quarantine.RiskRetarget: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			a, b, svc := retargetPair(t, false)
+			a.src.FourEyes, b.src.FourEyes = fourEyes, fourEyes
+			ids := a.seed(t, 1, none)
+			req := redrive.Request{Source: a.src.Name, Target: b.src.Name, MaxMessages: 1, Reason: "move it"}
+			rep, err := redrive.RunVerified(ctx, svc, req, operatorA)
+			if err != nil || rep.Stopped != redrive.StoppedPendingApproval || rep.Approval == nil ||
+				!slices.Equal(rep.Approval.Risks, []quarantine.Risk{quarantine.RiskRetarget}) || rep.Redriven.Count != 0 {
+				t.Fatalf("one verified request: %+v %v", rep, err)
+			}
+			req.RequestedBy = "ops@example.com"
+			dry, err := svc.Run(ctx, req)
+			if err != nil || !dry.DryRun || !strings.Contains(dry.DryRunReason, "retarget") {
+				t.Fatalf("direct invoke: %+v %v", dry, err)
+			}
+			if r := a.get(t, ids[0]); r.Status != quarantine.StatusQuarantined || len(r.Attempts) != 1 {
+				t.Fatalf("the record was touched: %s, %d entries", r.Status, len(r.Attempts))
+			}
+			if got := b.receive(t); len(got) != 0 {
+				t.Fatalf("the target got %d messages", len(got))
+			}
+		})
+	}
+}
