@@ -311,6 +311,9 @@ func TestApprovalCheckNamesUnapprovedActions(t *testing.T) {
 			p = w.policyStep(p.Suspend(quarantine.ActorBreaker, "tripped", at(10)))
 			w.policyStep(p.Resume(w.alice.Actor(), "fixed", 1, 1, at(12)))
 		}},
+		{"a claim for another queue marked four-eyes-off", "orders#k", "its entry says four-eyes-off, but a replay into another queue (payments) always needs a second person's approval", func(w *feWorld) {
+			w.step(w.newRecord(feSource, "k").Claim(quarantine.WithTarget(w.as(w.alice, quarantine.FourEyesOff), "payments"), at(2), time.Minute))
+		}},
 		{"a parked record's expired approved claim taken over without an approval", "orders#k", "reclaimed the expired claim of a parked record without an approval", func(w *feWorld) {
 			r, _ := w.approvedParkedReplay("k", "apr-reclaim-1")
 			w.step(r.Claim(w.alice.Actor(), at(10), time.Minute))

@@ -36,7 +36,9 @@ type Finding struct {
 
 // Check checks every action against the approvals: each names an
 // approval (a problem when it names none; a note when it says its
-// source's four_eyes left its risk out: quarantine.FourEyesOff), and that
+// source's four_eyes left its risk out: quarantine.FourEyesOff, except a
+// claim for another queue, whose risk no setting leaves out: a problem),
+// and that
 // approval is ledgered, of the action's source, covers its risk, was
 // approved before the action by a principal that is not its requester
 // under its own rules (identity.Rules.Same), before its expiry, its run
@@ -58,7 +60,14 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 			problems = append(problems, Finding{a.Subject, fmt.Sprintf("%s without an approval (%s)", a.What, where(a))})
 			continue
 		case quarantine.FourEyesOff:
-			if a.What == ApprovedClaim || a.What == RetargetClaim {
+			if a.What == RetargetClaim {
+				// No four_eyes setting lets one person replay into another
+				// queue (quarantine.Risk.AlwaysFourEyes).
+				problems = append(problems, Finding{a.Subject, fmt.Sprintf("%s without an approval (%s): its entry says four-eyes-off, but a replay into another queue (%s) always needs a second person's approval",
+					a.What, where(a), a.Queue)})
+				continue
+			}
+			if a.What == ApprovedClaim {
 				offClaims[a.Source]++
 				continue
 			}
@@ -86,7 +95,7 @@ func Check(actions []Action, approvals []History) (problems, notes []Finding) {
 		if offClaims[src] == 1 {
 			claims = "1 claim"
 		}
-		notes = append(notes, Finding{src, "four-eyes-off: " + claims + " in runs on one person's request: their entries say the source's four_eyes leaves large, parked or retarget out"})
+		notes = append(notes, Finding{src, "four-eyes-off: " + claims + " in runs on one person's request: their entries say the source's four_eyes leaves large or parked out"})
 	}
 	return problems, notes
 }

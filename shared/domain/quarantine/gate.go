@@ -56,13 +56,15 @@ type Source struct {
 	RedriveCap int
 	// FourEyes holds the risks whose actions need a second, different
 	// verified principal's approval on this source (nil: every risk).
+	// A risk that always needs one (Risk.AlwaysFourEyes) does whatever
+	// it holds.
 	FourEyes map[Risk]bool
 }
 
 // NeedsSecondPerson reports whether an action of risk r on s needs a
-// second principal's approval.
+// second principal's approval: always for RiskRetarget.
 func (s *Source) NeedsSecondPerson(r Risk) bool {
-	if s.FourEyes == nil {
+	if s.FourEyes == nil || r.AlwaysFourEyes() {
 		return true
 	}
 	return s.FourEyes[r]

@@ -8,7 +8,7 @@ import (
 // Risk names why an operator action is high-risk: such an action needs a
 // second, different verified principal's approval of its exact plan
 // (DESIGN.md invariant 18), unless its source's four_eyes setting leaves
-// the risk out.
+// the risk out (never RiskRetarget: Risk.AlwaysFourEyes).
 type Risk string
 
 // The risks.
@@ -25,11 +25,21 @@ const (
 	// RiskResume: resuming a policy whose breaker tripped.
 	RiskResume Risk = "resume"
 	// RiskRetarget: a run that replays into another registered queue
-	// (request field target) instead of each record's own source.
+	// (request field target) instead of each record's own source. It
+	// always needs a second person, whatever the source's or the
+	// target's four_eyes say: one operator never pushes records into
+	// another source's queue (AlwaysFourEyes).
 	RiskRetarget Risk = "retarget"
 )
 
 var risks = []Risk{RiskParked, RiskLarge, RiskCorrection, RiskPolicy, RiskResume, RiskRetarget}
+
+// AlwaysFourEyes reports whether r needs a second person on every
+// source, whatever its four_eyes setting says (RiskRetarget: a list
+// written before it existed, or an empty one, must not let one operator
+// push records into another source's queue). four_eyes may still name
+// it: it changes nothing.
+func (r Risk) AlwaysFourEyes() bool { return r == RiskRetarget }
 
 // Valid reports whether r is one of the risks.
 func (r Risk) Valid() bool { return slices.Contains(risks, r) }

@@ -65,3 +65,17 @@ func TestActorStringParts(t *testing.T) {
 		}
 	}
 }
+
+// No four_eyes setting leaves retarget out: an empty list, a list written
+// before it existed. Other risks follow the list.
+func TestRetargetAlwaysNeedsASecondPerson(t *testing.T) {
+	for _, fe := range []map[quarantine.Risk]bool{nil, {}, {quarantine.RiskLarge: true}, {quarantine.RiskRetarget: true}} {
+		s := &quarantine.Source{Name: "s", FourEyes: fe}
+		if !s.NeedsSecondPerson(quarantine.RiskRetarget) {
+			t.Errorf("four_eyes %v: retarget runs on one request", fe)
+		}
+		if want := fe == nil || fe[quarantine.RiskLarge]; s.NeedsSecondPerson(quarantine.RiskLarge) != want {
+			t.Errorf("four_eyes %v: large needs a second person %v, want %v", fe, !want, want)
+		}
+	}
+}

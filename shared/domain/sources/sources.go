@@ -30,7 +30,9 @@ type Config struct {
 	// FourEyes lists the high-risk actions on this source that need a
 	// second, different verified principal's approval (quarantine.Risks:
 	// parked, large, correction, policy, resume). Absent: all of them; an
-	// empty list: none (each then runs on one verified request).
+	// empty list: none (each then runs on one verified request). retarget
+	// is accepted in the list and changes nothing: a replay into another
+	// queue always needs a second person (Risk.AlwaysFourEyes).
 	FourEyes *[]string `json:"four_eyes,omitempty"`
 }
 

@@ -188,6 +188,18 @@ func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record)
 		// record aside unclaimed, as found.
 		return nil, r.setAside(ctx, rec, p.cause)
 	}
+	if p.action == payloadSend && r.target != nil && aerr == nil {
+		if _, ok := messageAttributes(attrs, next)[quarantine.AttrRecordID]; !ok {
+			// Its original attributes fill SQS's 10: the replay would go
+			// without dlq-record-id, and its failure in the target could
+			// not come back to this record (it would be filed as a new
+			// record of the target, this one settled RESOLVED). Never
+			// claimed, so it counts toward nothing; its group waits.
+			r.block(rec)
+			r.noteNoRoom(id)
+			return nil, nil
+		}
+	}
 	if r.rep.DryRun {
 		r.note(p.dryOutcome(r.rep), id)
 		return nil, nil

@@ -86,6 +86,10 @@ type Report struct {
 	// Skipped were in flight, already redriven or resolved, or no longer
 	// matched when read.
 	Skipped Outcome `json:"skipped"`
+	// SkippedNoRoom says why records of a redrive to another queue were
+	// skipped unclaimed (NoRoomForRecordID): their messages would go
+	// without dlq-record-id. Their ids are under Skipped.
+	SkippedNoRoom string `json:"skipped_no_room,omitempty"`
 	// Held failed the current schema and were not sent.
 	Held Outcome `json:"held"`
 	// Parked reached their redrive cap and were parked as poison.
@@ -177,6 +181,18 @@ func (r *run) note(o *Outcome, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rep.note(o, id)
+}
+
+// NoRoomForRecordID is why a redrive to another queue skips a record
+// whose original message attributes fill SQS's 10 (Report.SkippedNoRoom).
+const NoRoomForRecordID = "no room for dlq-record-id: a replay into another queue could not come back to its record"
+
+// noteNoRoom notes id skipped for NoRoomForRecordID.
+func (r *run) noteNoRoom(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.note(&r.rep.Skipped, id)
+	r.rep.SkippedNoRoom = NoRoomForRecordID
 }
 
 // logFinished writes the run's one log line: its counts, never its ids.

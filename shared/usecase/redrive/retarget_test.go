@@ -310,3 +310,96 @@ func TestRetargetedRecordSettlesAfterTheTargetsWindow(t *testing.T) {
 		t.Fatalf("after 13 hours: settled %v", rep.Settled.IDs)
 	}
 }
+
+// A record whose 10 original attributes leave no room for dlq-record-id
+// is not replayed into another queue: its failure there could not come
+// back to it (it would be a new record of the target, and the original
+// would settle RESOLVED). It is skipped unclaimed, saying why, its count
+// unchanged; with 9 originals the record id fits and it is replayed.
+func TestRetargetSkipsARecordWithNoRoomForItsRecordID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b, svc, sent := retargetPairSent(t, false)
+	attrs := func(n int) map[string]quarantine.Attribute {
+		m := map[string]quarantine.Attribute{}
+		for i := range n {
+			m[fmt.Sprintf("attr-%d", i)] = quarantine.Attribute{DataType: "String", StringValue: "v"}
+		}
+		return m
+	}
+	var ids []string
+	for i, n := range []int{10, 9} {
+		out, err := a.q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprintf("full-%d", i), SourceARN: a.src.ARN, Attributes: attrs(n), Body: []byte(body(i, true)), ReceiveCount: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		a.clock.Advance(time.Millisecond)
+	}
+	a.clock.Advance(time.Second)
+	full, fits := ids[0], ids[1]
+	before := a.get(t, full)
+	for _, dry := range []bool{true, false} {
+		req := redrive.Request{Source: a.src.Name, Target: b.src.Name, MaxMessages: 10, DryRun: dry}
+		rep, err := runApproved(ctx, svc, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Skipped.Count != 1 || rep.Skipped.IDs[0] != full || rep.Redriven.Count != 1 || rep.Redriven.IDs[0] != fits ||
+			rep.SkippedNoRoom != redrive.NoRoomForRecordID {
+			t.Fatalf("dry %v: %s (skipped %v %q, redriven %v)", dry, rep.Summary(), rep.Skipped.IDs, rep.SkippedNoRoom, rep.Redriven.IDs)
+		}
+	}
+	if r := a.get(t, full); r.Version != before.Version || r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
+		t.Fatalf("the skipped record changed: %s, version %d→%d, count %d", r.Status, before.Version, r.Version, r.RedriveCount)
+	}
+	if len(sent.entries[full]) != 0 || len(sent.entries[fits]) != 1 {
+		t.Fatalf("sent %d of the full record, %d of the other", len(sent.entries[full]), len(sent.entries[fits]))
+	}
+	got := b.receive(t)
+	if len(got) != 1 {
+		t.Fatalf("target received %d messages", len(got))
+	}
+	if _, ok := got[0].MessageAttributes[quarantine.AttrRecordID]; !ok {
+		t.Fatal("the replay of 9 originals went without dlq-record-id")
+	}
+}
+
+// A replay into another queue always needs a second, different verified
+// principal, whatever the source's or the target's four_eyes say: a list
+// written before retarget existed, an empty list (four_eyes: []), one
+// naming retarget. One verified request becomes a pending approval and
+// sends nothing; a direct invoke runs dry; never four-eyes-off.
+func TestRetargetAlwaysNeedsASecondPerson(t *testing.T) {
+	t.Parallel()
+	for name, fourEyes := range map[string]map[quarantine.Risk]bool{
+		"a list from before retarget": {quarantine.RiskParked: true, quarantine.RiskLarge: true, quarantine.RiskCorrection: true, quarantine.RiskPolicy: true, quarantine.RiskResume: true},
+		"four_eyes: []":               {},
+		"a list naming retarget":      {quarantine.RiskRetarget: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			a, b, svc := retargetPair(t, false)
+			a.src.FourEyes, b.src.FourEyes = fourEyes, fourEyes
+			ids := a.seed(t, 1, none)
+			req := redrive.Request{Source: a.src.Name, Target: b.src.Name, MaxMessages: 1, Reason: "move it"}
+			rep, err := redrive.RunVerified(ctx, svc, req, operatorA)
+			if err != nil || rep.Stopped != redrive.StoppedPendingApproval || rep.Approval == nil ||
+				!slices.Equal(rep.Approval.Risks, []quarantine.Risk{quarantine.RiskRetarget}) || rep.Redriven.Count != 0 {
+				t.Fatalf("one verified request: %+v %v", rep, err)
+			}
+			req.RequestedBy = "ops@example.com"
+			dry, err := svc.Run(ctx, req)
+			if err != nil || !dry.DryRun || !strings.Contains(dry.DryRunReason, "retarget") {
+				t.Fatalf("direct invoke: %+v %v", dry, err)
+			}
+			if r := a.get(t, ids[0]); r.Status != quarantine.StatusQuarantined || len(r.Attempts) != 1 {
+				t.Fatalf("the record was touched: %s, %d entries", r.Status, len(r.Attempts))
+			}
+			if got := b.receive(t); len(got) != 0 {
+				t.Fatalf("the target got %d messages", len(got))
+			}
+		})
+	}
+}
