@@ -252,6 +252,18 @@ func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
 		}
 	}
 
+	// The metrics function reads the depth of the attached DLQ (ingest
+	// takes batches from it): a DLQ it could not read would leave that
+	// source unmeasured on every run.
+	const attachedDLQ = "arn:aws:sqs:eu-west-1:111122223333:legacy-orders-dlq"
+	dlqURL := "https://sqs.eu-west-1.amazonaws.com/111122223333/legacy-orders-dlq"
+	measure := slices.Concat(
+		describe("MetricsFunction", "eu-west-1", env.Account, "SQS", "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL)}),
+		describe("MetricsFunction", "eu-west-1", env.Account, "SQS", "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String("legacy-orders-dlq")}))
+	if found := s.check("MetricsFunction", measure); len(found) > 0 {
+		t.Errorf("the attached DLQ %s is not readable by the metrics function: %q", attachedDLQ, found)
+	}
+
 	// A queue nobody registered is not granted, nor a key not listed.
 	const unregistered = "arn:aws:sqs:eu-west-1:111122223333:someone-elses"
 	wantFinding(t, check(s, replay(s, "someone-elses", unregistered)), "RedriveFunction (role RedriveRole): sqs:SendMessage on "+unregistered, "no statement")
