@@ -245,6 +245,9 @@ func parseAs(variable, raw string) (map[string]Config, error) {
 	if strings.TrimSpace(raw) == "" {
 		return out, nil
 	}
+	if err := duplicateName(raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", variable, err)
+	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {

@@ -55,6 +55,8 @@ func TestMergeRefuses(t *testing.T) {
 		{"a registered entry that is no queue ARN", ``, ``, reg("b"), `SOURCE_QUEUE_ARNS: "b" is not an SQS queue ARN`},
 		{"an arn that is not the registered one", ``, `{"b":{"arn":"arn:aws:sqs:us-east-1:444455556666:b"}}`, reg(prefix + "b"), `but the queue registered by that name is`},
 		{"no arn and not registered", ``, `{"b":{"dlq":"d"}}`, reg(), `source "b" has no arn and no registered queue`},
+		{"a name twice in EXTRA_SOURCES", ``, `{"b":{"redrive_cap":2},"b":{"redrive_cap":9}}`, reg(prefix + "b"), `EXTRA_SOURCES: source "b" is defined twice`},
+		{"a name twice in SOURCES", `{"a":{"arn":"` + prefix + `a","dlq":"d"},"a":{"arn":"` + prefix + `a","dlq":"d","redrive_cap":9}}`, `{}`, reg(), `SOURCES: source "a" is defined twice`},
 		{"an unknown field", ``, `{"b":{"arm":"x"}}`, reg(), `EXTRA_SOURCES: json: unknown field "arm"`},
 		{"not an object", ``, `["b"]`, reg(), `EXTRA_SOURCES: json: cannot unmarshal array`},
 		{"data after the object", ``, `{"b":{}} {"c":{}}`, reg(prefix + "b"), `EXTRA_SOURCES: data after the JSON object`},

@@ -42,12 +42,43 @@ func Parse(raw string) (map[string]Config, error) {
 	if strings.TrimSpace(raw) == "" {
 		return out, nil
 	}
+	if err := duplicateName(raw); err != nil {
+		return nil, fmt.Errorf("SOURCES: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {
 		return nil, fmt.Errorf("SOURCES: %w", err)
 	}
 	return out, nil
+}
+
+// duplicateName reports a source name that the JSON object raw defines
+// twice: encoding/json keeps the last silently, so a second entry of one
+// name (a lower cap, no schema) would replace the first unseen. Anything
+// that is not an object is left to the decoder's own error.
+func duplicateName(raw string) error {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return fmt.Errorf("source %q is defined twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Validate reports every problem with the sources. What SQS refuses is
