@@ -326,7 +326,7 @@ func TestLocalEnvFileAndBanner(t *testing.T) {
 	for _, want := range []string{
 		"dlqq-redrive   every 5m0s    settle ", "dlqq-redrive   every 5m0s    policies ",
 		`dlqq-digest    every 5m0s    digest    {"action":"digest"}`,
-		"dlqq-ledger is invoked with the table stream's batches (batch 100, tumbling window 1m0s, bisect on error on, partial batch responses on, retried until it succeeds)",
+		"dlqq-ledger is invoked with the table stream's batches (batch 1000, tumbling window 1m0s, bisect on error on, partial batch responses on, retried until it succeeds)",
 		`dlqq-digest signs the ledger's digests on its schedule (and takes {"action":"baseline"} by hand); it refuses stream batches, as dlqq-ledger refuses actions`,
 		"logs (the functions' output and the runner's log): " + local.logs,
 		"aws lambda invoke --function-name dlqq-redrive --cli-read-timeout 0 --payload fileb://events/redrive-dry-run.json",

@@ -156,10 +156,18 @@ func (p *Poller) Stats() Stats {
 	return p.stats
 }
 
-// Run polls until ctx is done, with Mapping.Concurrency pollers.
+// MaxLocalPollers bounds the pollers of one mapping on this machine. On
+// AWS a mapping scales its pollers up to its MaximumConcurrency (the
+// template's default is 400, for a storm); locally each function is one
+// process that serves one invoke at a time, so more pollers than a few
+// only hold messages invisible and memory busy.
+const MaxLocalPollers = 4
+
+// Run polls until ctx is done, with Mapping.Concurrency pollers, at most
+// MaxLocalPollers.
 func (p *Poller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for range max(p.Mapping.Concurrency, 1) {
+	for range min(max(p.Mapping.Concurrency, 1), MaxLocalPollers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
