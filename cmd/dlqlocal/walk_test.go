@@ -383,10 +383,22 @@ func matches(re string) func(string) error {
 	}
 }
 
-// lineAt wants output line i (from 0) to match rx whole.
+// sdkDiscardWarning is the SDK's own warning after the loopback race
+// docs/emulators.md describes (an answer read while its request body is
+// still being written): stderr noise of the emulator, not the command's
+// output, so lineAt counts lines without it.
+var sdkDiscardWarning = regexp.MustCompile(`^SDK \d{4}/\d\d/\d\d \d\d:\d\d:\d\d WARN failed to discard remaining HTTP response body`)
+
+// lineAt wants output line i (from 0) to match rx whole; the SDK's
+// discard warnings are not counted as lines.
 func lineAt(i int, rx *regexp.Regexp) func(string) error {
 	return func(out string) error {
-		ls := strings.Split(out, "\n")
+		var ls []string
+		for _, l := range strings.Split(out, "\n") {
+			if !sdkDiscardWarning.MatchString(l) {
+				ls = append(ls, l)
+			}
+		}
 		if i >= len(ls) || !rx.MatchString(ls[i]) {
 			return fmt.Errorf("line %d is not %s", i+1, rx)
 		}
