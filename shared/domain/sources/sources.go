@@ -98,7 +98,7 @@ func Validate(cfg map[string]Config) error {
 		switch {
 		case s.ARN == "":
 			errs = append(errs, fmt.Errorf("source %q: arn is required (ingest routes by it)", name))
-		case !QueueARN(s.ARN) || arnQueue(s.ARN) != name:
+		case !QueueARN(s.ARN) || QueueName(s.ARN) != name:
 			errs = append(errs, fmt.Errorf("source %q: arn %q is not the ARN of queue %q", name, s.ARN, name))
 		}
 		switch {
@@ -167,8 +167,6 @@ func QueueARN(arn string) bool {
 	}
 	return true
 }
-
-func arnQueue(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
 
 // SchemaDir is the directory a schema file named by a relative path is
 // read from: SCHEMA_DIR when set, else the Lambda task root
