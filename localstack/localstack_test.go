@@ -78,6 +78,13 @@ func TestComposeAndHookMatchTheTemplate(t *testing.T) {
 		!regexp.MustCompile(`(AlarmEmail|ExternalAlarmTopicArn)=[^\s"]+`).MatchString(overrides[1]) {
 		t.Error("the hook's deploy sets neither AlarmEmail nor ExternalAlarmTopicArn: the template refuses it")
 	}
+	// A parameter without a default must be given ("Parameters: [X] must
+	// have values").
+	for name, p := range tpl.Parameters {
+		if p.Default == nil && !regexp.MustCompile(`--parameter-overrides .*\b`+name+`=`).MatchString(text) {
+			t.Errorf("the hook's deploy does not set %s, which has no default: CloudFormation refuses it", name)
+		}
+	}
 	loop := regexp.MustCompile(`for fn in ([a-z ]+); do`).FindStringSubmatch(text)
 	if loop == nil {
 		t.Fatal("the hook uploads no function zips")

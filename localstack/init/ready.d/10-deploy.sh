@@ -31,5 +31,5 @@ awslocal cloudformation deploy \
   --stack-name "${stack}" \
   --template-file /tmp/template.yaml \
   --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND \
-  --parameter-overrides MaxReceiveCount=3 NamingMode=generated "AlarmEmail=${ALARM_EMAIL:-dlqq-alarms@example.com}"
+  --parameter-overrides MaxReceiveCount=3 NamingMode=generated LegacyStatusIndex=drop "AlarmEmail=${ALARM_EMAIL:-dlqq-alarms@example.com}"
 awslocal cloudformation describe-stacks --stack-name "${stack}" --query 'Stacks[0].Outputs'

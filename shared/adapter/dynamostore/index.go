@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -20,12 +22,16 @@ import (
 
 // The move from the status index (IndexByStatus) to the source index
 // (IndexBySource). Items written before this release lack status_key, so
-// the source index does not hold them: readers keep reading the status
-// index until Backfill has given every item its status_key and written
-// the index's state item (indexStateKey). The state item sits in both
-// indexes' "#idx" partition, so that a reader finds it with the one Query
-// permission it has. Writers write status_key from this release on,
-// whichever index is read.
+// the source index does not hold them: on a table that still has the
+// status index, readers keep reading it until Backfill has given every
+// item its status_key and written the index's state item
+// (indexStateKey). A table without the status index (a stack created by
+// this release: the template's LegacyStatusIndex is "drop" by default)
+// has only items written with their status_key, and its readers read the
+// source index from the start. The state item sits in both indexes' "#idx"
+// partition, so that a reader finds it with the one Query permission it
+// has. Writers write status_key from this release on, whichever index is
+// read.
 const (
 	indexStatePartition = "#idx"
 	indexStateKey       = indexStatePartition + "#" + IndexBySource
@@ -34,8 +40,8 @@ const (
 )
 
 // indexState says which index a reader lists with: IndexBySource once the
-// backfill is complete (for good: it never goes back), IndexByStatus
-// before. Safe for concurrent use.
+// backfill is complete or on a table without IndexByStatus (for good:
+// neither goes back), IndexByStatus before. Safe for concurrent use.
 type indexState struct {
 	api   QueryAPI
 	table string
@@ -49,7 +55,9 @@ func newIndexState(api QueryAPI, table string) *indexState {
 	return &indexState{api: api, table: table}
 }
 
-// bySource reports whether listings read IndexBySource.
+// bySource reports whether listings read IndexBySource: the state item is
+// in its "#idx" partition, or the table has no IndexByStatus (DynamoDB
+// answers a Query on it with a ValidationException naming the index).
 func (s *indexState) bySource(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,17 +65,33 @@ func (s *indexState) bySource(ctx context.Context) (bool, error) {
 		return s.done, nil
 	}
 	found := false
-	err := queryIndex(ctx, s.api, s.table, IndexByStatus, statusAttr, indexStatePartition, func(item map[string]types.AttributeValue) error {
+	isState := func(item map[string]types.AttributeValue) error {
 		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && k.Value == indexStateKey {
 			found = true
 		}
 		return nil
-	})
+	}
+	err := queryIndex(ctx, s.api, s.table, IndexBySource, IndexKeyAttr, indexStatePartition, isState)
+	if err == nil && !found {
+		err = queryIndex(ctx, s.api, s.table, IndexByStatus, statusAttr, indexStatePartition, isState)
+		if noSuchIndex(err, IndexByStatus) {
+			found, err = true, nil
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("index state: %w", err)
 	}
 	s.done, s.checked = found, time.Now()
 	return s.done, nil
+}
+
+// noSuchIndex reports whether err is DynamoDB's answer to a Query on an
+// index the table does not have: a ValidationException "The table does not
+// have the specified index: <index>".
+func noSuchIndex(err error, index string) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException" &&
+		strings.Contains(api.ErrorMessage(), "does not have the specified index") && strings.Contains(api.ErrorMessage(), index)
 }
 
 // queryPartition hands each item of one non-record partition (a source's

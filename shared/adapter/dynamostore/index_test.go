@@ -15,8 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	cfnddb "github.com/awslabs/goformation/v7/cloudformation/dynamodb"
+
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -189,22 +193,41 @@ func checkPartitions(t *testing.T, source string, parts, indexes []string) {
 	}
 }
 
-// freshTable is a new table with the keys and indexes of the stack's: no
-// index state, as on a stack deployed before the source index.
-func freshTable(t *testing.T) string {
+// freshTable is a new table with the keys and indexes of a stack deployed
+// with LegacyStatusIndex legacy, and no index state: with "keep" as on a
+// stack deployed before the source index and updated to this release,
+// with "drop" as on a stack created by this release.
+func freshTable(t *testing.T, legacy string) string {
 	t.Helper()
-	ctx := context.Background()
-	d, err := stack.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(stack.Names["QuarantineTable"])})
+	tpl, err := template.Open(template.Path(), template.Env{StackName: legacy, Region: embedded.Region, Account: embedded.Account,
+		Params: map[string]any{"LegacyStatusIndex": legacy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := tpl.GetDynamoDBTableWithName("QuarantineTable")
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := storetest.UniqueID("pre-v3")
-	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: d.Table.AttributeDefinitions, KeySchema: d.Table.KeySchema}
-	for _, g := range d.Table.GlobalSecondaryIndexes {
-		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, ddbtypes.GlobalSecondaryIndex{IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
+	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest}
+	for _, a := range tb.AttributeDefinitions {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, ddbtypes.AttributeDefinition{AttributeName: aws.String(a.AttributeName), AttributeType: ddbtypes.ScalarAttributeType(a.AttributeType)})
 	}
-	if _, err := stack.Clients.DynamoDB.CreateTable(ctx, in); err != nil {
+	keys := func(ks []cfnddb.Table_KeySchema) (out []ddbtypes.KeySchemaElement) {
+		for _, k := range ks {
+			out = append(out, ddbtypes.KeySchemaElement{AttributeName: aws.String(k.AttributeName), KeyType: ddbtypes.KeyType(k.KeyType)})
+		}
+		return out
+	}
+	in.KeySchema = keys(tb.KeySchema)
+	for _, g := range tb.GlobalSecondaryIndexes {
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, ddbtypes.GlobalSecondaryIndex{IndexName: aws.String(g.IndexName), KeySchema: keys(g.KeySchema),
+			Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionType(aws.ToString(g.Projection.ProjectionType)), NonKeyAttributes: g.Projection.NonKeyAttributes}})
+	}
+	if want := map[string]int{"keep": 2, "drop": 1}[legacy]; len(in.GlobalSecondaryIndexes) != want {
+		t.Fatalf("with LegacyStatusIndex=%s the table has %d indexes, want %d", legacy, len(in.GlobalSecondaryIndexes), want)
+	}
+	if _, err := stack.Clients.DynamoDB.CreateTable(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -234,7 +257,7 @@ func (w preIndexWriter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, 
 func TestBackfillMovesListingsToTheSourceIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	table := freshTable(t)
+	table := freshTable(t, "keep")
 	old := preIndexWriter{API: stack.Clients.DynamoDB}
 	s, ps := dynamostore.New(old, table), dynamostore.NewPolicyStore(old, table)
 	a, b := storetest.UniqueID("bf-a"), storetest.UniqueID("bf-b")
@@ -363,5 +386,60 @@ func TestBackfillMovesListingsToTheSourceIndex(t *testing.T) {
 	rep, err = dynamostore.Backfill(ctx, stack.Clients.DynamoDB, table)
 	if err != nil || !rep.Complete || rep.Updated != 0 || rep.Passes != 1 {
 		t.Fatalf("a second backfill = %+v, %v; want complete in one pass, nothing updated", rep, err)
+	}
+}
+
+// A stack created by this release (LegacyStatusIndex=drop) has no status
+// index and nobody runs the backfill on it: its listings read the source
+// index from the first one, and find every record, policy and source.
+func TestANewStackListsFromTheSourceIndexWithoutABackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := freshTable(t, "drop")
+	s := dynamostore.New(stack.Clients.DynamoDB, table)
+	a, b := storetest.UniqueID("new-a"), storetest.UniqueID("new-b")
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var ofA []string
+	for i := range 5 {
+		src := a
+		if i%2 == 1 {
+			src = b
+		}
+		r := sourceRecord(t, src, base.Add(time.Duration(i)*time.Minute), nil)
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if src == a {
+			ofA = append(ofA, r.DLQID)
+		}
+	}
+	p, err := policy.New(policy.Spec{Source: a, Signatures: []string{"sig-a"}, MaxPerRun: 10, ExpiresAt: base.Add(24 * time.Hour)}, "alice", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamostore.NewPolicyStore(stack.Clients.DynamoDB, table).Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	api := &readCounting{API: stack.Clients.DynamoDB}
+	l := dynamostore.NewLister(api, table)
+	got, err := quarantine.ListIDs(ctx, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: a})
+	if err != nil || !slices.Equal(got, ofA) {
+		t.Fatalf("open records of %s = %v, %v; want %v", a, got, err, ofA)
+	}
+	all, err := quarantine.ListIDs(ctx, l, quarantine.ListQuery{Status: quarantine.StatusQuarantined})
+	if err != nil || len(all) != 5 {
+		t.Fatalf("open records across sources = %v, %v; want 5", all, err)
+	}
+	if srcs, err := l.ListSources(ctx); err != nil || !slices.Equal(srcs, []string{a, b}) {
+		t.Fatalf("sources = %v, %v", srcs, err)
+	}
+	pols, err := dynamostore.NewPolicyStore(api, table).List(ctx, a)
+	if err != nil || len(pols) != 1 || pols[0].ID != p.ID {
+		t.Fatalf("policies %v, %v", pols, err)
+	}
+	for i, ix := range api.indexes {
+		if ix != dynamostore.IndexBySource {
+			t.Fatalf("query %d read index %s (partition %q): a table without the status index is read from the source index", i, ix, api.parts[i])
+		}
 	}
 }

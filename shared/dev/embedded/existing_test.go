@@ -15,7 +15,8 @@ import (
 
 // The local stack's sources: the example source and an existing standard
 // queue attached to the stack's DLQ (shared), and an existing FIFO pair
-// registered as the attached DLQ; ingest takes batches from both DLQs.
+// registered as the attached DLQ; ingest takes batches from both, and
+// from the stack's FIFO DLQ.
 func TestLocalSourcesAreExistingQueuesAttachedToTheStack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -62,7 +63,7 @@ func TestLocalSourcesAreExistingQueuesAttachedToTheStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlqs := strings.Split(fn.Environment.Variables["DLQ_ARNS"], ",")
-	if len(dlqs) != 2 || dlqs[0] != st.QueueARNs["DeadLetterQueue"] || dlqs[1] != st.QueueARNs[name(embedded.FIFODLQ)] {
-		t.Errorf("ingest takes batches from %q, want the stack's DLQ and the attached FIFO DLQ", dlqs)
+	if len(dlqs) != 3 || dlqs[0] != st.QueueARNs["DeadLetterQueue"] || dlqs[1] != st.QueueARNs["FifoDeadLetterQueue"] || dlqs[2] != st.QueueARNs[name(embedded.FIFODLQ)] {
+		t.Errorf("ingest takes batches from %q, want the stack's two DLQs and the attached FIFO DLQ", dlqs)
 	}
 }

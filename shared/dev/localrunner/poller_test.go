@@ -91,7 +91,8 @@ func TestPartialBatchFailuresAndVisibility(t *testing.T) {
 
 // The local stack's pollers feed ingest from every DLQ the template maps:
 // the stack's DLQ, which the example source and an attached existing queue
-// share, and the attached FIFO DLQ. Each message SQS dead-lettered reaches
+// share, the attached FIFO DLQ, and the stack's FIFO DLQ
+// (TestFIFOSourcesShareTheStacksFIFODLQ sends through it). Each message SQS dead-lettered reaches
 // the handler from its DLQ, naming its own source queue.
 func TestIngestMappingsFeedEveryDLQWithEachMessagesSource(t *testing.T) {
 	t.Parallel()
@@ -102,7 +103,8 @@ func TestIngestMappingsFeedEveryDLQWithEachMessagesSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	fifoDLQ, fifo, shared := st.Env.StackName+"-"+embedded.FIFODLQ, st.Env.StackName+"-"+embedded.FIFOSource, st.Env.StackName+"-"+embedded.SharedSource
-	if len(ms) != 2 || ms[0].QueueARN != st.QueueARNs["DeadLetterQueue"] || ms[1].QueueARN != st.QueueARNs[fifoDLQ] || ms[1].QueueURL != st.QueueURLs[fifoDLQ] || ms[1].Window != 0 {
+	if len(ms) != 3 || ms[0].QueueARN != st.QueueARNs["DeadLetterQueue"] || ms[1].QueueARN != st.QueueARNs[fifoDLQ] || ms[1].QueueURL != st.QueueURLs[fifoDLQ] || ms[1].Window != 0 ||
+		ms[2].QueueARN != st.QueueARNs["FifoDeadLetterQueue"] || ms[2].Window != 0 {
 		t.Fatalf("ingest mappings %+v", ms)
 	}
 	want := map[string]struct{ dlq, source string }{}

@@ -144,7 +144,7 @@ func readDecl(t *testing.T) templateDecl {
 // requiredSamples are values for the parameters every deploy must give:
 // those without a default, and the alarm destination the rule
 // AlarmDestinationIsRequired asks for.
-var requiredSamples = map[string]any{"NamingMode": "generated", "AlarmEmail": "oncall@example.com"}
+var requiredSamples = map[string]any{"NamingMode": "generated", "LegacyStatusIndex": "drop", "AlarmEmail": "oncall@example.com"}
 
 // baseParams are the parameters a deploy gives at the least.
 func baseParams(d templateDecl) map[string]any {
@@ -186,8 +186,10 @@ func settings(t *testing.T, d templateDecl, p template.Env) []setting {
 		// (how many sources fit in all: TestExtraSourcesFit).
 		"SourceQueueArns":  arn("sqs", p.Region, strings.Repeat("q", 80)) + "," + arn("sqs", p.Region, strings.Repeat("r", 75)+".fifo"),
 		"SourceKmsKeyArns": arn("kms", p.Region, "key/mrk-0123456789abcdef0123456789abcdef") + "," + arn("kms", p.Region, "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
-		// Their DLQs: each its own (a FIFO source's is FIFO).
-		"ExtraSources": `{"` + strings.Repeat("q", 80) + `":{"dlq":"` + strings.Repeat("q", 76) + `-dlq"},"` + strings.Repeat("r", 75) + `.fifo":{"dlq":"` + strings.Repeat("r", 71) + `-dlq.fifo"}}`,
+		// Their DLQs: the stack's of their kind (a dlq of their own must be
+		// one ingest takes batches from: TestExtraSourcesFit), and settings
+		// of their own.
+		"ExtraSources": `{"` + strings.Repeat("q", 80) + `":{"redrive_cap":1000,"schema":"inventory-movement.v1"},"` + strings.Repeat("r", 75) + `.fifo":{"redrive_cap":1000,"schema":"inventory-movement.v1"}}`,
 	}
 	// The free-form strings at the longest their patterns allow, with every
 	// kind of character they allow (both go into the functions'

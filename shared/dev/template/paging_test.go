@@ -269,6 +269,7 @@ var reminders = map[string]struct {
 	"LedgerUpgradeReminderAlarm":        {"pages every hour while LedgerMappingEnabled=false; the update that ends the window removes it", 10},
 	"DLQNeverEmptiesReminderAlarm":      {"pages again every hour while the DLQ never empties (a stuck message is deleted when the queue's retention runs out); DLQNeverEmptiesAlarm goes OK when it empties", 60},
 	"ExtraDLQNeverEmptiesReminderAlarm": {"the same for an attached DLQ", 60},
+	"FifoDLQNeverEmptiesReminderAlarm":  {"the same for the stack's FIFO DLQ", 60},
 }
 
 // Every alarm says when it is over (OK notifications, to the same
@@ -421,8 +422,9 @@ func TestDLQNeverEmptiesAlarm(t *testing.T) {
 		common = append(common, sampling{name: fmt.Sprintf("two samples in a minute every %d", every), double: every})
 	}
 	for queue, c := range map[string]struct{ condition, prefix, ageAlarm string }{
-		"prod-dlq":   {"", "", "DLQOldestMessageAlarm"},
-		"legacy-dlq": {"HasExtraDLQ", "Extra", "ExtraDLQOldestMessageAlarm"},
+		"prod-dlq":      {"", "", "DLQOldestMessageAlarm"},
+		"legacy-dlq":    {"HasExtraDLQ", "Extra", "ExtraDLQOldestMessageAlarm"},
+		"prod-dlq.fifo": {"", "Fifo", "FifoDLQOldestMessageAlarm"},
 	} {
 		visible, inflight, age := sqsKey("ApproximateNumberOfMessagesVisible", queue), sqsKey("ApproximateNumberOfMessagesNotVisible", queue), sqsKey("ApproximateAgeOfOldestMessage", queue)
 		samplings := slices.Clone(common)

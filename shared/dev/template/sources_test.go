@@ -46,29 +46,14 @@ type sourcesForm struct {
 }
 
 var sourcesForms = []sourcesForm{
-	// Routed to the stack's DLQ, every setting defaulted: the ARN alone
-	// (a FIFO source names its FIFO DLQ: the stack's is standard).
-	{"registered", func(name string) *sources.Config {
-		if strings.HasSuffix(name, ".fifo") {
-			return &sources.Config{DLQ: ownDLQ(name)}
-		}
-		return nil
+	// Routed to the stack's DLQ of its kind, every setting defaulted: the
+	// ARN alone.
+	{"registered", func(string) *sources.Config { return nil }},
+	// Its own key pointer, schema and cap (a dlq of its own must be one
+	// ingest takes batches from: the attached one, one per stack).
+	{"full", func(string) *sources.Config {
+		return &sources.Config{IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1", RedriveCap: 3}
 	}},
-	// Its own DLQ (an existing queue's).
-	{"own dlq", func(name string) *sources.Config { return &sources.Config{DLQ: ownDLQ(name)} }},
-	// Its own DLQ, key pointer, schema and cap.
-	{"full", func(name string) *sources.Config {
-		return &sources.Config{DLQ: ownDLQ(name), IdempotencyPointer: "/event_id", Schema: "inventory-movement.v1", RedriveCap: 3}
-	}},
-}
-
-// ownDLQ is the name of a source's own DLQ: <name>-dlq, FIFO for a FIFO
-// source.
-func ownDLQ(name string) string {
-	if base, ok := strings.CutSuffix(name, ".fifo"); ok {
-		return base + "-dlq.fifo"
-	}
-	return name + "-dlq"
 }
 
 // sourcesParams are the parameters of n sources registered in form f, in
@@ -193,7 +178,7 @@ func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
 	params := map[string]any{
 		"SourceQueueArns":     "arn:aws:sqs:eu-west-1:111122223333:orders,arn:aws:sqs:eu-west-1:111122223333:payments.fifo,arn:aws:sqs:eu-west-1:" + other + ":partner-events",
 		"SourceKmsKeyArns":    key1 + "," + key2,
-		"ExtraSources":        `{"payments.fifo":{"dlq":"payments-dlq.fifo","redrive_cap":2}}`,
+		"ExtraSources":        `{"payments.fifo":{"redrive_cap":2}}`,
 		"ExtraSourceQueueArn": attached,
 		"ExtraDLQArn":         "arn:aws:sqs:eu-west-1:111122223333:legacy-orders-dlq",
 	}

@@ -3,6 +3,7 @@ package template_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+	cfnddb "github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
@@ -150,47 +152,72 @@ func TestTable(t *testing.T) {
 	if len(tb.KeySchema) != 1 || tb.KeySchema[0].AttributeName != "dlq_id" {
 		t.Fatalf("key schema %+v", tb.KeySchema)
 	}
-	// Both indexes while listings move from the status index to the
-	// source index (docs/operations.md): the same projection, and the
-	// source index projects the status too, which is not its key.
-	for _, want := range []struct{ name, hash string }{{dynamostore.IndexByStatus, "status"}, {dynamostore.IndexBySource, dynamostore.IndexKeyAttr}} {
-		found := false
-		for _, g := range tb.GlobalSecondaryIndexes {
-			if g.IndexName != want.name {
-				continue
-			}
-			found = true
-			if len(g.KeySchema) != 2 || g.KeySchema[0].AttributeName != want.hash || g.KeySchema[1].AttributeName != "first_seen" {
-				t.Errorf("index %s keys %+v, want %s + first_seen", g.IndexName, g.KeySchema, want.hash)
-			}
-			projected := func(a string) bool {
-				return a == "dlq_id" || a == want.hash || a == "first_seen" || aws.ToString(g.Projection.ProjectionType) == "ALL" || slices.Contains(g.Projection.NonKeyAttributes, a)
-			}
-			// A filter on an index sees only what it projects: an
-			// unprojected integrity_hold would look absent, and held
-			// records would be listed (and replayed) again.
-			for _, a := range dynamostore.FilteredAttributes() {
-				if !projected(a) {
-					t.Errorf("index %s does not project %s, which listings filter on", g.IndexName, a)
-				}
-			}
-			// Listing entries (FIFO order) are read from the index alone.
-			for _, a := range dynamostore.EntryAttributes() {
-				if !projected(a) {
-					t.Errorf("index %s does not project %s, which listing entries read", g.IndexName, a)
-				}
+	// LegacyStatusIndex=drop (a new stack): the source index only. keep (a
+	// stack moving over, docs/operations.md): the status index as well, the
+	// same projection; the source index projects the status too, which is
+	// not its key.
+	for legacy, names := range map[string][]string{"drop": {dynamostore.IndexBySource}, "keep": {dynamostore.IndexByStatus, dynamostore.IndexBySource}} {
+		e := env
+		e.Params = map[string]any{"LegacyStatusIndex": legacy}
+		tpl, err := template.Open(template.Path(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := lookup(t, tpl.GetDynamoDBTableWithName, "QuarantineTable")
+		checkIndexes(t, "LegacyStatusIndex="+legacy, tb, names)
+	}
+}
+
+// checkIndexes fails unless table's indexes are exactly names (each keyed
+// as layout.go says and projecting what listings read), and every
+// attribute definition is a string that some key uses (DynamoDB refuses
+// one that none does).
+func checkIndexes(t *testing.T, what string, tb *cfnddb.Table, names []string) {
+	t.Helper()
+	hashOf := map[string]string{dynamostore.IndexByStatus: "status", dynamostore.IndexBySource: dynamostore.IndexKeyAttr}
+	var got []string
+	used := map[string]bool{}
+	for _, k := range tb.KeySchema {
+		used[k.AttributeName] = true
+	}
+	for _, g := range tb.GlobalSecondaryIndexes {
+		got = append(got, g.IndexName)
+		for _, k := range g.KeySchema {
+			used[k.AttributeName] = true
+		}
+		hash := hashOf[g.IndexName]
+		if len(g.KeySchema) != 2 || g.KeySchema[0].AttributeName != hash || g.KeySchema[1].AttributeName != "first_seen" {
+			t.Errorf("%s: index %s keys %+v, want %s + first_seen", what, g.IndexName, g.KeySchema, hash)
+		}
+		projected := func(a string) bool {
+			return a == "dlq_id" || a == hash || a == "first_seen" || aws.ToString(g.Projection.ProjectionType) == "ALL" || slices.Contains(g.Projection.NonKeyAttributes, a)
+		}
+		// A filter on an index sees only what it projects: an unprojected
+		// integrity_hold would look absent, and held records would be
+		// listed (and replayed) again.
+		for _, a := range dynamostore.FilteredAttributes() {
+			if !projected(a) {
+				t.Errorf("%s: index %s does not project %s, which listings filter on", what, g.IndexName, a)
 			}
 		}
-		if !found {
-			t.Errorf("no index %s", want.name)
+		// Listing entries (FIFO order) are read from the index alone.
+		for _, a := range dynamostore.EntryAttributes() {
+			if !projected(a) {
+				t.Errorf("%s: index %s does not project %s, which listing entries read", what, g.IndexName, a)
+			}
 		}
 	}
-	defined := map[string]bool{}
+	if !slices.Equal(got, names) {
+		t.Errorf("%s: indexes %v, want %v", what, got, names)
+	}
 	for _, a := range tb.AttributeDefinitions {
-		defined[a.AttributeName] = a.AttributeType == "S"
+		if a.AttributeType != "S" || !used[a.AttributeName] {
+			t.Errorf("%s: attribute definition %s (%s): not a string that a key uses", what, a.AttributeName, a.AttributeType)
+		}
+		delete(used, a.AttributeName)
 	}
-	if !defined[dynamostore.IndexKeyAttr] {
-		t.Errorf("%s is not defined as a string attribute", dynamostore.IndexKeyAttr)
+	if len(used) > 0 {
+		t.Errorf("%s: keys without an attribute definition: %v", what, slices.Sorted(maps.Keys(used)))
 	}
 }
 

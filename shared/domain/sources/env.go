@@ -26,8 +26,8 @@ const (
 	// send to. Each is a source, named by the queue name in its ARN, with
 	// the settings EXTRA_SOURCES gives it, else the defaults.
 	EnvQueueARNs = "SOURCE_QUEUE_ARNS"
-	// EnvDefaultDLQ is the dlq of a registered source that names none:
-	// the stack's DLQ.
+	// EnvDefaultDLQ is the dlq of a registered standard source that names
+	// none: the stack's DLQ. A FIFO source's is its FIFO twin (FIFODLQ).
 	EnvDefaultDLQ = "SOURCE_DEFAULT_DLQ"
 	// EnvAttachedSourceARN and EnvAttachedDLQARN are the template's
 	// ExtraSourceQueueArn and ExtraDLQArn: a registered source queue
@@ -42,11 +42,33 @@ const (
 type Registry struct {
 	// QueueARNs are the registered source queues (SOURCE_QUEUE_ARNS).
 	QueueARNs []string
-	// DLQ is the dlq of a registered queue that names none.
+	// DLQ is the dlq of a registered standard queue that names none, and
+	// FIFODLQ(DLQ) a FIFO queue's (defaultDLQ).
 	DLQ string
 	// AttachedSourceARN, when set, is one more registered queue, whose
 	// dlq is the queue AttachedDLQARN names.
 	AttachedSourceARN, AttachedDLQARN string
+}
+
+// FIFODLQ is the name of the stack's FIFO DLQ, given its standard DLQ's
+// name: the template names them <stack>-dlq and <stack>-dlq.fifo, so that
+// the one variable SOURCE_DEFAULT_DLQ (every byte of a function's 4 KB
+// environment counts) says both. "" for "".
+func FIFODLQ(dlq string) string {
+	if dlq == "" {
+		return ""
+	}
+	return dlq + ".fifo"
+}
+
+// defaultDLQ is the dlq of a source named name that names none: SQS moves
+// a FIFO queue's messages only into a FIFO DLQ, a standard queue's only
+// into a standard one.
+func (r Registry) defaultDLQ(name string) string {
+	if strings.HasSuffix(name, ".fifo") {
+		return FIFODLQ(r.DLQ)
+	}
+	return r.DLQ
 }
 
 // registered returns the registry's queues by name: ARN and default dlq.
@@ -66,7 +88,7 @@ func (r Registry) registered() (map[string]Config, error) {
 	}
 	for _, arn := range r.QueueARNs {
 		if arn = strings.TrimSpace(arn); arn != "" {
-			add(EnvQueueARNs, arn, r.DLQ)
+			add(EnvQueueARNs, arn, r.defaultDLQ(QueueName(arn)))
 		}
 	}
 	if r.AttachedSourceARN != "" {
@@ -127,19 +149,19 @@ func Merge(sourcesJSON, extraJSON string, r Registry) (map[string]Config, error)
 				errs = append(errs, fmt.Errorf("%s: source %q has no arn and no registered queue (%s) has its name", EnvExtraSources, name, EnvQueueARNs))
 			}
 			if c.DLQ == "" {
-				c.DLQ = r.DLQ
+				c.DLQ = r.defaultDLQ(name)
 			}
 		}
 		out[name] = c
 	}
 	maps.Copy(out, reg) // the registered queues extra gives no settings
 	// SQS: the DLQ of a FIFO queue is a FIFO queue, of a standard queue a
-	// standard one. The default DLQ (the stack's, standard) fits only
-	// standard sources: a FIFO source names its own.
+	// standard one. The defaults fit (defaultDLQ); a dlq named in
+	// EXTRA_SOURCES may not.
 	for _, name := range slices.Sorted(maps.Keys(out)) {
 		c := out[name]
 		if c.DLQ != "" && strings.HasSuffix(name, ".fifo") != strings.HasSuffix(c.DLQ, ".fifo") {
-			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its kind (SQS: a FIFO queue's DLQ is FIFO, a standard queue's standard; give a FIFO source its dlq in %s)", name, c.DLQ, EnvExtraSources))
+			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its kind (SQS: a FIFO queue's DLQ is FIFO, a standard queue's standard; leave dlq out in %s for the stack's DLQ of its kind)", name, c.DLQ, EnvExtraSources))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

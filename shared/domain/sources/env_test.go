@@ -15,7 +15,7 @@ func TestMergeRegisteredQueuesAndTheirSettings(t *testing.T) {
 		`{"stack-source":{"arn":"`+prefix+`stack-source","dlq":"stack-dlq","schema":"inventory-movement.v1"}}`,
 		`{"payments.fifo":{"dlq":"payments-dlq.fifo","redrive_cap":2},"elsewhere":{"arn":"arn:aws:sqs:us-east-1:444455556666:elsewhere"},"legacy":{"schema":"inventory-movement.v1"}}`,
 		sources.Registry{
-			QueueARNs: []string{prefix + "orders", " " + prefix + "payments.fifo", ""},
+			QueueARNs: []string{prefix + "orders", " " + prefix + "payments.fifo", prefix + "refunds.fifo", ""},
 			DLQ:       "stack-dlq", AttachedSourceARN: prefix + "legacy", AttachedDLQARN: prefix + "legacy-dlq",
 		})
 	if err != nil {
@@ -25,8 +25,11 @@ func TestMergeRegisteredQueuesAndTheirSettings(t *testing.T) {
 		"stack-source":  {ARN: prefix + "stack-source", DLQ: "stack-dlq", Schema: "inventory-movement.v1"},
 		"orders":        {ARN: prefix + "orders", DLQ: "stack-dlq"},
 		"payments.fifo": {ARN: prefix + "payments.fifo", DLQ: "payments-dlq.fifo", RedriveCap: 2},
-		"elsewhere":     {ARN: "arn:aws:sqs:us-east-1:444455556666:elsewhere", DLQ: "stack-dlq"},
-		"legacy":        {ARN: prefix + "legacy", DLQ: "legacy-dlq", Schema: "inventory-movement.v1"},
+		// A FIFO queue registered without a dlq of its own: the stack's
+		// FIFO DLQ, its standard DLQ's FIFO twin.
+		"refunds.fifo": {ARN: prefix + "refunds.fifo", DLQ: "stack-dlq.fifo"},
+		"elsewhere":    {ARN: "arn:aws:sqs:us-east-1:444455556666:elsewhere", DLQ: "stack-dlq"},
+		"legacy":       {ARN: prefix + "legacy", DLQ: "legacy-dlq", Schema: "inventory-movement.v1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d sources, want %d: %v", len(got), len(want), got)
@@ -62,7 +65,7 @@ func TestMergeRefuses(t *testing.T) {
 		{"data after the object", ``, `{"b":{}} {"c":{}}`, reg(prefix + "b"), `EXTRA_SOURCES: data after the JSON object`},
 		{"a broken SOURCES", `{`, `{}`, reg(), `SOURCES: unexpected EOF`},
 		{"an attached source that is no queue ARN", ``, ``, sources.Registry{AttachedSourceARN: "legacy", AttachedDLQARN: prefix + "d"}, `ATTACHED_SOURCE_ARN: "legacy" is not an SQS queue ARN`},
-		{"a FIFO source on a standard DLQ", ``, ``, reg(prefix + "b.fifo"), `source "b.fifo": dlq "d" is not of its kind`},
+		{"a FIFO source on a standard DLQ", ``, `{"b.fifo":{"dlq":"d"}}`, reg(prefix + "b.fifo"), `source "b.fifo": dlq "d" is not of its kind`},
 		{"a standard source on a FIFO DLQ", ``, `{"b":{"dlq":"d.fifo"}}`, reg(prefix + "b"), `source "b": dlq "d.fifo" is not of its kind`},
 		{"an attached source without its dlq", ``, ``, sources.Registry{AttachedSourceARN: prefix + "legacy"}, `ATTACHED_DLQ_ARN="" is not an SQS queue ARN`},
 	} {
@@ -81,7 +84,7 @@ func TestFromEnvReadsEveryVariable(t *testing.T) {
 	vars := map[string]string{
 		sources.EnvSources:           `{"s":{"arn":"` + prefix + `s","dlq":"stack-dlq"}}`,
 		sources.EnvExtraSources:      `{"x":{"redrive_cap":5}}`,
-		sources.EnvQueueARNs:         prefix + "x," + prefix + "y",
+		sources.EnvQueueARNs:         prefix + "x," + prefix + "y," + prefix + "z.fifo",
 		sources.EnvDefaultDLQ:        "stack-dlq",
 		sources.EnvAttachedSourceARN: prefix + "legacy",
 		sources.EnvAttachedDLQARN:    prefix + "legacy-dlq",
@@ -90,7 +93,7 @@ func TestFromEnvReadsEveryVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["x"].ARN != prefix+"x" || got["x"].RedriveCap != 5 || got["y"].DLQ != "stack-dlq" || got["legacy"].DLQ != "legacy-dlq" || got["s"].DLQ != "stack-dlq" || len(got) != 4 {
+	if got["x"].ARN != prefix+"x" || got["x"].RedriveCap != 5 || got["y"].DLQ != "stack-dlq" || got["z.fifo"].DLQ != "stack-dlq.fifo" || got["legacy"].DLQ != "legacy-dlq" || got["s"].DLQ != "stack-dlq" || len(got) != 5 {
 		t.Fatalf("FromVariables = %+v", got)
 	}
 	none := map[string]string{sources.EnvExtraSources: "{}", sources.EnvQueueARNs: ""}
