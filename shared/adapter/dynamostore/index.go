@@ -29,8 +29,8 @@ import (
 // this release: the template's LegacyStatusIndex is "drop" by default)
 // has only items written with their status_key, and its readers read the
 // source index from the start. The state item sits in both indexes' "#idx"
-// partition, so that a reader finds it with the one Query permission it
-// has. Writers write status_key from this release on, whichever index is
+// partition; readers look for it in the status index's, so that a reader
+// finds it with the one Query permission it has. Writers write status_key from this release on, whichever index is
 // read.
 const (
 	indexStatePartition = "#idx"
@@ -55,34 +55,44 @@ func newIndexState(api QueryAPI, table string) *indexState {
 	return &indexState{api: api, table: table}
 }
 
-// bySource reports whether listings read IndexBySource: the state item is
-// in its "#idx" partition, or the table has no IndexByStatus (DynamoDB
-// answers a Query on it with a ValidationException naming the index).
+// bySource reports whether listings read IndexBySource (ReadsSourceIndex).
 func (s *indexState) bySource(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done || (!s.checked.IsZero() && time.Since(s.checked) < indexRecheck) {
 		return s.done, nil
 	}
+	found, err := ReadsSourceIndex(ctx, s.api, s.table)
+	if err != nil {
+		return false, err
+	}
+	s.done, s.checked = found, time.Now()
+	return s.done, nil
+}
+
+// ReadsSourceIndex reports whether table's listings read IndexBySource:
+// the index state is in the status index's "#idx" partition (the backfill
+// is complete), or the table has no status index (DynamoDB answers a
+// Query on it with a ValidationException naming the index: a stack made
+// with LegacyStatusIndex=drop, whose items all carry their status_key).
+// It never reads the source index: on a stack moving over, that index may
+// still be backfilling (DynamoDB refuses a Query on it), and the status
+// index is there and complete.
+func ReadsSourceIndex(ctx context.Context, api QueryAPI, table string) (bool, error) {
 	found := false
-	isState := func(item map[string]types.AttributeValue) error {
+	err := queryIndex(ctx, api, table, IndexByStatus, statusAttr, indexStatePartition, func(item map[string]types.AttributeValue) error {
 		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && k.Value == indexStateKey {
 			found = true
 		}
 		return nil
-	}
-	err := queryIndex(ctx, s.api, s.table, IndexBySource, IndexKeyAttr, indexStatePartition, isState)
-	if err == nil && !found {
-		err = queryIndex(ctx, s.api, s.table, IndexByStatus, statusAttr, indexStatePartition, isState)
-		if noSuchIndex(err, IndexByStatus) {
-			found, err = true, nil
-		}
+	})
+	if noSuchIndex(err, IndexByStatus) {
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("index state: %w", err)
 	}
-	s.done, s.checked = found, time.Now()
-	return s.done, nil
+	return found, nil
 }
 
 // noSuchIndex reports whether err is DynamoDB's answer to a Query on an
@@ -165,7 +175,9 @@ func (s *Store) markSource(ctx context.Context, source string, firstSeen quarant
 	return nil
 }
 
-// putSourceMarker creates source's marker unless it exists.
+// putSourceMarker creates source's marker unless it exists as it should:
+// a marker someone rewrote (another partition or source, which would hide
+// the source from the listings across sources) is written again.
 func putSourceMarker(ctx context.Context, api interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }, table, source string, firstSeen quarantine.Time) error {
@@ -178,11 +190,13 @@ func putSourceMarker(ctx context.Context, api interface {
 			firstSeenAttr: &types.AttributeValueMemberS{Value: firstSeen.String()},
 			sourceAttr:    &types.AttributeValueMemberS{Value: source},
 		},
-		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
-		ExpressionAttributeNames: map[string]string{"#k": KeyAttr},
+		ConditionExpression:      aws.String("attribute_not_exists(#k) OR #sk <> :p OR #st <> :p OR #src <> :s"),
+		ExpressionAttributeNames: map[string]string{"#k": KeyAttr, "#sk": IndexKeyAttr, "#st": statusAttr, "#src": sourceAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: SourcePartition}, ":s": &types.AttributeValueMemberS{Value: source}},
 	})
 	if conditionFailed(err) {
-		return nil // marked already
+		return nil // marked already, as it should be
 	}
 	return err
 }
@@ -209,6 +223,7 @@ func (l *Lister) ListSources(ctx context.Context) ([]string, error) {
 
 // BackfillAPI is the part of the DynamoDB client Backfill uses.
 type BackfillAPI interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -245,6 +260,16 @@ const maxBackfillPasses = 5
 // again and to interrupt.
 func Backfill(ctx context.Context, api BackfillAPI, table string) (BackfillReport, error) {
 	var rep BackfillReport
+	// CloudFormation completes the update that adds the source index while
+	// DynamoDB still builds it; the state moves every reader to it, so it
+	// is written only once the index answers queries.
+	d, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return rep, fmt.Errorf("describe %s: %w", table, err)
+	}
+	if err := sourceIndexReady(d.Table); err != nil {
+		return rep, err
+	}
 	sources := map[string]bool{}
 	clean := false
 	for !clean && rep.Passes < maxBackfillPasses {
@@ -280,7 +305,7 @@ func Backfill(ctx context.Context, api BackfillAPI, table string) (BackfillRepor
 	if !clean {
 		return rep, nil // the last pass still found items to do: not complete
 	}
-	_, err := api.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(table),
 		Item: map[string]types.AttributeValue{
 			KeyAttr:       &types.AttributeValueMemberS{Value: indexStateKey},
@@ -294,6 +319,24 @@ func Backfill(ctx context.Context, api BackfillAPI, table string) (BackfillRepor
 	}
 	rep.Complete = true
 	return rep, nil
+}
+
+// sourceIndexReady says why t's source index cannot be read yet: missing,
+// or not ACTIVE (CREATING: DynamoDB refuses queries on an index it is
+// still backfilling).
+func sourceIndexReady(t *types.TableDescription) error {
+	if t != nil {
+		for _, g := range t.GlobalSecondaryIndexes {
+			if aws.ToString(g.IndexName) != IndexBySource {
+				continue
+			}
+			if g.IndexStatus != "" && g.IndexStatus != types.IndexStatusActive {
+				return fmt.Errorf("index %s is %s: run the backfill again once it is ACTIVE (aws dynamodb describe-table)", IndexBySource, g.IndexStatus)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the table has no index %s: deploy this release first", IndexBySource)
 }
 
 // What backfillItem did with an item.
@@ -374,17 +417,44 @@ func ledgerKeyFields(item map[string]types.AttributeValue) ledger.Item {
 	return it
 }
 
+// IndexKeyFrom is ledger.Input.IndexKeyFrom for a table whose items
+// (a full scan) are items and whose listings read the source index when
+// bySource (ReadsSourceIndex): the index state's time (when the backfill
+// completed), the zero time on a table without the status index (its
+// items always had their keys), nil while the listings read the status
+// index.
+func IndexKeyFrom(items []map[string]types.AttributeValue, bySource bool) *time.Time {
+	for _, item := range items {
+		if k, _ := item[KeyAttr].(*types.AttributeValueMemberS); k != nil && k.Value == indexStateKey {
+			at := time.Time{}
+			if v, _ := item[firstSeenAttr].(*types.AttributeValueMemberS); v != nil {
+				var t quarantine.Time
+				if t.UnmarshalText([]byte(v.Value)) == nil {
+					at = t.Time
+				}
+			}
+			return &at
+		}
+	}
+	if bySource {
+		return &time.Time{}
+	}
+	return nil
+}
+
 // IndexProblem is a record the source index's listings miss.
 type IndexProblem struct{ ID, What string }
 
 // IndexCheck names each record among a table's items (a full scan) that
-// the source index's listings would miss once the backfill is complete
-// (the index state among items; before it, listings read the status
-// index and nothing is named): one without status_key (written by an
-// older function after the backfill), one whose status_key is not the one
-// its fields derive, and one whose source has no marker (listings across
-// sources, the sweeper's, would not reach it). dlqctl verify reports them.
-func IndexCheck(items []map[string]types.AttributeValue) []IndexProblem {
+// the source index's listings would miss once they read it (bySource: the
+// index state among items, or a table without the status index; before
+// that, listings read the status index and nothing is named): one without
+// status_key (written by an older function after the backfill, or by
+// someone with write access), one whose status_key is not the one its
+// fields derive, and one whose source has no marker as ingest writes it
+// (listings across sources, the sweeper's, would not reach it); and each
+// marker someone rewrote. dlqctl verify reports them.
+func IndexCheck(items []map[string]types.AttributeValue, bySource bool) []IndexProblem {
 	str := func(item map[string]types.AttributeValue, name string) string {
 		v, _ := item[name].(*types.AttributeValueMemberS)
 		if v == nil {
@@ -392,19 +462,22 @@ func IndexCheck(items []map[string]types.AttributeValue) []IndexProblem {
 		}
 		return v.Value
 	}
-	complete, marked := false, map[string]bool{}
+	complete, marked := bySource, map[string]bool{}
+	var out []IndexProblem
 	for _, item := range items {
 		switch k := str(item, KeyAttr); {
 		case k == indexStateKey:
 			complete = true
-		case strings.HasPrefix(k, sourceMarkerPrefix) && k == sourceMarkerKey(str(item, sourceAttr)):
+		case !strings.HasPrefix(k, sourceMarkerPrefix):
+		case k == sourceMarkerKey(str(item, sourceAttr)) && str(item, IndexKeyAttr) == SourcePartition && str(item, statusAttr) == SourcePartition:
 			marked[str(item, sourceAttr)] = true
+		default:
+			out = append(out, IndexProblem{k, fmt.Sprintf("a source marker rewritten (source %q, status_key %q): the listings across sources do not find its source (ingest writes it again at its next cold start)", str(item, sourceAttr), str(item, IndexKeyAttr))})
 		}
 	}
 	if !complete {
 		return nil
 	}
-	var out []IndexProblem
 	for _, item := range items {
 		id := str(item, KeyAttr)
 		if !IsRecordKey(id) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	cfnddb "github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 
@@ -441,5 +442,134 @@ func TestANewStackListsFromTheSourceIndexWithoutABackfill(t *testing.T) {
 		if ix != dynamostore.IndexBySource {
 			t.Fatalf("query %d read index %s (partition %q): a table without the status index is read from the source index", i, ix, api.parts[i])
 		}
+	}
+}
+
+// scanAll is every item of table.
+func scanAll(t *testing.T, table string) []map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	var items []map[string]ddbtypes.AttributeValue
+	p := dynamodb.NewScanPaginator(stack.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, page.Items...)
+	}
+	return items
+}
+
+// On a table without the status index, listings read the source index
+// from the start, without an index state: so every record must be in it.
+// Whoever writes a record without its status_key (any role that writes
+// records), or rewrites a source marker (ingest's role, which writes
+// them), is named by the index check verify runs; and ingest writes a
+// rewritten marker again at its next start.
+func TestANewStacksIndexCheckNamesWhatItsListingsMiss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := freshTable(t, "drop")
+	api := stack.Clients.DynamoDB
+	a := storetest.UniqueID("chk")
+	base := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	if err := dynamostore.New(api, table).Create(ctx, sourceRecord(t, a, base, nil)); err != nil {
+		t.Fatal(err)
+	}
+	bySource, err := dynamostore.ReadsSourceIndex(ctx, api, table)
+	if err != nil || !bySource {
+		t.Fatalf("ReadsSourceIndex on a table without the status index = %v, %v", bySource, err)
+	}
+	if p := dynamostore.IndexCheck(scanAll(t, table), bySource); len(p) != 0 {
+		t.Fatalf("a clean table: %v", p)
+	}
+	keyless := sourceRecord(t, a, base.Add(time.Minute), nil)
+	item, err := dynamostore.Marshal(keyless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(item, dynamostore.IndexKeyAttr)
+	marker := "#src#" + a
+	for _, it := range []map[string]ddbtypes.AttributeValue{item, {
+		dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: marker}, "status": &ddbtypes.AttributeValueMemberS{Value: "#x"},
+		dynamostore.IndexKeyAttr: &ddbtypes.AttributeValueMemberS{Value: "#x"}, "source": &ddbtypes.AttributeValueMemberS{Value: a},
+		"first_seen": &ddbtypes.AttributeValueMemberS{Value: "2026-12-02T00:00:00Z"}}} {
+		if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if srcs, err := dynamostore.NewLister(api, table).ListSources(ctx); err != nil || slices.Contains(srcs, a) {
+		t.Fatalf("with its marker rewritten, the sources listed are %v, %v: want %s missing (the attack this check names)", srcs, err, a)
+	}
+	named := map[string]string{}
+	for _, p := range dynamostore.IndexCheck(scanAll(t, table), bySource) {
+		named[p.ID] += p.What
+	}
+	if !strings.Contains(named[keyless.DLQID], "no status_key") || !strings.Contains(named[marker], "rewritten") {
+		t.Fatalf("index check = %v; want %s without status_key and %s rewritten", named, keyless.DLQID, marker)
+	}
+	// Without the state and with the status index, nothing is named: the
+	// listings read the status index.
+	if p := dynamostore.IndexCheck(scanAll(t, table), false); len(p) != 0 {
+		t.Fatalf("before the listings read the source index: %v", p)
+	}
+	// Ingest's next start writes the marker again.
+	if err := dynamostore.New(api, table).Create(ctx, sourceRecord(t, a, base.Add(2*time.Minute), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if srcs, err := dynamostore.NewLister(api, table).ListSources(ctx); err != nil || !slices.Contains(srcs, a) {
+		t.Fatalf("after ingest's next start, the sources listed are %v, %v; want %s", srcs, err, a)
+	}
+}
+
+// backfilling answers a Query on the source index as DynamoDB does while
+// it builds the index (CREATING), and describes it so.
+type backfilling struct{ *dynamodb.Client }
+
+func (b backfilling) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if aws.ToString(in.IndexName) == dynamostore.IndexBySource {
+		return nil, &smithy.GenericAPIError{Code: "ValidationException", Message: "Cannot read from backfilling global secondary index: " + dynamostore.IndexBySource}
+	}
+	return b.Client.Query(ctx, in, opts...)
+}
+
+func (b backfilling) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	out, err := b.Client.DescribeTable(ctx, in, opts...)
+	if err == nil {
+		for i, g := range out.Table.GlobalSecondaryIndexes {
+			if aws.ToString(g.IndexName) == dynamostore.IndexBySource {
+				out.Table.GlobalSecondaryIndexes[i].IndexStatus = ddbtypes.IndexStatusCreating
+			}
+		}
+	}
+	return out, err
+}
+
+// Step 1 of the move: CloudFormation has completed the update that adds
+// the source index while DynamoDB still builds it. The listings keep
+// reading the status index (they never query the source index until the
+// state says so), and the backfill refuses to write the state until the
+// index is ACTIVE.
+func TestListingsAndTheBackfillWaitForTheSourceIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := freshTable(t, "keep")
+	old := preIndexWriter{API: stack.Clients.DynamoDB}
+	a := storetest.UniqueID("bf-wait")
+	r := sourceRecord(t, a, time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), nil)
+	if err := dynamostore.New(old, table).Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	api := backfilling{Client: stack.Clients.DynamoDB}
+	got, err := quarantine.ListIDs(ctx, dynamostore.NewLister(api, table), quarantine.ListQuery{Status: quarantine.StatusQuarantined, Source: a})
+	if err != nil || !slices.Equal(got, []string{r.DLQID}) {
+		t.Fatalf("listing while the source index is built = %v, %v; want %s", got, err, r.DLQID)
+	}
+	rep, err := dynamostore.Backfill(ctx, api, table)
+	if err == nil || !strings.Contains(err.Error(), "CREATING") || rep.Complete {
+		t.Fatalf("backfill while the source index is built = %+v, %v; want refused, naming CREATING", rep, err)
+	}
+	if bySource, err := dynamostore.ReadsSourceIndex(ctx, stack.Clients.DynamoDB, table); err != nil || bySource {
+		t.Fatalf("after the refused backfill the listings read the source index (%v, %v)", bySource, err)
 	}
 }

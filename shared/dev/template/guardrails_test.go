@@ -1,6 +1,7 @@
 package template_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -67,9 +68,13 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		}
 	}
 	denied = append(denied, q("kms:Sign", signingKey, nil), q("kms:GenerateMac", keys[2], nil))
-	// The mappings by their own ARNs (no lambda:FunctionArn in the
-	// request), and no new mapping into any function of the stack.
-	for _, id := range []string{"IngestDLQMapping", "LedgerStreamMapping", "IngestExtraDLQMapping"} {
+	// Every mapping of the template by its own ARN (no lambda:FunctionArn
+	// in the request), and no new mapping into any function of the stack.
+	mappings := slices.Sorted(maps.Keys(openWith(t, map[string]any{"ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"}).GetAllLambdaEventSourceMappingResources()))
+	if len(mappings) < 4 {
+		t.Fatalf("the template's mappings: %v", mappings)
+	}
+	for _, id := range mappings {
 		denied = append(denied, q("lambda:UpdateEventSourceMapping", mapping(id), nil), q("lambda:DeleteEventSourceMapping", mapping(id), nil))
 	}
 	for _, f := range []string{"ingest", "ledger", "digest", "redrive", "sweeper", "metrics"} {
@@ -83,7 +88,7 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	}
 	// The queues dead letters pass through, before ingest seals them, and
 	// the failure queues.
-	for _, id := range []string{"DeadLetterQueue", "SourceQueue"} {
+	for _, id := range []string{"DeadLetterQueue", "FifoDeadLetterQueue", "SourceQueue"} {
 		for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:ReceiveMessage",
 			"sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask"} {
 			denied = append(denied, q(a, queue(id), nil))

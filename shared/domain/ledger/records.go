@@ -164,7 +164,7 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 	cur := version{e: e, item: e.Item}
 	if e.Item != nil {
 		cur.canon, _ = e.Item.Canonical()
-		v.checkIndexKey(key, e)
+		v.checkIndexKey(key, prev, e)
 	}
 	if prev == nil || prev.item == nil {
 		switch {
@@ -357,19 +357,38 @@ func newestTime(it Item) time.Time {
 }
 
 // checkIndexKey names a version whose index key is not the one its own
-// fields derive (Input.IndexKey). A version without one (written before
-// the index had it) is not named here.
-func (v *verifier) checkIndexKey(key string, e Entry) {
+// fields derive (Input.IndexKey), and one without an index key whose
+// previous version had one, written once the listings read the index
+// (Input.IndexKeyFrom): every writer of this release keeps the key, and a
+// version without it drops out of the source index's listings. A version without one after a version without one
+// (written before the index had it) is not named here (dlqctl verify's
+// index check names it once the listings read the source index).
+func (v *verifier) checkIndexKey(key string, prev *version, e Entry) {
 	if v.in.IndexKey == nil {
 		return
 	}
 	got := e.Item[IndexKeyAttr].S
 	if got == nil {
+		if prev != nil && prev.item != nil && prev.item[IndexKeyAttr].S != nil && v.in.IndexKey(e.Item) != "" && v.indexKeyRequired(e) {
+			v.fail(KindIndexKey, key, "change %s has no index key, the version before it had one: the listings would not find it", e.Seq)
+		}
 		return
 	}
 	if want := v.in.IndexKey(e.Item); *got != want {
 		v.fail(KindIndexKey, key, "change %s carries index key %q, its fields derive %q: the listings would not find it", e.Seq, *got, want)
 	}
+}
+
+// indexKeyRequired reports whether e was written when the listings read
+// the index (Input.IndexKeyFrom): a change whose time does not parse counts
+// as written then.
+func (v *verifier) indexKeyRequired(e Entry) bool {
+	from := v.in.IndexKeyFrom
+	if from == nil {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, e.At)
+	return err != nil || !at.Before(*from)
 }
 
 // addsIndexKey reports whether b is a with exactly the index key its fields

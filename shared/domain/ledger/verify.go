@@ -110,6 +110,13 @@ type Input struct {
 	// and only adds the key it derives (the index backfill) is accepted,
 	// as an integrity hold is.
 	IndexKey func(Item) string
+	// IndexKeyFrom, when set (with IndexKey), is when the listings began
+	// to read the index (the index backfill's completion; the zero time
+	// on a table that never had another index): a version written from
+	// then on without an index key, after a version that had one, is
+	// KindIndexKey (the listings would not find it). Before it, such a
+	// version is an older writer's during the move, and not named.
+	IndexKeyFrom *time.Time
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its

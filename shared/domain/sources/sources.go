@@ -109,6 +109,9 @@ func Validate(cfg map[string]Config) error {
 		case FIFO(s.DLQ) != FIFO(name):
 			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its type (a FIFO source needs a FIFO dlq, a standard source a standard one)", name, s.DLQ))
 		}
+		if of := dlqOf(cfg, name); of != "" {
+			errs = append(errs, fmt.Errorf("source %q is the dlq of source %q: a DLQ is no source (the redrive role would send into it, and every replay would come back as a dead letter)", name, of))
+		}
 		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
 			errs = append(errs, fmt.Errorf("source %q: idempotency_pointer %q must start with /", name, s.IdempotencyPointer))
 		}
@@ -132,6 +135,17 @@ func Validate(cfg map[string]Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dlqOf is the first source (by name) whose dlq is the queue called name,
+// or "".
+func dlqOf(srcs map[string]Config, name string) string {
+	for _, other := range slices.Sorted(maps.Keys(srcs)) {
+		if srcs[other].DLQ == name {
+			return other
+		}
+	}
+	return ""
 }
 
 // ValidQueueName reports whether name is a name SQS gives a queue: 1 to 80

@@ -100,3 +100,16 @@ func TestSchemaFileFromTheSchemaDir(t *testing.T) {
 		}
 	}
 }
+
+// A DLQ is no source: registered as one, the redrive role could send into
+// it, and every replay would come back as a dead letter.
+func TestValidateRefusesADLQAsASource(t *testing.T) {
+	t.Parallel()
+	err := sources.Validate(map[string]sources.Config{
+		"orders":     {ARN: arn + "orders", DLQ: "orders-dlq"},
+		"orders-dlq": {ARN: arn + "orders-dlq", DLQ: "other-dlq"},
+	})
+	if err == nil || !strings.Contains(err.Error(), `source "orders-dlq" is the dlq of source "orders"`) {
+		t.Fatalf("Validate = %v", err)
+	}
+}

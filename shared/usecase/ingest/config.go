@@ -76,6 +76,12 @@ func (c *Config) Validate() error {
 	// nothing is lost while the configuration is fixed).
 	if len(c.DLQARNs) > 0 {
 		for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
+			// A DLQ registered as a source would let the redrive role send
+			// into it: a replay would come back as a dead letter of
+			// whatever the sender chose.
+			if ingested[name] && c.Sources[name].ARN != "" && slices.Contains(c.DLQARNs, c.Sources[name].ARN) {
+				errs = append(errs, fmt.Errorf("source %q is a DLQ ingest takes batches from (DLQ_ARNS), not a source queue", name))
+			}
 			if dlq := c.Sources[name].DLQ; dlq != "" && !ingested[dlq] {
 				errs = append(errs, fmt.Errorf("source %q: dlq %q is not one ingest takes batches from (DLQ_ARNS): its messages would never be quarantined", name, dlq))
 			}

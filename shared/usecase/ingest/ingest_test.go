@@ -452,6 +452,13 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `source "own": dlq "own-dlq" is not one ingest takes batches from`) || strings.Contains(err.Error(), `"shares"`) {
 		t.Errorf("a source whose DLQ is not ingested: %v", err)
 	}
+	// A DLQ ingest takes batches from, registered as a source (the stack's
+	// FIFO DLQ that no source uses, say): refused.
+	dlqAsSource := ingest.Config{TableName: "t", DLQARNs: []string{"arn:aws:sqs:us-east-1:111122223333:stack-dlq", "arn:aws:sqs:us-east-1:111122223333:stack-dlq.fifo"},
+		Sources: map[string]ingest.SourceConfig{"stack-dlq.fifo": {ARN: "arn:aws:sqs:us-east-1:111122223333:stack-dlq.fifo", DLQ: "stack-dlq.fifo"}}}
+	if err := dlqAsSource.Validate(); err == nil || !strings.Contains(err.Error(), `source "stack-dlq.fifo" is a DLQ ingest takes batches from`) {
+		t.Errorf("a DLQ registered as a source: %v", err)
+	}
 	if _, err := ingest.ParseSources(`{"s":{"dlq":"d","surprise":1}}`); err == nil {
 		t.Error("unknown field in SOURCES accepted")
 	}

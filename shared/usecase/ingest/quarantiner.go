@@ -155,7 +155,9 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		// The event keeps the identity of the record it was corrected in.
 		start, rec.IdempotencyKey, rec.KeyOrigin = target.DLQID, target.IdempotencyKey, target.KeyOrigin
 	}
-	if target == nil && route == RouteConfigured {
+	// A target unregistered since the replay (its messages now
+	// unconfigured) still links back: the sealed history decides.
+	if target == nil && (route == RouteConfigured || route == RouteUnconfigured) {
 		orig, err := qr.retargetComeback(ctx, src, m, att.BodySHA256)
 		if err != nil {
 			return Outcome{}, err
@@ -477,11 +479,13 @@ func (qr *Quarantiner) resolveSource(m Message) (*quarantine.Source, string, str
 	// A consumer that dead-letters a message itself into a DLQ several
 	// sources share may declare its source (quarantine.AttrFailureSource):
 	// taken only among the DLQ's own sources, so a message is never filed
-	// under a source whose DLQ it did not arrive in.
+	// under a source whose DLQ it did not arrive in. Any sender to the DLQ
+	// can declare any of them, so the sealed history says the source was
+	// declared, not named by SQS.
 	if declared := m.Attributes[quarantine.AttrFailureSource].StringValue; declared != "" {
 		for _, s := range owners {
 			if s.Name == declared {
-				return s, "", RouteConfigured
+				return s, "source declared by its sender (" + quarantine.AttrFailureSource + "): sent to the DLQ directly, not moved there by SQS", RouteConfigured
 			}
 		}
 	}

@@ -951,5 +951,15 @@ func TestSharedDLQRoutesBySourceArnElseTheDeclaredSource(t *testing.T) {
 		if out.Record.Source != c.want {
 			t.Errorf("message %s filed under %q, want %q", c.m.MessageID, out.Record.Source, c.want)
 		}
+		// A declared source is the sender's word (anyone who may send to
+		// the DLQ can declare any of its sources): the history says so.
+		_, isDeclared := c.m.Attributes[quarantine.AttrFailureSource]
+		note := out.Record.Attempts[len(out.Record.Attempts)-1].Note
+		if isDeclared && c.want != "unresolved."+a.DLQName && !strings.Contains(note, "source declared by its sender") {
+			t.Errorf("message %s: declared source not noted: %q", c.m.MessageID, note)
+		}
+		if c.m.SourceARN != "" && strings.Contains(note, "declared") {
+			t.Errorf("message %s: moved by SQS, noted %q", c.m.MessageID, note)
+		}
 	}
 }

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) { embedded.Main(m, embedded.Options{}, &stack) }
 type env struct {
 	src            *quarantine.Source
 	srcURL, dlqURL string
+	dlqARN         string
 	store          *dynamostore.Store
 	lister         *dynamostore.Lister
 	payloads       *s3store.Store
@@ -77,7 +78,7 @@ func newEnv(t *testing.T, fifo bool) *env {
 	e := &env{
 		src: &quarantine.Source{Name: name + suffix, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name + suffix, DLQName: name + "-dlq" + suffix,
 			IdempotencyPointer: "/event_id", Schema: sch, SchemaVersion: version, RedriveCap: cap3},
-		srcURL: aws.ToString(src.QueueUrl), dlqURL: aws.ToString(dlq.QueueUrl),
+		srcURL: aws.ToString(src.QueueUrl), dlqURL: aws.ToString(dlq.QueueUrl), dlqARN: dlqARN,
 		store:    dynamostore.New(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
 		lister:   dynamostore.NewLister(stack.Clients.DynamoDB, stack.Names["QuarantineTable"]),
 		payloads: s3store.New(stack.Clients.S3, stack.Names["PayloadBucket"], ""),
@@ -198,7 +199,7 @@ func (e *env) ingestDLQ(t *testing.T) int {
 			attrs[k] = quarantine.Attribute{DataType: aws.ToString(v.DataType), StringValue: aws.ToString(v.StringValue), BinaryValue: v.BinaryValue}
 		}
 		if _, err := e.q.Quarantine(context.Background(), ingest.Message{
-			MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, ReceiveCount: 1,
+			MessageID: aws.ToString(m.MessageId), Body: []byte(aws.ToString(m.Body)), Attributes: attrs, SourceARN: e.src.ARN, DLQARN: e.dlqARN, ReceiveCount: 1,
 			MessageGroupID: m.Attributes["MessageGroupId"],
 		}); err != nil {
 			t.Fatal(err)

@@ -403,3 +403,33 @@ func TestRetargetAlwaysNeedsASecondPerson(t *testing.T) {
 		})
 	}
 }
+
+// The target is unregistered after the replay, before its consumer's
+// failure comes back: the comeback is a message of an unconfigured queue
+// now, and still joins the record it was sent from (its sealed history
+// says so), instead of opening a record of its own while the original
+// settles as a success.
+func TestComebackFromATargetNoLongerRegistered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b, svc := retargetPair(t, false)
+	ids := a.seed(t, 1, none)
+	if _, err := runApproved(ctx, svc, redrive.Request{Source: a.src.Name, Target: b.src.Name, MaxMessages: 10, RequestedBy: "ops@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.drain(t, func(string) bool { return true }); len(got) != 1 {
+		t.Fatalf("target received %d messages, want 1", len(got))
+	}
+	b.q = ingest.NewQuarantiner(a.store, a.payloads, a.clock.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{a.src.Name: a.src}})
+	if n := b.ingestDLQ(t); n != 1 {
+		t.Fatalf("%d messages came back through the target's DLQ, want 1", n)
+	}
+	back := a.get(t, ids[0])
+	last := back.Attempts[len(back.Attempts)-1]
+	if back.Status != quarantine.StatusQuarantined || !last.IsArrival() || !strings.Contains(last.Note, "came back from "+b.src.Name) || back.Source != a.src.Name {
+		t.Fatalf("comeback: %s %+v (source %s)", back.Status, last, back.Source)
+	}
+	if _, err := a.store.Get(ctx, quarantine.RecordID(b.src.Name, back.IdempotencyKey)); !errors.Is(err, quarantine.ErrNotFound) {
+		t.Fatalf("the comeback opened a record under the target's name: %v", err)
+	}
+}
