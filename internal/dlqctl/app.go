@@ -26,6 +26,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/runtime/sdkhttp"
 )
 
 // Exit codes.
@@ -161,7 +162,7 @@ func stdinIsTerminal() bool {
 }
 
 func connect(ctx context.Context, profile, region string) (*Clients, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{sdkhttp.LoadOption()}
 	if profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(profile))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/lambdamapping"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/runtime/sdkhttp"
 	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
@@ -116,10 +117,11 @@ type Runtime struct {
 }
 
 // awsConfig loads the AWS configuration from the environment, as the
-// Lambda runtime provides it. local is true against emulators (an
+// Lambda runtime provides it, with the project's HTTP client (package
+// sdkhttp: an answered call never fails on its own request body). local is true against emulators (an
 // AWS_ENDPOINT_URL is set): see package awsclients.
 func awsConfig(ctx context.Context) (cfg aws.Config, local bool, err error) {
-	cfg, err = config.LoadDefaultConfig(ctx)
+	cfg, err = config.LoadDefaultConfig(ctx, sdkhttp.LoadOption())
 	if err != nil {
 		return aws.Config{}, false, fmt.Errorf("load AWS config: %w", err)
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/runtime/sdkhttp"
 )
 
 // Credentials the embedded stack uses; versitygw checks them, kumo does not.
@@ -248,6 +249,7 @@ func (s *Stack) loadConfig(ctx context.Context, dir string) error {
 		config.WithSharedCredentialsFiles([]string{}),
 		config.WithSharedConfigProfile(profile),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
+		sdkhttp.LoadOption(),
 	)
 	if err != nil {
 		return fmt.Errorf("load SDK config: %w", err)

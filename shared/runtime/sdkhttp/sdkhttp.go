@@ -1,0 +1,63 @@
+// Package sdkhttp is the HTTP client every SDK client of this project
+// sends with: the SDK's own, with request bodies that net/http cannot end
+// in a write error after the answer came.
+//
+// smithy-go wraps a request body in a safe closer that implements
+// io.WriterTo, and closes it as soon as the client's Do returns. net/http
+// streams the body from a goroutine of its own and returns the answer as
+// soon as it arrives, so that goroutine may still be in its last copy of
+// the body when smithy closes it. The closed WriterTo returns (0, io.EOF),
+// io.Copy hands that EOF up as an error, net/http takes it for a failed
+// write and closes the connection, and reading the answer's body (a 200
+// whose entries all succeeded) then fails with "use of closed network
+// connection". The SDK retries a PutItem that was applied; redrive must
+// count a SendMessageBatch whose messages were enqueued as possibly sent
+// twice, and send it again (docs/emulators.md, "SDK behaviour found on
+// loopback"). A body that is only an io.ReadCloser is copied with Read,
+// and a Read after the close is a clean EOF: the copy ends without an
+// error, the connection stays up, and the answer is read whole.
+package sdkhttp
+
+import (
+	"io"
+	"net/http"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// Doer is the SDK's HTTP client interface (aws.HTTPClient).
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// Client returns next with request bodies stripped of io.WriterTo; next
+// nil is the SDK's default client.
+func Client(next Doer) Doer {
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
+	if c, ok := next.(plainBodies); ok {
+		return c
+	}
+	return plainBodies{next: next}
+}
+
+// LoadOption is config.WithHTTPClient(Client(nil)), for LoadDefaultConfig.
+func LoadOption() func(*config.LoadOptions) error {
+	return config.WithHTTPClient(Client(nil))
+}
+
+type plainBodies struct{ next Doer }
+
+func (c plainBodies) Do(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		if _, ok := r.Body.(io.WriterTo); ok {
+			r.Body = readCloser{r.Body}
+		}
+	}
+	return c.next.Do(r)
+}
+
+// readCloser hides every method of its ReadCloser but Read and Close.
+type readCloser struct{ io.ReadCloser }
