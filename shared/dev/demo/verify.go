@@ -201,26 +201,14 @@ func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[st
 		{metrics.MetricPoison, src}, {metrics.MetricNewPoison, src}, {metrics.MetricDominantShare, src},
 		{sweeper.MetricArchived, nil}, {sweeper.MetricFailures, nil},
 	} {
-		res, err := st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
-			Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(m.name), Dimensions: m.dims,
-			StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
-			Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
-		}
-		if len(res.Datapoints) == 0 && m.name == metrics.MetricDLQDepth && st.Names["DeadLetterQueue"] != "" {
+		res, err := readMax(ctx, st, m.name, m.dims)
+		if err == nil && len(res.Datapoints) == 0 && m.name == metrics.MetricDLQDepth && st.Names["DeadLetterQueue"] != "" {
 			// A DLQ that several sources share has its depth published
 			// under the DLQ's name, not under each source (metrics.Run).
-			res, err = st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
-				Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(m.name),
-				Dimensions: []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(st.Names["DeadLetterQueue"])}},
-				StartTime:  aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
-				Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
-			})
-			if err != nil {
-				return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
-			}
+			res, err = readMax(ctx, st, m.name, []cwtypes.Dimension{{Name: aws.String(metrics.DimSource), Value: aws.String(st.Names["DeadLetterQueue"])}})
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read back %s: %w", m.name, err)
 		}
 		if len(res.Datapoints) > 0 {
 			out[m.name] = aws.ToFloat64(res.Datapoints[0].Maximum)
@@ -228,6 +216,15 @@ func readMetrics(ctx context.Context, st *embedded.Stack, source string) (map[st
 		}
 	}
 	return out, units, nil
+}
+
+// readMax reads the hour-long Maximum of one DLQQuarantine metric.
+func readMax(ctx context.Context, st *embedded.Stack, name string, dims []cwtypes.Dimension) (*cloudwatch.GetMetricStatisticsOutput, error) {
+	return st.Clients.CloudWatch.GetMetricStatistics(ctx, &cloudwatch.GetMetricStatisticsInput{
+		Namespace: aws.String("DLQQuarantine"), MetricName: aws.String(name), Dimensions: dims,
+		StartTime: aws.Time(time.Now().Add(-time.Hour)), EndTime: aws.Time(time.Now().Add(time.Hour)),
+		Period: aws.Int32(3600), Statistics: []cwtypes.Statistic{cwtypes.StatisticMaximum},
+	})
 }
 
 // LedgerReport is what the ledger function made of the demo's writes,
