@@ -162,7 +162,7 @@ func stdinIsTerminal() bool {
 }
 
 func connect(ctx context.Context, profile, region string) (*Clients, error) {
-	opts := []func(*config.LoadOptions) error{sdkhttp.LoadOption()}
+	var opts []func(*config.LoadOptions) error
 	if profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(profile))
 	}
@@ -173,6 +173,7 @@ func connect(ctx context.Context, profile, region string) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
+	cfg = sdkhttp.Use(cfg)
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 		return nil, fmt.Errorf("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or run aws sso login): %w", err)
 	}

@@ -121,10 +121,11 @@ type Runtime struct {
 // sdkhttp: an answered call never fails on its own request body). local is true against emulators (an
 // AWS_ENDPOINT_URL is set): see package awsclients.
 func awsConfig(ctx context.Context) (cfg aws.Config, local bool, err error) {
-	cfg, err = config.LoadDefaultConfig(ctx, sdkhttp.LoadOption())
+	cfg, err = config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return aws.Config{}, false, fmt.Errorf("load AWS config: %w", err)
 	}
+	cfg = sdkhttp.Use(cfg)
 	return cfg, os.Getenv("AWS_ENDPOINT_URL") != "", nil
 }
 

@@ -249,12 +249,11 @@ func (s *Stack) loadConfig(ctx context.Context, dir string) error {
 		config.WithSharedCredentialsFiles([]string{}),
 		config.WithSharedConfigProfile(profile),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")),
-		sdkhttp.LoadOption(),
 	)
 	if err != nil {
 		return fmt.Errorf("load SDK config: %w", err)
 	}
-	s.AWS = cfg
+	s.AWS = sdkhttp.Use(cfg)
 	return nil
 }
 

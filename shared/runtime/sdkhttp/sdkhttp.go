@@ -22,8 +22,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 )
 
 // Doer is the SDK's HTTP client interface (aws.HTTPClient).
@@ -43,9 +43,12 @@ func Client(next Doer) Doer {
 	return plainBodies{next: next}
 }
 
-// LoadOption is config.WithHTTPClient(Client(nil)), for LoadDefaultConfig.
-func LoadOption() func(*config.LoadOptions) error {
-	return config.WithHTTPClient(Client(nil))
+// Use returns cfg sending through Client(cfg.HTTPClient): call it on what
+// config.LoadDefaultConfig returns (the loader needs its own client to add
+// a custom CA bundle, AWS_CA_BUNDLE, to it).
+func Use(cfg aws.Config) aws.Config {
+	cfg.HTTPClient = Client(cfg.HTTPClient)
+	return cfg
 }
 
 type plainBodies struct{ next Doer }
