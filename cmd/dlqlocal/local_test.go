@@ -32,6 +32,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/syncio"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/sdkhttp"
 	"github.com/dlqquarantine/dlqq/shared/runtime/stackoutputs"
 )
 
@@ -136,6 +137,7 @@ func startLocal(dir string) error {
 	local.aws, err = config.LoadDefaultConfig(context.Background(),
 		config.WithBaseEndpoint(local.env["AWS_ENDPOINT_URL"]), config.WithRegion(local.env["AWS_REGION"]),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(local.env["AWS_ACCESS_KEY_ID"], local.env["AWS_SECRET_ACCESS_KEY"], "")))
+	local.aws = sdkhttp.Use(local.aws)
 	return err
 }
 

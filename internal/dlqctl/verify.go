@@ -218,6 +218,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			return err
 		}
 	}
+	// Which index the listings read, asked before the scan (IndexCheck).
+	bySource, err := dynamostore.ReadsSourceIndex(ctx, c.DynamoDB, a.Table)
+	if err != nil {
+		return err
+	}
+	scanAt := a.Now()
 	items, err := a.scanTable(ctx)
 	if err != nil {
 		return err
@@ -237,14 +243,10 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	// The listings read the source index once the backfill is complete, or
 	// from the start on a table without the status index: then every
 	// record must be in it.
-	bySource, err := dynamostore.ReadsSourceIndex(ctx, c.DynamoDB, a.Table)
-	if err != nil {
-		return err
-	}
 	for _, p := range dynamostore.IndexCheck(items, bySource) {
 		rc.res.Problems = append(rc.res.Problems, Problem{ID: p.ID, Kind: "index", What: p.What})
 	}
-	in.IndexKeyFrom = dynamostore.IndexKeyFrom(items, bySource)
+	in.IndexKeyFrom = dynamostore.IndexKeyFrom(items, bySource, scanAt)
 	if o.NoLedger {
 		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
 		if a.KeyFingerprint != "" {

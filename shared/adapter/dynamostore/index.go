@@ -75,21 +75,27 @@ func (s *indexState) bySource(ctx context.Context) (bool, error) {
 // is complete), or the table has no status index (DynamoDB answers a
 // Query on it with a ValidationException naming the index: a stack made
 // with LegacyStatusIndex=drop, whose items all carry their status_key).
-// It never reads the source index: on a stack moving over, that index may
-// still be backfilling (DynamoDB refuses a Query on it), and the status
-// index is there and complete.
+// It reads the source index only when the status index fails otherwise
+// (being deleted, in step 3 of the move, when the source index has long
+// been ACTIVE): on a stack moving over, the source index may still be
+// backfilling (DynamoDB refuses a Query on it), and the status index is
+// there and complete.
 func ReadsSourceIndex(ctx context.Context, api QueryAPI, table string) (bool, error) {
 	found := false
-	err := queryIndex(ctx, api, table, IndexByStatus, statusAttr, indexStatePartition, func(item map[string]types.AttributeValue) error {
+	isState := func(item map[string]types.AttributeValue) error {
 		if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && k.Value == indexStateKey {
 			found = true
 		}
 		return nil
-	})
+	}
+	err := queryIndex(ctx, api, table, IndexByStatus, statusAttr, indexStatePartition, isState)
 	if noSuchIndex(err, IndexByStatus) {
 		return true, nil
 	}
 	if err != nil {
+		if err2 := queryIndex(ctx, api, table, IndexBySource, IndexKeyAttr, indexStatePartition, isState); err2 == nil && found {
+			return true, nil
+		}
 		return false, fmt.Errorf("index state: %w", err)
 	}
 	return found, nil
@@ -419,11 +425,15 @@ func ledgerKeyFields(item map[string]types.AttributeValue) ledger.Item {
 
 // IndexKeyFrom is ledger.Input.IndexKeyFrom for a table whose items
 // (a full scan) are items and whose listings read the source index when
-// bySource (ReadsSourceIndex): the index state's time (when the backfill
-// completed), the zero time on a table without the status index (its
-// items always had their keys), nil while the listings read the status
-// index.
-func IndexKeyFrom(items []map[string]types.AttributeValue, bySource bool) *time.Time {
+// bySource (ReadsSourceIndex, asked before the scan): the index state's
+// time (when the backfill completed; not after the scan's start, scanAt,
+// whatever the unsealed item says), the zero time on a table without the
+// status index (its items always had their keys), nil while the listings
+// read the status index.
+func IndexKeyFrom(items []map[string]types.AttributeValue, bySource bool, scanAt time.Time) *time.Time {
+	if !bySource {
+		return nil
+	}
 	for _, item := range items {
 		if k, _ := item[KeyAttr].(*types.AttributeValueMemberS); k != nil && k.Value == indexStateKey {
 			at := time.Time{}
@@ -433,22 +443,39 @@ func IndexKeyFrom(items []map[string]types.AttributeValue, bySource bool) *time.
 					at = t.Time
 				}
 			}
+			if at.After(scanAt) {
+				at = scanAt
+			}
 			return &at
 		}
 	}
-	if bySource {
-		return &time.Time{}
+	return &time.Time{}
+}
+
+// IndexStateSince is when the index state among an export's items says
+// the backfill completed, and whether it is there.
+func IndexStateSince(items []ledger.Item) (time.Time, bool) {
+	for _, it := range items {
+		if it.S(KeyAttr) == indexStateKey {
+			var t quarantine.Time
+			if t.UnmarshalText([]byte(it.S(firstSeenAttr))) != nil {
+				return time.Time{}, true
+			}
+			return t.Time, true
+		}
 	}
-	return nil
+	return time.Time{}, false
 }
 
 // IndexProblem is a record the source index's listings miss.
 type IndexProblem struct{ ID, What string }
 
 // IndexCheck names each record among a table's items (a full scan) that
-// the source index's listings would miss once they read it (bySource: the
-// index state among items, or a table without the status index; before
-// that, listings read the status index and nothing is named): one without
+// the source index's listings would miss once they read it (bySource,
+// ReadsSourceIndex asked before the scan began: a backfill completing
+// during the scan would otherwise make the items it had not reached yet
+// look missed; before that, listings read the status index and nothing is
+// named): one without
 // status_key (written by an older function after the backfill, or by
 // someone with write access), one whose status_key is not the one its
 // fields derive, and one whose source has no marker as ingest writes it
@@ -466,8 +493,6 @@ func IndexCheck(items []map[string]types.AttributeValue, bySource bool) []IndexP
 	var out []IndexProblem
 	for _, item := range items {
 		switch k := str(item, KeyAttr); {
-		case k == indexStateKey:
-			complete = true
 		case !strings.HasPrefix(k, sourceMarkerPrefix):
 		case k == sourceMarkerKey(str(item, sourceAttr)) && str(item, IndexKeyAttr) == SourcePartition && str(item, statusAttr) == SourcePartition:
 			marked[str(item, sourceAttr)] = true

@@ -12,6 +12,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/runtime/sdkhttp"
 )
 
 // The stack built from the template really dead-letters: after
@@ -85,5 +86,14 @@ func TestALocalSettleMarginIsTakenAsGiven(t *testing.T) {
 		if timeout != c.floor || vis != c.floor {
 			t.Errorf("params %v: INGEST_TIMEOUT_SECONDS set %v, DLQ_VISIBILITY_SECONDS set %v; want %v", c.params, timeout, vis, c.floor)
 		}
+	}
+}
+
+// The local stack's SDK clients send through sdkhttp (docs/emulators.md).
+func TestTheStackSendsThroughSDKHTTP(t *testing.T) {
+	t.Parallel()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true})
+	if !sdkhttp.Wraps(st.AWS.HTTPClient) {
+		t.Fatalf("the stack's HTTP client is %T, not sdkhttp's", st.AWS.HTTPClient)
 	}
 }

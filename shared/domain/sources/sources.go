@@ -109,7 +109,7 @@ func Validate(cfg map[string]Config) error {
 		case FIFO(s.DLQ) != FIFO(name):
 			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its type (a FIFO source needs a FIFO dlq, a standard source a standard one)", name, s.DLQ))
 		}
-		if of := dlqOf(cfg, name); of != "" {
+		if of := dlqOf(cfg, name, s.ARN); of != "" {
 			errs = append(errs, fmt.Errorf("source %q is the dlq of source %q: a DLQ is no source (the redrive role would send into it, and every replay would come back as a dead letter)", name, of))
 		}
 		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
@@ -137,11 +137,12 @@ func Validate(cfg map[string]Config) error {
 	return errors.Join(errs...)
 }
 
-// dlqOf is the first source (by name) whose dlq is the queue called name,
-// or "".
-func dlqOf(srcs map[string]Config, name string) string {
+// dlqOf is the first source (by name) whose dlq is the queue called name
+// with ARN arn (a source's DLQ is in its account and Region), or "".
+func dlqOf(srcs map[string]Config, name, arn string) string {
 	for _, other := range slices.Sorted(maps.Keys(srcs)) {
-		if srcs[other].DLQ == name {
+		o := srcs[other]
+		if o.DLQ == name && QueueARN(o.ARN) && strings.TrimSuffix(o.ARN, QueueName(o.ARN))+name == arn {
 			return other
 		}
 	}

@@ -113,3 +113,15 @@ func TestValidateRefusesADLQAsASource(t *testing.T) {
 		t.Fatalf("Validate = %v", err)
 	}
 }
+
+// A queue of another account named like a source's DLQ is a source like
+// any other: a DLQ is in its source's account and Region.
+func TestValidateTakesASourceNamedLikeADLQElsewhere(t *testing.T) {
+	t.Parallel()
+	if err := sources.Validate(map[string]sources.Config{
+		"billing": {ARN: arn + "billing", DLQ: "events"},
+		"events":  {ARN: "arn:aws:sqs:us-east-1:222222222222:events", DLQ: "events-dlq"},
+	}); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+}

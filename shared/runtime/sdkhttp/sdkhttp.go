@@ -53,6 +53,12 @@ func Use(cfg aws.Config) aws.Config {
 
 type plainBodies struct{ next Doer }
 
+// Wraps reports whether c sends through Client.
+func Wraps(c Doer) bool {
+	_, ok := c.(plainBodies)
+	return ok
+}
+
 func (c plainBodies) Do(r *http.Request) (*http.Response, error) {
 	if r.Body != nil && r.Body != http.NoBody {
 		if _, ok := r.Body.(io.WriterTo); ok {

@@ -166,7 +166,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 			// A replay into src, another queue than its own source's,
 			// failed there and came back through src's DLQ: the same
 			// event, appended to the record it was sent from.
-			start = orig.DLQID
+			start, route = orig.DLQID, RouteConfigured // an arrival of the record's own, configured source
 			rec.Source, rec.SourceARN, rec.DLQARN, rec.RedriveCap = orig.Source, orig.SourceARN, orig.DLQARN, orig.RedriveCap
 			rec.IdempotencyKey, rec.KeyOrigin = orig.IdempotencyKey, orig.KeyOrigin
 			att.Note = quarantine.JoinNote(att.Note, "came back from "+src.Name+", the queue it was replayed into")
