@@ -26,12 +26,12 @@ import (
 // status index, readers keep reading it until Backfill has given every
 // item its status_key and written the index's state item
 // (indexStateKey). A table without the status index (a stack created by
-// this release: the template's LegacyStatusIndex is "drop" by default)
-// has only items written with their status_key, and its readers read the
-// source index from the start. The state item sits in both indexes' "#idx"
-// partition; readers look for it in the status index's, so that a reader
-// finds it with the one Query permission it has. Writers write status_key from this release on, whichever index is
-// read.
+// this release, with LegacyStatusIndex=drop) has only items written with
+// their status_key, and its readers read the source index from the start.
+// The state item sits in both indexes' "#idx" partition; readers look for
+// it in the status index's (ReadsSourceIndex), with the one Query
+// permission they have. Writers write status_key from this release on,
+// whichever index is read.
 const (
 	indexStatePartition = "#idx"
 	indexStateKey       = indexStatePartition + "#" + IndexBySource
@@ -475,12 +475,11 @@ type IndexProblem struct{ ID, What string }
 // ReadsSourceIndex asked before the scan began: a backfill completing
 // during the scan would otherwise make the items it had not reached yet
 // look missed; before that, listings read the status index and nothing is
-// named): one without
-// status_key (written by an older function after the backfill, or by
-// someone with write access), one whose status_key is not the one its
-// fields derive, and one whose source has no marker as ingest writes it
-// (listings across sources, the sweeper's, would not reach it); and each
-// marker someone rewrote. dlqctl verify reports them.
+// named): one without status_key (written by an older function after the
+// backfill, or by someone with write access), one whose status_key is not
+// the one its fields derive, and one whose source has no marker as ingest
+// writes it (listings across sources, the sweeper's, would not reach it);
+// and each marker someone rewrote. dlqctl verify reports them.
 func IndexCheck(items []map[string]types.AttributeValue, bySource bool) []IndexProblem {
 	str := func(item map[string]types.AttributeValue, name string) string {
 		v, _ := item[name].(*types.AttributeValueMemberS)
