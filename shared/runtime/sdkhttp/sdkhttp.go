@@ -12,10 +12,10 @@
 // whose entries all succeeded) then fails with "use of closed network
 // connection". The SDK retries a PutItem that was applied; redrive must
 // count a SendMessageBatch whose messages were enqueued as possibly sent
-// twice, and send it again (docs/emulators.md, "SDK behaviour found on
-// loopback"). A body that is only an io.ReadCloser is copied with Read,
-// and a Read after the close is a clean EOF: the copy ends without an
-// error, the connection stays up, and the answer is read whole.
+// twice, and send it again (docs/emulators.md, "The SDK on loopback").
+// A body that is only an io.ReadCloser is copied with Read, and a Read
+// after the close is a clean EOF: the copy ends without an error, the
+// connection stays up, and the answer is read whole.
 package sdkhttp
 
 import (
