@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,9 +74,9 @@ type consumer struct {
 	// redelivery of one (its delete came too late) is not sent again.
 	recalledIDs map[string]bool
 	// sends maps a replay, by record id and round (the attributes redrive
-	// sets), to the message ids that carried it: more than one is a
-	// duplicate send.
-	sends map[replay]map[string]bool
+	// sets), to the message ids that carried it and when SQS says each was
+	// sent: more than one is a duplicate send.
+	sends map[replay]map[string]string
 }
 
 type replay struct {
@@ -101,14 +102,23 @@ func (c *consumer) note(m sqstypes.Message) bool {
 	defer c.mu.Unlock()
 	k := replay{aws.ToString(id.StringValue), aws.ToString(round.StringValue)}
 	if c.sends[k] == nil {
-		c.sends[k] = map[string]bool{}
+		c.sends[k] = map[string]string{}
 	}
-	c.sends[k][aws.ToString(m.MessageId)] = true
+	c.sends[k][aws.ToString(m.MessageId)] = sentAt(m)
 	return true
 }
 
+// sentAt is m's SentTimestamp (epoch milliseconds) as a UTC time, or "?".
+func sentAt(m sqstypes.Message) string {
+	ms, err := strconv.ParseInt(m.Attributes[string(sqstypes.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	if err != nil {
+		return "?"
+	}
+	return time.UnixMilli(ms).UTC().Format("15:04:05.000")
+}
+
 func newConsumer(st *embedded.Stack) *consumer {
-	return &consumer{st: st, byBody: map[string]Generated{}, seen: map[string]map[string]bool{}, recalledIDs: map[string]bool{}, sends: map[replay]map[string]bool{}}
+	return &consumer{st: st, byBody: map[string]Generated{}, seen: map[string]map[string]bool{}, recalledIDs: map[string]bool{}, sends: map[replay]map[string]string{}}
 }
 
 func (c *consumer) run(ctx context.Context) error {
@@ -121,7 +131,7 @@ func (c *consumer) run(ctx context.Context) error {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				out, err := c.st.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
-					MessageAttributeNames: []string{"All"}})
+					MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSentTimestamp}})
 				if err != nil {
 					errs <- fmt.Errorf("consume: %w", err)
 					return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -36,7 +38,17 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 		}
 		expected[idOf(g.Body)] = g
 	}
-	// Duplicate sends, and whether the record's history explains each.
+	// Duplicate sends, and whether the record's history explains each: in
+	// any version, since a record keeps only its newest attempts.
+	changes, err := s.readStream(ctx)
+	if err != nil {
+		return err
+	}
+	recVersions, err := recordVersions(changes)
+	if err != nil {
+		return err
+	}
+	repeats := mayRepeat(append(recVersions, slices.Collect(maps.Values(records))...))
 	dupsOf := map[string]int{}
 	for _, k := range slices.SortedFunc(maps.Keys(c.sends), func(a, b replay) int { return strings.Compare(a.id+"|"+a.round, b.id+"|"+b.round) }) {
 		n := len(c.sends[k])
@@ -44,8 +56,8 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			continue
 		}
 		rep.DuplicateSends += n - 1
-		if r := records[k.id]; r == nil || !slices.ContainsFunc(r.Attempts, func(a quarantine.Attempt) bool { return explainsDuplicate(a, k.round) }) {
-			rep.Unexplained = append(rep.Unexplained, fmt.Sprintf("%s round %s sent %d times; its history has neither a lease takeover nor a possible send of that round", k.id, k.round, n))
+		if !repeats[k.id][k.round] {
+			rep.Unexplained = append(rep.Unexplained, fmt.Sprintf("%s round %s sent %d times; no version of its history has a lease takeover or a possible send of that round%s", k.id, k.round, n, sendsAndHistory(c.sends[k], records[k.id])))
 			continue
 		}
 		dupsOf[k.id] += n - 1
@@ -145,7 +157,7 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 			rep.CounterDrift = append(rep.CounterDrift, fmt.Sprintf("open %s: counter %d, recount %d", sig, n, open[sig]))
 		}
 	}
-	if err := s.checkLedger(ctx, records); err != nil {
+	if err := s.checkLedger(ctx, records, changes); err != nil {
 		return err
 	}
 	// Every object of the archive bucket (the archive and the ledger): one
@@ -174,14 +186,41 @@ func (s *soak) check(ctx context.Context, gen []Generated, c *consumer) error {
 	return nil
 }
 
-// explainsDuplicate reports whether a history entry explains a second send
-// of round: a takeover of the round's expired lease ("lease expired; round
-// 2 reclaimed, …"), or a send of the round whose outcome was ambiguous
-// ("send outcome unknown (round 2): possibly sent", "sent (round 2); an
-// earlier try may also have been enqueued, possibly sent twice").
-func explainsDuplicate(a quarantine.Attempt, round string) bool {
-	return strings.HasPrefix(a.Reason, "lease expired; round "+round+" reclaimed") ||
-		(strings.Contains(a.Reason, "possibly sent") && strings.Contains(a.Reason, "(round "+round+")"))
+// recordVersions decodes every record version in the table's stream.
+func recordVersions(changes []streamChange) ([]*quarantine.Record, error) {
+	var out []*quarantine.Record
+	for _, c := range changes {
+		if !dynamostore.IsRecordKey(c.rec.Change.Keys[dl.KeyAttr].String()) {
+			continue
+		}
+		r, _, err := recordOf(c.rec.Change.NewImage)
+		if err != nil {
+			return nil, fmt.Errorf("change %s: %w", c.seq, err)
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// mayRepeat collects, by record id, the rounds that some version of a
+// record's history says may have reached SQS more than once
+// (quarantine.Attempt.MayRepeat). Given every version, it finds the
+// entries a record's bounded history has since dropped.
+func mayRepeat(versions []*quarantine.Record) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, r := range versions {
+		for i := range r.Attempts {
+			if round, ok := r.Attempts[i].MayRepeat(); ok {
+				if out[r.DLQID] == nil {
+					out[r.DLQID] = map[string]bool{}
+				}
+				out[r.DLQID][strconv.Itoa(round)] = true
+			}
+		}
+	}
+	return out
 }
 
 // checkArchived verifies an ARCHIVED stub against its object and that the
@@ -206,4 +245,25 @@ func (s *soak) checkArchived(ctx context.Context, stub *quarantine.Record, body 
 		return errors.New("archived body is not the original")
 	}
 	return nil
+}
+
+// sendsAndHistory lists, for a duplicate send the history does not
+// explain, each message that carried it (its id and SQS's send time) and
+// the record's history (times, stages, reasons, actors and message ids:
+// no payload values), to find the cause from a failed run alone.
+func sendsAndHistory(sends map[string]string, r *quarantine.Record) string {
+	var b strings.Builder
+	for _, id := range slices.SortedFunc(maps.Keys(sends), func(a, b string) int { return strings.Compare(sends[a], sends[b]) }) {
+		fmt.Fprintf(&b, "\n      sent %s as %s", sends[id], id)
+	}
+	if r == nil {
+		return b.String() + "\n      no record"
+	}
+	for _, a := range r.Attempts {
+		fmt.Fprintf(&b, "\n      %s %s: %q by %s", a.At.Time.UTC().Format("15:04:05.000"), a.Stage, a.Reason, a.Actor)
+		if a.MessageID != "" {
+			fmt.Fprintf(&b, " (message %s)", a.MessageID)
+		}
+	}
+	return b.String()
 }

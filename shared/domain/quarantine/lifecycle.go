@@ -128,7 +128,7 @@ func (r *Record) Claim(actor string, now time.Time, lease time.Duration) (*Recor
 		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, false, Clip(ActorName(actor), MaxActorBytes)
 		return n, n.reseal(r)
 	case r.Status == StatusRedriving && r.LeaseUntil != nil && !now.Before(r.LeaseUntil.Time):
-		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease expired; round %d reclaimed, a duplicate send is possible", r.RedriveCount), Actor: actor})
+		n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf(reclaimReason, r.RedriveCount), Actor: actor})
 		n.LeaseUntil, n.LeaseReclaimed, n.RedrivenBy = &until, true, Clip(ActorName(actor), MaxActorBytes)
 		return n, n.reseal(r)
 	}
@@ -343,9 +343,52 @@ func sentReason(round int, maybeTwice, fifo bool) string {
 	case maybeTwice && fifo:
 		why += "; an earlier try had no answer, SQS drops its copy within the 5-minute deduplication interval"
 	case maybeTwice:
-		why += "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " twice"
+		why += sentAgainReason
 	}
 	return why
+}
+
+// Reasons that say a round may have reached SQS more often than the
+// history's confirmed sends show; MayRepeat reads their round back.
+const (
+	reclaimReason      = "lease expired; round %d reclaimed, a duplicate send is possible"
+	parkedExpiryReason = "lease of an approved replay of a parked record expired (round %d)"
+	// sentAgainReason follows "sent (round N)" into a standard queue: each
+	// earlier try without an answer may have been enqueued too.
+	sentAgainReason = "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " more than once"
+)
+
+// MayRepeat reports whether a, an entry redrive wrote, says that its round
+// may have reached SQS more often than the history's confirmed sends show,
+// and which round: a takeover of an expired lease (the run that lost it may
+// have sent it, any number of times), a send whose outcome no try learned
+// (each try may have been enqueued), a send confirmed after tries that got
+// no answer, into a standard queue (a FIFO queue drops those copies within
+// its deduplication interval), and the expired claim of an approved replay
+// of a parked record. Whoever counts the copies of a replay explains every
+// copy beyond the first by such an entry, or finds a duplicate the history
+// hides.
+func (a *Attempt) MayRepeat() (round int, ok bool) {
+	if a.Stage != StageRedrive || a.IsArrival() {
+		return 0, false // an arrival's reason is the sender's text
+	}
+	var format string
+	switch {
+	case strings.HasPrefix(a.Reason, "lease expired; "):
+		format = reclaimReason
+	case strings.HasPrefix(a.Reason, "lease of an approved replay"):
+		format = parkedExpiryReason
+	case a.IsPossiblySent():
+		format = sendUnknownReason + " (round %d,"
+	case strings.HasPrefix(a.Reason, "sent (round ") && strings.Contains(a.Reason, sentAgainReason):
+		format = "sent (round %d)"
+	default:
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(a.Reason, format, &round); err != nil || round < 1 {
+		return 0, false
+	}
+	return round, true
 }
 
 // sendUnknownReason opens the reason of SendUnknown's history entry.
@@ -421,7 +464,7 @@ func (r *Record) ReturnExpiredParkedClaim(actor string, now time.Time) (*Record,
 	if r.Status != StatusRedriving || r.ParkedCap == 0 || r.LeaseUntil == nil || now.Before(r.LeaseUntil.Time) {
 		return nil, ErrNotClaimable
 	}
-	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf("lease of an approved replay of a parked record expired (round %d): %s; back to PARKED", r.RedriveCount, PossiblySent), Actor: actor})
+	n := r.next(now, Attempt{Stage: StageRedrive, Reason: fmt.Sprintf(parkedExpiryReason+": %s; back to PARKED", r.RedriveCount, PossiblySent), Actor: actor})
 	n.setStatus(StatusParked, now)
 	n.LeaseUntil, n.LeaseReclaimed, n.ParkedCap = nil, false, 0
 	return n, n.reseal(r)

@@ -151,3 +151,88 @@ func TestEveryTransitionRefusesATamperedPredecessor(t *testing.T) {
 		}
 	}
 }
+
+// MayRepeat reads back, from the entries the transitions themselves write,
+// every round that may have reached SQS more often than its confirmed
+// sends, and no other: whoever counts a replay's copies (the soak) relies
+// on it to tell a duplicate the history explains from one it hides.
+func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	claimed := func(t *testing.T, round int) *quarantine.Record {
+		t.Helper()
+		r := sealedRecord(t, "repeat", validBody, now)
+		r.RedriveCount, r.RedriveCap = round-1, 30
+		if err := quarantine.SealRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.Claim("ops", now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for name, tc := range map[string]struct {
+		step func(t *testing.T, c *quarantine.Record) (*quarantine.Record, error)
+		want bool
+	}{
+		"claimed": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) { return c, nil }, false},
+		"sent": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.MarkSent("ops", "m1", false, false, now)
+		}, false},
+		"sent after no answer": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.MarkSent("ops", "m1", true, false, now)
+		}, true},
+		"sent after no answer, FIFO (deduplicated)": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.MarkSent("ops", "m1", true, true, now)
+		}, false},
+		"sent after no answer while the record changed": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.NoteSentWhileChanged("ops", "m1", c.RedriveCount, true, false, now)
+		}, true},
+		"sent while the record changed": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.NoteSentWhileChanged("ops", "m1", c.RedriveCount, false, false, now)
+		}, false},
+		"outcome unknown": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.SendUnknown("ops", "InternalError", c.RedriveCount, now)
+		}, true},
+		"given back": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.Release("ops", "send failed after retries: InternalError", now, nil)
+		}, false},
+		"lease expired, reclaimed": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.Claim("ops", now.Add(time.Hour), time.Minute)
+		}, true},
+		"lease of an approved parked replay expired": {func(t *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			p, err := c.ParkPoison("ops", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := p.ClaimParked("ops", now, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pc.ReturnExpiredParkedClaim("ops", now.Add(time.Hour))
+		}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, round := range []int{1, 2, 12} {
+				c := claimed(t, round)
+				next, err := tc.step(t, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := next.Attempts[len(next.Attempts)-1]
+				got, ok := last.MayRepeat()
+				if want := next.RedriveCount; ok != tc.want || ok && got != want {
+					t.Errorf("round %d: %q: MayRepeat = %d, %v; want %v (round %d)", round, last.Reason, got, ok, tc.want, want)
+				}
+			}
+		})
+	}
+	// An arrival's reason is the sender's own text: never the history's
+	// word, whatever it says.
+	forged := quarantine.Attempt{Stage: quarantine.StageRedrive, Kind: quarantine.AttemptArrival, Reason: "lease expired; round 1 reclaimed, a duplicate send is possible"}
+	if _, ok := forged.MayRepeat(); ok {
+		t.Error("an arrival's reason explained a duplicate")
+	}
+}

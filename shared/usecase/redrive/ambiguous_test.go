@@ -18,7 +18,7 @@ import (
 
 // An answer lost after SQS enqueued the batch: the retry enqueues it again
 // on a standard queue, and the record's sealed history says that the round
-// was possibly sent twice. On a timeout of every try the record is not
+// was possibly sent more than once. On a timeout of every try the record is not
 // "not sent": the round counts toward the cap, the record is QUARANTINED
 // for a later run (it may never have left) and its history says possibly
 // sent.
@@ -44,7 +44,7 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 			if r.Status != quarantine.StatusRedriven || r.RedriveCount != 1 {
 				t.Fatalf("%s: %s round %d", id, r.Status, r.RedriveCount)
 			}
-			if !historyHas(r, "sent (round 1)") || !historyHas(r, quarantine.PossiblySent+" twice") {
+			if !historyHas(r, "sent (round 1)") || !historyHas(r, quarantine.PossiblySent+" more than once") {
 				t.Fatalf("%s: the duplicate is not in the sealed history: %+v", id, r.Attempts)
 			}
 		}
