@@ -246,7 +246,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	for _, p := range dynamostore.IndexCheck(items, bySource) {
 		rc.res.Problems = append(rc.res.Problems, Problem{ID: p.ID, Kind: "index", What: p.What})
 	}
-	in.IndexKeyFrom = dynamostore.IndexKeyFrom(items, bySource, scanAt)
+	in.IndexKeyFrom = dynamostore.IndexKeyFrom(in.Items, bySource, scanAt)
 	if o.NoLedger {
 		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
 		if a.KeyFingerprint != "" {

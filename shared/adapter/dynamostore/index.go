@@ -430,30 +430,20 @@ func ledgerKeyFields(item map[string]types.AttributeValue) ledger.Item {
 // whatever the unsealed item says), the zero time on a table without the
 // status index (its items always had their keys), nil while the listings
 // read the status index.
-func IndexKeyFrom(items []map[string]types.AttributeValue, bySource bool, scanAt time.Time) *time.Time {
+func IndexKeyFrom(items []ledger.Item, bySource bool, scanAt time.Time) *time.Time {
 	if !bySource {
 		return nil
 	}
-	for _, item := range items {
-		if k, _ := item[KeyAttr].(*types.AttributeValueMemberS); k != nil && k.Value == indexStateKey {
-			at := time.Time{}
-			if v, _ := item[firstSeenAttr].(*types.AttributeValueMemberS); v != nil {
-				var t quarantine.Time
-				if t.UnmarshalText([]byte(v.Value)) == nil {
-					at = t.Time
-				}
-			}
-			if at.After(scanAt) {
-				at = scanAt
-			}
-			return &at
-		}
+	at, _ := IndexStateSince(items)
+	if at.After(scanAt) {
+		at = scanAt
 	}
-	return &time.Time{}
+	return &at
 }
 
-// IndexStateSince is when the index state among an export's items says
-// the backfill completed, and whether it is there.
+// IndexStateSince is when the index state among items (a scan, or an
+// export) says the backfill completed, and whether it is there (the zero
+// time when its time does not parse).
 func IndexStateSince(items []ledger.Item) (time.Time, bool) {
 	for _, it := range items {
 		if it.S(KeyAttr) == indexStateKey {

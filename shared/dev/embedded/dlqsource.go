@@ -3,13 +3,10 @@ package embedded
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,16 +67,9 @@ func newDLQSourceFront(next http.Handler, dir string) (*dlqSourceFront, error) {
 		return f, nil
 	}
 	f.file = filepath.Join(dir, dlqSourceFileName)
-	b, err := os.ReadFile(f.file)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return f, nil
-	case err != nil:
-		return nil, fmt.Errorf("dev kit DLQ sources: %w", err)
-	}
 	var st dlqSourceState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("dev kit DLQ sources %s: %w (remove the data dir to start afresh)", f.file, err)
+	if err := loadState(f.file, "dev kit DLQ sources", &st); err != nil {
+		return nil, err
 	}
 	if st.Redriven != nil {
 		f.state.Redriven = st.Redriven
@@ -101,11 +91,7 @@ func (f *dlqSourceFront) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := f.file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, f.file); err != nil {
+	if err := writeFileAtomic(f.file, b); err != nil {
 		return err
 	}
 	f.dirty = false

@@ -87,15 +87,8 @@ func newHMACKMS(next http.Handler, dir string) (*hmacKMS, error) {
 		return h, nil
 	}
 	h.file = filepath.Join(dir, hmacFileName)
-	b, err := os.ReadFile(h.file)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return h, nil
-	case err != nil:
-		return nil, fmt.Errorf("dev kit HMAC keys: %w", err)
-	}
-	if err := json.Unmarshal(b, &h.keys); err != nil {
-		return nil, fmt.Errorf("dev kit HMAC keys %s: %w (remove the data dir to start afresh)", h.file, err)
+	if err := loadState(h.file, "dev kit HMAC keys", &h.keys); err != nil {
+		return nil, err
 	}
 	for arn, k := range h.keys {
 		if s, ok := hmacSpecs[k.Spec]; !ok || len(k.Material) != s.size {
@@ -299,6 +292,24 @@ func (h *hmacKMS) add(arn string, k hmacKey) error {
 	return nil
 }
 
+// loadState reads the JSON state a front in front of kumo keeps in file
+// (what names it in errors) into v; a missing file leaves v as it is.
+func loadState(file, what string, v any) error {
+	b, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s %s: %w (remove the data dir to start afresh)", what, file, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with b: a crash leaves the old file or the
+// new one, never a part.
 func writeFileAtomic(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
