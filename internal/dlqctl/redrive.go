@@ -184,6 +184,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	planned := rep.Redriven.Count + rep.Parked.Count
 	total := &redrive.Report{Action: rep.Action, Source: rep.Source, Target: rep.Target, RequestedBy: rep.RequestedBy}
 	var runs []string
+	stalled := 0 // invocations in a row that finished no record
 	for done := 0; done < o.Max; {
 		req.MaxMessages = min(o.Max-done, redrive.MaxMaxMessages)
 		rep, err := a.invoke(ctx, req, flags)
@@ -200,13 +201,23 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 		}
 		merge(total, rep)
 		runs = append(runs, rep.RunID)
-		done += rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Failed.Count + rep.Skipped.Count + rep.Unknown.Count + rep.Deferred.Count + rep.Integrity.Count
+		// Finished: records the request no longer covers. The failed, the
+		// possibly sent and the deferred are still the request's: the
+		// function counts them as remaining, and the next invocation
+		// takes them up.
+		finished := rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Integrity.Count
+		done += finished + rep.Skipped.Count
 		a.progress(planned, total)
-		if rep.Remaining == 0 || rep.Redriven.Count+rep.Held.Count+rep.Parked.Count+rep.Failed.Count+rep.Integrity.Count == 0 {
-			total.Remaining = rep.Remaining
+		total.Remaining = rep.Remaining
+		if rep.Remaining == 0 {
 			break
 		}
-		total.Remaining = rep.Remaining
+		if stalled = stalled + 1; finished > 0 {
+			stalled = 0
+		}
+		if stalled >= MaxStalledInvocations {
+			return errors.Join(a.stalledRedrive(total, runs, stalled), &StalledError{Invocations: stalled, Remaining: rep.Remaining})
+		}
 	}
 	if a.IsTerminal() {
 		fmt.Fprintln(a.Err) // end the bar's line before the summary
@@ -216,6 +227,39 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 	}
 	if a.Output == "json" {
 		return a.writeJSON(redriveResult{Report: total, RunIDs: runs})
+	}
+	return a.print(total)
+}
+
+// MaxStalledInvocations bounds the invocations in a row that finish no
+// record (every one failed, possibly sent, deferred or skipped) before
+// dlqctl redrive stops although records remain.
+const MaxStalledInvocations = 3
+
+// StoppedStalled is redrive's "stopped" in -o json when
+// MaxStalledInvocations invocations in a row finished no record.
+const StoppedStalled = "stalled"
+
+// StalledError says dlqctl redrive stopped with records left because its
+// last invocations finished none of them.
+type StalledError struct{ Invocations, Remaining int }
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("stopped: %d invocations in a row finished no record; %s still to replay (failed, possibly sent or deferred: the records' histories and the redrive function's logs say why)",
+		e.Invocations, plural(e.Remaining, "record", "records"))
+}
+
+// stalledRedrive prints the totals of a redrive that stopped stalled.
+func (a *App) stalledRedrive(total *redrive.Report, runs []string, stalled int) error {
+	if a.IsTerminal() {
+		fmt.Fprintln(a.Err) // end the bar's line before the summary
+	}
+	total.Stopped = StoppedStalled
+	if len(runs) == 1 {
+		total.RunID = runs[0]
+	}
+	if a.Output == "json" {
+		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: (&StalledError{Invocations: stalled, Remaining: total.Remaining}).Error()})
 	}
 	return a.print(total)
 }

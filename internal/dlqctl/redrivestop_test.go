@@ -119,12 +119,19 @@ func TestRedriveStoppedByAFailedInvocationPrintsTheTotals(t *testing.T) {
 // invocation failAt (see secondRunFails) answered with a function error.
 func runFailing(t *testing.T, v *inventory, failAt int, args ...string) (string, string, int) {
 	t.Helper()
+	return runThrough(t, v, func(base aws.HTTPClient) aws.HTTPClient { return &secondRunFails{base: base, failAt: failAt} }, args...)
+}
+
+// runThrough runs dlqctl against v with its Lambda calls going through the
+// client wrap makes of the stack's.
+func runThrough(t *testing.T, v *inventory, wrap func(aws.HTTPClient) aws.HTTPClient, args ...string) (string, string, int) {
+	t.Helper()
 	cfg := v.st.AWS.Copy()
 	base := cfg.HTTPClient
 	if base == nil {
 		base = http.DefaultClient
 	}
-	cfg.HTTPClient = &secondRunFails{base: base, failAt: failAt}
+	cfg.HTTPClient = wrap(base)
 	a, out, errw := v.app("", time.Now)
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
 		return &dlqctl.Clients{Clients: v.st.Clients, Lambda: lambda.NewFromConfig(cfg),

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
@@ -252,6 +253,11 @@ func TestTheActorIsTheCallersARN(t *testing.T) {
 	}
 
 	// A redrive invokes the function twice (the plan, the run): STS once.
+	// (The orders queue exists, so the replay is sent: a failed one is
+	// invoked again until dlqctl calls it stalled.)
+	if _, err := f.st.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders")}); err != nil {
+		t.Fatal(err)
+	}
 	id = &countingSTS{CallerIdentity: sts.NewFromConfig(f.st.AWS)}
 	a, out, errw = f.stackApp(nil, id)
 	if code := a.Main(ctx, []string{"redrive", "--source", "orders", "--id", f.ids["o3"], "--yes"}); code != 0 || id.calls.Load() != 1 {

@@ -337,29 +337,6 @@ func TestHoldMetDuringAClaimIsReportedWithoutIDs(t *testing.T) {
 	}
 }
 
-// A run too close to its deadline for a call and its retries sends
-// nothing more: its claims are given back, not left claimed until their
-// lease expires (after which a takeover could send a second copy).
-func TestNoSendStartsThatCannotFinishBeforeTheDeadline(t *testing.T) {
-	t.Parallel()
-	e, ids := seeded(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
-	// Batches start while 20 s are left; a call needs 20 s + one 10 s try.
-	rep, err := e.service(nil, nil, redrive.Config{DeadlineMargin: 20 * time.Second, SendTimeout: 10 * time.Second}).Run(ctx, e.request(10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Redriven.Count != 0 || rep.Deferred.Count != 3 || rep.Stopped != redrive.StoppedDeadline {
-		t.Fatalf("report: redriven %d deferred %d stopped %s", rep.Redriven.Count, rep.Deferred.Count, rep.Stopped)
-	}
-	for _, id := range ids {
-		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || r.RedriveCount != 0 {
-			t.Fatalf("%s: %s count %d", id, r.Status, r.RedriveCount)
-		}
-	}
-}
-
 // An item changed outside the system so that it no longer decodes as a
 // record (an attribute of the wrong type) is set aside like any tampered
 // record: a run holds it and replays the records behind it, and an

@@ -321,14 +321,17 @@ func spoil(t *testing.T, id, attr, value string) {
 // settle step makes.
 type countingLister struct {
 	quarantine.Lister
-	redriven atomic.Int64
-	failNext atomic.Bool // the next REDRIVEN listing fails (a throttle)
+	redriven atomic.Int64 // settle steps (their probes)
+	failNext atomic.Bool  // the next listing of due records fails (a throttle)
 }
 
 func (l *countingLister) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	// A settle step starts with a probe for any REDRIVEN record, then
+	// lists the records that can be due (status_since bounded).
 	if q.Status == quarantine.StatusRedriven && q.Cursor == "" {
-		l.redriven.Add(1)
-		if l.failNext.CompareAndSwap(true, false) {
+		if q.StatusSinceBefore.IsZero() {
+			l.redriven.Add(1)
+		} else if l.failNext.CompareAndSwap(true, false) {
 			return quarantine.ListPage{}, errors.New("ProvisionedThroughputExceededException: throttled")
 		}
 	}

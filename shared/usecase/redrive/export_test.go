@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"context"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/identity"
 )
@@ -12,4 +13,11 @@ import (
 func RunVerified(ctx context.Context, s *Service, req Request, p identity.Principal) (*Report, error) {
 	req.RequestedBy, req.verified = p.Actor(), &p
 	return s.Run(ctx, req)
+}
+
+// SetTimeLeft makes s read the time left before a deadline from f (a
+// virtual clock) instead of the wall clock.
+func SetTimeLeft(s *Service, f func(deadline time.Time) time.Duration) *Service {
+	s.timeLeft = f
+	return s
 }

@@ -148,7 +148,11 @@ type Report struct {
 	// call sent again after a lost answer): nothing ran this time.
 	AlreadyDecided bool `json:"already_decided,omitempty"`
 
-	// Remaining matching records this run did not reach.
+	// Remaining counts the records the request still covers that this run
+	// left for a later one: those it did not reach (at most
+	// MaxRemainingCount) and, in a replay, those it deferred, failed or
+	// possibly sent (QUARANTINED again). A caller invokes again while it
+	// is above 0.
 	Remaining int `json:"remaining"`
 	// Stopped says why the run ended.
 	Stopped    string    `json:"stopped"`

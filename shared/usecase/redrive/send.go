@@ -138,7 +138,7 @@ func (r *run) sendCall(ctx context.Context, url string, group []*claimed) []sent
 		for _, i := range pending {
 			in.Entries = append(in.Entries, r.entry(strconv.Itoa(i), group[i]))
 		}
-		callCtx, cancel := context.WithTimeout(ctx, r.s.cfg.SendTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, r.budget.sendTimeout)
 		out, err := r.s.sqs.SendMessageBatch(callCtx, in, noSDKRetry)
 		cancel()
 		if err != nil {
@@ -295,7 +295,7 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 			return err
 		}
 		d, _ := backoff.BackoffDelay(attempt, nil)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+r.s.cfg.DeadlineMargin || !ok && attempt >= postSendProofTries {
+		if left, ok := r.s.left(ctx); ok && left < d+r.budget.margin || !ok && attempt >= postSendProofTries {
 			return err
 		}
 		r.s.log.WarnContext(ctx, "writer proof failed after a send: trying again", "run_id", r.rep.RunID, "op", op, "attempt", attempt, "error_kind", quarantine.ErrorKind(err))

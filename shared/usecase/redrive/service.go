@@ -129,6 +129,9 @@ type Service struct {
 	// approvals keeps four-eyes approvals (WithApprovals); nil: a
 	// high-risk request through the operator endpoint is refused.
 	approvals ApprovalStore
+	// timeLeft, when set, says how long until a deadline (tests: a
+	// virtual clock); nil: time.Until.
+	timeLeft func(deadline time.Time) time.Duration
 }
 
 // New returns a Service. payloads may be nil when no record uses the claim
@@ -143,6 +146,7 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 
 // Run executes a normalized request.
 func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
+	ctx = s.withBudget(ctx)
 	if err := req.normalize(); err != nil {
 		return nil, err
 	}
@@ -179,13 +183,22 @@ func (s *Service) Run(ctx context.Context, req Request) (*Report, error) {
 	case ActionPolicyAdd, ActionPolicyRevoke, ActionPolicyResume:
 		return s.changePolicy(ctx, req, src, rep)
 	}
-	r := &run{s: s, req: req, src: src, target: target, rep: rep}
+	r := &run{s: s, req: req, src: src, target: target, rep: rep, budget: s.budgetOf(ctx)}
+	if left, ok := s.left(ctx); ok {
+		r.settleUntilLeft = left - left/3
+	}
 	if target != nil {
 		// Every claim, send and release of the run names the target in
 		// the record's sealed history.
 		r.req.RequestedBy = quarantine.WithTarget(r.req.RequestedBy, target.Name)
 	}
 	err = r.execute(ctx)
+	if req.Action == ActionRedrive && !rep.DryRun {
+		// Given back or held back, they are the request's still: the
+		// next invocation takes them up (dlqctl keeps going while any
+		// remain).
+		rep.Remaining += rep.Deferred.Count + rep.Failed.Count + rep.Unknown.Count
+	}
 	err = errors.Join(append([]error{err}, r.errs...)...)
 	rep.FinishedAt = s.now().UTC()
 	rep.logFinished(ctx, s.log, err)
@@ -251,6 +264,14 @@ type run struct {
 	blocked map[string]bool
 	// errs are the per-record errors, returned when the run ends.
 	errs []error
+	// budget is the invocation's time plan; longestBatch the longest a
+	// batch took so far (claims to outcomes); settleUntilLeft the time
+	// left at which a run that also replays stops settling.
+	budget          budget
+	longestBatch    time.Duration
+	settleUntilLeft time.Duration
+	// settleCut: the settle step stopped at its share of the time.
+	settleCut bool
 }
 
 func (r *run) execute(ctx context.Context) error {
@@ -260,7 +281,7 @@ func (r *run) execute(ctx context.Context) error {
 		}
 		// Settled for the tick only when the step went through: a skipped
 		// or cut-short settle is tried again by the tick's next policy.
-		r.rep.settleRan = r.rep.SettleSkipped == "" && r.rep.Stopped != StoppedDeadline
+		r.rep.settleRan = r.rep.SettleSkipped == "" && r.rep.Stopped != StoppedDeadline && !r.settleCut
 	}
 	if r.req.Action == ActionSettle {
 		return nil
@@ -278,13 +299,24 @@ func (r *run) execute(ctx context.Context) error {
 		r.rep.Stopped = StoppedMaxMessages
 	}
 	for i := 0; i < len(ids); i += r.req.BatchSize {
-		if r.deadlineNear(ctx) {
+		// A batch is claimed only while its sends still fit (a dry run
+		// claims nothing: it stops at the margin).
+		if stop := r.deadlineNear(ctx) || !r.rep.DryRun && !r.timeToClaim(ctx); stop {
 			r.rep.Stopped = StoppedDeadline
 			r.rep.Remaining += len(ids) - i
+			if i == 0 {
+				left, _ := r.s.left(ctx)
+				r.s.log.WarnContext(ctx, "nothing claimed: the invocation has too little time left for one batch and its sends (raise the function's timeout)",
+					"run_id", r.rep.RunID, "left_ms", left.Milliseconds(), "margin_ms", r.budget.margin.Milliseconds(), "send_timeout_ms", r.budget.sendTimeout.Milliseconds())
+			}
 			return nil
 		}
+		before, _ := r.s.left(ctx)
 		if err := r.batch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))]); err != nil {
 			return err
+		}
+		if after, ok := r.s.left(ctx); ok {
+			r.longestBatch = max(r.longestBatch, before-after)
 		}
 	}
 	return nil
@@ -303,19 +335,6 @@ func (r *run) collect(ctx context.Context, list func(context.Context, func(strin
 		return r.rep.Remaining < MaxRemainingCount, nil
 	})
 	return ids, err
-}
-
-// timeForACall reports whether one SendMessageBatch try fits before the
-// margin the run keeps to write outcomes: no call is in flight when the
-// invocation ends.
-func (r *run) timeForACall(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > r.s.cfg.SendTimeout+r.s.cfg.DeadlineMargin
-}
-
-func (r *run) deadlineNear(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && time.Until(dl) < r.s.cfg.DeadlineMargin
 }
 
 // Concurrency is how many records of a batch are claimed or marked at once.

@@ -7,23 +7,24 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 )
 
 // MaxSettlePerRun bounds the records one run settles.
 const MaxSettlePerRun = 5000
 
 // settle resolves this source's REDRIVEN records whose replay stayed away
-// from the DLQ for the settle window, at most MaxSettlePerRun a run.
+// from the DLQ for the settle window, at most MaxSettlePerRun a run. It
+// lists only the records in REDRIVEN for the window already (the index
+// carries status_since), reads them in batches, and, in a run that also
+// replays, stops after its share of the time (settleOverBudget): what is
+// left is the next run's, or the scheduled settle's.
 func (r *run) settle(ctx context.Context) error {
-	ids, err := r.redriven(ctx)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return nil
-	}
 	// Never earlier than a failing replay can come back: if the source
 	// queue's attributes cannot be read, settle nothing this run.
+	if found, err := r.anyRedriven(ctx); err != nil || !found {
+		return err // nothing to settle: the window is not needed
+	}
 	window, err := r.settleWindow(ctx)
 	if err != nil {
 		r.rep.SettleSkipped = err.Error()
@@ -35,10 +36,20 @@ func (r *run) settle(ctx context.Context) error {
 		return nil
 	}
 	r.rep.SettleWindowSeconds = int64(window / time.Second)
+	ids, err := r.redriven(ctx, r.s.now().Add(-window))
+	if err != nil {
+		return err
+	}
 	ids = ids[:min(len(ids), MaxSettlePerRun)]
 	for start := 0; start < len(ids); start += settleBatch {
 		if r.deadlineNear(ctx) {
 			r.rep.Stopped = StoppedDeadline
+			return nil
+		}
+		if r.settleOverBudget(ctx) {
+			r.settleCut = true
+			r.s.log.InfoContext(ctx, "settle paused: the rest of the invocation replays", "run_id", r.rep.RunID, "source", r.src.Name,
+				"settle_left", len(ids)-start)
 			return nil
 		}
 		if err := r.settleBatch(ctx, ids[start:min(start+settleBatch, len(ids))], window); err != nil {
@@ -84,20 +95,22 @@ func (r *run) settleBatch(ctx context.Context, ids []string, window time.Duratio
 	if err := quarantine.Announce(ctx, r.s.store, planned); err != nil {
 		r.s.log.WarnContext(ctx, "settles not announced: each is proved on its own", "run_id", r.rep.RunID, "error_kind", quarantine.ErrorKind(err))
 	}
+	// The writes, Concurrency at a time; the first error ends the step
+	// (the others' writes stand).
+	if r.deadlineNear(ctx) {
+		r.rep.Stopped = StoppedDeadline
+		return nil
+	}
+	var due []*quarantine.Record
 	for _, id := range ids {
-		if r.deadlineNear(ctx) {
-			r.rep.Stopped = StoppedDeadline
-			return nil
-		}
-		rec := recs[id]
-		if rec == nil {
-			continue // gone since it was listed
-		}
-		if err := r.settleOne(ctx, rec, plans[id].next, plans[id].err); err != nil {
-			return err
+		if rec := recs[id]; rec != nil { // nil: gone since it was listed
+			due = append(due, rec)
 		}
 	}
-	return nil
+	errs := fanout.Run(ctx, len(due), Concurrency, func(_ context.Context, i int) error {
+		return r.settleOne(ctx, due[i], plans[due[i].DLQID].next, plans[due[i].DLQID].err)
+	})
+	return errors.Join(errs...)
 }
 
 // windowFor is the settle window of rec: window, or, for a record replayed
@@ -124,11 +137,11 @@ func (r *run) windowFor(ctx context.Context, rec *quarantine.Record, window time
 	return max(window, tw), true
 }
 
-// redriven lists the ids of this source's REDRIVEN records, a page past
-// MaxSettlePerRun at most.
-func (r *run) redriven(ctx context.Context) ([]string, error) {
+// redriven lists the ids of this source's records REDRIVEN since at most
+// dueBy (the others cannot be due), a page past MaxSettlePerRun at most.
+func (r *run) redriven(ctx context.Context, dueBy time.Time) ([]string, error) {
 	var ids []string
-	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 1000}
+	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, StatusSinceBefore: dueBy, Limit: 1000}
 	for page, err := range quarantine.Pages(ctx, r.s.lister, q) {
 		if err != nil {
 			return nil, fmt.Errorf("list redriven records: %w", err)
@@ -139,6 +152,20 @@ func (r *run) redriven(ctx context.Context) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// anyRedriven reports whether this source has a REDRIVEN record.
+func (r *run) anyRedriven(ctx context.Context) (bool, error) {
+	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, Limit: 1}
+	for page, err := range quarantine.Pages(ctx, r.s.lister, q) {
+		if err != nil {
+			return false, fmt.Errorf("list redriven records: %w", err)
+		}
+		if len(page.IDs) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // settleOne writes next, rec's settled successor (err: why rec does not
