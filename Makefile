@@ -51,6 +51,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'WriterProofSweeper' -benchtime=1x -count=1 ./shared/dev/bench/
 
 fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzEqualsJCS -fuzztime 30s ./shared/domain/canonical/
 	$(GO) test -run '^$$' -fuzz FuzzQuarantine -fuzztime 30s ./shared/usecase/ingest/
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 30s ./shared/usecase/redrive/
 	$(GO) test -run '^$$' -fuzz FuzzCLIWindowsAndIDs -fuzztime 30s ./internal/dlqctl/

@@ -1,12 +1,17 @@
 package quarantine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"testing"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/canonical"
 )
 
 // ComputeSeal returns the SHA-256, in hex, of the RFC 8785 canonical JSON of
@@ -25,14 +30,40 @@ func ComputeSeal(r *Record) (string, error) {
 
 // Canonical returns the RFC 8785 (JCS) canonical form of v's encoding/json
 // encoding: the bytes every seal in the system is computed over (records
-// here, policies in package policy). Errors from json.Marshal and from the
-// canonicalizer are returned as they are.
+// here, policies in package policy). package canonical writes them
+// directly; in a test binary every call is checked against the reference,
+// gowebpki/jcs over json.Marshal, so that the whole test suite proves the
+// two equal on every value it seals.
 func Canonical(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+	out, err := canonical.Marshal(v)
+	if crossChecking() {
+		crossCheck(v, out, err)
 	}
-	return jcs.Transform(raw)
+	return out, err
+}
+
+// crossChecking reports whether this is a test binary running tests, not
+// benchmarks (whose figures must not include the reference's cost).
+func crossChecking() bool {
+	if !testing.Testing() {
+		return false
+	}
+	f := flag.Lookup("test.bench")
+	return f == nil || f.Value.String() == ""
+}
+
+// crossCheck panics when the reference encoding of v differs from out (or
+// only one of them fails): a seal that no other implementation of RFC
+// 8785 reproduces would be worthless.
+func crossCheck(v any, out []byte, err error) {
+	raw, rerr := json.Marshal(v)
+	var want []byte
+	if rerr == nil {
+		want, rerr = jcs.Transform(raw)
+	}
+	if (err != nil) != (rerr != nil) || err == nil && !bytes.Equal(out, want) {
+		panic(fmt.Sprintf("canonical JSON differs from gowebpki/jcs over json.Marshal for a %T: error %v, reference error %v\ncanonical %s\nreference %s", v, err, rerr, out, want))
+	}
 }
 
 // CanonicalSHA256 returns the SHA-256, in hex, of Canonical(v): the one
