@@ -201,14 +201,21 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 		}
 		merge(total, rep)
 		runs = append(runs, rep.RunID)
-		// Finished: records the request no longer covers. The failed, the
-		// possibly sent and the deferred are still the request's: the
-		// function counts them as remaining, and the next invocation
-		// takes them up.
-		finished := rep.Redriven.Count + rep.Held.Count + rep.Parked.Count + rep.Integrity.Count
-		done += finished + rep.Skipped.Count
+		// Finished: records the request no longer covers (a held record
+		// fails the schema and stays, so it is no progress: at the head
+		// of a FIFO group it holds the group back run after run). The
+		// failed and the deferred are still the request's: the function
+		// counts them as remaining, and the next invocation takes them
+		// up.
+		finished := rep.Redriven.Count + rep.Parked.Count + rep.Integrity.Count
+		done += finished + rep.Held.Count + rep.Skipped.Count + rep.Unknown.Count
 		a.progress(planned, total)
 		total.Remaining = rep.Remaining
+		if rep.Unknown.Count > 0 {
+			// SQS may have enqueued them: the command stops rather than
+			// send anything of the request again at once.
+			return errors.Join(a.stoppedPossiblySent(total, runs), &PossiblySentError{Count: total.Unknown.Count, Remaining: rep.Remaining})
+		}
 		if rep.Remaining == 0 {
 			break
 		}
@@ -216,7 +223,8 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 			stalled = 0
 		}
 		if stalled >= MaxStalledInvocations {
-			return errors.Join(a.stalledRedrive(total, runs, stalled), &StalledError{Invocations: stalled, Remaining: rep.Remaining})
+			return errors.Join(a.stalledRedrive(total, runs, StoppedStalled, (&StalledError{Invocations: stalled, Remaining: rep.Remaining}).Error()),
+				&StalledError{Invocations: stalled, Remaining: rep.Remaining})
 		}
 	}
 	if a.IsTerminal() {
@@ -249,17 +257,36 @@ func (e *StalledError) Error() string {
 		e.Invocations, plural(e.Remaining, "record", "records"))
 }
 
-// stalledRedrive prints the totals of a redrive that stopped stalled.
-func (a *App) stalledRedrive(total *redrive.Report, runs []string, stalled int) error {
+// StoppedPossiblySent is redrive's "stopped" in -o json when an
+// invocation could not learn whether SQS enqueued some replays.
+const StoppedPossiblySent = "possibly_sent"
+
+// PossiblySentError says dlqctl redrive stopped because SQS gave no answer
+// for some replays: they may be in the source queue, and the command does
+// not send anything of the request again at once.
+type PossiblySentError struct{ Count, Remaining int }
+
+func (e *PossiblySentError) Error() string {
+	return fmt.Sprintf("stopped: SQS gave no answer for %s (possibly sent: QUARANTINED again, counted toward the cap); not sent again by this command; %s still to replay: check the consumer, then run redrive again",
+		plural(e.Count, "replay", "replays"), plural(e.Remaining, "record", "records"))
+}
+
+func (a *App) stoppedPossiblySent(total *redrive.Report, runs []string) error {
+	return a.stalledRedrive(total, runs, StoppedPossiblySent, (&PossiblySentError{Count: total.Unknown.Count, Remaining: total.Remaining}).Error())
+}
+
+// stalledRedrive prints the totals of a redrive that stopped (stopped)
+// with records left, and why.
+func (a *App) stalledRedrive(total *redrive.Report, runs []string, stopped, why string) error {
 	if a.IsTerminal() {
 		fmt.Fprintln(a.Err) // end the bar's line before the summary
 	}
-	total.Stopped = StoppedStalled
+	total.Stopped = stopped
 	if len(runs) == 1 {
 		total.RunID = runs[0]
 	}
 	if a.Output == "json" {
-		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: (&StalledError{Invocations: stalled, Remaining: total.Remaining}).Error()})
+		return a.writeJSON(redriveResult{Report: total, RunIDs: runs, Error: why})
 	}
 	return a.print(total)
 }

@@ -123,3 +123,40 @@ func TestRedriveKeepsGoingWhileRecordsRemain(t *testing.T) {
 		t.Fatalf("stalled, table: exit %d:\nstdout:\n%sstderr:\n%s", code, out, errOut)
 	}
 }
+
+// dlqctl redrive stops, failing, after an invocation whose replays SQS did
+// not answer (possibly sent): it never sends anything of the request again
+// at once, which could double what may already be in the source queue.
+// A held record (it fails the schema and stays) is no progress either.
+func TestRedriveStopsOnPossiblySentAndHeldIsNoProgress(t *testing.T) {
+	v := newInventory(t)
+	v.startRedrive(t, v.sources)
+	v.add(t, "ps-m0", `{"event_id":"ps-0","ndc":"12345-678-90","lot":"L","quantity_delta":1,"schedule":"CII","facility":"F","occurred_at":"2026-11-29T09:00:00Z"}`)
+	unknown := &scriptedRuns{script: func(run int) map[string]any {
+		return map[string]any{"run_id": fmt.Sprintf("scripted-%d", run), "action": "redrive", "unknown": map[string]any{"count": 2},
+			"deferred": map[string]any{"count": 1}, "remaining": 1, "stopped": "done"}
+	}}
+	out, errOut, code := runThrough(t, v, func(base aws.HTTPClient) aws.HTTPClient { unknown.base = base; return unknown },
+		"redrive", "--source", v.source, "--class", "exhausted", "--max", "100", "--yes", "-o", "json")
+	var doc struct {
+		Unknown struct{ Count int }
+		Stopped string
+		Error   string
+		RunIDs  []string `json:"run_ids"`
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &doc) != nil || unknown.calls != 2 {
+		t.Fatalf("exit %d after %d invocations:\nstdout:\n%sstderr:\n%s", code, unknown.calls, out, errOut)
+	}
+	if doc.Unknown.Count != 2 || doc.Stopped != dlqctl.StoppedPossiblySent || len(doc.RunIDs) != 1 || !strings.Contains(doc.Error, "not sent again by this command") {
+		t.Fatalf("possibly sent: %+v\nstderr:\n%s", doc, errOut)
+	}
+	held := &scriptedRuns{script: func(run int) map[string]any {
+		return map[string]any{"run_id": fmt.Sprintf("scripted-%d", run), "action": "redrive", "held": map[string]any{"count": 1},
+			"deferred": map[string]any{"count": 2}, "remaining": 2, "stopped": "done"}
+	}}
+	_, errOut, code = runThrough(t, v, func(base aws.HTTPClient) aws.HTTPClient { held.base = base; return held },
+		"redrive", "--source", v.source, "--class", "exhausted", "--max", "100", "--yes")
+	if code != 1 || held.calls != 1+dlqctl.MaxStalledInvocations || !strings.Contains(errOut, "finished no record") {
+		t.Fatalf("held at a group's head: exit %d after %d invocations:\n%s", code, held.calls, errOut)
+	}
+}

@@ -33,8 +33,10 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/dev/latency"
 	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -209,68 +211,21 @@ func seedSource(b *testing.B, st *embedded.Stack, n int) (*quarantine.Source, st
 // (batches of 50), then runs a raw loop of the same AWS calls on another
 // 5,000 (conditional claim PutItem, SendMessageBatch of 10, conditional mark
 // PutItem, with redrive's concurrency), and a naive replay that sends one
-// SendMessage per record, all in the same run.
+// SendMessage per record, all in the same run. Then the service and the raw
+// loop again, 2,000 records each, with AWS's latency on every call
+// (latency.AWS, docs/performance.md): model-msgs/s, model-raw-msgs/s and
+// model-ratio.
 func BenchmarkRedriveThroughput(b *testing.B) {
 	ctx := context.Background()
 	st := embedded.ForTest(b, embedded.Options{NoS3: true})
-	table := st.Names["QuarantineTable"]
+	modelled := modelClients(st, 29)
 	for i := 0; i < b.N; i++ {
-		// The service.
-		src, _, _ := seedSource(b, st, redriveRecords)
-		svc := redrive.New(dynamostore.New(st.Clients.DynamoDB, table), dynamostore.NewLister(st.Clients.DynamoDB, table), nil, st.Clients.SQS,
-			map[string]*quarantine.Source{src.Name: src}, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: redriveRecords})
-		start := time.Now()
-		rep, err := svc.Run(ctx, redrive.Request{Source: src.Name, RequestedBy: "bench", MaxMessages: redriveRecords, BatchSize: 50, Approve: true})
-		if err != nil || rep.Redriven.Count != redriveRecords {
-			b.Fatalf("redrive: %v, %d redriven", err, rep.Redriven.Count)
-		}
-		svcRate := redriveRecords / time.Since(start).Seconds()
-
-		// The raw loop of the same calls.
-		_, rawURL, recs := seedSource(b, st, redriveRecords)
-		type pair struct{ claim, mark *quarantine.Record }
-		var pairs []pair
-		now := time.Now()
-		for _, r := range recs {
-			c, err := r.Claim("bench", now, time.Minute)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m, err := c.MarkRedriven("bench", "m", now)
-			if err != nil {
-				b.Fatal(err)
-			}
-			pairs = append(pairs, pair{c, m})
-		}
-		put := func(r *quarantine.Record, version int64) {
-			item, _ := dynamostore.Marshal(r)
-			cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(version))).Build()
-			if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
-				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		start = time.Now()
-		for n := 0; n < len(pairs); n += 50 {
-			batch := pairs[n:min(n+50, len(pairs))]
-			inParallel(len(batch), func(j int) { put(batch[j].claim, batch[j].claim.Version-1) })
-			for k := 0; k < len(batch); k += 10 {
-				in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(rawURL)}
-				for j, p := range batch[k:min(k+10, len(batch))] {
-					in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(p.claim.Body)})
-				}
-				if _, err := st.Clients.SQS.SendMessageBatch(ctx, in); err != nil {
-					b.Fatal(err)
-				}
-			}
-			inParallel(len(batch), func(j int) { put(batch[j].mark, batch[j].claim.Version) })
-		}
-		rawRate := redriveRecords / time.Since(start).Seconds()
+		svcRate, rawRate := redrivePass(b, st, st.Clients.DynamoDB, st.Clients.SQS, redriveRecords)
 
 		// The naive replay: read each record, send it alone, nothing else.
 		_, naiveURL, naive := seedSource(b, st, redriveRecords)
-		store := dynamostore.New(st.Clients.DynamoDB, table)
-		start = time.Now()
+		store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+		start := time.Now()
 		for _, r := range naive {
 			got, err := store.Get(ctx, r.DLQID)
 			if err != nil {
@@ -281,11 +236,84 @@ func BenchmarkRedriveThroughput(b *testing.B) {
 			}
 		}
 		naiveRate := redriveRecords / time.Since(start).Seconds()
+		modelSvc, modelRaw := redrivePass(b, st, modelled.DynamoDB, modelled.SQS, modelledRedriveRecords)
 		b.ReportMetric(svcRate, "redrive-msgs/s")
 		b.ReportMetric(rawRate, "raw-msgs/s")
 		b.ReportMetric(svcRate/rawRate, "ratio")
 		b.ReportMetric(naiveRate, "naive-msgs/s")
+		b.ReportMetric(modelSvc, "model-msgs/s")
+		b.ReportMetric(modelRaw, "model-raw-msgs/s")
+		b.ReportMetric(modelSvc/modelRaw, "model-ratio")
 	}
+}
+
+// modelledRedriveRecords is how many records a modelled pass replays.
+const modelledRedriveRecords = 2000
+
+// modelClients are st's clients with the latency model on every call.
+func modelClients(st *embedded.Stack, seed uint64) *awsclients.Clients {
+	cfg := st.AWS.Copy()
+	cfg.HTTPClient = latency.AWS.Client(cfg.HTTPClient, seed)
+	return awsclients.New(cfg, awsclients.Options{Local: true})
+}
+
+// redrivePass replays n seeded records with the redrive service on the
+// given clients, then the raw loop of the same calls on n others, and
+// returns both rates.
+func redrivePass(b *testing.B, st *embedded.Stack, ddb *dynamodb.Client, sqsc *sqs.Client, n int) (svcRate, rawRate float64) {
+	ctx := context.Background()
+	table := st.Names["QuarantineTable"]
+	src, _, _ := seedSource(b, st, n)
+	svc := redrive.New(dynamostore.New(ddb, table), dynamostore.NewLister(ddb, table), nil, sqsc,
+		map[string]*quarantine.Source{src.Name: src}, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)), redrive.Config{ApprovalThreshold: n})
+	start := time.Now()
+	rep, err := svc.Run(ctx, redrive.Request{Source: src.Name, RequestedBy: "bench", MaxMessages: n, BatchSize: 50, Approve: true})
+	if err != nil || rep.Redriven.Count != n {
+		b.Fatalf("redrive: %v, %d redriven", err, rep.Redriven.Count)
+	}
+	svcRate = float64(n) / time.Since(start).Seconds()
+
+	// The raw loop of the same calls.
+	_, rawURL, recs := seedSource(b, st, n)
+	type pair struct{ claim, mark *quarantine.Record }
+	var pairs []pair
+	now := time.Now()
+	for _, r := range recs {
+		c, err := r.Claim("bench", now, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := c.MarkRedriven("bench", "m", now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pairs = append(pairs, pair{c, m})
+	}
+	put := func(r *quarantine.Record, version int64) {
+		item, _ := dynamostore.Marshal(r)
+		cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(version))).Build()
+		if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start = time.Now()
+	for k := 0; k < len(pairs); k += 50 {
+		batch := pairs[k:min(k+50, len(pairs))]
+		inParallel(len(batch), func(j int) { put(batch[j].claim, batch[j].claim.Version-1) })
+		inParallel((len(batch)+9)/10, func(c int) {
+			in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(rawURL)}
+			for j, p := range batch[c*10 : min(c*10+10, len(batch))] {
+				in.Entries = append(in.Entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(p.claim.Body)})
+			}
+			if _, err := sqsc.SendMessageBatch(ctx, in); err != nil {
+				b.Fatal(err)
+			}
+		})
+		inParallel(len(batch), func(j int) { put(batch[j].mark, batch[j].claim.Version) })
+	}
+	rawRate = float64(n) / time.Since(start).Seconds()
+	return svcRate, rawRate
 }
 
 // inParallel runs f for each index, redrive.Concurrency at a time, as the

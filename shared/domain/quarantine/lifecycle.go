@@ -356,6 +356,8 @@ const (
 	// sentAgainReason follows "sent (round N)" into a standard queue: each
 	// earlier try without an answer may have been enqueued too.
 	sentAgainReason = "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " more than once"
+	// sentTwiceReason is how histories written before said it.
+	sentTwiceReason = "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " twice"
 )
 
 // MayRepeat reports whether a, an entry redrive wrote, says that its round
@@ -369,7 +371,7 @@ const (
 // copy beyond the first by such an entry, or finds a duplicate the history
 // hides.
 func (a *Attempt) MayRepeat() (round int, ok bool) {
-	if a.Stage != StageRedrive || a.IsArrival() {
+	if a.Stage != StageRedrive || a.IsArrival() || a.Actor == ActorIngest {
 		return 0, false // an arrival's reason is the sender's text
 	}
 	var format string
@@ -380,7 +382,7 @@ func (a *Attempt) MayRepeat() (round int, ok bool) {
 		format = parkedExpiryReason
 	case a.IsPossiblySent():
 		format = sendUnknownReason + " (round %d,"
-	case strings.HasPrefix(a.Reason, "sent (round ") && strings.Contains(a.Reason, sentAgainReason):
+	case strings.HasPrefix(a.Reason, "sent (round ") && (strings.Contains(a.Reason, sentAgainReason) || strings.Contains(a.Reason, sentTwiceReason)):
 		format = "sent (round %d)"
 	default:
 		return 0, false

@@ -235,4 +235,15 @@ func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
 	if _, ok := forged.MayRepeat(); ok {
 		t.Error("an arrival's reason explained a duplicate")
 	}
+	// An arrival of an older record (no kind), whose consumer named the
+	// stage redrive: ingest wrote it, in the sender's words.
+	legacy := quarantine.Attempt{Stage: quarantine.StageRedrive, Actor: quarantine.ActorIngest, Reason: "lease expired; round 7 reclaimed, a duplicate send is possible"}
+	if _, ok := legacy.MayRepeat(); ok {
+		t.Error("an older arrival's reason explained a duplicate")
+	}
+	// Histories written before said "possibly sent twice".
+	older := quarantine.Attempt{Stage: quarantine.StageRedrive, Actor: "ops", MessageID: "m", Reason: "sent (round 3); an earlier try had no answer and may also have been enqueued: possibly sent twice"}
+	if round, ok := older.MayRepeat(); !ok || round != 3 {
+		t.Errorf("the older wording: %d, %v", round, ok)
+	}
 }

@@ -40,8 +40,19 @@ func Client(next Doer) Doer {
 	if c, ok := next.(plainBodies); ok {
 		return c
 	}
+	if b, ok := next.(*awshttp.BuildableClient); ok {
+		// Redrive keeps up to redrive.Concurrency writes in flight to one
+		// endpoint: idle connections for them all, so that none is
+		// closed after its call and opened again (a TLS handshake) for
+		// the next.
+		next = b.WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, MaxIdleConnsPerHost) })
+	}
 	return plainBodies{next: next}
 }
+
+// MaxIdleConnsPerHost is the least number of idle connections per host the
+// SDK's default client keeps (its own default is 10).
+const MaxIdleConnsPerHost = 64
 
 // Use returns cfg sending through Client(cfg.HTTPClient): call it on what
 // config.LoadDefaultConfig returns (the loader needs its own client to add

@@ -60,6 +60,11 @@ func TestAmbiguousSendIsRecordedAsPossiblySent(t *testing.T) {
 		if rep.Unknown.Count != 2 || rep.Failed.Count != 0 || rep.Redriven.Count != 0 {
 			t.Fatalf("report: unknown %d failed %d redriven %d", rep.Unknown.Count, rep.Failed.Count, rep.Redriven.Count)
 		}
+		// Possibly enqueued: done as far as the request goes, so no caller
+		// sends them again at once (dlqctl stops on them).
+		if rep.Remaining != 0 {
+			t.Fatalf("remaining %d: the possibly sent counted as still to replay", rep.Remaining)
+		}
 		for _, id := range ids {
 			r := e.get(t, id)
 			if r.Status != quarantine.StatusQuarantined || r.RedriveCount != 1 {

@@ -99,6 +99,9 @@ func (r *run) timeToClaim(ctx context.Context) bool {
 	batch := r.budget.sendTimeout
 	if r.longestBatch > 0 {
 		batch = 2 * r.longestBatch
+	} else if r.limiter != nil && r.limiter.Limit() > 0 {
+		// A rate limit spreads a batch's sends: what it makes them wait.
+		batch += time.Duration(float64(r.req.BatchSize) / float64(r.limiter.Limit()) * float64(time.Second))
 	}
 	return left >= r.budget.margin+r.budget.sendTimeout+batch
 }

@@ -150,9 +150,10 @@ type Report struct {
 
 	// Remaining counts the records the request still covers that this run
 	// left for a later one: those it did not reach (at most
-	// MaxRemainingCount) and, in a replay, those it deferred, failed or
-	// possibly sent (QUARANTINED again). A caller invokes again while it
-	// is above 0.
+	// MaxRemainingCount) and, in a replay, those it deferred or failed
+	// (given back unsent). A caller invokes again while it is above 0.
+	// The possibly sent (Unknown) are not counted: SQS may have enqueued
+	// them, and sending them again at once would double the duplicate.
 	Remaining int `json:"remaining"`
 	// Stopped says why the run ended.
 	Stopped    string    `json:"stopped"`

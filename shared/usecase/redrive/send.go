@@ -45,6 +45,10 @@ func (r *run) send(ctx context.Context, ready []*claimed) {
 		return
 	}
 	fifo := r.fifo()
+	if !fifo {
+		r.sendConcurrently(ctx, url, ready)
+		return
+	}
 	for len(ready) > 0 {
 		var call, rest []*claimed
 		taken := map[string]bool{}
@@ -87,6 +91,56 @@ func (r *run) send(ctx context.Context, ready []*claimed) {
 		}
 		ready = rest
 	}
+}
+
+// sendConcurrently sends the claimed records of a standard queue (no order
+// to keep) in calls of at most 10 entries and 1 MiB, Concurrency calls at
+// a time, each settled as it returns. A call that no longer fits before
+// the margin gives its claims back unsent.
+func (r *run) sendConcurrently(ctx context.Context, url string, ready []*claimed) {
+	var calls [][]*claimed
+	var call []*claimed
+	bytes := 0
+	for _, c := range ready {
+		if c.size > MaxCallBytes {
+			// One message above the call limit can never be sent.
+			if err := r.park(ctx, c.rec, "the message exceeds the SQS size limit"); err != nil {
+				r.failLater(ctx, c.rec.DLQID, "park", err)
+			}
+			continue
+		}
+		if len(call) == MaxEntriesPerCall || bytes+c.size > MaxCallBytes {
+			calls, call, bytes = append(calls, call), nil, 0
+		}
+		call = append(call, c)
+		bytes += c.size
+	}
+	if len(call) > 0 {
+		calls = append(calls, call)
+	}
+	_ = each(len(calls), func(i int) error {
+		if !r.timeForACall(ctx) {
+			// Not enough time left for a call and its retries: give the
+			// claims back unsent rather than be stopped mid-send (which
+			// leaves them claimed until their lease expires).
+			for _, c := range calls[i] {
+				if err := r.release(ctx, c.rec, "not sent: the invocation's deadline is near", nil, &r.rep.Deferred); err != nil {
+					r.failLater(ctx, c.rec.DLQID, "release", err)
+				}
+			}
+			r.stop(StoppedDeadline)
+			return nil
+		}
+		r.settleCall(ctx, calls[i], r.sendCall(ctx, url, calls[i]))
+		return nil
+	})
+}
+
+// stop records why the run ended; safe while calls run concurrently.
+func (r *run) stop(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rep.Stopped = why
 }
 
 // sent is what the tries of one SendMessageBatch entry came to.

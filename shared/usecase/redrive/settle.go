@@ -40,6 +40,10 @@ func (r *run) settle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.deadlineNear(ctx) || r.settleOverBudget(ctx) {
+		r.settleCut = true // the listing took the step's share of the time
+		return nil
+	}
 	ids = ids[:min(len(ids), MaxSettlePerRun)]
 	for start := 0; start < len(ids); start += settleBatch {
 		if r.deadlineNear(ctx) {
@@ -139,20 +143,29 @@ func (r *run) windowFor(ctx context.Context, rec *quarantine.Record, window time
 
 // redriven lists the ids of this source's records REDRIVEN since at most
 // dueBy (the others cannot be due), a page past MaxSettlePerRun at most.
+// DynamoDB filters after its page limit, so a page of records not yet due
+// comes back empty: the listing reads at most maxSettlePages pages and
+// stops at the step's share of the time; the records behind them are a
+// later run's.
 func (r *run) redriven(ctx context.Context, dueBy time.Time) ([]string, error) {
 	var ids []string
 	q := quarantine.ListQuery{Status: quarantine.StatusRedriven, Source: r.src.Name, StatusSinceBefore: dueBy, Limit: 1000}
+	pages := 0
 	for page, err := range quarantine.Pages(ctx, r.s.lister, q) {
 		if err != nil {
 			return nil, fmt.Errorf("list redriven records: %w", err)
 		}
 		ids = append(ids, page.IDs...)
-		if len(ids) >= MaxSettlePerRun {
+		if pages++; len(ids) >= MaxSettlePerRun || pages >= maxSettlePages || r.deadlineNear(ctx) || r.settleOverBudget(ctx) {
 			break
 		}
 	}
 	return ids, nil
 }
+
+// maxSettlePages bounds the index pages (of up to 1,000 entries) one
+// settle step reads.
+const maxSettlePages = 50
 
 // anyRedriven reports whether this source has a REDRIVEN record.
 func (r *run) anyRedriven(ctx context.Context) (bool, error) {
