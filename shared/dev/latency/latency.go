@@ -57,28 +57,46 @@ func (m Model) Median(op string) time.Duration {
 	return m.By[op]
 }
 
+// Waiter sleeps the model's latency for one call at a time; it is safe for
+// concurrent use.
+type Waiter struct {
+	m   Model
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// Waiter returns a Waiter drawing from a generator seeded with seed.
+func (m Model) Waiter(seed uint64) *Waiter {
+	return &Waiter{m: m, rng: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
+}
+
+// Wait sleeps one draw of op's latency ("service Operation").
+func (w *Waiter) Wait(op string) {
+	d := w.m.Median(op)
+	if d <= 0 {
+		return
+	}
+	w.mu.Lock()
+	f := 1 + w.m.Jitter*(2*w.rng.Float64()-1)
+	w.mu.Unlock()
+	time.Sleep(time.Duration(float64(d) * f))
+}
+
 // Client returns base with the model's latency before each request, drawn
 // from a generator seeded with seed.
 func (m Model) Client(base aws.HTTPClient, seed uint64) aws.HTTPClient {
 	if base == nil {
 		base = http.DefaultClient
 	}
-	return &client{m: m, base: base, rng: rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))}
+	return &client{w: m.Waiter(seed), base: base}
 }
 
 type client struct {
-	m    Model
+	w    *Waiter
 	base aws.HTTPClient
-	mu   sync.Mutex
-	rng  *rand.Rand
 }
 
 func (c *client) Do(req *http.Request) (*http.Response, error) {
-	if d := c.m.Median(faults.Operation(req)); d > 0 {
-		c.mu.Lock()
-		f := 1 + c.m.Jitter*(2*c.rng.Float64()-1)
-		c.mu.Unlock()
-		time.Sleep(time.Duration(float64(d) * f))
-	}
+	c.w.Wait(faults.Operation(req))
 	return c.base.Do(req)
 }

@@ -23,10 +23,21 @@ type claimed struct {
 // failure is that record's outcome, never the batch's: the records already
 // claimed are still sent, marked or released.
 func (r *run) batch(ctx context.Context, ids []string) error {
+	ready, err := r.claimBatch(ctx, ids)
+	if err != nil || len(ready) == 0 {
+		return err
+	}
+	r.send(ctx, ready)
+	return nil
+}
+
+// claimBatch reads and claims the records of ids, and returns the claimed
+// ones that are to be sent (none in a dry run), FIFO groups in order.
+func (r *run) claimBatch(ctx context.Context, ids []string) ([]*claimed, error) {
 	// One batch read instead of a read per record.
 	prefetched, err := r.s.store.GetMany(ctx, ids)
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return nil, fmt.Errorf("read records: %w", err)
 	}
 	// The batch's claim decisions are made first (one clock reading) and
 	// the versions they write announced: one writer-proof MAC for the
@@ -55,13 +66,12 @@ func (r *run) batch(ctx context.Context, ids []string) error {
 		}
 	}
 	if len(ready) == 0 || r.rep.DryRun {
-		return nil
+		return nil, nil
 	}
 	if r.fifo() {
 		inGroupOrder(ready)
 	}
-	r.send(ctx, ready)
-	return nil
+	return ready, nil
 }
 
 // claim takes the record read for id in prefetched (or, in a dry run, says

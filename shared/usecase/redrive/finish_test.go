@@ -2,10 +2,13 @@ package redrive_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -280,5 +283,55 @@ func TestSettleNeverStarvesTheReplay(t *testing.T) {
 	}
 	if got := e.statuses(t, fresh); got[quarantine.StatusRedriven] != rep.Redriven.Count {
 		t.Fatalf("statuses of the fresh records %v, redriven %d", got, rep.Redriven.Count)
+	}
+}
+
+// claimCheckingSender checks, as each SendMessageBatch leaves, that every
+// entry's record holds its claim for the round the message carries: with
+// batches pipelined (the next claimed while this one is sent), a message
+// is still never sent before its record's claim.
+type claimCheckingSender struct {
+	redrive.Sender
+	store quarantine.Store
+	mu    sync.Mutex
+	bad   []string
+	sent  int
+}
+
+func (s *claimCheckingSender) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	for _, e := range in.Entries {
+		id := aws.ToString(e.MessageAttributes[quarantine.AttrRecordID].StringValue)
+		round := aws.ToString(e.MessageAttributes[quarantine.AttrRedriveCount].StringValue)
+		r, err := s.store.Get(ctx, id)
+		s.mu.Lock()
+		s.sent++
+		if err != nil || r.Status != quarantine.StatusRedriving || strconv.Itoa(r.RedriveCount) != round {
+			s.bad = append(s.bad, fmt.Sprintf("%s round %s sent while the record is %v (%v)", id, round, r, err))
+		}
+		s.mu.Unlock()
+	}
+	return s.Sender.SendMessageBatch(ctx, in, opts...)
+}
+
+// A standard queue's batches are pipelined: every message still leaves
+// after its record's claim, each record is sent once and marked.
+func TestPipelinedBatchesSendOnlyClaimedRecords(t *testing.T) {
+	t.Parallel()
+	e, ids := seeded(t, 120)
+	sender := &claimCheckingSender{Sender: stack.Clients.SQS, store: e.store}
+	req := e.request(200)
+	req.BatchSize = 20
+	rep, err := e.service(sender, nil, redrive.Config{}).Run(context.Background(), req)
+	if err != nil || rep.Redriven.Count != 120 || rep.Remaining != 0 {
+		t.Fatalf("run: %v, redriven %d remaining %d", err, rep.Redriven.Count, rep.Remaining)
+	}
+	if len(sender.bad) > 0 || sender.sent != 120 {
+		t.Fatalf("%d sent; sent before a claim: %v", sender.sent, sender.bad)
+	}
+	if got := e.statuses(t, ids); got[quarantine.StatusRedriven] != 120 {
+		t.Fatalf("statuses %v", got)
+	}
+	if got := e.drain(t, none); len(got) != 120 {
+		t.Fatalf("%d messages in the queue for 120 records", len(got))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,10 +30,15 @@ const (
 // entries and 1 MiB, then marks each record REDRIVEN, parks it, gives its
 // claim back or, when SQS may have enqueued it without saying so, records
 // that it was possibly sent. Every record gets its outcome, whatever
-// happens to the others. Into a FIFO queue a call carries at most one
-// message of each group, and a group whose message was not surely sent
-// sends nothing more this run: no later message of a group may go before
-// an earlier one, also when that one's send fails and is retried.
+// happens to the others.
+//
+// The records go in waves whose calls are in flight together, Concurrency
+// at a time: into a standard queue one wave of them all; into a FIFO queue
+// a wave holds at most one message of each group (the first of each group
+// not yet sent), and the next wave starts when every call of this one is
+// answered and settled. A group whose message was not surely sent sends
+// nothing more this run: no later message of a group may go before an
+// earlier one, also when that one's send fails and is retried.
 func (r *run) send(ctx context.Context, ready []*claimed) {
 	url, err := r.queue(ctx)
 	if err != nil {
@@ -45,14 +51,9 @@ func (r *run) send(ctx context.Context, ready []*claimed) {
 		return
 	}
 	fifo := r.fifo()
-	if !fifo {
-		r.sendConcurrently(ctx, url, ready)
-		return
-	}
 	for len(ready) > 0 {
-		var call, rest []*claimed
+		var wave, rest []*claimed
 		taken := map[string]bool{}
-		bytes := 0
 		for _, c := range ready {
 			switch {
 			case r.isBlocked(c.rec):
@@ -65,50 +66,37 @@ func (r *run) send(ctx context.Context, ready []*claimed) {
 				if err := r.park(ctx, c.rec, "the message exceeds the SQS size limit"); err != nil {
 					r.failLater(ctx, c.rec.DLQID, "park", err)
 				}
-			case len(call) < MaxEntriesPerCall && bytes+c.size <= MaxCallBytes && !(fifo && taken[group(c.rec)]):
-				call = append(call, c)
-				bytes += c.size
+			case !fifo || !taken[group(c.rec)]:
+				wave = append(wave, c)
 				taken[group(c.rec)] = true
 			default:
 				rest = append(rest, c)
 			}
 		}
-		if len(call) > 0 && !r.timeForACall(ctx) {
-			// Not enough time left for a call and its retries: give the
-			// claims back unsent rather than be stopped mid-send (which
-			// leaves them claimed until their lease expires).
-			for _, c := range append(call, rest...) {
+		if !r.sendWave(ctx, url, wave) {
+			// Stopped at the deadline: what is left waits for a later run.
+			for _, c := range rest {
 				r.block(c.rec)
 				if err := r.release(ctx, c.rec, "not sent: the invocation's deadline is near", nil, &r.rep.Deferred); err != nil {
 					r.failLater(ctx, c.rec.DLQID, "release", err)
 				}
 			}
-			r.rep.Stopped = StoppedDeadline
 			return
-		}
-		if len(call) > 0 {
-			r.settleCall(ctx, call, r.sendCall(ctx, url, call))
 		}
 		ready = rest
 	}
 }
 
-// sendConcurrently sends the claimed records of a standard queue (no order
-// to keep) in calls of at most 10 entries and 1 MiB, Concurrency calls at
-// a time, each settled as it returns. A call that no longer fits before
-// the margin gives its claims back unsent.
-func (r *run) sendConcurrently(ctx context.Context, url string, ready []*claimed) {
+// sendWave sends records that may go in any order among themselves in
+// calls of at most 10 entries and 1 MiB, Concurrency calls at a time, each
+// settled as it returns. A call that no longer fits before the margin
+// gives its claims back unsent; sendWave then reports false (stopped at
+// the deadline).
+func (r *run) sendWave(ctx context.Context, url string, wave []*claimed) bool {
 	var calls [][]*claimed
 	var call []*claimed
 	bytes := 0
-	for _, c := range ready {
-		if c.size > MaxCallBytes {
-			// One message above the call limit can never be sent.
-			if err := r.park(ctx, c.rec, "the message exceeds the SQS size limit"); err != nil {
-				r.failLater(ctx, c.rec.DLQID, "park", err)
-			}
-			continue
-		}
+	for _, c := range wave {
 		if len(call) == MaxEntriesPerCall || bytes+c.size > MaxCallBytes {
 			calls, call, bytes = append(calls, call), nil, 0
 		}
@@ -118,22 +106,26 @@ func (r *run) sendConcurrently(ctx context.Context, url string, ready []*claimed
 	if len(call) > 0 {
 		calls = append(calls, call)
 	}
+	var stopped atomic.Bool
 	_ = each(len(calls), func(i int) error {
 		if !r.timeForACall(ctx) {
 			// Not enough time left for a call and its retries: give the
 			// claims back unsent rather than be stopped mid-send (which
 			// leaves them claimed until their lease expires).
 			for _, c := range calls[i] {
+				r.block(c.rec)
 				if err := r.release(ctx, c.rec, "not sent: the invocation's deadline is near", nil, &r.rep.Deferred); err != nil {
 					r.failLater(ctx, c.rec.DLQID, "release", err)
 				}
 			}
 			r.stop(StoppedDeadline)
+			stopped.Store(true)
 			return nil
 		}
 		r.settleCall(ctx, calls[i], r.sendCall(ctx, url, calls[i]))
 		return nil
 	})
+	return !stopped.Load()
 }
 
 // stop records why the run ended; safe while calls run concurrently.
@@ -379,7 +371,10 @@ func (r *run) queue(ctx context.Context) (string, error) { return r.queueOf(ctx,
 
 // queueOf is the URL of src's queue, looked up once a run.
 func (r *run) queueOf(ctx context.Context, src *quarantine.Source) (string, error) {
-	if u := r.queueURL[src.Name]; u != "" {
+	r.mu.Lock()
+	u := r.queueURL[src.Name]
+	r.mu.Unlock()
+	if u != "" {
 		return u, nil
 	}
 	in := &sqs.GetQueueUrlInput{QueueName: aws.String(src.Name)}
@@ -390,6 +385,8 @@ func (r *run) queueOf(ctx context.Context, src *quarantine.Source) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("source queue url: %w", err)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.queueURL == nil {
 		r.queueURL = map[string]string{}
 	}

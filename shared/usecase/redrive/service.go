@@ -300,17 +300,13 @@ func (r *run) execute(ctx context.Context) error {
 	if r.rep.Remaining > 0 && r.rep.Stopped == StoppedDone && len(ids) >= r.req.MaxMessages {
 		r.rep.Stopped = StoppedMaxMessages
 	}
+	if !r.fifo() && !r.rep.DryRun {
+		return r.pipeline(ctx, ids)
+	}
 	for i := 0; i < len(ids); i += r.req.BatchSize {
 		// A batch is claimed only while its sends still fit (a dry run
 		// claims nothing: it stops at the margin).
-		if stop := r.deadlineNear(ctx) || !r.rep.DryRun && !r.timeToClaim(ctx); stop {
-			r.rep.Stopped = StoppedDeadline
-			r.rep.Remaining += len(ids) - i
-			if i == 0 {
-				left, _ := r.s.left(ctx)
-				r.s.log.WarnContext(ctx, "nothing claimed: the invocation has too little time left for one batch and its sends (raise the function's timeout)",
-					"run_id", r.rep.RunID, "left_ms", left.Milliseconds(), "margin_ms", r.budget.margin.Milliseconds(), "send_timeout_ms", r.budget.sendTimeout.Milliseconds())
-			}
+		if r.outOfTime(ctx, i, len(ids)) {
 			return nil
 		}
 		before, _ := r.s.left(ctx)
@@ -320,6 +316,69 @@ func (r *run) execute(ctx context.Context) error {
 		if after, ok := r.s.left(ctx); ok {
 			r.longestBatch = max(r.longestBatch, before-after)
 		}
+	}
+	return nil
+}
+
+// outOfTime reports whether the batch at index i of n ids may no longer be
+// claimed (a dry run: the margin is reached), and if so counts the rest as
+// remaining and says why the run stopped.
+func (r *run) outOfTime(ctx context.Context, i, n int) bool {
+	r.mu.Lock()
+	stopped := r.rep.Stopped == StoppedDeadline // a send gave its claims back
+	r.mu.Unlock()
+	if !stopped && !r.deadlineNear(ctx) && (r.rep.DryRun || r.timeToClaim(ctx)) {
+		return false
+	}
+	r.stop(StoppedDeadline)
+	r.mu.Lock()
+	r.rep.Remaining += n - i
+	r.mu.Unlock()
+	if i == 0 {
+		left, _ := r.s.left(ctx)
+		r.s.log.WarnContext(ctx, "nothing claimed: the invocation has too little time left for one batch and its sends (raise the function's timeout)",
+			"run_id", r.rep.RunID, "left_ms", left.Milliseconds(), "margin_ms", r.budget.margin.Milliseconds(), "send_timeout_ms", r.budget.sendTimeout.Milliseconds())
+	}
+	return true
+}
+
+// pipeline replays the batches of a standard queue (no order to keep)
+// claiming each while the one before it is sent and marked: claims still
+// come before their own sends, and at most two batches are in hand. A
+// batch's time (for timeToClaim) is its claims plus its sends.
+func (r *run) pipeline(ctx context.Context, ids []string) error {
+	var inflight chan time.Duration // the sending batch's send time, once done
+	var lastClaim time.Duration
+	wait := func() {
+		if inflight != nil {
+			r.longestBatch = max(r.longestBatch, lastClaim+<-inflight)
+			inflight = nil
+		}
+	}
+	defer wait()
+	for i := 0; i < len(ids); i += r.req.BatchSize {
+		if r.outOfTime(ctx, i, len(ids)) {
+			return nil
+		}
+		before, _ := r.s.left(ctx)
+		ready, err := r.claimBatch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))])
+		after, _ := r.s.left(ctx)
+		wait() // the batch before is sent and marked
+		if err != nil {
+			return err
+		}
+		lastClaim = before - after
+		if len(ready) == 0 {
+			continue
+		}
+		done := make(chan time.Duration, 1)
+		go func() {
+			start, _ := r.s.left(ctx)
+			r.send(ctx, ready)
+			end, _ := r.s.left(ctx)
+			done <- start - end
+		}()
+		inflight = done
 	}
 	return nil
 }
