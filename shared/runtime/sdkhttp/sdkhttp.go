@@ -41,10 +41,11 @@ func Client(next Doer) Doer {
 		return c
 	}
 	if b, ok := next.(*awshttp.BuildableClient); ok {
-		// Redrive keeps up to redrive.Concurrency writes in flight to one
-		// endpoint: idle connections for them all, so that none is
-		// closed after its call and opened again (a TLS handshake) for
-		// the next.
+		// Redrive keeps up to about 80 requests in flight to one
+		// endpoint (a batch's marks, 25 at a time in each of its calls
+		// in flight, while the next batch is claimed): idle connections
+		// for them all, so that none is closed after its call and opened
+		// again (a TLS handshake) for the next.
 		next = b.WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, MaxIdleConnsPerHost) })
 	}
 	return plainBodies{next: next}
@@ -52,7 +53,7 @@ func Client(next Doer) Doer {
 
 // MaxIdleConnsPerHost is the least number of idle connections per host the
 // SDK's default client keeps (its own default is 10).
-const MaxIdleConnsPerHost = 64
+const MaxIdleConnsPerHost = 100
 
 // Use returns cfg sending through Client(cfg.HTTPClient): call it on what
 // config.LoadDefaultConfig returns (the loader needs its own client to add

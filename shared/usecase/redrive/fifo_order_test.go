@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
@@ -393,5 +395,81 @@ func TestExpiredParkedClaimReturnRaceHoldsBackItsGroup(t *testing.T) {
 				t.Fatalf("%s: the later record is not deferred: %+v", mode, rep.Deferred)
 			}
 		})
+	}
+}
+
+// A FIFO record sent but not marked (its mark refused past every retry)
+// stays REDRIVING, and a later run sends it again once its lease expires:
+// nothing later of its group goes before that copy.
+func TestFIFOGroupWaitsForAnUnmarkedSend(t *testing.T) {
+	t.Parallel()
+	e, ids := fifoGroup(t, body(11, true), body(12, true))
+	fs := &failingStore{Store: e.store, fail: func(r *quarantine.Record) bool {
+		return r.DLQID == ids[0] && r.Status == quarantine.StatusRedriven
+	}}
+	s := newEntrySender(nil, true)
+	req := e.request(10)
+	req.BatchSize = 1 // each record its own batch: the second after the first's mark
+	rep, _ := e.service(s, fs, redrive.Config{}).Run(context.Background(), req)
+	if sent := s.order["G"]; len(sent) != 1 || sent[0] != ids[0] {
+		t.Fatalf("sent %v; want the first alone", sent)
+	}
+	if r := e.get(t, ids[0]); r.Status != quarantine.StatusRedriving {
+		t.Fatalf("first: %s", r.Status)
+	}
+	if !slices.Contains(rep.Deferred.IDs, ids[1]) {
+		t.Fatalf("deferred %v", rep.Deferred.IDs)
+	}
+}
+
+// throttledMarks answers the first n mark writes with DynamoDB's throttle,
+// as a table does once the SDK's retries (or its retry quota) are spent.
+type throttledMarks struct {
+	quarantine.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (s *throttledMarks) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if r.Status == quarantine.StatusRedriven {
+		s.mu.Lock()
+		throttle := s.n > 0
+		s.n--
+		s.mu.Unlock()
+		if throttle {
+			return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate of requests exceeds the allowed throughput (test)"}
+		}
+	}
+	return s.Store.Replace(ctx, prev, r)
+}
+
+// A mark throttled past the SDK's retries is tried again until the margin:
+// given up, it would leave a sent record REDRIVING, sent again (a second
+// payment) once its lease expires.
+func TestThrottledMarksAreRetried(t *testing.T) {
+	t.Parallel()
+	e, ids := seeded(t, 5)
+	store := &throttledMarks{Store: e.store, n: 8}
+	rep, err := e.service(nil, store, redrive.Config{}).Run(context.Background(), e.request(10))
+	if err != nil || rep.Redriven.Count != 5 {
+		t.Fatalf("run: %v, redriven %d", err, rep.Redriven.Count)
+	}
+	if got := e.statuses(t, ids); got[quarantine.StatusRedriven] != 5 {
+		t.Fatalf("statuses %v: a throttled mark was given up", got)
+	}
+	if got := e.drain(t, none); len(got) != 5 {
+		t.Fatalf("%d messages for 5 records", len(got))
+	}
+}
+
+// An id named twice in a request is one record, taken up once.
+func TestRepeatedIDsAreOneRecord(t *testing.T) {
+	t.Parallel()
+	e, ids := seeded(t, 2)
+	req := e.request(10)
+	req.IDs = []string{ids[0], ids[1], ids[0], ids[0]}
+	rep, err := e.service(nil, nil, redrive.Config{}).Run(context.Background(), req)
+	if err != nil || rep.Redriven.Count != 2 || rep.Skipped.Count != 0 {
+		t.Fatalf("run: %v, redriven %d skipped %d", err, rep.Redriven.Count, rep.Skipped.Count)
 	}
 }

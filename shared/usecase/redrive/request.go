@@ -273,6 +273,14 @@ func (r *Request) normalize() error {
 	if len(p) > 0 {
 		return &RequestError{Problems: p}
 	}
+	// An id named twice is one record: a run takes it up once (a second
+	// claim in a later batch could send a possibly sent record again).
+	seen := make(map[string]bool, len(r.IDs))
+	r.IDs = slices.DeleteFunc(slices.Clone(r.IDs), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
@@ -266,6 +267,10 @@ func (r *run) settleCall(ctx context.Context, call []*claimed, res []sent) {
 	_ = each(len(marks), func(k int) error {
 		i := marks[k]
 		if err := r.mark(ctx, call[i], res[i].messageID, res[i].maybe); err != nil {
+			// Sent, but REDRIVING until its lease expires, when a later
+			// run sends it again: nothing later of its FIFO group goes
+			// before that copy.
+			r.block(call[i].rec)
 			r.failLater(ctx, call[i].rec.DLQID, "mark", err)
 		}
 		return nil
@@ -337,14 +342,15 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 	backoff := retry.NewExponentialJitterBackoff(r.s.cfg.MaxBackoff)
 	for attempt := 1; ; attempt++ {
 		_, err := r.update(ctx, rec, op, step)
-		if err == nil || !errors.Is(err, writerproof.ErrGenerate) {
+		if err == nil || !retryableAfterSend(err) {
 			return err
 		}
+		r.slowDown()
 		d, _ := backoff.BackoffDelay(attempt, nil)
 		if left, ok := r.s.left(ctx); ok && left < d+r.budget.margin || !ok && attempt >= postSendProofTries {
 			return err
 		}
-		r.s.log.WarnContext(ctx, "writer proof failed after a send: trying again", "run_id", r.rep.RunID, "op", op, "attempt", attempt, "error_kind", quarantine.ErrorKind(err))
+		r.s.log.WarnContext(ctx, "a write after a send failed: trying again", "run_id", r.rep.RunID, "op", op, "attempt", attempt, "error_kind", quarantine.ErrorKind(err))
 		select {
 		case <-ctx.Done():
 			return err
@@ -353,9 +359,20 @@ func (r *run) rewriteHistory(ctx context.Context, rec *quarantine.Record, op str
 	}
 }
 
-// postSendProofTries bounds rewriteHistory's tries of a writer proof when
-// the context has no deadline (a Lambda invocation always has one).
+// postSendProofTries bounds rewriteHistory's tries when the context has
+// no deadline (a Lambda invocation always has one).
 const postSendProofTries = 10
+
+// retryableAfterSend reports whether a write that records a send may
+// succeed if tried again: a writer proof not made, a throttle or a 5xx the
+// SDK's own retries did not get past, or the SDK's retry quota spent (a
+// burst of throttles). A mark given up leaves the record REDRIVING, and
+// its message is sent again once the lease expires.
+func retryableAfterSend(err error) bool {
+	var quota ratelimit.QuotaExceededError
+	return errors.Is(err, writerproof.ErrGenerate) || errors.As(err, &quota) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
 
 // dest is the source whose queue the run sends to: its target, else its
 // source.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -274,7 +275,14 @@ type run struct {
 	settleUntilLeft time.Duration
 	// settleCut: the settle step stopped at its share of the time.
 	settleCut bool
+	// slowed: a write was throttled (or failed with a 5xx) past the
+	// SDK's retries: the run stops overlapping its batches.
+	slowed atomic.Bool
 }
+
+// slowDown makes the run claim its next batches only once the batch
+// before is done: a throttled table gets half the requests in flight.
+func (r *run) slowDown() { r.slowed.Store(true) }
 
 func (r *run) execute(ctx context.Context) error {
 	if !r.req.noSettle {
@@ -357,6 +365,11 @@ func (r *run) pipeline(ctx context.Context, ids []string) error {
 	}
 	defer wait()
 	for i := 0; i < len(ids); i += r.req.BatchSize {
+		if _, deadline := r.s.left(ctx); deadline && r.longestBatch == 0 || r.slowed.Load() {
+			// The first batch's time is not known yet (the deadline
+			// plan needs it), or the table throttles: no overlap.
+			wait()
+		}
 		if r.outOfTime(ctx, i, len(ids)) {
 			return nil
 		}
@@ -399,10 +412,11 @@ func (r *run) collect(ctx context.Context, list func(context.Context, func(strin
 }
 
 // Concurrency is how many records of a batch are claimed, marked or settled
-// at once, and how many SendMessageBatch calls of a standard queue's batch
-// are in flight: at DynamoDB's single-digit milliseconds per write, 25 in
-// flight claim a batch of 50 in two rounds (sdkhttp keeps that many
-// connections open).
+// at once, and how many SendMessageBatch calls of a wave are in flight: at
+// DynamoDB's single-digit milliseconds per write, 25 in flight claim a
+// batch of 50 in two rounds. With a batch's calls marking their records
+// and the next batch claimed meanwhile, a run has up to about 80 requests
+// in flight (sdkhttp keeps 100 connections per host open).
 const Concurrency = 25
 
 // each runs f for every index below n, Concurrency at a time, and returns
@@ -415,6 +429,9 @@ func each(n int, f func(i int) error) error {
 // goes on with the others, and the error is returned when the run ends.
 func (r *run) fail(ctx context.Context, id string, op string, err error) {
 	r.note(&r.rep.Failed, id)
+	if retryableAfterSend(err) {
+		r.slowDown()
+	}
 	r.failLater(ctx, id, op, err)
 }
 
