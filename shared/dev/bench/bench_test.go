@@ -349,60 +349,77 @@ func parkAll(b *testing.B, st *embedded.Stack, n int) []*quarantine.Record {
 // archive needs at the same (sequential) concurrency: a conditional
 // Object Lock PutObject and a conditional PutItem, in the same run.
 func BenchmarkSweeperThroughput(b *testing.B) {
-	ctx := context.Background()
 	st := embedded.ForTest(b, embedded.Options{})
-	table, bucket := st.Names["QuarantineTable"], st.Names["ArchiveBucket"]
-	store := dynamostore.New(st.Clients.DynamoDB, table)
+	modelled := modelClients(st, 31)
 	for i := 0; i < b.N; i++ {
-		parkAll(b, st, sweepRecords)
-		svc := sweeper.New(store, dynamostore.NewLister(st.Clients.DynamoDB, table), s3store.New(st.Clients.S3, st.Names["PayloadBucket"], ""),
-			s3store.Archiver{API: st.Clients.S3}, nil, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			sweeper.Config{Bucket: bucket, Retention: 24 * time.Hour, MaxPerRun: 100000})
-		start := time.Now()
-		rep, err := svc.Run(ctx)
-		if err != nil || len(rep.Archived) < sweepRecords {
-			b.Fatalf("sweep: %v, archived %d", err, len(rep.Archived))
-		}
-		sweepRate := float64(len(rep.Archived)) / time.Since(start).Seconds()
-
-		raw := parkAll(b, st, sweepRecords)
-		type job struct {
-			key  string
-			body []byte
-			sum  string
-			stub *quarantine.Record
-			prev int64
-		}
-		var jobs []job
-		for _, r := range raw {
-			body, _ := json.Marshal(r)
-			sum := sha256.Sum256(body)
-			stub, err := r.ArchiveStub("bench", quarantine.ArchiveRef{Bucket: bucket, Key: "raw/" + r.DLQID, Seal: r.Seal}, time.Now())
-			if err != nil {
-				b.Fatal(err)
-			}
-			jobs = append(jobs, job{key: "raw/" + r.DLQID + "/" + strconv.Itoa(i), body: body, sum: base64.StdEncoding.EncodeToString(sum[:]), stub: stub, prev: r.Version})
-		}
-		start = time.Now()
-		for _, j := range jobs {
-			if _, err := st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{
-				Bucket: aws.String(bucket), Key: aws.String(j.key), Body: bytes.NewReader(j.body), ChecksumSHA256: aws.String(j.sum),
-				IfNoneMatch: aws.String("*"), ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(24 * time.Hour)),
-			}); err != nil {
-				b.Fatal(err)
-			}
-			item, _ := dynamostore.Marshal(j.stub)
-			cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(j.prev))).Build()
-			if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
-				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		rawRate := sweepRecords / time.Since(start).Seconds()
+		sweepRate, rawRate := sweepPass(b, st, st.Clients, sweepRecords, i)
+		modelSweep, modelRaw := sweepPass(b, st, modelled, modelledSweepRecords, i)
 		b.ReportMetric(sweepRate, "archived/s")
 		b.ReportMetric(rawRate, "raw/s")
 		b.ReportMetric(sweepRate/rawRate, "ratio")
+		b.ReportMetric(modelSweep, "model-archived/s")
+		b.ReportMetric(modelRaw, "model-raw/s")
+		b.ReportMetric(modelSweep/modelRaw, "model-ratio")
 	}
+}
+
+// modelledSweepRecords is how many records a modelled sweeper pass
+// archives (one at a time, at S3's and DynamoDB's latency each).
+const modelledSweepRecords = 300
+
+// sweepPass archives n parked records with the sweeper on cl, then runs the
+// raw loop of the calls each archive needs on n others, and returns both
+// rates.
+func sweepPass(b *testing.B, st *embedded.Stack, cl *awsclients.Clients, n, round int) (sweepRate, rawRate float64) {
+	ctx := context.Background()
+	table, bucket := st.Names["QuarantineTable"], st.Names["ArchiveBucket"]
+	store := dynamostore.New(cl.DynamoDB, table)
+	parkAll(b, st, n)
+	svc := sweeper.New(store, dynamostore.NewLister(cl.DynamoDB, table), s3store.New(cl.S3, st.Names["PayloadBucket"], ""),
+		s3store.Archiver{API: cl.S3}, nil, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: bucket, Retention: 24 * time.Hour, MaxPerRun: 100000})
+	start := time.Now()
+	rep, err := svc.Run(ctx)
+	if err != nil || len(rep.Archived) < n {
+		b.Fatalf("sweep: %v, archived %d", err, len(rep.Archived))
+	}
+	sweepRate = float64(len(rep.Archived)) / time.Since(start).Seconds()
+
+	raw := parkAll(b, st, n)
+	type job struct {
+		key  string
+		body []byte
+		sum  string
+		stub *quarantine.Record
+		prev int64
+	}
+	var jobs []job
+	for _, r := range raw {
+		body, _ := json.Marshal(r)
+		sum := sha256.Sum256(body)
+		stub, err := r.ArchiveStub("bench", quarantine.ArchiveRef{Bucket: bucket, Key: "raw/" + r.DLQID, Seal: r.Seal}, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs = append(jobs, job{key: "raw/" + r.DLQID + "/" + strconv.Itoa(round), body: body, sum: base64.StdEncoding.EncodeToString(sum[:]), stub: stub, prev: r.Version})
+	}
+	start = time.Now()
+	for _, j := range jobs {
+		if _, err := cl.S3.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(j.key), Body: bytes.NewReader(j.body), ChecksumSHA256: aws.String(j.sum),
+			IfNoneMatch: aws.String("*"), ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(24 * time.Hour)),
+		}); err != nil {
+			b.Fatal(err)
+		}
+		item, _ := dynamostore.Marshal(j.stub)
+		cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(j.prev))).Build()
+		if _, err := cl.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawRate = float64(n) / time.Since(start).Seconds()
+	return sweepRate, rawRate
 }
 
 // rawRun puts the first n items with put as Lambda delivers ingest's
