@@ -240,7 +240,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 }
 
 // MaxStalledInvocations bounds the invocations in a row that finish no
-// record (every one failed, possibly sent, deferred or skipped) before
+// record (every one failed, held, deferred or skipped) before
 // dlqctl redrive stops although records remain.
 const MaxStalledInvocations = 3
 
@@ -253,7 +253,7 @@ const StoppedStalled = "stalled"
 type StalledError struct{ Invocations, Remaining int }
 
 func (e *StalledError) Error() string {
-	return fmt.Sprintf("stopped: %d invocations in a row finished no record; %s still to replay (failed, possibly sent or deferred: the records' histories and the redrive function's logs say why)",
+	return fmt.Sprintf("stopped: %d invocations in a row finished no record; %s still to replay (failed, deferred or not reached: the records' histories and the redrive function's logs say why)",
 		e.Invocations, plural(e.Remaining, "record", "records"))
 }
 
