@@ -223,7 +223,7 @@ func (a *App) Redrive(ctx context.Context, o RedriveOptions) error {
 			stalled = 0
 		}
 		if stalled >= MaxStalledInvocations {
-			return errors.Join(a.stalledRedrive(total, runs, StoppedStalled, (&StalledError{Invocations: stalled, Remaining: rep.Remaining}).Error()),
+			return errors.Join(a.stoppedWithRecordsLeft(total, runs, StoppedStalled, (&StalledError{Invocations: stalled, Remaining: rep.Remaining}).Error()),
 				&StalledError{Invocations: stalled, Remaining: rep.Remaining})
 		}
 	}
@@ -272,12 +272,12 @@ func (e *PossiblySentError) Error() string {
 }
 
 func (a *App) stoppedPossiblySent(total *redrive.Report, runs []string) error {
-	return a.stalledRedrive(total, runs, StoppedPossiblySent, (&PossiblySentError{Count: total.Unknown.Count, Remaining: total.Remaining}).Error())
+	return a.stoppedWithRecordsLeft(total, runs, StoppedPossiblySent, (&PossiblySentError{Count: total.Unknown.Count, Remaining: total.Remaining}).Error())
 }
 
-// stalledRedrive prints the totals of a redrive that stopped (stopped)
-// with records left, and why.
-func (a *App) stalledRedrive(total *redrive.Report, runs []string, stopped, why string) error {
+// stoppedWithRecordsLeft prints the totals of a redrive that stopped
+// (stalled, possibly sent) with records left, and why.
+func (a *App) stoppedWithRecordsLeft(total *redrive.Report, runs []string, stopped, why string) error {
 	if a.IsTerminal() {
 		fmt.Fprintln(a.Err) // end the bar's line before the summary
 	}

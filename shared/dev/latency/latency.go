@@ -8,6 +8,7 @@ package latency
 import (
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,12 +50,8 @@ func (m Model) Median(op string) time.Duration {
 	if d, ok := m.By[op]; ok {
 		return d
 	}
-	for i := range len(op) {
-		if op[i] == ' ' {
-			return m.By[op[:i]]
-		}
-	}
-	return m.By[op]
+	svc, _, _ := strings.Cut(op, " ")
+	return m.By[svc]
 }
 
 // Waiter sleeps the model's latency for one call at a time; it is safe for

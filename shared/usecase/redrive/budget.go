@@ -45,7 +45,7 @@ func (s *Service) withBudget(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(budgetKey{}).(budget); ok {
 		return ctx
 	}
-	b := budget{margin: s.cfg.DeadlineMargin, sendTimeout: s.cfg.SendTimeout}
+	b := s.budgetOf(ctx)
 	if left, ok := s.left(ctx); ok {
 		share := max(left/6, minReserve)
 		b.margin, b.sendTimeout = min(b.margin, share), min(b.sendTimeout, share)
