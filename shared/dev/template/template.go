@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/intrinsics"
 )
@@ -118,9 +117,9 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("read template: %w", err)
 	}
-	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	long, err := yamlToJSON(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parse template: %w", err)
+		return nil, nil, err
 	}
 	var probe struct {
 		Parameters map[string]struct {
@@ -172,45 +171,10 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 		return nil, nil, err
 	}
 	// Physical names come from the Name properties, resolved in a first pass.
-	first, err := goformation.ParseJSONWithOptions(pruned, r.options())
-	if err != nil {
-		return nil, nil, fmt.Errorf("resolve template: %w", err)
+	if err := r.physicalNames(pruned, probe.Resources); err != nil {
+		return nil, nil, err
 	}
-	for id, q := range first.GetAllSQSQueueResources() {
-		r.names[id] = deref(q.QueueName, GeneratedName(env.StackName, id, 80))
-	}
-	for id, t := range first.GetAllDynamoDBTableResources() {
-		r.names[id] = deref(t.TableName, GeneratedName(env.StackName, id, 255))
-	}
-	for id, b := range first.GetAllS3BucketResources() {
-		r.names[id] = deref(b.BucketName, GeneratedName(env.StackName, id, 63))
-	}
-	for id, lg := range first.GetAllLogsLogGroupResources() {
-		r.names[id] = deref(lg.LogGroupName, "/aws/lambda/"+id)
-	}
-	for id, f := range first.GetAllServerlessFunctionResources() {
-		r.names[id] = deref(f.FunctionName, env.StackName+"-"+id)
-	}
-	aliasOf := keyAliases(probe.Resources)
-	aliases := first.GetAllKMSAliasResources()
-	for id := range first.GetAllKMSKeyResources() {
-		r.names[id] = KeyAlias(env.StackName, id)
-		if a, ok := aliases[aliasOf[id]]; ok && a.AliasName != "" && !strings.HasPrefix(a.AliasName, "unresolved:") {
-			r.names[id] = a.AliasName
-		}
-	}
-	for id, a := range first.GetAllCloudWatchAlarmResources() {
-		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
-	}
-	for id, a := range first.GetAllCloudWatchCompositeAlarmResources() {
-		r.names[id] = deref(a.AlarmName, GeneratedName(env.StackName, id, 255))
-	}
-	for id, rule := range first.GetAllEventsRuleResources() {
-		if rule.Name != nil { // a named rule's ARN ends with its name
-			r.names[id] = *rule.Name
-		}
-	}
-	t, err := goformation.ParseJSONWithOptions(pruned, r.options())
+	t, err := parse(pruned, r.options())
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve template: %w", err)
 	}
@@ -258,6 +222,105 @@ func open(path string, env Env) (*cloudformation.Template, *resolver, error) {
 
 var parseMu sync.Mutex
 
+// converted holds yamlToJSON's results by the SHA-256 of the YAML (under
+// parseMu): a test run opens the same template hundreds of times.
+var converted = map[[sha256.Size]byte][]byte{}
+
+// yamlToJSON is the template's JSON form, intrinsic functions in their
+// long form and not yet processed. The caller must not change it.
+func yamlToJSON(raw []byte) ([]byte, error) {
+	sum := sha256.Sum256(raw)
+	if long, ok := converted[sum]; ok {
+		return long, nil
+	}
+	long, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	converted[sum] = long
+	return long, nil
+}
+
+// nameProperty is, by resource type, the property that names a resource,
+// and the longest name CloudFormation generates for one without it (0: no
+// generated name of that shape).
+var nameProperty = map[string]struct {
+	prop string
+	max  int
+}{
+	"AWS::SQS::Queue":                 {"QueueName", 80},
+	"AWS::DynamoDB::Table":            {"TableName", 255},
+	"AWS::S3::Bucket":                 {"BucketName", 63},
+	"AWS::Logs::LogGroup":             {"LogGroupName", 0},
+	"AWS::Serverless::Function":       {"FunctionName", 0},
+	"AWS::CloudWatch::Alarm":          {"AlarmName", 255},
+	"AWS::CloudWatch::CompositeAlarm": {"AlarmName", 255},
+	"AWS::Events::Rule":               {"Name", 0},
+}
+
+// physicalNames fills r.names from the resolved Name properties of the
+// pruned template (a first pass: references to names resolve in the
+// second), without a typed parse. A log group without a name is its
+// function's (/aws/lambda/<id>), a function without one <stack>-<id>, a
+// key its alias's name, and a rule without a name has none here.
+func (r *resolver) physicalNames(pruned []byte, raw map[string]struct {
+	Type       string
+	Properties map[string]any
+}) error {
+	resolved, err := intrinsics.ProcessJSON(pruned, r.options())
+	if err != nil {
+		return fmt.Errorf("resolve template: %w", err)
+	}
+	var first struct {
+		Resources map[string]struct {
+			Type       string
+			Properties map[string]any
+		}
+	}
+	if err := json.Unmarshal(resolved, &first); err != nil {
+		return fmt.Errorf("resolve template: %w", err)
+	}
+	name := func(props map[string]any, prop string) *string {
+		if s, ok := props[prop].(string); ok {
+			return &s
+		}
+		return nil
+	}
+	env := r.env
+	for id, res := range first.Resources {
+		np, ok := nameProperty[res.Type]
+		if !ok {
+			continue
+		}
+		given := name(res.Properties, np.prop)
+		switch res.Type {
+		case "AWS::Logs::LogGroup":
+			r.names[id] = deref(given, "/aws/lambda/"+id)
+		case "AWS::Serverless::Function":
+			r.names[id] = deref(given, env.StackName+"-"+id)
+		case "AWS::Events::Rule":
+			if given != nil { // a named rule's ARN ends with its name
+				r.names[id] = *given
+			}
+		default:
+			r.names[id] = deref(given, GeneratedName(env.StackName, id, np.max))
+		}
+	}
+	aliasOf := keyAliases(raw)
+	for id, res := range first.Resources {
+		if res.Type != "AWS::KMS::Key" {
+			continue
+		}
+		r.names[id] = KeyAlias(env.StackName, id)
+		if a, ok := first.Resources[aliasOf[id]]; ok && a.Type == "AWS::KMS::Alias" {
+			if n := name(a.Properties, "AliasName"); n != nil && *n != "" && !strings.HasPrefix(*n, "unresolved:") {
+				r.names[id] = *n
+			}
+		}
+	}
+	return nil
+}
+
 // splitUnmodeled returns the template without the properties
 // goformation's struct for their resource type does not declare, and
 // those properties by logical id, resolved as the rest of the template.
@@ -268,7 +331,7 @@ func (r *resolver) splitUnmodeled(pruned []byte) ([]byte, map[string]map[string]
 		return nil, nil, fmt.Errorf("parse template: %w", err)
 	}
 	resources, _ := doc["Resources"].(map[string]any)
-	known := cloudformation.AllResources()
+	known := resourceTypes()
 	taken := map[string]any{}
 	for id, v := range resources {
 		res, _ := v.(map[string]any)
@@ -312,12 +375,9 @@ func (r *resolver) splitUnmodeled(pruned []byte) ([]byte, map[string]map[string]
 	return stripped, out, nil
 }
 
-// jsonFields are the JSON names of a goformation resource's properties.
-func jsonFields(model cloudformation.Resource) map[string]bool {
-	t := reflect.TypeOf(model)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
+// jsonFields are the JSON names of a goformation resource's properties
+// (t is its struct).
+func jsonFields(t reflect.Type) map[string]bool {
 	out := map[string]bool{}
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
