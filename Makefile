@@ -49,6 +49,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/tree' -benchtime=20x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/ingest' -benchtime=1x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench 'WriterProofSweeper' -benchtime=1x -count=1 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench 'PeakMemory' -benchtime=1x -count=1 ./shared/dev/bench/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEqualsJCS -fuzztime 30s ./shared/domain/canonical/

@@ -42,3 +42,31 @@ func TestInitHandsTheConfigurationToTheWiring(t *testing.T) {
 		t.Fatalf("wired with table %q, want the environment's", got.TableName)
 	}
 }
+
+// The Go heap is kept under 80 % of the function's memory setting, unless
+// GOMEMLIMIT says otherwise or the setting is missing or nonsense.
+func TestMemoryLimitFollowsTheFunctionsMemory(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	if limit, ok := memoryLimit(env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")); !ok || limit != 256<<20*8/10 {
+		t.Fatalf("256 MB: %d %v", limit, ok)
+	}
+	for _, e := range []func(string) string{
+		env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256", "GOMEMLIMIT", "100MiB"),
+		env(),
+		env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "lots"),
+		env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "-5"),
+	} {
+		if limit, ok := memoryLimit(e); ok {
+			t.Errorf("limit %d set", limit)
+		}
+	}
+}

@@ -34,6 +34,11 @@ type QuarantinerConfig struct {
 	// MaxWriteRetries bounds optimistic-concurrency retries for one message
 	// (default 64); past it the message is reported as failed and redelivered.
 	MaxWriteRetries int
+	// DecodeBudget bounds the bytes of bodies decoded and checked against
+	// their schemas at once, across the messages of a batch stored
+	// concurrently (default DefaultDecodeBudget). A larger body decodes
+	// alone.
+	DecodeBudget int
 }
 
 func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
@@ -56,6 +61,9 @@ func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
 	}
 	if out.MaxWriteRetries <= 0 {
 		out.MaxWriteRetries = quarantine.DefaultMaxWriteRetries
+	}
+	if out.DecodeBudget <= 0 {
+		out.DecodeBudget = DefaultDecodeBudget
 	}
 	return out
 }
@@ -109,6 +117,7 @@ type Quarantiner struct {
 	payloads quarantine.PayloadStore
 	now      func() time.Time
 	cfg      QuarantinerConfig
+	decoding *byteGate
 }
 
 // NewQuarantiner returns a Quarantiner. payloads may be nil when no bucket
@@ -118,7 +127,8 @@ func NewQuarantiner(store quarantine.Store, payloads quarantine.PayloadStore, no
 	if now == nil {
 		now = time.Now
 	}
-	return &Quarantiner{store: store, payloads: payloads, now: now, cfg: cfg.withDefaults()}
+	c := cfg.withDefaults()
+	return &Quarantiner{store: store, payloads: payloads, now: now, cfg: c, decoding: newByteGate(int64(c.DecodeBudget))}
 }
 
 // Quarantine stores m durably. It returns an error only when the message was
@@ -137,9 +147,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 		now = m.After.UTC().Add(time.Nanosecond)
 	}
 	src, note, route := qr.resolveSource(m)
-	verdict := src.Check(m.Body)
-	class := quarantine.Classify(src, m.Attributes, verdict)
-	key, origin := quarantine.DeriveKey(src, qr.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
+	class, key, origin := qr.inspect(src, m)
 
 	att := quarantine.Attempt{
 		At: quarantine.At(now), Stage: class.Stage, Reason: class.Reason, MessageID: m.MessageID,
@@ -185,6 +193,18 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 	}
 	out.At, out.Route = now, route
 	return out, err
+}
+
+// inspect checks m's body against its source's schema and derives its
+// key, while the body's decoded tree is alive: within the decode budget.
+func (qr *Quarantiner) inspect(src *quarantine.Source, m Message) (quarantine.Classification, string, quarantine.KeyOrigin) {
+	if qr.decoding != nil {
+		defer qr.decoding.acquire(int64(len(m.Body)))()
+	}
+	verdict := src.Check(m.Body)
+	class := quarantine.Classify(src, m.Attributes, verdict)
+	key, origin := quarantine.DeriveKey(src, qr.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)
+	return class, key, origin
 }
 
 var errBodyConflict = errors.New("idempotency key reused with a different body")

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+const (
+	// largeBody is SQS's largest message body (1 MiB since August 2025).
+	largeBody = 1 << 20
+	// ingestBatch is the ingest mapping's batch size: ten bodies of 1 MiB
+	// are more than Lambda hands one invocation (6 MB of event), so this
+	// bounds what one can hold.
+	ingestBatch = 10
+	// sweptLarge records of 1 MiB are archived in one sweeper run (more
+	// than its batch of readAhead would be with 1 MiB each: 100 MiB).
+	sweptLarge = 30
+	// memoryHeadroom is the share of a function's memory setting its peak
+	// may use: the rest is room to spare (the runtime's own share of the
+	// sandbox, a larger batch of attributes, a slower garbage collector).
+	memoryHeadroom = 0.75
+)
+
+// bigJSON is a JSON object of about size bytes made of many small values
+// (the costliest shape to decode and canonicalize): the inventory fields
+// and a list of lines.
+func bigJSON(id string, size int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"event_id":%q,"ndc":"00409-4888-02","lot":"LOT-1","quantity_delta":-1,"schedule":"CII","facility":"FAC-1","occurred_at":"2026-11-29T09:58:12Z","lines":[`, id)
+	for i := 0; b.Len() < size-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d,"sku":"SKU-%06d","qty":%d}`, i, i, i%7+1)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// memorySetting is the template's MemorySize of a function, in bytes.
+func memorySetting(tb testing.TB, st *embedded.Stack, logicalID string) int64 {
+	tb.Helper()
+	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
+	if err != nil || fn.MemorySize == nil {
+		tb.Fatalf("%s: no MemorySize in the template (%v)", logicalID, err)
+	}
+	return int64(*fn.MemorySize) << 20
+}
+
+// ingestPeak runs the real ingest bootstrap with the template's
+// environment on one batch of ten 1 MiB bodies from the stack's DLQ and
+// returns its peak RSS after the batch.
+func ingestPeak(tb testing.TB, st *embedded.Stack) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	f := lambdatest.ForTest(tb, st, "ingest", "IngestFunction", 60*time.Second)
+	arn := func(q string) string {
+		return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, st.Names[q])
+	}
+	var ev events.SQSEvent
+	for i := range ingestBatch {
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: fmt.Sprintf("big-%d", i), Body: bigJSON(fmt.Sprintf("big-%d", i), largeBody), EventSource: "aws:sqs", EventSourceARN: arn("DeadLetterQueue"),
+			Attributes: map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1764400000000", "DeadLetterQueueSourceArn": arn("SourceQueue")},
+		})
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(f.MustInvoke(tb, payload), &resp); err != nil || len(resp.BatchItemFailures) > 0 {
+		tb.Fatalf("ingest of %d bodies of 1 MiB: %v %+v\n%s", ingestBatch, err, resp.BatchItemFailures, f.Output())
+	}
+	// Every body was sealed and kept, out of the item (S3).
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	for i := range ingestBatch {
+		r, err := store.Get(ctx, quarantine.RecordID(st.Names["SourceQueue"], fmt.Sprintf("big-%d", i)))
+		if err != nil || r.BodyRef == nil {
+			tb.Fatalf("big-%d: %v (body kept at %v)", i, err, r)
+		}
+	}
+	peak, err := f.PeakRSS()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return peak
+}
+
+// sweeperPeak parks sweptLarge records with 1 MiB bodies (in the payload
+// bucket, as ingest keeps them), runs the real sweeper bootstrap once on
+// its schedule's event, checks that it archived them all, and returns its
+// peak RSS after the run. The stack must park at age 0.
+func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
+	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{})
+	source := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, st.Names["SourceQueue"])
+	for i := range sweptLarge {
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("s", i), Body: []byte(bigJSON(fmt.Sprintf("sw-%d", i), largeBody)), SourceARN: source})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if out.Record.BodyRef == nil {
+			tb.Fatalf("record %d keeps its 1 MiB body in the item", i)
+		}
+		parked, err := out.Record.ParkPoison("bench", time.Now().Add(-time.Minute))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := store.Replace(ctx, out.Record, parked); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	f := lambdatest.ForTest(tb, st, "sweeper", "SweeperFunction", 5*time.Minute)
+	var rep sweeper.Report
+	if err := json.Unmarshal(f.MustInvoke(tb, lambdatest.ScheduledSample(tb, "sweeper-scheduled.json")), &rep); err != nil {
+		tb.Fatal(err)
+	}
+	if len(rep.Archived) < sweptLarge {
+		tb.Fatalf("the sweeper archived %d of %d records (report %+v)\n%s", len(rep.Archived), sweptLarge, rep, f.Output())
+	}
+	peak, err := f.PeakRSS()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return peak
+}
+
+// memoryStack is an embedded stack whose sweeper archives what is parked
+// at once.
+func memoryStack(tb testing.TB) *embedded.Stack {
+	return embedded.ForTest(tb, embedded.Options{Params: map[string]any{"ParkAgeSeconds": 0}})
+}
+
+// The real ingest bootstrap on ten 1 MiB bodies, and the real sweeper
+// archiving thirty, each peak well under the template's memory setting
+// (memoryHeadroom of it). Memory, not time: the figure does not depend on
+// the machine's load.
+func TestPeakMemoryFitsTheTemplate(t *testing.T) {
+	st := memoryStack(t)
+	for _, c := range []struct {
+		fn   string
+		peak func(testing.TB, *embedded.Stack) int64
+	}{{"IngestFunction", ingestPeak}, {"SweeperFunction", sweeperPeak}} {
+		peak, limit := c.peak(t, st), memorySetting(t, st, c.fn)
+		t.Logf("%s: peak RSS %.1f MiB of MemorySize %d MiB", c.fn, float64(peak)/(1<<20), limit>>20)
+		if float64(peak) > memoryHeadroom*float64(limit) {
+			t.Errorf("%s: peak RSS %.1f MiB, above %.0f%% of its MemorySize %d MiB", c.fn, float64(peak)/(1<<20), 100*memoryHeadroom, limit>>20)
+		}
+	}
+}
+
+// BenchmarkPeakMemory reports the peak RSS of the real ingest bootstrap on
+// ten 1 MiB bodies and of the real sweeper archiving thirty, in MiB and
+// as a share of the template's MemorySize.
+func BenchmarkPeakMemory(b *testing.B) {
+	for range b.N {
+		st := memoryStack(b)
+		in, sw := ingestPeak(b, st), sweeperPeak(b, st)
+		inLimit, swLimit := memorySetting(b, st, "IngestFunction"), memorySetting(b, st, "SweeperFunction")
+		b.ReportMetric(float64(in)/(1<<20), "ingest-peak-MiB")
+		b.ReportMetric(float64(in)/float64(inLimit), "ingest-of-memory")
+		b.ReportMetric(float64(sw)/(1<<20), "sweeper-peak-MiB")
+		b.ReportMetric(float64(sw)/float64(swLimit), "sweeper-of-memory")
+	}
+}
