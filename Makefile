@@ -50,6 +50,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/ingest' -benchtime=1x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench 'WriterProofSweeper' -benchtime=1x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench 'PeakMemory' -benchtime=1x -count=1 ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench 'LifecycleCost' -benchtime=1x -count=1 -v ./shared/dev/bench/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEqualsJCS -fuzztime 30s ./shared/domain/canonical/

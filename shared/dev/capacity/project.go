@@ -33,6 +33,8 @@ const (
 	pricePerMRequests = 0.20
 	pricePerKS3Put    = 0.005
 	pricePer10KKMS    = 0.03
+	pricePerKS3Get    = 0.0004
+	pricePerMSQS      = 0.40
 )
 
 // Limit is one limit's projection.
