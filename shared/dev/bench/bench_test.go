@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -345,9 +346,9 @@ func parkAll(b *testing.B, st *embedded.Stack, n int) []*quarantine.Record {
 }
 
 // BenchmarkSweeperThroughput archives 2,000 parked records with the sweeper
-// (one at a time, as it runs), then runs a raw loop of the calls each
-// archive needs at the same (sequential) concurrency: a conditional
-// Object Lock PutObject and a conditional PutItem, in the same run.
+// (sweeper.Concurrency at once), then runs a raw loop of the calls each
+// archive needs at the same concurrency: a conditional Object Lock
+// PutObject and a conditional PutItem, in the same run.
 func BenchmarkSweeperThroughput(b *testing.B) {
 	st := embedded.ForTest(b, embedded.Options{})
 	modelled := modelClients(st, 31)
@@ -364,8 +365,8 @@ func BenchmarkSweeperThroughput(b *testing.B) {
 }
 
 // modelledSweepRecords is how many records a modelled sweeper pass
-// archives (one at a time, at S3's and DynamoDB's latency each).
-const modelledSweepRecords = 300
+// archives (at S3's and DynamoDB's latency each).
+const modelledSweepRecords = 1000
 
 // sweepPass archives n parked records with the sweeper on cl, then runs the
 // raw loop of the calls each archive needs on n others, and returns both
@@ -404,17 +405,28 @@ func sweepPass(b *testing.B, st *embedded.Stack, cl *awsclients.Clients, n, roun
 		jobs = append(jobs, job{key: "raw/" + r.DLQID + "/" + strconv.Itoa(round), body: body, sum: base64.StdEncoding.EncodeToString(sum[:]), stub: stub, prev: r.Version})
 	}
 	start = time.Now()
-	for _, j := range jobs {
-		if _, err := cl.S3.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(bucket), Key: aws.String(j.key), Body: bytes.NewReader(j.body), ChecksumSHA256: aws.String(j.sum),
-			IfNoneMatch: aws.String("*"), ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(24 * time.Hour)),
-		}); err != nil {
-			b.Fatal(err)
-		}
-		item, _ := dynamostore.Marshal(j.stub)
-		cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(j.prev))).Build()
-		if _, err := cl.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
-			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}); err != nil {
+	// As the sweeper: the objects of a batch of readAhead, Concurrency at
+	// once, then their stubs, Concurrency at once.
+	const readAhead = 100
+	for from := 0; from < len(jobs); from += readAhead {
+		batch := jobs[from:min(from+readAhead, len(jobs))]
+		errs := fanout.Run(ctx, len(batch), sweeper.Concurrency, func(ctx context.Context, i int) error {
+			j := batch[i]
+			_, err := cl.S3.PutObject(ctx, &s3.PutObjectInput{
+				Bucket: aws.String(bucket), Key: aws.String(j.key), Body: bytes.NewReader(j.body), ChecksumSHA256: aws.String(j.sum),
+				IfNoneMatch: aws.String("*"), ObjectLockMode: s3types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(24 * time.Hour)),
+			})
+			return err
+		})
+		errs = append(errs, fanout.Run(ctx, len(batch), sweeper.Concurrency, func(ctx context.Context, i int) error {
+			j := batch[i]
+			item, _ := dynamostore.Marshal(j.stub)
+			cond, _ := expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(j.prev))).Build()
+			_, err := cl.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+				ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()})
+			return err
+		})...)
+		if err := errors.Join(errs...); err != nil {
 			b.Fatal(err)
 		}
 	}
