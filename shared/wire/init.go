@@ -32,7 +32,7 @@ func Init[C, F any](name string, load func(getenv func(string) string) (C, error
 // memoryShare is the share of the function's memory setting the Go
 // runtime keeps its heap under (the rest: the runtime's own memory,
 // goroutine stacks, and Lambda's share of the sandbox).
-const memoryShare = 0.8
+const memoryShare = 0.7
 
 // memoryLimit is the Go runtime's soft memory limit for a function of
 // AWS_LAMBDA_FUNCTION_MEMORY_SIZE MB (Lambda's MB are MiB): memoryShare of

@@ -43,7 +43,7 @@ func TestInitHandsTheConfigurationToTheWiring(t *testing.T) {
 	}
 }
 
-// The Go heap is kept under 80 % of the function's memory setting, unless
+// The Go heap is kept under 70 % of the function's memory setting, unless
 // GOMEMLIMIT says otherwise or the setting is missing or nonsense.
 func TestMemoryLimitFollowsTheFunctionsMemory(t *testing.T) {
 	env := func(kv ...string) func(string) string {
@@ -56,7 +56,7 @@ func TestMemoryLimitFollowsTheFunctionsMemory(t *testing.T) {
 			return ""
 		}
 	}
-	if limit, ok := memoryLimit(env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")); !ok || limit != 256<<20*8/10 {
+	if limit, ok := memoryLimit(env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")); !ok || limit != 256<<20*7/10 {
 		t.Fatalf("256 MB: %d %v", limit, ok)
 	}
 	for _, e := range []func(string) string{

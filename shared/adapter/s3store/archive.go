@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -87,7 +86,7 @@ func getArchive(ctx context.Context, api ArchiveAPI, bucket, key, version string
 		return nil, "", fmt.Errorf("get archive object %s: %w", key, err)
 	}
 	defer out.Body.Close()
-	raw, err := io.ReadAll(out.Body)
+	raw, err := readBody(out.Body, out.ContentLength)
 	if err != nil {
 		return nil, "", fmt.Errorf("read archive object %s: %w", key, err)
 	}

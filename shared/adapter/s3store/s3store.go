@@ -21,7 +21,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -211,7 +210,7 @@ func (s *Store) read(ctx context.Context, in *s3.GetObjectInput) ([]byte, error)
 		return nil, err
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	data, err := readBody(out.Body, out.ContentLength)
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -33,6 +34,10 @@ const (
 	// may use: the rest is room to spare (the runtime's own share of the
 	// sandbox, a larger batch of attributes, a slower garbage collector).
 	memoryHeadroom = 0.75
+	// replayedLarge records of 1 MiB are replayed in one redrive run: two
+	// batches of 50, so that the pipelined claim of a second batch while
+	// the first is sent is measured too.
+	replayedLarge = 100
 )
 
 // bigJSON is a JSON object of about size bytes made of many small values
@@ -143,14 +148,64 @@ func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
 	return peak
 }
 
+// redrivePeak quarantines replayedLarge records with bodies of 1 MiB less
+// 8 KiB (room for the attributes a replay adds: a body of the full 1 MiB
+// is parked, "the message exceeds the SQS size limit"), kept in the
+// payload bucket as ingest keeps them, for the stack's source configured
+// without a schema (any JSON: a body of 1 MiB passes no schema of the
+// example's), runs the real redrive bootstrap, so configured, once on a
+// request that replays them all, checks that it sent them all, and
+// returns its peak RSS after the run.
+func redrivePeak(tb testing.TB, st *embedded.Stack) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
+	name := st.Names["SourceQueue"]
+	arn := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, name)
+	src := &quarantine.Source{Name: name, ARN: arn, IdempotencyPointer: "/event_id", RedriveCap: 3}
+	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
+	var ids []string
+	for i := range replayedLarge {
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("r", i), Body: []byte(bigJSON(fmt.Sprintf("rd-%d", i), largeBody-8<<10)), SourceARN: arn})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if out.Record.BodyRef == nil {
+			tb.Fatalf("record %d keeps its 1 MiB body in the item", i)
+		}
+		ids = append(ids, out.Record.DLQID)
+	}
+	sources := fmt.Sprintf(`{%q:{"arn":%q,"dlq":%q,"idempotency_pointer":"/event_id","redrive_cap":3}}`, name, arn, st.Names["DeadLetterQueue"])
+	f := lambdatest.ForTest(tb, st, "redrive", "RedriveFunction", 5*time.Minute, "SOURCES="+sources)
+	raw, err := json.Marshal(map[string]any{"source": name, "ids": ids, "requested_by": "bench"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rep redrive.Report
+	if err := json.Unmarshal(f.MustInvoke(tb, raw), &rep); err != nil {
+		tb.Fatal(err)
+	}
+	if rep.Redriven.Count != replayedLarge {
+		tb.Fatalf("redrive sent %d of %d records: held %d, failed %d, unknown %d, deferred %d, stopped %q\n%s", rep.Redriven.Count, replayedLarge,
+			rep.Held.Count, rep.Failed.Count, rep.Unknown.Count, rep.Deferred.Count, rep.Stopped, f.Output())
+	}
+	peak, err := f.PeakRSS()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return peak
+}
+
 // memoryStack is an embedded stack whose sweeper archives what is parked
 // at once.
 func memoryStack(tb testing.TB) *embedded.Stack {
 	return embedded.ForTest(tb, embedded.Options{Params: map[string]any{"ParkAgeSeconds": 0}})
 }
 
-// The real ingest bootstrap on ten 1 MiB bodies, and the real sweeper
-// archiving thirty, each peak well under the template's memory setting
+// The real ingest bootstrap on ten 1 MiB bodies, the real sweeper
+// archiving thirty and the real redrive replaying a hundred, each peak
+// well under the template's memory setting
 // (memoryHeadroom of it). Memory, not time: the figure does not depend on
 // the machine's load.
 func TestPeakMemoryFitsTheTemplate(t *testing.T) {
@@ -158,7 +213,7 @@ func TestPeakMemoryFitsTheTemplate(t *testing.T) {
 	for _, c := range []struct {
 		fn   string
 		peak func(testing.TB, *embedded.Stack) int64
-	}{{"IngestFunction", ingestPeak}, {"SweeperFunction", sweeperPeak}} {
+	}{{"IngestFunction", ingestPeak}, {"SweeperFunction", sweeperPeak}, {"RedriveFunction", redrivePeak}} {
 		peak, limit := c.peak(t, st), memorySetting(t, st, c.fn)
 		t.Logf("%s: peak RSS %.1f MiB of MemorySize %d MiB", c.fn, float64(peak)/(1<<20), limit>>20)
 		if float64(peak) > memoryHeadroom*float64(limit) {
@@ -168,16 +223,19 @@ func TestPeakMemoryFitsTheTemplate(t *testing.T) {
 }
 
 // BenchmarkPeakMemory reports the peak RSS of the real ingest bootstrap on
-// ten 1 MiB bodies and of the real sweeper archiving thirty, in MiB and
-// as a share of the template's MemorySize.
+// ten 1 MiB bodies, of the real sweeper archiving thirty and of the real
+// redrive replaying a hundred, in MiB and as a share of the template's
+// MemorySize.
 func BenchmarkPeakMemory(b *testing.B) {
 	for range b.N {
 		st := memoryStack(b)
-		in, sw := ingestPeak(b, st), sweeperPeak(b, st)
-		inLimit, swLimit := memorySetting(b, st, "IngestFunction"), memorySetting(b, st, "SweeperFunction")
-		b.ReportMetric(float64(in)/(1<<20), "ingest-peak-MiB")
-		b.ReportMetric(float64(in)/float64(inLimit), "ingest-of-memory")
-		b.ReportMetric(float64(sw)/(1<<20), "sweeper-peak-MiB")
-		b.ReportMetric(float64(sw)/float64(swLimit), "sweeper-of-memory")
+		for _, c := range []struct {
+			fn, name string
+			peak     func(testing.TB, *embedded.Stack) int64
+		}{{"IngestFunction", "ingest", ingestPeak}, {"SweeperFunction", "sweeper", sweeperPeak}, {"RedriveFunction", "redrive", redrivePeak}} {
+			peak := c.peak(b, st)
+			b.ReportMetric(float64(peak)/(1<<20), c.name+"-peak-MiB")
+			b.ReportMetric(float64(peak)/float64(memorySetting(b, st, c.fn)), c.name+"-of-memory")
+		}
 	}
 }

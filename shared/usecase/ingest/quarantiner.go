@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
+	"github.com/dlqquarantine/dlqq/shared/runtime/bytegate"
 )
 
 // QuarantinerConfig configures a Quarantiner.
@@ -36,7 +37,7 @@ type QuarantinerConfig struct {
 	MaxWriteRetries int
 	// DecodeBudget bounds the bytes of bodies decoded and checked against
 	// their schemas at once, across the messages of a batch stored
-	// concurrently (default DefaultDecodeBudget). A larger body decodes
+	// concurrently (default bytegate.DecodeBudget). A larger body decodes
 	// alone.
 	DecodeBudget int
 }
@@ -63,7 +64,7 @@ func (c *QuarantinerConfig) withDefaults() QuarantinerConfig {
 		out.MaxWriteRetries = quarantine.DefaultMaxWriteRetries
 	}
 	if out.DecodeBudget <= 0 {
-		out.DecodeBudget = DefaultDecodeBudget
+		out.DecodeBudget = bytegate.DecodeBudget
 	}
 	return out
 }
@@ -117,7 +118,7 @@ type Quarantiner struct {
 	payloads quarantine.PayloadStore
 	now      func() time.Time
 	cfg      QuarantinerConfig
-	decoding *byteGate
+	decoding *bytegate.Gate
 }
 
 // NewQuarantiner returns a Quarantiner. payloads may be nil when no bucket
@@ -128,7 +129,7 @@ func NewQuarantiner(store quarantine.Store, payloads quarantine.PayloadStore, no
 		now = time.Now
 	}
 	c := cfg.withDefaults()
-	return &Quarantiner{store: store, payloads: payloads, now: now, cfg: c, decoding: newByteGate(int64(c.DecodeBudget))}
+	return &Quarantiner{store: store, payloads: payloads, now: now, cfg: c, decoding: bytegate.New(int64(c.DecodeBudget))}
 }
 
 // Quarantine stores m durably. It returns an error only when the message was
@@ -198,9 +199,7 @@ func (qr *Quarantiner) Quarantine(ctx context.Context, m Message) (Outcome, erro
 // inspect checks m's body against its source's schema and derives its
 // key, while the body's decoded tree is alive: within the decode budget.
 func (qr *Quarantiner) inspect(src *quarantine.Source, m Message) (quarantine.Classification, string, quarantine.KeyOrigin) {
-	if qr.decoding != nil {
-		defer qr.decoding.acquire(int64(len(m.Body)))()
-	}
+	defer qr.decoding.Acquire(int64(len(m.Body)))()
 	verdict := src.Check(m.Body)
 	class := quarantine.Classify(src, m.Attributes, verdict)
 	key, origin := quarantine.DeriveKey(src, qr.cfg.KeyAttribute, m.Attributes, verdict.Doc, src.ARN, m.Body)

@@ -22,22 +22,65 @@ type claimed struct {
 // batch runs the replay path for up to BatchSize records. One record's
 // failure is that record's outcome, never the batch's: the records already
 // claimed are still sent, marked or released.
-func (r *run) batch(ctx context.Context, ids []string) error {
-	ready, err := r.claimBatch(ctx, ids)
+// It returns how many of ids it took up (at least one): the others, past
+// MaxBatchBytes of payload, are the next batch's.
+func (r *run) batch(ctx context.Context, ids []string) (int, error) {
+	ready, n, err := r.claimBatch(ctx, ids)
 	if err != nil || len(ready) == 0 {
-		return err
+		return n, err
 	}
 	r.send(ctx, ready)
-	return nil
+	return n, nil
 }
 
-// claimBatch reads and claims the records of ids, and returns the claimed
-// ones that are to be sent (none in a dry run), FIFO groups in order.
-func (r *run) claimBatch(ctx context.Context, ids []string) ([]*claimed, error) {
+// MaxBatchBytes is the most payload one batch takes up: a batch of large
+// bodies (50 of up to 1 MiB each) is cut short, and the rest of its ids
+// go to the next batch, so that a run holds at most this much of bodies
+// claimed and not yet sent (TestPeakMemoryFitsTheTemplate). A record
+// larger than this is a batch of its own.
+const MaxBatchBytes = 16 << 20
+
+// replaySize is the size of the body a replay of rec sends (its latest
+// correction's, else its own), as the record says.
+func replaySize(rec *quarantine.Record) int64 {
+	if c := rec.Latest(); c != nil {
+		if c.BodyRef != nil {
+			return c.BodyRef.Size
+		}
+		return int64(len(c.Body))
+	}
+	if rec.BodyRef != nil {
+		return rec.BodyRef.Size
+	}
+	return int64(len(rec.Body))
+}
+
+// withinBytes is how many of ids, read in prefetched, fit in MaxBatchBytes
+// of payload, in order (at least one).
+func withinBytes(ids []string, prefetched map[string]*quarantine.Record) int {
+	var total int64
+	for i, id := range ids {
+		if rec := prefetched[id]; rec != nil {
+			total += replaySize(rec)
+		}
+		if total > MaxBatchBytes && i > 0 {
+			return i
+		}
+	}
+	return len(ids)
+}
+
+// claimBatch reads and claims the records of ids, up to MaxBatchBytes of
+// payload, and returns the claimed ones that are to be sent (none in a
+// dry run), FIFO groups in order, and how many of ids it took up.
+func (r *run) claimBatch(ctx context.Context, ids []string) ([]*claimed, int, error) {
 	// One batch read instead of a read per record.
 	prefetched, err := r.s.store.GetMany(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read records: %w", err)
+		return nil, len(ids), fmt.Errorf("read records: %w", err)
+	}
+	if !r.rep.DryRun {
+		ids = ids[:withinBytes(ids, prefetched)]
 	}
 	// The batch's claim decisions are made first (one clock reading) and
 	// the versions they write announced: one writer-proof MAC for the
@@ -66,12 +109,12 @@ func (r *run) claimBatch(ctx context.Context, ids []string) ([]*claimed, error) 
 		}
 	}
 	if len(ready) == 0 || r.rep.DryRun {
-		return nil, nil
+		return nil, len(ids), nil
 	}
 	if r.fifo() {
 		inGroupOrder(ready)
 	}
-	return ready, nil
+	return ready, len(ids), nil
 }
 
 // claim takes the record read for id in prefetched (or, in a dry run, says
@@ -184,15 +227,7 @@ func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record)
 	// A corrected record sends its latest correction, never the original.
 	body, berr := quarantine.ReplayBody(ctx, s.payloads, rec)
 	attrs, aerr := quarantine.LoadAttributes(ctx, s.payloads, rec)
-	p := decidePayload(r.src, body, berr, aerr)
-	if p.action == payloadSend && r.target != nil {
-		// Replayed into another queue, the payload must also pass that
-		// source's gate: its consumer expects its schema.
-		p = decidePayload(r.target, body, nil, nil)
-		if p.action == payloadInvalid {
-			p.reason = "held for target " + r.target.Name + ": " + p.reason
-		}
-	}
+	p := r.decidePayload(body, berr, aerr)
 	if p.action == payloadHold {
 		// A claim-checked object does not match its sealed hash: set the
 		// record aside unclaimed, as found.
@@ -240,6 +275,24 @@ func (r *run) take(ctx context.Context, id string, rec, next *quarantine.Record)
 	}
 	msgAttrs := messageAttributes(attrs, next)
 	return &claimed{rec: next, body: body, attrs: msgAttrs, size: messageSize(body, msgAttrs)}, nil
+}
+
+// decidePayload checks a record's payload against its source's gate (and
+// the target's, replayed into another queue), within the service's decode
+// budget: the claims of a batch run Concurrency at once, and a body's
+// decoded tree takes about ten times its size in memory.
+func (r *run) decidePayload(body []byte, berr, aerr error) payloadDecision {
+	defer r.s.decoding.Acquire(int64(len(body)))()
+	p := decidePayload(r.src, body, berr, aerr)
+	if p.action == payloadSend && r.target != nil {
+		// Replayed into another queue, the payload must also pass that
+		// source's gate: its consumer expects its schema.
+		p = decidePayload(r.target, body, nil, nil)
+		if p.action == payloadInvalid {
+			p.reason = "held for target " + r.target.Name + ": " + p.reason
+		}
+	}
+	return p
 }
 
 // setAside holds rec, which failed verification (cause), at the version

@@ -109,7 +109,11 @@ func (r *run) sendWave(ctx context.Context, url string, wave []*claimed) bool {
 	}
 	var stopped atomic.Bool
 	_ = each(len(calls), func(i int) error {
+		// Within MaxSendBytes of payload in flight; the time is read once
+		// the call may go.
+		release := r.s.sending.Acquire(int64(payloadBytes(calls[i])))
 		if !r.timeForACall(ctx) {
+			release()
 			// Not enough time left for a call and its retries: give the
 			// claims back unsent rather than be stopped mid-send (which
 			// leaves them claimed until their lease expires).
@@ -123,7 +127,9 @@ func (r *run) sendWave(ctx context.Context, url string, wave []*claimed) bool {
 			stopped.Store(true)
 			return nil
 		}
-		r.settleCall(ctx, calls[i], r.sendCall(ctx, url, calls[i]))
+		answer := r.sendCall(ctx, url, calls[i])
+		release()
+		r.settleCall(ctx, calls[i], answer)
 		return nil
 	})
 	return !stopped.Load()

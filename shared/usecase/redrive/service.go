@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/bytegate"
 	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 )
 
@@ -133,6 +134,12 @@ type Service struct {
 	// timeLeft, when set, says how long until a deadline (tests: a
 	// virtual clock); nil: time.Until.
 	timeLeft func(deadline time.Time) time.Duration
+	// decoding bounds the bodies checked against their schemas at once
+	// (bytegate.DecodeBudget).
+	decoding *bytegate.Gate
+	// sending bounds the payload of the SendMessageBatch calls in flight
+	// (MaxSendBytes).
+	sending *bytegate.Gate
 }
 
 // New returns a Service. payloads may be nil when no record uses the claim
@@ -142,7 +149,8 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, lister: lister, payloads: payloads, sqs: sender, sources: sources, now: now, log: log, cfg: cfg.withDefaults()}
+	return &Service{store: store, lister: lister, payloads: payloads, sqs: sender, sources: sources, now: now, log: log, cfg: cfg.withDefaults(),
+		decoding: bytegate.New(bytegate.DecodeBudget), sending: bytegate.New(MaxSendBytes)}
 }
 
 // Run executes a normalized request.
@@ -311,16 +319,18 @@ func (r *run) execute(ctx context.Context) error {
 	if !r.fifo() && !r.rep.DryRun {
 		return r.pipeline(ctx, ids)
 	}
-	for i := 0; i < len(ids); i += r.req.BatchSize {
+	for i := 0; i < len(ids); {
 		// A batch is claimed only while its sends still fit (a dry run
 		// claims nothing: it stops at the margin).
 		if r.outOfTime(ctx, i, len(ids)) {
 			return nil
 		}
 		before, _ := r.s.left(ctx)
-		if err := r.batch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))]); err != nil {
+		n, err := r.batch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))])
+		if err != nil {
 			return err
 		}
+		i += n
 		if after, ok := r.s.left(ctx); ok {
 			r.longestBatch = max(r.longestBatch, before-after)
 		}
@@ -364,7 +374,7 @@ func (r *run) pipeline(ctx context.Context, ids []string) error {
 		}
 	}
 	defer wait()
-	for i := 0; i < len(ids); i += r.req.BatchSize {
+	for i := 0; i < len(ids); {
 		if _, deadline := r.s.left(ctx); deadline && r.longestBatch == 0 || r.slowed.Load() {
 			// The first batch's time is not known yet (the deadline
 			// plan needs it), or the table throttles: no overlap.
@@ -374,12 +384,13 @@ func (r *run) pipeline(ctx context.Context, ids []string) error {
 			return nil
 		}
 		before, _ := r.s.left(ctx)
-		ready, err := r.claimBatch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))])
+		ready, n, err := r.claimBatch(ctx, ids[i:min(i+r.req.BatchSize, len(ids))])
 		after, _ := r.s.left(ctx)
 		wait() // the batch before is sent and marked
 		if err != nil {
 			return err
 		}
+		i += n
 		lastClaim = before - after
 		if len(ready) == 0 {
 			continue
@@ -392,8 +403,30 @@ func (r *run) pipeline(ctx context.Context, ids []string) error {
 			done <- start - end
 		}()
 		inflight = done
+		if payloadBytes(ready) > MaxOverlapBytes {
+			wait() // large bodies: one batch's in hand at a time
+		}
 	}
 	return nil
+}
+
+// MaxOverlapBytes is the most payload a batch may hold for the next batch
+// to be claimed while it is sent: a batch of larger bodies (50 of up to
+// 1 MiB each) is sent before the next is read, so that a run holds one
+// batch's bodies, not two (TestPeakMemoryFitsTheTemplate).
+const MaxOverlapBytes = 8 << 20
+
+// MaxSendBytes is the most payload in SendMessageBatch calls in flight at
+// once: Concurrency calls of small messages, eight of 1 MiB.
+const MaxSendBytes = 8 << 20
+
+// payloadBytes is the size of the messages of cs.
+func payloadBytes(cs []*claimed) int {
+	n := 0
+	for _, c := range cs {
+		n += c.size
+	}
+	return n
 }
 
 // collect gathers up to limit ids from list and counts the rest, up to

@@ -1,4 +1,4 @@
-package ingest
+package bytegate
 
 import (
 	"sync"
@@ -11,7 +11,7 @@ import (
 // claim larger than its capacity through alone, and lets everyone through
 // in the end.
 func TestByteGateBoundsWhatIsDecodedAtOnce(t *testing.T) {
-	g := newByteGate(100)
+	g := New(100)
 	var used, peak, alone, done atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 40 {
@@ -20,7 +20,7 @@ func TestByteGateBoundsWhatIsDecodedAtOnce(t *testing.T) {
 			if i%10 == 0 {
 				n = 500 // larger than the gate
 			}
-			release := g.acquire(n)
+			release := g.Acquire(n)
 			now := used.Add(min(n, 100))
 			if n > 100 && now != 100 {
 				t.Errorf("a claim of %d went through beside others (%d in use)", n, now)
