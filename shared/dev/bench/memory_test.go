@@ -30,6 +30,8 @@ const (
 	// sweptLarge records of 1 MiB are archived in one sweeper run (more
 	// than its batch of readAhead would be with 1 MiB each: 100 MiB).
 	sweptLarge = 30
+	// sweptCorrections of 1 MiB each of those records has too.
+	sweptCorrections = 2
 	// memoryHeadroom is the share of a function's memory setting its peak
 	// may use: the rest is room to spare (the runtime's own share of the
 	// sandbox, a larger batch of attributes, a slower garbage collector).
@@ -54,6 +56,13 @@ func bigJSON(id string, size int) string {
 	}
 	b.WriteString(`]}`)
 	return b.String()
+}
+
+// escapedJSON is a JSON object of about size bytes whose one long string
+// is every byte one that json.Marshal writes as six (\u003c): the archive
+// envelope's worst case.
+func escapedJSON(id string, size int) string {
+	return fmt.Sprintf(`{"event_id":%q,"note":"%s"}`, id, strings.Repeat("<", size-64))
 }
 
 // memorySetting is the template's MemorySize of a function, in bytes.
@@ -106,8 +115,9 @@ func ingestPeak(tb testing.TB, st *embedded.Stack) int64 {
 	return peak
 }
 
-// sweeperPeak parks sweptLarge records with 1 MiB bodies (in the payload
-// bucket, as ingest keeps them), runs the real sweeper bootstrap once on
+// sweeperPeak parks sweptLarge records with 1 MiB bodies of "<" (six bytes
+// each in the archive's JSON; in the payload bucket, as ingest keeps them)
+// and sweptCorrections corrections as large, runs the real sweeper bootstrap once on
 // its schedule's event, checks that it archived them all, and returns its
 // peak RSS after the run. The stack must park at age 0.
 func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
@@ -115,21 +125,30 @@ func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
 	ctx := context.Background()
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
 	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
-	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{})
-	source := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, st.Names["SourceQueue"])
+	name := st.Names["SourceQueue"]
+	arn := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, name)
+	// Configured without a schema, so that corrections of 1 MiB pass it.
+	srcs := map[string]*quarantine.Source{name: {Name: name, ARN: arn, IdempotencyPointer: "/event_id", RedriveCap: 3}}
+	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs})
+	fix := quarantine.Corrector{Store: store, Payloads: payloads, Sources: srcs}
 	for i := range sweptLarge {
-		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("s", i), Body: []byte(bigJSON(fmt.Sprintf("sw-%d", i), largeBody)), SourceARN: source})
+		id := fmt.Sprintf("sw-%d", i)
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("s", i), Body: []byte(escapedJSON(id, largeBody)), SourceARN: arn})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		if out.Record.BodyRef == nil {
 			tb.Fatalf("record %d keeps its 1 MiB body in the item", i)
 		}
-		parked, err := out.Record.ParkPoison("bench", time.Now().Add(-time.Minute))
-		if err != nil {
-			tb.Fatal(err)
+		for c := range sweptCorrections {
+			if _, err := fix.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "bench", Reason: "fix",
+				Body: []byte(escapedJSON(id, largeBody-c-1))}); err != nil {
+				tb.Fatal(err)
+			}
 		}
-		if err := store.Replace(ctx, out.Record, parked); err != nil {
+		if _, err := store.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.ParkPoison("bench", time.Now().Add(-time.Minute))
+		}); err != nil {
 			tb.Fatal(err)
 		}
 	}

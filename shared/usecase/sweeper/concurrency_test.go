@@ -142,3 +142,86 @@ func TestNoArchiveStartsPastTheMargin(t *testing.T) {
 		}
 	}
 }
+
+// stallingStubs is a store whose stub writes (a record becoming ARCHIVED)
+// wait for their context to end, as a write does that Lambda's deadline
+// cuts short.
+type stallingStubs struct{ *memstore.Store }
+
+func (s stallingStubs) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if r.Status == quarantine.StatusArchived {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Replace(ctx, prev, r)
+}
+
+// A stub write cut short by the deadline fails its record (the next run
+// finds its object and writes the stub), and the report says the run
+// stopped at the deadline, not that it was done.
+func TestStubsCutShortSayDeadline(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	mem := memstore.New()
+	ids := parked(t, mem, clk, 3)
+	arch := &gatedArchiver{gate: 1, open: make(chan struct{})}
+	svc := sweeper.New(stallingStubs{mem}, mem, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: time.Second})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1500*time.Millisecond))
+	defer cancel()
+	rep, err := svc.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Stopped != "deadline" || len(rep.Archived) != 0 || rep.Failed != len(ids) {
+		t.Fatalf("report %+v, want the %d stubs failed at the deadline", rep, len(ids))
+	}
+}
+
+// twiceListed lists every id twice, as two listings of an eventually
+// consistent index may.
+type twiceListed struct{ *memstore.Store }
+
+func (l twiceListed) List(ctx context.Context, q quarantine.ListQuery) (quarantine.ListPage, error) {
+	page, err := l.Store.List(ctx, q)
+	page.IDs = append(page.IDs, page.IDs...)
+	return page, err
+}
+
+// panicking panics on its first archive.
+type panicking struct {
+	gatedArchiver
+	once sync.Once
+}
+
+func (p *panicking) PutArchive(ctx context.Context, bucket, kms, key string, raw []byte, sum string, retain time.Time) (string, time.Time, error) {
+	first := false
+	p.once.Do(func() { first = true })
+	if first {
+		panic("archiver bug")
+	}
+	return p.gatedArchiver.PutArchive(ctx, bucket, kms, key, raw, sum, retain)
+}
+
+// An id listed twice is archived once; an archive that panics fails its
+// record, not the run.
+func TestRepeatedIDsAndPanicsStayInTheirRecord(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	mem := memstore.New()
+	ids := parked(t, mem, clk, 5)
+	arch := &panicking{gatedArchiver: gatedArchiver{gate: 1, open: make(chan struct{})}}
+	svc := sweeper.New(mem, twiceListed{mem}, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour})
+	rep, err := svc.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, a := range rep.Archived {
+		seen[a.ID]++
+	}
+	if len(rep.Archived) != len(ids)-1 || rep.Failed != 1 || len(seen) != len(ids)-1 {
+		t.Fatalf("archived %v, failed %d (%+v): want %d archived once each and the panic failed", seen, rep.Failed, rep.Failures, len(ids)-1)
+	}
+}

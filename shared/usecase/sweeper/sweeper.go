@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/bytegate"
 	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
 	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
@@ -105,6 +106,9 @@ type Service struct {
 	now      func() time.Time
 	log      *slog.Logger
 	cfg      Config
+	// archiving bounds the archive envelopes being built at once
+	// (archiveBudget).
+	archiving *bytegate.Gate
 }
 
 // New returns a Service; now may be nil for time.Now.
@@ -122,7 +126,8 @@ func New(store quarantine.Store, lister quarantine.Lister, payloads quarantine.P
 	if cfg.Namespace == "" {
 		cfg.Namespace = emf.Namespace
 	}
-	return &Service{store: store, lister: lister, payloads: payloads, archives: archives, metrics: metrics, now: now, log: log, cfg: cfg}
+	return &Service{store: store, lister: lister, payloads: payloads, archives: archives, metrics: metrics, now: now, log: log, cfg: cfg,
+		archiving: bytegate.New(archiveBudget)}
 }
 
 // Archived is one record the run archived.
@@ -180,6 +185,9 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}
+	// An id listed twice (a record that moved between the two listings
+	// of an eventually consistent index) is archived once.
+	due = uniqueInOrder(due)
 	if len(due) > s.cfg.MaxPerRun {
 		rep.Remaining, rep.Stopped = len(due)-s.cfg.MaxPerRun, "max_per_run"
 		due = due[:s.cfg.MaxPerRun]
@@ -218,13 +226,19 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		// Every archived record's stub is written, whatever the deadline:
 		// its object is in the bucket already.
 		written := make([]*Archived, len(ready))
-		stubErrs := fanout.Run(context.WithoutCancel(ctx), len(ready), Concurrency, func(_ context.Context, i int) error {
-			a, err := s.writeStub(ctx, ready[i])
-			written[i] = a
+		stubErrs := fanout.Run(context.WithoutCancel(ctx), len(ready), Concurrency, func(_ context.Context, i int) (err error) {
+			defer recoverAs(&err)
+			written[i], err = s.writeStub(ctx, ready[i])
 			return err
 		})
 		for i, st := range ready {
 			if stubErrs[i] != nil {
+				if ctx.Err() != nil {
+					// Out of time: its object is written, and the next run
+					// finds it (the archive's conditional PUT) and writes
+					// the stub.
+					rep.Stopped = "deadline"
+				}
 				s.note(ctx, rep, st.rec.DLQID, stubErrs[i])
 				continue
 			}
@@ -276,25 +290,80 @@ const readAhead = 100
 // within the function's memory (TestPeakMemoryFitsTheTemplate).
 const Concurrency = 8
 
-// archiveBatch archives the records of batch, Concurrency at once, each
-// with archiveOne; none starts once less than the deadline margin is left
-// (started[i] false: the record is left for the next run). One that
-// started runs to its end on ctx.
+// archiveBatch archives the records of batch, Concurrency at once and
+// within archiveBudget of their envelopes' estimated size, each with
+// archiveOne; none starts once less than the deadline margin is left
+// (started[i] false: the record is left for the next run), and each must
+// be done by half the margin before the deadline (or fails, and is
+// archived again next run), so that the other half is left for the stubs.
 func (s *Service) archiveBatch(ctx context.Context, batch []string, fresh map[string]*quarantine.Record) (staged []*stubbed, started []bool, errs []error) {
-	startCtx := ctx
+	startCtx, archiveCtx := ctx, ctx
 	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		startCtx, cancel = context.WithDeadline(ctx, dl.Add(-s.cfg.DeadlineMargin))
-		defer cancel()
+		var cancelStart, cancelArchive context.CancelFunc
+		startCtx, cancelStart = context.WithDeadline(ctx, dl.Add(-s.cfg.DeadlineMargin))
+		archiveCtx, cancelArchive = context.WithDeadline(ctx, dl.Add(-s.cfg.DeadlineMargin/2))
+		defer cancelStart()
+		defer cancelArchive()
 	}
 	staged, started = make([]*stubbed, len(batch)), make([]bool, len(batch))
-	errs = fanout.Run(startCtx, len(batch), Concurrency, func(_ context.Context, i int) error {
+	errs = fanout.Run(startCtx, len(batch), Concurrency, func(_ context.Context, i int) (err error) {
 		started[i] = true
-		st, err := s.archiveOne(ctx, batch[i], fresh)
-		staged[i] = st
+		defer s.archiving.Acquire(envelopeEstimate(fresh[batch[i]]))()
+		defer recoverAs(&err)
+		staged[i], err = s.archiveOne(archiveCtx, batch[i], fresh)
 		return err
 	})
 	return staged, started, errs
+}
+
+// archiveBudget bounds the estimated size of the archive envelopes being
+// built at once: Concurrency records of ordinary size, one at a time when
+// each is large (a 1 MiB body with corrections, whose JSON escapes take
+// up to six bytes per byte).
+const archiveBudget = 32 << 20
+
+// envelopeEstimate is an upper bound of the memory rec's archive envelope
+// takes: its bodies (the original, every correction's) and attributes, six
+// bytes per byte (json.Marshal writes "<" as \u003c), and the record.
+func envelopeEstimate(rec *quarantine.Record) int64 {
+	if rec == nil {
+		return 1
+	}
+	size := func(inline int, ref *quarantine.ObjectRef) int64 {
+		if ref != nil {
+			return ref.Size
+		}
+		return int64(inline)
+	}
+	n := size(len(rec.Body), rec.BodyRef)
+	for _, c := range rec.Corrections {
+		n += size(len(c.Body), c.BodyRef)
+	}
+	if rec.AttributesRef != nil {
+		n += rec.AttributesRef.Size
+	}
+	return 6*n + 64<<10
+}
+
+// recoverAs turns a panic of the archive or stub goroutine into its error:
+// the Lambda runtime recovers the handler's goroutine, not these.
+func recoverAs(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("panic: %v", p)
+	}
+}
+
+// uniqueInOrder is ids without repeats, first occurrences in order.
+func uniqueInOrder(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // note counts id's outcome err in rep: skipped, held or failed.
