@@ -87,7 +87,7 @@ func NewCalls(base aws.HTTPClient, m Model) *Calls {
 
 // Do implements aws.HTTPClient.
 func (c *Calls) Do(req *http.Request) (*http.Response, error) {
-	op := faults.Operation(req)
+	op := s3Operation(req, faults.Operation(req))
 	c.mu.Lock()
 	c.ops[op]++
 	if op == "s3 PutObject" && req.ContentLength > 0 {
@@ -96,6 +96,51 @@ func (c *Calls) Do(req *http.Request) (*http.Response, error) {
 	c.mu.Unlock()
 	time.Sleep(c.Model.latency(op))
 	return c.Base.Do(req)
+}
+
+// s3Operation names an S3 request the SDK sends without an x-id by its
+// method and subresource, so that it is priced right: "s3 GET" may be a
+// GetObject, a ListObjectsV2 or a GetObjectRetention, "s3 PUT" a
+// PutObjectTagging.
+func s3Operation(req *http.Request, op string) string {
+	method, ok := strings.CutPrefix(op, "s3 ")
+	if !ok || strings.ContainsAny(method, "abcdefghijklmnopqrstuvwxyz") {
+		return op // not S3, or named by its x-id
+	}
+	q := req.URL.Query()
+	sub := func(name, get, put string) (string, bool) {
+		if _, ok := q[name]; !ok {
+			return "", false
+		}
+		if method == http.MethodGet {
+			return get, true
+		}
+		return put, true
+	}
+	if q.Get("list-type") == "2" {
+		return "s3 ListObjectsV2"
+	}
+	for _, s := range []struct{ q, get, put string }{
+		{"versions", "ListObjectVersions", "ListObjectVersions"},
+		{"tagging", "GetObjectTagging", "PutObjectTagging"},
+		{"retention", "GetObjectRetention", "PutObjectRetention"},
+		{"legal-hold", "GetObjectLegalHold", "PutObjectLegalHold"},
+	} {
+		if name, ok := sub(s.q, s.get, s.put); ok {
+			return "s3 " + name
+		}
+	}
+	switch method {
+	case http.MethodGet:
+		return "s3 GetObject" // the SDK lists with list-type=2
+	case http.MethodHead:
+		return "s3 HeadObject"
+	case http.MethodDelete:
+		return "s3 DeleteObject"
+	case http.MethodPut:
+		return "s3 PutObject"
+	}
+	return op
 }
 
 // Snapshot is what a Calls has counted so far.

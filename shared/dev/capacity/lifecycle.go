@@ -80,7 +80,10 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 		return nil, err
 	}
 	rec := NewRecorder(layout, table, st.Clients.DynamoDB)
-	reads := &Reads{}
+	reads := &Reads{Full: st.Clients.DynamoDB, Keys: []string{layout.Hash}}
+	if layout.Range != "" {
+		reads.Keys = append(reads.Keys, layout.Range)
+	}
 	calls := NewCalls(latency.AWS.Client(st.AWS.HTTPClient, 1), Model{})
 	cfg := st.AWS.Copy()
 	cfg.APIOptions = append(cfg.APIOptions, rec.APIOption, reads.APIOption)
@@ -331,9 +334,10 @@ func (r *LifecycleResult) PerMillion() PerMillion {
 			switch svc {
 			case "s3":
 				out.S3[name] += float64(k) * scale
-				if s3Tier1[name] {
+				switch {
+				case s3Tier1[name]:
 					out.S3Tier1 += float64(k) * scale
-				} else {
+				case !s3Free[name]:
 					out.S3Tier2 += float64(k) * scale
 				}
 			case "kms":
@@ -365,10 +369,15 @@ func (r *LifecycleResult) PerMillion() PerMillion {
 }
 
 // s3Tier1 are the S3 operations priced as PUT, COPY, POST and LIST
-// requests; the rest are priced as GETs. Calls names a GET by its method
-// when the SDK gives no x-id (a ListObjectsV2 is "s3 GET").
-var s3Tier1 = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true,
-	"CompleteMultipartUpload": true, "ListObjectsV2": true, "ListObjectVersions": true, "PutObjectRetention": true, "PutObjectLegalHold": true, "GET": true}
+// requests, s3Free those not charged (DELETE); the rest are priced as
+// GETs (S3 pricing: "PUT, COPY, POST, LIST requests", "GET, SELECT, and
+// all other requests"; "DELETE and CANCEL requests are free").
+var (
+	s3Tier1 = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true,
+		"CompleteMultipartUpload": true, "ListObjectsV2": true, "ListObjects": true, "ListObjectVersions": true,
+		"PutObjectRetention": true, "PutObjectLegalHold": true, "PutObjectTagging": true}
+	s3Free = map[string]bool{"DeleteObject": true, "DeleteObjects": true}
+)
 
 func splitOp(op string) (string, string) {
 	for i := range len(op) {

@@ -1,7 +1,14 @@
 package capacity_test
 
 import (
+	"strings"
+
 	"context"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
@@ -69,4 +76,92 @@ func TestLifecycleOnTheEmulator(t *testing.T) {
 	if m.GBSeconds <= 0 || m.WriteUnits < 4e6 || m.ReadUnits <= 0 || m.S3Tier1 < 1e6 || m.Dollars <= 0 {
 		t.Fatalf("per million: %+v", m)
 	}
+}
+
+// An S3 request the SDK names by its method is named by its subresource,
+// so that it is priced right: a listing and a tagging are PUT-priced, a
+// retention read GET-priced, a delete free.
+func TestS3RequestsArePricedByWhatTheyAre(t *testing.T) {
+	calls := capacity.NewCalls(okClient{}, capacity.Model{})
+	for _, u := range []struct{ method, url string }{
+		{"GET", "http://s3.local/b?list-type=2&prefix=ledger%2F"},
+		{"GET", "http://s3.local/b?versions&prefix=ledger%2F"},
+		{"PUT", "http://s3.local/b/k?tagging"},
+		{"GET", "http://s3.local/b/k?retention"},
+		{"GET", "http://s3.local/b/k"},
+		{"DELETE", "http://s3.local/b/k"},
+		{"PUT", "http://s3.local/b/k?x-id=PutObject"},
+	} {
+		req := httptest.NewRequest(u.method, u.url, nil)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=x/20261207/us-east-1/s3/aws4_request")
+		if _, err := calls.Do(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := &capacity.LifecycleResult{Messages: 1e6, Phases: []capacity.Phase{{Function: "x", Calls: calls.Snapshot()}}}
+	m := res.PerMillion()
+	want := map[string]float64{"ListObjectsV2": 1, "ListObjectVersions": 1, "PutObjectTagging": 1, "GetObjectRetention": 1, "GetObject": 1, "DeleteObject": 1, "PutObject": 1}
+	for k, v := range want {
+		if m.S3[k] != v {
+			t.Errorf("%s: %v, want %v (all: %v)", k, m.S3[k], v, m.S3)
+		}
+	}
+	if m.S3Tier1 != 4 || m.S3Tier2 != 2 {
+		t.Fatalf("PUT-priced %v, GET-priced %v; want 4 and 2 (the delete free)", m.S3Tier1, m.S3Tier2)
+	}
+}
+
+type okClient struct{}
+
+func (okClient) Do(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+}
+
+// The meter prices a projected read of the table on the whole item (read
+// again), a key not found at the minimum, and each item of a BatchGetItem
+// on its own.
+func TestReadsPriceWholeItems(t *testing.T) {
+	ctx := context.Background()
+	st := embedded.ForTest(t, embedded.Options{NoS3: true})
+	table := st.Names["QuarantineTable"]
+	reads := &capacity.Reads{Full: st.Clients.DynamoDB, Keys: []string{"dlq_id"}}
+	cfg := st.AWS.Copy()
+	cfg.APIOptions = append(cfg.APIOptions, reads.APIOption)
+	api := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Endpoint) })
+	big := map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: "price#1"}, "pad": &ddbtypes.AttributeValueMemberS{Value: strings.Repeat("x", 9000)}}
+	if _, err := st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: big}); err != nil {
+		t.Fatal(err)
+	}
+	key := func(id string) map[string]ddbtypes.AttributeValue {
+		return map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: id}}
+	}
+	step := func(want float64, call func() error) {
+		t.Helper()
+		before, _ := reads.Units()
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := reads.Units(); got-before != want {
+			t.Fatalf("priced %v read units, want %v", got-before, want)
+		}
+	}
+	// 9 KB: three 4 KB units, halved when eventually consistent, however
+	// little the projection returns.
+	step(1.5, func() error {
+		_, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("price#1"), ProjectionExpression: aws.String("dlq_id")})
+		return err
+	})
+	step(3, func() error {
+		_, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("price#1"), ConsistentRead: aws.Bool(true)})
+		return err
+	})
+	step(0.5, func() error {
+		_, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("price#none")})
+		return err
+	})
+	step(2, func() error { // 1.5 for the item, 0.5 for the key not found
+		_, err := api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{
+			table: {Keys: []map[string]ddbtypes.AttributeValue{key("price#1"), key("price#none")}, ProjectionExpression: aws.String("dlq_id")}}})
+		return err
+	})
 }
