@@ -1,6 +1,8 @@
 package template
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -58,5 +60,84 @@ func TestParseRefusesUnknownTypes(t *testing.T) {
 	}
 	if c, ok := tpl.Resources["C"].(interface{ AWSCloudFormationType() string }); !ok || c.AWSCloudFormationType() != "Custom::Thing" {
 		t.Fatalf("custom resource decoded as %#v", tpl.Resources["C"])
+	}
+}
+
+// The physical names come from the Name properties as goformation's typed
+// resources give them (the way they were read before physicalNames read
+// them from the resolved JSON), or the names CloudFormation would make.
+// (No test of this package runs in parallel: the parse is swapped here.)
+func TestPhysicalNamesMatchTheTypedTemplate(t *testing.T) {
+	env := Env{StackName: "dlqq-names", Region: "us-east-1", Account: "123456789012"}
+	_, names, err := OpenNamed(Path(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse = goformation.ParseJSONWithOptions
+	typed, err := Open(Path(), env)
+	parse = parseJSON
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for id, q := range typed.GetAllSQSQueueResources() {
+		want[id] = deref(q.QueueName, "")
+	}
+	for id, tb := range typed.GetAllDynamoDBTableResources() {
+		want[id] = deref(tb.TableName, "")
+	}
+	for id, b := range typed.GetAllS3BucketResources() {
+		want[id] = deref(b.BucketName, "")
+	}
+	for id, lg := range typed.GetAllLogsLogGroupResources() {
+		want[id] = deref(lg.LogGroupName, "/aws/lambda/"+id)
+	}
+	for id, f := range typed.GetAllServerlessFunctionResources() {
+		want[id] = deref(f.FunctionName, env.StackName+"-"+id)
+	}
+	for id, a := range typed.GetAllCloudWatchAlarmResources() {
+		want[id] = deref(a.AlarmName, "")
+	}
+	for id, a := range typed.GetAllCloudWatchCompositeAlarmResources() {
+		want[id] = deref(a.AlarmName, "")
+	}
+	for id, rule := range typed.GetAllEventsRuleResources() {
+		if rule.Name != nil {
+			want[id] = *rule.Name
+		}
+	}
+	// A key's alias, by the alias's own logical id (keyAliases reads the
+	// template's unresolved TargetKeyId).
+	raw, err := os.ReadFile(Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := yamlToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties map[string]any
+		}
+	}
+	if err := json.Unmarshal(long, &doc); err != nil {
+		t.Fatal(err)
+	}
+	aliasOf, aliases := keyAliases(doc.Resources), typed.GetAllKMSAliasResources()
+	for id := range typed.GetAllKMSKeyResources() {
+		want[id] = KeyAlias(env.StackName, id)
+		if a, ok := aliases[aliasOf[id]]; ok && a.AliasName != "" {
+			want[id] = a.AliasName
+		}
+	}
+	if len(want) < 20 {
+		t.Fatalf("only %d named resources", len(want))
+	}
+	for id, w := range want {
+		if names[id] != w {
+			t.Errorf("%s: named %q, the typed template says %q", id, names[id], w)
+		}
 	}
 }
