@@ -41,3 +41,57 @@ func TestByteGateBoundsWhatIsDecodedAtOnce(t *testing.T) {
 		t.Fatalf("peak %d (capacity 100), %d of 40 through, %d large alone", peak.Load(), done.Load(), alone.Load())
 	}
 }
+
+// Claims go through in the order they came: a large claim waiting for the
+// gate to empty is not overtaken by a small one that came after it, and a
+// nil gate lets everything through.
+func TestByteGateIsFirstComeFirstServed(t *testing.T) {
+	g := New(100)
+	hold := g.Acquire(60)
+	order := make(chan string, 2)
+	large := make(chan func())
+	go func() {
+		r := g.Acquire(100)
+		order <- "large"
+		large <- r
+	}()
+	for { // the large claim is waiting
+		g.mu.Lock()
+		n := len(g.waiting)
+		g.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	small := make(chan func())
+	go func() {
+		r := g.Acquire(10) // would fit beside the 60 held, but comes second
+		order <- "small"
+		small <- r
+	}()
+	for {
+		g.mu.Lock()
+		n := len(g.waiting)
+		g.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	hold()
+	hold() // a second release gives nothing back twice
+	if first := <-order; first != "large" {
+		t.Fatalf("%s went first", first)
+	}
+	(<-large)()
+	if second := <-order; second != "small" {
+		t.Fatalf("%s went second", second)
+	}
+	(<-small)()
+	if g.used != 0 || len(g.waiting) != 0 {
+		t.Fatalf("used %d, %d waiting after every release", g.used, len(g.waiting))
+	}
+	var none *Gate
+	none.Acquire(1 << 40)()
+}
