@@ -27,19 +27,19 @@ const (
 	// are more than Lambda hands one invocation (6 MB of event), so this
 	// bounds what one can hold.
 	ingestBatch = 10
-	// sweptLarge records of 1 MiB are archived in one sweeper run (more
-	// than its batch of readAhead would be with 1 MiB each: 100 MiB).
-	sweptLarge = 30
+	// sweptLarge records of 1 MiB are archived in one sweeper run: more
+	// than sweeper.Concurrency, each with corrections.
+	sweptLarge = 12
 	// sweptCorrections of 1 MiB each of those records has too.
 	sweptCorrections = 2
 	// memoryHeadroom is the share of a function's memory setting its peak
 	// may use: the rest is room to spare (the runtime's own share of the
 	// sandbox, a larger batch of attributes, a slower garbage collector).
 	memoryHeadroom = 0.75
-	// replayedLarge records of 1 MiB are replayed in one redrive run: two
-	// batches of 50, so that the pipelined claim of a second batch while
-	// the first is sent is measured too.
-	replayedLarge = 100
+	// replayedLarge records of 1 MiB are replayed in one redrive run:
+	// three batches of at most redrive.MaxBatchBytes, so that a batch's
+	// claims beside the sends of the one before are measured too.
+	replayedLarge = 40
 )
 
 // bigJSON is a JSON object of about size bytes made of many small values
@@ -115,38 +115,54 @@ func ingestPeak(tb testing.TB, st *embedded.Stack) int64 {
 	return peak
 }
 
-// sweeperPeak parks sweptLarge records with 1 MiB bodies of "<" (six bytes
-// each in the archive's JSON; in the payload bucket, as ingest keeps them)
-// and sweptCorrections corrections as large, runs the real sweeper bootstrap once on
-// its schedule's event, checks that it archived them all, and returns its
-// peak RSS after the run. The stack must park at age 0.
-func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
+// largeRecords quarantines n records of the stack's source, configured
+// without a schema (any JSON: a body of 1 MiB passes no schema of the
+// example's), whose bodies body(i) are kept in the payload bucket as
+// ingest keeps them, each with corrections corrections (body(i) less a
+// byte or more), and returns the records' ids and the source's name and
+// ARN.
+func largeRecords(tb testing.TB, st *embedded.Stack, n, corrections int, body func(i int) string) (ids []string, name, arn string) {
 	tb.Helper()
 	ctx := context.Background()
 	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
 	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
-	name := st.Names["SourceQueue"]
-	arn := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, name)
-	// Configured without a schema, so that corrections of 1 MiB pass it.
+	name = st.Names["SourceQueue"]
+	arn = fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, name)
 	srcs := map[string]*quarantine.Source{name: {Name: name, ARN: arn, IdempotencyPointer: "/event_id", RedriveCap: 3}}
 	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: srcs})
 	fix := quarantine.Corrector{Store: store, Payloads: payloads, Sources: srcs}
-	for i := range sweptLarge {
-		id := fmt.Sprintf("sw-%d", i)
-		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("s", i), Body: []byte(escapedJSON(id, largeBody)), SourceARN: arn})
+	for i := range n {
+		b := body(i)
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("large-", i), Body: []byte(b), SourceARN: arn})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		if out.Record.BodyRef == nil {
-			tb.Fatalf("record %d keeps its 1 MiB body in the item", i)
+			tb.Fatalf("record %d keeps its body of %d bytes in the item", i, len(b))
 		}
-		for c := range sweptCorrections {
-			if _, err := fix.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "bench", Reason: "fix",
-				Body: []byte(escapedJSON(id, largeBody-c-1))}); err != nil {
+		for c := range corrections {
+			if _, err := fix.Correct(ctx, out.Record.DLQID, quarantine.CorrectionRequest{Actor: "bench", Reason: "fix", Body: []byte(b[:len(b)-c-3] + `"}`)}); err != nil {
 				tb.Fatal(err)
 			}
 		}
-		if _, err := store.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		ids = append(ids, out.Record.DLQID)
+	}
+	return ids, name, arn
+}
+
+// sweeperPeak parks sweptLarge records with 1 MiB bodies of "<" (six bytes
+// each in the archive's JSON; in the payload bucket, as ingest keeps them)
+// and sweptCorrections corrections as large, runs the real sweeper
+// bootstrap once on its schedule's event, checks that it archived them
+// all, and returns its peak RSS after the run. The stack must park at age
+// 0.
+func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
+	ids, _, _ := largeRecords(tb, st, sweptLarge, sweptCorrections, func(i int) string { return escapedJSON(fmt.Sprintf("sw-%d", i), largeBody) })
+	for _, id := range ids {
+		if _, err := store.Update(ctx, id, func(r *quarantine.Record) (*quarantine.Record, error) {
 			return r.ParkPoison("bench", time.Now().Add(-time.Minute))
 		}); err != nil {
 			tb.Fatal(err)
@@ -177,24 +193,7 @@ func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
 // returns its peak RSS after the run.
 func redrivePeak(tb testing.TB, st *embedded.Stack) int64 {
 	tb.Helper()
-	ctx := context.Background()
-	store := dynamostore.New(st.Clients.DynamoDB, st.Names["QuarantineTable"])
-	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
-	name := st.Names["SourceQueue"]
-	arn := fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Env.Region, st.Env.Account, name)
-	src := &quarantine.Source{Name: name, ARN: arn, IdempotencyPointer: "/event_id", RedriveCap: 3}
-	q := ingest.NewQuarantiner(store, payloads, nil, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
-	var ids []string
-	for i := range replayedLarge {
-		out, err := q.Quarantine(ctx, ingest.Message{MessageID: fmt.Sprint("r", i), Body: []byte(bigJSON(fmt.Sprintf("rd-%d", i), largeBody-8<<10)), SourceARN: arn})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if out.Record.BodyRef == nil {
-			tb.Fatalf("record %d keeps its 1 MiB body in the item", i)
-		}
-		ids = append(ids, out.Record.DLQID)
-	}
+	ids, name, arn := largeRecords(tb, st, replayedLarge, 0, func(i int) string { return bigJSON(fmt.Sprintf("rd-%d", i), largeBody-8<<10) })
 	sources := fmt.Sprintf(`{%q:{"arn":%q,"dlq":%q,"idempotency_pointer":"/event_id","redrive_cap":3}}`, name, arn, st.Names["DeadLetterQueue"])
 	f := lambdatest.ForTest(tb, st, "redrive", "RedriveFunction", 5*time.Minute, "SOURCES="+sources)
 	raw, err := json.Marshal(map[string]any{"source": name, "ids": ids, "requested_by": "bench"})
@@ -223,7 +222,7 @@ func memoryStack(tb testing.TB) *embedded.Stack {
 }
 
 // The real ingest bootstrap on ten 1 MiB bodies, the real sweeper
-// archiving thirty and the real redrive replaying a hundred, each peak
+// archiving twelve and the real redrive replaying forty, each peak
 // well under the template's memory setting
 // (memoryHeadroom of it). Memory, not time: the figure does not depend on
 // the machine's load.
@@ -242,8 +241,8 @@ func TestPeakMemoryFitsTheTemplate(t *testing.T) {
 }
 
 // BenchmarkPeakMemory reports the peak RSS of the real ingest bootstrap on
-// ten 1 MiB bodies, of the real sweeper archiving thirty and of the real
-// redrive replaying a hundred, in MiB and as a share of the template's
+// ten 1 MiB bodies, of the real sweeper archiving twelve and of the real
+// redrive replaying forty, in MiB and as a share of the template's
 // MemorySize.
 func BenchmarkPeakMemory(b *testing.B) {
 	for range b.N {

@@ -55,30 +55,14 @@ func TestByteGateIsFirstComeFirstServed(t *testing.T) {
 		order <- "large"
 		large <- r
 	}()
-	for { // the large claim is waiting
-		g.mu.Lock()
-		n := len(g.waiting)
-		g.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waiting(g, 1) // the large claim waits
 	small := make(chan func())
 	go func() {
 		r := g.Acquire(10) // would fit beside the 60 held, but comes second
 		order <- "small"
 		small <- r
 	}()
-	for {
-		g.mu.Lock()
-		n := len(g.waiting)
-		g.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waiting(g, 2)
 	hold()
 	hold() // a second release gives nothing back twice
 	if first := <-order; first != "large" {
@@ -94,4 +78,17 @@ func TestByteGateIsFirstComeFirstServed(t *testing.T) {
 	}
 	var none *Gate
 	none.Acquire(1 << 40)()
+}
+
+// waiting returns once n claims wait at g.
+func waiting(g *Gate, n int) {
+	for {
+		g.mu.Lock()
+		k := len(g.waiting)
+		g.mu.Unlock()
+		if k == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -223,8 +223,9 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		if err := quarantine.Announce(ctx, s.store, stubs); err != nil {
 			s.log.WarnContext(ctx, "stubs not announced: each is proved on its own", "error_kind", quarantine.ErrorKind(err))
 		}
-		// Every archived record's stub is written, whatever the deadline:
-		// its object is in the bucket already.
+		// Every archived record's stub write is started, whatever the
+		// deadline (its object is in the bucket already; archiveBatch left
+		// half the margin for the stubs).
 		written := make([]*Archived, len(ready))
 		stubErrs := fanout.Run(context.WithoutCancel(ctx), len(ready), Concurrency, func(_ context.Context, i int) (err error) {
 			defer recoverAs(&err)
@@ -286,8 +287,8 @@ const readAhead = 100
 // Concurrency is how many records of a batch are archived, and how many
 // stubs written, at once: an archive waits on S3 (its payloads' GETs, its
 // object's PUT) and DynamoDB, one record at a time about 40 ms under AWS's
-// latencies (docs/performance.md). Eight 1 MiB bodies at once stay well
-// within the function's memory (TestPeakMemoryFitsTheTemplate).
+// latencies (docs/performance.md). Large records are fewer at once
+// (archiveBudget: TestPeakMemoryFitsTheTemplate).
 const Concurrency = 8
 
 // archiveBatch archives the records of batch, Concurrency at once and
