@@ -181,12 +181,18 @@ func writesOf(op string, body []byte) []write {
 }
 
 // units prices writes on the items as the table holds them now (an update's
-// item after it: counters and heads only grow).
+// item after it: counters and heads only grow). A write of a counter the
+// table does not hold (the design before, whose counters are priced, and
+// some of which the ledger's counting never writes) is priced on the
+// counter item it would be: its key and a count.
 func units(ctx context.Context, b *testing.B, api *dynamodb.Client, table string, writes []write) (tableUnits, indexUnits int) {
 	b.Helper()
 	for _, w := range writes {
 		out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: w.key}}})
+		if err == nil && out.Item == nil && strings.HasPrefix(w.key, "#ctr#") {
+			out.Item = map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: w.key}, "n": &ddbtypes.AttributeValueMemberN{Value: "1"}}
+		}
 		if err != nil || out.Item == nil {
 			b.Fatalf("read %s back: %v", w.key, err)
 		}
@@ -252,8 +258,16 @@ func BenchmarkWriteUnits(b *testing.B) {
 			}
 		}
 		hotOps, hotWrites := counter.take()
-		if hotOps["dynamodb PutItem"] != writeBatch || hotOps["dynamodb TransactWriteItems"] != 0 || len(hotWrites) != writeBatch {
-			b.Fatalf("ingest's writes for %d first arrivals: %v", writeBatch, hotOps)
+		// One conditional PutItem per record, and the new source's marker
+		// (dynamostore's source index: written once per source).
+		records := 0
+		for _, w := range hotWrites {
+			if !strings.HasPrefix(w.key, "#src#") {
+				records++
+			}
+		}
+		if records != writeBatch || hotOps["dynamodb PutItem"] != len(hotWrites) || len(hotWrites) > writeBatch+1 || hotOps["dynamodb TransactWriteItems"] != 0 {
+			b.Fatalf("ingest's writes for %d first arrivals: %v (%d of records)", writeBatch, hotOps, records)
 		}
 		// The ledger, on the batch of 100 and the head update's own change
 		// (which writes nothing).
