@@ -30,21 +30,14 @@ func BenchmarkLifecycleCost(b *testing.B) {
 			b.Fatal(err)
 		}
 		m := res.PerMillion()
-		kms, sqs := 0.0, 0.0
-		for _, v := range m.KMS {
-			kms += v
-		}
-		for _, v := range m.SQS {
-			sqs += v
-		}
 		b.ReportMetric(m.GBSeconds, "GB-s/Mmsg")
 		b.ReportMetric(m.Invocations, "invocations/Mmsg")
 		b.ReportMetric(m.WriteUnits, "WRU/Mmsg")
 		b.ReportMetric(m.ReadUnits, "RRU/Mmsg")
 		b.ReportMetric(m.S3Tier1, "s3-put-list/Mmsg")
 		b.ReportMetric(m.S3Tier2, "s3-get/Mmsg")
-		b.ReportMetric(kms, "kms/Mmsg")
-		b.ReportMetric(sqs, "sqs/Mmsg")
+		b.ReportMetric(m.KMSRequests, "kms/Mmsg")
+		b.ReportMetric(m.SQSRequests, "sqs/Mmsg")
 		b.ReportMetric(m.Dollars, "USD/Mmsg")
 		b.ReportMetric(res.Digest.GBSeconds(), "digest-GB-s/run")
 		b.ReportMetric(res.Metrics.GBSeconds(), "metrics-GB-s/run")

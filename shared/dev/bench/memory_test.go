@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/capacity"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
 	"github.com/dlqquarantine/dlqq/shared/dev/lambdatest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -68,12 +69,19 @@ func escapedJSON(id string, size int) string {
 // memorySetting is the template's MemorySize of a function, in bytes.
 func memorySetting(tb testing.TB, st *embedded.Stack, logicalID string) int64 {
 	tb.Helper()
-	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
-	if err != nil || fn.MemorySize == nil {
-		tb.Fatalf("%s: no MemorySize in the template (%v)", logicalID, err)
+	mb, err := capacity.MemoryMB(st, logicalID)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return int64(*fn.MemorySize) << 20
+	return int64(mb) << 20
 }
+
+// peaks are the functions whose peak memory is measured: each one's
+// logical id, short name and load.
+var peaks = []struct {
+	fn, name string
+	peak     func(testing.TB, *embedded.Stack) int64
+}{{"IngestFunction", "ingest", ingestPeak}, {"SweeperFunction", "sweeper", sweeperPeak}, {"RedriveFunction", "redrive", redrivePeak}}
 
 // ingestPeak runs the real ingest bootstrap with the template's
 // environment on one batch of ten 1 MiB bodies from the stack's DLQ and
@@ -108,11 +116,7 @@ func ingestPeak(tb testing.TB, st *embedded.Stack) int64 {
 			tb.Fatalf("big-%d: %v (body kept at %v)", i, err, r)
 		}
 	}
-	peak, err := f.PeakRSS()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return peak
+	return f.MustPeakRSS(tb)
 }
 
 // largeRecords quarantines n records of the stack's source, configured
@@ -176,11 +180,7 @@ func sweeperPeak(tb testing.TB, st *embedded.Stack) int64 {
 	if len(rep.Archived) < sweptLarge {
 		tb.Fatalf("the sweeper archived %d of %d records (report %+v)\n%s", len(rep.Archived), sweptLarge, rep, f.Output())
 	}
-	peak, err := f.PeakRSS()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return peak
+	return f.MustPeakRSS(tb)
 }
 
 // redrivePeak quarantines replayedLarge records with bodies of 1 MiB less
@@ -208,11 +208,7 @@ func redrivePeak(tb testing.TB, st *embedded.Stack) int64 {
 		tb.Fatalf("redrive sent %d of %d records: held %d, failed %d, unknown %d, deferred %d, stopped %q\n%s", rep.Redriven.Count, replayedLarge,
 			rep.Held.Count, rep.Failed.Count, rep.Unknown.Count, rep.Deferred.Count, rep.Stopped, f.Output())
 	}
-	peak, err := f.PeakRSS()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return peak
+	return f.MustPeakRSS(tb)
 }
 
 // memoryStack is an embedded stack whose sweeper archives what is parked
@@ -228,10 +224,7 @@ func memoryStack(tb testing.TB) *embedded.Stack {
 // the machine's load.
 func TestPeakMemoryFitsTheTemplate(t *testing.T) {
 	st := memoryStack(t)
-	for _, c := range []struct {
-		fn   string
-		peak func(testing.TB, *embedded.Stack) int64
-	}{{"IngestFunction", ingestPeak}, {"SweeperFunction", sweeperPeak}, {"RedriveFunction", redrivePeak}} {
+	for _, c := range peaks {
 		peak, limit := c.peak(t, st), memorySetting(t, st, c.fn)
 		t.Logf("%s: peak RSS %.1f MiB of MemorySize %d MiB", c.fn, float64(peak)/(1<<20), limit>>20)
 		if float64(peak) > memoryHeadroom*float64(limit) {
@@ -247,10 +240,7 @@ func TestPeakMemoryFitsTheTemplate(t *testing.T) {
 func BenchmarkPeakMemory(b *testing.B) {
 	for range b.N {
 		st := memoryStack(b)
-		for _, c := range []struct {
-			fn, name string
-			peak     func(testing.TB, *embedded.Stack) int64
-		}{{"IngestFunction", "ingest", ingestPeak}, {"SweeperFunction", "sweeper", sweeperPeak}, {"RedriveFunction", "redrive", redrivePeak}} {
+		for _, c := range peaks {
 			peak := c.peak(b, st)
 			b.ReportMetric(float64(peak)/(1<<20), c.name+"-peak-MiB")
 			b.ReportMetric(float64(peak)/float64(memorySetting(b, st, c.fn)), c.name+"-of-memory")

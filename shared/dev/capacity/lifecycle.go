@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -93,23 +94,16 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 	if err != nil {
 		return nil, err
 	}
-	memory := func(id string) (int, error) {
-		fn, err := st.Template.GetServerlessFunctionWithName(id)
-		if err != nil || fn.MemorySize == nil {
-			return 0, fmt.Errorf("%s: no MemorySize (%v)", id, err)
-		}
-		return *fn.MemorySize, nil
-	}
 	res := &LifecycleResult{Messages: n}
 	// measure runs f as one phase of function id, metered apart.
 	measure := func(id string, f func(invoke func(func() error) error) error) (Phase, error) {
-		mb, err := memory(id)
+		mb, err := MemoryMB(st, id)
 		if err != nil {
 			return Phase{}, err
 		}
 		p := Phase{Function: id, MemoryMB: mb}
 		w0, c0 := rec.Len(), calls.Snapshot()
-		r0, _ := reads.Units()
+		r0 := reads.Units()
 		err = f(func(call func() error) error {
 			t0 := time.Now()
 			err := call()
@@ -121,7 +115,7 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 		for _, w := range rec.Writes(w0) {
 			p.WriteUnits += w.Units
 		}
-		r1, _ := reads.Units()
+		r1 := reads.Units()
 		p.ReadUnits = r1 - r0
 		return p, err
 	}
@@ -190,30 +184,18 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 
 	// Redrive: every record replayed once, in as many runs as it takes.
 	fmt.Fprintln(progress, "lifecycle: redrive …")
-	run := func(req redrive.Request, done func(*redrive.Report) bool) func(func(func() error) error) error {
-		return func(invoke func(func() error) error) error {
-			for range 100 {
-				var rep *redrive.Report
-				if err := invoke(func() error {
-					var err error
-					rep, err = fns.Redrive.Run(ctx, req)
-					return err
-				}); err != nil {
-					return err
-				}
-				if done(rep) {
-					return nil
-				}
+	run := func(req redrive.Request, count func(*redrive.Report) int) func() (int, error) {
+		return func() (int, error) {
+			rep, err := fns.Redrive.Run(ctx, req)
+			if err != nil {
+				return 0, err
 			}
-			return fmt.Errorf("%s: not done in 100 runs", req.Action)
+			return count(rep), nil
 		}
 	}
-	sent := 0
-	p, err = measure("RedriveFunction", run(redrive.Request{Source: fns.Source, MaxMessages: redrive.MaxMaxMessages, RequestedBy: "lifecycle"},
-		func(rep *redrive.Report) bool {
-			sent += rep.Redriven.Count
-			return sent >= n || rep.Redriven.Count == 0
-		}))
+	var sent int
+	p, err = measure("RedriveFunction", until(n, &sent, run(redrive.Request{Source: fns.Source, MaxMessages: redrive.MaxMaxMessages, RequestedBy: "lifecycle"},
+		func(rep *redrive.Report) int { return rep.Redriven.Count })))
 	if err != nil {
 		return nil, err
 	}
@@ -228,12 +210,9 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 	// Settle: past the window, every replay that stayed away resolves.
 	fmt.Fprintf(progress, "lifecycle: settle after %s …\n", fns.Settle)
 	time.Sleep(fns.Settle + time.Second)
-	settled := 0
-	p, err = measure("RedriveFunction", run(redrive.Request{Action: redrive.ActionSettle, Source: fns.Source, RequestedBy: "schedule:settle"},
-		func(rep *redrive.Report) bool {
-			settled += rep.Settled.Count
-			return settled >= n || rep.Settled.Count == 0
-		}))
+	var settled int
+	p, err = measure("RedriveFunction", until(n, &settled, run(redrive.Request{Action: redrive.ActionSettle, Source: fns.Source, RequestedBy: "schedule:settle"},
+		func(rep *redrive.Report) int { return rep.Settled.Count })))
 	if err != nil {
 		return nil, err
 	}
@@ -248,25 +227,14 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 
 	// Sweeper: every resolved record archived.
 	fmt.Fprintln(progress, "lifecycle: sweeper …")
-	archived := 0
-	p, err = measure("SweeperFunction", func(invoke func(func() error) error) error {
-		for range 100 {
-			var got int
-			if err := invoke(func() error {
-				rep, err := fns.Sweeper.Run(ctx)
-				if rep != nil {
-					got = len(rep.Archived)
-				}
-				return err
-			}); err != nil {
-				return err
-			}
-			if archived += got; archived >= n || got == 0 {
-				return nil
-			}
+	var archived int
+	p, err = measure("SweeperFunction", until(n, &archived, func() (int, error) {
+		rep, err := fns.Sweeper.Run(ctx)
+		if rep == nil {
+			return 0, err
 		}
-		return nil
-	})
+		return len(rep.Archived), err
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +261,27 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 	return res, nil
 }
 
+// until invokes once, each call one invocation, until the records it
+// counts (into *total) reach n or a call counts none (at most 100 calls).
+func until(n int, total *int, once func() (int, error)) func(invoke func(func() error) error) error {
+	return func(invoke func(func() error) error) error {
+		for range 100 {
+			var got int
+			if err := invoke(func() error {
+				var err error
+				got, err = once()
+				return err
+			}); err != nil {
+				return err
+			}
+			if *total += got; *total >= n || got == 0 {
+				return nil
+			}
+		}
+		return nil
+	}
+}
+
 // add sums two phases of the same function.
 func (p Phase) add(q Phase) Phase {
 	ops := maps.Clone(q.Calls.Ops)
@@ -316,7 +305,9 @@ type PerMillion struct {
 	S3, KMS          map[string]float64
 	S3Tier1, S3Tier2 float64
 	SQS              map[string]float64
-	Dollars          float64
+	// KMSRequests and SQSRequests are the sums of KMS and SQS.
+	KMSRequests, SQSRequests float64
+	Dollars                  float64
 }
 
 // PerMillion totals the phases (not the digest and metrics runs: those are
@@ -330,7 +321,7 @@ func (r *LifecycleResult) PerMillion() PerMillion {
 		out.WriteUnits += float64(p.WriteUnits) * scale
 		out.ReadUnits += p.ReadUnits * scale
 		for op, k := range p.Calls.Ops {
-			svc, name := splitOp(op)
+			svc, name, _ := strings.Cut(op, " ")
 			switch svc {
 			case "s3":
 				out.S3[name] += float64(k) * scale
@@ -355,16 +346,14 @@ func (r *LifecycleResult) PerMillion() PerMillion {
 			out.SQS["ReceiveMessage+DeleteMessageBatch (the mapping's)"] += 2 * float64(p.Invocations) * scale
 		}
 	}
-	kms := 0.0
 	for _, v := range out.KMS {
-		kms += v
+		out.KMSRequests += v
 	}
-	sqsReq := 0.0
 	for _, v := range out.SQS {
-		sqsReq += v
+		out.SQSRequests += v
 	}
 	out.Dollars = out.GBSeconds*pricePerGBs + out.Invocations/1e6*pricePerMRequests + out.WriteUnits/1e6*pricePerMWRU + out.ReadUnits/1e6*pricePerMRRU +
-		out.S3Tier1/1000*pricePerKS3Put + out.S3Tier2/1000*pricePerKS3Get + kms/10000*pricePer10KKMS + sqsReq/1e6*pricePerMSQS
+		out.S3Tier1/1000*pricePerKS3Put + out.S3Tier2/1000*pricePerKS3Get + out.KMSRequests/10000*pricePer10KKMS + out.SQSRequests/1e6*pricePerMSQS
 	return out
 }
 
@@ -378,15 +367,6 @@ var (
 		"PutObjectRetention": true, "PutObjectLegalHold": true, "PutObjectTagging": true}
 	s3Free = map[string]bool{"DeleteObject": true, "DeleteObjects": true}
 )
-
-func splitOp(op string) (string, string) {
-	for i := range len(op) {
-		if op[i] == ' ' {
-			return op[:i], op[i+1:]
-		}
-	}
-	return op, ""
-}
 
 // Lines are the per-million figures, one per line, sorted within a map.
 func (m PerMillion) Lines() []string {

@@ -137,11 +137,11 @@ func TestReadsPriceWholeItems(t *testing.T) {
 	}
 	step := func(want float64, call func() error) {
 		t.Helper()
-		before, _ := reads.Units()
+		before := reads.Units()
 		if err := call(); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := reads.Units(); got-before != want {
+		if got := reads.Units(); got-before != want {
 			t.Fatalf("priced %v read units, want %v", got-before, want)
 		}
 	}

@@ -40,16 +40,15 @@ type Reads struct {
 	Keys  []string
 	mu    sync.Mutex
 	units float64
-	calls int
 	// seen and seenBytes are the items priced so far, for the mean size.
 	seen, seenBytes int
 }
 
-// Units returns the read units priced so far and the reads priced.
-func (r *Reads) Units() (float64, int) {
+// Units returns the read units priced so far.
+func (r *Reads) Units() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.units, r.calls
+	return r.units
 }
 
 // APIOption adds the meter to a client's middleware stack.
@@ -61,7 +60,6 @@ func (r *Reads) APIOption(stack *middleware.Stack) error {
 				if u, ok := r.priceRead(ctx, in.Parameters, out.Result); ok {
 					r.mu.Lock()
 					r.units += u
-					r.calls++
 					r.mu.Unlock()
 				}
 			}

@@ -313,17 +313,27 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 	return res, nil
 }
 
+// MemoryMB is the template's MemorySize of the function logicalID, in MB
+// (Lambda's default, 128, when it sets none).
+func MemoryMB(st *embedded.Stack, logicalID string) (int, error) {
+	fn, err := st.Template.GetServerlessFunctionWithName(logicalID)
+	if err != nil {
+		return 0, err
+	}
+	if fn.MemorySize == nil {
+		return 128, nil
+	}
+	return *fn.MemorySize, nil
+}
+
 // readTemplate reads the functions' memory sizes and the digest schedule.
 func (res *Result) readTemplate(st *embedded.Stack) error {
 	for id, dst := range map[string]*int{"IngestFunction": &res.IngestMemoryMB, "LedgerFunction": &res.LedgerMemoryMB} {
-		fn, err := st.Template.GetServerlessFunctionWithName(id)
+		mb, err := MemoryMB(st, id)
 		if err != nil {
 			return err
 		}
-		*dst = 128 // Lambda's default
-		if fn.MemorySize != nil {
-			*dst = *fn.MemorySize
-		}
+		*dst = mb
 	}
 	m, err := st.Template.GetLambdaEventSourceMappingWithName("LedgerStreamMapping")
 	if err != nil {

@@ -50,6 +50,16 @@ func (f *Function) MustInvoke(tb testing.TB, payload []byte) []byte {
 	return out.Payload
 }
 
+// MustPeakRSS is f's PeakRSS; a failure to read it fails tb.
+func (f *Function) MustPeakRSS(tb testing.TB) int64 {
+	tb.Helper()
+	peak, err := f.PeakRSS()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return peak
+}
+
 // Sample reads events/<name>, a sample event of the repository.
 func Sample(tb testing.TB, name string) []byte {
 	tb.Helper()
