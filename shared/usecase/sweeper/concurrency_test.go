@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,5 +224,43 @@ func TestRepeatedIDsAndPanicsStayInTheirRecord(t *testing.T) {
 	}
 	if len(rep.Archived) != len(ids)-1 || rep.Failed != 1 || len(seen) != len(ids)-1 {
 		t.Fatalf("archived %v, failed %d (%+v): want %d archived once each and the panic failed", seen, rep.Failed, rep.Failures, len(ids)-1)
+	}
+}
+
+// An archive that waits for the envelope budget until the margin has come
+// does not start: its record is remaining and the run stopped at the
+// deadline, not a failure.
+func TestAnArchiveWaitingForTheBudgetPastTheMarginIsRemaining(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	mem, payloads := memstore.New(), memstore.NewPayloads()
+	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
+	q := ingest.NewQuarantiner(mem, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})
+	for i := range 3 {
+		// 6 MiB: each envelope's estimate fills the budget alone.
+		body := fmt.Sprintf(`{"event_id":"big-%d","pad":%q}`, i, strings.Repeat("x", 6<<20))
+		out, err := q.Quarantine(context.Background(), ingest.Message{MessageID: fmt.Sprint("m", i), SourceARN: src.ARN, Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Update(context.Background(), out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", clk.Now()) }); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	clk.Advance(2 * time.Hour)
+	// Each archive takes 400 ms, one at a time; the margin comes 600 ms in:
+	// the second starts, the third waits past it.
+	arch := &gatedArchiver{gate: 1, pause: 400 * time.Millisecond, open: make(chan struct{})}
+	svc := sweeper.New(mem, mem, payloads, arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: time.Second})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1600*time.Millisecond))
+	defer cancel()
+	rep, err := svc.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed != 0 || rep.Stopped != "deadline" || rep.Remaining == 0 || len(rep.Archived)+rep.Remaining != 3 {
+		t.Fatalf("archived %d, remaining %d, failed %d (%+v), stopped %q", len(rep.Archived), rep.Remaining, rep.Failed, rep.Failures, rep.Stopped)
 	}
 }

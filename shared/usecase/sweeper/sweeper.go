@@ -308,8 +308,11 @@ func (s *Service) archiveBatch(ctx context.Context, batch []string, fresh map[st
 	}
 	staged, started = make([]*stubbed, len(batch)), make([]bool, len(batch))
 	errs = fanout.Run(startCtx, len(batch), Concurrency, func(_ context.Context, i int) (err error) {
-		started[i] = true
 		defer s.archiving.Acquire(envelopeEstimate(fresh[batch[i]]))()
+		if err := startCtx.Err(); err != nil {
+			return err // the margin came while it waited for the budget: not started
+		}
+		started[i] = true
 		defer recoverAs(&err)
 		staged[i], err = s.archiveOne(archiveCtx, batch[i], fresh)
 		return err
