@@ -45,14 +45,24 @@ const MaxBatchBytes = 16 << 20
 func replaySize(rec *quarantine.Record) int64 {
 	if c := rec.Latest(); c != nil {
 		if c.BodyRef != nil {
-			return c.BodyRef.Size
+			return refSize(c.BodyRef)
 		}
 		return int64(len(c.Body))
 	}
 	if rec.BodyRef != nil {
-		return rec.BodyRef.Size
+		return refSize(rec.BodyRef)
 	}
 	return int64(len(rec.Body))
+}
+
+// refSize is the size a claim-check reference says, or, when it says
+// none (a record written by hand), the largest body SQS takes: the batch
+// bound never rests on a size the record does not give.
+func refSize(ref *quarantine.ObjectRef) int64 {
+	if ref.Size <= 0 {
+		return MaxCallBytes
+	}
+	return ref.Size
 }
 
 // withinBytes is how many of ids, read in prefetched, fit in MaxBatchBytes

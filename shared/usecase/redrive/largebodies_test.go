@@ -97,3 +97,51 @@ func TestLargeBodiesAreClaimedWithinTheBatchBytes(t *testing.T) {
 		})
 	}
 }
+
+// A FIFO group cut across two batches by MaxBatchBytes keeps its order
+// when the first part's last send fails for good: nothing of the group
+// after it leaves, in the second batch or later.
+func TestAGroupCutByTheBatchBytesWaitsForItsFailedSend(t *testing.T) {
+	e := newEnv(t, true)
+	e.src.Schema, e.src.SchemaVersion = nil, ""
+	const n = 40
+	var ids []string
+	for i := range n {
+		b := fmt.Sprintf(`{"event_id":"big-%03d","pad":%q}`, i, strings.Repeat("x", 600<<10))
+		out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: fmt.Sprint("big-", i), Body: []byte(b), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "one"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.Record.DLQID)
+		e.clock.Advance(time.Millisecond)
+	}
+	e.clock.Advance(time.Second + redrive.IndexSettleGuard)
+	// The first batch is cut where the bodies pass MaxBatchBytes.
+	first := 0
+	for total := 0; first < n; first++ {
+		rec := e.get(t, ids[first])
+		if total += int(rec.BodyRef.Size); total > redrive.MaxBatchBytes {
+			break
+		}
+	}
+	if first >= n || first >= redrive.DefaultBatchSize {
+		t.Fatalf("the first batch is not cut by its bytes (%d records)", first)
+	}
+	last := ids[first-1] // the first part's last record
+	sender := newEntrySender(map[string]bool{last: true}, false)
+	rep, err := e.service(sender, e.store, redrive.Config{}).Run(context.Background(), e.request(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(sender.order["one"], ","), strings.Join(ids[:first-1], ","); got != want {
+		t.Fatalf("group sent %d records, want the %d before the failed one", len(sender.order["one"]), first-1)
+	}
+	if rep.Redriven.Count != first-1 || rep.Failed.Count != 1 {
+		t.Fatalf("redriven %d, failed %d; want %d and 1", rep.Redriven.Count, rep.Failed.Count, first-1)
+	}
+	for _, id := range ids[first:] {
+		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined {
+			t.Fatalf("%s after the failed send: %s", id, r.Status)
+		}
+	}
+}
