@@ -1,6 +1,7 @@
 package template_test
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -22,11 +23,15 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	)
 	const pager = "arn:aws:sns:eu-west-1:111122223333:pager"
 	const pagerKey = "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-00000000aaaa"
+	// Registered sources, one in another account and Region.
+	registered := []string{"arn:aws:sqs:eu-west-1:111122223333:payments", "arn:aws:sqs:eu-west-1:111122223333:meter-reads.fifo",
+		"arn:aws:sqs:us-east-2:444455556666:partner-events"}
 	s := openStack(t, map[string]any{
 		"ExtraDLQArn":              "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
 		"ExtraSourceQueueArn":      "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
 		"ExternalAlarmTopicArn":    pager,
 		"ExternalAlarmTopicKeyArn": pagerKey,
+		"SourceQueueArns":          strings.Join(registered, ","),
 	})
 	arn := func(service, rest string) string {
 		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
@@ -102,6 +107,15 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	}
 	for _, extra := range []string{"arn:aws:sqs:eu-west-1:111122223333:legacy-dlq", "arn:aws:sqs:eu-west-1:111122223333:legacy-source"} {
 		denied = append(denied, q("sqs:PurgeQueue", extra, nil), q("sqs:SendMessage", extra, nil), q("sqs:DeleteMessage", extra, nil))
+	}
+	// Every registered source, like the stack's own: a message sent by
+	// hand is a replay nothing records, a purge or a receive loses
+	// messages, a new redrive policy sends failures past the quarantine.
+	for _, src := range registered {
+		for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:SendMessageBatch",
+			"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask", "sqs:AddPermission"} {
+			denied = append(denied, q(a, src, nil))
+		}
 	}
 	// The table: its resource policy, its backups and exports.
 	for _, a := range []string{"dynamodb:PutResourcePolicy", "dynamodb:DeleteResourcePolicy", "dynamodb:UpdateContinuousBackups",
@@ -292,5 +306,36 @@ func TestBothTamperRulesPageTheExternalTopic(t *testing.T) {
 		if !slices.Contains(arns, pager) || !slices.Contains(arns, "arn:aws:sns:eu-west-1:111122223333:prod-alarmtopic") {
 			t.Errorf("%s targets %v, want the stack's topic and %s", id, arns, pager)
 		}
+	}
+}
+
+// The registered sources' policies, the redrive role's grant and the
+// operators' guardrail, fit IAM's size limit with SourceQueueArns as long
+// as CloudFormation takes a parameter (4,096 bytes) in aws-us-gov, whose
+// ARNs are the longest.
+func TestRegisteredSourcePoliciesFitWithTheLongestList(t *testing.T) {
+	var arns []string
+	for i := 0; ; i++ {
+		a := fmt.Sprintf("arn:aws-us-gov:sqs:us-gov-west-1:111122223333:%s-%03d", strings.Repeat("q", 72), i)
+		if len(strings.Join(append(arns, a), ",")) > 4096 {
+			break
+		}
+		arns = append(arns, a)
+	}
+	tpl := openWith(t, map[string]any{"SourceQueueArns": strings.Join(arns, ",")})
+	policies := tpl.GetAllIAMManagedPolicyResources()
+	for _, id := range []string{"SourceGuardrailPolicy", "RedriveSourceQueuesPolicy"} {
+		pol, ok := policies[id]
+		if !ok {
+			t.Fatalf("no %s with %d registered sources", id, len(arns))
+		}
+		if n := iamSize(pol.PolicyDocument); n > managedPolicyLimit {
+			t.Errorf("%s with %d registered sources (4,096 bytes): %d characters, IAM allows %d", id, len(arns), n, managedPolicyLimit)
+		} else {
+			t.Logf("%s with %d registered sources (4,096 bytes): %d characters", id, len(arns), n)
+		}
+	}
+	if tpl := openWith(t, nil); conditionHolds(tpl, tpl.Resources["SourceGuardrailPolicy"]) {
+		t.Error("SourceGuardrailPolicy without registered sources: a deny on no resource")
 	}
 }
