@@ -12,65 +12,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/faults"
+	"github.com/dlqquarantine/dlqq/shared/dev/latency"
 )
 
-// Model is the latency of one AWS call from a Lambda function in the
-// same region, by kind of call. The emulators answer in microseconds;
-// only the model says how long a function runs on AWS. The figures are
-// assumptions (typical single-digit-millisecond DynamoDB calls, tens of
-// milliseconds for an S3 PUT), not measurements; docs/operations.md
-// "Storm capacity" states them.
-type Model struct {
-	DynamoDBRead     time.Duration // GetItem, BatchGetItem, Query
-	DynamoDBWrite    time.Duration // PutItem, UpdateItem, DeleteItem
-	DynamoDBTransact time.Duration // TransactWriteItems
-	S3Put            time.Duration // PutObject
-	S3Other          time.Duration // GET, HEAD, LIST
-	KMSCall          time.Duration // Sign, GenerateMac, …
-	Other            time.Duration
-}
-
-// DefaultModel is the model `make capacity` uses.
-var DefaultModel = Model{
-	DynamoDBRead: 5 * time.Millisecond, DynamoDBWrite: 6 * time.Millisecond, DynamoDBTransact: 10 * time.Millisecond,
-	S3Put: 25 * time.Millisecond, S3Other: 15 * time.Millisecond, KMSCall: 10 * time.Millisecond, Other: 10 * time.Millisecond,
-}
-
-func (m Model) String() string {
-	return fmt.Sprintf("DynamoDB read %s, write %s, TransactWriteItems %s; S3 PUT %s, other S3 %s; KMS %s; other %s",
-		ms(m.DynamoDBRead), ms(m.DynamoDBWrite), ms(m.DynamoDBTransact), ms(m.S3Put), ms(m.S3Other), ms(m.KMSCall), ms(m.Other))
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%g ms", float64(d)/float64(time.Millisecond)) }
-
-func (m Model) latency(op string) time.Duration {
-	svc, name, _ := strings.Cut(op, " ")
-	switch svc {
-	case "dynamodb":
-		switch name {
-		case "PutItem", "UpdateItem", "DeleteItem":
-			return m.DynamoDBWrite
-		case "TransactWriteItems":
-			return m.DynamoDBTransact
-		}
-		return m.DynamoDBRead
-	case "s3":
-		if name == "PutObject" {
-			return m.S3Put
-		}
-		return m.S3Other
-	case "kms":
-		return m.KMSCall
+// describe is the model as `make capacity` prints it: each median, by
+// "service Operation" or service, sorted.
+func describe(m latency.Model) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m.By)) {
+		parts = append(parts, fmt.Sprintf("%s %g ms", k, float64(m.By[k])/float64(time.Millisecond)))
 	}
-	return m.Other
+	return strings.Join(parts, ", ")
 }
 
-// Calls is an HTTP client that adds the model's latency to every request
-// and counts the requests by operation, and the bytes of every S3
-// PutObject.
+// Calls is an HTTP client that adds the model's median latency to every
+// request (latency.Model.Median: the same figures as the benchmarks',
+// without their jitter, so that a projection is repeatable) and counts the
+// requests by operation, and the bytes of every S3 PutObject.
 type Calls struct {
 	Base  aws.HTTPClient
-	Model Model
+	Model latency.Model
 
 	mu       sync.Mutex
 	ops      map[string]int
@@ -78,7 +39,7 @@ type Calls struct {
 }
 
 // NewCalls wraps base.
-func NewCalls(base aws.HTTPClient, m Model) *Calls {
+func NewCalls(base aws.HTTPClient, m latency.Model) *Calls {
 	if base == nil {
 		base = http.DefaultClient
 	}
@@ -94,7 +55,7 @@ func (c *Calls) Do(req *http.Request) (*http.Response, error) {
 		c.putBytes += req.ContentLength
 	}
 	c.mu.Unlock()
-	time.Sleep(c.Model.latency(op))
+	time.Sleep(c.Model.Median(op))
 	return c.Base.Do(req)
 }
 

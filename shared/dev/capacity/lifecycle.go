@@ -85,7 +85,7 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 	if layout.Range != "" {
 		reads.Keys = append(reads.Keys, layout.Range)
 	}
-	calls := NewCalls(latency.AWS.Client(st.AWS.HTTPClient, 1), Model{})
+	calls := NewCalls(latency.AWS.Client(st.AWS.HTTPClient, 1), latency.Model{})
 	cfg := st.AWS.Copy()
 	cfg.APIOptions = append(cfg.APIOptions, rec.APIOption, reads.APIOption)
 	clients := awsclients.New(cfg, awsclients.Options{Local: true, HTTPClient: calls})

@@ -14,6 +14,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/capacity"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/latency"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
@@ -82,7 +83,7 @@ func TestLifecycleOnTheEmulator(t *testing.T) {
 // so that it is priced right: a listing and a tagging are PUT-priced, a
 // retention read GET-priced, a delete free.
 func TestS3RequestsArePricedByWhatTheyAre(t *testing.T) {
-	calls := capacity.NewCalls(okClient{}, capacity.Model{})
+	calls := capacity.NewCalls(okClient{}, latency.Model{})
 	for _, u := range []struct{ method, url string }{
 		{"GET", "http://s3.local/b?list-type=2&prefix=ledger%2F"},
 		{"GET", "http://s3.local/b?versions&prefix=ledger%2F"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/latency"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -39,8 +40,9 @@ type Options struct {
 	InvalidShare float64
 	// Seed makes the storm repeatable.
 	Seed uint64
-	// Model is the latency model (DefaultModel when zero).
-	Model Model
+	// Model is the latency model (latency.AWS, the benchmarks' model, when
+	// it has no figures).
+	Model latency.Model
 	// Workers is how many ingest invocations run at once in the
 	// simulation (default: the template mapping's MaximumConcurrency, at
 	// most 4). The durations are wall time, CPU included: on a machine of
@@ -74,8 +76,8 @@ func (o *Options) defaults() {
 	case o.InvalidShare < 0:
 		o.InvalidShare = 0
 	}
-	if o.Model == (Model{}) {
-		o.Model = DefaultModel
+	if len(o.Model.By) == 0 {
+		o.Model = latency.AWS
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
