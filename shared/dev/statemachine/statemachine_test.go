@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"pgregory.net/rapid"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
 	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
@@ -56,7 +54,11 @@ func TestLifecycleProperties(t *testing.T) {
 		// Each check's records and its source's marker go when it ends:
 		// the sweeper lists every source the table names, so sources kept
 		// from earlier checks would make each check slower than the last.
-		defer removeItems(rt, stack.Clients.DynamoDB, table, name+"#", "#src#"+name)
+		defer func() {
+			if err := storetest.RemoveSource(ctx, stack.Clients.DynamoDB, table, name); err != nil {
+				rt.Fatal(err)
+			}
+		}()
 		src := &quarantine.Source{Name: name, ARN: "arn:aws:sqs:us-east-1:000000000000:" + name, IdempotencyPointer: "/k", RedriveCap: 2}
 		clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		q := ingest.NewQuarantiner(store, payloads, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{name: src}})
@@ -148,29 +150,6 @@ func TestLifecycleProperties(t *testing.T) {
 			check(rt, store, name, keys, model)
 		}
 	})
-}
-
-// removeItems deletes every item whose id starts with prefix, and the
-// item whose id is marker (a source's marker, dynamostore's layout).
-func removeItems(rt *rapid.T, api *dynamodb.Client, table, prefix, marker string) {
-	ctx := context.Background()
-	p := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{
-		TableName:                 aws.String(table),
-		FilterExpression:          aws.String("begins_with(dlq_id, :p) OR dlq_id = :m"),
-		ProjectionExpression:      aws.String("dlq_id"),
-		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: prefix}, ":m": &ddbtypes.AttributeValueMemberS{Value: marker}},
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		for _, item := range page.Items {
-			if _, err := api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{"dlq_id": item["dlq_id"]}}); err != nil {
-				rt.Fatal(err)
-			}
-		}
-	}
 }
 
 // check compares every record with the model: only legal transitions, the
