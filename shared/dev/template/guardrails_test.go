@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 )
 
@@ -26,12 +28,18 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	// Registered sources, one in another account and Region.
 	registered := []string{"arn:aws:sqs:eu-west-1:111122223333:payments", "arn:aws:sqs:eu-west-1:111122223333:meter-reads.fifo",
 		"arn:aws:sqs:us-east-2:444455556666:partner-events"}
+	// Their keys, and the attached DLQ's.
+	sourceKeys := []string{"arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-00000000bbbb",
+		"arn:aws:kms:us-east-2:444455556666:key/0f1e2d3c-0000-4000-8000-00000000cccc"}
+	const extraDLQKey = "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-00000000dddd"
 	s := openStack(t, map[string]any{
 		"ExtraDLQArn":              "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq",
 		"ExtraSourceQueueArn":      "arn:aws:sqs:eu-west-1:111122223333:legacy-source",
 		"ExternalAlarmTopicArn":    pager,
 		"ExternalAlarmTopicKeyArn": pagerKey,
 		"SourceQueueArns":          strings.Join(registered, ","),
+		"SourceKmsKeyArns":         strings.Join(sourceKeys, ","),
+		"ExtraDLQKmsKeyArn":        extraDLQKey,
 	})
 	arn := func(service, rest string) string {
 		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
@@ -115,6 +123,13 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:SendMessageBatch",
 			"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask", "sqs:AddPermission"} {
 			denied = append(denied, q(a, src, nil))
+		}
+	}
+	// Their keys and the attached DLQ's: disabled, deleted or re-policied,
+	// the queue's messages can no longer be read and expire unreplayed.
+	for _, k := range append(sourceKeys, extraDLQKey) {
+		for _, a := range []string{"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant", "kms:UpdateKeyDescription"} {
+			denied = append(denied, q(a, k, nil))
 		}
 	}
 	// The table: its resource policy, its backups and exports.
@@ -314,28 +329,79 @@ func TestBothTamperRulesPageTheExternalTopic(t *testing.T) {
 // as CloudFormation takes a parameter (4,096 bytes) in aws-us-gov, whose
 // ARNs are the longest.
 func TestRegisteredSourcePoliciesFitWithTheLongestList(t *testing.T) {
-	var arns []string
-	for i := 0; ; i++ {
-		a := fmt.Sprintf("arn:aws-us-gov:sqs:us-gov-west-1:111122223333:%s-%03d", strings.Repeat("q", 72), i)
-		if len(strings.Join(append(arns, a), ",")) > 4096 {
-			break
-		}
-		arns = append(arns, a)
-	}
-	tpl := openWith(t, map[string]any{"SourceQueueArns": strings.Join(arns, ",")})
-	policies := tpl.GetAllIAMManagedPolicyResources()
-	for _, id := range []string{"SourceGuardrailPolicy", "RedriveSourceQueuesPolicy"} {
-		pol, ok := policies[id]
-		if !ok {
-			t.Fatalf("no %s with %d registered sources", id, len(arns))
-		}
-		if n := iamSize(pol.PolicyDocument); n > managedPolicyLimit {
-			t.Errorf("%s with %d registered sources (4,096 bytes): %d characters, IAM allows %d", id, len(arns), n, managedPolicyLimit)
-		} else {
-			t.Logf("%s with %d registered sources (4,096 bytes): %d characters", id, len(arns), n)
+	// fill is as many ARNs of arn(i) as fit in a parameter: long ones, and
+	// the shortest valid ones (more ARNs, so more of the policy's quotes
+	// and commas).
+	fill := func(arn func(i int) string) string {
+		var arns []string
+		for i := 0; ; i++ {
+			if len(strings.Join(append(arns, arn(i)), ",")) > 4096 {
+				return strings.Join(arns, ",")
+			}
+			arns = append(arns, arn(i))
 		}
 	}
-	if tpl := openWith(t, nil); conditionHolds(tpl, tpl.Resources["SourceGuardrailPolicy"]) {
-		t.Error("SourceGuardrailPolicy without registered sources: a deny on no resource")
+	for _, c := range []struct{ name, queues, keys string }{
+		{"long", fill(func(i int) string {
+			return fmt.Sprintf("arn:aws-us-gov:sqs:us-gov-west-1:111122223333:%s-%03d", strings.Repeat("q", 72), i)
+		}), fill(func(i int) string {
+			return fmt.Sprintf("arn:aws-us-gov:kms:us-gov-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-%012d", i)
+		})},
+		{"short", fill(func(i int) string { return fmt.Sprintf("arn:aws:sqs:x:111122223333:%d", i) }),
+			fill(func(i int) string { return fmt.Sprintf("arn:aws:kms:x:111122223333:key/%d", i) })},
+	} {
+		tpl := openWith(t, map[string]any{"SourceQueueArns": c.queues, "SourceKmsKeyArns": c.keys})
+		policies := tpl.GetAllIAMManagedPolicyResources()
+		for _, id := range []string{"SourceGuardrailPolicy", "RedriveSourceQueuesPolicy", "SourceKeyGuardrailPolicy", "RedriveSourceKeysPolicy"} {
+			pol, ok := policies[id]
+			if !ok {
+				t.Fatalf("no %s with a whole parameter of ARNs", id)
+			}
+			if n := iamSize(pol.PolicyDocument); n > managedPolicyLimit {
+				t.Errorf("%s with a whole parameter of %s ARNs (4,096 bytes): %d characters, IAM allows %d", id, c.name, n, managedPolicyLimit)
+			} else {
+				t.Logf("%s with a whole parameter of %s ARNs (4,096 bytes): %d characters", id, c.name, n)
+			}
+		}
+	}
+	tpl := openWith(t, nil)
+	for _, id := range []string{"SourceGuardrailPolicy", "SourceKeyGuardrailPolicy"} {
+		if conditionHolds(tpl, tpl.Resources[id]) {
+			t.Errorf("%s without registered sources: a deny on no resource", id)
+		}
+	}
+}
+
+// A managed policy's Description cannot change in place: CloudFormation
+// replaces the policy (AWS::IAM::ManagedPolicy, Description: "Update
+// requires: Replacement"), which gives it a new ARN (the stack's exports
+// change, and an importing stack blocks the update) and deletes the one
+// operators and auditors hold. Every managed policy's description is
+// pinned here as deployed; a new policy adds its own.
+func TestManagedPolicyDescriptionsNeverChange(t *testing.T) {
+	want := map[string]string{
+		"OperatorPolicy":            "dlqctl): read the quarantine and its health; every change goes through the operator endpoint (verified caller) or the redrive function. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"AuditorPolicy":             "verify digest signatures; change nothing. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"GuardrailPolicy":           ": what operators and auditors must never do, whatever else they hold. Attach with WatchGuardrailPolicy and OperatorPolicy or AuditorPolicy.",
+		"WatchGuardrailPolicy":      ": never destroy or forge dead letters, blind the ledger or silence the alarms. Attach with GuardrailPolicy.",
+		"SourceGuardrailPolicy":     ": never forge, purge, receive, move or reconfigure the registered source queues (SourceQueueArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"SourceKeyGuardrailPolicy":  ": never disable, delete, re-policy or grant on the registered source queues' keys (SourceKmsKeyArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"RedriveSourceQueuesPolicy": "The registered source queues the redrive and operator functions replay into (SourceQueueArns).",
+		"RedriveSourceKeysPolicy":   "The KMS keys of the registered source queues (SourceKmsKeyArns), through SQS only.",
+	}
+	policies := openWith(t, map[string]any{"SourceQueueArns": "arn:aws:sqs:eu-west-1:111122223333:orders", "SourceKmsKeyArns": "arn:aws:kms:eu-west-1:111122223333:key/1"}).GetAllIAMManagedPolicyResources()
+	for id, pol := range policies {
+		w, ok := want[id]
+		switch {
+		case !ok:
+			t.Errorf("managed policy %s has no pinned description: add it here (its description can never change)", id)
+		case pol.Description == nil || !strings.HasSuffix(*pol.Description, w):
+			t.Errorf("%s's description changed: %q; CloudFormation would replace the policy (a new ARN, the one people hold deleted)", id, aws.ToString(pol.Description))
+		}
+	}
+	for id := range want {
+		if _, ok := policies[id]; !ok {
+			t.Errorf("pinned managed policy %s is not in the template", id)
+		}
 	}
 }

@@ -450,13 +450,14 @@ func TestLedgerAlarms(t *testing.T) {
 // of a user it is attached to: "deny", "allow" or "".
 // attachedWith is what a person is given with a managed policy: the
 // operator's and the auditor's policy each go with the guardrail
-// policies (docs/template.md; SourceGuardrailPolicy only on a stack with
-// registered sources, which managedEffect skips where the stack has
-// none); any other policy alone.
+// policies (docs/template.md; SourceGuardrailPolicy and
+// SourceKeyGuardrailPolicy only on a stack with registered sources and
+// keys, which managedEffect skips where the stack has none); any other
+// policy alone.
 func attachedWith(policyID string) []string {
 	switch policyID {
 	case "OperatorPolicy", "AuditorPolicy":
-		return []string{policyID, "GuardrailPolicy", "WatchGuardrailPolicy", "SourceGuardrailPolicy"}
+		return []string{policyID, "GuardrailPolicy", "WatchGuardrailPolicy", "SourceGuardrailPolicy", "SourceKeyGuardrailPolicy"}
 	}
 	return []string{policyID}
 }
@@ -469,7 +470,7 @@ func managedEffect(t *testing.T, s *stack, policyID string, q request) string {
 	q.Context = ctx
 	var statements []statement
 	for _, id := range attachedWith(policyID) {
-		if _, ok := s.resources[id]; !ok && id == "SourceGuardrailPolicy" {
+		if _, ok := s.resources[id]; !ok && strings.HasPrefix(id, "Source") {
 			continue // a stack without registered sources
 		}
 		statements = append(statements, namedStatements(id, props(s.resources[id])["PolicyDocument"], true)...)
