@@ -40,9 +40,15 @@ func (r *run) batch(ctx context.Context, ids []string) (int, error) {
 // larger than this is a batch of its own.
 const MaxBatchBytes = 16 << 20
 
-// replaySize is the size of the body a replay of rec sends (its latest
-// correction's, else its own), as the record says.
+// replaySize is the size of what a replay of rec sends, as the record
+// says: the body (its latest correction's, else its own) and the message
+// attributes (claim-checked or inline), which SQS counts in a message's
+// size too and a claim holds as long as the body.
 func replaySize(rec *quarantine.Record) int64 {
+	return bodySize(rec) + attributesSize(rec)
+}
+
+func bodySize(rec *quarantine.Record) int64 {
 	if c := rec.Latest(); c != nil {
 		if c.BodyRef != nil {
 			return refSize(c.BodyRef)
@@ -53,6 +59,17 @@ func replaySize(rec *quarantine.Record) int64 {
 		return refSize(rec.BodyRef)
 	}
 	return int64(len(rec.Body))
+}
+
+func attributesSize(rec *quarantine.Record) int64 {
+	if rec.AttributesRef != nil {
+		return refSize(rec.AttributesRef)
+	}
+	var n int64
+	for name, a := range rec.Attributes {
+		n += int64(len(name) + len(a.DataType) + len(a.StringValue) + len(a.BinaryValue))
+	}
+	return n
 }
 
 // refSize is the size a claim-check reference says, or, when it says

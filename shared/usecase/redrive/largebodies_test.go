@@ -106,13 +106,14 @@ func TestAGroupCutByTheBatchBytesWaitsForItsFailedSend(t *testing.T) {
 	e.src.Schema, e.src.SchemaVersion = nil, ""
 	const n = 40
 	var ids []string
+	var versions []int64
 	for i := range n {
 		b := fmt.Sprintf(`{"event_id":"big-%03d","pad":%q}`, i, strings.Repeat("x", 600<<10))
 		out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: fmt.Sprint("big-", i), Body: []byte(b), SourceARN: e.src.ARN, ReceiveCount: 2, MessageGroupID: "one"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, out.Record.DLQID)
+		ids, versions = append(ids, out.Record.DLQID), append(versions, out.Record.Version)
 		e.clock.Advance(time.Millisecond)
 	}
 	e.clock.Advance(time.Second + redrive.IndexSettleGuard)
@@ -139,9 +140,12 @@ func TestAGroupCutByTheBatchBytesWaitsForItsFailedSend(t *testing.T) {
 	if rep.Redriven.Count != first-1 || rep.Failed.Count != 1 {
 		t.Fatalf("redriven %d, failed %d; want %d and 1", rep.Redriven.Count, rep.Failed.Count, first-1)
 	}
-	for _, id := range ids[first:] {
-		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined {
-			t.Fatalf("%s after the failed send: %s", id, r.Status)
+	// Past the cut nothing was claimed at all (a claim given back would
+	// leave the status as it was, a version later): the rest of the ids
+	// were the next batch's, which the failed send's block held back.
+	for i, id := range ids[first:] {
+		if r := e.get(t, id); r.Status != quarantine.StatusQuarantined || r.Version != versions[first+i] {
+			t.Fatalf("%s after the failed send: %s, version %d (was %d)", id, r.Status, r.Version, versions[first+i])
 		}
 	}
 }
