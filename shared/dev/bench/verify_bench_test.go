@@ -3,6 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -26,6 +30,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/adapter/kmssign"
 	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/dev/heappeak"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -267,33 +272,14 @@ func writeSourceMarker(b *testing.B, st *embedded.Stack, table string, r *quaran
 // shards' heads.
 func writeSegments(b *testing.B, objs s3store.LedgerObjects, entries [][]dl.Entry) []dl.Head {
 	b.Helper()
+	segs, heads := buildSegments(b, entries)
 	type put struct {
 		key string
 		raw []byte
 	}
 	var puts []put
-	var heads []dl.Head
-	for s, es := range entries {
-		shard := fmt.Sprintf("shardId-%020d", s)
-		var prev *dl.Ref
-		var h dl.Head
-		for i := 0; i < len(es); i += verifySegment {
-			seg, err := dl.NewSegment("bench-stream", shard, prev, es[i:min(i+verifySegment, len(es))])
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw, err := seg.Encode()
-			if err != nil {
-				b.Fatal(err)
-			}
-			key := dl.SegmentKey(shard, seg.FirstSeq)
-			puts = append(puts, put{key, raw})
-			prev = &dl.Ref{Key: key, SHA256: dl.SHA256Hex(raw)}
-			h = dl.Head{Shard: shard, LastSeq: seg.LastSeq, SegmentKey: key, SegmentSHA256: prev.SHA256, Segments: h.Segments + 1}
-		}
-		if h.Segments > 0 {
-			heads = append(heads, h)
-		}
+	for key, raw := range segs {
+		puts = append(puts, put{key, raw})
 	}
 	ctx := context.Background()
 	until := time.Now().Add(24 * time.Hour)
@@ -323,4 +309,122 @@ func writeSegments(b *testing.B, objs s3store.LedgerObjects, entries [][]dl.Entr
 		b.Fatal(first)
 	}
 	return heads
+}
+
+// buildSegments chains each shard's entries into segments of
+// verifySegment changes, as the ledger function writes them; it returns
+// them by key, and the shards' heads.
+func buildSegments(b *testing.B, entries [][]dl.Entry) (map[string][]byte, []dl.Head) {
+	b.Helper()
+	segs := map[string][]byte{}
+	var heads []dl.Head
+	for s, es := range entries {
+		shard := fmt.Sprintf("shardId-%020d", s)
+		var prev *dl.Ref
+		var h dl.Head
+		for i := 0; i < len(es); i += verifySegment {
+			seg, err := dl.NewSegment("bench-stream", shard, prev, es[i:min(i+verifySegment, len(es))])
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw, err := seg.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := dl.SegmentKey(shard, seg.FirstSeq)
+			segs[key] = raw
+			prev = &dl.Ref{Key: key, SHA256: dl.SHA256Hex(raw)}
+			h = dl.Head{Shard: shard, LastSeq: seg.LastSeq, SegmentKey: key, SegmentSHA256: prev.SHA256, Segments: h.Segments + 1}
+		}
+		if h.Segments > 0 {
+			heads = append(heads, h)
+		}
+	}
+	return segs, heads
+}
+
+// BenchmarkVerifyVersions runs the ledger's verification alone
+// (ledger.Verify, in memory, no emulator) on DLQQ_VERIFY_BENCH_VERSIONS
+// versions (300,000 unless set: make bench's VERIFY_VERSIONS): real
+// records (storetest.Record, about 3 KB each) in 3 versions each over 4
+// shards of 100-change segments, with the checks dlqctl verify runs on
+// them (dynamostore's version, approval and index-key checks; the writer
+// proofs, which need KMS, are left out). It reports versions verified per
+// second and the Go heap Verify held above its input (heappeak): the
+// objects (garbage included, at this process's GOGC) and the live heap,
+// in total and per version.
+func BenchmarkVerifyVersions(b *testing.B) {
+	versions := 300000
+	if s := os.Getenv("DLQQ_VERIFY_BENCH_VERSIONS"); s != "" {
+		var err error
+		if versions, err = strconv.Atoi(s); err != nil || versions < verifyVersions {
+			b.Fatalf("DLQQ_VERIFY_BENCH_VERSIONS=%q", s)
+		}
+	}
+	records := versions / verifyVersions
+	newest, entries := verifyLedgerData(b, records)
+	segs, heads := buildSegments(b, entries)
+	entries = nil
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	d := dl.NewDigest(1, now, "bench-stream", "key", dl.AlgECDSA, nil, heads)
+	h, err := d.SigningHash()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.Signature = base64.StdEncoding.EncodeToString(sig)
+	rawDigest, err := d.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := dl.Input{Segments: segs, Digests: map[string][]byte{dl.DigestKey(1): rawDigest}, PublicKeyDER: der, Now: now,
+		CheckVersion: dynamostore.LedgerVersionCheck(), CheckAll: dynamostore.LedgerApprovalCheck(), IndexKey: dynamostore.IndexKeyOf, MaxDigestAge: -1}
+	var segmentBytes int
+	for _, raw := range segs {
+		segmentBytes += len(raw)
+	}
+	for _, r := range newest {
+		item, err := dynamostore.Marshal(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		it, err := dynamostore.LedgerItem(item)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.Items = append(in.Items, it)
+	}
+	newest = nil
+	b.ResetTimer()
+	for range b.N {
+		var res dl.Result
+		start := time.Now()
+		peak := heappeak.Measure(func() { res = dl.Verify(in) })
+		took := time.Since(start)
+		if !res.OK() || res.Entries != records*verifyVersions {
+			b.Fatalf("%d problems (%v), %d entries", len(res.Problems), firstProblems(res.Problems), res.Entries)
+		}
+		const mib = 1 << 20
+		b.ReportMetric(float64(res.Entries)/took.Seconds(), "versions/s")
+		b.ReportMetric(float64(peak.Objects)/mib, "peak-heap-MiB")
+		b.ReportMetric(float64(peak.Live)/mib, "peak-live-MiB")
+		b.ReportMetric(float64(peak.Objects)/float64(res.Entries)/1024, "heap-KiB/version")
+		b.ReportMetric(float64(peak.Live)/float64(res.Entries)/1024, "live-KiB/version")
+		b.ReportMetric(float64(segmentBytes)/float64(res.Entries)/1024, "segment-KiB/version")
+	}
+}
+
+func firstProblems(ps []dl.Problem) []dl.Problem {
+	return ps[:min(len(ps), 3)]
 }
