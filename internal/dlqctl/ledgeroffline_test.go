@@ -1,11 +1,6 @@
 package dlqctl_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +9,7 @@ import (
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/dev/testkeys"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -157,21 +153,8 @@ func TestVerifyOfflineNamesTampering(t *testing.T) {
 		{"version removed from the middle", func(x tamperable) { x.removeVersion(a.DLQID, 2, 2) },
 			[]string{"  MISMATCH " + a.DLQID + ": version-missing: version 2 missing", "  MISMATCH ledger/digests/000000000001.json: digest-signature: "}},
 		{"digest re-signed with another key", func(x tamperable) {
-			k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := x.digest(2)
-			h, err := d.SigningHash()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sig, err := ecdsa.SignASN1(rand.Reader, k, h[:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			d.Signature = base64.StdEncoding.EncodeToString(sig)
-			x.write(dl.DigestKey(2), d)
+			k, _ := testkeys.ECDSA(t)
+			x.write(dl.DigestKey(2), testkeys.SignDigest(t, k, x.digest(2)))
 		}, []string{"  MISMATCH ledger/digests/000000000002.json: digest-signature: digest 2: signature does not verify"}},
 		{"two digests swapped", func(x tamperable) {
 			one, two := x.read(dl.DigestKey(1)), x.read(dl.DigestKey(2))
@@ -228,14 +211,7 @@ func TestVerifyOfflineNotesWhatItCannotCheck(t *testing.T) {
 		lines = append(append(lines, b...), '\n')
 	}
 	writeFile(t, filepath.Join(dir, dlqctl.ExportTable), lines)
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, der := testkeys.ECDSA(t)
 	writeFile(t, filepath.Join(dir, dlqctl.ExportPublicKey), der)
 	l := &ledgerFixture{t: t}
 	out, _ := l.offline(dir)

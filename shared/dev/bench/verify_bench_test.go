@@ -3,10 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -33,6 +29,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/dev/heappeak"
 	"github.com/dlqquarantine/dlqq/shared/dev/localrunner"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/dev/testkeys"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -365,26 +362,9 @@ func BenchmarkVerifyVersions(b *testing.B) {
 	newest, entries := verifyLedgerData(b, records)
 	segs, heads := buildSegments(b, entries)
 	entries = nil
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		b.Fatal(err)
-	}
+	key, der := testkeys.ECDSA(b)
 	now := time.Now()
-	d := dl.NewDigest(1, now, "bench-stream", "key", dl.AlgECDSA, nil, heads)
-	h, err := d.SigningHash()
-	if err != nil {
-		b.Fatal(err)
-	}
-	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
-	if err != nil {
-		b.Fatal(err)
-	}
-	d.Signature = base64.StdEncoding.EncodeToString(sig)
-	rawDigest, err := d.Encode()
+	rawDigest, err := testkeys.SignDigest(b, key, dl.NewDigest(1, now, "bench-stream", "key", dl.AlgECDSA, nil, heads)).Encode()
 	if err != nil {
 		b.Fatal(err)
 	}

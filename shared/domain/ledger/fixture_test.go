@@ -2,10 +2,6 @@ package ledger_test
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqquarantine/dlqq/shared/dev/testkeys"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
@@ -43,14 +40,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, der := testkeys.ECDSA(t)
 	return &fixture{t: t, key: k, der: der, seq: 1000000000000000000, now: t0, pending: map[string][]ledger.Entry{},
 		heads: map[string]*ledger.Head{}, segs: map[string][]byte{}, digests: map[string][]byte{}, table: map[string]ledger.Item{},
 		baselines: map[string][]byte{}}
@@ -128,16 +118,7 @@ func (f *fixture) putSegment(s ledger.Segment) {
 }
 
 func (f *fixture) sign(d ledger.Digest, k *ecdsa.PrivateKey) ledger.Digest {
-	h, err := d.SigningHash()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	sig, err := ecdsa.SignASN1(rand.Reader, k, h[:])
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	d.Signature = base64.StdEncoding.EncodeToString(sig)
-	return d
+	return testkeys.SignDigest(f.t, k, d)
 }
 
 // digest signs the next digest over the current heads.

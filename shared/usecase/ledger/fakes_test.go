@@ -3,9 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"errors"
 	"slices"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/testkeys"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
 )
 
@@ -255,14 +254,7 @@ type keySigner struct {
 
 func newSigner(t testing.TB) *keySigner {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, der := testkeys.ECDSA(t)
 	return &keySigner{key: k, der: der}
 }
 
