@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/dev/testkeys"
 	dl "github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -196,15 +195,7 @@ func TestVerifyOfflineNotesWhatItCannotCheck(t *testing.T) {
 		if err := quarantine.SealRecord(r); err != nil {
 			t.Fatal(err)
 		}
-		item, err := dynamostore.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it, err := dynamostore.LedgerItem(item)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := json.Marshal(it)
+		b, err := json.Marshal(storetest.LedgerItem(t, r))
 		if err != nil {
 			t.Fatal(err)
 		}

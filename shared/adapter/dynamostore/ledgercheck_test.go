@@ -6,22 +6,13 @@ import (
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
-func ledgerItemOf(t testing.TB, r *quarantine.Record) ledger.Item {
-	t.Helper()
-	sdk, err := dynamostore.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := dynamostore.LedgerItem(sdk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return it
-}
+// ledgerItemOf is r as the ledger holds it.
+func ledgerItemOf(t testing.TB, r *quarantine.Record) ledger.Item { return storetest.LedgerItem(t, r) }
 
 // claimedPair is a sealed record of body quarantined at now (version 1)
 // and its claim by ops (version 2).

@@ -182,14 +182,7 @@ func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) 
 				}
 				r = next
 			}
-			item, err := dynamostore.Marshal(r)
-			if err != nil {
-				b.Fatal(err)
-			}
-			it, err := dynamostore.LedgerItem(item)
-			if err != nil {
-				b.Fatal(err)
-			}
+			it := storetest.LedgerItem(b, r)
 			seqs[shard].Add(seqs[shard], big.NewInt(1))
 			e := dl.Entry{Seq: seqs[shard].String(), Event: dl.EventInsert, At: at, Key: r.DLQID, Item: it}
 			if v > 1 {
@@ -375,15 +368,7 @@ func BenchmarkVerifyVersions(b *testing.B) {
 		segmentBytes += len(raw)
 	}
 	for _, r := range newest {
-		item, err := dynamostore.Marshal(r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		it, err := dynamostore.LedgerItem(item)
-		if err != nil {
-			b.Fatal(err)
-		}
-		in.Items = append(in.Items, it)
+		in.Items = append(in.Items, storetest.LedgerItem(b, r))
 	}
 	newest = nil
 	b.ResetTimer()
