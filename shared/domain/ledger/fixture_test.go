@@ -123,6 +123,13 @@ func (f *fixture) sign(d ledger.Digest, k *ecdsa.PrivateKey) ledger.Digest {
 
 // digest signs the next digest over the current heads.
 func (f *fixture) digest() string {
+	return f.digestWith(func(d *ledger.Digest) { d.Baseline = f.baseRef })
+}
+
+// digestWith signs the next digest over the current heads, as set sets
+// its other members, and returns its key.
+func (f *fixture) digestWith(set func(*ledger.Digest)) string {
+	f.t.Helper()
 	var heads []ledger.Head
 	for _, h := range f.heads {
 		heads = append(heads, *h)
@@ -134,7 +141,7 @@ func (f *fixture) digest() string {
 		prev = &ledger.DigestPrev{Key: ledger.DigestKey(f.last.N), SHA256: ledger.SHA256Hex(f.lastRaw), Signature: f.last.Signature}
 	}
 	d := ledger.NewDigest(n, f.now, arn, "key", ledger.AlgECDSA, prev, heads)
-	d.Baseline = f.baseRef
+	set(&d)
 	d = f.sign(d, f.key)
 	raw, err := d.Encode()
 	if err != nil {
@@ -220,5 +227,21 @@ func (f *fixture) named(kind ledger.Kind, where, what string) {
 	f.t.Helper()
 	if res := ledger.Verify(f.input()); !res.Has(kind, where) {
 		f.t.Fatalf("%s: %v", what, res.Problems)
+	}
+}
+
+// named is a problem a test wants Verify to name: its kind and subject.
+type named struct {
+	kind    ledger.Kind
+	subject string
+}
+
+// wantNamed fails t for each of want that res does not name.
+func wantNamed(t *testing.T, res ledger.Result, want ...named) {
+	t.Helper()
+	for _, w := range want {
+		if !res.Has(w.kind, w.subject) {
+			t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
+		}
 	}
 }

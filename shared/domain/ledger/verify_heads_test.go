@@ -49,10 +49,7 @@ func evidenced(t *testing.T) (*fixture, ledger.Head) {
 }
 
 // The evidence evidenced holds, which Verify names whatever the heads say.
-var evidence = []struct {
-	kind    ledger.Kind
-	subject string
-}{{ledger.KindForged, "src#f"}, {ledger.KindDeleted, "src#d"}, {ledger.KindRewritten, "src#r"}}
+var evidence = []named{{ledger.KindForged, "src#f"}, {ledger.KindDeleted, "src#d"}, {ledger.KindRewritten, "src#r"}}
 
 func TestVerifyKeepsItsEvidenceWhenAHeadLies(t *testing.T) {
 	t.Parallel()
@@ -160,11 +157,7 @@ func TestVerifyKeepsItsEvidenceWhenAHeadLies(t *testing.T) {
 					t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
 				}
 			}
-			for _, w := range evidence {
-				if !res.Has(w.kind, w.subject) {
-					t.Errorf("the evidence is lost: no %s naming %s in %v", w.kind, w.subject, res.Problems)
-				}
-			}
+			wantNamed(t, res, evidence...) // the evidence is kept
 			if got := res.Entries - res.Unanchored; got != c.anchored {
 				t.Errorf("%d entries anchored (%d of %d not yet), want %d", got, res.Unanchored, res.Entries, c.anchored)
 			}
@@ -181,11 +174,7 @@ func TestVerifyEvidencedLedgerAsIs(t *testing.T) {
 	if len(res.Problems) != len(evidence) || res.Unanchored != 0 {
 		t.Fatalf("problems %v, %d not yet anchored; want the evidence only", res.Problems, res.Unanchored)
 	}
-	for _, w := range evidence {
-		if !res.Has(w.kind, w.subject) {
-			t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
-		}
-	}
+	wantNamed(t, res, evidence...)
 }
 
 // A fork that no signed digest supports: the chain follows the branch
@@ -203,14 +192,7 @@ func TestVerifyFollowsTheFirstWrittenBranchOfAnUnsignedFork(t *testing.T) {
 	f.write("shard-1", "src#n", 1)
 	other := f.flush("shard-1")
 	res := ledger.Verify(f.input())
-	for _, w := range []struct {
-		kind    ledger.Kind
-		subject string
-	}{{ledger.KindSegmentChain, first.SegmentKey}, {ledger.KindSegmentOffChain, other}, {ledger.KindForged, "src#f"}, {ledger.KindUnledgered, "src#n"}} {
-		if !res.Has(w.kind, w.subject) {
-			t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
-		}
-	}
+	wantNamed(t, res, named{ledger.KindSegmentChain, first.SegmentKey}, named{ledger.KindSegmentOffChain, other}, named{ledger.KindForged, "src#f"}, named{ledger.KindUnledgered, "src#n"})
 	if res.Has(ledger.KindSegmentOffChain, branch) {
 		t.Errorf("the first-written branch %s is off-chain: %v", branch, res.Problems)
 	}
@@ -230,14 +212,7 @@ func TestVerifyStartsAtTheFirstWrittenOfTwoUnsignedRoots(t *testing.T) {
 	f.write("shard-1", "src#n", 1)
 	other := f.flush("shard-1")
 	res := ledger.Verify(f.input())
-	for _, w := range []struct {
-		kind    ledger.Kind
-		subject string
-	}{{ledger.KindSegmentChain, root}, {ledger.KindSegmentChain, other}, {ledger.KindSegmentOffChain, other}, {ledger.KindForged, "src#f"}, {ledger.KindUnledgered, "src#n"}} {
-		if !res.Has(w.kind, w.subject) {
-			t.Errorf("no %s naming %s in %v", w.kind, w.subject, res.Problems)
-		}
-	}
+	wantNamed(t, res, named{ledger.KindSegmentChain, root}, named{ledger.KindSegmentChain, other}, named{ledger.KindSegmentOffChain, other}, named{ledger.KindForged, "src#f"}, named{ledger.KindUnledgered, "src#n"})
 	if res.Has(ledger.KindSegmentOffChain, root) {
 		t.Errorf("the first-written root %s is off-chain: %v", root, res.Problems)
 	}

@@ -12,29 +12,11 @@ import (
 // the mapping and the canary it wrote (nil: the member is absent).
 func (f *fixture) pipelineDigest(seen *ledger.MappingSeen, canary *ledger.CanaryRef) string {
 	f.t.Helper()
-	var heads []ledger.Head
-	for _, h := range f.heads {
-		heads = append(heads, *h)
-	}
-	n := int64(1)
-	var prev *ledger.DigestPrev
-	if f.last != nil {
-		n = f.last.N + 1
-		prev = &ledger.DigestPrev{Key: ledger.DigestKey(f.last.N), SHA256: ledger.SHA256Hex(f.lastRaw), Signature: f.last.Signature}
-	}
-	d := ledger.NewDigest(n, f.now, arn, "key", ledger.AlgECDSA, prev, heads)
-	d.Mapping, d.Canary = seen, canary
-	d = f.sign(d, f.key)
-	raw, err := d.Encode()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if back, err := ledger.ParseDigest(raw); err != nil || back.Mapping == nil != (seen == nil) || back.Canary == nil != (canary == nil) {
+	key := f.digestWith(func(d *ledger.Digest) { d.Mapping, d.Canary = seen, canary })
+	if back, err := ledger.ParseDigest(f.digests[key]); err != nil || back.Mapping == nil != (seen == nil) || back.Canary == nil != (canary == nil) {
 		f.t.Fatalf("the digest's pipeline members do not read back: %+v %v", back, err)
 	}
-	f.digests[ledger.DigestKey(n)] = raw
-	f.last, f.lastRaw = &d, raw
-	return ledger.DigestKey(n)
+	return key
 }
 
 // canary writes canary n on shard (not yet flushed) and returns it as the
