@@ -10,14 +10,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
-	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/domain/archive"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
-	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
 )
 
@@ -39,18 +36,7 @@ func TestVerifyNamesDeleteMarkersAndSecondVersions(t *testing.T) {
 	l.create("c")
 	l.drain()
 	l.digest()
-	forged := *a
-	forged.FailureReason = "nothing to see"
-	if err := quarantine.SealRecord(&forged); err != nil {
-		t.Fatal(err)
-	}
-	item, err := dynamostore.Marshal(&forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.st.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	l.rewrite(a)
 	l.drain()
 	before, _, code := l.run(false, "verify")
 	if code != dlqctl.ExitMismatch || !strings.Contains(before, "  MISMATCH "+a.DLQID+": rewritten: ") {

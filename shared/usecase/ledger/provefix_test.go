@@ -200,16 +200,7 @@ func TestARememberedTipIsCheckedForASuccessor(t *testing.T) {
 	if resp, err := other.HandleStream(context.Background(), batch("shard-1", recs[0:4])); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("HandleStream: %+v, %v", resp, err)
 	}
-	if r.state.heads["shard-1"].Segments != 2 {
-		t.Fatalf("head %+v, want the late segment", r.state.heads["shard-1"])
-	}
-	r.setHead(first)
-	s.write("shard-1", "src#after", 1)
-	r.handle(batch("shard-1", s.recs["shard-1"][8:]))
-	if h := r.state.heads["shard-1"]; h.Segments != 3 {
-		t.Fatalf("head %+v, want a third segment after the late one", h)
-	}
-	r.exact(s)
+	r.afterTheLateSegment(t, s, first)
 }
 
 // A head item with oversized strings (a segment key and a last_seq of

@@ -70,6 +70,14 @@ func TestStreamDoesNotForkBesideALateSegment(t *testing.T) {
 	r.handle(batch("shard-1", recs[4:8]))
 	first := r.state.heads["shard-1"]
 	r.handle(batch("shard-1", recs[0:4])) // late: the chain's second segment
+	r.afterTheLateSegment(t, s, first)
+}
+
+// afterTheLateSegment checks that shard-1's head is the late segment (the
+// chain's second), rolls the head back to first, and checks that the next
+// batch is written after the late segment, not beside it.
+func (r *rig) afterTheLateSegment(t *testing.T, s *stream, first Head) {
+	t.Helper()
 	if r.state.heads["shard-1"].Segments != 2 {
 		t.Fatalf("head %+v, want the late segment", r.state.heads["shard-1"])
 	}
