@@ -114,6 +114,22 @@ func (l *ledgerFixture) rewrite(r *quarantine.Record) {
 	}
 }
 
+// streamed creates a record of prefix and lets the ledger take its change
+// in (not yet anchored by a digest).
+func (l *ledgerFixture) streamed(prefix string) {
+	l.t.Helper()
+	l.create(prefix)
+	l.drain()
+}
+
+// anchored creates a record of prefix, lets the ledger take it in and
+// signs a digest over it.
+func (l *ledgerFixture) anchored(prefix string) {
+	l.t.Helper()
+	l.streamed(prefix)
+	l.digest()
+}
+
 func (l *ledgerFixture) drain() {
 	l.t.Helper()
 	if _, err := l.poller.Drain(context.Background()); err != nil {
@@ -243,9 +259,7 @@ func TestVerifyLedgerNamesRewriteAndDeletion(t *testing.T) {
 	l := newLedgerFixture(t)
 	ctx := context.Background()
 	a, b := l.create("a"), l.create("b")
-	l.create("c")
-	l.drain()
-	l.digest()
+	l.anchored("c")
 	l.rewrite(a)
 	if _, err := l.st.Clients.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.table),
 		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: b.DLQID}}}); err != nil {
@@ -329,8 +343,7 @@ func TestVerifyLedgerNotYetAnchored(t *testing.T) {
 	l.drain()
 	l.digest()
 	l.next(a, park)
-	l.create("b")
-	l.drain()
+	l.streamed("b")
 	out, _, code := l.run(false, "verify")
 	if code != 0 {
 		t.Fatalf("verify exit %d:\n%s", code, out)
@@ -348,11 +361,8 @@ func TestVerifyLedgerNotYetAnchored(t *testing.T) {
 // digests, or after the digest schedule stopped, does not verify.
 func TestVerifyOfflineNotesAStaleAnchor(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
-	l.create("b")
-	l.drain()
+	l.anchored("a")
+	l.streamed("b")
 	if out, code := l.offline(l.export()); code != 0 || strings.Contains(out, "changes have waited") {
 		t.Fatalf("fresh (exit %d):\n%s", code, out)
 	}

@@ -66,9 +66,7 @@ func filterTable(t *testing.T, dir string, keep func(id string) bool) {
 // digest the export printed names it, exit 3.
 func TestVerifyOfflineExpectDigestNamesACopyCutShort(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	l.create("b")
 	l.drain()
 	l.digest()
@@ -151,9 +149,7 @@ func TestVerifyOfflineExpectDigestNamesACopyCutShort(t *testing.T) {
 // than the digest age after its newest digest is digest-stale.
 func TestVerifyOfflineAsOf(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	dir, _ := l.exportPrinting()
 	d := tamperable{t: t, dir: dir}.digest(1)
 	at, err := time.Parse(time.RFC3339Nano, d.At)
@@ -196,13 +192,9 @@ func (foreignKeyID) KeyID() string { return otherKey }
 // without it a note says it was not checked.
 func TestVerifyNamesADigestNamingAnotherKey(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	l.fns.Ledger.Signer = foreignKeyID{l.fns.Ledger.Signer}
-	l.create("b")
-	l.drain()
-	l.digest()
+	l.anchored("b")
 	out, _, code := l.run(false, "verify")
 	if code != dlqctl.ExitMismatch {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -249,9 +241,7 @@ func TestVerifyRecountsTheCounters(t *testing.T) {
 	l := newLedgerFixture(t)
 	a := l.create("a")
 	l.next(a, park)
-	l.create("b")
-	l.drain()
-	l.digest()
+	l.anchored("b")
 	out, _, code := l.run(false, "verify")
 	if code != 0 || !regexp.MustCompile(`(?m)^counters: \d+ counters recounted from the ledger up to the checkpoints.*: 0 problems$`).MatchString(out) {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -259,9 +249,7 @@ func TestVerifyRecountsTheCounters(t *testing.T) {
 	// Counting behind the ledger: a segment ledgered, not counted.
 	counts := l.fns.Ledger.Counts
 	l.fns.Ledger.Counts = nil
-	l.create("c")
-	l.drain()
-	l.digest()
+	l.anchored("c")
 	out, _, code = l.run(false, "verify")
 	if code != 0 || !strings.Contains(out, "; 1 segment not counted yet") {
 		t.Fatalf("counting behind (exit %d):\n%s", code, out)
@@ -270,8 +258,7 @@ func TestVerifyRecountsTheCounters(t *testing.T) {
 		t.Fatalf("counting behind, offline (exit %d):\n%s", code, off)
 	}
 	l.fns.Ledger.Counts = counts
-	l.create("d")
-	l.drain()
+	l.streamed("d")
 	out, _, code = l.run(false, "verify")
 	if code != 0 || strings.Contains(out, "not counted yet") {
 		t.Fatalf("counted up (exit %d):\n%s", code, out)
@@ -312,9 +299,7 @@ func TestDocsLedgerOfflineCommands(t *testing.T) {
 		t.Fatalf("the offline block:\n%s", block)
 	}
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	t.Chdir(t.TempDir())
 	args := func(line string) []string {
 		return strings.Fields(os.ExpandEnv(strings.ReplaceAll(strings.TrimPrefix(line, "./dlqctl "), `"`, "")))

@@ -121,9 +121,7 @@ func TestVerifyOfflineReadStartKeepsChangesDuringTheExport(t *testing.T) {
 func TestVerifyNamesAHeadTheDigestRunCouldNotProve(t *testing.T) {
 	l := newLedgerFixture(t)
 	ctx := context.Background()
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	items, err := l.st.Clients.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)

@@ -19,16 +19,7 @@ import (
 // is not yet ledgered however long the table scan takes.
 func TestVerifyLedgerGraceRunsFromTheLedgerRead(t *testing.T) {
 	l := newLedgerFixture(t)
-	a := l.create("a")
-	l.drain()
-	l.digest()
-	read, err := a.NotePayloadRead("alice", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.store.Replace(context.Background(), a, read); err != nil {
-		t.Fatal(err)
-	}
+	l.readNotStreamed("a")
 	// The first reading of the clock (before the ledger read) is now;
 	// every later one is 10 minutes on: a long scan.
 	var calls atomic.Int64
@@ -51,11 +42,8 @@ func TestVerifyLedgerGraceRunsFromTheLedgerRead(t *testing.T) {
 // export.json is only information.
 func TestVerifyOfflineJudgesTheCopyAsOfItsExport(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
-	l.create("b")
-	l.drain()
+	l.anchored("a")
+	l.streamed("b")
 	dir := l.export()
 	exported := time.Now().UTC().Format(time.RFC3339Nano)
 	var ex map[string]any
@@ -100,9 +88,7 @@ func TestVerifyOfflineJudgesTheCopyAsOfItsExport(t *testing.T) {
 // --max-digest-age allows it or turns the check off.
 func TestVerifyOfflineMaxDigestAge(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	l.now = func() time.Time { return time.Now().Add(2 * time.Hour) } // exported 2 hours after the digest
 	dir := l.export()
 	out, code := l.offline(dir)
@@ -122,9 +108,7 @@ func TestVerifyOfflineMaxDigestAge(t *testing.T) {
 // R2-3 (R2-7): the copy holds payloads: files 0600, directories 0700.
 func TestLedgerExportIsPrivate(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	dir := l.export()
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -169,9 +153,7 @@ func TestVerifyPrintsPreLedgerIDs(t *testing.T) {
 // exported with was cut short after the export: named.
 func TestVerifyOfflineNamesDigestsDroppedFromTheCopy(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	l.create("b")
 	l.drain()
 	l.digest()

@@ -385,9 +385,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 // verify (with the ledger) and ledger export print one JSON document too.
 func TestLedgerCommandsPrintJSON(t *testing.T) {
 	l := newLedgerFixture(t)
-	l.create("js")
-	l.drain()
-	l.digest()
+	l.anchored("js")
 	out, errOut, code := l.run(false, "verify", "-o", "json")
 	if code != 0 {
 		t.Fatalf("verify -o json (exit %d): %s%s", code, out, errOut)

@@ -449,9 +449,7 @@ func TestDocsRecordTheFingerprintWithTheKeyGiven(t *testing.T) {
 func digestedLedger(t *testing.T) *ledgerFixture {
 	t.Helper()
 	l := newLedgerFixture(t)
-	l.create("a")
-	l.drain()
-	l.digest()
+	l.anchored("a")
 	testenv.ClearDLQQ(t)
 	return l
 }
