@@ -310,6 +310,14 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*segNode{}
 		}
+		// An entry's full old image (old_item) is there for the counters'
+		// recount, which reads the segments itself (RecountCounters);
+		// nothing here reads it once the segment parsed (its form is
+		// checked then), so it is not kept: a MODIFY would hold two
+		// decoded items instead of one.
+		for i := range s.Entries {
+			s.Entries[i].OldItem = nil
+		}
 		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
 	}
 	v.res.Segments = len(v.in.Segments)
