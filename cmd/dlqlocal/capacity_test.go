@@ -54,6 +54,10 @@ func TestCapacityCommand(t *testing.T) {
 			t.Errorf("the output lacks %q:\n%s", want, stdout.String())
 		}
 	}
+	// Every call the storm makes has a latency in the model.
+	if strings.Contains(stdout.String(), "calls without a latency in the model") {
+		t.Errorf("the latency model misses calls the storm makes:\n%s", stdout.String())
+	}
 	// docs/operations.md's excerpt has the lines the command prints, by
 	// their labels (the text before the first colon).
 	doc, err := os.ReadFile("../../docs/operations.md")

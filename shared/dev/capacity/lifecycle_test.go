@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/capacity"
@@ -165,4 +166,21 @@ func TestReadsPriceWholeItems(t *testing.T) {
 			table: {Keys: []map[string]ddbtypes.AttributeValue{key("price#1"), key("price#none")}, ProjectionExpression: aws.String("dlq_id")}}})
 		return err
 	})
+}
+
+// A call the latency model has no figure for is listed (it waits nothing,
+// so the durations would be short of AWS's); a modelled one is not.
+func TestCallsListWhatTheModelLacks(t *testing.T) {
+	calls := capacity.NewCalls(okClient{}, latency.Model{By: map[string]time.Duration{"dynamodb": time.Microsecond}})
+	for _, c := range []struct{ svc, target string }{{"dynamodb", "DynamoDB_20120810.GetItem"}, {"sqs", "AmazonSQS.SendMessage"}} {
+		req := httptest.NewRequest("POST", "http://"+c.svc+".local/", nil)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=x/20261207/us-east-1/"+c.svc+"/aws4_request, SignedHeaders=host, Signature=0")
+		req.Header.Set("X-Amz-Target", c.target)
+		if _, err := calls.Do(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := calls.Unmodelled(); got != "sqs SendMessage 1" {
+		t.Fatalf("unmodelled %q, want the SQS call alone", got)
+	}
 }

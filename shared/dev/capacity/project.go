@@ -361,6 +361,9 @@ func (p Projection) Print(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "storm: %d messages from %d sources (%s takes %.0f %%; %d FIFO, %d standard), bodies of %d bytes, %.0f %% failing the schema\n",
 		o.Messages, o.Sources, r.Hot, 100*o.HotShare, r.FIFOSources, o.Sources-r.FIFOSources, r.BodyBytes, 100*o.InvalidShare)
 	fmt.Fprintf(w, "latency model (assumed median per call): %s\n", describe(o.Model))
+	if r.Unmodelled != "" {
+		fmt.Fprintf(w, "calls without a latency in the model (they took none: the durations are short): %s\n", r.Unmodelled)
+	}
 	fmt.Fprintf(w, "indexes (from infra/template.yaml): %s\n", indexes(r.Layout))
 	fmt.Fprintf(w, "write units per message: ingest table %s, indexes %s; ledger table %s, indexes %s\n",
 		f2(p.IngestTableWCU), f2(p.IngestIndexWCU), f2(p.LedgerTableWCU), f2(p.LedgerIndexWCU))

@@ -135,6 +135,9 @@ type Result struct {
 	LedgerBatchSize, LedgerParallel      int
 	IngestMemoryMB, LedgerMemoryMB       int
 	Elapsed                              time.Duration
+	// Unmodelled lists the calls the latency model has no figure for
+	// (empty: none), which took no modelled time.
+	Unmodelled string
 	// Load is the machine's load average at the end (Linux), which the
 	// measured durations depend on.
 	Load string
@@ -306,6 +309,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 		return nil, fmt.Errorf("digest after the storm: none written")
 	}
 	res.Digest, res.DigestCalls = time.Since(t0), calls.Snapshot().Sub(c0)
+	res.Unmodelled = calls.Unmodelled()
 	res.Elapsed = time.Since(start)
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
