@@ -46,6 +46,18 @@ func counterUpdate(table string, d quarantine.CounterDelta) (*types.Update, erro
 // ReadCounters returns the values of the given counter shards (absent: 0),
 // with consistent BatchGetItem calls of at most 100 keys.
 func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error) {
+	return s.readCounters(ctx, keys, true)
+}
+
+// ReadCountersEventually is ReadCounters with eventually consistent reads,
+// at half the read units: a value may miss the last second's changes, so
+// it is for gauges read again on the next run, never for a bucket read
+// only once.
+func (s *Store) ReadCountersEventually(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error) {
+	return s.readCounters(ctx, keys, false)
+}
+
+func (s *Store) readCounters(ctx context.Context, keys []quarantine.CounterKey, consistent bool) (map[quarantine.CounterKey]int64, error) {
 	out := make(map[quarantine.CounterKey]int64, len(keys))
 	byItem := make(map[string]quarantine.CounterKey, len(keys))
 	ids := make([]string, len(keys))
@@ -58,7 +70,7 @@ func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) 
 	if err != nil {
 		return nil, err
 	}
-	err = s.batchGet(ctx, ids, &proj, func(item map[string]types.AttributeValue) error {
+	err = s.batchGet(ctx, ids, &proj, consistent, func(item map[string]types.AttributeValue) error {
 		var c struct {
 			Key string `dynamodbav:"dlq_id"`
 			N   int64  `dynamodbav:"n"`

@@ -188,7 +188,7 @@ const maxBatchGet = 100
 // calls of at most 100 keys, retrying unprocessed keys.
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quarantine.Record, error) {
 	out := make(map[string]*quarantine.Record, len(ids))
-	err := s.batchGet(ctx, ids, nil, func(item map[string]types.AttributeValue) error {
+	err := s.batchGet(ctx, ids, nil, true, func(item map[string]types.AttributeValue) error {
 		r := decode(item)
 		out[r.DLQID] = r
 		return nil
@@ -199,7 +199,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*quaranti
 // batchGet reads the items with the given keys (duplicates read once) in
 // consistent BatchGetItem calls of at most 100 keys, retrying unprocessed
 // keys after the one jittered backoff, and hands each item to each.
-func (s *Store) batchGet(ctx context.Context, ids []string, projection *expression.Expression, each func(map[string]types.AttributeValue) error) error {
+func (s *Store) batchGet(ctx context.Context, ids []string, projection *expression.Expression, consistent bool, each func(map[string]types.AttributeValue) error) error {
 	for start := 0; start < len(ids); start += maxBatchGet {
 		var keys []map[string]types.AttributeValue
 		seen := map[string]bool{}
@@ -209,7 +209,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string, projection *expressi
 				keys = append(keys, itemKey(id))
 			}
 		}
-		ka := types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}
+		ka := types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(consistent)}
 		if projection != nil {
 			ka.ProjectionExpression, ka.ExpressionAttributeNames = projection.Projection(), projection.Names()
 		}
@@ -228,7 +228,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string, projection *expressi
 				}
 			}
 			// The unprocessed keys come back with their read settings; the
-			// read stays strongly consistent and projected all the same.
+			// read stays as consistent and projected as asked.
 			req = map[string]types.KeysAndAttributes{}
 			if left, ok := res.UnprocessedKeys[s.table]; ok && len(left.Keys) > 0 {
 				ka.Keys = left.Keys

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // unprocessing answers each BatchGetItem with only its first key read and
@@ -72,5 +73,33 @@ func TestGetManyRetriesUnprocessedKeysConsistently(t *testing.T) {
 	}
 	if api.inconsistent {
 		t.Error("a retry of unprocessed keys asked for an eventually consistent read")
+	}
+}
+
+// ReadCountersEventually asks for eventually consistent reads (half the
+// read units), its retries too; ReadCounters for strongly consistent ones.
+// Both return the same values.
+func TestCountersAreReadAsAsked(t *testing.T) {
+	ctx := context.Background()
+	table := stack.Names["QuarantineTable"]
+	keys := []quarantine.CounterKey{quarantine.HeldCounterKey("eventual-src", 0), quarantine.HeldCounterKey("eventual-src", 1), quarantine.HeldCounterKey("eventual-src", 2)}
+	eventual := &unprocessing{API: stack.Clients.DynamoDB}
+	got, err := dynamostore.New(eventual, table).ReadCountersEventually(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eventual.calls != len(keys) || !eventual.inconsistent {
+		t.Errorf("ReadCountersEventually: %d calls, an eventually consistent read %v", eventual.calls, eventual.inconsistent)
+	}
+	strong := &unprocessing{API: stack.Clients.DynamoDB}
+	want, err := dynamostore.New(strong, table).ReadCounters(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strong.inconsistent {
+		t.Error("ReadCounters asked for an eventually consistent read")
+	}
+	if len(got) != len(keys) || len(want) != len(keys) {
+		t.Errorf("values %v and %v for %d keys", got, want, len(keys))
 	}
 }

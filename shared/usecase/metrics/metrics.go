@@ -63,6 +63,13 @@ type Counters interface {
 	ReadCounters(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
 }
 
+// EventualCounters reads counter shards with eventually consistent reads
+// (dynamostore.Store: half the read units). A Counters that has it is
+// read so for the gauges (planCounters), which the next run reads again.
+type EventualCounters interface {
+	ReadCountersEventually(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error)
+}
+
 // Signatures lists a source's open records by failure signature.
 type Signatures interface {
 	OpenSignatures(ctx context.Context, source string) (map[string]int64, error)
@@ -261,14 +268,23 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 }
 
 // counterPlan is every counter shard one run reads, in the order read,
-// and which shards each reported sum is made of.
+// and which shards each reported sum is made of. keys are the time
+// buckets, read consistently: each is read by one or two runs only, so a
+// change a read missed would never be published (a new hold not paged as
+// new, an arrival never counted). gauges are the counts of what is there
+// (records by state and class, holds): a change an eventually consistent
+// read misses, within about a second of it, the next run reads.
 type counterPlan struct {
-	keys []quarantine.CounterKey
-	sum  map[string][]quarantine.CounterKey
+	keys, gauges []quarantine.CounterKey
+	sum          map[string][]quarantine.CounterKey
 }
 
 func (p *counterPlan) add(name string, key quarantine.CounterKey) {
 	p.keys, p.sum[name] = append(p.keys, key), append(p.sum[name], key)
+}
+
+func (p *counterPlan) gauge(name string, key quarantine.CounterKey) {
+	p.gauges, p.sum[name] = append(p.gauges, key), append(p.sum[name], key)
 }
 
 // planCounters lists the counters of src a run at now reads: the state
@@ -279,7 +295,7 @@ func planCounters(src string, now time.Time) *counterPlan {
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			for shard := range quarantine.CounterShards {
-				p.add(string(st)+"/"+string(c), quarantine.StateCounterKey(src, st, c, shard))
+				p.gauge(string(st)+"/"+string(c), quarantine.StateCounterKey(src, st, c, shard))
 			}
 		}
 	}
@@ -288,7 +304,7 @@ func planCounters(src string, now time.Time) *counterPlan {
 	for shard := range quarantine.CounterShards {
 		p.add("arrivals", quarantine.BucketCounterKey(src, quarantine.CounterArrivals, lastMinute, shard))
 		p.add("poisoned", quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, hours[0], shard))
-		p.add(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
+		p.gauge(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
 		// This minute and the last (the function runs every minute): every
 		// hold is published as new by at least one run, and the alarm is
 		// OK again two minutes after the last, so the next one notifies.
@@ -312,6 +328,15 @@ func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.T
 	if err != nil {
 		return err
 	}
+	read := s.Counters.ReadCounters
+	if e, ok := s.Counters.(EventualCounters); ok {
+		read = e.ReadCountersEventually
+	}
+	gauges, err := read(ctx, plan.gauges)
+	if err != nil {
+		return err
+	}
+	maps.Copy(vals, gauges)
 	total := func(name string) int64 {
 		var n int64
 		for _, k := range plan.sum[name] {
