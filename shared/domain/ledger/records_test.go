@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,13 +41,16 @@ func TestVerifyCallsCheckVersionOnEveryVersion(t *testing.T) {
 	f.digest()
 	in := f.input()
 	var calls []string
+	var mu sync.Mutex // Verify calls the check from several goroutines at once
 	check := in.CheckVersion
 	in.CheckVersion = func(prev, next ledger.Item) error {
 		p := "nil"
 		if prev != nil {
 			p = prev.S("seal")
 		}
+		mu.Lock()
 		calls = append(calls, p+">"+next.S("seal"))
+		mu.Unlock()
 		return check(prev, next)
 	}
 	res := ledger.Verify(in)
