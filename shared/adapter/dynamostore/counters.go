@@ -50,9 +50,9 @@ func (s *Store) ReadCounters(ctx context.Context, keys []quarantine.CounterKey) 
 }
 
 // ReadCountersEventually is ReadCounters with eventually consistent reads,
-// at half the read units: a value may miss the last second's changes, so
-// it is for gauges read again on the next run, never for a bucket read
-// only once.
+// at half the read units: a value may miss the latest changes, so it is
+// for gauges read again on the next run, never for a bucket read only
+// once.
 func (s *Store) ReadCountersEventually(ctx context.Context, keys []quarantine.CounterKey) (map[quarantine.CounterKey]int64, error) {
 	return s.readCounters(ctx, keys, false)
 }

@@ -12,7 +12,10 @@ import (
 )
 
 // ledgerItemOf is r as the ledger holds it.
-func ledgerItemOf(t testing.TB, r *quarantine.Record) ledger.Item { return storetest.LedgerItem(t, r) }
+func ledgerItemOf(t testing.TB, r *quarantine.Record) ledger.Item {
+	t.Helper()
+	return storetest.LedgerItem(t, r)
+}
 
 // claimedPair is a sealed record of body quarantined at now (version 1)
 // and its claim by ops (version 2).

@@ -2,6 +2,8 @@ package dynamostore_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +23,8 @@ type unprocessing struct {
 	dynamostore.API
 	calls        int
 	inconsistent bool
+	// reads is each call's ConsistentRead, in order.
+	reads []bool
 }
 
 func (u *unprocessing) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
@@ -30,6 +34,7 @@ func (u *unprocessing) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIt
 		if !aws.ToBool(ka.ConsistentRead) {
 			u.inconsistent = true
 		}
+		u.reads = append(u.reads, aws.ToBool(ka.ConsistentRead))
 		first := ka
 		first.Keys = ka.Keys[:1]
 		res, err := u.API.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]ddbtypes.KeysAndAttributes{table: first}}, opts...)
@@ -77,29 +82,39 @@ func TestGetManyRetriesUnprocessedKeysConsistently(t *testing.T) {
 }
 
 // ReadCountersEventually asks for eventually consistent reads (half the
-// read units), its retries too; ReadCounters for strongly consistent ones.
-// Both return the same values.
+// read units), on its retries too; ReadCounters for strongly consistent
+// ones. Both read the same values.
 func TestCountersAreReadAsAsked(t *testing.T) {
 	ctx := context.Background()
 	table := stack.Names["QuarantineTable"]
-	keys := []quarantine.CounterKey{quarantine.HeldCounterKey("eventual-src", 0), quarantine.HeldCounterKey("eventual-src", 1), quarantine.HeldCounterKey("eventual-src", 2)}
+	src := storetest.UniqueID("eventual-src")
+	keys := []quarantine.CounterKey{quarantine.HeldCounterKey(src, 0), quarantine.HeldCounterKey(src, 1), quarantine.HeldCounterKey(src, 2)}
+	for i, k := range keys {
+		item := map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: dynamostore.CounterItemKey(k)},
+			dynamostore.CounterAttr: &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(i + 5)}}
+		if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eventual := &unprocessing{API: stack.Clients.DynamoDB}
 	got, err := dynamostore.New(eventual, table).ReadCountersEventually(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if eventual.calls != len(keys) || !eventual.inconsistent {
-		t.Errorf("ReadCountersEventually: %d calls, an eventually consistent read %v", eventual.calls, eventual.inconsistent)
+	if len(eventual.reads) != len(keys) || slices.Contains(eventual.reads, true) {
+		t.Errorf("ReadCountersEventually: reads %v, want %d eventually consistent ones (a call per key)", eventual.reads, len(keys))
 	}
 	strong := &unprocessing{API: stack.Clients.DynamoDB}
 	want, err := dynamostore.New(strong, table).ReadCounters(ctx, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strong.inconsistent {
-		t.Error("ReadCounters asked for an eventually consistent read")
+	if len(strong.reads) != len(keys) || slices.Contains(strong.reads, false) {
+		t.Errorf("ReadCounters: reads %v, want %d strongly consistent ones", strong.reads, len(keys))
 	}
-	if len(got) != len(keys) || len(want) != len(keys) {
-		t.Errorf("values %v and %v for %d keys", got, want, len(keys))
+	for i, k := range keys {
+		if got[k] != int64(i+5) || want[k] != int64(i+5) {
+			t.Errorf("counter %d: %d eventually, %d consistently, want %d", i, got[k], want[k], i+5)
+		}
 	}
 }

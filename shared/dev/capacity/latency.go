@@ -36,9 +36,6 @@ type Calls struct {
 	mu       sync.Mutex
 	ops      map[string]int
 	putBytes int64
-	// unmodelled counts the calls the model has no latency for (they
-	// wait nothing: the durations would be short of AWS's).
-	unmodelled map[string]int
 }
 
 // NewCalls wraps base.
@@ -57,24 +54,24 @@ func (c *Calls) Do(req *http.Request) (*http.Response, error) {
 	if op == "s3 PutObject" && req.ContentLength > 0 {
 		c.putBytes += req.ContentLength
 	}
-	wait := c.Model.Median(op)
-	if wait == 0 && len(c.Model.By) > 0 {
-		if c.unmodelled == nil {
-			c.unmodelled = map[string]int{}
-		}
-		c.unmodelled[op]++
-	}
 	c.mu.Unlock()
-	time.Sleep(wait)
+	time.Sleep(c.Model.Median(op))
 	return c.Base.Do(req)
 }
 
-// Unmodelled lists the calls made that the model has no latency for,
-// sorted, with their counts ("" when none).
-func (c *Calls) Unmodelled() string {
+// Unmodelled lists the calls made so far that m has no latency for (they
+// waited nothing, so the durations would be short of AWS's), sorted, with
+// their counts ("" when none).
+func (c *Calls) Unmodelled(m latency.Model) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Snapshot{Ops: c.unmodelled}.String()
+	missing := map[string]int{}
+	for op, n := range c.ops {
+		if m.Median(op) == 0 {
+			missing[op] = n
+		}
+	}
+	return Snapshot{Ops: missing}.String()
 }
 
 // s3Operation names an S3 request the SDK sends without an x-id by its

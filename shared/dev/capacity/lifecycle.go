@@ -63,6 +63,10 @@ type LifecycleResult struct {
 	// per run, not per message).
 	Phases          []Phase
 	Digest, Metrics Phase
+	// Unmodelled lists the calls the run made that latency.AWS, the model
+	// every call waited, has no figure for (empty: none): they took no
+	// modelled time, so the GB-s would be short.
+	Unmodelled string
 }
 
 // Lifecycle takes n dead-lettered messages through their whole life on
@@ -258,6 +262,7 @@ func Lifecycle(ctx context.Context, st *embedded.Stack, n int, progress io.Write
 	}); err != nil {
 		return nil, err
 	}
+	res.Unmodelled = calls.Unmodelled(latency.AWS)
 	return res, nil
 }
 

@@ -309,7 +309,7 @@ func Run(ctx context.Context, st *embedded.Stack, o Options) (*Result, error) {
 		return nil, fmt.Errorf("digest after the storm: none written")
 	}
 	res.Digest, res.DigestCalls = time.Since(t0), calls.Snapshot().Sub(c0)
-	res.Unmodelled = calls.Unmodelled()
+	res.Unmodelled = calls.Unmodelled(o.Model)
 	res.Elapsed = time.Since(start)
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {

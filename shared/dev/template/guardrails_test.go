@@ -379,13 +379,14 @@ func TestRegisteredSourcePoliciesFitWithTheLongestList(t *testing.T) {
 // operators and auditors hold. Every managed policy's description is
 // pinned here as deployed; a new policy adds its own.
 func TestManagedPolicyDescriptionsNeverChange(t *testing.T) {
+	const stack = "DLQ Quarantine stack prod" // the test stack's ${AWS::StackName}
 	want := map[string]string{
-		"OperatorPolicy":            "dlqctl): read the quarantine and its health; every change goes through the operator endpoint (verified caller) or the redrive function. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
-		"AuditorPolicy":             "verify digest signatures; change nothing. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
-		"GuardrailPolicy":           ": what operators and auditors must never do, whatever else they hold. Attach with WatchGuardrailPolicy and OperatorPolicy or AuditorPolicy.",
-		"WatchGuardrailPolicy":      ": never destroy or forge dead letters, blind the ledger or silence the alarms. Attach with GuardrailPolicy.",
-		"SourceGuardrailPolicy":     ": never forge, purge, receive, move or reconfigure the registered source queues (SourceQueueArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
-		"SourceKeyGuardrailPolicy":  ": never disable, delete, re-policy or grant on the registered source queues' keys (SourceKmsKeyArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"OperatorPolicy":            stack + " operators (dlqctl): read the quarantine and its health; every change goes through the operator endpoint (verified caller) or the redrive function. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"AuditorPolicy":             stack + " auditors (dlqctl verify, online and ledger export): read the quarantine, the archive and the ledger, verify digest signatures; change nothing. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"GuardrailPolicy":           stack + ": what operators and auditors must never do, whatever else they hold. Attach with WatchGuardrailPolicy and OperatorPolicy or AuditorPolicy.",
+		"WatchGuardrailPolicy":      stack + ": never destroy or forge dead letters, blind the ledger or silence the alarms. Attach with GuardrailPolicy.",
+		"SourceGuardrailPolicy":     stack + ": never forge, purge, receive, move or reconfigure the registered source queues (SourceQueueArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"SourceKeyGuardrailPolicy":  stack + ": never disable, delete, re-policy or grant on the registered source queues' keys (SourceKmsKeyArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
 		"RedriveSourceQueuesPolicy": "The registered source queues the redrive and operator functions replay into (SourceQueueArns).",
 		"RedriveSourceKeysPolicy":   "The KMS keys of the registered source queues (SourceKmsKeyArns), through SQS only.",
 	}
@@ -395,7 +396,7 @@ func TestManagedPolicyDescriptionsNeverChange(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("managed policy %s has no pinned description: add it here (its description can never change)", id)
-		case pol.Description == nil || !strings.HasSuffix(*pol.Description, w):
+		case aws.ToString(pol.Description) != w:
 			t.Errorf("%s's description changed: %q; CloudFormation would replace the policy (a new ARN, the one people hold deleted)", id, aws.ToString(pol.Description))
 		}
 	}

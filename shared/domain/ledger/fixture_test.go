@@ -118,11 +118,13 @@ func (f *fixture) putSegment(s ledger.Segment) {
 }
 
 func (f *fixture) sign(d ledger.Digest, k *ecdsa.PrivateKey) ledger.Digest {
+	f.t.Helper()
 	return testkeys.SignDigest(f.t, k, d)
 }
 
 // digest signs the next digest over the current heads.
 func (f *fixture) digest() string {
+	f.t.Helper()
 	return f.digestWith(func(d *ledger.Digest) { d.Baseline = f.baseRef })
 }
 

@@ -269,11 +269,13 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 
 // counterPlan is every counter shard one run reads, in the order read,
 // and which shards each reported sum is made of. keys are the time
-// buckets, read consistently: each is read by one or two runs only, so a
-// change a read missed would never be published (a new hold not paged as
-// new, an arrival never counted). gauges are the counts of what is there
-// (records by state and class, holds): a change an eventually consistent
-// read misses, within about a second of it, the next run reads.
+// buckets, read strongly consistent: each is read by one or two runs only,
+// so a change a read missed would not be published by a later run (a
+// bucket the runs miss altogether, behind the ledger's lag or between the
+// runs of a slower schedule, is not either: a known gap of the "new"
+// alarms). gauges are the counts of what is there (records by state and
+// class, holds): a change an eventually consistent read misses, the next
+// run reads.
 type counterPlan struct {
 	keys, gauges []quarantine.CounterKey
 	sum          map[string][]quarantine.CounterKey

@@ -325,8 +325,8 @@ func (r *run) decidePayload(body []byte, berr, aerr error) payloadDecision {
 // setAside holds rec, which failed verification (cause), at the version
 // read and exactly as found: it is never re-sealed, released or sent, and
 // listings leave it out from now on, so it neither fills max_messages nor
-// comes back every run. The hold is counted (IntegrityHolds, alarmed). A
-// dry run only reports it.
+// comes back every run. The hold is counted (IntegrityHolds; the new ones,
+// NewIntegrityHolds, are alarmed). A dry run only reports it.
 func (r *run) setAside(ctx context.Context, rec *quarantine.Record, cause error) error {
 	r.block(rec) // not sent: its FIFO group sends nothing after it this run
 	reason := quarantine.HoldReason(cause)
