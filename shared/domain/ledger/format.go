@@ -103,6 +103,10 @@ type Entry struct {
 	OldItem Item   `json:"old_item,omitempty"`
 	Old     *Old   `json:"old,omitempty"`
 	Late    bool   `json:"late,omitempty"`
+
+	// oldSHA is the SHA-256 of OldItem's canonical bytes, which Verify
+	// keeps once it drops the decoded OldItem (verify.go).
+	oldSHA string
 }
 
 // Segment is one object of a shard's chain. ParentShard

@@ -198,6 +198,11 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		}
 		return cur
 	}
+	// The full old image a MODIFY carries (the counters are recounted from
+	// it) must be the version before it, as a REMOVE's removed item must.
+	if e.oldSHA != "" && !prev.baseline && prev.canon != nil && e.oldSHA != SHA256Hex(prev.canon) {
+		v.fail(KindOldMismatch, key, "change %s's old image is not the ledgered version of %s", e.Seq, prev.e.Seq)
+	}
 	if bytes.Equal(cur.canon, prev.canon) {
 		v.fail(KindDuplicate, key, "change %s repeats the version of %s", e.Seq, prev.e.Seq)
 		return cur

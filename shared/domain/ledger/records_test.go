@@ -317,3 +317,39 @@ func TestVerifyTurnsAPanickingCheckIntoAProblem(t *testing.T) {
 		t.Fatalf("problems %v", res.Problems)
 	}
 }
+
+// A MODIFY's full old image (old_item, what the counters are recounted
+// from) must be the ledgered version before it: one that is another
+// record's image is named, even though its old version and seal are
+// right; the right image passes.
+func TestVerifyChecksAModifysOldImage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		image func(f *fixture) ledger.Item
+		want  bool
+	}{
+		{"the version before", func(f *fixture) ledger.Item { return f.table["src#a"] }, false},
+		{"another record's", func(f *fixture) ledger.Item { return record("src#b", 1, "PARKED") }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.write("shard-1", "src#a", 1)
+			f.write("shard-1", "src#b", 1)
+			f.flush("shard-1")
+			old := c.image(f)
+			f.write("shard-1", "src#a", 2)
+			p := f.pending["shard-1"]
+			p[len(p)-1].OldItem = old
+			f.flush("shard-1")
+			f.digest()
+			res := ledger.Verify(f.input())
+			if got := res.Has(ledger.KindOldMismatch, "src#a"); got != c.want {
+				t.Fatalf("old-mismatch named %v, want %v: %v", got, c.want, res.Problems)
+			}
+			if !c.want && !res.OK() {
+				t.Fatalf("problems %v", res.Problems)
+			}
+		})
+	}
+}

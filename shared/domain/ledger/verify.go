@@ -311,12 +311,20 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 			byShard[s.Shard] = map[string]*segNode{}
 		}
 		// An entry's full old image (old_item) is there for the counters'
-		// recount, which reads the segments itself (RecountCounters);
-		// nothing here reads it once the segment parsed (its form is
-		// checked then), so it is not kept: a MODIFY would hold two
-		// decoded items instead of one.
+		// recount, which reads the segments itself (RecountCounters), so
+		// the decoded item is not kept (a MODIFY would hold two decoded
+		// items instead of one): only its hash, which step compares with
+		// the version before it.
 		for i := range s.Entries {
-			s.Entries[i].OldItem = nil
+			e := &s.Entries[i]
+			if e.OldItem != nil {
+				if c, err := e.OldItem.Canonical(); err == nil {
+					e.oldSHA = SHA256Hex(c)
+				} else {
+					e.oldSHA = "(old_item not canonical: " + err.Error() + ")"
+				}
+			}
+			e.OldItem = nil
 		}
 		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
 	}
