@@ -44,8 +44,8 @@ test-localstack:
 # proof's (with the fake and with the dev kit's KMS), the functions' peak
 # memory and what a million messages cost. VERIFY_VERSIONS is the size of
 # the in-memory verification benchmark (BenchmarkVerifyVersions: versions
-# verified per second and the heap it holds, about 50 KiB per version at
-# the default GOGC, so 100,000 take 5 GiB and 1,000,000 would need 50).
+# verified per second and the heap it holds, about 36 KiB per version at
+# the default GOGC, so 100,000 take 3.5 GiB and 1,000,000 would need 35).
 VERIFY_RECORDS ?= 20000
 VERIFY_VERSIONS ?= 100000
 bench:
