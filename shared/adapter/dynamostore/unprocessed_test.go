@@ -96,25 +96,28 @@ func TestCountersAreReadAsAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventual := &unprocessing{API: stack.Clients.DynamoDB}
-	got, err := dynamostore.New(eventual, table).ReadCountersEventually(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(eventual.reads) != len(keys) || slices.Contains(eventual.reads, true) {
-		t.Errorf("ReadCountersEventually: reads %v, want %d eventually consistent ones (a call per key)", eventual.reads, len(keys))
-	}
-	strong := &unprocessing{API: stack.Clients.DynamoDB}
-	want, err := dynamostore.New(strong, table).ReadCounters(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(strong.reads) != len(keys) || slices.Contains(strong.reads, false) {
-		t.Errorf("ReadCounters: reads %v, want %d strongly consistent ones", strong.reads, len(keys))
-	}
-	for i, k := range keys {
-		if got[k] != int64(i+5) || want[k] != int64(i+5) {
-			t.Errorf("counter %d: %d eventually, %d consistently, want %d", i, got[k], want[k], i+5)
+	for _, c := range []struct {
+		name       string
+		consistent bool
+		read       func(*dynamostore.Store) (map[quarantine.CounterKey]int64, error)
+	}{
+		{"ReadCountersEventually", false, func(s *dynamostore.Store) (map[quarantine.CounterKey]int64, error) {
+			return s.ReadCountersEventually(ctx, keys)
+		}},
+		{"ReadCounters", true, func(s *dynamostore.Store) (map[quarantine.CounterKey]int64, error) { return s.ReadCounters(ctx, keys) }},
+	} {
+		api := &unprocessing{API: stack.Clients.DynamoDB}
+		got, err := c.read(dynamostore.New(api, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(api.reads) != len(keys) || slices.Contains(api.reads, !c.consistent) {
+			t.Errorf("%s: reads %v (consistent), want %d calls of %v (a call per key)", c.name, api.reads, len(keys), c.consistent)
+		}
+		for i, k := range keys {
+			if got[k] != int64(i+5) {
+				t.Errorf("%s: counter %d is %d, want %d", c.name, i, got[k], i+5)
+			}
 		}
 	}
 }

@@ -82,8 +82,7 @@ func TestArchivesRunTogetherAndReportInOrder(t *testing.T) {
 	mem := memstore.New()
 	ids := parked(t, mem, clk, 3*sweeper.Concurrency+2)
 	arch := &gatedArchiver{gate: sweeper.Concurrency, open: make(chan struct{})}
-	svc := sweeper.New(mem, mem, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour})
+	svc := testSweeper(mem, mem, memstore.NewPayloads(), arch, clk, 0)
 	rep, err := svc.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +117,7 @@ func TestNoArchiveStartsPastTheMargin(t *testing.T) {
 	// Each archive takes 400 ms; the margin is reached 600 ms in: two
 	// rounds of Concurrency start, the third does not.
 	arch := &gatedArchiver{gate: sweeper.Concurrency, pause: 400 * time.Millisecond, open: make(chan struct{})}
-	svc := sweeper.New(mem, mem, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: time.Second})
+	svc := testSweeper(mem, mem, memstore.NewPayloads(), arch, clk, time.Second)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1600*time.Millisecond))
 	defer cancel()
 	rep, err := svc.Run(ctx)
@@ -166,8 +164,7 @@ func TestStubsCutShortSayDeadline(t *testing.T) {
 	mem := memstore.New()
 	ids := parked(t, mem, clk, 3)
 	arch := &gatedArchiver{gate: 1, open: make(chan struct{})}
-	svc := sweeper.New(stallingStubs{mem}, mem, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: time.Second})
+	svc := testSweeper(stallingStubs{mem}, mem, memstore.NewPayloads(), arch, clk, time.Second)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1500*time.Millisecond))
 	defer cancel()
 	rep, err := svc.Run(ctx)
@@ -212,8 +209,7 @@ func TestRepeatedIDsAndPanicsStayInTheirRecord(t *testing.T) {
 	mem := memstore.New()
 	ids := parked(t, mem, clk, 5)
 	arch := &panicking{gatedArchiver: gatedArchiver{gate: 1, open: make(chan struct{})}}
-	svc := sweeper.New(mem, twiceListed{mem}, memstore.NewPayloads(), arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour})
+	svc := testSweeper(mem, twiceListed{mem}, memstore.NewPayloads(), arch, clk, 0)
 	rep, err := svc.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +248,7 @@ func TestAnArchiveWaitingForTheBudgetPastTheMarginIsRemaining(t *testing.T) {
 	// Each archive takes 400 ms, one at a time; the margin comes 600 ms in:
 	// the second starts, the third waits past it.
 	arch := &gatedArchiver{gate: 1, pause: 400 * time.Millisecond, open: make(chan struct{})}
-	svc := sweeper.New(mem, mem, payloads, arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: time.Second})
+	svc := testSweeper(mem, mem, payloads, arch, clk, time.Second)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(1600*time.Millisecond))
 	defer cancel()
 	rep, err := svc.Run(ctx)
@@ -263,4 +258,12 @@ func TestAnArchiveWaitingForTheBudgetPastTheMarginIsRemaining(t *testing.T) {
 	if rep.Failed != 0 || rep.Stopped != "deadline" || rep.Remaining == 0 || len(rep.Archived)+rep.Remaining != 3 {
 		t.Fatalf("archived %d, remaining %d, failed %d (%+v), stopped %q", len(rep.Archived), rep.Remaining, rep.Failed, rep.Failures, rep.Stopped)
 	}
+}
+
+// testSweeper is the sweeper these tests run: parked and resolved records
+// older than an hour archived to "archive" for a day, with margin (0: the
+// default) kept before the deadline.
+func testSweeper(store quarantine.Store, lister quarantine.Lister, payloads quarantine.PayloadStore, arch sweeper.Archiver, clk *clock.Fake, margin time.Duration) *sweeper.Service {
+	return sweeper.New(store, lister, payloads, arch, nil, clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: "archive", ParkAge: time.Hour, ResolvedAge: time.Hour, Retention: 24 * time.Hour, DeadlineMargin: margin})
 }
