@@ -120,7 +120,7 @@ func Metrics(ctx context.Context, cfg metrics.FunctionConfig, c *Clients, rt Run
 		now = time.Now
 	}
 	store, list := dynamostore.New(c.DynamoDB, cfg.TableName), dynamostore.NewLister(c.DynamoDB, cfg.TableName)
-	return &metrics.Service{SQS: c.SQS, Counters: store, Signatures: list, Lister: list, Store: store, CloudWatch: c.CloudWatch, Unconfigured: true,
+	return &metrics.Service{SQS: c.SQS, Counters: store, Marks: store, Signatures: list, Lister: list, Store: store, CloudWatch: c.CloudWatch, Unconfigured: true,
 		Sources: srcs, Namespace: cfg.Namespace, Now: now, Log: rt.Log}, nil
 }
 

@@ -265,7 +265,7 @@ func (r *Report) MetricChecks() []MetricCheck {
 	checks := []MetricCheck{
 		{metrics.MetricDLQDepth, 0, "ingest drained the DLQ", false},
 		{metrics.MetricPoison, float64(r.Final[quarantine.StatusParked]), "PARKED now (the parked ones are ARCHIVED)", false},
-		{metrics.MetricNewPoison, 0, fmt.Sprintf("parked as poison in this clock hour (%d parked above, unless the run crossed an hour)", parked), true},
+		{metrics.MetricNewPoison, float64(parked), "parked as poison that no metrics run published before (the rounds above; this run is the first)", false},
 		{metrics.MetricArrivals, 0, "records' arrivals in the last whole minute (depends on when the run crossed one)", true},
 		{metrics.MetricOldestAge, 0, "age of the oldest QUARANTINED record (about the run's length)", true},
 	}

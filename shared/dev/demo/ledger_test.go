@@ -95,7 +95,7 @@ func fakeReport() *Report {
 		Corrected:       map[string]bool{},
 		Sweep:           &sweeper.Report{Archived: make([]sweeper.Archived, 1)},
 		Metrics: map[string]float64{"RedriveSuccessRate": 100.0 / 3, "DLQDepth": 0, "OldestQuarantinedAgeSeconds": 23.756089545000002,
-			"PoisonRecords": 0, "ArchivedRecords": 1, "ArchiveFailures": 0, "DominantSignatureShare": 100},
+			"PoisonRecords": 0, "NewPoisonRecords": 1, "ArchivedRecords": 1, "ArchiveFailures": 0, "DominantSignatureShare": 100},
 		MetricUnits: map[string]string{"RedriveSuccessRate": "Percent", "DLQDepth": "Count", "OldestQuarantinedAgeSeconds": "Seconds"},
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/policy"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/awsclients"
+	"github.com/dlqquarantine/dlqq/shared/usecase/metrics"
 	"github.com/dlqquarantine/dlqq/shared/usecase/redrive"
 )
 
@@ -604,6 +605,15 @@ func TestEveryCallIsGrantedByItsRole(t *testing.T) {
 	}
 
 	driveLedger(t, st, fns["LedgerFunction"], stream, fns["DigestFunction"].Ledger, recs, crash)
+	// Once the ledger has counted e5's hold, a metrics run publishes it as
+	// new and moves the source's marks.
+	reps, err := fns["MetricsFunction"].Metrics.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(reps, func(r metrics.Report) bool { return r.Source == f.Source }); i < 0 || reps[i].NewIntegrityHolds != 1 {
+		t.Fatalf("the metrics run after the ledger did not publish e5's hold as new: %+v", reps)
+	}
 
 	if !recs["IngestFunction"].has("s3:GetObject") {
 		t.Fatal("ingest did not read the existing claim-check object: the 412 path was not driven")

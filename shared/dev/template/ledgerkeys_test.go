@@ -216,3 +216,42 @@ func TestOnlyIngestWritesSourceMarkersAndNoFunctionTheIndexState(t *testing.T) {
 		t.Errorf("LedgerRole: PutItem on %s allowed, want refused", marker)
 	}
 }
+
+// The metrics function's marks (what each source's new holds and poison
+// were last published from) are the metrics role's alone: a role that
+// could move them ahead would keep the next holds from paging. Every other
+// function role is refused every item write on a #mtr# key by an explicit
+// Deny, alone or in a batch or a transaction; the metrics role may put
+// its marks and no other item.
+func TestOnlyMetricsWritesItsMarks(t *testing.T) {
+	s := openStack(t, nil)
+	tableName := str(props(s.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)["TABLE_NAME"])
+	if tableName == "" {
+		t.Fatal("the ingest function's environment has no TABLE_NAME")
+	}
+	marks := dynamostore.MarksKey("prod-source")
+	for _, id := range s.of("AWS::IAM::Role") {
+		if id != "MetricsRole" {
+			denyAll(t, s, id, tableName, marks, "denied by OnlyMetricsWritesItsMarksPolicy/NeverWriteTheMetricsMarks")
+		}
+	}
+	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
+	put := func(k string) request {
+		return request{Action: "dynamodb:PutItem", Resource: table, Context: map[string]string{"aws:securetransport": "true", "dynamodb:leadingkeys": k}}
+	}
+	if why := s.decide("MetricsRole", put(marks)); why != "" {
+		t.Errorf("MetricsRole: PutItem on %s: %s", marks, why)
+	}
+	for _, k := range []string{"prod-source#0123abcd", "#pol#prod-source#p1", "#src#prod-source", ledgerOwnedKeys()[3]} {
+		if why := s.decide("MetricsRole", put(k)); why == "" {
+			t.Errorf("MetricsRole: PutItem on %s allowed, want refused", k)
+		}
+	}
+	for _, op := range []string{"dynamodb:UpdateItem", "dynamodb:DeleteItem"} {
+		q := put(marks)
+		q.Action = op
+		if why := s.decide("MetricsRole", q); why == "" {
+			t.Errorf("MetricsRole: %s on %s allowed, want refused (it puts its marks whole)", op, marks)
+		}
+	}
+}

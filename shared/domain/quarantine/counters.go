@@ -35,7 +35,7 @@ const (
 	CounterPolicyCameBack = "policy-cameback"
 	// Records set aside by an integrity hold (Store.Hold), per source.
 	CounterHeld    = "held"
-	CounterNewHeld = "held-new" // integrity holds set, per minute
+	CounterNewHeld = "held-new" // integrity holds set, per minute (HoldDeltas)
 )
 
 // CounterKey names one shard of one counter by what it counts. The store
@@ -189,8 +189,12 @@ func HeldCounterKey(source string, shard int) CounterKey {
 // HoldDeltas are the counter changes an integrity hold of record id at at
 // makes: one more held record for the source the id names (the key cannot
 // be rewritten in the item; its source attribute can), in the record's
-// shard, and one more new hold in the minute's bucket (what the alarm
-// watches, so that a new hold notifies again once the alarm is back to OK).
+// shard, and one more new hold in the minute's bucket. The metrics
+// function no longer reads the minute's bucket (it publishes the holds
+// beyond its marks: MetricMarks); it is still written because the
+// counters' recount (dlqctl verify) derives every counter of every
+// segment with today's rules: a rule dropped would make the buckets the
+// older ledger wrote drift until their TTL.
 func HoldDeltas(id string, at time.Time) []CounterDelta {
 	source, shard := SourceOfID(id), shardOf(id)
 	minute := at.Truncate(time.Minute)

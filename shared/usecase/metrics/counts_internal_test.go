@@ -32,37 +32,51 @@ func (s *splitCounters) ReadCountersEventually(_ context.Context, keys []quarant
 	return ones(keys), nil
 }
 
-// The gauges (records by state and class, holds) are read eventually
-// consistent, at half the read units, since the next run reads them again;
-// every time bucket (arrivals, new holds, new poison, the success window)
-// consistently, since a change a read missed there would never be
-// published. The sums are the same either way.
+// The gauges (records by state and class) and the counts the marks move
+// by (holds, poison by hour) are read eventually consistent, at half the
+// read units: a change a read misses, the next run reads (and a mark never
+// moves back). The time buckets of the arrivals and of the success window
+// are read consistently: each is read by one or two runs only, so a change
+// a read missed there would never be published. The sums are the same
+// either way.
 func TestGaugesAreReadEventuallyAndBucketsConsistently(t *testing.T) {
 	c := &splitCounters{}
 	s := &Service{Counters: c}
 	rep := &Report{Records: map[string]int64{}}
-	if err := s.counts(context.Background(), &quarantine.Source{Name: "src"}, time.Date(2026, 12, 7, 12, 30, 10, 0, time.UTC), rep); err != nil {
+	now := time.Date(2026, 12, 7, 12, 30, 10, 0, time.UTC)
+	if err := s.counts(context.Background(), &quarantine.Source{Name: "src"}, now, rep); err != nil {
 		t.Fatal(err)
 	}
+	marked := func(k quarantine.CounterKey) bool {
+		return k.Kind == quarantine.CounterState || k.Kind == quarantine.CounterHeld || k.Kind == quarantine.CounterPoisoned
+	}
 	for _, k := range c.eventual {
-		if k.Kind != quarantine.CounterState && k.Kind != quarantine.CounterHeld {
-			t.Errorf("%+v read eventually consistent: a bucket must be read consistently", k)
+		if !marked(k) {
+			t.Errorf("%+v read eventually consistent: a bucket no mark covers must be read consistently", k)
 		}
 	}
 	for _, k := range c.consistent {
-		if k.Kind == quarantine.CounterState || k.Kind == quarantine.CounterHeld {
-			t.Errorf("%+v, a gauge, read consistently", k)
+		if marked(k) {
+			t.Errorf("%+v, a gauge or a marked count, read consistently", k)
 		}
 		if k.Bucket.IsZero() {
 			t.Errorf("%+v read consistently without a bucket", k)
 		}
 	}
 	shards := int64(quarantine.CounterShards)
-	if want := int64(len(allStatuses)*len(allClasses)) * shards; int64(len(c.eventual)) != want+shards {
-		t.Errorf("%d gauges read eventually, want %d", len(c.eventual), want+shards)
+	if want := int64(len(allStatuses)*len(allClasses)+1+poisonWindow) * shards; int64(len(c.eventual)) != want {
+		t.Errorf("%d gauges read eventually, want %d", len(c.eventual), want)
 	}
-	if rep.IntegrityHolds != shards || rep.Poison != shards || rep.ArrivalsPerMinute != shards || rep.NewIntegrityHolds != 2*shards {
+	if rep.IntegrityHolds != shards || rep.Poison != shards || rep.ArrivalsPerMinute != shards {
 		t.Errorf("sums %+v", rep)
+	}
+	for i := range poisonWindow {
+		if h := now.Truncate(time.Hour).Add(-time.Duration(i) * time.Hour); rep.poisoned[h] != shards {
+			t.Errorf("poison of %s: %d, want %d (%v)", h, rep.poisoned[h], shards, rep.poisoned)
+		}
+	}
+	if len(rep.poisoned) != poisonWindow {
+		t.Errorf("poison of %d hours, want %d", len(rep.poisoned), poisonWindow)
 	}
 	// A store without eventual reads is read consistently throughout.
 	only := &consistentOnly{}

@@ -29,27 +29,35 @@ import (
 
 // Metric names (namespace Config.Namespace).
 const (
-	MetricDLQDepth      = "DLQDepth"
-	MetricDLQInFlight   = "DLQInFlight"
-	MetricRecords       = "Records"
-	MetricOldestAge     = "OldestQuarantinedAgeSeconds"
-	MetricArrivals      = "ArrivalsPerMinute"
-	MetricSuccessRate   = "RedriveSuccessRate"
-	MetricPoison        = "PoisonRecords"
+	MetricDLQDepth    = "DLQDepth"
+	MetricDLQInFlight = "DLQInFlight"
+	MetricRecords     = "Records"
+	MetricOldestAge   = "OldestQuarantinedAgeSeconds"
+	MetricArrivals    = "ArrivalsPerMinute"
+	MetricSuccessRate = "RedriveSuccessRate"
+	MetricPoison      = "PoisonRecords"
+	// MetricNewPoison counts the records parked as poison that no run
+	// published before (the marks: newMarks); the alarm watches it.
 	MetricNewPoison     = "NewPoisonRecords"
 	MetricDominantShare = "DominantSignatureShare"
 	// MetricIntegrityHolds counts the records set aside because they
 	// failed verification (alarmed above 0): never replayed, re-sealed
 	// or archived until an operator investigates (dlqctl ls --held).
 	MetricIntegrityHolds = "IntegrityHolds"
-	// MetricNewIntegrityHolds counts the holds set this minute and the last: the alarm
-	// watches it, so that each new hold notifies again (IntegrityHolds
-	// stays above 0 while any record is held).
+	// MetricNewIntegrityHolds counts the holds that no run published
+	// before (the marks: newMarks): the alarm watches it, so that each
+	// new hold notifies again (IntegrityHolds stays above 0 while any
+	// record is held), however late the ledger counts it.
 	MetricNewIntegrityHolds = "NewIntegrityHolds"
 	DimSource               = "Source"
 	DimStatus               = "Status"
 	DimClass                = "Class"
 	defaultSuccessWindow    = 2 // hours: this one and the last
+	// poisonWindow is how many hours of poison counts a run reads (this
+	// one and the two before): a record parked as poison is published as
+	// new unless the ledger counts it more than two hours after it was
+	// parked (LedgerIteratorAgeAlarm pages at ten minutes behind).
+	poisonWindow = 3
 )
 
 // QueueAPI is the part of the SQS client the metrics function uses.
@@ -80,10 +88,21 @@ type MetricsAPI interface {
 	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
 }
 
+// MarkStore keeps each source's marks (quarantine.MetricMarks):
+// dynamostore.Store, the item #mtr#<source>, which only the metrics role
+// writes.
+type MarkStore interface {
+	ReadMetricMarks(ctx context.Context, source string) (quarantine.MetricMarks, error)
+	// WriteMetricMarks stores m as revision prevRev+1 if the stored marks
+	// are still at prevRev (quarantine.ErrMarksMoved otherwise).
+	WriteMetricMarks(ctx context.Context, source string, prevRev int64, m quarantine.MetricMarks, at time.Time) error
+}
+
 // Service publishes the metrics of every configured source.
 type Service struct {
 	SQS        QueueAPI
 	Counters   Counters
+	Marks      MarkStore
 	Signatures Signatures
 	Lister     quarantine.Lister
 	Store      quarantine.Store
@@ -122,6 +141,15 @@ type Report struct {
 	// Unconfigured marks a source that has records and no configuration
 	// (no DLQ to measure).
 	Unconfigured bool `json:"unconfigured,omitempty"`
+
+	// poisoned are the poison counts of the hours read, by hour.
+	poisoned map[time.Time]int64
+	// marks are the marks read (prev) and those to store once the report
+	// is published (next; nil when they do not move).
+	prev quarantine.MetricMarks
+	next *quarantine.MetricMarks
+	// marksErr: the marks read were malformed.
+	marksErr error
 }
 
 var (
@@ -154,6 +182,9 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 		if err == nil {
 			err = s.publish(ctx, rep, configured && !shared[sources[name].DLQName])
 		}
+		if err == nil {
+			s.moveMarks(ctx, rep)
+		}
 		if err != nil {
 			// One source that cannot be measured (its DLQ unreadable, a
 			// throttled query) never silences the sources after it: each
@@ -162,6 +193,9 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 			s.Log.ErrorContext(ctx, "dlq health not published", "source", name, "error_kind", quarantine.ErrorKind(err))
 			failed = append(failed, fmt.Errorf("source %s: %w", name, err))
 			continue
+		}
+		if rep.marksErr != nil { // published, every hold and poison as new
+			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.marksErr))
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
 			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
@@ -229,6 +263,9 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigur
 	if err := s.counts(ctx, src, now, rep); err != nil {
 		return nil, err
 	}
+	if err := s.newMarks(ctx, rep); err != nil {
+		return nil, err
+	}
 	if err := s.dominant(ctx, src, rep); err != nil {
 		return nil, err
 	}
@@ -269,16 +306,17 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 
 // counterPlan is every counter shard one run reads, in the order read,
 // and which shards each reported sum is made of. keys are the time
-// buckets, read strongly consistent: each is read by one or two runs only,
-// so a change a read missed would not be published by a later run (a
-// bucket the runs miss altogether, behind the ledger's lag or between the
-// runs of a slower schedule, is not either: a known gap of the "new"
-// alarms). gauges are the counts of what is there (records by state and
-// class, holds): a change an eventually consistent read misses, the next
-// run reads.
+// buckets of the success rate and the arrivals, read strongly consistent:
+// each is read by one or two runs only, so a change a read missed would
+// not be published by a later run. gauges are the counts of what is there
+// (records by state and class) and the counts the marks are moved by
+// (holds, poison by hour): a change an eventually consistent read misses,
+// the next run reads.
 type counterPlan struct {
 	keys, gauges []quarantine.CounterKey
 	sum          map[string][]quarantine.CounterKey
+	// poisonHours are the hours whose poison counts are read.
+	poisonHours []time.Time
 }
 
 func (p *counterPlan) add(name string, key quarantine.CounterKey) {
@@ -289,9 +327,12 @@ func (p *counterPlan) gauge(name string, key quarantine.CounterKey) {
 	p.gauges, p.sum[name] = append(p.gauges, key), append(p.sum[name], key)
 }
 
+func poisonedIn(h time.Time) string { return "poisoned@" + h.Format(time.RFC3339) }
+
 // planCounters lists the counters of src a run at now reads: the state
-// counters, last minute's arrivals, this hour's new poison, the holds and
-// new holds, and the success window's resolved and came-back counts.
+// counters, last minute's arrivals, the holds, the poison of the last
+// poisonWindow hours, and the success window's resolved and came-back
+// counts.
 func planCounters(src string, now time.Time) *counterPlan {
 	p := &counterPlan{sum: map[string][]quarantine.CounterKey{}}
 	for _, st := range allStatuses {
@@ -302,18 +343,16 @@ func planCounters(src string, now time.Time) *counterPlan {
 		}
 	}
 	lastMinute := now.Truncate(time.Minute).Add(-time.Minute)
-	hours := []time.Time{now.Truncate(time.Hour), now.Truncate(time.Hour).Add(-time.Hour)}
+	for i := range poisonWindow {
+		p.poisonHours = append(p.poisonHours, now.Truncate(time.Hour).Add(-time.Duration(i)*time.Hour))
+	}
 	for shard := range quarantine.CounterShards {
 		p.add("arrivals", quarantine.BucketCounterKey(src, quarantine.CounterArrivals, lastMinute, shard))
-		p.add("poisoned", quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, hours[0], shard))
 		p.gauge(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
-		// This minute and the last (the function runs every minute): every
-		// hold is published as new by at least one run, and the alarm is
-		// OK again two minutes after the last, so the next one notifies.
-		for _, m := range []time.Time{now.Truncate(time.Minute), lastMinute} {
-			p.add(quarantine.CounterNewHeld, quarantine.BucketCounterKey(src, quarantine.CounterNewHeld, m, shard))
+		for _, h := range p.poisonHours {
+			p.gauge(poisonedIn(h), quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, h, shard))
 		}
-		for _, h := range hours[:defaultSuccessWindow] {
+		for _, h := range p.poisonHours[:defaultSuccessWindow] {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				p.add(kind, quarantine.BucketCounterKey(src, kind, h, shard))
 			}
@@ -322,7 +361,7 @@ func planCounters(src string, now time.Time) *counterPlan {
 	return p
 }
 
-// counts reads every counter this run needs in one batch read and fills
+// counts reads every counter this run needs in two batch reads and fills
 // the report's counts and success rate.
 func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
 	plan := planCounters(src.Name, now)
@@ -353,14 +392,68 @@ func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.T
 	}
 	rep.ArrivalsPerMinute = total("arrivals")
 	rep.Poison = total(string(quarantine.StatusParked) + "/" + string(quarantine.ClassPoison))
-	rep.NewPoison = total("poisoned")
 	rep.IntegrityHolds = total(quarantine.CounterHeld)
-	rep.NewIntegrityHolds = total(quarantine.CounterNewHeld)
+	rep.poisoned = map[time.Time]int64{}
+	for _, h := range plan.poisonHours {
+		rep.poisoned[h] = total(poisonedIn(h))
+	}
 	if resolved, back := total(quarantine.CounterResolved), total(quarantine.CounterCameBack); resolved+back > 0 {
 		rate := 100 * float64(resolved) / float64(resolved+back)
 		rep.RedriveSuccessRate = &rate
 	}
 	return nil
+}
+
+// newMarks reads the source's marks and sets what is new beyond them: the
+// holds and the poison no run published before (with no marks stored yet,
+// every hold the counter holds and all the poison of the hours read).
+// The hold counter only grows and an hour's poison count too, so a count
+// below its mark is a read behind the one that set the mark (eventually
+// consistent), or a counter written behind the ledger (dlqctl verify
+// names it counter-drift): nothing new, and the mark stays.
+func (s *Service) newMarks(ctx context.Context, rep *Report) error {
+	if s.Marks == nil {
+		return errors.New("metrics: no mark store")
+	}
+	m, err := s.Marks.ReadMetricMarks(ctx, rep.Source)
+	switch {
+	case errors.Is(err, quarantine.ErrMarksMalformed):
+		// Everything is new, the run fails after the publish (Run), and
+		// the marks are written over.
+		s.Log.ErrorContext(ctx, "metrics marks malformed: every hold and poison read is published as new", "source", rep.Source, "error", err.Error())
+		rep.marksErr, m = err, quarantine.MetricMarks{Rev: m.Rev}
+	case err != nil:
+		return err
+	}
+	rep.prev = m
+	next := quarantine.MetricMarks{Held: max(m.Held, rep.IntegrityHolds), Poisoned: map[time.Time]int64{}, Rev: m.Rev}
+	moved := next.Held != m.Held || rep.marksErr != nil
+	rep.NewIntegrityHolds = max(0, rep.IntegrityHolds-m.Held)
+	for h, n := range rep.poisoned {
+		rep.NewPoison += max(0, n-m.Poisoned[h])
+		next.Poisoned[h] = max(n, m.Poisoned[h])
+		moved = moved || next.Poisoned[h] != m.Poisoned[h]
+	}
+	if moved {
+		rep.next = &next
+	}
+	return nil
+}
+
+// moveMarks stores the marks of a published report. Not stored (another
+// run moved them, or the write failed), the next run publishes the same
+// holds and poison as new again: a page twice, never none.
+func (s *Service) moveMarks(ctx context.Context, rep *Report) {
+	if rep.next == nil {
+		return
+	}
+	err := s.Marks.WriteMetricMarks(ctx, rep.Source, rep.prev.Rev, *rep.next, s.Now())
+	switch {
+	case errors.Is(err, quarantine.ErrMarksMoved):
+		s.Log.WarnContext(ctx, "metrics marks moved by another run", "source", rep.Source)
+	case err != nil:
+		s.Log.ErrorContext(ctx, "metrics marks not stored: the next run publishes the same as new", "source", rep.Source, "error_kind", quarantine.ErrorKind(err))
+	}
 }
 
 // dominant finds the signature most open records share, and its share.

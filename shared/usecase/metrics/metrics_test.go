@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,7 +64,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) service(c *counting) *metrics.Service {
-	s := &metrics.Service{SQS: stack.Clients.SQS, Counters: countstream.NewReader(stack), Signatures: countstream.NewReader(stack), Lister: e.list, Store: e.store,
+	s := &metrics.Service{SQS: stack.Clients.SQS, Counters: countstream.NewReader(stack), Marks: e.store, Signatures: countstream.NewReader(stack), Lister: e.list, Store: e.store,
 		CloudWatch: stack.Clients.CloudWatch, Sources: map[string]*quarantine.Source{e.src.Name: e.src}, Now: e.clock.Now,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	if c != nil {
@@ -279,6 +280,11 @@ func (d countDDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...f
 	return d.Client.GetItem(ctx, in, o...)
 }
 
+func (d countDDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	d.c.n.Add(1)
+	return d.Client.PutItem(ctx, in, o...)
+}
+
 type countCW struct {
 	metrics.MetricsAPI
 	c *counting
@@ -297,7 +303,7 @@ func (c *counting) wrap(s *metrics.Service) {
 	// The counters are the ledger's, caught up with the stream (its reads
 	// are not the metrics function's).
 	drained := &countstream.Reader{Stack: stack, Counters: store, Signatures: list}
-	s.Counters, s.Signatures, s.Lister, s.Store = drained, drained, list, store
+	s.Counters, s.Signatures, s.Lister, s.Store, s.Marks = drained, drained, list, store, store
 }
 
 // seed writes n quarantined records of the source straight into the table.
@@ -524,7 +530,76 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	// query reads no other test's records (see the comment in metrics.go).
 	forged := e.at(t, -90*24*time.Hour, "h1", "timeout", "")
 	e.at(t, -90*24*time.Hour+time.Minute, "h2", "timeout", "")
-	r, err := e.store.Get(ctx, forged.DLQID)
+	holdBehindTheSeal(t, e, forged.DLQID)
+	reps, err := e.service(nil).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps[0].IntegrityHolds != 1 {
+		t.Fatalf("report %+v", reps[0])
+	}
+	if got := readBack(t, metrics.MetricIntegrityHolds, e.src.Name); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.MetricIntegrityHolds, got)
+	}
+	// The alarm watches new holds: those no run published before.
+	if reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("new holds %d, want 1", reps[0].NewIntegrityHolds)
+	}
+	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
+		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
+	}
+	// Published once: the next run has nothing new (the alarm is OK
+	// again), while the record is still held.
+	e.clock.Advance(time.Minute)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 || reps[0].IntegrityHolds != 1 {
+		t.Fatalf("the next minute: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
+	}
+	// A hold the ledger counts late, or one set between the runs of a
+	// slower schedule, is new to the first run that reads it, whenever
+	// that is: the hold of h2 is dated ten minutes before the run (the
+	// minute buckets the runs used to read held none of it).
+	holdBehindTheSeal(t, e, e.at(t, -90*24*time.Hour+2*time.Minute, "h3", "timeout", "").DLQID)
+	e.clock.Advance(10 * time.Minute)
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 || reps[0].IntegrityHolds != 2 {
+		t.Fatalf("ten minutes after a second hold: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
+	}
+	// A run whose publish fails leaves the hold new for the next run.
+	holdBehindTheSeal(t, e, e.at(t, -90*24*time.Hour+3*time.Minute, "h4", "timeout", "").DLQID)
+	refused := e.service(nil)
+	refused.CloudWatch = refusingCW{}
+	if _, err := refused.Run(ctx); err == nil {
+		t.Fatal("a run whose publish was refused did not fail")
+	}
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 || reps[0].IntegrityHolds != 3 {
+		t.Fatalf("after a refused publish: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
+	}
+	// Marks that do not read: the run publishes every hold as new, and
+	// fails.
+	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: map[string]ddbtypes.AttributeValue{
+		dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: dynamostore.MarksKey(e.src.Name)}, "held": &ddbtypes.AttributeValueMemberS{Value: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if reps, err = e.service(nil).Run(ctx); !errors.Is(err, quarantine.ErrMarksMalformed) || len(reps) != 1 || reps[0].NewIntegrityHolds != 3 {
+		t.Fatalf("with malformed marks: %+v, %v", reps, err)
+	}
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 {
+		t.Fatalf("after the marks were written over: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+	}
+}
+
+// refusingCW refuses every publish.
+type refusingCW struct{ metrics.MetricsAPI }
+
+func (refusingCW) PutMetricData(context.Context, *cloudwatch.PutMetricDataInput, ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
+	return nil, errors.New("throttled")
+}
+
+// holdBehindTheSeal changes record id behind its seal and holds it, twice
+// (counted once), at the clock's time.
+func holdBehindTheSeal(t *testing.T, e *env, id string) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := e.store.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,34 +615,6 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 		if err := e.store.Hold(ctx, quarantine.IntegrityHold{ID: r.DLQID, Version: r.Version, Reason: quarantine.HoldReason(quarantine.Verify(r)), At: e.clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	reps, err := e.service(nil).Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reps[0].IntegrityHolds != 1 {
-		t.Fatalf("report %+v", reps[0])
-	}
-	if got := readBack(t, metrics.MetricIntegrityHolds, e.src.Name); got != 1 {
-		t.Fatalf("%s = %v, want 1", metrics.MetricIntegrityHolds, got)
-	}
-	// The alarm watches new holds: this hour's count, published too.
-	if reps[0].NewIntegrityHolds != 1 {
-		t.Fatalf("new holds %d, want 1", reps[0].NewIntegrityHolds)
-	}
-	if got := readBack(t, metrics.MetricNewIntegrityHolds, e.src.Name); got != 1 {
-		t.Fatalf("%s = %v, want 1", metrics.MetricNewIntegrityHolds, got)
-	}
-	// A hold is still new in the next minute's run (never missed between
-	// two runs), and no longer after that, so the alarm returns to OK and
-	// the next hold notifies again.
-	e.clock.Advance(time.Minute)
-	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 {
-		t.Fatalf("the next minute: new holds %d, %v", reps[0].NewIntegrityHolds, err)
-	}
-	e.clock.Advance(2 * time.Minute)
-	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 || reps[0].IntegrityHolds != 1 {
-		t.Fatalf("two minutes later: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
 	}
 }
 
