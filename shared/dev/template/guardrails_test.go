@@ -76,7 +76,10 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	// the table, the payloads and the archive).
 	for _, k := range keys {
 		for _, a := range []string{"kms:ScheduleKeyDeletion", "kms:DisableKey", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant",
-			"kms:RetireGrant", "kms:DisableKeyRotation", "kms:UpdateKeyDescription", "kms:DeleteImportedKeyMaterial"} {
+			"kms:RetireGrant", "kms:DisableKeyRotation", "kms:UpdateKeyDescription", "kms:DeleteImportedKeyMaterial",
+			// Tags: a key policy or an IAM policy that grants by
+			// aws:ResourceTag would grant or refuse anew.
+			"kms:TagResource", "kms:UntagResource"} {
 			denied = append(denied, q(a, k, nil))
 		}
 	}
@@ -128,7 +131,7 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 	// Their keys and the attached DLQ's: disabled, deleted or re-policied,
 	// the queue's messages can no longer be read and expire unreplayed.
 	for _, k := range append(sourceKeys, extraDLQKey) {
-		for _, a := range []string{"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant", "kms:UpdateKeyDescription"} {
+		for _, a := range []string{"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant", "kms:UpdateKeyDescription", "kms:TagResource", "kms:UntagResource"} {
 			denied = append(denied, q(a, k, nil))
 		}
 	}
