@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,10 +19,11 @@ import (
 )
 
 // The metrics function's marks (quarantine.MetricMarks): one item per
-// source, #mtr#<source>, that the metrics role alone writes (the
-// template's OnlyMetricsWritesItsMarksPolicy denies #mtr# to every other
-// function role; operators and auditors write no table item at all). No
-// record, counter or ledger state: the ledger ignores it (ledger.Ledgered).
+// source, #mtr#<source>, that the metrics role alone writes, with these
+// attributes only (the template's WriteItsMarks and
+// OnlyMetricsWritesItsMarksPolicy; operators and auditors write no table
+// item at all). No record, counter or ledger state: the ledger ignores it
+// (ledger.Ledgered), and it carries no index key.
 const (
 	marksKeyPrefix = "#mtr#"
 	marksHeldAttr  = "held"
@@ -29,12 +32,30 @@ const (
 	marksAtAttr    = "at"
 )
 
+// MarksAttributes are every attribute a marks item has.
+var MarksAttributes = []string{KeyAttr, marksHeldAttr, marksPoisAttr, marksRevAttr, marksAtAttr}
+
 // MarksKey is the table key of a source's metrics marks.
 func MarksKey(source string) string { return marksKeyPrefix + source }
 
-// ReadMetricMarks reads a source's marks with a consistent read (Rev 0:
+// revToken is the opaque revision of a stored rev attribute: its type and
+// value as stored, so that a write can be conditioned on exactly what was
+// read, whatever it is ("" : none; "X": a type other than N or S).
+func revToken(av types.AttributeValue) string {
+	switch v := av.(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberN:
+		return "N:" + v.Value
+	case *types.AttributeValueMemberS:
+		return "S:" + v.Value
+	}
+	return "X"
+}
+
+// ReadMetricMarks reads a source's marks with a consistent read (Rev "":
 // none stored yet). Marks that do not read are quarantine.ErrMarksMalformed,
-// with the stored revision when it reads.
+// with the stored revision, so that they can be written over.
 func (s *Store) ReadMetricMarks(ctx context.Context, source string) (quarantine.MetricMarks, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: itemKey(MarksKey(source)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -43,7 +64,7 @@ func (s *Store) ReadMetricMarks(ctx context.Context, source string) (quarantine.
 	if out.Item == nil {
 		return quarantine.MetricMarks{}, nil
 	}
-	m := quarantine.MetricMarks{Poisoned: map[time.Time]int64{}}
+	m := quarantine.MetricMarks{Poisoned: map[time.Time]int64{}, Rev: revToken(out.Item[marksRevAttr])}
 	var errs []error
 	num := func(av types.AttributeValue, what string) int64 {
 		n, ok := av.(*types.AttributeValueMemberN)
@@ -53,40 +74,51 @@ func (s *Store) ReadMetricMarks(ctx context.Context, source string) (quarantine.
 		}
 		v, err := strconv.ParseInt(n.Value, 10, 64)
 		if err != nil || v < 0 {
-			errs = append(errs, fmt.Errorf("%s %q is not a count", what, n.Value))
+			errs = append(errs, fmt.Errorf("%s is not a count", what))
 		}
 		return v
 	}
 	m.Held = num(out.Item[marksHeldAttr], marksHeldAttr)
-	m.Rev = num(out.Item[marksRevAttr], marksRevAttr)
+	if rev := num(out.Item[marksRevAttr], marksRevAttr); rev < 1 || rev == math.MaxInt64 {
+		errs = append(errs, errors.New("the revision is not a number from 1 below the largest"))
+	}
 	if pm, ok := out.Item[marksPoisAttr].(*types.AttributeValueMemberM); ok {
 		for k, av := range pm.Value {
 			h, err := time.Parse(bucketLayout, k)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: hour %q", marksPoisAttr, k))
+				errs = append(errs, fmt.Errorf("%s: an hour that does not read", marksPoisAttr))
 				continue
 			}
-			m.Poisoned[h] = num(av, marksPoisAttr+" "+k)
+			m.Poisoned[h] = num(av, marksPoisAttr)
 		}
 	} else {
 		errs = append(errs, fmt.Errorf("%s is not a map", marksPoisAttr))
 	}
-	if m.Rev < 1 {
-		errs = append(errs, errors.New("no revision"))
+	if at, ok := out.Item[marksAtAttr].(*types.AttributeValueMemberS); !ok {
+		errs = append(errs, fmt.Errorf("%s is not a string", marksAtAttr))
+	} else if m.At, err = time.Parse(time.RFC3339Nano, at.Value); err != nil {
+		errs = append(errs, fmt.Errorf("%s is not a time", marksAtAttr))
 	}
-	if err := errors.Join(errs...); err != nil {
-		// Only the revision, so that the marks can be written over.
-		return quarantine.MetricMarks{Rev: m.Rev}, fmt.Errorf("%w: %s: %w", quarantine.ErrMarksMalformed, source, err)
+	if len(errs) > 0 {
+		// The reasons name attributes, never their stored values.
+		return quarantine.MetricMarks{Rev: m.Rev}, fmt.Errorf("%w: %s: %w", quarantine.ErrMarksMalformed, source, errors.Join(errs...))
 	}
 	return m, nil
 }
 
-// WriteMetricMarks stores m as revision prevRev+1 if the stored marks are
-// still at prevRev (0: none yet); quarantine.ErrMarksMoved otherwise.
-func (s *Store) WriteMetricMarks(ctx context.Context, source string, prevRev int64, m quarantine.MetricMarks, at time.Time) error {
+// WriteMetricMarks stores m if the stored revision is still prevRev (""
+// none; quarantine.ErrMarksMoved otherwise), as the next revision: one
+// more than a revision that reads, 1 over one that does not.
+func (s *Store) WriteMetricMarks(ctx context.Context, source, prevRev string, m quarantine.MetricMarks) error {
 	pois := map[string]types.AttributeValue{}
 	for _, h := range slices.SortedFunc(maps.Keys(m.Poisoned), time.Time.Compare) {
 		pois[h.UTC().Format(bucketLayout)] = &types.AttributeValueMemberN{Value: strconv.FormatInt(m.Poisoned[h], 10)}
+	}
+	next := int64(1)
+	if v, ok := strings.CutPrefix(prevRev, "N:"); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 1 && n < math.MaxInt64 {
+			next = n + 1
+		}
 	}
 	in := &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
@@ -94,18 +126,23 @@ func (s *Store) WriteMetricMarks(ctx context.Context, source string, prevRev int
 			KeyAttr:       &types.AttributeValueMemberS{Value: MarksKey(source)},
 			marksHeldAttr: &types.AttributeValueMemberN{Value: strconv.FormatInt(m.Held, 10)},
 			marksPoisAttr: &types.AttributeValueMemberM{Value: pois},
-			marksRevAttr:  &types.AttributeValueMemberN{Value: strconv.FormatInt(prevRev+1, 10)},
-			marksAtAttr:   &types.AttributeValueMemberS{Value: at.UTC().Format(time.RFC3339Nano)},
+			marksRevAttr:  &types.AttributeValueMemberN{Value: strconv.FormatInt(next, 10)},
+			marksAtAttr:   &types.AttributeValueMemberS{Value: m.At.UTC().Format(time.RFC3339Nano)},
 		},
 		ExpressionAttributeNames: map[string]string{"#r": marksRevAttr},
-		// Revision 0: no marks, or marks without a revision that reads
-		// (ErrMarksMalformed), which are written over.
-		ConditionExpression:       aws.String("attribute_not_exists(#r) OR NOT attribute_type(#r, :n)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: "N"}},
 	}
-	if prevRev != 0 {
+	switch t, v, _ := strings.Cut(prevRev, ":"); {
+	case prevRev == "":
+		in.ConditionExpression = aws.String("attribute_not_exists(#r)")
+	case t == "N":
 		in.ConditionExpression = aws.String("#r = :prev")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberN{Value: strconv.FormatInt(prevRev, 10)}}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberN{Value: v}}
+	case t == "S":
+		in.ConditionExpression = aws.String("#r = :prev")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberS{Value: v}}
+	default: // a revision of another type
+		in.ConditionExpression = aws.String("attribute_exists(#r) AND NOT attribute_type(#r, :n) AND NOT attribute_type(#r, :s)")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: "N"}, ":s": &types.AttributeValueMemberS{Value: "S"}}
 	}
 	if _, err := s.api.PutItem(ctx, in); err != nil {
 		var ccf *types.ConditionalCheckFailedException

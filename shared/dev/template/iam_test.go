@@ -611,7 +611,7 @@ func principalMatches(p any, principal, account string) bool {
 
 // multiValued are the modeled keys whose value is a set; the request
 // context holds it joined by "\x00" ("" for the empty set).
-var multiValued = map[string]bool{"s3:requestobjecttagkeys": true, "dynamodb:leadingkeys": true}
+var multiValued = map[string]bool{"s3:requestobjecttagkeys": true, "dynamodb:leadingkeys": true, "dynamodb:attributes": true}
 
 // modeled reports whether the checker knows a key's value or absence in
 // every request it builds.

@@ -236,15 +236,24 @@ func TestOnlyMetricsWritesItsMarks(t *testing.T) {
 		}
 	}
 	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
-	put := func(k string) request {
-		return request{Action: "dynamodb:PutItem", Resource: table, Context: map[string]string{"aws:securetransport": "true", "dynamodb:leadingkeys": k}}
+	put := func(k string, attrs ...string) request {
+		return request{Action: "dynamodb:PutItem", Resource: table, Context: map[string]string{"aws:securetransport": "true",
+			"dynamodb:leadingkeys": k, "dynamodb:attributes": strings.Join(attrs, "\x00")}}
 	}
-	if why := s.decide("MetricsRole", put(marks)); why != "" {
+	if why := s.decide("MetricsRole", put(marks, dynamostore.MarksAttributes...)); why != "" {
 		t.Errorf("MetricsRole: PutItem on %s: %s", marks, why)
 	}
-	for _, k := range []string{"prod-source#0123abcd", "#pol#prod-source#p1", "#src#prod-source", ledgerOwnedKeys()[3]} {
-		if why := s.decide("MetricsRole", put(k)); why == "" {
+	// No other key, also none the other Denies leave alone.
+	for _, k := range []string{"prod-source#0123abcd", "#pol#prod-source#p1", "#src#prod-source", ledgerOwnedKeys()[3], "#zzz#prod-source", "#mtr", "mtr#prod-source"} {
+		if why := s.decide("MetricsRole", put(k, dynamostore.MarksAttributes...)); why == "" {
 			t.Errorf("MetricsRole: PutItem on %s allowed, want refused", k)
+		}
+	}
+	// No attribute but the marks': one that would put the item in a
+	// listing (a status, an index key) is refused.
+	for _, extra := range []string{"status", "status_key", "first_seen", "source"} {
+		if why := s.decide("MetricsRole", put(marks, append([]string{extra}, dynamostore.MarksAttributes...)...)); why == "" {
+			t.Errorf("MetricsRole: PutItem on %s with %s allowed, want refused", marks, extra)
 		}
 	}
 	for _, op := range []string{"dynamodb:UpdateItem", "dynamodb:DeleteItem"} {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,11 +54,17 @@ const (
 	DimStatus               = "Status"
 	DimClass                = "Class"
 	defaultSuccessWindow    = 2 // hours: this one and the last
-	// poisonWindow is how many hours of poison counts a run reads (this
-	// one and the two before): a record parked as poison is published as
-	// new unless the ledger counts it more than two hours after it was
-	// parked (LedgerIteratorAgeAlarm pages at ten minutes behind).
+	// poisonWindow is how many hours of poison counts a run reads at
+	// least: this one and the two before, and as many before the hour
+	// the marks were stored (poisonHours). A record parked as poison is
+	// published as new unless the ledger counts it more than two hours
+	// after the hour of the last stored marks (LedgerIteratorAgeAlarm
+	// pages at ten minutes behind).
 	poisonWindow = 3
+	// maxPoisonHours bounds how far back a run reads after runs that
+	// stored no marks: the stream keeps a change 24 hours, so the ledger
+	// counts none later than that.
+	maxPoisonHours = 27
 )
 
 // QueueAPI is the part of the SQS client the metrics function uses.
@@ -93,9 +100,9 @@ type MetricsAPI interface {
 // writes.
 type MarkStore interface {
 	ReadMetricMarks(ctx context.Context, source string) (quarantine.MetricMarks, error)
-	// WriteMetricMarks stores m as revision prevRev+1 if the stored marks
-	// are still at prevRev (quarantine.ErrMarksMoved otherwise).
-	WriteMetricMarks(ctx context.Context, source string, prevRev int64, m quarantine.MetricMarks, at time.Time) error
+	// WriteMetricMarks stores m if the stored revision is still prevRev
+	// (quarantine.ErrMarksMoved otherwise).
+	WriteMetricMarks(ctx context.Context, source, prevRev string, m quarantine.MetricMarks) error
 }
 
 // Service publishes the metrics of every configured source.
@@ -148,7 +155,8 @@ type Report struct {
 	// is published (next; nil when they do not move).
 	prev quarantine.MetricMarks
 	next *quarantine.MetricMarks
-	// marksErr: the marks read were malformed.
+	// marksErr: the marks read were malformed, or ahead of a counter
+	// (the run fails once it has published).
 	marksErr error
 }
 
@@ -183,7 +191,13 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 			err = s.publish(ctx, rep, configured && !shared[sources[name].DLQName])
 		}
 		if err == nil {
-			s.moveMarks(ctx, rep)
+			if merr := s.moveMarks(ctx, rep); merr != nil {
+				// Published, the marks not moved: the next run publishes
+				// the same as new again, and the run fails so that a
+				// store refusing them for good is seen (a page pinned on
+				// the same holds would notify no new one).
+				failed = append(failed, fmt.Errorf("source %s: %w", name, merr))
+			}
 		}
 		if err != nil {
 			// One source that cannot be measured (its DLQ unreadable, a
@@ -194,7 +208,7 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 			failed = append(failed, fmt.Errorf("source %s: %w", name, err))
 			continue
 		}
-		if rep.marksErr != nil { // published, every hold and poison as new
+		if rep.marksErr != nil { // published (malformed: every hold and poison as new)
 			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.marksErr))
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
@@ -260,12 +274,13 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigur
 			return nil, err
 		}
 	}
+	if err := s.readMarks(ctx, rep); err != nil {
+		return nil, err
+	}
 	if err := s.counts(ctx, src, now, rep); err != nil {
 		return nil, err
 	}
-	if err := s.newMarks(ctx, rep); err != nil {
-		return nil, err
-	}
+	s.newMarks(ctx, now, rep)
 	if err := s.dominant(ctx, src, rep); err != nil {
 		return nil, err
 	}
@@ -305,13 +320,14 @@ func (s *Service) dlqDepth(ctx context.Context, src *quarantine.Source, rep *Rep
 }
 
 // counterPlan is every counter shard one run reads, in the order read,
-// and which shards each reported sum is made of. keys are the time
-// buckets of the success rate and the arrivals, read strongly consistent:
-// each is read by one or two runs only, so a change a read missed would
-// not be published by a later run. gauges are the counts of what is there
-// (records by state and class) and the counts the marks are moved by
-// (holds, poison by hour): a change an eventually consistent read misses,
-// the next run reads.
+// and which shards each reported sum is made of. gauges are the counts of
+// what is there (records by state and class), read eventually consistent
+// at half the read units: a change a read misses, the next run reads.
+// keys are read strongly consistent: the time buckets of the arrivals and
+// of the success window, each read by one or two runs only (a change a
+// read missed would not be published by a later run), and the counts the
+// marks move by (holds, poison by hour), which must never read below a
+// mark a fresher read set (ErrMarksAhead).
 type counterPlan struct {
 	keys, gauges []quarantine.CounterKey
 	sum          map[string][]quarantine.CounterKey
@@ -329,12 +345,33 @@ func (p *counterPlan) gauge(name string, key quarantine.CounterKey) {
 
 func poisonedIn(h time.Time) string { return "poisoned@" + h.Format(time.RFC3339) }
 
+// poisonHours are the hours whose poison counts a run at now reads, the
+// newest first: this one and the poisonWindow-1 before it, and back to
+// poisonWindow-1 hours before the hour the marks were stored (marked; a
+// run after runs that stored none reads back to them), at most
+// maxPoisonHours.
+func poisonHours(now, marked time.Time) []time.Time {
+	last := now.Truncate(time.Hour)
+	first := last.Add(-(poisonWindow - 1) * time.Hour)
+	if m := marked.Truncate(time.Hour).Add(-(poisonWindow - 1) * time.Hour); !marked.IsZero() && m.Before(first) {
+		first = m
+	}
+	if oldest := last.Add(-(maxPoisonHours - 1) * time.Hour); first.Before(oldest) {
+		first = oldest
+	}
+	var out []time.Time
+	for h := last; !h.Before(first); h = h.Add(-time.Hour) {
+		out = append(out, h)
+	}
+	return out
+}
+
 // planCounters lists the counters of src a run at now reads: the state
-// counters, last minute's arrivals, the holds, the poison of the last
-// poisonWindow hours, and the success window's resolved and came-back
-// counts.
-func planCounters(src string, now time.Time) *counterPlan {
-	p := &counterPlan{sum: map[string][]quarantine.CounterKey{}}
+// counters, last minute's arrivals, the holds, the poison of the hours
+// poisonHours names (marked: when the marks were stored), and the success
+// window's resolved and came-back counts.
+func planCounters(src string, now, marked time.Time) *counterPlan {
+	p := &counterPlan{sum: map[string][]quarantine.CounterKey{}, poisonHours: poisonHours(now, marked)}
 	for _, st := range allStatuses {
 		for _, c := range allClasses {
 			for shard := range quarantine.CounterShards {
@@ -343,16 +380,14 @@ func planCounters(src string, now time.Time) *counterPlan {
 		}
 	}
 	lastMinute := now.Truncate(time.Minute).Add(-time.Minute)
-	for i := range poisonWindow {
-		p.poisonHours = append(p.poisonHours, now.Truncate(time.Hour).Add(-time.Duration(i)*time.Hour))
-	}
 	for shard := range quarantine.CounterShards {
 		p.add("arrivals", quarantine.BucketCounterKey(src, quarantine.CounterArrivals, lastMinute, shard))
-		p.gauge(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
+		p.add(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
 		for _, h := range p.poisonHours {
-			p.gauge(poisonedIn(h), quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, h, shard))
+			p.add(poisonedIn(h), quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, h, shard))
 		}
-		for _, h := range p.poisonHours[:defaultSuccessWindow] {
+		for i := range defaultSuccessWindow {
+			h := now.Truncate(time.Hour).Add(-time.Duration(i) * time.Hour)
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				p.add(kind, quarantine.BucketCounterKey(src, kind, h, shard))
 			}
@@ -364,7 +399,7 @@ func planCounters(src string, now time.Time) *counterPlan {
 // counts reads every counter this run needs in two batch reads and fills
 // the report's counts and success rate.
 func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.Time, rep *Report) error {
-	plan := planCounters(src.Name, now)
+	plan := planCounters(src.Name, now, rep.prev.At)
 	vals, err := s.Counters.ReadCounters(ctx, plan.keys)
 	if err != nil {
 		return err
@@ -404,56 +439,74 @@ func (s *Service) counts(ctx context.Context, src *quarantine.Source, now time.T
 	return nil
 }
 
-// newMarks reads the source's marks and sets what is new beyond them: the
-// holds and the poison no run published before (with no marks stored yet,
-// every hold the counter holds and all the poison of the hours read).
-// The hold counter only grows and an hour's poison count too, so a count
-// below its mark is a read behind the one that set the mark (eventually
-// consistent), or a counter written behind the ledger (dlqctl verify
-// names it counter-drift): nothing new, and the mark stays.
-func (s *Service) newMarks(ctx context.Context, rep *Report) error {
+// readMarks reads the source's marks. Malformed ones count as none (every
+// hold and poison read is new), and the run fails once it has published.
+func (s *Service) readMarks(ctx context.Context, rep *Report) error {
 	if s.Marks == nil {
 		return errors.New("metrics: no mark store")
 	}
 	m, err := s.Marks.ReadMetricMarks(ctx, rep.Source)
 	switch {
 	case errors.Is(err, quarantine.ErrMarksMalformed):
-		// Everything is new, the run fails after the publish (Run), and
-		// the marks are written over.
-		s.Log.ErrorContext(ctx, "metrics marks malformed: every hold and poison read is published as new", "source", rep.Source, "error", err.Error())
+		s.Log.ErrorContext(ctx, "metrics marks malformed: every hold and poison read is published as new", "source", rep.Source, "error", quarantine.Clip(err.Error(), 512))
 		rep.marksErr, m = err, quarantine.MetricMarks{Rev: m.Rev}
 	case err != nil:
 		return err
 	}
 	rep.prev = m
-	next := quarantine.MetricMarks{Held: max(m.Held, rep.IntegrityHolds), Poisoned: map[time.Time]int64{}, Rev: m.Rev}
-	moved := next.Held != m.Held || rep.marksErr != nil
-	rep.NewIntegrityHolds = max(0, rep.IntegrityHolds-m.Held)
-	for h, n := range rep.poisoned {
-		rep.NewPoison += max(0, n-m.Poisoned[h])
-		next.Poisoned[h] = max(n, m.Poisoned[h])
-		moved = moved || next.Poisoned[h] != m.Poisoned[h]
-	}
-	if moved {
-		rep.next = &next
-	}
 	return nil
 }
 
+// newMarks sets what is new beyond the marks read: the holds and the
+// poison no run published before (with no marks stored yet, every hold the
+// counter holds and all the poison of the hours read), and the marks to
+// store once the report is published: when something was new, when the
+// marks were malformed or ahead, and at least once an hour (so that the
+// next run's poisonHours reach back no further than they must).
+func (s *Service) newMarks(ctx context.Context, now time.Time, rep *Report) {
+	m := rep.prev
+	next := quarantine.MetricMarks{Held: rep.IntegrityHolds, Poisoned: map[time.Time]int64{}, At: now}
+	var ahead []string
+	switch d := rep.IntegrityHolds - m.Held; {
+	case d > 0:
+		rep.NewIntegrityHolds = d
+	case d < 0:
+		rep.NewIntegrityHolds, ahead = 1, append(ahead, fmt.Sprintf("holds %d below %d", rep.IntegrityHolds, m.Held))
+	}
+	for _, h := range slices.SortedFunc(maps.Keys(rep.poisoned), time.Time.Compare) {
+		n := rep.poisoned[h]
+		switch d := n - m.Poisoned[h]; {
+		case d > 0:
+			rep.NewPoison += d
+		case d < 0:
+			rep.NewPoison++
+			ahead = append(ahead, fmt.Sprintf("poison of %s %d below %d", h.Format(time.RFC3339), n, m.Poisoned[h]))
+		}
+		next.Poisoned[h] = n
+	}
+	if len(ahead) > 0 {
+		err := fmt.Errorf("%w: %s", quarantine.ErrMarksAhead, strings.Join(ahead, "; "))
+		s.Log.ErrorContext(ctx, "a counter holds less than its published mark: counters written behind the ledger, or marks moved ahead (dlqctl verify)", "source", rep.Source, "error", err.Error())
+		rep.marksErr = errors.Join(rep.marksErr, err)
+	}
+	if rep.NewIntegrityHolds > 0 || rep.NewPoison > 0 || rep.marksErr != nil || m.Rev == "" || !m.At.Truncate(time.Hour).Equal(now.Truncate(time.Hour)) {
+		rep.next = &next
+	}
+}
+
 // moveMarks stores the marks of a published report. Not stored (another
-// run moved them, or the write failed), the next run publishes the same
-// holds and poison as new again: a page twice, never none.
-func (s *Service) moveMarks(ctx context.Context, rep *Report) {
+// run moved them: logged; or the write failed: returned), the next run
+// publishes the same holds and poison as new again.
+func (s *Service) moveMarks(ctx context.Context, rep *Report) error {
 	if rep.next == nil {
-		return
+		return nil
 	}
-	err := s.Marks.WriteMetricMarks(ctx, rep.Source, rep.prev.Rev, *rep.next, s.Now())
-	switch {
-	case errors.Is(err, quarantine.ErrMarksMoved):
+	err := s.Marks.WriteMetricMarks(ctx, rep.Source, rep.prev.Rev, *rep.next)
+	if errors.Is(err, quarantine.ErrMarksMoved) {
 		s.Log.WarnContext(ctx, "metrics marks moved by another run", "source", rep.Source)
-	case err != nil:
-		s.Log.ErrorContext(ctx, "metrics marks not stored: the next run publishes the same as new", "source", rep.Source, "error_kind", quarantine.ErrorKind(err))
+		return nil
 	}
+	return err
 }
 
 // dominant finds the signature most open records share, and its share.

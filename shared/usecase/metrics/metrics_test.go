@@ -556,7 +556,7 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	}
 	// A hold the ledger counts late, or one set between the runs of a
 	// slower schedule, is new to the first run that reads it, whenever
-	// that is: the hold of h2 is dated ten minutes before the run (the
+	// that is: the hold of h3 is dated ten minutes before the run (the
 	// minute buckets the runs used to read held none of it).
 	holdBehindTheSeal(t, e, e.at(t, -90*24*time.Hour+2*time.Minute, "h3", "timeout", "").DLQID)
 	e.clock.Advance(10 * time.Minute)
@@ -573,18 +573,36 @@ func TestIntegrityHoldsArePublished(t *testing.T) {
 	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 || reps[0].IntegrityHolds != 3 {
 		t.Fatalf("after a refused publish: new holds %d, held %d, %v", reps[0].NewIntegrityHolds, reps[0].IntegrityHolds, err)
 	}
+	// A store that refuses the marks: the run publishes the hold and
+	// fails (MetricsErrorsAlarm), and the next publishes it again.
+	holdBehindTheSeal(t, e, e.at(t, -90*24*time.Hour+4*time.Minute, "h5", "timeout", "").DLQID)
+	stuck := e.service(nil)
+	stuck.Marks = refusingMarks{e.store}
+	if reps, err = stuck.Run(ctx); err == nil || len(reps) != 1 || reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("with the marks refused: %+v, %v; want the hold published and the run failed", reps, err)
+	}
+	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 1 {
+		t.Fatalf("after the marks were refused: new holds %d, %v", reps[0].NewIntegrityHolds, err)
+	}
 	// Marks that do not read: the run publishes every hold as new, and
 	// fails.
 	if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(stack.Names["QuarantineTable"]), Item: map[string]ddbtypes.AttributeValue{
 		dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: dynamostore.MarksKey(e.src.Name)}, "held": &ddbtypes.AttributeValueMemberS{Value: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if reps, err = e.service(nil).Run(ctx); !errors.Is(err, quarantine.ErrMarksMalformed) || len(reps) != 1 || reps[0].NewIntegrityHolds != 3 {
+	if reps, err = e.service(nil).Run(ctx); !errors.Is(err, quarantine.ErrMarksMalformed) || len(reps) != 1 || reps[0].NewIntegrityHolds != 4 {
 		t.Fatalf("with malformed marks: %+v, %v", reps, err)
 	}
 	if reps, err = e.service(nil).Run(ctx); err != nil || reps[0].NewIntegrityHolds != 0 {
 		t.Fatalf("after the marks were written over: new holds %d, %v", reps[0].NewIntegrityHolds, err)
 	}
+}
+
+// refusingMarks reads the marks and refuses to store them.
+type refusingMarks struct{ metrics.MarkStore }
+
+func (refusingMarks) WriteMetricMarks(context.Context, string, string, quarantine.MetricMarks) error {
+	return errors.New("AccessDenied")
 }
 
 // refusingCW refuses every publish.
