@@ -66,6 +66,8 @@ func (s *Store) ReadMetricMarks(ctx context.Context, source string) (quarantine.
 	}
 	m := quarantine.MetricMarks{Poisoned: map[time.Time]int64{}, Rev: revToken(out.Item[marksRevAttr])}
 	var errs []error
+	// A count may be below 0: a mark follows its counter down
+	// (metrics.ErrMarksAhead), also one written behind the ledger.
 	num := func(av types.AttributeValue, what string) int64 {
 		n, ok := av.(*types.AttributeValueMemberN)
 		if !ok {
@@ -73,8 +75,8 @@ func (s *Store) ReadMetricMarks(ctx context.Context, source string) (quarantine.
 			return 0
 		}
 		v, err := strconv.ParseInt(n.Value, 10, 64)
-		if err != nil || v < 0 {
-			errs = append(errs, fmt.Errorf("%s is not a count", what))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s is not a whole number", what))
 		}
 		return v
 	}

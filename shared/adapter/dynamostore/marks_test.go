@@ -62,6 +62,15 @@ func TestMetricMarks(t *testing.T) {
 	if again, err := s.ReadMetricMarks(ctx, src); err != nil || again.Rev == got.Rev || again.Held != 4 {
 		t.Fatalf("second revision %+v, %v (first %q)", again, err, got.Rev)
 	}
+	// A count below 0 is a count: a mark follows its counter down, also
+	// one written behind the ledger below 0, and reads back.
+	below := quarantine.MetricMarks{Held: -5, Poisoned: map[time.Time]int64{h: -1}, At: h}
+	if err := s.WriteMetricMarks(ctx, src, "N:2", below); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.ReadMetricMarks(ctx, src); err != nil || m.Held != -5 || m.Poisoned[h] != -1 {
+		t.Errorf("marks below 0: %+v, %v", m, err)
+	}
 	if ledger.Ledgered(dynamostore.MarksKey(src)) || dynamostore.IsRecordKey(dynamostore.MarksKey(src)) {
 		t.Errorf("%s is ledgered or a record key", dynamostore.MarksKey(src))
 	}
@@ -93,7 +102,7 @@ func TestMalformedMetricMarksAreWrittenOver(t *testing.T) {
 	}
 	for name, item := range map[string]map[string]ddbtypes.AttributeValue{
 		"held not a number": with("held", str("3")),
-		"negative held":     with("held", n("-1")),
+		"held not whole":    with("held", n("1.5")),
 		"no revision":       with("rev", nil),
 		"revision 0":        with("rev", n("0")),
 		"revision -1":       with("rev", n("-1")),

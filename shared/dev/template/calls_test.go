@@ -163,9 +163,17 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		return map[string]string{"dynamodb:leadingkeys": strings.Join(keys, "\x00")}
 	}
 	// attributes adds the dynamodb:Attributes context of a put: the
-	// names of the item's attributes.
-	attributes := func(ctx map[string]string, item map[string]dtypes.AttributeValue) map[string]string {
-		ctx["dynamodb:attributes"] = strings.Join(slices.Sorted(maps.Keys(item)), "\x00")
+	// names of the item's attributes, and, to be safe, those its
+	// expressions name (whether IAM counts them is not documented).
+	attributes := func(ctx map[string]string, item map[string]dtypes.AttributeValue, names map[string]string) map[string]string {
+		set := map[string]bool{}
+		for k := range item {
+			set[k] = true
+		}
+		for _, n := range names {
+			set[n] = true
+		}
+		ctx["dynamodb:attributes"] = strings.Join(slices.Sorted(maps.Keys(set)), "\x00")
 		return ctx
 	}
 	switch svc {
@@ -174,7 +182,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 		case *dynamodb.GetItemInput:
 			return []request{one("dynamodb:GetItem", table(p.TableName), leading(p.Key))}
 		case *dynamodb.PutItemInput:
-			return []request{one("dynamodb:PutItem", table(p.TableName), attributes(leading(p.Item), p.Item))}
+			return []request{one("dynamodb:PutItem", table(p.TableName), attributes(leading(p.Item), p.Item, p.ExpressionAttributeNames))}
 		case *dynamodb.UpdateItemInput:
 			return []request{one("dynamodb:UpdateItem", table(p.TableName), leading(p.Key))}
 		case *dynamodb.DeleteItemInput:
@@ -217,7 +225,7 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			for _, it := range p.TransactItems {
 				switch {
 				case it.Put != nil:
-					out = append(out, one("dynamodb:PutItem", table(it.Put.TableName), attributes(leading(it.Put.Item), it.Put.Item)))
+					out = append(out, one("dynamodb:PutItem", table(it.Put.TableName), attributes(leading(it.Put.Item), it.Put.Item, it.Put.ExpressionAttributeNames)))
 				case it.Update != nil:
 					out = append(out, one("dynamodb:UpdateItem", table(it.Update.TableName), leading(it.Update.Key)))
 				case it.Delete != nil:

@@ -263,3 +263,55 @@ func (s *malformedMarks) ReadMetricMarks(context.Context, string) (quarantine.Me
 	}
 	return quarantine.MetricMarks{Rev: s.m.Rev}, quarantine.ErrMarksMalformed
 }
+
+// A counter below 0 (written behind the ledger) is a count like another:
+// the mark follows it down once (one new hold, an error), and the next
+// real hold from there is new, once.
+func TestMarksFollowACounterBelowZero(t *testing.T) {
+	store := &memMarks{}
+	s := quietService(store)
+	now := time.Date(2026, 12, 7, 10, 30, 0, 0, time.UTC)
+	for i, c := range []struct {
+		held, want int64
+		ahead      bool
+	}{{0, 0, false}, {-5, 1, true}, {-5, 0, false}, {-4, 1, false}, {-4, 0, false}} {
+		now = now.Add(time.Minute)
+		rep := s.runMarks(t, now, c.held, nil, true)
+		if rep.NewIntegrityHolds != c.want || errors.Is(rep.marksErr, quarantine.ErrMarksAhead) != c.ahead {
+			t.Errorf("run %d, held %d: %d new, error %v; want %d new, ahead %v", i, c.held, rep.NewIntegrityHolds, rep.marksErr, c.want, c.ahead)
+		}
+	}
+}
+
+// A write refused at the very revision read (a condition that can never
+// hold) is an error, not "moved by another run": logged as that, it would
+// pin the alarm on the same holds with no one told.
+func TestMarksRefusedAtTheRevisionReadFail(t *testing.T) {
+	store := &neverMarks{memMarks{m: quarantine.MetricMarks{Rev: "N:3", At: time.Now()}}}
+	s := quietService(store)
+	rep := &Report{Source: "src"}
+	if err := s.readMarks(context.Background(), rep); err != nil {
+		t.Fatal(err)
+	}
+	rep.IntegrityHolds = 1
+	s.newMarks(context.Background(), time.Now(), rep)
+	if err := s.moveMarks(context.Background(), rep); !errors.Is(err, quarantine.ErrMarksMoved) {
+		t.Errorf("refused at the revision read: %v, want an error", err)
+	}
+}
+
+// neverMarks refuses every write as moved, and never moves.
+type neverMarks struct{ memMarks }
+
+func (*neverMarks) WriteMetricMarks(context.Context, string, string, quarantine.MetricMarks) error {
+	return quarantine.ErrMarksMoved
+}
+
+// A shared DLQ that no source of it could read this run publishes no
+// depth (a 0 would hide DLQDepthAlarm's condition).
+func TestAnUnreadSharedDLQPublishesNoDepth(t *testing.T) {
+	s := &Service{depths: map[string][2]int64{}} // no CloudWatch: a publish would panic
+	if err := s.publishDepth(context.Background(), "shared-dlq"); err != nil {
+		t.Fatal(err)
+	}
+}

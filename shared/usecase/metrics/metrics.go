@@ -56,15 +56,17 @@ const (
 	defaultSuccessWindow    = 2 // hours: this one and the last
 	// poisonWindow is how many hours of poison counts a run reads at
 	// least: this one and the two before, and as many before the hour
-	// the marks were stored (poisonHours). A record parked as poison is
-	// published as new unless the ledger counts it more than two hours
-	// after the hour of the last stored marks (LedgerIteratorAgeAlarm
-	// pages at ten minutes behind).
+	// the marks were stored (poisonHours). A record parked as poison in
+	// hour H is published as new unless the ledger counts it after the
+	// first run of hour H+3 that stores marks, two to three hours after it
+	// was parked (LedgerIteratorAgeAlarm pages at ten minutes behind), or
+	// unless it was parked more than 46 hours before the first run that
+	// stores marks after a metrics outage.
 	poisonWindow = 3
 	// maxPoisonHours bounds how far back a run reads after runs that
-	// stored no marks: the stream keeps a change 24 hours, so the ledger
-	// counts none later than that.
-	maxPoisonHours = 27
+	// stored no marks: the poison counts live 48 hours (dynamostore's
+	// bucketTTL), and none older is there to read.
+	maxPoisonHours = 47
 )
 
 // QueueAPI is the part of the SQS client the metrics function uses.
@@ -158,6 +160,10 @@ type Report struct {
 	// marksErr: the marks read were malformed, or ahead of a counter
 	// (the run fails once it has published).
 	marksErr error
+	// partial: the DLQ's depth, the dominant signature or the oldest
+	// record could not be read; only what the counters say is published
+	// (publish), and the run fails.
+	partial error
 }
 
 var (
@@ -190,23 +196,27 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 		if err == nil {
 			err = s.publish(ctx, rep, configured && !shared[sources[name].DLQName])
 		}
-		if err == nil {
-			if merr := s.moveMarks(ctx, rep); merr != nil {
-				// Published, the marks not moved: the next run publishes
-				// the same as new again, and the run fails so that a
-				// store refusing them for good is seen (a page pinned on
-				// the same holds would notify no new one).
-				failed = append(failed, fmt.Errorf("source %s: %w", name, merr))
-			}
-		}
 		if err != nil {
-			// One source that cannot be measured (its DLQ unreadable, a
-			// throttled query) never silences the sources after it: each
-			// is measured, and the run fails at the end, naming every
-			// source it missed (the metrics function's errors alarm).
+			// One source that cannot be measured (its counters or marks
+			// unreadable, its publish refused) never silences the sources
+			// after it: each is measured, and the run fails at the end,
+			// naming every source it missed (the metrics function's
+			// errors alarm).
 			s.Log.ErrorContext(ctx, "dlq health not published", "source", name, "error_kind", quarantine.ErrorKind(err))
 			failed = append(failed, fmt.Errorf("source %s: %w", name, err))
 			continue
+		}
+		if merr := s.moveMarks(ctx, rep); merr != nil {
+			// Published, the marks not moved: the next run publishes the
+			// same as new again, and the run fails so that a store
+			// refusing them for good is seen (a page pinned on the same
+			// holds would notify no new one).
+			s.Log.ErrorContext(ctx, "metrics marks not stored: the same holds and poison are published as new again", "source", name, "error_kind", quarantine.ErrorKind(merr))
+			failed = append(failed, fmt.Errorf("source %s: %w", name, merr))
+		}
+		if rep.partial != nil {
+			s.Log.ErrorContext(ctx, "dlq health published in part: what the counters say only", "source", name, "error_kind", quarantine.ErrorKind(rep.partial))
+			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.partial))
 		}
 		if rep.marksErr != nil { // published (malformed: every hold and poison as new)
 			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.marksErr))
@@ -269,11 +279,6 @@ func sharedDLQs(srcs map[string]*quarantine.Source) map[string]bool {
 func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigured bool) (*Report, error) {
 	now := s.Now().UTC()
 	rep := &Report{Source: src.Name, Records: map[string]int64{}, Unconfigured: unconfigured}
-	if !rep.Unconfigured {
-		if err := s.dlqDepth(ctx, src, rep); err != nil {
-			return nil, err
-		}
-	}
 	if err := s.readMarks(ctx, rep); err != nil {
 		return nil, err
 	}
@@ -281,12 +286,20 @@ func (s *Service) source(ctx context.Context, src *quarantine.Source, unconfigur
 		return nil, err
 	}
 	s.newMarks(ctx, now, rep)
-	if err := s.dominant(ctx, src, rep); err != nil {
-		return nil, err
+	// What the counters say is published even when the rest cannot be
+	// read (a DLQ deleted, a throttled query), so that a source that
+	// fails every run still pages its new holds and poison.
+	var rest error
+	if !rep.Unconfigured {
+		rest = s.dlqDepth(ctx, src, rep)
 	}
-	if err := s.oldest(ctx, src, now, rep); err != nil {
-		return nil, err
+	if rest == nil {
+		rest = s.dominant(ctx, src, rep)
 	}
+	if rest == nil {
+		rest = s.oldest(ctx, src, now, rep)
+	}
+	rep.partial = rest
 	return rep, nil
 }
 
@@ -486,7 +499,7 @@ func (s *Service) newMarks(ctx context.Context, now time.Time, rep *Report) {
 	}
 	if len(ahead) > 0 {
 		err := fmt.Errorf("%w: %s", quarantine.ErrMarksAhead, strings.Join(ahead, "; "))
-		s.Log.ErrorContext(ctx, "a counter holds less than its published mark: counters written behind the ledger, or marks moved ahead (dlqctl verify)", "source", rep.Source, "error", err.Error())
+		s.Log.ErrorContext(ctx, "metrics marks ahead of a counter: counters written behind the ledger, or marks moved ahead (dlqctl verify); the marks come down", "source", rep.Source, "error", err.Error())
 		rep.marksErr = errors.Join(rep.marksErr, err)
 	}
 	if rep.NewIntegrityHolds > 0 || rep.NewPoison > 0 || rep.marksErr != nil || m.Rev == "" || !m.At.Truncate(time.Hour).Equal(now.Truncate(time.Hour)) {
@@ -495,18 +508,26 @@ func (s *Service) newMarks(ctx context.Context, now time.Time, rep *Report) {
 }
 
 // moveMarks stores the marks of a published report. Not stored (another
-// run moved them: logged; or the write failed: returned), the next run
-// publishes the same holds and poison as new again.
+// run moved them: logged; the write failed or was refused at the very
+// revision read: returned), the next run publishes the same holds and
+// poison as new again.
 func (s *Service) moveMarks(ctx context.Context, rep *Report) error {
 	if rep.next == nil {
 		return nil
 	}
 	err := s.Marks.WriteMetricMarks(ctx, rep.Source, rep.prev.Rev, *rep.next)
-	if errors.Is(err, quarantine.ErrMarksMoved) {
+	if !errors.Is(err, quarantine.ErrMarksMoved) {
+		return err
+	}
+	// Refused at the revision read: moved by another run only if the
+	// stored revision is another now (a condition that fails on the very
+	// revision read would refuse every run's marks).
+	cur, rerr := s.Marks.ReadMetricMarks(ctx, rep.Source)
+	if (rerr == nil || errors.Is(rerr, quarantine.ErrMarksMalformed)) && cur.Rev != rep.prev.Rev {
 		s.Log.WarnContext(ctx, "metrics marks moved by another run", "source", rep.Source)
 		return nil
 	}
-	return err
+	return fmt.Errorf("metrics marks refused at the revision read: %w", errors.Join(err, rerr))
 }
 
 // dominant finds the signature most open records share, and its share.
@@ -566,8 +587,13 @@ func (s *Service) queueURL(ctx context.Context, src *quarantine.Source) (string,
 // own name as the Source.
 func (s *Service) publishDepth(ctx context.Context, dlq string) error {
 	s.mu.Lock()
-	d := s.depths[dlq]
+	d, read := s.depths[dlq]
 	s.mu.Unlock()
+	if !read {
+		// No source of it could read it this run (that source's run
+		// failed): a depth of 0 would hide DLQDepthAlarm's condition.
+		return nil
+	}
 	src := cwmetrics.Dim(DimSource, dlq)
 	data := []cwtypes.MetricDatum{
 		cwmetrics.Datum(MetricDLQDepth, float64(d[0]), cwtypes.StandardUnitCount, src),
@@ -587,7 +613,8 @@ func (s *Service) namespace() string {
 }
 
 // publish publishes rep under its source, with the DLQ's depth when the
-// source has its DLQ alone (depth).
+// source has its DLQ alone (depth); of a partial report (rep.partial),
+// what the counters say only.
 func (s *Service) publish(ctx context.Context, rep *Report, depth bool) error {
 	ns := s.namespace()
 	src := cwmetrics.Dim(DimSource, rep.Source)
@@ -595,17 +622,20 @@ func (s *Service) publish(ctx context.Context, rep *Report, depth bool) error {
 		return cwmetrics.Datum(name, v, unit, append([]cwtypes.Dimension{src}, dims...)...)
 	}
 	var data []cwtypes.MetricDatum
-	if depth {
+	if rep.partial == nil { // what the DLQ and the listings say: read
+		if depth {
+			data = append(data,
+				datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
+				datum(MetricDLQInFlight, float64(rep.DLQInFlight), cwtypes.StandardUnitCount))
+		}
 		data = append(data,
-			datum(MetricDLQDepth, float64(rep.DLQDepth), cwtypes.StandardUnitCount),
-			datum(MetricDLQInFlight, float64(rep.DLQInFlight), cwtypes.StandardUnitCount))
+			datum(MetricOldestAge, rep.OldestAgeSeconds, cwtypes.StandardUnitSeconds),
+			datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent))
 	}
 	data = append(data,
-		datum(MetricOldestAge, rep.OldestAgeSeconds, cwtypes.StandardUnitSeconds),
 		datum(MetricArrivals, float64(rep.ArrivalsPerMinute), cwtypes.StandardUnitCount),
 		datum(MetricPoison, float64(rep.Poison), cwtypes.StandardUnitCount),
 		datum(MetricNewPoison, float64(rep.NewPoison), cwtypes.StandardUnitCount),
-		datum(MetricDominantShare, rep.DominantSharePct, cwtypes.StandardUnitPercent),
 		datum(MetricIntegrityHolds, float64(rep.IntegrityHolds), cwtypes.StandardUnitCount),
 		datum(MetricNewIntegrityHolds, float64(rep.NewIntegrityHolds), cwtypes.StandardUnitCount))
 	if rep.RedriveSuccessRate != nil {

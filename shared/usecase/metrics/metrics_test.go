@@ -805,6 +805,10 @@ func TestASourceThatFailsNeverSilencesTheOthers(t *testing.T) {
 	if broken.src.Name > after.src.Name { // sources are measured in name order
 		broken, after = after, broken
 	}
+	// The broken source has a record held: what its counters say is
+	// published (its new hold pages) although its DLQ cannot be read, and
+	// nothing its DLQ or listings would say.
+	holdBehindTheSeal(t, broken, broken.at(t, -90*24*time.Hour, "b1", "timeout", "").DLQID)
 	broken.src.DLQName = "no-such-dlq-" + broken.src.Name
 	svc := broken.service(nil)
 	svc.Sources[after.src.Name] = after.src
@@ -812,10 +816,18 @@ func TestASourceThatFailsNeverSilencesTheOthers(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "source "+broken.src.Name) {
 		t.Fatalf("run: %v, want an error naming source %s", err, broken.src.Name)
 	}
-	if len(reps) != 1 || reps[0].Source != after.src.Name {
-		t.Fatalf("reports %+v, want only %s's", reps, after.src.Name)
+	if len(reps) != 2 || reps[0].Source != broken.src.Name || reps[1].Source != after.src.Name {
+		t.Fatalf("reports %+v, want %s's in part and %s's", reps, broken.src.Name, after.src.Name)
 	}
 	if n := datapoints(t, metrics.MetricOldestAge, after.src.Name); n != 1 {
 		t.Errorf("%s, measured after a failing source: %d datapoints, want 1", after.src.Name, n)
+	}
+	for name, want := range map[string]int{metrics.MetricNewIntegrityHolds: 1, metrics.MetricIntegrityHolds: 1, metrics.MetricDLQDepth: 0, metrics.MetricOldestAge: 0, metrics.MetricDominantShare: 0} {
+		if n := datapoints(t, name, broken.src.Name); n != want {
+			t.Errorf("%s of the source whose DLQ is unreadable: %d datapoints, want %d", name, n, want)
+		}
+	}
+	if got := readBack(t, metrics.MetricNewIntegrityHolds, broken.src.Name); got != 1 {
+		t.Errorf("%s of the source whose DLQ is unreadable: %v, want 1", metrics.MetricNewIntegrityHolds, got)
 	}
 }
