@@ -139,6 +139,11 @@ func (s *Store) WriteMetricMarks(ctx context.Context, source, prevRev string, m 
 	case t == "N":
 		in.ConditionExpression = aws.String("#r = :prev")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberN{Value: v}}
+	case t == "S" && v == "":
+		// No empty string as an expression value: the empty one by its
+		// type and size.
+		in.ConditionExpression = aws.String("attribute_type(#r, :s) AND size(#r) = :z")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "S"}, ":z": &types.AttributeValueMemberN{Value: "0"}}
 	case t == "S":
 		in.ConditionExpression = aws.String("#r = :prev")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": &types.AttributeValueMemberS{Value: v}}

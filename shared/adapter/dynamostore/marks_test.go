@@ -110,6 +110,7 @@ func TestMalformedMetricMarksAreWrittenOver(t *testing.T) {
 		"revision too big":  with("rev", n("99999999999999999999")),
 		"largest revision":  with("rev", n("9223372036854775807")),
 		"revision a string": with("rev", str("3")),
+		"revision empty":    with("rev", str("")),
 		"revision a bool":   with("rev", &ddbtypes.AttributeValueMemberBOOL{Value: true}),
 		"no poison map":     with("poisoned", nil),
 		"a bad hour":        with("poisoned", &ddbtypes.AttributeValueMemberM{Value: map[string]ddbtypes.AttributeValue{"yesterday": n("1")}}),
@@ -126,7 +127,7 @@ func TestMalformedMetricMarksAreWrittenOver(t *testing.T) {
 			t.Errorf("%s: read %+v, %v; want ErrMarksMalformed", name, m, err)
 			continue
 		}
-		for _, other := range []string{"", "N:3", "N:0", "S:x", "X"} {
+		for _, other := range []string{"", "N:3", "N:0", "S:x", "S:", "X"} {
 			if other != m.Rev && s.WriteMetricMarks(ctx, src, other, quarantine.MetricMarks{Held: 7}) == nil {
 				t.Errorf("%s: written over at revision %q, read %q", name, other, m.Rev)
 			}
