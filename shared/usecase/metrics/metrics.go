@@ -153,8 +153,8 @@ type Report struct {
 
 	// poisoned are the poison counts of the hours read, by hour.
 	poisoned map[time.Time]int64
-	// marks are the marks read (prev) and those to store once the report
-	// is published (next; nil when they do not move).
+	// prev are the marks read, next those to store once the report is
+	// published (nil when they do not move).
 	prev quarantine.MetricMarks
 	next *quarantine.MetricMarks
 	// marksErr: the marks read were malformed, or ahead of a counter
@@ -393,14 +393,17 @@ func planCounters(src string, now, marked time.Time) *counterPlan {
 		}
 	}
 	lastMinute := now.Truncate(time.Minute).Add(-time.Minute)
+	var successHours []time.Time
+	for i := range defaultSuccessWindow {
+		successHours = append(successHours, now.Truncate(time.Hour).Add(-time.Duration(i)*time.Hour))
+	}
 	for shard := range quarantine.CounterShards {
 		p.add("arrivals", quarantine.BucketCounterKey(src, quarantine.CounterArrivals, lastMinute, shard))
 		p.add(quarantine.CounterHeld, quarantine.HeldCounterKey(src, shard))
 		for _, h := range p.poisonHours {
 			p.add(poisonedIn(h), quarantine.BucketCounterKey(src, quarantine.CounterPoisoned, h, shard))
 		}
-		for i := range defaultSuccessWindow {
-			h := now.Truncate(time.Hour).Add(-time.Duration(i) * time.Hour)
+		for _, h := range successHours {
 			for _, kind := range []string{quarantine.CounterResolved, quarantine.CounterCameBack} {
 				p.add(kind, quarantine.BucketCounterKey(src, kind, h, shard))
 			}
