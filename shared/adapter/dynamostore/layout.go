@@ -10,7 +10,7 @@ import (
 )
 
 // The table layout: every key format and attribute name the adapters of
-// this package write or query, in one place. One table holds three kinds
+// this package write or query, in one place. One table holds these kinds
 // of item, told apart by their key:
 //
 //	<source>#<idempotency key>[#<n>]  a record (quarantine.RecordID); its
@@ -20,6 +20,8 @@ import (
 //	#apr#<source>#<id>                a four-eyes approval (ApprovalStore)
 //	#src#<source>                     a source marker: the source has records
 //	#idx#<index>                      an index migration's state (index.go)
+//	#mtr#<source>                     the metrics function's marks (marks.go)
+//	#swp#<id>#<version>               a sweeper's payload intent (payloadintents.go)
 //
 // No queue name starts with '#', so no record key does (IsRecordKey).
 //
@@ -30,8 +32,8 @@ import (
 // source and a busy source's writes spread over IndexShards partitions.
 // The other items keep one partition each, their status_key equal to
 // their status: "CTR#OPEN#<source>" (a source's open-signature counters),
-// "#pol#<source>" (policies), "#apr#<source>" (approvals) and "#src" (the
-// source markers). status_key is not sealed: it is derived from sealed
+// "#pol#<source>" (policies), "#apr#<source>" (approvals), "#src" (the
+// source markers) and "#swp" (the payload intents). status_key is not sealed: it is derived from sealed
 // fields (IndexKeyOf), and dlqctl verify names a version whose status_key
 // is not the one its fields derive.
 //

@@ -43,6 +43,7 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	QueryAPI
 }
 
@@ -54,6 +55,9 @@ type Store struct {
 	writer *writerproof.Prover
 	// marked holds the sources whose markers this Store wrote or found.
 	marked sync.Map
+	// idx says which index the payload intents are read from (indexState).
+	idxOnce sync.Once
+	idx     *indexState
 }
 
 // New returns a Store on table.

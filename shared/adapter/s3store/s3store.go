@@ -229,11 +229,16 @@ func pause(ctx context.Context, attempt int) error {
 // marker, and the bucket's lifecycle rule removes the noncurrent version
 // because it carries the tag (the sweeper holds no s3:DeleteObjectVersion).
 // A version without the tag is never removed, delete marker or not. When
-// the tagging fails nothing is deleted.
+// the tagging fails nothing is deleted. A reference to another bucket is
+// refused (quarantine.ErrForeignPayload).
 func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
 	api, ok := s.api.(DeleteAPI)
 	if !ok {
 		return fmt.Errorf("delete payload %s: the S3 client cannot delete", ref.Key)
+	}
+	if ref.Bucket != s.bucket {
+		// Never an object outside the payload bucket.
+		return fmt.Errorf("delete payload %s: %w", ref.Key, quarantine.ErrForeignPayload)
 	}
 	tag := &s3.PutObjectTaggingInput{
 		Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key),

@@ -317,3 +317,19 @@ func TestDeletePayloadMarksThePinnedVersionFirst(t *testing.T) {
 		t.Fatalf("versions after delete: %+v", vs)
 	}
 }
+
+// DeletePayload deletes in the payload bucket only: a reference to the
+// same key in another bucket (an archive, anyone's) is refused before
+// any request.
+func TestDeletePayloadStaysInThePayloadBucket(t *testing.T) {
+	ctx := context.Background()
+	f, p, ref := stored(t, "k", []byte("data"))
+	elsewhere := ref
+	elsewhere.Bucket = bucket + "-archive"
+	if err := p.DeletePayload(ctx, elsewhere); !errors.Is(err, quarantine.ErrForeignPayload) {
+		t.Fatalf("delete in another bucket: %v, want ErrForeignPayload", err)
+	}
+	if vs := f.Versions(bucket, "k"); len(vs) != 1 || vs[0].DeleteMarker || len(vs[0].Tags) != 0 {
+		t.Fatalf("versions after a refused delete: %+v", vs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/approval"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
@@ -28,6 +29,7 @@ type Store struct {
 	counters map[quarantine.CounterKey]int64
 	open     map[string]map[string]int64 // source → signature → count
 	holds    map[string]quarantine.IntegrityHold
+	intents  map[string]quarantine.PayloadIntent
 }
 
 // New returns an empty Store.
@@ -146,6 +148,50 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 	return nil
 }
 
+// RecordPayloadIntent implements quarantine.PayloadIntents.
+func (s *Store) RecordPayloadIntent(_ context.Context, in quarantine.PayloadIntent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.intents == nil {
+		s.intents = map[string]quarantine.PayloadIntent{}
+	}
+	in.Key = quarantine.PayloadIntentKey(in.ID, in.Version)
+	in.Refs = slices.Clone(in.Refs)
+	s.intents[in.Key] = in
+	return nil
+}
+
+// DuePayloadIntents implements quarantine.PayloadIntents.
+func (s *Store) DuePayloadIntents(_ context.Context, before time.Time, limit int) ([]quarantine.PayloadIntent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []quarantine.PayloadIntent
+	for _, in := range s.intents {
+		if in.At.Before(before) {
+			in.Refs = slices.Clone(in.Refs)
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b quarantine.PayloadIntent) int {
+		return cmp.Or(a.At.Compare(b.At.Time), strings.Compare(a.Key, b.Key))
+	})
+	return out[:min(len(out), max(limit, 0))], nil
+}
+
+// DropPayloadIntent implements quarantine.PayloadIntents.
+func (s *Store) DropPayloadIntent(_ context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.intents, key)
+	return nil
+}
+
+// PayloadIntentsLeft returns every stored intent, for assertions.
+func (s *Store) PayloadIntentsLeft() []quarantine.PayloadIntent {
+	out, _ := s.DuePayloadIntents(context.Background(), time.Unix(1<<40, 0), 1<<30)
+	return out
+}
+
 // HoldOf returns the integrity hold of a record, if it is held.
 func (s *Store) HoldOf(id string) (quarantine.IntegrityHold, bool) {
 	s.mu.Lock()
@@ -223,6 +269,9 @@ func (p *Payloads) GetPayload(_ context.Context, ref quarantine.ObjectRef) ([]by
 func (p *Payloads) DeletePayload(_ context.Context, ref quarantine.ObjectRef) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ref.Bucket != p.Bucket {
+		return fmt.Errorf("delete payload %s: %w", ref.Key, quarantine.ErrForeignPayload)
+	}
 	delete(p.objects, ref.Key)
 	return nil
 }

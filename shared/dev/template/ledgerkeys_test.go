@@ -264,3 +264,37 @@ func TestOnlyMetricsWritesItsMarks(t *testing.T) {
 		}
 	}
 }
+
+// The sweeper's payload intents (#swp#<id>#<version>) make a later sweeper
+// run delete claim-check objects: every role but the sweeper's is refused
+// every item write on one by one explicit Deny, and the sweeper may delete
+// no other item.
+func TestOnlySweeperWritesPayloadIntents(t *testing.T) {
+	s := openStack(t, nil)
+	tableName := str(props(s.resources["IngestFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any)["TABLE_NAME"])
+	if tableName == "" {
+		t.Fatal("the ingest function's environment has no TABLE_NAME")
+	}
+	intent := quarantine.PayloadIntentKey(quarantine.RecordID("prod-source", "e1"), 7)
+	for _, id := range s.of("AWS::IAM::Role") {
+		if id != "SweeperRole" {
+			denyAll(t, s, id, tableName, intent, "denied by OnlySweeperWritesPayloadIntentsPolicy/NeverWriteThePayloadIntents")
+		}
+	}
+	table := "arn:aws:dynamodb:" + env.Region + ":" + env.Account + ":table/" + tableName
+	write := func(action, k string, attrs ...string) request {
+		return request{Action: action, Resource: table, Context: map[string]string{"aws:securetransport": "true",
+			"dynamodb:leadingkeys": k, "dynamodb:attributes": strings.Join(attrs, "\x00")}}
+	}
+	for _, action := range []string{"dynamodb:PutItem", "dynamodb:DeleteItem"} {
+		if why := s.decide("SweeperRole", write(action, intent, dynamostore.PayloadIntentAttributes...)); why != "" {
+			t.Errorf("SweeperRole: %s on %s: %s", action, intent, why)
+		}
+	}
+	// It deletes nothing else: no record, counter, policy, marks or ledger item.
+	for _, k := range []string{quarantine.RecordID("prod-source", "e1"), "#pol#prod-source#p1", "#src#prod-source", ledgerOwnedKeys()[3], dynamostore.MarksKey("prod-source"), "#swp", "swp#x"} {
+		if why := s.decide("SweeperRole", write("dynamodb:DeleteItem", k)); why == "" {
+			t.Errorf("SweeperRole: DeleteItem on %s allowed, want refused", k)
+		}
+	}
+}

@@ -46,6 +46,9 @@ type Store interface {
 	// ErrVersionConflict when the stored version is another, ErrNotFound
 	// when there is no such record.
 	Hold(ctx context.Context, h IntegrityHold) error
+	// PayloadIntents: the sweeper's record of the claim-check objects an
+	// archived record frees.
+	PayloadIntents
 }
 
 // IntegrityHold sets aside one record version that failed verification.

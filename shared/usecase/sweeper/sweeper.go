@@ -157,6 +157,12 @@ type Report struct {
 	// object): they were set aside by an integrity hold, as found, never
 	// archived or re-sealed, and later runs no longer list them.
 	Held []Failure `json:"held_integrity,omitempty"`
+	// PayloadsLeft are archived records some of whose claim-check objects
+	// are not yet deleted: a later run deletes them (IntentGrace).
+	PayloadsLeft int `json:"payloads_left,omitempty"`
+	// PayloadsFreed are earlier runs' archived records whose claim-check
+	// objects this run deleted.
+	PayloadsFreed int `json:"payloads_freed,omitempty"`
 	// Remaining due records this run did not reach.
 	Remaining        int     `json:"remaining"`
 	OldestParkedAgeS float64 `json:"oldest_parked_age_seconds"`
@@ -226,10 +232,10 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 		// Every archived record's stub write is started, whatever the
 		// deadline (its object is in the bucket already; archiveBatch left
 		// half the margin for the stubs).
-		written := make([]*Archived, len(ready))
+		written, left := make([]*Archived, len(ready)), make([]bool, len(ready))
 		stubErrs := fanout.Run(context.WithoutCancel(ctx), len(ready), Concurrency, func(_ context.Context, i int) (err error) {
 			defer recoverAs(&err)
-			written[i], err = s.writeStub(ctx, ready[i])
+			written[i], left[i], err = s.writeStub(ctx, ready[i])
 			return err
 		})
 		for i, st := range ready {
@@ -244,12 +250,16 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 				continue
 			}
 			rep.Archived = append(rep.Archived, *written[i])
+			if left[i] {
+				rep.PayloadsLeft++
+			}
 		}
 		if rep.Stopped == "deadline" {
 			rep.Remaining += len(due) - start - len(batch)
 			break
 		}
 	}
+	s.settleIntents(ctx, now, rep)
 	oldest, err := s.oldestParked(ctx, now)
 	if err != nil {
 		return nil, err
@@ -257,7 +267,7 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 	rep.OldestParkedAgeS = oldest.Seconds()
 	err = s.publish(ctx, rep)
 	s.log.InfoContext(ctx, "sweep finished", "archived", len(rep.Archived), "skipped", rep.Skipped, "failed", rep.Failed, "held_integrity", len(rep.Held),
-		"remaining", rep.Remaining, "oldest_parked_age_seconds", rep.OldestParkedAgeS, "stopped", rep.Stopped)
+		"payloads_left", rep.PayloadsLeft, "payloads_freed", rep.PayloadsFreed, "remaining", rep.Remaining, "oldest_parked_age_seconds", rep.OldestParkedAgeS, "stopped", rep.Stopped)
 	return rep, err
 }
 
@@ -441,31 +451,157 @@ type stubbed struct {
 }
 
 // writeStub replaces the record with its stub, then deletes its
-// claim-check objects.
-func (s *Service) writeStub(ctx context.Context, st *stubbed) (*Archived, error) {
+// claim-check objects. Their payload intent is recorded first (after the
+// archive object is confirmed, before the stub): whatever happens after
+// it (the stub's answer lost, a delete refused, the run ending), a later
+// run finishes or drops it (settleIntents). payloadsLeft says that some
+// objects are left for a later run.
+func (s *Service) writeStub(ctx context.Context, st *stubbed) (_ *Archived, payloadsLeft bool, _ error) {
 	rec, stub, id, key, version, retain := st.rec, st.stub, st.rec.DLQID, st.key, st.version, st.retain
+	refs := quarantine.PayloadRefs(rec)
+	intent := quarantine.PayloadIntent{
+		Key: quarantine.PayloadIntentKey(id, stub.Version), ID: id, Source: rec.Source, Version: stub.Version, At: quarantine.At(s.now()),
+		Archive: quarantine.ArchiveObject{Bucket: s.cfg.Bucket, Key: key, VersionID: version}, Refs: refs,
+	}
+	if len(refs) > 0 {
+		if err := s.store.RecordPayloadIntent(ctx, intent); err != nil {
+			// No stub without its intent: the archive object is written,
+			// and the next run finds it and tries again.
+			return nil, false, err
+		}
+	}
 	if err := s.store.Replace(ctx, rec, stub); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			// It changed after the read: the next run archives the new
-			// version under its own key; no stub points at this object.
-			return nil, errSkip
+			// version under its own key; no stub points at this object
+			// (its intent is dropped by a later run, nothing deleted).
+			return nil, false, errSkip
 		}
-		return nil, fmt.Errorf("write stub: %w", err)
+		return nil, false, fmt.Errorf("write stub: %w", err)
 	}
 	// The archive copy is confirmed and the stub written: only now may the
 	// claim-check objects go.
-	refs := []*quarantine.ObjectRef{rec.BodyRef, rec.AttributesRef}
-	for _, c := range rec.Corrections {
-		refs = append(refs, c.BodyRef)
+	if len(refs) > 0 {
+		payloadsLeft = s.freePayloads(ctx, intent) != nil
 	}
-	for _, r := range refs {
-		if r != nil {
-			if err := s.payloads.DeletePayload(ctx, *r); err != nil {
-				s.log.WarnContext(ctx, "claim-check object not deleted", "record", quarantine.LogRef(id), "error_kind", quarantine.ErrorKind(err))
-			}
+	return &Archived{ID: id, Bucket: s.cfg.Bucket, Key: key, VersionID: version, RetainUntil: retain}, payloadsLeft, nil
+}
+
+// freePayloads deletes the claim-check objects of in, whose stub is
+// written, and drops the intent; when some are not deleted, the intent is
+// kept with those alone, for a later run, and the error says so.
+func (s *Service) freePayloads(ctx context.Context, in quarantine.PayloadIntent) error {
+	var left []quarantine.ObjectRef
+	var errs []error
+	for _, r := range in.Refs {
+		if err := s.payloads.DeletePayload(ctx, r); err != nil {
+			left = append(left, r)
+			errs = append(errs, err)
+			s.log.WarnContext(ctx, "claim-check object not deleted; a later run deletes it", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
 		}
 	}
-	return &Archived{ID: id, Bucket: s.cfg.Bucket, Key: key, VersionID: version, RetainUntil: retain}, nil
+	switch {
+	case len(left) == 0:
+		if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
+			// Kept: a later run finds its objects deleted already.
+			s.log.WarnContext(ctx, "payload intent not dropped; a later run drops it", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
+		}
+		return nil
+	case len(left) < len(in.Refs):
+		in.Refs = left
+		if err := s.store.RecordPayloadIntent(ctx, in); err != nil {
+			s.log.WarnContext(ctx, "payload intent not narrowed; a later run deletes its objects again", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// IntentGrace is how old a payload intent must be before a later run
+// settles it: longer than a sweeper invocation can last (Lambda's 15
+// minutes), so that the run that wrote it has ended.
+const IntentGrace = 20 * time.Minute
+
+// intentsPerRun bounds the payload intents one run settles.
+const intentsPerRun = 100
+
+// settleIntents finishes or drops the payload intents earlier runs left
+// (IntentGrace): when the record's stub is the one the intent was
+// written for (ARCHIVED, pointing at the intent's archive object, its seal
+// intact), the intent's objects are deleted, each only if it is one of
+// that record's claim-check objects (quarantine.OwnsPayload); when the
+// record is not archived, is gone or points at another archive object,
+// the stub was never written: the intent is dropped and nothing deleted.
+// What it cannot settle is a failure of the run, and kept.
+func (s *Service) settleIntents(ctx context.Context, now time.Time, rep *Report) {
+	fail := func(id, kind string) {
+		rep.Failed++
+		rep.Failures = append(rep.Failures, Failure{ID: id, Kind: kind})
+	}
+	due, err := s.store.DuePayloadIntents(ctx, now.Add(-IntentGrace), intentsPerRun)
+	if err != nil {
+		s.log.WarnContext(ctx, "payload intents not read; the next run reads them", "error_kind", quarantine.ErrorKind(err))
+		fail("", "payload_intents: "+quarantine.ErrorKind(err))
+		return
+	}
+	for _, in := range due {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
+			rep.Stopped = "deadline"
+			return
+		}
+		if in.Malformed != "" {
+			// Written by no run of the sweeper: nothing it names is
+			// deleted, and it is not read again.
+			s.log.WarnContext(ctx, "payload intent does not read: dropped, nothing deleted", "intent", quarantine.LogRef(in.Key), "reason", in.Malformed)
+			fail(in.Key, "payload_intent_malformed")
+			if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
+				s.log.WarnContext(ctx, "payload intent not dropped", "intent", quarantine.LogRef(in.Key), "error_kind", quarantine.ErrorKind(err))
+			}
+			continue
+		}
+		kind, err := s.settleIntent(ctx, in)
+		if err != nil {
+			s.log.WarnContext(ctx, "payload intent not settled; the next run tries again", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
+			fail(in.ID, kind)
+			continue
+		}
+		if kind == "freed" {
+			rep.PayloadsFreed++
+		}
+	}
+}
+
+// settleIntent settles one intent: "freed" (its objects deleted) or
+// "dropped" (no stub of it: nothing deleted); an error with the kind of
+// failure otherwise.
+func (s *Service) settleIntent(ctx context.Context, in quarantine.PayloadIntent) (string, error) {
+	rec, err := s.store.Get(ctx, in.ID)
+	if err != nil && !errors.Is(err, quarantine.ErrNotFound) {
+		return "payload_intent_read", err
+	}
+	a := in.Archive
+	if rec == nil || rec.Status != quarantine.StatusArchived || rec.Archive == nil ||
+		rec.Archive.Bucket != a.Bucket || rec.Archive.Key != a.Key || rec.Archive.VersionID != a.VersionID {
+		// The stub was never written (or another run's is there, with its
+		// own intent): the objects may still be a live record's.
+		if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
+			return "payload_intent_drop", err
+		}
+		s.log.InfoContext(ctx, "payload intent of a stub never written: dropped, nothing deleted", "record", quarantine.LogRef(in.ID))
+		return "dropped", nil
+	}
+	if err := quarantine.Verify(rec); err != nil {
+		// Evidence is kept: nothing is deleted for a stub whose seal fails.
+		return "payload_intent_stub_unverified", err
+	}
+	for _, r := range in.Refs {
+		if !quarantine.OwnsPayload(rec, r.Key) {
+			return "payload_intent_foreign_object", quarantine.ErrForeignPayload
+		}
+	}
+	if err := s.freePayloads(ctx, in); err != nil {
+		return "payload_delete", err
+	}
+	return "freed", nil
 }
 
 // oldestParked is the age, from first_seen, of the oldest PARKED record:

@@ -1,0 +1,152 @@
+package dynamostore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/dev/embedded"
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+)
+
+// The sweeper's payload intents round-trip with only their own
+// attributes, come due oldest first once older than the time asked, at
+// most the limit, and are gone once dropped; one that does not read (or
+// sits under another record version's key) comes back Malformed, never
+// as an intent. No record listing and no ledger sees them.
+func TestPayloadIntents(t *testing.T) {
+	ctx := context.Background()
+	table := stack.Names["QuarantineTable"]
+	s := dynamostore.New(stack.Clients.DynamoDB, table)
+	src := embedded.RandomName("intents")
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	var wrote []quarantine.PayloadIntent
+	for i, key := range []string{"k1", "k2", "k3"} {
+		id := quarantine.RecordID(src, key)
+		in := quarantine.PayloadIntent{ID: id, Source: src, Version: int64(4 + i), At: quarantine.At(at.Add(time.Duration(i) * time.Minute)),
+			Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/" + key, VersionID: "v1"},
+			Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/" + key, VersionID: "p1", SHA256: "00", Size: 3}}}
+		if err := s.RecordPayloadIntent(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		in.Key = quarantine.PayloadIntentKey(id, in.Version)
+		wrote = append(wrote, in)
+	}
+	mine := func(before time.Time, limit int) []quarantine.PayloadIntent {
+		t.Helper()
+		all, err := s.DuePayloadIntents(ctx, before, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []quarantine.PayloadIntent
+		for _, in := range all {
+			if in.Source == src || in.Malformed != "" {
+				out = append(out, in)
+			}
+		}
+		return out
+	}
+	got := mine(at.Add(2*time.Minute), 10)
+	if len(got) != 2 || got[0].Key != wrote[0].Key || got[1].Key != wrote[1].Key {
+		t.Fatalf("due before the third: %+v, want the first two, oldest first", got)
+	}
+	if !got[0].At.Equal(wrote[0].At.Time) || got[0].Archive != wrote[0].Archive || !slices.Equal(got[0].Refs, wrote[0].Refs) || got[0].Version != 4 {
+		t.Fatalf("read back %+v, wrote %+v", got[0], wrote[0])
+	}
+	if got := mine(at.Add(time.Hour), 1); len(got) != 1 || got[0].Key != wrote[0].Key {
+		t.Fatalf("limit 1: %+v", got)
+	}
+	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: wrote[0].Key}}})
+	if err != nil || out.Item == nil {
+		t.Fatal(out, err)
+	}
+	for name := range out.Item {
+		if !slices.Contains(dynamostore.PayloadIntentAttributes, name) {
+			t.Errorf("the intent item has %s, not among PayloadIntentAttributes %v", name, dynamostore.PayloadIntentAttributes)
+		}
+	}
+	if ledger.Ledgered(wrote[0].Key) || dynamostore.IsRecordKey(wrote[0].Key) {
+		t.Errorf("%s is ledgered or a record key", wrote[0].Key)
+	}
+	// Recorded again (narrowed to what is left): replaced, not added.
+	narrowed := wrote[1]
+	narrowed.Refs = nil
+	narrowed.Refs = append(narrowed.Refs, quarantine.ObjectRef{Bucket: "payloads", Key: "attributes/" + src + "/x/k2", SHA256: "01", Size: 1})
+	if err := s.RecordPayloadIntent(ctx, narrowed); err != nil {
+		t.Fatal(err)
+	}
+	if got := mine(at.Add(time.Hour), 10); len(got) != 3 || !slices.Equal(got[1].Refs, narrowed.Refs) {
+		t.Fatalf("after narrowing: %+v", got)
+	}
+	for _, in := range wrote[:2] {
+		if err := s.DropPayloadIntent(ctx, in.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mine(at.Add(time.Hour), 10); len(got) != 1 || got[0].Key != wrote[2].Key {
+		t.Fatalf("after dropping two: %+v", got)
+	}
+	// Items under the intents' keys that are no intent of theirs.
+	raw := func(key, intent string) {
+		item := map[string]ddbtypes.AttributeValue{
+			dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: key},
+			"status":            &ddbtypes.AttributeValueMemberS{Value: dynamostore.PayloadIntentPartition},
+			"status_key":        &ddbtypes.AttributeValueMemberS{Value: dynamostore.PayloadIntentPartition},
+			"first_seen":        &ddbtypes.AttributeValueMemberS{Value: quarantine.At(at.Add(-time.Hour)).String()},
+		}
+		if intent != "" {
+			item["intent"] = &ddbtypes.AttributeValueMemberS{Value: intent}
+		}
+		if _, err := stack.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := quarantine.PayloadIntentKey(quarantine.RecordID(src, "k9"), 2)
+	bad := map[string]string{
+		quarantine.PayloadIntentKey(quarantine.RecordID(src, "m1"), 1): "",
+		quarantine.PayloadIntentKey(quarantine.RecordID(src, "m2"), 1): "{not json",
+		quarantine.PayloadIntentKey(quarantine.RecordID(src, "m3"), 1): `{"id":"` + quarantine.RecordID(src, "m3") + `","version":1,"archive":{"bucket":"a","key":"k"},"refs":[]}`,
+		quarantine.PayloadIntentKey(quarantine.RecordID(src, "m4"), 1): `{"id":"` + quarantine.RecordID(src, "m4") + `","version":1,"archive":{"bucket":"","key":""},"refs":[{"bucket":"p","key":"k"}]}`,
+		other: `{"id":"` + quarantine.RecordID(src, "k1") + `","version":4,"archive":{"bucket":"a","key":"k"},"refs":[{"bucket":"p","key":"k"}]}`,
+	}
+	for key, intent := range bad {
+		raw(key, intent)
+	}
+	got = mine(at.Add(time.Hour), 100)
+	malformed := 0
+	for _, in := range got {
+		if in.Malformed == "" {
+			continue
+		}
+		if _, ok := bad[in.Key]; !ok {
+			continue // another test's
+		}
+		malformed++
+		if in.ID != "" || len(in.Refs) != 0 {
+			t.Errorf("%s: malformed (%s) yet read as an intent: %+v", in.Key, in.Malformed, in)
+		}
+	}
+	if malformed != len(bad) {
+		t.Fatalf("%d of %d malformed intents reported: %+v", malformed, len(bad), got)
+	}
+	for key := range bad {
+		if err := s.DropPayloadIntent(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No listing of records holds them.
+	lister := dynamostore.NewLister(stack.Clients.DynamoDB, table)
+	for _, st := range []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusParked, quarantine.StatusArchived} {
+		page, err := lister.List(ctx, quarantine.ListQuery{Status: st, Source: src, Limit: 100})
+		if err != nil || len(page.IDs) != 0 {
+			t.Errorf("%s listing of %s: %v %v", st, src, page.IDs, err)
+		}
+	}
+}

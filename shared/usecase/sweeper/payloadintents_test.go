@@ -1,0 +1,296 @@
+package sweeper_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
+	"github.com/dlqquarantine/dlqq/shared/dev/memstore"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/runtime/clock"
+	"github.com/dlqquarantine/dlqq/shared/usecase/ingest"
+	"github.com/dlqquarantine/dlqq/shared/usecase/sweeper"
+)
+
+// refusingPayloads refuses to delete the objects named in refuse.
+type refusingPayloads struct {
+	quarantine.PayloadStore
+	refuse map[string]bool
+}
+
+func (p refusingPayloads) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
+	if p.refuse[ref.Key] {
+		return errors.New("AccessDenied")
+	}
+	return p.PayloadStore.DeletePayload(ctx, ref)
+}
+
+// stubAnswers answers the stub writes of the records named: "lost" writes
+// the stub and answers with an error (the answer lost), "refused" writes
+// nothing and answers with an error.
+type stubAnswers struct {
+	quarantine.Store
+	answer map[string]string
+}
+
+func (s stubAnswers) Replace(ctx context.Context, prev, r *quarantine.Record) error {
+	if r.Status != quarantine.StatusArchived {
+		return s.Store.Replace(ctx, prev, r)
+	}
+	switch s.answer[r.DLQID] {
+	case "lost":
+		if err := s.Store.Replace(ctx, prev, r); err != nil {
+			return err
+		}
+		return errors.New("RequestTimeout: the answer was lost")
+	case "refused":
+		return errors.New("InternalServerError")
+	}
+	return s.Store.Replace(ctx, prev, r)
+}
+
+// A claim-check object is never left behind by an archived record: when
+// its delete is refused, or the stub write's answer is lost (the run
+// cannot tell that the stub is written), a later run past IntentGrace
+// deletes it; when the stub was never written, nothing is deleted and the
+// live record still reads its body. Real DynamoDB and S3 (the emulators):
+// the intent items, the version tag the bucket's lifecycle acts on, the
+// delete marker.
+func TestObjectsAnArchiveLeavesAreDeletedByALaterRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	big := strings.Repeat("b", 200<<10)
+	// refused has two objects: its body and a correction's.
+	refused := e.quarantine(t, "la", inv("la", big))
+	if _, err := e.k.Correct(ctx, refused.DLQID, quarantine.CorrectionRequest{Actor: "fixer@ops", Reason: "typo", Body: []byte(inv("la", strings.Repeat("n", 350<<10)))}); err != nil {
+		t.Fatal(err)
+	}
+	refused = e.park(t, refused)
+	lost, never := e.parked(t, "lb", big), e.parked(t, "lc", big)
+	for _, r := range []*quarantine.Record{refused, lost, never} {
+		if r.BodyRef == nil {
+			t.Fatalf("%s: body not claim-checked", r.DLQID)
+		}
+	}
+	correction := refused.Corrections[0].BodyRef
+	if correction == nil {
+		t.Fatal("the correction is not claim-checked")
+	}
+	e.clock.Advance(2 * time.Hour)
+	sweep := func(store quarantine.Store, payloads quarantine.PayloadStore) *sweeper.Report {
+		t.Helper()
+		svc := sweeper.New(store, e.lister, payloads, s3store.Archiver{API: e.st.Clients.S3}, nil, e.clock.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			sweeper.Config{Bucket: e.bucket, ParkAge: time.Hour, ResolvedAge: 2 * time.Hour, Retention: 3650 * 24 * time.Hour})
+		rep, err := svc.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := sweep(stubAnswers{Store: e.store, answer: map[string]string{lost.DLQID: "lost", never.DLQID: "refused"}},
+		refusingPayloads{PayloadStore: e.payloads, refuse: map[string]bool{correction.Key: true}})
+	if len(rep.Archived) != 1 || rep.Archived[0].ID != refused.DLQID || rep.PayloadsLeft != 1 || rep.Failed != 2 {
+		t.Fatalf("first run: %+v", rep)
+	}
+	if got := e.get(t, lost.DLQID); got.Status != quarantine.StatusArchived {
+		t.Fatalf("the lost answer's stub is not written: %s", got.Status)
+	}
+	// The live record goes back to work: not due, its stub never written.
+	if _, err := e.store.Update(ctx, never.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Unpark("ops", "consumer fixed", e.clock.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	current := func(ref *quarantine.ObjectRef) bool {
+		_, err := e.st.Clients.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)})
+		return err == nil
+	}
+	tagged := func(ref *quarantine.ObjectRef) bool {
+		out, err := e.st.Clients.S3.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key), VersionId: aws.String(ref.VersionID)})
+		if err != nil {
+			t.Fatalf("tags of %s: %v", ref.Key, err)
+		}
+		return slices.ContainsFunc(out.TagSet, func(tg s3types.Tag) bool { return aws.ToString(tg.Key) == s3store.ArchivedTagKey })
+	}
+	for _, r := range []*quarantine.Record{lost, never} {
+		if !current(r.BodyRef) || tagged(r.BodyRef) {
+			t.Fatalf("%s: its object went before a run could know its stub is written", r.DLQID)
+		}
+	}
+	// The body deleted, the correction's object refused: the intent keeps
+	// that one alone (the body's version may be gone from the bucket by the
+	// time a later run comes).
+	if current(refused.BodyRef) || !current(correction) {
+		t.Fatalf("refused's body current %v, correction current %v", current(refused.BodyRef), current(correction))
+	}
+	kept, err := e.store.DuePayloadIntents(ctx, e.clock.Now().Add(time.Hour), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range kept {
+		if in.ID == refused.DLQID && !slices.Equal(in.Refs, []quarantine.ObjectRef{*correction}) {
+			t.Fatalf("refused's intent names %+v, want its correction's object alone", in.Refs)
+		}
+	}
+	// Within IntentGrace the run that wrote them may still be running.
+	e.clock.Advance(sweeper.IntentGrace - time.Minute)
+	if rep := sweep(e.store, e.payloads); rep.PayloadsFreed != 0 || rep.Failed != 0 {
+		t.Fatalf("a run within the grace: %+v", rep)
+	}
+	if !current(correction) || !current(lost.BodyRef) {
+		t.Fatal("objects deleted within the grace")
+	}
+	e.clock.Advance(2 * time.Minute)
+	rep = sweep(e.store, e.payloads)
+	if rep.PayloadsFreed != 2 || rep.Failed != 0 {
+		t.Fatalf("the run past the grace: %+v", rep)
+	}
+	for _, ref := range []*quarantine.ObjectRef{refused.BodyRef, correction, lost.BodyRef} {
+		if current(ref) || !tagged(ref) {
+			t.Errorf("%s is left behind (current %v, tagged %v)", ref.Key, current(ref), tagged(ref))
+		}
+	}
+	if !current(never.BodyRef) || tagged(never.BodyRef) {
+		t.Error("the object of a record whose stub was never written is deleted")
+	}
+	if _, err := quarantine.LoadBody(ctx, e.payloads, e.get(t, never.DLQID)); err != nil {
+		t.Errorf("the live record's body: %v", err)
+	}
+	left, err := e.store.DuePayloadIntents(ctx, e.clock.Now().Add(time.Hour), 100)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("intents left: %+v %v", left, err)
+	}
+}
+
+// memArchiver "writes" every archive object as version "v-<key>".
+type memArchiver struct{}
+
+func (memArchiver) PutArchive(_ context.Context, _, _, key string, _ []byte, _ string, retain time.Time) (string, time.Time, error) {
+	return "v-" + key, retain, nil
+}
+
+// A payload intent makes a run delete only objects of the record it names,
+// only while that record's stub is the one it was written for and its seal
+// holds, and only in the payload bucket; what no run of the sweeper wrote
+// deletes nothing (as one written by a role that the template's Deny
+// missed, or an administrator).
+func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem, pay := memstore.New(), memstore.NewPayloads()
+	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
+	q := ingest.NewQuarantiner(mem, pay, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})
+	big := strings.Repeat("p", 200<<10)
+	quarantined := func(key string, park bool) *quarantine.Record {
+		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m-" + key, SourceARN: src.ARN, Body: []byte(inv(key, big))})
+		if err != nil || out.Record.BodyRef == nil {
+			t.Fatalf("%s: %+v %v", key, out, err)
+		}
+		if !park {
+			return out.Record
+		}
+		r, err := mem.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", clk.Now()) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, d := quarantined("a", true), quarantined("d", true)
+	clk.Advance(2 * time.Hour)
+	live := quarantined("live", false)
+	sweep := func(payloads quarantine.PayloadStore) *sweeper.Report {
+		t.Helper()
+		rep, err := testSweeper(mem, mem, payloads, memArchiver{}, clk, 0).Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := sweep(refusingPayloads{PayloadStore: pay, refuse: map[string]bool{d.BodyRef.Key: true}})
+	if len(rep.Archived) != 2 || rep.PayloadsLeft != 1 {
+		t.Fatalf("first run: %+v", rep)
+	}
+	stubA, stubD := get(t, mem, a.DLQID), get(t, mem, d.DLQID)
+	archiveOf := func(r *quarantine.Record) quarantine.ArchiveObject {
+		return quarantine.ArchiveObject{Bucket: r.Archive.Bucket, Key: r.Archive.Key, VersionID: r.Archive.VersionID}
+	}
+	forge := func(id string, version int64, arch quarantine.ArchiveObject, refs ...quarantine.ObjectRef) string {
+		in := quarantine.PayloadIntent{ID: id, Source: "inventory", Version: version, At: quarantine.At(clk.Now()), Archive: arch, Refs: refs}
+		if err := mem.RecordPayloadIntent(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		return quarantine.PayloadIntentKey(id, version)
+	}
+	foreign := forge(stubA.DLQID, stubA.Version+1, archiveOf(stubA), *live.BodyRef)                                       // another record's object
+	forge(live.DLQID, live.Version+1, quarantine.ArchiveObject{Bucket: "archive", Key: "records/live"}, *live.BodyRef)    // a live record
+	forge(stubA.DLQID, stubA.Version+2, quarantine.ArchiveObject{Bucket: "archive", Key: "records/other"}, *live.BodyRef) // another archive object
+	forge(quarantine.RecordID("inventory", "nobody"), 3, archiveOf(stubA), *live.BodyRef)                                 // no such record
+	elsewhere := *d.BodyRef
+	elsewhere.Bucket = "someone-elses-bucket"
+	otherBucket := forge(stubD.DLQID, stubD.Version+1, archiveOf(stubD), elsewhere) // the record's key, in another bucket
+	// d's stub is changed behind its seal: nothing is deleted for it.
+	mem.Tamper(d.DLQID, func(r *quarantine.Record) { r.RedriveCap++ })
+	clk.Advance(sweeper.IntentGrace + time.Minute)
+	rep = sweep(pay)
+	var kinds []string
+	for _, f := range rep.Failures {
+		kinds = append(kinds, f.ID+" "+f.Kind)
+	}
+	slices.Sort(kinds)
+	want := []string{stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_stub_unverified", stubD.DLQID + " payload_intent_stub_unverified"}
+	if rep.PayloadsFreed != 0 || !slices.Equal(kinds, want) {
+		t.Fatalf("forged intents: freed %d, failures %v, want %v", rep.PayloadsFreed, kinds, want)
+	}
+	for _, r := range []*quarantine.Record{live, d} {
+		if _, err := pay.GetPayload(ctx, *r.BodyRef); err != nil {
+			t.Fatalf("%s's object deleted by a forged intent or for a tampered stub: %v", r.DLQID, err)
+		}
+	}
+	keys := func() []string {
+		var out []string
+		for _, in := range mem.PayloadIntentsLeft() {
+			out = append(out, in.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+	wantLeft := []string{foreign, otherBucket, quarantine.PayloadIntentKey(stubD.DLQID, stubD.Version)}
+	slices.Sort(wantLeft)
+	if got := keys(); !slices.Equal(got, wantLeft) {
+		t.Fatalf("intents kept %v, want %v (the unsettled ones; those of no stub dropped)", got, wantLeft)
+	}
+	// The stub restored: its own intent deletes its object; the one naming
+	// another bucket deletes nothing there and stays.
+	mem.Tamper(d.DLQID, func(r *quarantine.Record) { r.RedriveCap-- })
+	rep = sweep(pay)
+	if rep.PayloadsFreed != 1 || rep.Failed != 2 {
+		t.Fatalf("after the stub is restored: %+v", rep)
+	}
+	if _, err := pay.GetPayload(ctx, *d.BodyRef); err == nil {
+		t.Fatal("d's object is still there")
+	}
+	if got := keys(); !slices.Equal(got, []string{foreign, otherBucket}) && !slices.Equal(got, []string{otherBucket, foreign}) {
+		t.Fatalf("intents kept %v", got)
+	}
+}
+
+func get(t *testing.T, s quarantine.Store, id string) *quarantine.Record {
+	t.Helper()
+	r, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
