@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,6 +23,7 @@ import (
 // (PayloadIntentPartition, sorted by when it was written), where a later
 // run finds the ones left behind.
 const (
+	payloadIntentPrefix = "#swp#"
 	// PayloadIntentPartition is the index partition of the intents.
 	PayloadIntentPartition = "#swp"
 	payloadIntentAttr      = "intent" // the intent's JSON
@@ -31,13 +33,24 @@ const (
 var PayloadIntentAttributes = []string{KeyAttr, statusAttr, IndexKeyAttr, firstSeenAttr, payloadIntentAttr}
 
 // RecordPayloadIntent implements quarantine.PayloadIntents: an
-// unconditional put (the same record version's intent is replaced).
-func (s *Store) RecordPayloadIntent(ctx context.Context, in quarantine.PayloadIntent) error {
+// unconditional put (the same record version's intent is replaced). The
+// revision is the stored JSON itself.
+func (s *Store) RecordPayloadIntent(ctx context.Context, in quarantine.PayloadIntent) (string, error) {
+	return s.putPayloadIntent(ctx, in, nil)
+}
+
+// ReplacePayloadIntent implements quarantine.PayloadIntents: a put
+// conditioned on the stored JSON being in.Rev.
+func (s *Store) ReplacePayloadIntent(ctx context.Context, in quarantine.PayloadIntent) (string, error) {
+	return s.putPayloadIntent(ctx, in, &in.Rev)
+}
+
+func (s *Store) putPayloadIntent(ctx context.Context, in quarantine.PayloadIntent, prev *string) (string, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("record payload intent: %w", err)
+		return "", fmt.Errorf("record payload intent: %w", err)
 	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+	put := &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
 			KeyAttr:           &types.AttributeValueMemberS{Value: quarantine.PayloadIntentKey(in.ID, in.Version)},
@@ -46,11 +59,19 @@ func (s *Store) RecordPayloadIntent(ctx context.Context, in quarantine.PayloadIn
 			firstSeenAttr:     &types.AttributeValueMemberS{Value: in.At.String()},
 			payloadIntentAttr: &types.AttributeValueMemberS{Value: string(raw)},
 		},
-	})
-	if err != nil {
-		return fmt.Errorf("record payload intent: %w", err)
 	}
-	return nil
+	if prev != nil {
+		put.ConditionExpression = aws.String("#i = :rev")
+		put.ExpressionAttributeNames = map[string]string{"#i": payloadIntentAttr}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":rev": &types.AttributeValueMemberS{Value: *prev}}
+	}
+	if _, err = s.api.PutItem(ctx, put); err != nil {
+		if conditionFailed(err) {
+			return "", quarantine.ErrIntentMoved
+		}
+		return "", fmt.Errorf("record payload intent: %w", err)
+	}
+	return string(raw), nil
 }
 
 // DuePayloadIntents implements quarantine.PayloadIntents: one query of the
@@ -87,7 +108,9 @@ func (s *Store) DuePayloadIntents(ctx context.Context, before time.Time, limit i
 			return nil, fmt.Errorf("payload intents: %w", err)
 		}
 		for _, item := range page.Items {
-			if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && len(keys) < limit {
+			// Only intents' keys: any item may carry this partition's
+			// status_key (a record writer's), and none other is read.
+			if k, ok := item[KeyAttr].(*types.AttributeValueMemberS); ok && len(keys) < limit && strings.HasPrefix(k.Value, payloadIntentPrefix) {
 				keys = append(keys, k.Value)
 			}
 		}
@@ -101,7 +124,11 @@ func (s *Store) DuePayloadIntents(ctx context.Context, before time.Time, limit i
 		if got.Item == nil {
 			continue
 		}
-		out = append(out, readPayloadIntent(k, got.Item))
+		in := readPayloadIntent(k, got.Item)
+		if in.Malformed == "" && !in.At.Before(before) {
+			continue // replaced since the index was read: not yet due
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }
@@ -128,13 +155,22 @@ func readPayloadIntent(k string, item map[string]types.AttributeValue) quarantin
 	case len(in.Refs) == 0:
 		return bad("no claim-check object")
 	}
-	in.Key = k
+	in.Key, in.Rev = k, raw.Value
 	return in
 }
 
 // DropPayloadIntent implements quarantine.PayloadIntents.
-func (s *Store) DropPayloadIntent(ctx context.Context, key string) error {
-	if _, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: itemKey(key)}); err != nil {
+func (s *Store) DropPayloadIntent(ctx context.Context, in quarantine.PayloadIntent) error {
+	del := &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: itemKey(in.Key)}
+	if in.Rev != "" {
+		del.ConditionExpression = aws.String("#i = :rev")
+		del.ExpressionAttributeNames = map[string]string{"#i": payloadIntentAttr}
+		del.ExpressionAttributeValues = map[string]types.AttributeValue{":rev": &types.AttributeValueMemberS{Value: in.Rev}}
+	}
+	if _, err := s.api.DeleteItem(ctx, del); err != nil {
+		if conditionFailed(err) {
+			return quarantine.ErrIntentMoved
+		}
 		return fmt.Errorf("drop payload intent: %w", err)
 	}
 	return nil

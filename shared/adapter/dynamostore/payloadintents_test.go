@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -33,10 +34,11 @@ func TestPayloadIntents(t *testing.T) {
 		in := quarantine.PayloadIntent{ID: id, Source: src, Version: int64(4 + i), At: quarantine.At(at.Add(time.Duration(i) * time.Minute)),
 			Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/" + key, VersionID: "v1"},
 			Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/" + key, VersionID: "p1", SHA256: "00", Size: 3}}}
-		if err := s.RecordPayloadIntent(ctx, in); err != nil {
-			t.Fatal(err)
+		rev, err := s.RecordPayloadIntent(ctx, in)
+		if err != nil || rev == "" {
+			t.Fatal(rev, err)
 		}
-		in.Key = quarantine.PayloadIntentKey(id, in.Version)
+		in.Key, in.Rev = quarantine.PayloadIntentKey(id, in.Version), rev
 		wrote = append(wrote, in)
 	}
 	mine := func(before time.Time, limit int) []quarantine.PayloadIntent {
@@ -57,7 +59,7 @@ func TestPayloadIntents(t *testing.T) {
 	if len(got) != 2 || got[0].Key != wrote[0].Key || got[1].Key != wrote[1].Key {
 		t.Fatalf("due before the third: %+v, want the first two, oldest first", got)
 	}
-	if !got[0].At.Equal(wrote[0].At.Time) || got[0].Archive != wrote[0].Archive || !slices.Equal(got[0].Refs, wrote[0].Refs) || got[0].Version != 4 {
+	if !got[0].At.Equal(wrote[0].At.Time) || got[0].Archive != wrote[0].Archive || !slices.Equal(got[0].Refs, wrote[0].Refs) || got[0].Version != 4 || got[0].Rev != wrote[0].Rev {
 		t.Fatalf("read back %+v, wrote %+v", got[0], wrote[0])
 	}
 	if got := mine(at.Add(time.Hour), 1); len(got) != 1 || got[0].Key != wrote[0].Key {
@@ -75,23 +77,45 @@ func TestPayloadIntents(t *testing.T) {
 	if ledger.Ledgered(wrote[0].Key) || dynamostore.IsRecordKey(wrote[0].Key) {
 		t.Errorf("%s is ledgered or a record key", wrote[0].Key)
 	}
-	// Recorded again (narrowed to what is left): replaced, not added.
+	// Replaced at the revision read (narrowed to what is left): replaced,
+	// not added; at a revision no longer stored (another run recorded the
+	// same version's intent since): refused, and so is the drop.
 	narrowed := wrote[1]
-	narrowed.Refs = nil
-	narrowed.Refs = append(narrowed.Refs, quarantine.ObjectRef{Bucket: "payloads", Key: "attributes/" + src + "/x/k2", SHA256: "01", Size: 1})
-	if err := s.RecordPayloadIntent(ctx, narrowed); err != nil {
+	narrowed.Refs = []quarantine.ObjectRef{{Bucket: "payloads", Key: "attributes/" + src + "/x/k2", SHA256: "01", Size: 1}}
+	rev, err := s.ReplacePayloadIntent(ctx, narrowed)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mine(at.Add(time.Hour), 10); len(got) != 3 || !slices.Equal(got[1].Refs, narrowed.Refs) {
+	if got := mine(at.Add(time.Hour), 10); len(got) != 3 || !slices.Equal(got[1].Refs, narrowed.Refs) || got[1].Rev != rev {
 		t.Fatalf("after narrowing: %+v", got)
 	}
+	if _, err := s.ReplacePayloadIntent(ctx, narrowed); !errors.Is(err, quarantine.ErrIntentMoved) {
+		t.Fatalf("a replace at a revision replaced since: %v", err)
+	}
+	if err := s.DropPayloadIntent(ctx, wrote[1]); !errors.Is(err, quarantine.ErrIntentMoved) {
+		t.Fatalf("a drop at a revision replaced since: %v", err)
+	}
+	// Postponed past the time asked (the index may still say otherwise):
+	// not due.
+	later := wrote[2]
+	later.At = quarantine.At(at.Add(time.Hour))
+	if wrote[2].Rev, err = s.ReplacePayloadIntent(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if got := mine(at.Add(30*time.Minute), 10); len(got) != 2 {
+		t.Fatalf("due before the postponed one's time: %+v", got)
+	}
+	wrote[1].Rev = rev
 	for _, in := range wrote[:2] {
-		if err := s.DropPayloadIntent(ctx, in.Key); err != nil {
+		if err := s.DropPayloadIntent(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := mine(at.Add(time.Hour), 10); len(got) != 1 || got[0].Key != wrote[2].Key {
+	if got := mine(at.Add(2*time.Hour), 10); len(got) != 1 || got[0].Key != wrote[2].Key {
 		t.Fatalf("after dropping two: %+v", got)
+	}
+	if err := s.DropPayloadIntent(ctx, wrote[2]); err != nil {
+		t.Fatal(err)
 	}
 	// Items under the intents' keys that are no intent of theirs.
 	raw := func(key, intent string) {
@@ -119,6 +143,8 @@ func TestPayloadIntents(t *testing.T) {
 	for key, intent := range bad {
 		raw(key, intent)
 	}
+	// A record writer's item in the partition: not read, not reported.
+	raw(quarantine.RecordID(src, "posing"), `{"id":"x"}`)
 	got = mine(at.Add(time.Hour), 100)
 	malformed := 0
 	for _, in := range got {
@@ -136,8 +162,14 @@ func TestPayloadIntents(t *testing.T) {
 	if malformed != len(bad) {
 		t.Fatalf("%d of %d malformed intents reported: %+v", malformed, len(bad), got)
 	}
+	for _, in := range got {
+		if in.Key == quarantine.RecordID(src, "posing") {
+			t.Errorf("an item that is not an intent read as one: %+v", in)
+		}
+	}
+	bad[quarantine.RecordID(src, "posing")] = ""
 	for key := range bad {
-		if err := s.DropPayloadIntent(ctx, key); err != nil {
+		if err := s.DropPayloadIntent(ctx, quarantine.PayloadIntent{Key: key}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -230,7 +230,9 @@ func pause(ctx context.Context, attempt int) error {
 // because it carries the tag (the sweeper holds no s3:DeleteObjectVersion).
 // A version without the tag is never removed, delete marker or not. When
 // the tagging fails nothing is deleted. A reference to another bucket is
-// refused (quarantine.ErrForeignPayload).
+// refused (quarantine.ErrForeignPayload). One whose pinned version is gone,
+// with no current object under its key, is deleted already: nil (a later
+// sweeper run repeats the deletes of an intent it could not drop).
 func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
 	api, ok := s.api.(DeleteAPI)
 	if !ok {
@@ -256,7 +258,14 @@ func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) err
 		if d, derr := hex.DecodeString(ref.SHA256); derr == nil && len(d) == len(sum) {
 			copy(sum[:], d)
 			var version string
-			if version, err = s.existing(ctx, ref.Key, sum, ref.Size); err == nil {
+			version, err = s.existing(ctx, ref.Key, sum, ref.Size)
+			switch {
+			case errors.Is(err, errNoCurrent):
+				// Neither the pinned version nor a current object: deleted
+				// already (the bucket's lifecycle removes a tagged version
+				// 7 days after its delete); nothing is left to delete.
+				return nil
+			case err == nil:
 				tag.VersionId = optionalVersion(version)
 				_, err = api.PutObjectTagging(ctx, tag)
 			}

@@ -333,3 +333,22 @@ func TestDeletePayloadStaysInThePayloadBucket(t *testing.T) {
 		t.Fatalf("versions after a refused delete: %+v", vs)
 	}
 }
+
+// A delete repeated after the deleted version expired (the bucket's
+// lifecycle, 7 days after the delete: a sweeper run settling an intent it
+// could not drop before) is done: nothing is left to delete.
+func TestDeletePayloadRepeatedAfterTheVersionExpired(t *testing.T) {
+	ctx := context.Background()
+	f, p, ref := stored(t, "bodies/src/h/sum", []byte("data"))
+	if err := p.DeletePayload(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(8 * 24 * time.Hour)
+	f.ApplyLifecycle()
+	if err := p.DeletePayload(ctx, ref); err != nil {
+		t.Fatalf("a delete repeated after the version expired: %v", err)
+	}
+	if vs := f.Versions(bucket, "bodies/src/h/sum"); len(vs) > 1 {
+		t.Fatalf("versions after the repeated delete: %+v", vs)
+	}
+}

@@ -30,6 +30,7 @@ type Store struct {
 	open     map[string]map[string]int64 // source → signature → count
 	holds    map[string]quarantine.IntegrityHold
 	intents  map[string]quarantine.PayloadIntent
+	revs     int
 }
 
 // New returns an empty Store.
@@ -148,17 +149,38 @@ func (s *Store) Hold(_ context.Context, h quarantine.IntegrityHold) error {
 	return nil
 }
 
-// RecordPayloadIntent implements quarantine.PayloadIntents.
-func (s *Store) RecordPayloadIntent(_ context.Context, in quarantine.PayloadIntent) error {
+// RecordPayloadIntent implements quarantine.PayloadIntents. An intent
+// with Malformed set is stored as given, under its Key: the model of an
+// item that does not read.
+func (s *Store) RecordPayloadIntent(_ context.Context, in quarantine.PayloadIntent) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.putIntent(in), nil
+}
+
+// ReplacePayloadIntent implements quarantine.PayloadIntents.
+func (s *Store) ReplacePayloadIntent(_ context.Context, in quarantine.PayloadIntent) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.intents[quarantine.PayloadIntentKey(in.ID, in.Version)]; !ok || cur.Rev != in.Rev {
+		return "", quarantine.ErrIntentMoved
+	}
+	return s.putIntent(in), nil
+}
+
+// putIntent stores in with a new revision; s.mu is held.
+func (s *Store) putIntent(in quarantine.PayloadIntent) string {
 	if s.intents == nil {
 		s.intents = map[string]quarantine.PayloadIntent{}
 	}
-	in.Key = quarantine.PayloadIntentKey(in.ID, in.Version)
+	if in.Malformed == "" {
+		in.Key = quarantine.PayloadIntentKey(in.ID, in.Version)
+		s.revs++
+		in.Rev = fmt.Sprint("r", s.revs)
+	}
 	in.Refs = slices.Clone(in.Refs)
 	s.intents[in.Key] = in
-	return nil
+	return in.Rev
 }
 
 // DuePayloadIntents implements quarantine.PayloadIntents.
@@ -167,7 +189,7 @@ func (s *Store) DuePayloadIntents(_ context.Context, before time.Time, limit int
 	defer s.mu.Unlock()
 	var out []quarantine.PayloadIntent
 	for _, in := range s.intents {
-		if in.At.Before(before) {
+		if in.Malformed != "" || in.At.Before(before) {
 			in.Refs = slices.Clone(in.Refs)
 			out = append(out, in)
 		}
@@ -179,10 +201,13 @@ func (s *Store) DuePayloadIntents(_ context.Context, before time.Time, limit int
 }
 
 // DropPayloadIntent implements quarantine.PayloadIntents.
-func (s *Store) DropPayloadIntent(_ context.Context, key string) error {
+func (s *Store) DropPayloadIntent(_ context.Context, in quarantine.PayloadIntent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.intents, key)
+	if cur, ok := s.intents[in.Key]; in.Rev != "" && (!ok || cur.Rev != in.Rev) {
+		return quarantine.ErrIntentMoved
+	}
+	delete(s.intents, in.Key)
 	return nil
 }
 

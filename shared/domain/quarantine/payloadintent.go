@@ -17,7 +17,12 @@ import (
 // deleting them loses nothing, whoever wrote the stub.
 type PayloadIntent struct {
 	// Key is the store's key of the intent (set by the store on read).
-	Key     string `json:"-"`
+	Key string `json:"-"`
+	// Rev is the stored revision (set by the store on record and read):
+	// a replace or a drop applies only while it is still stored, so that
+	// no run drops or narrows another run's intent of the same version.
+	// "" on a Malformed one.
+	Rev     string `json:"-"`
 	ID      string `json:"id"`
 	Source  string `json:"source"`
 	Version int64  `json:"version"` // the stub's version
@@ -43,17 +48,27 @@ type ArchiveObject struct {
 	VersionID string `json:"version_id,omitempty"`
 }
 
+// ErrIntentMoved says a payload intent is no longer the revision read:
+// another run replaced or dropped it (and settles it itself).
+var ErrIntentMoved = errors.New("payload intent replaced or dropped since it was read")
+
 // PayloadIntents keeps the sweeper's payload intents.
 // Implementations: dynamostore and memstore.
 type PayloadIntents interface {
-	// RecordPayloadIntent stores in, replacing a stored intent of the same
-	// record version.
-	RecordPayloadIntent(ctx context.Context, in PayloadIntent) error
+	// RecordPayloadIntent stores in, replacing any stored intent of the
+	// same record version, and returns its revision.
+	RecordPayloadIntent(ctx context.Context, in PayloadIntent) (rev string, err error)
+	// ReplacePayloadIntent stores in in place of revision in.Rev, or
+	// returns ErrIntentMoved, and returns the new revision.
+	ReplacePayloadIntent(ctx context.Context, in PayloadIntent) (rev string, err error)
 	// DuePayloadIntents returns up to limit intents recorded before
-	// before, oldest first; one that does not read comes with Malformed.
+	// before, oldest first (At); one that does not read comes with
+	// Malformed (and its Key alone).
 	DuePayloadIntents(ctx context.Context, before time.Time, limit int) ([]PayloadIntent, error)
-	// DropPayloadIntent removes the intent stored under key.
-	DropPayloadIntent(ctx context.Context, key string) error
+	// DropPayloadIntent removes revision in.Rev of the intent in.Key, or
+	// returns ErrIntentMoved; with Rev "" (a Malformed one) whatever is
+	// stored under in.Key.
+	DropPayloadIntent(ctx context.Context, in PayloadIntent) error
 }
 
 // PayloadRefs are the claim-check objects r references: its body, its

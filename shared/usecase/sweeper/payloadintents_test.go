@@ -3,6 +3,7 @@ package sweeper_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -228,10 +229,21 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 	}
 	forge := func(id string, version int64, arch quarantine.ArchiveObject, refs ...quarantine.ObjectRef) string {
 		in := quarantine.PayloadIntent{ID: id, Source: "inventory", Version: version, At: quarantine.At(clk.Now()), Archive: arch, Refs: refs}
-		if err := mem.RecordPayloadIntent(ctx, in); err != nil {
+		if _, err := mem.RecordPayloadIntent(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 		return quarantine.PayloadIntentKey(id, version)
+	}
+	// The stub's own objects, for an archive object it does not point at.
+	otherVersion, otherBucketArchive := archiveOf(stubA), archiveOf(stubA)
+	otherVersion.VersionID += "-2"
+	otherBucketArchive.Bucket += "-2"
+	forge(stubA.DLQID, stubA.Version+3, otherVersion, *a.BodyRef)
+	forge(stubA.DLQID, stubA.Version+4, otherBucketArchive, *a.BodyRef)
+	// An item under an intent's key that does not read.
+	malformed := quarantine.PayloadIntentKey(stubA.DLQID, stubA.Version+5)
+	if _, err := mem.RecordPayloadIntent(ctx, quarantine.PayloadIntent{Key: malformed, Malformed: "intent is not an intent's JSON"}); err != nil {
+		t.Fatal(err)
 	}
 	foreign := forge(stubA.DLQID, stubA.Version+1, archiveOf(stubA), *live.BodyRef)                                       // another record's object
 	forge(live.DLQID, live.Version+1, quarantine.ArchiveObject{Bucket: "archive", Key: "records/live"}, *live.BodyRef)    // a live record
@@ -249,7 +261,7 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 		kinds = append(kinds, f.ID+" "+f.Kind)
 	}
 	slices.Sort(kinds)
-	want := []string{stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_stub_unverified", stubD.DLQID + " payload_intent_stub_unverified"}
+	want := []string{malformed + " payload_intent_malformed", stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_stub_unverified", stubD.DLQID + " payload_intent_stub_unverified"}
 	if rep.PayloadsFreed != 0 || !slices.Equal(kinds, want) {
 		t.Fatalf("forged intents: freed %d, failures %v, want %v", rep.PayloadsFreed, kinds, want)
 	}
@@ -272,8 +284,13 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 		t.Fatalf("intents kept %v, want %v (the unsettled ones; those of no stub dropped)", got, wantLeft)
 	}
 	// The stub restored: its own intent deletes its object; the one naming
-	// another bucket deletes nothing there and stays.
+	// another bucket deletes nothing there and stays. (What was not settled
+	// is postponed: due again after the grace.)
 	mem.Tamper(d.DLQID, func(r *quarantine.Record) { r.RedriveCap-- })
+	if rep = sweep(pay); rep.Failed != 0 || rep.PayloadsFreed != 0 {
+		t.Fatalf("postponed intents settled within the grace: %+v", rep)
+	}
+	clk.Advance(sweeper.IntentGrace + time.Minute)
 	rep = sweep(pay)
 	if rep.PayloadsFreed != 1 || rep.Failed != 2 {
 		t.Fatalf("after the stub is restored: %+v", rep)
@@ -293,4 +310,220 @@ func get(t *testing.T, s quarantine.Store, id string) *quarantine.Record {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// A run settles an intent only once the run that wrote it must have
+// ended: the grace outlasts the longest Lambda invocation (the template's
+// sweeper timeout is at most that).
+func TestIntentGraceOutlastsAnyInvocation(t *testing.T) {
+	if sweeper.IntentGrace <= 15*time.Minute {
+		t.Fatalf("IntentGrace %s: a sweeper invocation may last 15 minutes", sweeper.IntentGrace)
+	}
+}
+
+// intentFaults fails the intent calls named, and runs onGet once after the
+// first read of record id.
+type intentFaults struct {
+	quarantine.Store
+	failRecord, failDue, failGet bool
+	id                           string
+	onGet                        func()
+}
+
+func (f *intentFaults) RecordPayloadIntent(ctx context.Context, in quarantine.PayloadIntent) (string, error) {
+	if f.failRecord {
+		return "", errors.New("ProvisionedThroughputExceededException")
+	}
+	return f.Store.RecordPayloadIntent(ctx, in)
+}
+
+func (f *intentFaults) DuePayloadIntents(ctx context.Context, before time.Time, limit int) ([]quarantine.PayloadIntent, error) {
+	if f.failDue {
+		return nil, errors.New("InternalServerError")
+	}
+	return f.Store.DuePayloadIntents(ctx, before, limit)
+}
+
+func (f *intentFaults) Get(ctx context.Context, id string) (*quarantine.Record, error) {
+	if f.failGet && id == f.id {
+		return nil, errors.New("InternalServerError")
+	}
+	r, err := f.Store.Get(ctx, id)
+	if id == f.id && f.onGet != nil {
+		hook := f.onGet
+		f.onGet = nil
+		hook()
+	}
+	return r, err
+}
+
+// intentEnv is one parked, claim-checked record on memstore, due.
+type intentEnv struct {
+	mem *memstore.Store
+	pay *memstore.Payloads
+	clk *clock.Fake
+	q   *ingest.Quarantiner
+}
+
+func newIntentEnv() *intentEnv {
+	mem, pay := memstore.New(), memstore.NewPayloads()
+	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
+	return &intentEnv{mem: mem, pay: pay, clk: clk,
+		q: ingest.NewQuarantiner(mem, pay, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})}
+}
+
+// parked quarantines key with a claim-checked body and parks it.
+func (e *intentEnv) parked(t *testing.T, key string) *quarantine.Record {
+	t.Helper()
+	ctx := context.Background()
+	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "m-" + key, SourceARN: "arn:aws:sqs:us-east-1:000000000000:inventory", Body: []byte(inv(key, strings.Repeat("p", 200<<10)))})
+	if err != nil || out.Record.BodyRef == nil {
+		t.Fatalf("%s: %+v %v", key, out, err)
+	}
+	r, err := e.mem.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", e.clk.Now()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (e *intentEnv) run(t *testing.T, store quarantine.Store, payloads quarantine.PayloadStore) *sweeper.Report {
+	t.Helper()
+	rep, err := testSweeper(store, e.mem, payloads, memArchiver{}, e.clk, 0).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// No stub without its intent; an intent whose record cannot be read, or
+// intents that cannot be read at all, are failures of the run, and
+// nothing is deleted for them.
+func TestIntentFailuresDeleteNothing(t *testing.T) {
+	t.Parallel()
+	e := newIntentEnv()
+	x := e.parked(t, "x")
+	e.clk.Advance(2 * time.Hour)
+	rep := e.run(t, &intentFaults{Store: e.mem, failRecord: true}, e.pay)
+	if len(rep.Archived) != 0 || rep.Failed != 1 || get(t, e.mem, x.DLQID).Status != quarantine.StatusParked {
+		t.Fatalf("an intent not recorded: %+v (the stub must wait for it)", rep)
+	}
+	// The stub written, its answer lost: the intent stays.
+	if rep := e.run(t, stubAnswers{Store: e.mem, answer: map[string]string{x.DLQID: "lost"}}, e.pay); rep.Failed != 1 || len(e.mem.PayloadIntentsLeft()) != 1 {
+		t.Fatalf("lost answer: %+v, %d intents", rep, len(e.mem.PayloadIntentsLeft()))
+	}
+	e.clk.Advance(sweeper.IntentGrace + time.Minute)
+	if rep := e.run(t, &intentFaults{Store: e.mem, failDue: true}, e.pay); rep.Failed != 1 || rep.Failures[0].Kind != "payload_intents_unread" {
+		t.Fatalf("intents unread: %+v", rep)
+	}
+	if rep := e.run(t, &intentFaults{Store: e.mem, failGet: true, id: x.DLQID}, e.pay); rep.Failed != 1 || rep.Failures[0].Kind != "payload_intent_unread_record" {
+		t.Fatalf("record unread: %+v", rep)
+	}
+	if _, err := e.pay.GetPayload(context.Background(), *x.BodyRef); err != nil || len(e.mem.PayloadIntentsLeft()) != 1 {
+		t.Fatalf("deleted for an intent not settled: %v, %d intents", err, len(e.mem.PayloadIntentsLeft()))
+	}
+	// Postponed: due again after the grace, then settled.
+	if rep := e.run(t, e.mem, e.pay); rep.PayloadsFreed != 0 {
+		t.Fatalf("a postponed intent settled within the grace: %+v", rep)
+	}
+	e.clk.Advance(sweeper.IntentGrace + time.Minute)
+	if rep := e.run(t, e.mem, e.pay); rep.PayloadsFreed != 1 || len(e.mem.PayloadIntentsLeft()) != 0 {
+		t.Fatalf("settled: %+v, %d intents", rep, len(e.mem.PayloadIntentsLeft()))
+	}
+}
+
+// A run settling an intent whose stub it finds unwritten drops only the
+// revision it read: an overlapping run that archives the same version
+// meanwhile (its intent under the same key, its stub's answer lost) keeps
+// its intent, and the objects go. (From review: an unconditional drop
+// left them for good.)
+func TestSettlingNeverDropsAnOverlappingRunsIntent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newIntentEnv()
+	x := e.parked(t, "x")
+	e.clk.Advance(2 * time.Hour)
+	// A: the stub write refused: its intent stays, X stays PARKED.
+	e.run(t, stubAnswers{Store: e.mem, answer: map[string]string{x.DLQID: "refused"}}, e.pay)
+	e.clk.Advance(30 * time.Minute)
+	// B reads A's intent and X; C archives X right then (answer lost).
+	b := &intentFaults{Store: e.mem, id: x.DLQID, onGet: func() {
+		e.run(t, stubAnswers{Store: e.mem, answer: map[string]string{x.DLQID: "lost"}}, e.pay)
+	}}
+	svc := sweeper.New(b, e.mem, e.pay, memArchiver{}, nil, e.clk.Now, slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		sweeper.Config{Bucket: "archive", ParkAge: 10000 * time.Hour, ResolvedAge: 10000 * time.Hour, Retention: 24 * time.Hour})
+	if _, err := svc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		e.clk.Advance(sweeper.IntentGrace + time.Minute)
+		e.run(t, e.mem, e.pay)
+	}
+	if _, err := e.pay.GetPayload(ctx, *x.BodyRef); err == nil || get(t, e.mem, x.DLQID).Status != quarantine.StatusArchived {
+		t.Fatalf("X archived with its object left behind (%d intents left)", len(e.mem.PayloadIntentsLeft()))
+	}
+}
+
+// Intents that cannot be settled never hold up the others: each is
+// postponed behind those waiting. (From review: 100 stuck at the head of
+// the oldest-first read kept every later one waiting for good.)
+func TestStuckIntentsNeverStarveTheOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newIntentEnv()
+	stuck := map[string]bool{}
+	for i := range 100 {
+		stuck[e.parked(t, fmt.Sprintf("s%03d", i)).BodyRef.Key] = true
+	}
+	e.clk.Advance(2 * time.Hour)
+	if rep := e.run(t, e.mem, refusingPayloads{PayloadStore: e.pay, refuse: stuck}); rep.PayloadsLeft != 100 {
+		t.Fatalf("first run: %+v", rep)
+	}
+	e.clk.Advance(sweeper.IntentGrace + time.Minute)
+	// Every one of them comes due and is refused again: postponed.
+	if rep := e.run(t, e.mem, refusingPayloads{PayloadStore: e.pay, refuse: stuck}); rep.Failed != 100 {
+		t.Fatalf("stuck run: %+v", rep)
+	}
+	late := e.parked(t, "zz-late")
+	e.clk.Advance(2 * time.Hour)
+	refuseLate := map[string]bool{late.BodyRef.Key: true}
+	for k := range stuck {
+		refuseLate[k] = true
+	}
+	if rep := e.run(t, e.mem, refusingPayloads{PayloadStore: e.pay, refuse: refuseLate}); len(rep.Archived) != 1 || rep.PayloadsLeft != 1 {
+		t.Fatalf("late run: %+v", rep)
+	}
+	for range 3 {
+		e.clk.Advance(sweeper.IntentGrace + time.Minute)
+		e.run(t, e.mem, refusingPayloads{PayloadStore: e.pay, refuse: stuck})
+	}
+	if _, err := e.pay.GetPayload(ctx, *late.BodyRef); err == nil {
+		t.Fatalf("the late record's object waits behind 100 stuck intents (%d intents left)", len(e.mem.PayloadIntentsLeft()))
+	}
+}
+
+// Intents are settled first: a run that archives until its deadline (as
+// every run of a backlog does) still settles them.
+func TestIntentsAreSettledBeforeTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newIntentEnv()
+	x := e.parked(t, "x")
+	e.clk.Advance(2 * time.Hour)
+	if rep := e.run(t, e.mem, refusingPayloads{PayloadStore: e.pay, refuse: map[string]bool{x.BodyRef.Key: true}}); rep.PayloadsLeft != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	parked(t, e.mem, e.clk, 40) // (and 2 hours on)
+	// The backlog's archives use all the time there is.
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	slow := &gatedArchiver{gate: 1, pause: 600 * time.Millisecond, open: make(chan struct{})}
+	rep, err := testSweeper(e.mem, e.mem, e.pay, slow, e.clk, 2*time.Second).Run(dctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Stopped != "deadline" || rep.PayloadsFreed != 1 {
+		t.Fatalf("stopped %q, freed %d", rep.Stopped, rep.PayloadsFreed)
+	}
 }

@@ -175,6 +175,7 @@ type Report struct {
 func (s *Service) Run(ctx context.Context) (*Report, error) {
 	now := s.now()
 	rep := &Report{Stopped: "done"}
+	s.settleIntents(ctx, now, rep)
 	var due []string
 	for _, q := range []quarantine.ListQuery{
 		{Status: quarantine.StatusParked, StatusSinceBefore: now.Add(-s.cfg.ParkAge), Limit: 1000},
@@ -259,7 +260,6 @@ func (s *Service) Run(ctx context.Context) (*Report, error) {
 			break
 		}
 	}
-	s.settleIntents(ctx, now, rep)
 	oldest, err := s.oldestParked(ctx, now)
 	if err != nil {
 		return nil, err
@@ -452,10 +452,10 @@ type stubbed struct {
 
 // writeStub replaces the record with its stub, then deletes its
 // claim-check objects. Their payload intent is recorded first (after the
-// archive object is confirmed, before the stub): whatever happens after
-// it (the stub's answer lost, a delete refused, the run ending), a later
-// run finishes or drops it (settleIntents). payloadsLeft says that some
-// objects are left for a later run.
+// archive object is confirmed, before the stub; no stub without it):
+// whatever happens after it (the stub's answer lost, a delete refused, the
+// run ending), a later run finishes or drops it (settleIntents).
+// payloadsLeft says that some objects are left for a later run.
 func (s *Service) writeStub(ctx context.Context, st *stubbed) (_ *Archived, payloadsLeft bool, _ error) {
 	rec, stub, id, key, version, retain := st.rec, st.stub, st.rec.DLQID, st.key, st.version, st.retain
 	refs := quarantine.PayloadRefs(rec)
@@ -464,11 +464,13 @@ func (s *Service) writeStub(ctx context.Context, st *stubbed) (_ *Archived, payl
 		Archive: quarantine.ArchiveObject{Bucket: s.cfg.Bucket, Key: key, VersionID: version}, Refs: refs,
 	}
 	if len(refs) > 0 {
-		if err := s.store.RecordPayloadIntent(ctx, intent); err != nil {
-			// No stub without its intent: the archive object is written,
-			// and the next run finds it and tries again.
-			return nil, false, err
+		rev, err := s.store.RecordPayloadIntent(ctx, intent)
+		if err != nil {
+			// The archive object is written: the next run finds it and
+			// tries again.
+			return nil, false, fmt.Errorf("record payload intent: %w", err)
 		}
+		intent.Rev = rev
 	}
 	if err := s.store.Replace(ctx, rec, stub); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
@@ -489,7 +491,7 @@ func (s *Service) writeStub(ctx context.Context, st *stubbed) (_ *Archived, payl
 
 // freePayloads deletes the claim-check objects of in, whose stub is
 // written, and drops the intent; when some are not deleted, the intent is
-// kept with those alone, for a later run, and the error says so.
+// kept with those alone, postponed (postpone), and the error says so.
 func (s *Service) freePayloads(ctx context.Context, in quarantine.PayloadIntent) error {
 	var left []quarantine.ObjectRef
 	var errs []error
@@ -500,20 +502,33 @@ func (s *Service) freePayloads(ctx context.Context, in quarantine.PayloadIntent)
 			s.log.WarnContext(ctx, "claim-check object not deleted; a later run deletes it", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
 		}
 	}
-	switch {
-	case len(left) == 0:
-		if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
-			// Kept: a later run finds its objects deleted already.
-			s.log.WarnContext(ctx, "payload intent not dropped; a later run drops it", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
-		}
+	if len(left) == 0 {
+		s.drop(ctx, in)
 		return nil
-	case len(left) < len(in.Refs):
-		in.Refs = left
-		if err := s.store.RecordPayloadIntent(ctx, in); err != nil {
-			s.log.WarnContext(ctx, "payload intent not narrowed; a later run deletes its objects again", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
-		}
 	}
+	in.Refs = left
+	s.postpone(ctx, in)
 	return errors.Join(errs...)
+}
+
+// drop drops intent in, unless another run replaced or dropped it since
+// (it settles its own). A drop that fails leaves in for a later run: its
+// deletes are repeated (DeletePayload: an object deleted already, also
+// one whose version the bucket's lifecycle removed since, is done).
+func (s *Service) drop(ctx context.Context, in quarantine.PayloadIntent) {
+	if err := s.store.DropPayloadIntent(ctx, in); err != nil && !errors.Is(err, quarantine.ErrIntentMoved) {
+		s.log.WarnContext(ctx, "payload intent not dropped; a later run settles it again", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
+	}
+}
+
+// postpone stores in again as written now, so that it comes due after
+// IntentGrace behind the intents waiting (one that cannot be settled never
+// holds the others up), unless another run replaced or dropped it since.
+func (s *Service) postpone(ctx context.Context, in quarantine.PayloadIntent) {
+	in.At = quarantine.At(s.now())
+	if _, err := s.store.ReplacePayloadIntent(ctx, in); err != nil && !errors.Is(err, quarantine.ErrIntentMoved) {
+		s.log.WarnContext(ctx, "payload intent not postponed", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
+	}
 }
 
 // IntentGrace is how old a payload intent must be before a later run
@@ -521,17 +536,20 @@ func (s *Service) freePayloads(ctx context.Context, in quarantine.PayloadIntent)
 // minutes), so that the run that wrote it has ended.
 const IntentGrace = 20 * time.Minute
 
-// intentsPerRun bounds the payload intents one run settles.
-const intentsPerRun = 100
+// intentsPerRun bounds the payload intents one run settles (Concurrency
+// at once, a few requests each).
+const intentsPerRun = 1000
 
 // settleIntents finishes or drops the payload intents earlier runs left
-// (IntentGrace): when the record's stub is the one the intent was
-// written for (ARCHIVED, pointing at the intent's archive object, its seal
-// intact), the intent's objects are deleted, each only if it is one of
-// that record's claim-check objects (quarantine.OwnsPayload); when the
-// record is not archived, is gone or points at another archive object,
-// the stub was never written: the intent is dropped and nothing deleted.
-// What it cannot settle is a failure of the run, and kept.
+// (IntentGrace), before the run archives anything (a run that archives
+// until its deadline still settles them): when the record's stub is the
+// one the intent was written for (ARCHIVED, pointing at the intent's
+// archive object, its seal intact), the intent's objects are deleted, each
+// only if it is one of that record's claim-check objects
+// (quarantine.OwnsPayload) in the payload bucket; when the record is not
+// archived, is gone or points at another archive object, the stub was
+// never written: the intent is dropped and nothing deleted. What it cannot
+// settle is a failure of the run, and postponed.
 func (s *Service) settleIntents(ctx context.Context, now time.Time, rep *Report) {
 	fail := func(id, kind string) {
 		rep.Failed++
@@ -540,61 +558,76 @@ func (s *Service) settleIntents(ctx context.Context, now time.Time, rep *Report)
 	due, err := s.store.DuePayloadIntents(ctx, now.Add(-IntentGrace), intentsPerRun)
 	if err != nil {
 		s.log.WarnContext(ctx, "payload intents not read; the next run reads them", "error_kind", quarantine.ErrorKind(err))
-		fail("", "payload_intents: "+quarantine.ErrorKind(err))
+		fail("", "payload_intents_unread")
 		return
 	}
-	for _, in := range due {
+	kinds := make([]string, len(due))
+	errs := fanout.Run(ctx, len(due), Concurrency, func(_ context.Context, i int) (err error) {
+		defer recoverAs(&err)
+		in := due[i]
+		kinds[i] = "payload_intent_panic" // until settleIntent says
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.DeadlineMargin {
-			rep.Stopped = "deadline"
-			return
+			kinds[i] = ""
+			return nil // the next run settles the rest
 		}
 		if in.Malformed != "" {
 			// Written by no run of the sweeper: nothing it names is
 			// deleted, and it is not read again.
 			s.log.WarnContext(ctx, "payload intent does not read: dropped, nothing deleted", "intent", quarantine.LogRef(in.Key), "reason", in.Malformed)
-			fail(in.Key, "payload_intent_malformed")
-			if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
-				s.log.WarnContext(ctx, "payload intent not dropped", "intent", quarantine.LogRef(in.Key), "error_kind", quarantine.ErrorKind(err))
-			}
-			continue
+			s.drop(ctx, in)
+			kinds[i] = "payload_intent_malformed"
+			return errMalformedIntent
 		}
-		kind, err := s.settleIntent(ctx, in)
+		kinds[i], err = s.settleIntent(ctx, in)
 		if err != nil {
-			s.log.WarnContext(ctx, "payload intent not settled; the next run tries again", "record", quarantine.LogRef(in.ID), "error_kind", quarantine.ErrorKind(err))
-			fail(in.ID, kind)
-			continue
+			s.log.WarnContext(ctx, "payload intent not settled; a later run tries again", "record", quarantine.LogRef(in.ID), "kind", kinds[i], "error_kind", quarantine.ErrorKind(err))
 		}
-		if kind == "freed" {
+		return err
+	})
+	for i, in := range due {
+		switch {
+		case kinds[i] == "":
+			// Not started (the run's time is up): the next run settles it.
+		case errs[i] != nil && in.Malformed != "":
+			fail(in.Key, kinds[i])
+		case errs[i] != nil:
+			fail(in.ID, kinds[i])
+		case kinds[i] == "freed":
 			rep.PayloadsFreed++
 		}
 	}
 }
 
+var errMalformedIntent = errors.New("payload intent does not read")
+
 // settleIntent settles one intent: "freed" (its objects deleted) or
 // "dropped" (no stub of it: nothing deleted); an error with the kind of
-// failure otherwise.
+// failure otherwise (the intent postponed).
 func (s *Service) settleIntent(ctx context.Context, in quarantine.PayloadIntent) (string, error) {
 	rec, err := s.store.Get(ctx, in.ID)
 	if err != nil && !errors.Is(err, quarantine.ErrNotFound) {
-		return "payload_intent_read", err
+		s.postpone(ctx, in)
+		return "payload_intent_unread_record", err
 	}
 	a := in.Archive
 	if rec == nil || rec.Status != quarantine.StatusArchived || rec.Archive == nil ||
 		rec.Archive.Bucket != a.Bucket || rec.Archive.Key != a.Key || rec.Archive.VersionID != a.VersionID {
 		// The stub was never written (or another run's is there, with its
 		// own intent): the objects may still be a live record's.
-		if err := s.store.DropPayloadIntent(ctx, in.Key); err != nil {
-			return "payload_intent_drop", err
+		if err := s.store.DropPayloadIntent(ctx, in); err != nil && !errors.Is(err, quarantine.ErrIntentMoved) {
+			return "payload_intent_not_dropped", err
 		}
 		s.log.InfoContext(ctx, "payload intent of a stub never written: dropped, nothing deleted", "record", quarantine.LogRef(in.ID))
 		return "dropped", nil
 	}
 	if err := quarantine.Verify(rec); err != nil {
 		// Evidence is kept: nothing is deleted for a stub whose seal fails.
+		s.postpone(ctx, in)
 		return "payload_intent_stub_unverified", err
 	}
 	for _, r := range in.Refs {
 		if !quarantine.OwnsPayload(rec, r.Key) {
+			s.postpone(ctx, in)
 			return "payload_intent_foreign_object", quarantine.ErrForeignPayload
 		}
 	}
