@@ -18,7 +18,7 @@ import (
 // The sweeper's payload intents (quarantine.PayloadIntent): one item per
 // archived record version with claim-check objects, #swp#<id>#<version>,
 // that the sweeper role alone writes and deletes (the template's
-// KeepItsPayloadIntents and OnlySweeperWritesPayloadIntentsPolicy). The
+// DropItsPayloadIntents and OnlySweeperWritesPayloadIntentsPolicy). The
 // ledger ignores it (ledger.Ledgered); it sits in its own index partition
 // (PayloadIntentPartition, sorted by when it was written), where a later
 // run finds the ones left behind.

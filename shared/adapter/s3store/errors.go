@@ -51,3 +51,14 @@ func missing(err error) bool {
 	}
 	return false
 }
+
+// notFound: S3 says the object or version does not exist (404), never a
+// 403: without s3:ListBucket S3 answers a missing key with 403, and so it
+// answers a refusal (a Deny anywhere); only a 404 tells them apart.
+func notFound(err error) bool {
+	switch errorCode(err) {
+	case "NoSuchKey", "NoSuchVersion", "NotFound":
+		return true
+	}
+	return httpStatus(err) == http.StatusNotFound
+}

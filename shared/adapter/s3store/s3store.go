@@ -230,9 +230,11 @@ func pause(ctx context.Context, attempt int) error {
 // because it carries the tag (the sweeper holds no s3:DeleteObjectVersion).
 // A version without the tag is never removed, delete marker or not. When
 // the tagging fails nothing is deleted. A reference to another bucket is
-// refused (quarantine.ErrForeignPayload). One whose pinned version is gone,
-// with no current object under its key, is deleted already: nil (a later
-// sweeper run repeats the deletes of an intent it could not drop).
+// refused (quarantine.ErrForeignPayload). One whose pinned version S3
+// says is gone (404), with no current object under its key (404), is
+// deleted already: nil (a later sweeper run repeats the deletes of an
+// intent it could not drop). A 403 is never taken for "gone": without
+// s3:ListBucket S3 answers a missing key so, and a refusal too.
 func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) error {
 	api, ok := s.api.(DeleteAPI)
 	if !ok {
@@ -250,6 +252,7 @@ func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) err
 		tag.VersionId = aws.String(ref.VersionID)
 	}
 	_, err := api.PutObjectTagging(ctx, tag)
+	pinnedGone := err != nil && notFound(err)
 	if err != nil && ref.VersionID != "" && missing(err) {
 		// The pinned version is gone (see GetPayload): the archive was
 		// built from the key's current version, verified by its SHA-256;
@@ -260,10 +263,12 @@ func (s *Store) DeletePayload(ctx context.Context, ref quarantine.ObjectRef) err
 			var version string
 			version, err = s.existing(ctx, ref.Key, sum, ref.Size)
 			switch {
-			case errors.Is(err, errNoCurrent):
-				// Neither the pinned version nor a current object: deleted
-				// already (the bucket's lifecycle removes a tagged version
-				// 7 days after its delete); nothing is left to delete.
+			case pinnedGone && errors.Is(err, errNoCurrent) && notFound(err):
+				// S3 says (404, not 403) that neither the pinned version nor
+				// a current object exists: deleted already (the bucket's
+				// lifecycle removes a tagged version 7 days after its
+				// delete); nothing is left to delete. A 403 may be a
+				// refusal: an error, so that the intent stays.
 				return nil
 			case err == nil:
 				tag.VersionId = optionalVersion(version)

@@ -352,3 +352,22 @@ func TestDeletePayloadRepeatedAfterTheVersionExpired(t *testing.T) {
 		t.Fatalf("versions after the repeated delete: %+v", vs)
 	}
 }
+
+// A refusal (403 on every call: a Deny in an SCP, an endpoint policy, a
+// boundary) looks like a missing key to a caller without s3:ListBucket:
+// DeletePayload never takes it for "deleted already", and nothing is
+// marked or deleted. (From review: it did, and the intent was dropped.)
+func TestDeletePayloadRefusedIsNeverDeletedAlready(t *testing.T) {
+	ctx := context.Background()
+	f, p, ref := stored(t, "bodies/src/h/sum2", []byte("data"))
+	f.SetFault(s3fake.Fault{Before: func(op, _ string) error {
+		return s3fake.Error(op, 403, "AccessDenied", "Access Denied")
+	}})
+	if err := p.DeletePayload(ctx, ref); err == nil {
+		t.Fatal("a delete refused on every call reported done")
+	}
+	f.SetFault(s3fake.Fault{})
+	if vs := f.Versions(bucket, "bodies/src/h/sum2"); len(vs) != 1 || vs[0].DeleteMarker || len(vs[0].Tags) != 0 {
+		t.Fatalf("versions after a refused delete: %+v", vs)
+	}
+}

@@ -235,11 +235,13 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 		return quarantine.PayloadIntentKey(id, version)
 	}
 	// The stub's own objects, for an archive object it does not point at.
-	otherVersion, otherBucketArchive := archiveOf(stubA), archiveOf(stubA)
+	otherVersion, otherBucketArchive, otherKey := archiveOf(stubA), archiveOf(stubA), archiveOf(stubA)
 	otherVersion.VersionID += "-2"
 	otherBucketArchive.Bucket += "-2"
+	otherKey.Key += "-2"
 	forge(stubA.DLQID, stubA.Version+3, otherVersion, *a.BodyRef)
 	forge(stubA.DLQID, stubA.Version+4, otherBucketArchive, *a.BodyRef)
+	forge(stubA.DLQID, stubA.Version+6, otherKey, *a.BodyRef)
 	// An item under an intent's key that does not read.
 	malformed := quarantine.PayloadIntentKey(stubA.DLQID, stubA.Version+5)
 	if _, err := mem.RecordPayloadIntent(ctx, quarantine.PayloadIntent{Key: malformed, Malformed: "intent is not an intent's JSON"}); err != nil {
@@ -292,6 +294,14 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 	}
 	clk.Advance(sweeper.IntentGrace + time.Minute)
 	rep = sweep(pay)
+	kinds = nil
+	for _, f := range rep.Failures {
+		kinds = append(kinds, f.ID+" "+f.Kind)
+	}
+	slices.Sort(kinds)
+	if want := []string{stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_foreign_object"}; !slices.Equal(kinds, want) {
+		t.Fatalf("failures %v, want %v (another bucket is a foreign object too)", kinds, want)
+	}
 	if rep.PayloadsFreed != 1 || rep.Failed != 2 {
 		t.Fatalf("after the stub is restored: %+v", rep)
 	}

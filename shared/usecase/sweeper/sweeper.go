@@ -475,8 +475,9 @@ func (s *Service) writeStub(ctx context.Context, st *stubbed) (_ *Archived, payl
 	if err := s.store.Replace(ctx, rec, stub); err != nil {
 		if errors.Is(err, quarantine.ErrVersionConflict) {
 			// It changed after the read: the next run archives the new
-			// version under its own key; no stub points at this object
-			// (its intent is dropped by a later run, nothing deleted).
+			// version under its own key, and a later run drops this
+			// intent, nothing deleted (or, should the stub be there after
+			// all, deletes its objects).
 			return nil, false, errSkip
 		}
 		return nil, false, fmt.Errorf("write stub: %w", err)
@@ -632,6 +633,9 @@ func (s *Service) settleIntent(ctx context.Context, in quarantine.PayloadIntent)
 		}
 	}
 	if err := s.freePayloads(ctx, in); err != nil {
+		if errors.Is(err, quarantine.ErrForeignPayload) {
+			return "payload_intent_foreign_object", err // outside the payload bucket
+		}
 		return "payload_delete", err
 	}
 	return "freed", nil
