@@ -182,3 +182,72 @@ func TestPayloadIntents(t *testing.T) {
 		}
 	}
 }
+
+// laggingIndex is DynamoDB as it may answer right after an intent was
+// postponed: the index still lists it as of its old time (a GSI is
+// eventually consistent), and a read that is not strongly consistent
+// still returns the old item. The emulator's index and reads are current
+// at once.
+type laggingIndex struct {
+	dynamostore.API
+	key string
+	old map[string]ddbtypes.AttributeValue
+}
+
+func (l *laggingIndex) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := l.API.Query(ctx, in, opts...)
+	if err == nil && aws.ToString(in.IndexName) != "" {
+		for _, v := range in.ExpressionAttributeValues {
+			if s, ok := v.(*ddbtypes.AttributeValueMemberS); ok && s.Value == dynamostore.PayloadIntentPartition {
+				out.Items = append(out.Items, map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: l.key}})
+			}
+		}
+	}
+	return out, err
+}
+
+func (l *laggingIndex) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if k, ok := in.Key[dynamostore.KeyAttr].(*ddbtypes.AttributeValueMemberS); ok && k.Value == l.key && !aws.ToBool(in.ConsistentRead) {
+		return &dynamodb.GetItemOutput{Item: l.old}, nil
+	}
+	return l.API.GetItem(ctx, in, opts...)
+}
+
+// An intent postponed since the index was read is not due: its time is
+// read again, strongly consistent, from the item itself.
+func TestAPostponedIntentIsNotDueOnAStaleIndex(t *testing.T) {
+	ctx := context.Background()
+	table := stack.Names["QuarantineTable"]
+	s := dynamostore.New(stack.Clients.DynamoDB, table)
+	src := embedded.RandomName("lag")
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	in := quarantine.PayloadIntent{ID: quarantine.RecordID(src, "k"), Source: src, Version: 2, At: quarantine.At(at),
+		Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/k", VersionID: "v1"},
+		Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/k", SHA256: "00", Size: 3}}}
+	rev, err := s.RecordPayloadIntent(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quarantine.PayloadIntentKey(in.ID, in.Version)
+	old, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Rev, in.At = rev, quarantine.At(at.Add(time.Hour))
+	if _, err := s.ReplacePayloadIntent(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	lagging := dynamostore.New(&laggingIndex{API: stack.Clients.DynamoDB, key: key, old: old.Item}, table)
+	due, err := lagging.DuePayloadIntents(ctx, at.Add(30*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range due {
+		if d.Key == key {
+			t.Fatalf("postponed to %s, yet due before %s: %+v", in.At, at.Add(30*time.Minute), d)
+		}
+	}
+	if err := s.DropPayloadIntent(ctx, quarantine.PayloadIntent{Key: key}); err != nil {
+		t.Fatal(err)
+	}
+}
