@@ -13,8 +13,11 @@ import (
 // confirmed and before the stub, and drops it once the objects are deleted;
 // a later run finishes one that is left (a delete refused, a crash or a
 // lost answer after the stub write) or drops it when the stub was never
-// written. Every object it names is in the confirmed archive object, so
-// deleting them loses nothing, whoever wrote the stub.
+// written. Every object an intent of the sweeper's names is in its
+// confirmed archive object, so deleting them loses nothing; a run acts on
+// an intent only while its record is the ARCHIVED stub of that object
+// (sealed), and deletes only that record's objects (OwnsPayload), so that
+// one written by anyone else deletes nothing a live record needs.
 type PayloadIntent struct {
 	// Key is the store's key of the intent (set by the store on read).
 	Key string `json:"-"`
