@@ -114,14 +114,23 @@ func noSuchIndex(err error, index string) bool {
 // counters, policies or approvals, the source markers) to each, page by
 // page, from the index that listings read.
 func queryPartition(ctx context.Context, api QueryAPI, table string, idx *indexState, partition string, each func(map[string]types.AttributeValue) error) error {
-	v3, err := idx.bySource(ctx)
+	index, keyAttr, err := idx.listed(ctx)
 	if err != nil {
 		return err
 	}
-	if v3 {
-		return queryIndex(ctx, api, table, IndexBySource, IndexKeyAttr, partition, each)
+	return queryIndex(ctx, api, table, index, keyAttr, partition, each)
+}
+
+// listed is the index that listings read and its partition key attribute.
+func (s *indexState) listed(ctx context.Context) (index, keyAttr string, err error) {
+	v3, err := s.bySource(ctx)
+	switch {
+	case err != nil:
+		return "", "", err
+	case v3:
+		return IndexBySource, IndexKeyAttr, nil
 	}
-	return queryIndex(ctx, api, table, IndexByStatus, statusAttr, partition, each)
+	return IndexByStatus, statusAttr, nil
 }
 
 // queryIndex hands each item of one partition of index (partition key

@@ -61,9 +61,7 @@ func (s *Store) putPayloadIntent(ctx context.Context, in quarantine.PayloadInten
 		},
 	}
 	if prev != nil {
-		put.ConditionExpression = aws.String("#i = :rev")
-		put.ExpressionAttributeNames = map[string]string{"#i": payloadIntentAttr}
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":rev": &types.AttributeValueMemberS{Value: *prev}}
+		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = atRevision(*prev)
 	}
 	if _, err = s.api.PutItem(ctx, put); err != nil {
 		if conditionFailed(err) {
@@ -82,13 +80,9 @@ func (s *Store) DuePayloadIntents(ctx context.Context, before time.Time, limit i
 	if limit <= 0 {
 		return nil, nil
 	}
-	index, keyAttr := IndexByStatus, statusAttr
-	bySource, err := s.indexState().bySource(ctx)
+	index, keyAttr, err := s.indexState().listed(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("payload intents: %w", err)
-	}
-	if bySource {
-		index, keyAttr = IndexBySource, IndexKeyAttr
 	}
 	key := expression.Key(keyAttr).Equal(expression.Value(PayloadIntentPartition)).
 		And(expression.Key(firstSeenAttr).LessThan(expression.Value(quarantine.At(before).String())))
@@ -159,13 +153,18 @@ func readPayloadIntent(k string, item map[string]types.AttributeValue) quarantin
 	return in
 }
 
+// atRevision is the condition that the stored intent is still rev (its
+// JSON as read or written).
+func atRevision(rev string) (*string, map[string]string, map[string]types.AttributeValue) {
+	return aws.String("#i = :rev"), map[string]string{"#i": payloadIntentAttr},
+		map[string]types.AttributeValue{":rev": &types.AttributeValueMemberS{Value: rev}}
+}
+
 // DropPayloadIntent implements quarantine.PayloadIntents.
 func (s *Store) DropPayloadIntent(ctx context.Context, in quarantine.PayloadIntent) error {
 	del := &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: itemKey(in.Key)}
 	if in.Rev != "" {
-		del.ConditionExpression = aws.String("#i = :rev")
-		del.ExpressionAttributeNames = map[string]string{"#i": payloadIntentAttr}
-		del.ExpressionAttributeValues = map[string]types.AttributeValue{":rev": &types.AttributeValueMemberS{Value: in.Rev}}
+		del.ConditionExpression, del.ExpressionAttributeNames, del.ExpressionAttributeValues = atRevision(in.Rev)
 	}
 	if _, err := s.api.DeleteItem(ctx, del); err != nil {
 		if conditionFailed(err) {

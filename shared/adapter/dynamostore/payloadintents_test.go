@@ -30,15 +30,12 @@ func TestPayloadIntents(t *testing.T) {
 	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	var wrote []quarantine.PayloadIntent
 	for i, key := range []string{"k1", "k2", "k3"} {
-		id := quarantine.RecordID(src, key)
-		in := quarantine.PayloadIntent{ID: id, Source: src, Version: int64(4 + i), At: quarantine.At(at.Add(time.Duration(i) * time.Minute)),
-			Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/" + key, VersionID: "v1"},
-			Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/" + key, VersionID: "p1", SHA256: "00", Size: 3}}}
+		in := testIntent(src, key, int64(4+i), at.Add(time.Duration(i)*time.Minute))
 		rev, err := s.RecordPayloadIntent(ctx, in)
 		if err != nil || rev == "" {
 			t.Fatal(rev, err)
 		}
-		in.Key, in.Rev = quarantine.PayloadIntentKey(id, in.Version), rev
+		in.Key, in.Rev = quarantine.PayloadIntentKey(in.ID, in.Version), rev
 		wrote = append(wrote, in)
 	}
 	mine := func(before time.Time, limit int) []quarantine.PayloadIntent {
@@ -65,11 +62,7 @@ func TestPayloadIntents(t *testing.T) {
 	if got := mine(at.Add(time.Hour), 1); len(got) != 1 || got[0].Key != wrote[0].Key {
 		t.Fatalf("limit 1: %+v", got)
 	}
-	out, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: wrote[0].Key}}})
-	if err != nil || out.Item == nil {
-		t.Fatal(out, err)
-	}
-	for name := range out.Item {
+	for name := range rawItem(t, table, wrote[0].Key) {
 		if !slices.Contains(dynamostore.PayloadIntentAttributes, name) {
 			t.Errorf("the intent item has %s, not among PayloadIntentAttributes %v", name, dynamostore.PayloadIntentAttributes)
 		}
@@ -221,23 +214,18 @@ func TestAPostponedIntentIsNotDueOnAStaleIndex(t *testing.T) {
 	s := dynamostore.New(stack.Clients.DynamoDB, table)
 	src := embedded.RandomName("lag")
 	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
-	in := quarantine.PayloadIntent{ID: quarantine.RecordID(src, "k"), Source: src, Version: 2, At: quarantine.At(at),
-		Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/k", VersionID: "v1"},
-		Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/k", SHA256: "00", Size: 3}}}
+	in := testIntent(src, "k", 2, at)
 	rev, err := s.RecordPayloadIntent(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := quarantine.PayloadIntentKey(in.ID, in.Version)
-	old, err := stack.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := rawItem(t, table, key)
 	in.Rev, in.At = rev, quarantine.At(at.Add(time.Hour))
 	if _, err := s.ReplacePayloadIntent(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	lagging := dynamostore.New(&laggingIndex{API: stack.Clients.DynamoDB, key: key, old: old.Item}, table)
+	lagging := dynamostore.New(&laggingIndex{API: stack.Clients.DynamoDB, key: key, old: old}, table)
 	due, err := lagging.DuePayloadIntents(ctx, at.Add(30*time.Minute), 10)
 	if err != nil {
 		t.Fatal(err)
@@ -250,4 +238,22 @@ func TestAPostponedIntentIsNotDueOnAStaleIndex(t *testing.T) {
 	if err := s.DropPayloadIntent(ctx, quarantine.PayloadIntent{Key: key}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testIntent is an intent of record key of src at version, written at at.
+func testIntent(src, key string, version int64, at time.Time) quarantine.PayloadIntent {
+	return quarantine.PayloadIntent{ID: quarantine.RecordID(src, key), Source: src, Version: version, At: quarantine.At(at),
+		Archive: quarantine.ArchiveObject{Bucket: "archive", Key: "records/" + key, VersionID: "v1"},
+		Refs:    []quarantine.ObjectRef{{Bucket: "payloads", Key: "bodies/" + src + "/x/" + key, VersionID: "p1", SHA256: "00", Size: 3}}}
+}
+
+// rawItem is the item stored under key, as DynamoDB holds it.
+func rawItem(t *testing.T, table, key string) map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	out, err := stack.Clients.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]ddbtypes.AttributeValue{dynamostore.KeyAttr: &ddbtypes.AttributeValueMemberS{Value: key}}})
+	if err != nil || out.Item == nil {
+		t.Fatal(out, err)
+	}
+	return out.Item
 }

@@ -181,6 +181,62 @@ func (memArchiver) PutArchive(_ context.Context, _, _, key string, _ []byte, _ s
 	return "v-" + key, retain, nil
 }
 
+// intentEnv is the sweeper on memstore, with claim-checked records.
+type intentEnv struct {
+	mem *memstore.Store
+	pay *memstore.Payloads
+	clk *clock.Fake
+	q   *ingest.Quarantiner
+}
+
+func newIntentEnv() *intentEnv {
+	mem, pay := memstore.New(), memstore.NewPayloads()
+	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
+	return &intentEnv{mem: mem, pay: pay, clk: clk,
+		q: ingest.NewQuarantiner(mem, pay, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})}
+}
+
+// quarantined quarantines key with a claim-checked body.
+func (e *intentEnv) quarantined(t *testing.T, key string) *quarantine.Record {
+	t.Helper()
+	out, err := e.q.Quarantine(context.Background(), ingest.Message{MessageID: "m-" + key, SourceARN: "arn:aws:sqs:us-east-1:000000000000:inventory", Body: []byte(inv(key, strings.Repeat("p", 200<<10)))})
+	if err != nil || out.Record.BodyRef == nil {
+		t.Fatalf("%s: %+v %v", key, out, err)
+	}
+	return out.Record
+}
+
+// parked quarantines key with a claim-checked body and parks it.
+func (e *intentEnv) parked(t *testing.T, key string) *quarantine.Record {
+	t.Helper()
+	id := e.quarantined(t, key).DLQID
+	r, err := e.mem.Update(context.Background(), id, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", e.clk.Now()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (e *intentEnv) run(t *testing.T, store quarantine.Store, payloads quarantine.PayloadStore) *sweeper.Report {
+	t.Helper()
+	rep, err := testSweeper(store, e.mem, payloads, memArchiver{}, e.clk, 0).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// failureKinds are rep's failures as "<id> <kind>", sorted.
+func failureKinds(rep *sweeper.Report) []string {
+	var kinds []string
+	for _, f := range rep.Failures {
+		kinds = append(kinds, f.ID+" "+f.Kind)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
 // A payload intent makes a run delete only objects of the record it names,
 // only while that record's stub is the one it was written for and its seal
 // holds, and only in the payload bucket; what no run of the sweeper wrote
@@ -189,35 +245,14 @@ func (memArchiver) PutArchive(_ context.Context, _, _, key string, _ []byte, _ s
 func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem, pay := memstore.New(), memstore.NewPayloads()
-	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
-	q := ingest.NewQuarantiner(mem, pay, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})
-	big := strings.Repeat("p", 200<<10)
-	quarantined := func(key string, park bool) *quarantine.Record {
-		out, err := q.Quarantine(ctx, ingest.Message{MessageID: "m-" + key, SourceARN: src.ARN, Body: []byte(inv(key, big))})
-		if err != nil || out.Record.BodyRef == nil {
-			t.Fatalf("%s: %+v %v", key, out, err)
-		}
-		if !park {
-			return out.Record
-		}
-		r, err := mem.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", clk.Now()) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	a, d := quarantined("a", true), quarantined("d", true)
+	e := newIntentEnv()
+	mem, pay, clk := e.mem, e.pay, e.clk
+	a, d := e.parked(t, "a"), e.parked(t, "d")
 	clk.Advance(2 * time.Hour)
-	live := quarantined("live", false)
+	live := e.quarantined(t, "live")
 	sweep := func(payloads quarantine.PayloadStore) *sweeper.Report {
 		t.Helper()
-		rep, err := testSweeper(mem, mem, payloads, memArchiver{}, clk, 0).Run(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
+		return e.run(t, mem, payloads)
 	}
 	rep := sweep(refusingPayloads{PayloadStore: pay, refuse: map[string]bool{d.BodyRef.Key: true}})
 	if len(rep.Archived) != 2 || rep.PayloadsLeft != 1 {
@@ -258,11 +293,7 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 	mem.Tamper(d.DLQID, func(r *quarantine.Record) { r.RedriveCap++ })
 	clk.Advance(sweeper.IntentGrace + time.Minute)
 	rep = sweep(pay)
-	var kinds []string
-	for _, f := range rep.Failures {
-		kinds = append(kinds, f.ID+" "+f.Kind)
-	}
-	slices.Sort(kinds)
+	kinds := failureKinds(rep)
 	want := []string{malformed + " payload_intent_malformed", stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_stub_unverified", stubD.DLQID + " payload_intent_stub_unverified"}
 	if rep.PayloadsFreed != 0 || !slices.Equal(kinds, want) {
 		t.Fatalf("forged intents: freed %d, failures %v, want %v", rep.PayloadsFreed, kinds, want)
@@ -294,12 +325,7 @@ func TestPayloadIntentsDeleteOnlyWhatTheirStubFrees(t *testing.T) {
 	}
 	clk.Advance(sweeper.IntentGrace + time.Minute)
 	rep = sweep(pay)
-	kinds = nil
-	for _, f := range rep.Failures {
-		kinds = append(kinds, f.ID+" "+f.Kind)
-	}
-	slices.Sort(kinds)
-	if want := []string{stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_foreign_object"}; !slices.Equal(kinds, want) {
+	if kinds, want := failureKinds(rep), []string{stubA.DLQID + " payload_intent_foreign_object", stubD.DLQID + " payload_intent_foreign_object"}; !slices.Equal(kinds, want) {
 		t.Fatalf("failures %v, want %v (another bucket is a foreign object too)", kinds, want)
 	}
 	if rep.PayloadsFreed != 1 || rep.Failed != 2 {
@@ -365,46 +391,6 @@ func (f *intentFaults) Get(ctx context.Context, id string) (*quarantine.Record, 
 		hook()
 	}
 	return r, err
-}
-
-// intentEnv is one parked, claim-checked record on memstore, due.
-type intentEnv struct {
-	mem *memstore.Store
-	pay *memstore.Payloads
-	clk *clock.Fake
-	q   *ingest.Quarantiner
-}
-
-func newIntentEnv() *intentEnv {
-	mem, pay := memstore.New(), memstore.NewPayloads()
-	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	src := &quarantine.Source{Name: "inventory", ARN: "arn:aws:sqs:us-east-1:000000000000:inventory", IdempotencyPointer: "/event_id", RedriveCap: 3}
-	return &intentEnv{mem: mem, pay: pay, clk: clk,
-		q: ingest.NewQuarantiner(mem, pay, clk.Now, ingest.QuarantinerConfig{Sources: map[string]*quarantine.Source{"inventory": src}})}
-}
-
-// parked quarantines key with a claim-checked body and parks it.
-func (e *intentEnv) parked(t *testing.T, key string) *quarantine.Record {
-	t.Helper()
-	ctx := context.Background()
-	out, err := e.q.Quarantine(ctx, ingest.Message{MessageID: "m-" + key, SourceARN: "arn:aws:sqs:us-east-1:000000000000:inventory", Body: []byte(inv(key, strings.Repeat("p", 200<<10)))})
-	if err != nil || out.Record.BodyRef == nil {
-		t.Fatalf("%s: %+v %v", key, out, err)
-	}
-	r, err := e.mem.Update(ctx, out.Record.DLQID, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("test", e.clk.Now()) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func (e *intentEnv) run(t *testing.T, store quarantine.Store, payloads quarantine.PayloadStore) *sweeper.Report {
-	t.Helper()
-	rep, err := testSweeper(store, e.mem, payloads, memArchiver{}, e.clk, 0).Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
 }
 
 // No stub without its intent; an intent whose record cannot be read, or
