@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -54,6 +55,11 @@ type Source struct {
 	Opaque bool
 	// RedriveCap is the number of redrives before a record is parked as poison.
 	RedriveCap int
+	// SettleWindow, when set, is the shortest a replay into this source's
+	// queue must stay out of the DLQ before its record is RESOLVED: a run
+	// settles with the longest of it, the function's window and the one
+	// the queue's attributes require.
+	SettleWindow time.Duration
 	// FourEyes holds the risks whose actions need a second, different
 	// verified principal's approval on this source (nil: every risk).
 	// A risk that always needs one (Risk.AlwaysFourEyes) does whatever

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/schemas"
@@ -27,6 +28,11 @@ type Config struct {
 	Schema     string `json:"schema,omitempty"`
 	Opaque     bool   `json:"opaque,omitempty"`
 	RedriveCap int    `json:"redrive_cap,omitempty"`
+	// SettleWindowSeconds, when set, is this source's settle window: a
+	// replay into its queue settles after the longest of it, the redrive
+	// function's SETTLE_WINDOW_SECONDS and the window the queue's
+	// attributes require (a consumer that takes hours to fail a message).
+	SettleWindowSeconds int `json:"settle_window_seconds,omitempty"`
 	// FourEyes lists the high-risk actions on this source that need a
 	// second, different verified principal's approval (quarantine.Risks:
 	// parked, large, correction, policy, resume). Absent: all of them; an
@@ -90,7 +96,9 @@ func duplicateName(raw string) error {
 // each message by its DeadLetterQueueSourceArn.
 func Validate(cfg map[string]Config) error {
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(cfg)) {
+	names := slices.Sorted(maps.Keys(cfg))
+	dlqs := dlqIndex(cfg, names)
+	for _, name := range names {
 		s := cfg[name]
 		if !ValidQueueName(name) {
 			errs = append(errs, fmt.Errorf("source %q: not a queue name (1 to 80 of A-Z, a-z, 0-9, - and _; a FIFO queue's ends in .fifo)", name))
@@ -109,7 +117,7 @@ func Validate(cfg map[string]Config) error {
 		case FIFO(s.DLQ) != FIFO(name):
 			errs = append(errs, fmt.Errorf("source %q: dlq %q is not of its type (a FIFO source needs a FIFO dlq, a standard source a standard one)", name, s.DLQ))
 		}
-		if of := dlqOf(cfg, name, s.ARN); of != "" {
+		if of := dlqs[s.ARN]; of != "" && cfg[of].DLQ == name {
 			errs = append(errs, fmt.Errorf("source %q is the dlq of source %q: a DLQ is no source (the redrive role would send into it, and every replay would come back as a dead letter)", name, of))
 		}
 		if s.IdempotencyPointer != "" && !strings.HasPrefix(s.IdempotencyPointer, "/") {
@@ -117,6 +125,9 @@ func Validate(cfg map[string]Config) error {
 		}
 		if s.RedriveCap < 0 {
 			errs = append(errs, fmt.Errorf("source %q: redrive_cap must not be negative", name))
+		}
+		if s.SettleWindowSeconds < 0 || s.SettleWindowSeconds > MaxSettleWindowSeconds {
+			errs = append(errs, fmt.Errorf("source %q: settle_window_seconds must be 0 to %d (14 days, the longest SQS keeps a message)", name, MaxSettleWindowSeconds))
 		}
 		if s.FourEyes != nil {
 			for _, r := range *s.FourEyes {
@@ -137,16 +148,28 @@ func Validate(cfg map[string]Config) error {
 	return errors.Join(errs...)
 }
 
-// dlqOf is the first source (by name) whose dlq is the queue called name
-// with ARN arn (a source's DLQ is in its account and Region), or "".
-func dlqOf(srcs map[string]Config, name, arn string) string {
-	for _, other := range slices.Sorted(maps.Keys(srcs)) {
+// MaxSettleWindowSeconds bounds a source's settle window: 14 days, SQS's
+// longest message retention (a replay that has not come back by then
+// never will).
+const MaxSettleWindowSeconds = 14 * 24 * 3600
+
+// dlqIndex maps the ARN of each source's dlq (in its source's account
+// and Region) to the first source, by name, that names it: a source whose
+// own ARN is there is another's DLQ. One pass over names (sorted), so that
+// a deployment of tens of thousands of sources validates in linear time.
+func dlqIndex(srcs map[string]Config, names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	for _, other := range names {
 		o := srcs[other]
-		if o.DLQ == name && QueueARN(o.ARN) && strings.TrimSuffix(o.ARN, QueueName(o.ARN))+name == arn {
-			return other
+		if o.DLQ == "" || !QueueARN(o.ARN) {
+			continue
+		}
+		arn := strings.TrimSuffix(o.ARN, QueueName(o.ARN)) + o.DLQ
+		if _, ok := out[arn]; !ok {
+			out[arn] = other
 		}
 	}
-	return ""
+	return out
 }
 
 // ValidQueueName reports whether name is a name SQS gives a queue: 1 to 80
@@ -216,6 +239,7 @@ func Build(cfg map[string]Config) (map[string]*quarantine.Source, error) {
 		src := &quarantine.Source{
 			Name: name, ARN: s.ARN, DLQName: s.DLQ, IdempotencyPointer: s.IdempotencyPointer,
 			Opaque: s.Opaque, RedriveCap: s.RedriveCap, // FourEyes nil: every risk
+			SettleWindow: time.Duration(s.SettleWindowSeconds) * time.Second,
 		}
 		if s.FourEyes != nil {
 			src.FourEyes = map[quarantine.Risk]bool{}

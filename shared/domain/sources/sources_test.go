@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
@@ -42,6 +43,9 @@ func TestValidateRefusesWhatSQSRefuses(t *testing.T) {
 		{"other", sources.Config{ARN: arn + "another", DLQ: "d"}, "is not the ARN of queue"},
 		{"shortacct", sources.Config{ARN: "arn:aws:sqs:us-east-1:12345:shortacct", DLQ: "d"}, "is not the ARN of queue"},
 		{"baddlq", sources.Config{ARN: arn + "baddlq", DLQ: "d#x"}, "is not a queue name"},
+		{"slow", sources.Config{ARN: arn + "slow", DLQ: "d", SettleWindowSeconds: sources.MaxSettleWindowSeconds}, ""},
+		{"slower", sources.Config{ARN: arn + "slower", DLQ: "d", SettleWindowSeconds: sources.MaxSettleWindowSeconds + 1}, "settle_window_seconds must be 0 to"},
+		{"negative", sources.Config{ARN: arn + "negative", DLQ: "d", SettleWindowSeconds: -1}, "settle_window_seconds must be 0 to"},
 	} {
 		err := sources.Validate(map[string]sources.Config{tc.name: tc.cfg})
 		switch {
@@ -123,5 +127,14 @@ func TestValidateTakesASourceNamedLikeADLQElsewhere(t *testing.T) {
 		"events":  {ARN: "arn:aws:sqs:us-east-1:222222222222:events", DLQ: "events-dlq"},
 	}); err != nil {
 		t.Fatalf("Validate = %v", err)
+	}
+}
+
+// A source's settle window reaches the source the functions build.
+func TestBuildTakesTheSettleWindow(t *testing.T) {
+	t.Parallel()
+	got, err := sources.Build(map[string]sources.Config{"slow": {ARN: arn + "slow", DLQ: "d", SettleWindowSeconds: 7200}, "plain": {ARN: arn + "plain", DLQ: "d"}})
+	if err != nil || got["slow"].SettleWindow != 2*time.Hour || got["plain"].SettleWindow != 0 {
+		t.Fatalf("Build = %+v, %+v, %v", got["slow"], got["plain"], err)
 	}
 }
