@@ -91,6 +91,13 @@ func (q *modelQueue) GetQueueAttributes(_ context.Context, _ *sqs.GetQueueAttrib
 	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"VisibilityTimeout": "30"}}, nil
 }
 
+// ListQueueTags: the model's queue carries no tags (its source is not
+// granted by tag).
+func (q *modelQueue) ListQueueTags(_ context.Context, _ *sqs.ListQueueTagsInput, _ ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error) {
+	q.w.Wait("sqs ListQueueTags")
+	return &sqs.ListQueueTagsOutput{}, nil
+}
+
 // modelledSource is a fresh source (FIFO in groups when groups > 0) with
 // n records quarantined in memory.
 func modelledSource(b *testing.B, n, groups int) (*quarantine.Source, *memstore.Store) {

@@ -70,13 +70,19 @@ func IngestLag(ingestTimeout, dlqVisibility time.Duration) time.Duration {
 func ConfigFromEnv(getenv func(string) string) (FunctionConfig, error) {
 	var errs []error
 	srcs, err := sources.RequiredFromEnv(getenv)
+	var tagged map[string]bool
 	if err != nil {
 		errs = append(errs, err)
-	} else if err := sources.Ungranted(getenv, srcs); err != nil {
+	} else if tagged, err = sources.Grants(getenv, srcs); err != nil {
 		// It sends: a source its role may not send to fails init, named.
 		errs = append(errs, err)
 	}
 	cfg := FunctionConfig{TableName: getenv("TABLE_NAME"), PayloadBucket: getenv("PAYLOAD_BUCKET"), Sources: srcs, WriterKeyID: getenv("WRITER_KEY_ID")}
+	if len(tagged) > 0 {
+		cfg.Service.TaggedSources = tagged
+		cfg.Service.SourceTagValue = strings.TrimSpace(getenv(sources.EnvSourceTagValue))
+	}
+	cfg.Service.Region = strings.TrimSpace(getenv("AWS_REGION"))
 	seconds := func(name string) time.Duration {
 		v := getenv(name)
 		if v == "" {

@@ -245,6 +245,12 @@ func (c *countingSender) GetQueueUrl(_ context.Context, in *sqs.GetQueueUrlInput
 	return &sqs.GetQueueUrlOutput{QueueUrl: aws.String("https://sqs.local/" + aws.ToString(in.QueueName))}, nil
 }
 
+// ListQueueTags: the countingSender's queues carry no tags (no source of
+// its tests is granted by tag).
+func (c *countingSender) ListQueueTags(context.Context, *sqs.ListQueueTagsInput, ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error) {
+	return &sqs.ListQueueTagsOutput{}, nil
+}
+
 // noAttributes is a sender that cannot read queue attributes (say, the
 // role lacks sqs:GetQueueAttributes).
 type noAttributes struct{ redrive.Sender }

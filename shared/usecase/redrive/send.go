@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
@@ -380,6 +381,53 @@ func retryableAfterSend(err error) bool {
 		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 
+// ErrOtherRegion: a source whose queue is in another Region than the
+// function's (Config.Region).
+var ErrOtherRegion = errors.New("a replay goes only to queues of the function's Region")
+
+// inRegion returns ErrOtherRegion, named, when src's queue ARN names
+// another Region than the function's.
+func (s *Service) inRegion(src *quarantine.Source) error {
+	parts := strings.Split(src.ARN, ":")
+	if s.cfg.Region == "" || len(parts) != 6 || parts[3] == s.cfg.Region {
+		return nil
+	}
+	return fmt.Errorf("source %q: its queue is in %s, the function in %s: %w (SQS moves dead letters within a Region)", src.Name, parts[3], s.cfg.Region, ErrOtherRegion)
+}
+
+// ErrSourceUntagged: a source granted by its queue's tag alone
+// (TaggedSourceAccess) whose queue does not carry it now.
+var ErrSourceUntagged = errors.New("the queue does not carry the stack's source tag")
+
+// checkTag reads the tags of src's queue at url and returns an error
+// unless sources.SourceTagKey has the stack's value: without it the role
+// may not send there (and may not read the tags: AccessDenied is
+// refused the same way).
+func (s *Service) checkTag(ctx context.Context, src *quarantine.Source, url string) error {
+	out, err := s.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+	if err != nil {
+		return fmt.Errorf("source %q: its queue's tags could not be read (%s): a source granted by tag is replayed only while its queue carries %s=%s: %w",
+			src.Name, quarantine.ErrorKind(err), sources.SourceTagKey, s.cfg.SourceTagValue, ErrSourceUntagged)
+	}
+	if got, ok := out.Tags[sources.SourceTagKey]; !ok || got != s.cfg.SourceTagValue {
+		return fmt.Errorf("source %q: its queue does not carry %s=%s (a source granted by tag is replayed only while it does; tag the queue, or register it in SourceQueueArns): %w",
+			src.Name, sources.SourceTagKey, s.cfg.SourceTagValue, ErrSourceUntagged)
+	}
+	return nil
+}
+
+// refused reports whether err is SQS refusing the caller (AccessDenied),
+// or saying the queue does not exist, which SQS may answer a caller who
+// may not see it.
+func refused(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	code := api.ErrorCode()
+	return strings.Contains(code, "AccessDenied") || strings.Contains(code, "NonExistentQueue") || code == "QueueDoesNotExist"
+}
+
 // dest is the source whose queue the run sends to: its target, else its
 // source.
 func (r *run) dest() *quarantine.Source {
@@ -400,13 +448,27 @@ func (r *run) queueOf(ctx context.Context, src *quarantine.Source) (string, erro
 	if u != "" {
 		return u, nil
 	}
+	if err := r.s.inRegion(src); err != nil {
+		return "", err
+	}
 	in := &sqs.GetQueueUrlInput{QueueName: aws.String(src.Name)}
 	if parts := strings.Split(src.ARN, ":"); len(parts) == 6 {
 		in.QueueOwnerAWSAccountId = aws.String(parts[4])
 	}
 	out, err := r.s.sqs.GetQueueUrl(ctx, in)
+	if err != nil && r.s.cfg.TaggedSources[src.Name] && refused(err) {
+		// IAM refuses GetQueueUrl too on a queue without the tag (the
+		// grant rests on it): the same refusal as a missing tag.
+		return "", fmt.Errorf("source %q: its queue could not be looked up (%s): a source granted by tag is replayed only while its queue carries %s=%s: %w",
+			src.Name, quarantine.ErrorKind(err), sources.SourceTagKey, r.s.cfg.SourceTagValue, ErrSourceUntagged)
+	}
 	if err != nil {
 		return "", fmt.Errorf("source queue url: %w", err)
+	}
+	if r.s.cfg.TaggedSources[src.Name] {
+		if err := r.s.checkTag(ctx, src, aws.ToString(out.QueueUrl)); err != nil {
+			return "", err
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

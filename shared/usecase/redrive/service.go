@@ -33,6 +33,20 @@ const (
 
 // Config tunes the service. Zero values take the defaults.
 type Config struct {
+	// TaggedSources are the sources whose queue the role may send to only
+	// while it carries the tag sources.SourceTagKey with the value
+	// SourceTagValue (TaggedSourceAccess; sources.Grants): a run reads
+	// the tag of such a queue (ListQueueTags) before it claims anything
+	// for it, and refuses the run when the tag is not there.
+	TaggedSources  map[string]bool
+	SourceTagValue string
+	// Region, when set (AWS_REGION, which Lambda sets), is the function's
+	// Region: a run replays only into queues of it. The SQS client looks
+	// a queue up by name in its own Region, so a source (or target) whose
+	// ARN names another Region would reach a same-named queue here; SQS
+	// moves dead letters within a Region, so none of its records can come
+	// from there either.
+	Region string
 	// Lease is how long a claim holds a record (default 15 minutes, longer
 	// than the function's timeout, so a live run never loses its claim).
 	Lease time.Duration
@@ -115,6 +129,9 @@ type Sender interface {
 	// GetQueueAttributes reads the source queue's redrive policy and
 	// visibility timeout, which bound the settle window.
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	// ListQueueTags reads the tag that grants a tagged source's queue
+	// (Config.TaggedSources).
+	ListQueueTags(ctx context.Context, in *sqs.ListQueueTagsInput, opts ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error)
 }
 
 // Service runs redrive requests.
@@ -306,6 +323,18 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	if r.req.RatePerSecond > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(r.req.RatePerSecond), MaxEntriesPerCall)
+	}
+	// A source granted by its queue's tag alone: the queue and its tag
+	// are read before any claim, and a queue that lost its tag refuses
+	// the run here, nothing claimed. (A dry run claims and sends
+	// nothing; the other sources' queues are looked up when sent to.)
+	if err := r.s.inRegion(r.dest()); err != nil {
+		return err
+	}
+	if r.s.cfg.TaggedSources[r.dest().Name] && !r.rep.DryRun {
+		if _, err := r.queue(ctx); err != nil {
+			return err
+		}
 	}
 	// Select first, then change: the index is not paged while records
 	// leave it.

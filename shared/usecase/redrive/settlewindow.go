@@ -101,6 +101,6 @@ func (r *run) settleWindowOf(ctx context.Context, src *quarantine.Source) (time.
 	if r.windows == nil {
 		r.windows = map[string]time.Duration{}
 	}
-	r.windows[src.Name] = max(r.s.cfg.SettleWindow, derived)
+	r.windows[src.Name] = max(r.s.cfg.SettleWindow, src.SettleWindow, derived)
 	return r.windows[src.Name], nil
 }

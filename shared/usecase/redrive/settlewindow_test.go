@@ -163,3 +163,21 @@ func TestSettleMarginCoversTheIngestLag(t *testing.T) {
 		t.Fatalf("a bad DLQ_VISIBILITY_SECONDS was taken: %v", err)
 	}
 }
+
+// A source's own settle window (settle_window_seconds: a consumer that
+// takes hours to fail a message) outlasts the function's: a replay into
+// that source's queue settles only after it.
+func TestASourcesSettleWindowOutlastsTheFunctions(t *testing.T) {
+	e := newEnv(t, false)
+	e.src.SettleWindow = 3 * time.Hour
+	svc := e.service(nil, nil, redrive.Config{SettleWindow: time.Hour, SettleMargin: time.Minute})
+	id := redrivenAt(t, e, svc, "2", "30")
+	e.clock.Advance(3*time.Hour - time.Second)
+	if rep := settleRun(t, e, svc); rep.Settled.Count != 0 || rep.SettleWindowSeconds != 3*3600 {
+		t.Fatalf("settled before the source's 3 hours: %+v", rep)
+	}
+	e.clock.Advance(2 * time.Second)
+	if rep := settleRun(t, e, svc); rep.Settled.Count != 1 || e.get(t, id).Status != quarantine.StatusResolved {
+		t.Fatalf("not settled after the source's 3 hours: %+v", rep)
+	}
+}
