@@ -26,6 +26,7 @@ import (
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/runtime/cwmetrics"
 	"github.com/dlqquarantine/dlqq/shared/runtime/emf"
+	"github.com/dlqquarantine/dlqq/shared/runtime/fanout"
 )
 
 // Metric names (namespace Config.Namespace).
@@ -172,7 +173,12 @@ var (
 	allClasses = []quarantine.Class{quarantine.ClassValidation, quarantine.ClassExhausted, quarantine.ClassPoison}
 )
 
-// Run measures and publishes every source, in name order; a source that
+// SourceConcurrency is how many sources a metrics run measures at once:
+// each takes about nine calls one after another (TestCallsGrowWithSourcesNotRecords),
+// so a run of many sources is bounded by its function's timeout over this.
+const SourceConcurrency = 8
+
+// Run measures and publishes every source, reported in name order; a source that
 // fails is skipped, the others still published, and the joined errors
 // returned at the end. A DLQ that
 // several sources share is read once, and its depth (DLQDepth,
@@ -190,7 +196,27 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	s.depths = map[string][2]int64{}
 	s.mu.Unlock()
 	shared := sharedDLQs(s.Sources)
-	for _, name := range slices.Sorted(maps.Keys(sources)) {
+	// A shared DLQ's depth is read once, before its sources are measured
+	// at once (a failed read is tried again by each, and reported).
+	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
+		for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
+			if src := s.Sources[name]; src.DLQName == dlq {
+				_ = s.dlqDepth(ctx, src, &Report{})
+				break
+			}
+		}
+	}
+	// The sources are measured SourceConcurrency at a time (a run's time
+	// grows with their number over that, within the function's timeout),
+	// and reported in name order.
+	names := slices.Sorted(maps.Keys(sources))
+	type measured struct {
+		rep    *Report
+		failed []error
+	}
+	results := make([]measured, len(names))
+	notRun := fanout.Run(ctx, len(names), SourceConcurrency, func(ctx context.Context, i int) error {
+		name := names[i]
 		_, configured := s.Sources[name]
 		rep, err := s.source(ctx, sources[name], !configured)
 		if err == nil {
@@ -198,13 +224,13 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 		}
 		if err != nil {
 			// One source that cannot be measured (its counters or marks
-			// unreadable, its publish refused) never silences the sources
-			// after it: each is measured, and the run fails at the end,
+			// unreadable, its publish refused) never silences the other
+			// sources: each is measured, and the run fails at the end,
 			// naming every source it missed (the metrics function's
 			// errors alarm).
 			s.Log.ErrorContext(ctx, "dlq health not published", "source", name, "error_kind", quarantine.ErrorKind(err))
-			failed = append(failed, fmt.Errorf("source %s: %w", name, err))
-			continue
+			results[i].failed = append(results[i].failed, fmt.Errorf("source %s: %w", name, err))
+			return nil
 		}
 		if merr := s.moveMarks(ctx, rep); merr != nil {
 			// Published, the marks not moved: the next run publishes the
@@ -212,19 +238,30 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 			// refusing them for good is seen (a page pinned on the same
 			// holds would notify no new one).
 			s.Log.ErrorContext(ctx, "metrics marks not stored: the same holds and poison are published as new again", "source", name, "error_kind", quarantine.ErrorKind(merr))
-			failed = append(failed, fmt.Errorf("source %s: %w", name, merr))
+			results[i].failed = append(results[i].failed, fmt.Errorf("source %s: %w", name, merr))
 		}
 		if rep.partial != nil {
 			s.Log.ErrorContext(ctx, "dlq health published in part: what the counters say only", "source", name, "error_kind", quarantine.ErrorKind(rep.partial))
-			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.partial))
+			results[i].failed = append(results[i].failed, fmt.Errorf("source %s: %w", name, rep.partial))
 		}
 		if rep.marksErr != nil { // published (malformed: every hold and poison as new)
-			failed = append(failed, fmt.Errorf("source %s: %w", name, rep.marksErr))
+			results[i].failed = append(results[i].failed, fmt.Errorf("source %s: %w", name, rep.marksErr))
 		}
 		s.Log.InfoContext(ctx, "dlq health published", "source", rep.Source, "dlq_depth", rep.DLQDepth,
 			"open_records", rep.OpenRecords, "poison", rep.Poison, "integrity_holds", rep.IntegrityHolds, "dominant_signature", rep.DominantSignature,
 			"dominant_share_percent", rep.DominantSharePct, "oldest_quarantined_age_seconds", rep.OldestAgeSeconds)
-		out = append(out, *rep)
+		results[i].rep = rep
+		return nil
+	})
+	for i, r := range results {
+		if err := notRun[i]; err != nil { // not started: the invocation's time ran out
+			failed = append(failed, fmt.Errorf("source %s: not measured: %w", names[i], err))
+			continue
+		}
+		failed = append(failed, r.failed...)
+		if r.rep != nil {
+			out = append(out, *r.rep)
+		}
 	}
 	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
 		if err := s.publishDepth(ctx, dlq); err != nil {
