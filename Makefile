@@ -75,14 +75,18 @@ build: $(FUNCTIONS:%=$(BUILD)/%.zip)
 $(BUILD)/%.zip: FORCE
 	@mkdir -p $(BUILD)/$*
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(BUILD)/$*/bootstrap ./functions/$*
-	$(GO) run ./internal/mkzip $@ $(BUILD)/$*/bootstrap
+	$(GO) run ./internal/mkzip $@ $(BUILD)/$*/bootstrap config
 	@ls -l $(BUILD)/$*/bootstrap $@
 
 FORCE:
 
 # `sam build` (BuildMethod: makefile) calls these with ARTIFACTS_DIR set.
+# Each package holds config/ beside bootstrap: the sources file
+# (SOURCES_FILE) and the schema files the functions read from their
+# package root (docs/configuration.md "The sources file").
 build-IngestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ingest
+	cp -R config $(ARTIFACTS_DIR)/
 
 demo:
 	@echo "compiling dlqlocal (the six functions, kumo, the AWS SDK) with go run: the first run takes minutes, later runs reuse the Go build cache …"
@@ -117,20 +121,26 @@ clean:
 
 build-RedriveFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/redrive
+	cp -R config $(ARTIFACTS_DIR)/
 
 build-SweeperFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper
+	cp -R config $(ARTIFACTS_DIR)/
 
 build-MetricsFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/metrics
+	cp -R config $(ARTIFACTS_DIR)/
 
 build-LedgerFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/ledger
+	cp -R config $(ARTIFACTS_DIR)/
 
 build-DigestFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/digest
+	cp -R config $(ARTIFACTS_DIR)/
 
 # The operator function (<stack>-operate): the redrive code behind the
 # IAM-authenticated operator endpoint (docs/template.md).
 build-OperatorFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/operator
+	cp -R config $(ARTIFACTS_DIR)/

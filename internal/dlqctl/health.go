@@ -201,6 +201,9 @@ func (a *App) healthSources(ctx context.Context, o HealthOptions, h *Health) {
 	}
 	if err == nil {
 		h.Sources, h.SourcesFrom = slices.Sorted(maps.Keys(cfg)), "the SOURCES of function "+fn
+		if note := a.sourcesFileUnread(ctx, fn); note != "" {
+			h.SourcesFrom += " (" + note + ": --source Q for one of its sources)"
+		}
 		return
 	}
 	h.SourcePrefix = o.Stack + "-"

@@ -182,6 +182,13 @@ func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, pr
 	if _, ok := cfg[source]; ok {
 		return nil
 	}
+	if note := a.sourcesFileUnread(ctx, fn); note != "" {
+		// The source may be one of the file's: not refused, not vouched for.
+		if !quiet {
+			fmt.Fprintf(a.Err, "warning: --source %q not checked: %s\n", source, note)
+		}
+		return nil
+	}
 	if present != nil {
 		found, err := present()
 		if err != nil {

@@ -100,6 +100,9 @@ func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonsche
 	c, ok := cfg[r.Source]
 	switch {
 	case !ok:
+		if note := a.sourcesFileUnread(ctx, a.Function); note != "" {
+			return nil, fmt.Sprintf("%s name no source %s (%s)", from, r.Source, note)
+		}
 		return nil, fmt.Sprintf("%s name no source %s", from, r.Source)
 	case c.Schema == "":
 		return nil, fmt.Sprintf("%s give source %s no schema", from, r.Source)
@@ -134,9 +137,27 @@ func (a *App) functionSources(ctx context.Context, fn string) (map[string]source
 	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSources]+out.Environment.Variables[sources.EnvExtraSources]) == "" {
 		return nil, fmt.Errorf("function %s has no SOURCES in its configuration", fn)
 	}
+	// A relative SOURCES_FILE (the template's) is in the function's
+	// package, not in its configuration: dlqctl does not read it, nor any
+	// file of the directory it runs in (sources.SourcesFilePath).
 	cfg, err := sources.FromVariables(out.Environment.Variables)
 	if err != nil {
 		return nil, fmt.Errorf("the SOURCES of function %s: %w", fn, err)
 	}
 	return cfg, nil
+}
+
+// sourcesFileUnread is the note for a source the configuration dlqctl
+// read does not name, when function fn also reads a sources file from its
+// package (which dlqctl does not read), else "".
+func (a *App) sourcesFileUnread(ctx context.Context, fn string) string {
+	c, err := a.connect(ctx)
+	if err != nil {
+		return ""
+	}
+	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
+	if err != nil || out.Environment == nil || !sources.SourcesFileUnread(func(k string) string { return out.Environment.Variables[k] }) {
+		return ""
+	}
+	return fmt.Sprintf("function %s also reads the sources file in its package (%s), which dlqctl does not read", fn, out.Environment.Variables[sources.EnvSourcesFile])
 }

@@ -80,6 +80,10 @@ type Options struct {
 	// before it), created before the template's resources and attached
 	// after them (existing.go); WithLocalSources sets the local stack's.
 	Existing []ExistingQueue
+	// SourcesFile, when set, is the sources file (SOURCES_FILE) of every
+	// function that reads one, instead of config/sources.json of the
+	// checkout: a deployment's own list of sources.
+	SourcesFile string
 }
 
 // Stack is a running embedded stack with the template's resources.
@@ -212,6 +216,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		s.Names[id] = names[id]
 	}
 	TakeTheSettleMarginAsGiven(s.Template, o.Params)
+	if o.SourcesFile != "" {
+		s.useSourcesFile(o.SourcesFile)
+	}
 	s.noIndexBackfill = o.NoIndexBackfill
 	if err := s.createExisting(ctx, o.Existing); err != nil {
 		return nil, err

@@ -28,6 +28,9 @@ type ExistingQueue struct {
 	// MaxReceiveCount is the redrive policy's (default 3), Visibility the
 	// queue's visibility timeout in seconds (default 30).
 	MaxReceiveCount, Visibility int
+	// Tags are the queue's tags (dlq-quarantine:source=<stack> grants a
+	// source to the redrive role with TaggedSourceAccess).
+	Tags map[string]string
 }
 
 // createExisting creates the existing queues, before the template's
@@ -54,6 +57,11 @@ func (s *Stack) createExisting(ctx context.Context, qs []ExistingQueue) error {
 			}
 			if err := s.existingQueue(ctx, q.Name, attrs); err != nil {
 				return err
+			}
+			if len(q.Tags) > 0 {
+				if _, err := s.Clients.SQS.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(s.QueueURLs[q.Name]), Tags: q.Tags}); err != nil {
+					return fmt.Errorf("existing queue %s: %w", q.Name, err)
+				}
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
+	"github.com/dlqquarantine/dlqq/shared/domain/sources"
 )
 
 func (s *Stack) createResources(ctx context.Context, withS3 bool) error {
@@ -155,6 +156,20 @@ func describeKey(ctx context.Context, client keyDescriber, alias string) (key *k
 func (s *Stack) useKeyARN(alias, arn string) {
 	if arn != "" {
 		s.replaceInFunctions(fmt.Sprintf("arn:aws:kms:%s:%s:%s", s.Env.Region, s.Env.Account, alias), arn)
+	}
+}
+
+// useSourcesFile makes every function that takes a sources file
+// (SOURCES_FILE, the template's SourcesFile) read path (an absolute one: a
+// test's own list of sources).
+func (s *Stack) useSourcesFile(path string) {
+	for _, fn := range s.Template.GetAllServerlessFunctionResources() {
+		if fn.Environment == nil {
+			continue
+		}
+		if _, ok := fn.Environment.Variables[sources.EnvSourcesFile]; ok {
+			fn.Environment.Variables[sources.EnvSourcesFile] = path
+		}
 	}
 }
 

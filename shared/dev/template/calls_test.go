@@ -333,6 +333,8 @@ func describe(fn, region, account, svc, op string, params any) []request {
 			return []request{one(action, queue(p.QueueUrl), nil)}
 		case *sqs.GetQueueAttributesInput:
 			return []request{one(action, queue(p.QueueUrl), nil)}
+		case *sqs.ListQueueTagsInput:
+			return []request{one(action, queue(p.QueueUrl), nil)}
 		case *sqs.ReceiveMessageInput:
 			return []request{one(action, queue(p.QueueUrl), nil)}
 		case *sqs.DeleteMessageInput:

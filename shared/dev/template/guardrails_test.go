@@ -40,6 +40,7 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		"SourceQueueArns":          strings.Join(registered, ","),
 		"SourceKmsKeyArns":         strings.Join(sourceKeys, ","),
 		"ExtraDLQKmsKeyArn":        extraDLQKey,
+		"TaggedSourceAccess":       "Enabled",
 	})
 	arn := func(service, rest string) string {
 		return "arn:aws:" + service + ":" + region + ":" + account + ":" + rest
@@ -128,6 +129,29 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 			denied = append(denied, q(a, src, nil))
 		}
 	}
+	// The tagged sources (TaggedSourceAccess) and their keys, like the
+	// registered ones; and the tag itself, put on or taken off a queue or
+	// a key (or a new one created with it), which widens or narrows the
+	// redrive role's reach without a deploy.
+	stackTag := map[string]string{"aws:resourcetag/dlq-quarantine:source": "prod"}
+	tagged, taggedKey := arn("sqs", "pharmacy-moves"), arn("kms", "key/0f1e2d3c-0000-4000-8000-00000000eeee")
+	for _, a := range []string{"sqs:PurgeQueue", "sqs:DeleteMessage", "sqs:SetQueueAttributes", "sqs:SendMessage", "sqs:SendMessageBatch",
+		"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteQueue", "sqs:StartMessageMoveTask", "sqs:AddPermission"} {
+		denied = append(denied, q(a, tagged, stackTag))
+	}
+	for _, a := range []string{"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:CreateGrant", "kms:RevokeGrant", "kms:UpdateKeyDescription"} {
+		denied = append(denied, q(a, taggedKey, stackTag))
+	}
+	for _, a := range []string{"sqs:TagQueue", "sqs:UntagQueue", "sqs:CreateQueue"} {
+		denied = append(denied, q(a, arn("sqs", "orders"), map[string]string{"aws:tagkeys": "team\x00dlq-quarantine:source"}))
+	}
+	for _, a := range []string{"kms:TagResource", "kms:UntagResource", "kms:CreateKey"} {
+		denied = append(denied, q(a, "*", map[string]string{"aws:tagkeys": "team\x00dlq-quarantine:source"}))
+	}
+	// Tag keys are case-sensitive; aws:ResourceTag/<key> matches a key in
+	// any case: another case of the key is the same grant.
+	denied = append(denied, q("sqs:TagQueue", arn("sqs", "orders"), map[string]string{"aws:tagkeys": "DLQ-Quarantine:Source"}),
+		q("kms:TagResource", "*", map[string]string{"aws:tagkeys": "Dlq-Quarantine:SOURCE"}))
 	// Their keys and the attached DLQ's: disabled, deleted or re-policied,
 	// the queue's messages can no longer be read and expire unreplayed.
 	for _, k := range append(sourceKeys, extraDLQKey) {
@@ -220,6 +244,9 @@ func TestGuardrailsDenyEveryControl(t *testing.T) {
 		q("lambda:UpdateEventSourceMapping", arn("lambda", "event-source-mapping:0f1e2d3c-0000-4000-8000-000000000000"), map[string]string{"lambda:functionarn": arn("lambda", "function:orders")}),
 		q("cloudwatch:DeleteAlarms", arn("cloudwatch", "alarm:prod-other.alarm"), nil),
 		q("kms:ScheduleKeyDeletion", "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-0000-4000-8000-000000000000", nil),
+		// Other tags, and another stack's sources.
+		q("sqs:TagQueue", arn("sqs", "orders"), map[string]string{"aws:tagkeys": "team"}),
+		q("sqs:SendMessage", arn("sqs", "orders"), map[string]string{"aws:resourcetag/dlq-quarantine:source": "staging"}),
 	}
 	for _, policy := range []string{"OperatorPolicy", "AuditorPolicy"} {
 		for _, r := range denied {
@@ -384,16 +411,18 @@ func TestRegisteredSourcePoliciesFitWithTheLongestList(t *testing.T) {
 func TestManagedPolicyDescriptionsNeverChange(t *testing.T) {
 	const stack = "DLQ Quarantine stack prod" // the test stack's ${AWS::StackName}
 	want := map[string]string{
-		"OperatorPolicy":            stack + " operators (dlqctl): read the quarantine and its health; every change goes through the operator endpoint (verified caller) or the redrive function. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
-		"AuditorPolicy":             stack + " auditors (dlqctl verify, online and ledger export): read the quarantine, the archive and the ledger, verify digest signatures; change nothing. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
-		"GuardrailPolicy":           stack + ": what operators and auditors must never do, whatever else they hold. Attach with WatchGuardrailPolicy and OperatorPolicy or AuditorPolicy.",
-		"WatchGuardrailPolicy":      stack + ": never destroy or forge dead letters, blind the ledger or silence the alarms. Attach with GuardrailPolicy.",
-		"SourceGuardrailPolicy":     stack + ": never forge, purge, receive, move or reconfigure the registered source queues (SourceQueueArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
-		"SourceKeyGuardrailPolicy":  stack + ": never disable, delete, re-policy or grant on the registered source queues' keys (SourceKmsKeyArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
-		"RedriveSourceQueuesPolicy": "The registered source queues the redrive and operator functions replay into (SourceQueueArns).",
-		"RedriveSourceKeysPolicy":   "The KMS keys of the registered source queues (SourceKmsKeyArns), through SQS only.",
+		"OperatorPolicy":             stack + " operators (dlqctl): read the quarantine and its health; every change goes through the operator endpoint (verified caller) or the redrive function. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"AuditorPolicy":              stack + " auditors (dlqctl verify, online and ledger export): read the quarantine, the archive and the ledger, verify digest signatures; change nothing. Attach GuardrailPolicy and WatchGuardrailPolicy with it.",
+		"GuardrailPolicy":            stack + ": what operators and auditors must never do, whatever else they hold. Attach with WatchGuardrailPolicy and OperatorPolicy or AuditorPolicy.",
+		"WatchGuardrailPolicy":       stack + ": never destroy or forge dead letters, blind the ledger or silence the alarms. Attach with GuardrailPolicy.",
+		"SourceGuardrailPolicy":      stack + ": never forge, purge, receive, move or reconfigure the registered source queues (SourceQueueArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"SourceKeyGuardrailPolicy":   stack + ": never disable, delete, re-policy or grant on the registered source queues' keys (SourceKmsKeyArns). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"SourceTagGuardrailPolicy":   stack + ": never forge, purge, receive, move or reconfigure the tagged source queues or stop their keys, and never tag or untag dlq-quarantine:source (TaggedSourceAccess). Attach with GuardrailPolicy and WatchGuardrailPolicy.",
+		"RedriveSourceQueuesPolicy":  "The registered source queues the redrive and operator functions replay into (SourceQueueArns).",
+		"RedriveSourceKeysPolicy":    "The KMS keys of the registered source queues (SourceKmsKeyArns), through SQS only.",
+		"RedriveTaggedSourcesPolicy": "The queues of this account tagged dlq-quarantine:source with the stack's name, and their keys tagged alike (TaggedSourceAccess).",
 	}
-	policies := openWith(t, map[string]any{"SourceQueueArns": "arn:aws:sqs:eu-west-1:111122223333:orders", "SourceKmsKeyArns": "arn:aws:kms:eu-west-1:111122223333:key/1"}).GetAllIAMManagedPolicyResources()
+	policies := openWith(t, map[string]any{"SourceQueueArns": "arn:aws:sqs:eu-west-1:111122223333:orders", "SourceKmsKeyArns": "arn:aws:kms:eu-west-1:111122223333:key/1", "TaggedSourceAccess": "Enabled"}).GetAllIAMManagedPolicyResources()
 	for id, pol := range policies {
 		w, ok := want[id]
 		switch {

@@ -95,6 +95,12 @@ type stack struct {
 	keyLogical map[string]string
 	// external declares keys of queues outside the template (ExtraDLQArn).
 	external map[string]string
+	// tags are the tags of resources outside the template (a tagged
+	// source's queue and key), by ARN: aws:ResourceTag/<key> of a request
+	// on them. A template resource has none here: an Allow on a resource
+	// tag never matches it (conservative), and the template holds no Deny
+	// on one (TestNoDenyRestsOnAResourceTag).
+	tags map[string]map[string]string
 	// realKeys maps the ARN a running stack's KMS gave one of the
 	// template's keys to the key's alias (the embedded stack puts the real
 	// ARN in the functions' environments).
@@ -137,7 +143,7 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 			}
 		}
 	}
-	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}, keyNames: names}
+	s := &stack{env: env, resources: doc.Resources, cond: map[string]bool{}, external: map[string]string{}, tags: map[string]map[string]string{}, keyNames: names}
 	for k, v := range doc.Conditions {
 		b, _ := v.(bool)
 		s.cond[k] = b
@@ -149,7 +155,7 @@ func newStack(tpl *cloudformation.Template, env template.Env) (*stack, error) {
 // clone returns a deep copy a test may mutate.
 func (s *stack) clone() *stack {
 	raw, _ := json.Marshal(s.resources)
-	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external), realKeys: maps.Clone(s.realKeys), keyNames: s.keyNames}
+	c := &stack{env: s.env, cond: s.cond, external: maps.Clone(s.external), tags: maps.Clone(s.tags), realKeys: maps.Clone(s.realKeys), keyNames: s.keyNames}
 	_ = json.Unmarshal(raw, &c.resources)
 	c.derive()
 	return c
@@ -611,12 +617,12 @@ func principalMatches(p any, principal, account string) bool {
 
 // multiValued are the modeled keys whose value is a set; the request
 // context holds it joined by "\x00" ("" for the empty set).
-var multiValued = map[string]bool{"s3:requestobjecttagkeys": true, "dynamodb:leadingkeys": true, "dynamodb:attributes": true}
+var multiValued = map[string]bool{"s3:requestobjecttagkeys": true, "dynamodb:leadingkeys": true, "dynamodb:attributes": true, "aws:tagkeys": true}
 
 // modeled reports whether the checker knows a key's value or absence in
 // every request it builds.
 func modeled(key string) bool {
-	return modeledKeys[key] || multiValued[key] || strings.HasPrefix(key, "s3:requestobjecttag/")
+	return modeledKeys[key] || multiValued[key] || strings.HasPrefix(key, "s3:requestobjecttag/") || strings.HasPrefix(key, "aws:resourcetag/")
 }
 
 // condOutcome evaluates one condition operator on one key.
@@ -704,6 +710,15 @@ func compare(base, got string, want []string) (hit, ok bool) {
 
 // decide returns "" when the role may make the request, else why not.
 func (s *stack) decide(roleID string, q request) string {
+	if tags := s.tags[q.Resource]; len(tags) > 0 {
+		q.Context = maps.Clone(q.Context)
+		if q.Context == nil {
+			q.Context = map[string]string{}
+		}
+		for k, v := range tags {
+			q.Context["aws:resourcetag/"+strings.ToLower(k)] = v
+		}
+	}
 	ids, problems := s.identityPolicies(roleID)
 	if len(problems) > 0 {
 		return strings.Join(problems, "; ")

@@ -457,7 +457,7 @@ func TestLedgerAlarms(t *testing.T) {
 func attachedWith(policyID string) []string {
 	switch policyID {
 	case "OperatorPolicy", "AuditorPolicy":
-		return []string{policyID, "GuardrailPolicy", "WatchGuardrailPolicy", "SourceGuardrailPolicy", "SourceKeyGuardrailPolicy"}
+		return []string{policyID, "GuardrailPolicy", "WatchGuardrailPolicy", "SourceGuardrailPolicy", "SourceKeyGuardrailPolicy", "SourceTagGuardrailPolicy"}
 	}
 	return []string{policyID}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	cloudformationcw "github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
+	"gopkg.in/yaml.v3"
 
 	"github.com/dlqquarantine/dlqq/shared/dev/template"
 	"github.com/dlqquarantine/dlqq/shared/domain/sources"
@@ -201,32 +205,7 @@ func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
 	// Each registered queue's key (which key encrypts which queue is the
 	// deployment's; here one each, the stack's own queue its own key).
 	keyOf := map[string]string{"orders": key1, "payments.fifo": key1, "partner-events": key2, "legacy-orders": key1}
-	replay := func(s *stack, name, arn string) []request {
-		parts := strings.Split(arn, ":")
-		url := "https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + name
-		d := func(fn, op string, p any) []request { return describe(fn, parts[3], env.Account, "SQS", op, p) }
-		var out []request
-		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
-			out = slices.Concat(out,
-				d(fn, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}),
-				d(fn, "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}),
-				d(fn, "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(parts[4])}))
-		}
-		return out
-	}
-	check := func(s *stack, calls []request) []string {
-		var found []string
-		for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
-			var mine []request
-			for _, c := range calls {
-				if c.Function == fn {
-					mine = append(mine, c)
-				}
-			}
-			found = append(found, s.check(fn, mine)...)
-		}
-		return found
-	}
+	replay, check := replayCalls, checkReplay
 	for _, name := range want {
 		arn := cfg[name].ARN
 		if k, ok := keyOf[name]; ok {
@@ -279,6 +258,128 @@ func TestEverySourceIsGrantedToTheFunctionsThatReplay(t *testing.T) {
 		t.Errorf("the stack's own queue: %q", found)
 	}
 	wantFinding(t, check(d, replay(d, "orders", "arn:aws:sqs:eu-west-1:111122223333:orders")), "RedriveFunction (role RedriveRole): sqs:SendMessage on arn:aws:sqs:eu-west-1:111122223333:orders", "no statement")
+}
+
+// replayCalls are the calls the redrive and operator functions make to
+// replay into the queue arn of source name.
+func replayCalls(s *stack, name, arn string) []request {
+	parts := strings.Split(arn, ":")
+	url := "https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + name
+	d := func(fn, op string, p any) []request { return describe(fn, parts[3], env.Account, "SQS", op, p) }
+	var out []request
+	for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+		out = slices.Concat(out,
+			d(fn, "SendMessageBatch", &sqs.SendMessageBatchInput{QueueUrl: aws.String(url)}),
+			d(fn, "GetQueueAttributes", &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url)}),
+			d(fn, "GetQueueUrl", &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(parts[4])}))
+	}
+	return out
+}
+
+// checkReplay returns what s's roles do not grant of calls, function by
+// function.
+func checkReplay(s *stack, calls []request) []string {
+	var found []string
+	for _, fn := range []string{"RedriveFunction", "OperatorFunction"} {
+		var mine []request
+		for _, c := range calls {
+			if c.Function == fn {
+				mine = append(mine, c)
+			}
+		}
+		found = append(found, s.check(fn, mine)...)
+	}
+	return found
+}
+
+// With TaggedSourceAccess=Enabled, a source in no ARN list (the sources
+// file's) is granted by its queue's tag dlq-quarantine:source=<stack> and
+// its key's alike, through SQS: exactly the stack's value, in the stack's
+// account, never a DLQ of the stack, and nothing when the switch is off.
+// The run reads the tag (ListQueueTags) under the same grant.
+func TestTaggedSourcesAreGrantedByTheirTagAlone(t *testing.T) {
+	const (
+		arn   = "arn:aws:sqs:eu-west-1:111122223333:pharmacy-dispensing-moves"
+		other = "arn:aws:sqs:eu-west-1:444455556666:pharmacy-dispensing-moves"
+		key   = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	)
+	s := openStack(t, map[string]any{"TaggedSourceAccess": "Enabled"})
+	vars := map[string]string{}
+	for k, v := range props(s.resources["RedriveFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any) {
+		vars[k] = str(v)
+	}
+	g, ok, err := sources.TagGrantFromEnv(func(k string) string { return vars[k] })
+	if err != nil || !ok || g.Account != env.Account || g.Value != env.StackName {
+		t.Fatalf("the redrive function's tag grant: %+v %v %v", g, ok, err)
+	}
+	stackTag := map[string]string{sources.SourceTagKey: env.StackName}
+	tagged := func(s *stack, arn string, tags map[string]string) *stack {
+		c := s.clone()
+		c.external[arn] = key
+		c.tags[arn], c.tags[key] = tags, tags
+		return c
+	}
+	listTags := func(fn, arn string) []request {
+		parts := strings.Split(arn, ":")
+		return describe(fn, parts[3], env.Account, "SQS", "ListQueueTags", &sqs.ListQueueTagsInput{QueueUrl: aws.String("https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + parts[5])})
+	}
+	calls := slices.Concat(replayCalls(s, "pharmacy-dispensing-moves", arn), listTags("RedriveFunction", arn), listTags("OperatorFunction", arn))
+	if found := checkReplay(tagged(s, arn, stackTag), calls); len(found) > 0 {
+		t.Fatalf("a tagged source is not granted: %q", found)
+	}
+	send := "RedriveFunction (role RedriveRole): sqs:SendMessage on "
+	wantFinding(t, checkReplay(tagged(s, arn, nil), calls), send+arn, "no statement")
+	wantFinding(t, checkReplay(tagged(s, arn, map[string]string{sources.SourceTagKey: "another-stack"}), calls), send+arn, "no statement")
+	c := tagged(s, arn, stackTag)
+	c.tags[key] = nil
+	wantFinding(t, checkReplay(c, calls), "RedriveFunction (role RedriveRole): kms:GenerateDataKey on "+key, "no statement")
+	wantFinding(t, checkReplay(tagged(s, other, stackTag), replayCalls(s, "pharmacy-dispensing-moves", other)), send+other, "no statement")
+	// Another Region (a stack of the same name there has its own grant).
+	const away = "arn:aws:sqs:us-east-2:111122223333:pharmacy-dispensing-moves"
+	wantFinding(t, checkReplay(tagged(s, away, stackTag), replayCalls(s, "pharmacy-dispensing-moves", away)), send+away, "no statement")
+	if g.Region != env.Region {
+		t.Errorf("the tag grant's Region is %q, want the stack's %s", g.Region, env.Region)
+	}
+	// The key through another service than SQS: not granted.
+	c = tagged(s, arn, stackTag)
+	direct := request{Function: "RedriveFunction", Action: "kms:Decrypt", Resource: key, Context: map[string]string{"aws:securetransport": "true", "kms:viaservice": "s3.eu-west-1.amazonaws.com", "kms:calleraccount": env.Account}}
+	wantFinding(t, c.check("RedriveFunction", []request{direct}), "RedriveFunction (role RedriveRole): kms:Decrypt on "+key, "")
+	// The stack's DLQs, tagged: denied (a DLQ is never a source).
+	for _, id := range []string{"DeadLetterQueue", "FifoDeadLetterQueue", "LedgerFailureQueue"} {
+		name := s.queueName(id)
+		dlq := "arn:aws:sqs:" + env.Region + ":" + env.Account + ":" + name
+		c := s.clone()
+		c.tags[dlq] = stackTag
+		wantFinding(t, checkReplay(c, replayCalls(c, name, dlq)), send+dlq, "")
+	}
+	// Where SQS has no ABAC (four Regions), the switch grants nothing:
+	// the functions then refuse, at init, a source no ARN list names.
+	e := env
+	e.Region = "eu-central-2"
+	e.Params = map[string]any{"TaggedSourceAccess": "Enabled"}
+	zurich, err := template.Open(template.Path(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conditionHolds(zurich, zurich.Resources["RedriveTaggedSourcesPolicy"]) || !conditionHolds(open(t), open(t).Resources["DeadLetterQueue"]) {
+		t.Error("RedriveTaggedSourcesPolicy in eu-central-2, where SQS authorizes on no tag")
+	}
+	if fn, _ := zurich.GetServerlessFunctionWithName("RedriveFunction"); fn.Environment.Variables[sources.EnvSourceTagValue] != "" {
+		t.Error("the redrive function is told of a tag grant in eu-central-2")
+	}
+	// Off (the default): the tag grants nothing, and no function is told
+	// of a grant.
+	d := openStack(t, nil)
+	if d.exists(d.resources["RedriveTaggedSourcesPolicy"]) {
+		t.Error("RedriveTaggedSourcesPolicy exists with TaggedSourceAccess=Disabled")
+	}
+	wantFinding(t, checkReplay(tagged(d, arn, stackTag), calls), send+arn, "no statement")
+	for k, v := range props(d.resources["RedriveFunction"])["Environment"].(map[string]any)["Variables"].(map[string]any) {
+		vars[k] = str(v)
+	}
+	if _, ok, err := sources.TagGrantFromEnv(func(k string) string { return vars[k] }); ok || err != nil {
+		t.Fatalf("TaggedSourceAccess=Disabled: a tag grant (%v, %v)", ok, err)
+	}
 }
 
 // The alarms on the sources' health are Metrics Insights alarms grouped by
@@ -406,5 +507,177 @@ func TestDashboardShowsEverySource(t *testing.T) {
 	}
 	if strings.Contains(dash.DashboardBody, `"Source","`) || strings.Contains(dash.DashboardBody, "prod-source") {
 		t.Error("the dashboard names a source")
+	}
+}
+
+// Whoever may tag a queue or a key of the account widens the redrive
+// role's reach under TaggedSourceAccess: no role of the stack may, on any
+// queue or key (a function's stolen credentials never widen another's).
+func TestNoRoleOfTheStackCanTag(t *testing.T) {
+	s := openStack(t, map[string]any{"TaggedSourceAccess": "Enabled", "ExtraDLQArn": "arn:aws:sqs:eu-west-1:111122223333:legacy-dlq"})
+	queue := "arn:aws:sqs:eu-west-1:" + env.Account + ":pharmacy-dispensing-moves"
+	key := "arn:aws:kms:eu-west-1:" + env.Account + ":key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	roles := s.of("AWS::IAM::Role")
+	if len(roles) < 5 {
+		t.Fatalf("the template's roles: %v", roles)
+	}
+	for _, role := range roles {
+		for _, q := range []request{
+			{Action: "sqs:TagQueue", Resource: queue}, {Action: "sqs:UntagQueue", Resource: queue},
+			{Action: "sqs:TagQueue", Resource: "arn:aws:sqs:eu-west-1:" + env.Account + ":" + s.queueName("DeadLetterQueue")},
+			{Action: "kms:TagResource", Resource: key}, {Action: "kms:UntagResource", Resource: key},
+		} {
+			q.Context = map[string]string{"aws:securetransport": "true"}
+			if why := s.decide(role, q); why == "" {
+				t.Errorf("role %s may %s", role, q)
+			}
+		}
+	}
+}
+
+// The checker takes a resource's tags as absent on the template's own
+// resources: right for an Allow that rests on one (it never matches), not
+// for a Deny, which no policy of the stack's roles may therefore hold.
+// (The guardrails, which the stack's roles never hold, deny by the tag:
+// TestGuardrailsDenyEveryControl gives their requests the tags.)
+func TestNoDenyRestsOnAResourceTag(t *testing.T) {
+	s := openStack(t, map[string]any{"TaggedSourceAccess": "Enabled"})
+	var walk func(v any, deny bool)
+	walk = func(v any, deny bool) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["Effect"] == "Deny" {
+				deny = true
+			}
+			for k, e := range x {
+				if deny && strings.HasPrefix(strings.ToLower(k), "aws:resourcetag/") {
+					t.Errorf("a Deny rests on %s", k)
+				}
+				walk(e, deny)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e, deny)
+			}
+		}
+	}
+	roles := 0
+	for _, role := range s.of("AWS::IAM::Role") {
+		ids, problems := s.identityPolicies(role)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		for _, st := range ids {
+			walk(st.st, false)
+		}
+		roles++
+	}
+	if roles < 5 {
+		t.Fatalf("%d roles", roles)
+	}
+}
+
+// Every function's package holds config/ beside bootstrap (sam build's
+// targets and make build's zips), where SOURCES_FILE names the sources
+// file; the repository's own file is a valid configuration.
+func TestEveryPackageShipsTheSourcesFile(t *testing.T) {
+	root := filepath.Join(filepath.Dir(template.Path()), "..")
+	raw, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fns := open(t).GetAllServerlessFunctionResources(); fns["IngestFunction"].Environment.Variables[sources.EnvSourcesFile] != "" {
+		t.Error("a stack without SourcesFile names a sources file")
+	}
+	tpl := openWith(t, map[string]any{"SourcesFile": "config/sources.json"})
+	fns := tpl.GetAllServerlessFunctionResources()
+	files := 0
+	for _, id := range slices.Sorted(maps.Keys(fns)) {
+		target := regexp.MustCompile(`(?m)^build-` + id + `:\n\tCGO_ENABLED=0 [^\n]*-o \$\(ARTIFACTS_DIR\)/bootstrap [^\n]*\n\tcp -R config \$\(ARTIFACTS_DIR\)/\n`)
+		if !target.Match(raw) {
+			t.Errorf("the Makefile's build-%s does not copy config/ into the package", id)
+		}
+		fn := fns[id]
+		if fn.Environment == nil || fn.Environment.Variables[sources.EnvSourcesFile] == "" {
+			continue
+		}
+		files++
+		vars := maps.Clone(fn.Environment.Variables)
+		vars["LAMBDA_TASK_ROOT"] = root
+		if p := sources.SourcesFilePath(func(k string) string { return vars[k] }); p != filepath.Join(root, "config", "sources.json") {
+			t.Errorf("%s reads its sources file from %s", id, p)
+		}
+		if _, err := sources.FromVariables(vars); err != nil {
+			t.Errorf("%s with the repository's sources file: %v", id, err)
+		}
+	}
+	if files != 4 {
+		t.Errorf("%d functions read a sources file, want the 4 that read the sources", files)
+	}
+	// SourcesFile names a JSON file under config/, inside the package.
+	var decl struct {
+		Parameters map[string]map[string]any `yaml:"Parameters"`
+	}
+	rawTpl, err := os.ReadFile(template.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(rawTpl, &decl); err != nil {
+		t.Fatal(err)
+	}
+	pattern := regexp.MustCompile(decl.Parameters["SourcesFile"]["AllowedPattern"].(string))
+	for v, ok := range map[string]bool{"": true, "config/sources.json": true, "config/prod/sources.v2.json": true,
+		"config/../etc/x.json": false, "config/./x.json": false, "/var/task/config/sources.json": false, "config/sources.yaml": false, "sources.json": false} {
+		if pattern.MatchString(v) != ok {
+			t.Errorf("SourcesFile %q: allowed %v, want %v", v, !ok, ok)
+		}
+	}
+	if !strings.Contains(string(raw), "$(GO) run ./internal/mkzip $@ $(BUILD)/$*/bootstrap config\n") {
+		t.Error("make build's zips do not hold config/")
+	}
+	// The file's example in docs/configuration.md is a sources file.
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "### The sources file")
+	section, _, _ = strings.Cut(section, "\n### ")
+	m := regexp.MustCompile("(?s)```json\n(.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("docs/configuration.md shows no sources file")
+	}
+	cfg, err := sources.MergeFile("", "", m[1], sources.Registry{DLQ: "prod-dlq"})
+	if err != nil || len(cfg) == 0 {
+		t.Fatalf("the documented sources file: %v, %v", cfg, err)
+	}
+	for name, c := range cfg {
+		if c.ARN == "" || c.DLQ != "prod-dlq" {
+			t.Errorf("the documented sources file's %s: %+v", name, c)
+		}
+	}
+}
+
+// A tagged source dead-letters into the stack's DLQ of its kind: with
+// TaggedSourceAccess alone (no registered ARN), both DLQs let any queue of
+// the account name them in a redrive policy, as registered sources do
+// (SQS refuses a RedrivePolicy whose DLQ's RedriveAllowPolicy does not
+// allow the queue).
+func TestTaggedSourcesMayDeadLetterIntoTheStacksDLQs(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{nil, ""},
+		{map[string]any{"TaggedSourceAccess": "Enabled"}, "allowAll"},
+		{map[string]any{"SourceQueueArns": "arn:aws:sqs:eu-west-1:111122223333:orders"}, "allowAll"},
+	} {
+		tpl := openWith(t, c.params)
+		for _, id := range []string{"DeadLetterQueue", "FifoDeadLetterQueue"} {
+			q := lookup(t, tpl.GetSQSQueueWithName, id)
+			got, _ := q.RedriveAllowPolicy.(map[string]any)["redrivePermission"].(string)
+			if (c.want == "allowAll") != (got == "allowAll") {
+				t.Errorf("%v: %s's RedriveAllowPolicy is %v", c.params, id, q.RedriveAllowPolicy)
+			}
+		}
 	}
 }
