@@ -178,6 +178,11 @@ var (
 // so a run of many sources is bounded by its function's timeout over this.
 const SourceConcurrency = 8
 
+// DeadlineMargin is how long before its invocation's deadline a run
+// starts no more sources: the ones started finish and are published, the
+// rest are reported not measured (and come first in a later minute).
+const DeadlineMargin = 10 * time.Second
+
 // Run measures and publishes every source, reported in name order; a source that
 // fails is skipped, the others still published, and the joined errors
 // returned at the end. A DLQ that
@@ -196,26 +201,45 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 	s.depths = map[string][2]int64{}
 	s.mu.Unlock()
 	shared := sharedDLQs(s.Sources)
-	// A shared DLQ's depth is read once, before its sources are measured
-	// at once (a failed read is tried again by each, and reported).
-	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
-		for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
-			if src := s.Sources[name]; src.DLQName == dlq {
-				_ = s.dlqDepth(ctx, src, &Report{})
-				break
-			}
+	// A shared DLQ's depth is read and published first, once, before its
+	// sources (DLQDepthAlarm watches it: a run cut short by its deadline
+	// must not leave it without data). A read that fails is tried again
+	// by each of its sources, and published at the end.
+	byDLQ := map[string]*quarantine.Source{}
+	for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
+		if src := s.Sources[name]; shared[src.DLQName] && byDLQ[src.DLQName] == nil {
+			byDLQ[src.DLQName] = src
 		}
 	}
-	// The sources are measured SourceConcurrency at a time (a run's time
-	// grows with their number over that, within the function's timeout),
-	// and reported in name order.
+	published := map[string]bool{}
+	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
+		if s.dlqDepth(ctx, byDLQ[dlq], &Report{}) == nil && s.publishDepth(ctx, dlq) == nil {
+			published[dlq] = true
+		}
+	}
+	// The sources are measured SourceConcurrency at a time, reported in
+	// name order. A run starts no source once its invocation has less
+	// than DeadlineMargin left (those are reported not measured), and
+	// starts each minute at another source, so that a deployment with
+	// more sources than one run measures never leaves the same ones out.
 	names := slices.Sorted(maps.Keys(sources))
 	type measured struct {
 		rep    *Report
 		failed []error
 	}
 	results := make([]measured, len(names))
-	notRun := fanout.Run(ctx, len(names), SourceConcurrency, func(ctx context.Context, i int) error {
+	start := 0
+	if len(names) > 0 {
+		start = int(s.Now().Unix()/60) % len(names)
+	}
+	runCtx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithDeadline(ctx, d.Add(-DeadlineMargin))
+		defer cancel()
+	}
+	notRun := fanout.Run(runCtx, len(names), SourceConcurrency, func(_ context.Context, k int) error {
+		i := (start + k) % len(names)
 		name := names[i]
 		_, configured := s.Sources[name]
 		rep, err := s.source(ctx, sources[name], !configured)
@@ -253,8 +277,13 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 		results[i].rep = rep
 		return nil
 	})
+	started := make([]error, len(names)) // by name order
+	for k, err := range notRun {
+		started[(start+k)%len(names)] = err
+	}
 	for i, r := range results {
-		if err := notRun[i]; err != nil { // not started: the invocation's time ran out
+		if err := started[i]; err != nil { // not started: the invocation's time ran out
+			s.Log.ErrorContext(ctx, "dlq health not measured: the run's time ran out", "source", names[i])
 			failed = append(failed, fmt.Errorf("source %s: not measured: %w", names[i], err))
 			continue
 		}
@@ -264,6 +293,9 @@ func (s *Service) Run(ctx context.Context) ([]Report, error) {
 		}
 	}
 	for _, dlq := range slices.Sorted(maps.Keys(shared)) {
+		if published[dlq] {
+			continue
+		}
 		if err := s.publishDepth(ctx, dlq); err != nil {
 			failed = append(failed, err)
 		}
@@ -608,14 +640,19 @@ func (s *Service) oldest(ctx context.Context, src *quarantine.Source, now time.T
 
 func (s *Service) queueURL(ctx context.Context, src *quarantine.Source) (string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u, ok := s.urls[src.DLQName]; ok {
+	u, ok := s.urls[src.DLQName]
+	s.mu.Unlock()
+	if ok {
 		return u, nil
 	}
+	// Looked up without the lock: the sources measured at once never wait
+	// behind one another's call.
 	out, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(src.DLQName)})
 	if err != nil {
 		return "", fmt.Errorf("dlq %s: %w", src.DLQName, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.urls == nil {
 		s.urls = map[string]string{}
 	}

@@ -486,6 +486,42 @@ func TestASharedDLQIsReadOnceAndPublishedUnderItsName(t *testing.T) {
 	}
 }
 
+// A run that its invocation's deadline cuts short (more sources than one
+// run measures) still publishes the shared DLQ's depth, which it reads
+// first: DLQDepthAlarm never goes without data. The sources it did not
+// start are named as not measured, and a later minute starts at another
+// source.
+func TestARunCutShortStillPublishesTheSharedDLQ(t *testing.T) {
+	ctx := context.Background()
+	a, b := newEnv(t), newEnv(t)
+	b.src.DLQName = a.src.DLQName
+	for i := range 2 {
+		if _, err := stack.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(a.dlq), MessageBody: aws.String(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := a.service(nil)
+	svc.Sources[b.src.Name] = b.src
+	// Less than DeadlineMargin left: no source is started.
+	short, cancel := context.WithTimeout(ctx, metrics.DeadlineMargin/2)
+	defer cancel()
+	reps, err := svc.Run(short)
+	if len(reps) != 0 || err == nil || !strings.Contains(err.Error(), "source "+a.src.Name+": not measured") || !strings.Contains(err.Error(), "source "+b.src.Name+": not measured") {
+		t.Fatalf("a run with no time: %d reports, %v", len(reps), err)
+	}
+	if got := readBack(t, metrics.MetricDLQDepth, a.src.DLQName); got != 2 {
+		t.Fatalf("DLQDepth of the shared DLQ %s: %v, want 2", a.src.DLQName, got)
+	}
+	// With time, every source is measured, whichever comes first.
+	for range 2 {
+		a.clock.Advance(time.Minute)
+		reps, err = svc.Run(ctx)
+		if err != nil || len(reps) != 2 || reps[0].Source > reps[1].Source {
+			t.Fatalf("a run with time: %+v, %v", reps, err)
+		}
+	}
+}
+
 // The AWS calls of one run are the same with 1,000 and 100,000 records.
 func TestCallsDoNotGrowWithTheTable(t *testing.T) {
 	ctx := context.Background()
