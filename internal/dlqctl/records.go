@@ -182,22 +182,28 @@ func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, pr
 	if _, ok := cfg[source]; ok {
 		return nil
 	}
-	if note := a.sourcesFileUnread(ctx, fn); note != "" {
-		// The source may be one of the file's: not refused, not vouched for.
-		if !quiet {
-			fmt.Fprintf(a.Err, "warning: --source %q not checked: %s\n", source, note)
-		}
-		return nil
-	}
+	note := a.sourcesFileUnread(ctx, fn)
 	if present != nil {
 		found, err := present()
 		if err != nil {
 			return err
 		}
-		if found {
+		switch {
+		case found && note != "":
+			// One of the file's, or unconfigured: not vouched for.
+			fmt.Fprintf(a.Err, "note: source %q is not in the SOURCES of the redrive function %s (%s): its records are shown\n", source, fn, note)
+			return nil
+		case found:
 			fmt.Fprintf(a.Err, "note: source %q is not configured in the redrive function %s: its records are shown, but cannot be replayed\n", source, fn)
 			return nil
 		}
+	}
+	if note != "" {
+		// The source may be one of the file's: not refused, not vouched for.
+		if !quiet {
+			fmt.Fprintf(a.Err, "warning: --source %q not checked: %s\n", source, note)
+		}
+		return nil
 	}
 	return &UsageError{fmt.Errorf("--source %q: %s (the redrive function %s configures %s)", source, redrive.ErrUnknownSource, fn, strings.Join(slices.Sorted(maps.Keys(cfg)), ", "))}
 }

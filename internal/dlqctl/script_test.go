@@ -402,40 +402,30 @@ func TestLedgerCommandsPrintJSON(t *testing.T) {
 }
 
 // The sources file (SOURCES_FILE) is in the functions' packages: dlqctl
-// does not read it (nor a file of the directory it runs in, which would
-// let a checkout decide what counts as configured). A source the
-// variables do not name, of a function that has a sources file, is not
-// refused but not checked, and the warning says why; the local stack's
-// file (an absolute path on this machine) is read.
+// reads no sources file, neither one of the directory it runs in (a
+// checkout would decide what counts as configured) nor one at a path the
+// configuration names. A source the variables do not name, of a function
+// that has a sources file, is not refused but not checked, and the
+// warning says why; a source of the variables is checked as before.
 func TestSourcesOfTheSourcesFile(t *testing.T) {
 	f := newFixture(t)
-	file := filepath.Join(t.TempDir(), "sources.json")
-	if err := os.WriteFile(file, []byte(`{"pharma":{"arn":"arn:aws:sqs:us-east-1:000000000000:pharma","dlq":"dlqq-dlq"}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	local := createConfiguredFunction(t, f.st, map[string]string{"SOURCES": ordersSources, "SOURCES_FILE": file})
-	for _, args := range [][]string{{"ls"}, {"buckets"}} {
-		if out, errOut, code := f.run(t, append([]string{"--function", local}, append(args, "--source", "pharma")...)...); code != 0 || errOut != "" {
-			t.Errorf("%v --source pharma, a source of the local stack's file (exit %d): %s%s", args, code, out, errOut)
-		}
-	}
-	// A deployed function's file is relative to its package: even with a
-	// config/sources.json in the working directory, dlqctl reads none.
-	t.Chdir(filepath.Dir(file))
+	dir := t.TempDir()
+	t.Chdir(dir)
 	if err := os.MkdirAll("config", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("config", "sources.json"), []byte(`{"planted":{"arn":"arn:aws:sqs:us-east-1:000000000000:planted","dlq":"dlqq-dlq"}}`), 0o644); err != nil {
+	file := filepath.Join(dir, "config", "sources.json")
+	if err := os.WriteFile(file, []byte(`{"pharma":{"arn":"arn:aws:sqs:us-east-1:000000000000:pharma","dlq":"dlqq-dlq"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deployed := createConfiguredFunction(t, f.st, map[string]string{"SOURCES": ordersSources, "SOURCES_FILE": "config/sources.json"})
-	for _, source := range []string{"pharma", "planted"} {
-		out, errOut, code := f.run(t, "--function", deployed, "ls", "--source", source)
-		if code != 0 || errOut != `warning: --source "`+source+`" not checked: function `+deployed+" also reads the sources file in its package (config/sources.json), which dlqctl does not read\n" {
-			t.Errorf("ls --source %s, a deployed function's file (exit %d): %s%s", source, code, out, errOut)
+	for _, path := range []string{"config/sources.json", file} {
+		fn := createConfiguredFunction(t, f.st, map[string]string{"SOURCES": ordersSources, "SOURCES_FILE": path})
+		out, errOut, code := f.run(t, "--function", fn, "ls", "--source", "pharma")
+		if code != 0 || errOut != `warning: --source "pharma" not checked: function `+fn+" also reads the sources file in its package ("+path+"), which dlqctl does not read\n" {
+			t.Errorf("ls --source pharma, SOURCES_FILE %s (exit %d): %s%s", path, code, out, errOut)
 		}
-	}
-	if out, errOut, code := f.run(t, "--function", deployed, "ls", "--source", "orders"); code != 0 || errOut != "" {
-		t.Errorf("ls --source orders, a source of the variables (exit %d): %s%s", code, out, errOut)
+		if out, errOut, code := f.run(t, "--function", fn, "ls", "--source", "orders"); code != 0 || errOut != "" {
+			t.Errorf("ls --source orders, a source of the variables (exit %d): %s%s", code, out, errOut)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -137,10 +138,12 @@ func (a *App) functionSources(ctx context.Context, fn string) (map[string]source
 	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSources]+out.Environment.Variables[sources.EnvExtraSources]) == "" {
 		return nil, fmt.Errorf("function %s has no SOURCES in its configuration", fn)
 	}
-	// A relative SOURCES_FILE (the template's) is in the function's
-	// package, not in its configuration: dlqctl does not read it, nor any
-	// file of the directory it runs in (sources.SourcesFilePath).
-	cfg, err := sources.FromVariables(out.Environment.Variables)
+	// A SOURCES_FILE is in the function's package, not in its
+	// configuration: dlqctl reads no sources file, neither one of the
+	// directory it runs in nor one at a path the configuration names.
+	vars := maps.Clone(out.Environment.Variables)
+	delete(vars, sources.EnvSourcesFile)
+	cfg, err := sources.FromVariables(vars)
 	if err != nil {
 		return nil, fmt.Errorf("the SOURCES of function %s: %w", fn, err)
 	}
@@ -156,7 +159,7 @@ func (a *App) sourcesFileUnread(ctx context.Context, fn string) string {
 		return ""
 	}
 	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
-	if err != nil || out.Environment == nil || !sources.SourcesFileUnread(func(k string) string { return out.Environment.Variables[k] }) {
+	if err != nil || out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSourcesFile]) == "" {
 		return ""
 	}
 	return fmt.Sprintf("function %s also reads the sources file in its package (%s), which dlqctl does not read", fn, out.Environment.Variables[sources.EnvSourcesFile])

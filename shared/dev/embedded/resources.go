@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -163,6 +164,11 @@ func (s *Stack) useKeyARN(alias, arn string) {
 // (SOURCES_FILE, the template's SourcesFile) read path (an absolute one: a
 // test's own list of sources).
 func (s *Stack) useSourcesFile(path string) {
+	// A relative path would not be read outside Lambda
+	// (sources.SourcesFilePath).
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	for _, fn := range s.Template.GetAllServerlessFunctionResources() {
 		if fn.Environment == nil {
 			continue

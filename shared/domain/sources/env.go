@@ -43,9 +43,10 @@ const (
 	// repository's config/sources.json, copied into every function's
 	// package), in the EXTRA_SOURCES format: the settings of registered
 	// queues and the full entries (with arn) of any others. A relative
-	// path is read from SchemaDir (the package root, LAMBDA_TASK_ROOT).
-	// Unlike the variables it has no 4 KB bound: any number of sources.
-	// Set and absent or unreadable: the init fails.
+	// path is read from the package root (LAMBDA_TASK_ROOT) only, and not
+	// at all outside Lambda (SourcesFilePath). Unlike the variables it has
+	// no 4 KB bound: any number of sources. Read and absent or
+	// unreadable: the init fails.
 	EnvSourcesFile = "SOURCES_FILE"
 	// EnvSourceTagAccount, EnvSourceTagRegion and EnvSourceTagValue, when
 	// set (the template's TaggedSourceAccess=Enabled), grant the redrive

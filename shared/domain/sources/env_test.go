@@ -158,7 +158,8 @@ func TestQueueName(t *testing.T) {
 }
 
 // SOURCES_FILE holds any number of sources, read from the package root
-// (SchemaDir) as EXTRA_SOURCES entries are, its schema files beside it.
+// (LAMBDA_TASK_ROOT) as EXTRA_SOURCES entries are, its schema files beside
+// it; outside Lambda a relative one is not read.
 func TestSourcesFileFromThePackageRoot(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
