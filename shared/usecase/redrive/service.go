@@ -324,10 +324,11 @@ func (r *run) execute(ctx context.Context) error {
 	if r.req.RatePerSecond > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(r.req.RatePerSecond), MaxEntriesPerCall)
 	}
-	// A source granted by its queue's tag alone: the queue and its tag
-	// are read before any claim, and a queue that lost its tag refuses
-	// the run here, nothing claimed. (A dry run claims and sends
-	// nothing; the other sources' queues are looked up when sent to.)
+	// Before any claim: a queue of another Region is refused; a source
+	// granted by its queue's tag alone has its queue and its tag read,
+	// and a queue that lost its tag refuses the run here, nothing
+	// claimed. (A dry run claims and sends nothing; the other sources'
+	// queues are looked up when sent to.)
 	if err := r.s.inRegion(r.dest()); err != nil {
 		return err
 	}
