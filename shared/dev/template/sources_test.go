@@ -681,3 +681,40 @@ func TestTaggedSourcesMayDeadLetterIntoTheStacksDLQs(t *testing.T) {
 		}
 	}
 }
+
+// Every benchmark the docs tell a reader to run exists, in the package
+// the command names (a renamed benchmark would make the command measure
+// nothing and pass).
+func TestDocsBenchmarksExist(t *testing.T) {
+	root := filepath.Join(filepath.Dir(template.Path()), "..")
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := regexp.MustCompile(`(?s)go test -run '\^\$' -bench '?\^?(Benchmark\w+)\$?'?[^.` + "`" + `]*?(\./[\w/]+/)`)
+	found := 0
+	for _, doc := range append(docs, filepath.Join(root, "README.md")) {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range cmd.FindAllStringSubmatch(string(raw), -1) {
+			found++
+			files, _ := filepath.Glob(filepath.Join(root, m[2], "*_test.go"))
+			defined := false
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defined = defined || strings.Contains(string(src), "func "+m[1]+"(b *testing.B)")
+			}
+			if !defined {
+				t.Errorf("%s: %s is no benchmark of %s", filepath.Base(doc), m[1], m[2])
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found %d benchmark commands in the docs", found)
+	}
+}
