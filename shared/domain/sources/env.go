@@ -267,14 +267,6 @@ func SourcesFilePath(getenv func(string) string) string {
 	}
 }
 
-// SourcesFileUnread reports whether getenv names a sources file that
-// FromEnv does not read here (a relative SOURCES_FILE outside Lambda):
-// the configuration read is then the variables' alone, and a source may
-// be missing from it (dlqctl says so instead of refusing the source).
-func SourcesFileUnread(getenv func(string) string) bool {
-	return strings.TrimSpace(getenv(EnvSourcesFile)) != "" && SourcesFilePath(getenv) == ""
-}
-
 // MaxSourcesFileBytes bounds the sources file: about 40,000 sources of
 // full entries, far more than one table's listings and alarms are sized
 // for, and a bound on what an init reads.
