@@ -195,13 +195,13 @@ func (a *App) healthSources(ctx context.Context, o HealthOptions, h *Health) {
 		return
 	}
 	fn := cmp.Or(o.Function, o.Stack+"-redrive")
-	cfg, err := a.functionSources(ctx, fn)
+	cfg, note, err := a.functionSources(ctx, fn)
 	if err == nil && len(cfg) == 0 {
 		err = fmt.Errorf("the SOURCES of function %s name no source", fn)
 	}
 	if err == nil {
 		h.Sources, h.SourcesFrom = slices.Sorted(maps.Keys(cfg)), "the SOURCES of function "+fn
-		if note := a.sourcesFileUnread(ctx, fn); note != "" {
+		if note != "" {
 			h.SourcesFrom += " (" + note + ": --source Q for one of its sources)"
 		}
 		return

@@ -172,7 +172,7 @@ func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, pr
 		}
 		fn = a.Function
 	}
-	cfg, err := a.functionSources(ctx, fn)
+	cfg, note, err := a.functionSources(ctx, fn)
 	if err != nil {
 		if !quiet {
 			fmt.Fprintf(a.Err, "warning: --source %q not checked: %v\n", source, err)
@@ -182,7 +182,6 @@ func (a *App) checkSource(ctx context.Context, fn, source string, quiet bool, pr
 	if _, ok := cfg[source]; ok {
 		return nil
 	}
-	note := a.sourcesFileUnread(ctx, fn)
 	if present != nil {
 		found, err := present()
 		if err != nil {

@@ -94,15 +94,15 @@ func inlineBodies(r *quarantine.Record) (bodies [][]byte, why string) {
 // enum or a pattern at a time, through the detail without an audited read.
 func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonschema.Schema, string) {
 	from := fmt.Sprintf("the SOURCES of function %s", a.Function)
-	cfg, err := a.functionSources(ctx, a.Function)
+	cfg, fileNote, err := a.functionSources(ctx, a.Function)
 	if err != nil {
 		return nil, err.Error()
 	}
 	c, ok := cfg[r.Source]
 	switch {
 	case !ok:
-		if note := a.sourcesFileUnread(ctx, a.Function); note != "" {
-			return nil, fmt.Sprintf("%s name no source %s (%s)", from, r.Source, note)
+		if fileNote != "" {
+			return nil, fmt.Sprintf("%s name no source %s (%s)", from, r.Source, fileNote)
 		}
 		return nil, fmt.Sprintf("%s name no source %s", from, r.Source)
 	case c.Schema == "":
@@ -121,46 +121,35 @@ func (a *App) recordSchema(ctx context.Context, r *quarantine.Record) (*jsonsche
 // functionSources reads the sources from the configuration of function fn
 // (lambda:GetFunctionConfiguration) as the function reads them at init:
 // SOURCES merged with EXTRA_SOURCES and the attached source
-// (sources.FromVariables).
-func (a *App) functionSources(ctx context.Context, fn string) (map[string]sources.Config, error) {
+// (sources.FromVariables). fileNote, when fn also reads a sources file from
+// its package (which dlqctl does not read), says so for a source the
+// configuration read does not name; else "".
+func (a *App) functionSources(ctx context.Context, fn string) (cfg map[string]sources.Config, fileNote string, err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
 	if err != nil {
 		var code interface{ ErrorCode() string }
 		if errors.As(err, &code) {
-			return nil, fmt.Errorf("the sources could not be read from function %s (%s; --function names the redrive function)", fn, code.ErrorCode())
+			return nil, "", fmt.Errorf("the sources could not be read from function %s (%s; --function names the redrive function)", fn, code.ErrorCode())
 		}
-		return nil, fmt.Errorf("the sources could not be read from function %s (%v)", fn, err)
+		return nil, "", fmt.Errorf("the sources could not be read from function %s (%v)", fn, err)
 	}
 	if out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSources]+out.Environment.Variables[sources.EnvExtraSources]) == "" {
-		return nil, fmt.Errorf("function %s has no SOURCES in its configuration", fn)
+		return nil, "", fmt.Errorf("function %s has no SOURCES in its configuration", fn)
 	}
 	// A SOURCES_FILE is in the function's package, not in its
 	// configuration: dlqctl reads no sources file, neither one of the
 	// directory it runs in nor one at a path the configuration names.
 	vars := maps.Clone(out.Environment.Variables)
 	delete(vars, sources.EnvSourcesFile)
-	cfg, err := sources.FromVariables(vars)
-	if err != nil {
-		return nil, fmt.Errorf("the SOURCES of function %s: %w", fn, err)
+	if cfg, err = sources.FromVariables(vars); err != nil {
+		return nil, "", fmt.Errorf("the SOURCES of function %s: %w", fn, err)
 	}
-	return cfg, nil
-}
-
-// sourcesFileUnread is the note for a source the configuration dlqctl
-// read does not name, when function fn also reads a sources file from its
-// package (which dlqctl does not read), else "".
-func (a *App) sourcesFileUnread(ctx context.Context, fn string) string {
-	c, err := a.connect(ctx)
-	if err != nil {
-		return ""
+	if file := strings.TrimSpace(out.Environment.Variables[sources.EnvSourcesFile]); file != "" {
+		fileNote = fmt.Sprintf("function %s also reads the sources file in its package (%s), which dlqctl does not read", fn, file)
 	}
-	out, err := c.Lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
-	if err != nil || out.Environment == nil || strings.TrimSpace(out.Environment.Variables[sources.EnvSourcesFile]) == "" {
-		return ""
-	}
-	return fmt.Sprintf("function %s also reads the sources file in its package (%s), which dlqctl does not read", fn, out.Environment.Variables[sources.EnvSourcesFile])
+	return cfg, fileNote, nil
 }

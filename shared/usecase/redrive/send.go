@@ -406,14 +406,18 @@ var ErrSourceUntagged = errors.New("the queue does not carry the stack's source 
 func (s *Service) checkTag(ctx context.Context, src *quarantine.Source, url string) error {
 	out, err := s.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
 	if err != nil {
-		return fmt.Errorf("source %q: its queue's tags could not be read (%s): a source granted by tag is replayed only while its queue carries %s=%s: %w",
-			src.Name, quarantine.ErrorKind(err), sources.SourceTagKey, s.cfg.SourceTagValue, ErrSourceUntagged)
+		return s.untagged(src, fmt.Sprintf("its queue's tags could not be read (%s)", quarantine.ErrorKind(err)))
 	}
 	if got, ok := out.Tags[sources.SourceTagKey]; !ok || got != s.cfg.SourceTagValue {
-		return fmt.Errorf("source %q: its queue does not carry %s=%s (a source granted by tag is replayed only while it does; tag the queue, or register it in SourceQueueArns): %w",
-			src.Name, sources.SourceTagKey, s.cfg.SourceTagValue, ErrSourceUntagged)
+		return s.untagged(src, "its queue does not carry the tag (tag the queue, or register it in SourceQueueArns)")
 	}
 	return nil
+}
+
+// untagged is ErrSourceUntagged for src, saying why.
+func (s *Service) untagged(src *quarantine.Source, why string) error {
+	return fmt.Errorf("source %q: %s: a source granted by tag is replayed only while its queue carries %s=%s: %w",
+		src.Name, why, sources.SourceTagKey, s.cfg.SourceTagValue, ErrSourceUntagged)
 }
 
 // refused reports whether err is SQS refusing the caller (AccessDenied),
@@ -459,8 +463,7 @@ func (r *run) queueOf(ctx context.Context, src *quarantine.Source) (string, erro
 	if err != nil && r.s.cfg.TaggedSources[src.Name] && refused(err) {
 		// IAM refuses GetQueueUrl too on a queue without the tag (the
 		// grant rests on it): the same refusal as a missing tag.
-		return "", fmt.Errorf("source %q: its queue could not be looked up (%s): a source granted by tag is replayed only while its queue carries %s=%s: %w",
-			src.Name, quarantine.ErrorKind(err), sources.SourceTagKey, r.s.cfg.SourceTagValue, ErrSourceUntagged)
+		return "", r.s.untagged(src, fmt.Sprintf("its queue could not be looked up (%s)", quarantine.ErrorKind(err)))
 	}
 	if err != nil {
 		return "", fmt.Errorf("source queue url: %w", err)
