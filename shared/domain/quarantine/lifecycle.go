@@ -22,6 +22,15 @@ func (r *Record) Arrive(att Attempt, c Classification, maxAttempts int, now time
 	next.Attempts = appendBounded(next.Attempts, att, maxAttempts)
 	next.AttemptCount++
 	next.LastSeen = At(now)
+	if r.Status == StatusRedriving {
+		// The round's run has recorded no outcome yet: it may still, or it
+		// may have crashed after sending, any number of times (each try
+		// without an answer may have been enqueued). Once this arrival
+		// clears the lease, no takeover will say so: the arrival does.
+		open := fmt.Sprintf(openRoundNote, r.RedriveCount)
+		last := &next.Attempts[len(next.Attempts)-1]
+		last.Note = JoinNote(Clip(last.Note, MaxNoteBytes-len(open)-len("; ")), open)
+	}
 	switch next.Status {
 	case StatusRedriving, StatusRedriven, StatusResolved:
 		next.Status = StatusQuarantined
@@ -358,6 +367,10 @@ const (
 	sentAgainReason = "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " more than once"
 	// sentTwiceReason is how histories written before said it.
 	sentTwiceReason = "; an earlier try had no answer and may also have been enqueued: " + PossiblySent + " twice"
+	// openRoundNote ends the note of an arrival that found its record
+	// REDRIVING: the round's outcome was not recorded yet (a later "sent
+	// (round N) while the record changed" entry confirms one send).
+	openRoundNote = "came back before round %d recorded its outcome: " + PossiblySent + " more than once"
 )
 
 // MayRepeat reports whether a, an entry redrive wrote, says that its round
@@ -366,11 +379,15 @@ const (
 // have sent it, any number of times), a send whose outcome no try learned
 // (each try may have been enqueued), a send confirmed after tries that got
 // no answer, into a standard queue (a FIFO queue drops those copies within
-// its deduplication interval), and the expired claim of an approved replay
-// of a parked record. Whoever counts the copies of a replay explains every
+// its deduplication interval), the expired claim of an approved replay
+// of a parked record, and an arrival that found its round's outcome
+// unrecorded (its run may have crashed after sending, Arrive). Whoever counts the copies of a replay explains every
 // copy beyond the first by such an entry, or finds a duplicate the history
 // hides.
 func (a *Attempt) MayRepeat() (round int, ok bool) {
+	if a.Kind == AttemptArrival && a.Actor == ActorIngest {
+		return a.openRound()
+	}
 	if a.Stage != StageRedrive || a.IsArrival() || a.Actor == ActorIngest {
 		return 0, false // an arrival's reason is the sender's text
 	}
@@ -388,6 +405,21 @@ func (a *Attempt) MayRepeat() (round int, ok bool) {
 		return 0, false
 	}
 	if _, err := fmt.Sscanf(a.Reason, format, &round); err != nil || round < 1 {
+		return 0, false
+	}
+	return round, true
+}
+
+// openRound reads the round an arrival's note says was open when it came
+// back (Arrive). Only the note is read: ingest writes it, whereas an
+// arrival's reason is the sender's text.
+func (a *Attempt) openRound() (round int, ok bool) {
+	i := strings.LastIndex(a.Note, strings.SplitN(openRoundNote, "%d", 2)[0])
+	if i < 0 || (i > 0 && !strings.HasSuffix(a.Note[:i], "; ")) {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(a.Note[i:], openRoundNote, &round); err != nil || round < 1 ||
+		a.Note[i:] != fmt.Sprintf(openRoundNote, round) {
 		return 0, false
 	}
 	return round, true

@@ -2,6 +2,7 @@ package quarantine_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,6 +173,9 @@ func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
 		}
 		return c
 	}
+	comeback := func(note string) quarantine.Attempt {
+		return quarantine.Attempt{Stage: "consumer", Reason: "lease expired; round 9 reclaimed, a duplicate send is possible", Actor: quarantine.ActorIngest, MessageID: "m2", Note: note}
+	}
 	for name, tc := range map[string]struct {
 		step func(t *testing.T, c *quarantine.Record) (*quarantine.Record, error)
 		want bool
@@ -197,6 +201,21 @@ func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
 		}, true},
 		"given back": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
 			return c.Release("ops", "send failed after retries: InternalError", now, nil)
+		}, false},
+		// The run may have crashed after sending, before recording the
+		// round: the comeback clears the lease, so no takeover says it.
+		"came back before the round's outcome": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.Arrive(comeback("came back from src, the queue it was replayed into"), quarantine.Classification{Stage: "consumer", Reason: "x"}, 0, now)
+		}, true},
+		"came back before the round's outcome, its note at its bound": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			return c.Arrive(comeback(strings.Repeat("n", quarantine.MaxNoteBytes)), quarantine.Classification{Stage: "consumer", Reason: "x"}, 0, now)
+		}, true},
+		"came back after the round's outcome": {func(t *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
+			s, err := c.MarkSent("ops", "m1", false, false, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Arrive(comeback(""), quarantine.Classification{Stage: "consumer", Reason: "x"}, 0, now)
 		}, false},
 		"lease expired, reclaimed": {func(_ *testing.T, c *quarantine.Record) (*quarantine.Record, error) {
 			return c.Claim("ops", now.Add(time.Hour), time.Minute)
@@ -240,6 +259,20 @@ func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
 	legacy := quarantine.Attempt{Stage: quarantine.StageRedrive, Actor: quarantine.ActorIngest, Reason: "lease expired; round 7 reclaimed, a duplicate send is possible"}
 	if _, ok := legacy.MayRepeat(); ok {
 		t.Error("an older arrival's reason explained a duplicate")
+	}
+	// Only the note's own ending, as Arrive writes it, on an arrival ingest
+	// wrote: not an older arrival's, not a word inside another note.
+	for _, a := range []quarantine.Attempt{
+		{Stage: "consumer", Actor: quarantine.ActorIngest, Note: "came back before round 4 recorded its outcome: possibly sent more than once"},
+		{Stage: "consumer", Kind: quarantine.AttemptArrival, Actor: "ops", Note: "came back before round 4 recorded its outcome: possibly sent more than once"},
+		{Stage: "consumer", Kind: quarantine.AttemptArrival, Actor: quarantine.ActorIngest, Note: "xcame back before round 4 recorded its outcome: possibly sent more than once"},
+		{Stage: "consumer", Kind: quarantine.AttemptArrival, Actor: quarantine.ActorIngest, Note: "came back before round 4 recorded its outcome: possibly sent more than once; more"},
+		{Stage: "consumer", Kind: quarantine.AttemptArrival, Actor: quarantine.ActorIngest, Note: "came back before round 0 recorded its outcome: possibly sent more than once"},
+		{Stage: "consumer", Kind: quarantine.AttemptArrival, Actor: quarantine.ActorIngest, Note: "came back before round  4 recorded its outcome: possibly sent more than once"},
+	} {
+		if round, ok := a.MayRepeat(); ok {
+			t.Errorf("%+v explained round %d", a, round)
+		}
 	}
 	// Histories written before said "possibly sent twice".
 	older := quarantine.Attempt{Stage: quarantine.StageRedrive, Actor: "ops", MessageID: "m", Reason: "sent (round 3); an earlier try had no answer and may also have been enqueued: possibly sent twice"}

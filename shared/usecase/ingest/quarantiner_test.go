@@ -188,6 +188,42 @@ func TestComebackAfterResolvedUndoesTheSuccess(t *testing.T) {
 	}
 }
 
+// A replay that comes back while its record is still REDRIVING (the run
+// sent it and crashed, or has not recorded the round yet) clears the lease,
+// so no takeover will ever say the round may have gone out twice: the
+// arrival says it. A run that then records its send confirms the round.
+func TestComebackBeforeTheRoundsOutcomeSaysItMayRepeat(t *testing.T) {
+	t.Parallel()
+	q, store, _, clk := newQ(t)
+	id := quarantined(t, q, msg("m1", validBody)).Record.DLQID
+	claimed := apply(t, store, nil, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Claim("ops", clk.Now(), time.Minute)
+	})
+	clk.Advance(time.Second)
+	back := quarantined(t, q, msg("replay-1", validBody))
+	if back.Result != ingest.ResultAppended || back.Record.Status != quarantine.StatusQuarantined || back.Record.LeaseUntil != nil {
+		t.Fatalf("the comeback: %s, %s, lease %v; want appended, QUARANTINED, no lease", back.Result, back.Record.Status, back.Record.LeaseUntil)
+	}
+	last := back.Record.Attempts[len(back.Record.Attempts)-1]
+	if round, ok := last.MayRepeat(); !ok || round != claimed.RedriveCount {
+		t.Fatalf("the arrival %q explains round %d, %v; want round %d", last.Note, round, ok, claimed.RedriveCount)
+	}
+	// The run's late mark is written to the history, and the record stays
+	// open: its replay failed.
+	marked := apply(t, store, nil, id, func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.NoteSentWhileChanged("ops", "replay-1", claimed.RedriveCount, false, false, clk.Now())
+	})
+	if marked.Status != quarantine.StatusQuarantined {
+		t.Errorf("status %s after the late mark", marked.Status)
+	}
+	// A comeback of a round whose outcome is recorded says nothing more.
+	clk.Advance(time.Second)
+	again := quarantined(t, q, msg("replay-2", validBody))
+	if round, ok := again.Record.Attempts[len(again.Record.Attempts)-1].MayRepeat(); ok {
+		t.Errorf("a comeback of a QUARANTINED record explains round %d", round)
+	}
+}
+
 // A send recorded with actor "ingest" (a redrive request that named itself
 // so, before such names were refused) is not an arrival: its message id
 // coming back is a re-failure, not a duplicate delivery.
