@@ -480,42 +480,77 @@ type IndexProblem struct{ ID, What string }
 // writes it (listings across sources, the sweeper's, would not reach it);
 // and each marker someone rewrote. dlqctl verify reports them.
 func IndexCheck(items []map[string]types.AttributeValue, bySource bool) []IndexProblem {
-	str := func(item map[string]types.AttributeValue, name string) string {
+	c := NewIndexChecker(bySource)
+	for _, item := range items {
+		c.Add(item)
+	}
+	return c.Problems()
+}
+
+// IndexChecker is IndexCheck one item at a time, for a scan that does not
+// keep its items: it keeps the problems, the sources marked, and the first
+// record of each source.
+type IndexChecker struct {
+	complete bool
+	marked   map[string]bool
+	// first is each source's first record, in scan order (named when the
+	// source has no marker); recs are the records' own problems.
+	first   map[string]string
+	sources []string
+	markers []IndexProblem
+	recs    []IndexProblem
+}
+
+// NewIndexChecker starts an IndexCheck (bySource as IndexCheck's).
+func NewIndexChecker(bySource bool) *IndexChecker {
+	return &IndexChecker{complete: bySource, marked: map[string]bool{}, first: map[string]string{}}
+}
+
+// Add checks one item of the scan.
+func (c *IndexChecker) Add(item map[string]types.AttributeValue) {
+	str := func(name string) string {
 		v, _ := item[name].(*types.AttributeValueMemberS)
 		if v == nil {
 			return ""
 		}
 		return v.Value
 	}
-	complete, marked := bySource, map[string]bool{}
-	var out []IndexProblem
-	for _, item := range items {
-		switch k := str(item, KeyAttr); {
-		case !strings.HasPrefix(k, sourceMarkerPrefix):
-		case k == sourceMarkerKey(str(item, sourceAttr)) && str(item, IndexKeyAttr) == SourcePartition && str(item, statusAttr) == SourcePartition:
-			marked[str(item, sourceAttr)] = true
-		default:
-			out = append(out, IndexProblem{k, fmt.Sprintf("a source marker rewritten (source %q, status_key %q): the listings across sources do not find its source (ingest writes it again at its next cold start)", str(item, sourceAttr), str(item, IndexKeyAttr))})
+	switch k := str(KeyAttr); {
+	case strings.HasPrefix(k, sourceMarkerPrefix):
+		if k == sourceMarkerKey(str(sourceAttr)) && str(IndexKeyAttr) == SourcePartition && str(statusAttr) == SourcePartition {
+			c.marked[str(sourceAttr)] = true
+			return
 		}
-	}
-	if !complete {
-		return nil
-	}
-	for _, item := range items {
-		id := str(item, KeyAttr)
-		if !IsRecordKey(id) {
-			continue
-		}
-		got, want := str(item, IndexKeyAttr), IndexKeyOf(ledgerKeyFields(item))
+		c.markers = append(c.markers, IndexProblem{k, fmt.Sprintf("a source marker rewritten (source %q, status_key %q): the listings across sources do not find its source (ingest writes it again at its next cold start)", str(sourceAttr), str(IndexKeyAttr))})
+	case c.complete && IsRecordKey(k):
+		got, want := str(IndexKeyAttr), IndexKeyOf(ledgerKeyFields(item))
 		switch {
 		case got == "":
-			out = append(out, IndexProblem{id, "no status_key: the source index does not list it (written by a function older than the index? run dlqctl index backfill)"})
+			c.recs = append(c.recs, IndexProblem{k, "no status_key: the source index does not list it (written by a function older than the index? run dlqctl index backfill)"})
 		case got != want:
-			out = append(out, IndexProblem{id, fmt.Sprintf("status_key %q, its fields derive %q: its source's listings do not find it", got, want)})
+			c.recs = append(c.recs, IndexProblem{k, fmt.Sprintf("status_key %q, its fields derive %q: its source's listings do not find it", got, want)})
 		}
-		if src := str(item, sourceAttr); src != "" && !marked[src] {
+		if src := str(sourceAttr); src != "" {
+			if _, seen := c.first[src]; !seen {
+				c.first[src] = k
+				c.sources = append(c.sources, src)
+			}
+		}
+	}
+}
+
+// Problems are what the items added so far show: the markers rewritten,
+// then the records the listings miss, and, once a source, a record whose
+// source has no marker.
+func (c *IndexChecker) Problems() []IndexProblem {
+	if !c.complete {
+		return nil
+	}
+	out := append(append([]IndexProblem(nil), c.markers...), c.recs...)
+	for _, src := range c.sources {
+		if !c.marked[src] {
+			id := c.first[src]
 			out = append(out, IndexProblem{id, fmt.Sprintf("source %s has no marker (%s): listings across sources do not reach it (run dlqctl index backfill)", src, sourceMarkerKey(src))})
-			marked[src] = true // named once a source
 		}
 	}
 	return out

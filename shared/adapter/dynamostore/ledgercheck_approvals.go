@@ -32,35 +32,74 @@ import (
 // decoded whole; an approval version that is not a sealed approval of
 // its key is left out (its own check names it forged).
 func LedgerApprovalCheck() func(keys []ledger.KeyHistory) ([]ledger.Problem, []ledger.Note) {
+	a := LedgerApprovalAcross()
 	return func(keys []ledger.KeyHistory) ([]ledger.Problem, []ledger.Note) {
-		var actions []foureyes.Action
-		var approvals []foureyes.History
 		var problems []ledger.Problem
+		vals := make([]any, 0, len(keys))
 		for _, k := range keys {
+			val, ps := a.Key(k)
+			vals, problems = append(vals, val), append(problems, ps...)
+		}
+		found, notes := a.All(vals)
+		return append(problems, found...), notes
+	}
+}
+
+// LedgerApprovalAcross is LedgerApprovalCheck in the two steps
+// (ledger.Input.Across) that let verify check the keys in partitions:
+// each key is reduced to its high-risk actions, or an approval to its
+// decoded versions, and those are checked together at the end. Actions
+// and approvals are few: what verify keeps of every key until the end.
+func LedgerApprovalAcross() *ledger.Across {
+	return &ledger.Across{
+		Key: func(k ledger.KeyHistory) (any, []ledger.Problem) {
+			var r approvalFacts
 			var err error
 			switch {
 			case isApprovalKey(k.Key):
-				approvals = append(approvals, approvalHistory(k))
+				h := approvalHistory(k)
+				r.approval = &h
 			case isPolicyKey(k.Key):
-				actions, err = policyActions(actions, k)
+				r.actions, err = policyActions(nil, k)
 			case IsRecordKey(k.Key):
-				actions, err = recordActions(actions, k)
+				r.actions, err = recordActions(nil, k)
 			}
 			if err != nil {
-				problems = append(problems, ledger.Problem{Kind: ledger.KindUnapproved, Subject: k.Key,
-					Detail: "its high-risk actions were not checked: " + err.Error()})
+				return r, []ledger.Problem{{Kind: ledger.KindUnapproved, Subject: k.Key,
+					Detail: "its high-risk actions were not checked: " + err.Error()}}
 			}
-		}
-		found, notes := foureyes.Check(actions, approvals)
-		for _, f := range found {
-			problems = append(problems, ledger.Problem{Kind: ledger.KindUnapproved, Subject: f.Subject, Detail: f.Detail})
-		}
-		out := make([]ledger.Note, 0, len(notes))
-		for _, n := range notes {
-			out = append(out, ledger.Note{Subject: n.Subject, Detail: n.Detail})
-		}
-		return problems, out
+			return r, nil
+		},
+		All: func(vals []any) ([]ledger.Problem, []ledger.Note) {
+			var actions []foureyes.Action
+			var approvals []foureyes.History
+			for _, val := range vals {
+				r, _ := val.(approvalFacts)
+				actions = append(actions, r.actions...)
+				if r.approval != nil {
+					approvals = append(approvals, *r.approval)
+				}
+			}
+			found, notes := foureyes.Check(actions, approvals)
+			problems := make([]ledger.Problem, 0, len(found))
+			for _, f := range found {
+				problems = append(problems, ledger.Problem{Kind: ledger.KindUnapproved, Subject: f.Subject, Detail: f.Detail})
+			}
+			out := make([]ledger.Note, 0, len(notes))
+			for _, n := range notes {
+				out = append(out, ledger.Note{Subject: n.Subject, Detail: n.Detail})
+			}
+			return problems, out
+		},
 	}
+}
+
+// approvalFacts is what the approval check keeps of a key: a record's or
+// policy's high-risk actions (those read before a version that did not
+// decode, too), or an approval's versions.
+type approvalFacts struct {
+	actions  []foureyes.Action
+	approval *foureyes.History
 }
 
 // recordActions appends the high-risk actions of record key k's versions.

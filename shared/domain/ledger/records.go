@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +23,9 @@ type version struct {
 // count as recent (the clocks of the writers and of the verifier differ).
 const clockSkew = time.Minute
 
-// records checks each key's ledgered versions and the table against them.
-func (v *verifier) records(entries []ledgered, base map[string]baselined) {
+// records checks each key's ledgered versions and the table against them:
+// entries, items and base are those of one pass's keys (a key's all).
+func (v *verifier) records(entries []ledgered, items []Item, base map[string]baselined) {
 	byKey := map[string][]ledgered{}
 	for _, l := range entries {
 		if Ledgered(l.e.Key) {
@@ -53,13 +53,13 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		}
 	}
 	table := map[string]Item{}
-	for _, it := range v.in.Items {
+	for _, it := range items {
 		key := it.S(KeyAttr)
 		if Ledgered(key) {
 			table[key] = it
 		}
 	}
-	v.res.Items = len(table)
+	v.res.Items += len(table)
 	for _, key := range slices.Sorted(mapKeys(newest)) {
 		nv := newest[key]
 		it, ok := table[key]
@@ -100,8 +100,6 @@ func (v *verifier) records(entries []ledgered, base map[string]baselined) {
 		}
 		v.fail(KindUnledgered, key, "never ledgered")
 	}
-	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(v.res.PreLedger, func(a, b Note) int { return strings.Compare(a.Subject, b.Subject) })
 }
 
 // orderVersions orders one key's entries by the version they carry (a
@@ -258,6 +256,7 @@ type checkJob struct {
 // version that fails as forged.
 func (v *verifier) runChecks() {
 	jobs := v.checks
+	v.checks = nil
 	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup

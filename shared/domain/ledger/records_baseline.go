@@ -223,21 +223,15 @@ func (v *verifier) startAfterBaseline(key string, b baselined, ls []ledgered) (*
 // R2-4): a later baseline would pass off items written behind the ledger
 // as pre-ledger. A later one is named, and its items are judged as if
 // there were no baseline.
-func (v *verifier) baselineInTime(base map[string]baselined, entries []ledgered, signed []*parsedDigest) map[string]baselined {
+func (v *verifier) baselineInTime(base map[string]baselined, signed []*parsedDigest) map[string]baselined {
 	if base == nil {
 		return nil
 	}
-	var first time.Time
-	see := func(s string) {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil && (first.IsZero() || t.Before(first)) {
+	first := v.firstAt // the ledger's first change (seeEntry)
+	if len(signed) > 0 {
+		if t, err := time.Parse(time.RFC3339Nano, signed[0].d.At); err == nil && (first.IsZero() || t.Before(first)) {
 			first = t
 		}
-	}
-	for _, l := range entries {
-		see(l.e.At)
-	}
-	if len(signed) > 0 {
-		see(signed[0].d.At)
 	}
 	if first.IsZero() || !v.baselineStart.After(first) {
 		return base

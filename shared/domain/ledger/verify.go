@@ -117,6 +117,29 @@ type Input struct {
 	// KindIndexKey (the listings would not find it). Before it, such a
 	// version is an older writer's during the move, and not named.
 	IndexKeyFrom *time.Time
+	// Across, when set, is the cross-item check in two steps, which a
+	// partitioned run can make (verify_across.go); it stands for CheckAll,
+	// which must then be nil.
+	Across *Across
+
+	// What follows bounds Verify's memory (verify_partition.go).
+
+	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
+	// Segments: each segment is read when needed (once for its shard's
+	// chain, once for its entries), so that one at a time is held. Bytes
+	// that differ between the two reads are segment-hash.
+	SegmentKeys []string
+	ReadSegment func(key string) ([]byte, error)
+	// ScanItems, when set, stands for Items: it calls yield with each of
+	// the table's items, and stops with yield's error.
+	ScanItems func(yield func(Item) error) error
+	// Partitions, when above 1, checks the keys in that many passes, each
+	// over the keys whose hash falls in it: the decoded changes and items
+	// of the other passes wait in files under SpillDir (the system's
+	// temporary directory when empty), so that about 1/Partitions of them
+	// is held at once.
+	Partitions int
+	SpillDir   string
 }
 
 // PendingItem is an item counted as not yet ledgered, with the age of its
@@ -185,8 +208,15 @@ type verifier struct {
 	// time).
 	baselineStart time.Time
 	checks        []checkJob
-	// keys are every key's versions for Input.CheckAll (nil without it).
-	keys []KeyHistory
+	// keys are the versions of the keys of the pass for the cross-item
+	// check (nil without it); across are their reductions (Across.Key).
+	cross      *Across // Input.acrossCheck
+	keys       []KeyHistory
+	reductions []reduced
+	// arrived are the canaries on anchored segments; firstAt is the time
+	// of the ledger's first change (seeEntry).
+	arrived map[int64]bool
+	firstAt time.Time
 }
 
 func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
@@ -194,23 +224,56 @@ func (v *verifier) fail(kind Kind, subject, format string, args ...any) {
 }
 
 // Verify checks the ledger against the table (design §6). It reads only
-// its input; it costs about linear time in the number of entries.
+// its input; it costs about linear time in the number of entries. A read
+// of its input (Input.ReadSegment, ScanItems) or of its spill files that
+// fails is a problem of kind KindUnchecked (VerifyErr returns it instead).
 func Verify(in Input) Result {
+	res, err := VerifyErr(in)
+	if err != nil {
+		res.Problems = append(res.Problems, Problem{Kind: KindUnchecked, Subject: "(verify)", Detail: err.Error()})
+	}
+	return res
+}
+
+// KindUnchecked: verification could not read what it checks (Verify);
+// nothing it found is complete.
+const KindUnchecked Kind = "unchecked"
+
+// VerifyErr is Verify, returning a failed read of its input or of its
+// spill files as an error, with what it found until then.
+func VerifyErr(in Input) (Result, error) {
+	if splitForTests > 1 && in.Partitions == 0 {
+		in = in.split(splitForTests)
+	}
 	v := &verifier{in: in}
+	res, err := v.run()
+	slices.SortStableFunc(res.Problems, func(a, b Problem) int {
+		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
+	})
+	return res, err
+}
+
+func (v *verifier) run() (Result, error) {
 	digests, signed := v.digests()
-	entries := v.segments(digests, signed)
-	v.pipeline(signed, entries) // verify_mapping.go
-	v.unproven(signed)          // verify_unproven.go
-	v.records(entries, v.baselineInTime(v.baseline(signed), entries, signed))
-	v.runChecks()
-	v.writers(entries, signed)
+	keys, err := v.newKeyStage(signed) // verify_partition.go
+	if err != nil {
+		return v.res, err
+	}
+	defer keys.close()
+	if err := v.segments(digests, signed, keys.entry); err != nil {
+		return v.res, err
+	}
+	v.pipeline(signed) // verify_mapping.go
+	v.unproven(signed) // verify_unproven.go
+	if err := keys.run(v.baselineInTime(v.baseline(signed), signed)); err != nil {
+		return v.res, err
+	}
 	v.runAcross() // verify_across.go
 	v.fresh(signed)
 	v.versions()
-	slices.SortStableFunc(v.res.Problems, func(a, b Problem) int {
-		return strings.Compare(string(a.Kind)+"\x00"+a.Subject, string(b.Kind)+"\x00"+b.Subject)
-	})
-	return v.res
+	slices.SortFunc(v.res.Pending, func(a, b PendingItem) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(v.res.PreLedger, func(a, b Note) int { return strings.Compare(a.Subject, b.Subject) })
+	return v.res, nil
 }
 
 // maxGapsNamed is the longest run of missing digest numbers named one by
@@ -282,9 +345,8 @@ func (v *verifier) digests() (map[int64]*parsedDigest, []*parsedDigest) {
 
 type segNode struct {
 	key string
-	seg Segment
+	seg Segment // its entries dropped when read from Input.ReadSegment
 	sha string
-	raw []byte
 }
 
 type ledgered struct {
@@ -293,11 +355,73 @@ type ledgered struct {
 	anchored bool
 }
 
-// segments checks every shard's chain against the digests and returns the
-// entries of the chained segments.
-func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest) []ledgered {
+// segmentKeys are the keys of the segments Verify reads.
+func (v *verifier) segmentKeys() []string {
+	if v.in.ReadSegment != nil {
+		return v.in.SegmentKeys
+	}
+	return slices.Collect(mapKeys(v.in.Segments))
+}
+
+// readSegment returns a segment's bytes.
+func (v *verifier) readSegment(key string) ([]byte, error) {
+	if v.in.ReadSegment != nil {
+		return v.in.ReadSegment(key)
+	}
+	return v.in.Segments[key], nil
+}
+
+// segmentEntries returns a chained segment's entries: those it kept, or,
+// when read from Input.ReadSegment, those it reads again, which must be
+// the bytes it chained.
+func (v *verifier) segmentEntries(n *segNode) ([]Entry, error) {
+	if v.in.ReadSegment == nil {
+		return n.seg.Entries, nil
+	}
+	raw, err := v.in.ReadSegment(n.key)
+	if err != nil {
+		return nil, fmt.Errorf("segment %s: %w", n.key, err)
+	}
+	if SHA256Hex(raw) != n.sha {
+		return nil, fmt.Errorf("segment %s: its bytes changed between two reads", n.key)
+	}
+	s, err := ParseSegment(raw)
+	if err != nil {
+		return nil, fmt.Errorf("segment %s: %w", n.key, err)
+	}
+	dropOldItems(s.Entries)
+	return s.Entries, nil
+}
+
+// dropOldItems keeps, of each entry's full old image (old_item), its hash
+// only. The image is there for the counters' recount, which reads the
+// segments itself (RecountCounters), so the decoded item is not kept (a
+// MODIFY would hold two decoded items instead of one): step compares its
+// hash with the version before it.
+func dropOldItems(entries []Entry) {
+	for i := range entries {
+		e := &entries[i]
+		if e.OldItem != nil {
+			if c, err := e.OldItem.Canonical(); err == nil {
+				e.oldSHA = SHA256Hex(c)
+			} else {
+				e.oldSHA = "(old_item not canonical: " + err.Error() + ")"
+			}
+		}
+		e.OldItem = nil
+	}
+}
+
+// segments checks every shard's chain against the digests and passes each
+// entry of the chained segments to emit, shard by shard in chain order.
+func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest, emit func(ledgered) error) error {
 	byShard := map[string]map[string]*segNode{}
-	for key, raw := range v.in.Segments {
+	keys := v.segmentKeys()
+	for _, key := range keys {
+		raw, err := v.readSegment(key)
+		if err != nil {
+			return fmt.Errorf("segment %s: %w", key, err)
+		}
 		s, err := ParseSegment(raw)
 		if err != nil {
 			v.fail(KindSegmentInvalid, key, "%v", err)
@@ -310,25 +434,14 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*segNode{}
 		}
-		// An entry's full old image (old_item) is there for the counters'
-		// recount, which reads the segments itself (RecountCounters), so
-		// the decoded item is not kept (a MODIFY would hold two decoded
-		// items instead of one): only its hash, which step compares with
-		// the version before it.
-		for i := range s.Entries {
-			e := &s.Entries[i]
-			if e.OldItem != nil {
-				if c, err := e.OldItem.Canonical(); err == nil {
-					e.oldSHA = SHA256Hex(c)
-				} else {
-					e.oldSHA = "(old_item not canonical: " + err.Error() + ")"
-				}
-			}
-			e.OldItem = nil
+		if v.in.ReadSegment != nil {
+			s.Entries = nil // read again in chain order (segmentEntries)
+		} else {
+			dropOldItems(s.Entries)
 		}
-		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw), raw: raw}
+		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw)}
 	}
-	v.res.Segments = len(v.in.Segments)
+	v.res.Segments = len(keys)
 	shards := map[string]bool{}
 	for s := range byShard {
 		shards[s] = true
@@ -341,11 +454,13 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		}
 	}
 	heads := shardHeads(digests, signed)
-	var out []ledgered
 	for _, shard := range slices.Sorted(mapKeys(shards)) {
-		out = append(out, v.shard(shard, byShard[shard], heads[shard])...)
+		if err := v.shard(shard, byShard[shard], heads[shard], emit); err != nil {
+			return err
+		}
+		delete(byShard, shard)
 	}
-	return out
+	return nil
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -358,15 +473,17 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-// entries returns the entries of a shard's chain, naming duplicates and
-// entries out of order.
-func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledgered {
-	var out []ledgered
+// entries passes the entries of a shard's chain to emit, naming
+// duplicates and entries out of order.
+func (v *verifier) entries(shard string, chain []*segNode, anchoredN int, emit func(ledgered) error) error {
 	seen := map[string]string{} // padded seq → segment key
 	last := ""
-	canaries := 0
 	for i, n := range chain {
-		for j, e := range n.seg.Entries {
+		entries, err := v.segmentEntries(n)
+		if err != nil {
+			return err
+		}
+		for j, e := range entries {
 			p := mustPadSeq(e.Seq)
 			if where, dup := seen[p]; dup {
 				v.fail(KindDuplicate, shard, "entry %s (key %s) in %s and %s", e.Seq, e.Key, where, n.key)
@@ -376,8 +493,8 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledg
 			// A late entry (seen nowhere else, checked above) may be below
 			// the chain's last seq; within its segment it is in order too.
 			switch {
-			case j > 0 && !SeqLess(n.seg.Entries[j-1].Seq, e.Seq):
-				v.fail(KindSegmentChain, n.key, "entry %s not after %s", e.Seq, n.seg.Entries[j-1].Seq)
+			case j > 0 && !SeqLess(entries[j-1].Seq, e.Seq):
+				v.fail(KindSegmentChain, n.key, "entry %s not after %s", e.Seq, entries[j-1].Seq)
 			case e.Late && (last == "" || !SeqLess(e.Seq, last)):
 				v.fail(KindSegmentChain, n.key, "entry %s marked late but not before %s", e.Seq, last)
 			case !e.Late && last != "" && !SeqLess(last, e.Seq):
@@ -387,20 +504,37 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int) []ledg
 				last = e.Seq
 			}
 			l := ledgered{e: e, shard: shard, anchored: i < anchoredN}
+			v.seeEntry(l)
 			if IsCanary(e.Key) { // the digest runs' canary: no record's change (verify_mapping.go)
-				out = append(out, l)
-				canaries++
 				continue
 			}
+			v.res.Entries++
 			if !l.anchored {
 				v.res.Unanchored++
 				if at, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
 					v.res.OldestUnanchored = max(v.res.OldestUnanchored, v.in.Now.Sub(at))
 				}
 			}
-			out = append(out, l)
+			if err := emit(l); err != nil {
+				return err
+			}
 		}
+		entries = nil
 	}
-	v.res.Entries += len(out) - canaries
-	return out
+	return nil
+}
+
+// seeEntry keeps what the checks of the whole ledger need of each entry:
+// the canaries that arrived anchored (canaries) and the time of the
+// ledger's first change (baselineInTime).
+func (v *verifier) seeEntry(l ledgered) {
+	if n, ok := CanaryOf(l.e); ok && l.anchored {
+		if v.arrived == nil {
+			v.arrived = map[int64]bool{}
+		}
+		v.arrived[n] = true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, l.e.At); err == nil && (v.firstAt.IsZero() || t.Before(v.firstAt)) {
+		v.firstAt = t
+	}
 }

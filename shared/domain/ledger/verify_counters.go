@@ -65,6 +65,10 @@ type CounterInfo struct {
 type CounterInput struct {
 	// Segments and Baselines map object keys to bytes, as Input.
 	Segments, Baselines map[string][]byte
+	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
+	// Segments, as Input's: one segment's changes are held at a time.
+	SegmentKeys []string
+	ReadSegment func(key string) ([]byte, error)
 	// Now is when the table was read: a counter past its TTL then is not
 	// checked.
 	Now time.Time
@@ -104,8 +108,12 @@ type CounterResult struct {
 // RecountCounters recounts the counters from the ledgered changes, up to
 // each shard's checkpoint, and compares the count with the table's.
 func RecountCounters(in CounterInput) CounterResult {
+	if splitForTests > 1 && in.ReadSegment == nil {
+		in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments)
+		in.Segments = nil
+	}
 	var res CounterResult
-	chains, why := counterChains(in.Segments)
+	chains, why := in.counterChains()
 	if why != "" {
 		res.NotChecked = why
 		return res
@@ -143,7 +151,12 @@ func RecountCounters(in CounterInput) CounterResult {
 		res.Behind += int64(len(chain)) - pos.Counted()
 		for i := int64(0); i < pos.Segment; i++ {
 			n := chain[i]
-			chunks, err := in.Chunks(n.seg)
+			seg, err := in.withEntries(n)
+			if err != nil {
+				res.NotChecked = err.Error()
+				continue
+			}
+			chunks, err := in.Chunks(seg)
 			if err != nil {
 				res.NotChecked = fmt.Sprintf("segment %s does not count: %v", n.key, err)
 				continue
@@ -227,20 +240,51 @@ func RecountCounters(in CounterInput) CounterResult {
 
 type counterSeg struct {
 	key string
-	seg Segment
+	seg Segment // its entries dropped when read from ReadSegment
+	sha string
+}
+
+// withEntries returns n's segment with its entries, read again when they
+// were dropped: the bytes must be those chained.
+func (in CounterInput) withEntries(n counterSeg) (Segment, error) {
+	if in.ReadSegment == nil {
+		return n.seg, nil
+	}
+	raw, err := in.ReadSegment(n.key)
+	switch {
+	case err != nil:
+		return Segment{}, fmt.Errorf("segment %s could not be read: %v", n.key, err)
+	case SHA256Hex(raw) != n.sha:
+		return Segment{}, fmt.Errorf("segment %s changed between two reads", n.key)
+	}
+	s, err := ParseSegment(raw)
+	if err != nil {
+		return Segment{}, fmt.Errorf("segment %s does not parse: %v", n.key, err)
+	}
+	return s, nil
 }
 
 // counterChains walks each shard's chain from its first segment, as the
 // ledger counts it. A shard without exactly one first segment, with a
 // fork or a link that does not hash, is not counted exactly by anyone:
 // why says so (Verify names the chain's problems).
-func counterChains(segments map[string][]byte) (map[string][]counterSeg, string) {
+func (in CounterInput) counterChains() (map[string][]counterSeg, string) {
 	type node struct {
 		counterSeg
-		sha string
 	}
 	byShard := map[string]map[string]*node{}
-	for key, raw := range segments {
+	keys := slices.Collect(mapKeys(in.Segments))
+	if in.ReadSegment != nil {
+		keys = in.SegmentKeys
+	}
+	for _, key := range keys {
+		raw := in.Segments[key]
+		if in.ReadSegment != nil {
+			var err error
+			if raw, err = in.ReadSegment(key); err != nil {
+				return nil, fmt.Sprintf("segment %s could not be read: %v", key, err)
+			}
+		}
 		s, err := ParseSegment(raw)
 		if err != nil || key != SegmentKey(s.Shard, s.FirstSeq) {
 			continue // segment-invalid: on no chain
@@ -248,7 +292,10 @@ func counterChains(segments map[string][]byte) (map[string][]counterSeg, string)
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*node{}
 		}
-		byShard[s.Shard][key] = &node{counterSeg{key, s}, SHA256Hex(raw)}
+		if in.ReadSegment != nil {
+			s.Entries = nil // read again when counted (withEntries)
+		}
+		byShard[s.Shard][key] = &node{counterSeg{key, s, SHA256Hex(raw)}}
 	}
 	out := map[string][]counterSeg{}
 	for shard, nodes := range byShard {
@@ -315,7 +362,11 @@ func (in CounterInput) baselineStart(chains map[string][]counterSeg, add func([]
 	first := map[string]Entry{}
 	for _, chain := range chains {
 		for _, n := range chain {
-			for _, e := range n.seg.Entries {
+			seg, err := in.withEntries(n)
+			if err != nil {
+				return time.Time{}, err.Error()
+			}
+			for _, e := range seg.Entries {
 				if _, ok := base[e.Key]; !ok {
 					continue
 				}

@@ -48,9 +48,9 @@ const (
 const CanaryGrace = 15 * time.Minute
 
 // pipeline checks the digests' mapping and canary records.
-func (v *verifier) pipeline(signed []*parsedDigest, entries []ledgered) {
+func (v *verifier) pipeline(signed []*parsedDigest) {
 	v.mappings(signed)
-	v.canaries(signed, entries)
+	v.canaries(signed)
 }
 
 func between(prev, p *parsedDigest) string {
@@ -120,14 +120,9 @@ func (v *verifier) mappings(signed []*parsedDigest) {
 
 // canaries names every canary a digest recorded, and every number between
 // the first recorded and the newest due, that no anchored entry carries.
-func (v *verifier) canaries(signed []*parsedDigest, entries []ledgered) {
-	arrived := map[int64]bool{}
-	for _, l := range entries {
-		if n, ok := CanaryOf(l.e); ok && l.anchored {
-			arrived[n] = true
-		}
-	}
-	var last time.Time // the newest signed digest's time
+func (v *verifier) canaries(signed []*parsedDigest) {
+	arrived := v.arrived // seeEntry
+	var last time.Time   // the newest signed digest's time
 	for _, p := range signed {
 		if at, err := time.Parse(time.RFC3339Nano, p.d.At); err == nil && at.After(last) {
 			last = at

@@ -1,0 +1,267 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// The key stage: every check of one key's versions against each other and
+// against the table (records, the version and writer checks, the cross-
+// item check's reduction) needs that key's changes, its item and its
+// baseline entry, and nothing of other keys. In memory (Input.Partitions
+// at most 1) it runs once over everything. Partitioned, the chain stage
+// (segments) writes each change to the file of its key's partition, the
+// table's items go to the files alike, and the stage then runs once per
+// partition: what it holds decoded at once is one partition's changes
+// and items, about 1/Partitions of them, plus what the whole ledger
+// needs (every segment's header, the baseline's items, and each key's
+// reduction for the cross-item check).
+
+// keyStage collects the key stage's input and runs it.
+type keyStage struct {
+	v       *verifier
+	signed  []*parsedDigest
+	entries []ledgered // in memory
+	parts   []*spill   // partitioned
+	dir     string
+}
+
+// spill is one partition's files: its changes and its table items, one
+// JSON value a line.
+type spill struct {
+	entries, items     *os.File
+	entryOut, itemsOut *bufio.Writer
+	entryEnc, itemsEnc *json.Encoder
+}
+
+// spilled is a change as a partition's file holds it.
+type spilled struct {
+	Shard    string `json:"shard"`
+	Anchored bool   `json:"anchored,omitempty"`
+	OldSHA   string `json:"old_sha,omitempty"`
+	Entry    Entry  `json:"entry"`
+}
+
+func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
+	v.cross = v.in.acrossCheck()
+	k := &keyStage{v: v, signed: signed}
+	if v.in.Partitions <= 1 {
+		return k, nil
+	}
+	dir, err := os.MkdirTemp(v.in.SpillDir, "dlqq-verify-")
+	if err != nil {
+		return nil, fmt.Errorf("verify's spill directory: %w", err)
+	}
+	k.dir = dir
+	for i := range v.in.Partitions {
+		s := &spill{}
+		k.parts = append(k.parts, s)
+		if s.entries, err = os.Create(filepath.Join(dir, fmt.Sprintf("entries-%04d.jsonl", i))); err != nil {
+			k.close()
+			return nil, fmt.Errorf("verify's spill file: %w", err)
+		}
+		if s.items, err = os.Create(filepath.Join(dir, fmt.Sprintf("items-%04d.jsonl", i))); err != nil {
+			k.close()
+			return nil, fmt.Errorf("verify's spill file: %w", err)
+		}
+		s.entryOut, s.itemsOut = bufio.NewWriterSize(s.entries, 1<<16), bufio.NewWriterSize(s.items, 1<<16)
+		s.entryEnc, s.itemsEnc = json.NewEncoder(s.entryOut), json.NewEncoder(s.itemsOut)
+	}
+	return k, nil
+}
+
+// close removes the spill files.
+func (k *keyStage) close() {
+	for _, s := range k.parts {
+		for _, f := range []*os.File{s.entries, s.items} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
+	if k.dir != "" {
+		_ = os.RemoveAll(k.dir)
+	}
+}
+
+// partition is the partition of key.
+func (k *keyStage) partition(key string) *spill { return k.parts[k.index(key)] }
+
+// entry takes a change of the chain stage.
+func (k *keyStage) entry(l ledgered) error {
+	if !Ledgered(l.e.Key) {
+		return nil
+	}
+	if k.parts == nil {
+		k.entries = append(k.entries, l)
+		return nil
+	}
+	if err := k.partition(l.e.Key).entryEnc.Encode(spilled{Shard: l.shard, Anchored: l.anchored, OldSHA: l.e.oldSHA, Entry: l.e}); err != nil {
+		return fmt.Errorf("verify's spill file: %w", err)
+	}
+	return nil
+}
+
+// scanItems calls yield with each of the table's items.
+func (v *verifier) scanItems(yield func(Item) error) error {
+	if v.in.ScanItems != nil {
+		return v.in.ScanItems(yield)
+	}
+	for _, it := range v.in.Items {
+		if err := yield(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run runs the key stage once in memory, or once per partition.
+func (k *keyStage) run(base map[string]baselined) error {
+	v := k.v
+	if k.parts == nil {
+		var items []Item
+		if v.in.ScanItems == nil {
+			items = v.in.Items
+		} else if err := v.scanItems(func(it Item) error { items = append(items, it); return nil }); err != nil {
+			return fmt.Errorf("the table's items: %w", err)
+		}
+		entries := k.entries
+		k.entries = nil
+		k.pass(entries, items, base)
+		return nil
+	}
+	if err := v.scanItems(func(it Item) error {
+		key := it.S(KeyAttr)
+		if !Ledgered(key) {
+			return nil
+		}
+		return k.partition(key).itemsEnc.Encode(it)
+	}); err != nil {
+		return fmt.Errorf("the table's items: %w", err)
+	}
+	bases := make([]map[string]baselined, len(k.parts))
+	for key, b := range base {
+		i := k.index(key)
+		if bases[i] == nil {
+			bases[i] = map[string]baselined{}
+		}
+		bases[i][key] = b
+	}
+	for i, s := range k.parts {
+		entries, items, err := s.load()
+		if err != nil {
+			return err
+		}
+		k.pass(entries, items, bases[i])
+		bases[i] = nil
+	}
+	return nil
+}
+
+// index is the number of key's partition.
+func (k *keyStage) index(key string) int {
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, key)
+	return int(h.Sum64() % uint64(len(k.parts)))
+}
+
+// pass runs the key stage on the changes, items and baseline entries of
+// one partition's keys.
+func (k *keyStage) pass(entries []ledgered, items []Item, base map[string]baselined) {
+	v := k.v
+	v.records(entries, items, base)
+	v.runChecks()
+	v.writers(entries, k.signed)
+	v.reduceAcross() // verify_across.go
+}
+
+// load reads a partition's changes and items back, and removes its files.
+func (s *spill) load() ([]ledgered, []Item, error) {
+	var entries []ledgered
+	var items []Item
+	err := errors.Join(s.entryOut.Flush(), s.itemsOut.Flush())
+	if err == nil {
+		err = readLines(s.entries, func(d *json.Decoder) error {
+			var sp spilled
+			if err := d.Decode(&sp); err != nil {
+				return err
+			}
+			sp.Entry.oldSHA = sp.OldSHA
+			entries = append(entries, ledgered{e: sp.Entry, shard: sp.Shard, anchored: sp.Anchored})
+			return nil
+		})
+	}
+	if err == nil {
+		err = readLines(s.items, func(d *json.Decoder) error {
+			var it Item
+			if err := d.Decode(&it); err != nil {
+				return err
+			}
+			items = append(items, it)
+			return nil
+		})
+	}
+	for _, f := range []*os.File{s.entries, s.items} {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+	}
+	s.entries, s.items = nil, nil
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	return entries, items, nil
+}
+
+// readLines decodes f from its start, one value at a time, until its end.
+func readLines(f *os.File, decode func(*json.Decoder) error) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	d := json.NewDecoder(bufio.NewReaderSize(f, 1<<16))
+	for d.More() {
+		if err := decode(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitForTests, set by this package's tests alone (export_test.go), makes
+// every Verify read its input as streams and check its keys in that many
+// partitions, so that each test of Verify also checks a partitioned run.
+var splitForTests int
+
+// segmentReader reads segments, one by one, from a map.
+func segmentReader(segments map[string][]byte) ([]string, func(string) ([]byte, error)) {
+	return slices.Sorted(mapKeys(segments)), func(key string) ([]byte, error) {
+		raw, ok := segments[key]
+		if !ok {
+			return nil, fmt.Errorf("no object %s", key)
+		}
+		return raw, nil
+	}
+}
+
+// split is in read as streams (Input.ReadSegment, ScanItems) and checked
+// in n partitions.
+func (in Input) split(n int) Input {
+	items := in.Items
+	in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments)
+	in.ScanItems = func(yield func(Item) error) error {
+		for _, it := range items {
+			if err := yield(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	in.Segments, in.Items, in.Partitions = nil, nil, n
+	return in
+}
