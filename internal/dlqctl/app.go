@@ -122,6 +122,9 @@ type App struct {
 	// busy (TooManyRequestsException: its one concurrent slot is taken by
 	// a run), retrying, before it gives up (default DefaultBusyWait).
 	BusyWait time.Duration
+	// PartitionBytes is the bytes of segments and items verify checks in
+	// one partition (0: ledger.PartitionBytes; verifyspill.go).
+	PartitionBytes int64
 
 	// WriterKeys are the writer HMAC keys' ARNs, ingest,redrive,sweeper
 	// (--writer-keys, DLQQ_WRITER_KEYS, else the stack's three outputs):

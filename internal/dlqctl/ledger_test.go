@@ -3,6 +3,7 @@ package dlqctl_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -41,6 +42,8 @@ type ledgerFixture struct {
 	// now is dlqctl's clock (nil: the real time, which the ledger's
 	// entries carry).
 	now func() time.Time
+	// partitionBytes is dlqctl's App.PartitionBytes (0: its default).
+	partitionBytes int64
 }
 
 func newLedgerFixture(t *testing.T) *ledgerFixture {
@@ -154,6 +157,7 @@ func (l *ledgerFixture) run(offline bool, args ...string) (string, string, int) 
 	if l.now != nil {
 		a.Now = l.now
 	}
+	a.PartitionBytes = l.partitionBytes
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
 		if offline {
 			l.t.Errorf("an offline command connected to AWS: %v", args)
@@ -275,6 +279,61 @@ func TestVerifyLedgerNamesRewriteAndDeletion(t *testing.T) {
 	off, code := l.offline(l.export())
 	if code != dlqctl.ExitMismatch || firstLines(off) != firstLines(out) {
 		t.Fatalf("offline (exit %d):\n%s", code, off)
+	}
+}
+
+// Verify checks the keys in partitions when the ledger and the table are
+// larger than one (App.PartitionBytes, here 1 KiB): online and offline it
+// reports what one partition reports, line for line, and leaves no file
+// behind in TMPDIR.
+func TestVerifyInPartitionsReportsWhatOnePartitionReports(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	l := newLedgerFixture(t)
+	ctx := context.Background()
+	a := l.create("a")
+	a2 := l.next(a, park)
+	l.next(a2, unpark)
+	b := l.create("b")
+	for _, p := range []string{"c", "d", "e", "f"} {
+		l.create(p)
+	}
+	l.anchored("g")
+	l.rewrite(a2)
+	if _, err := l.st.Clients.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(l.table),
+		Key: map[string]ddbtypes.AttributeValue{"dlq_id": &ddbtypes.AttributeValueMemberS{Value: b.DLQID}}}); err != nil {
+		t.Fatal(err)
+	}
+	l.drain()
+	l.digest()
+	export := l.export()
+	one, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("verify exit %d:\n%s", code, one)
+	}
+	mustContain(t, one, "  MISMATCH "+a.DLQID+": ", "  MISMATCH "+b.DLQID+": deleted ")
+	oneOff, _ := l.offline(export)
+	l.partitionBytes = 1 << 10
+	many, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch || signedAgo.ReplaceAllString(many, "") != signedAgo.ReplaceAllString(one, "") {
+		t.Fatalf("in partitions (exit %d):\n%s\nin one:\n%s", code, many, one)
+	}
+	if manyOff, _ := l.offline(export); signedAgo.ReplaceAllString(manyOff, "") != signedAgo.ReplaceAllString(oneOff, "") {
+		t.Fatalf("offline in partitions:\n%s\nin one:\n%s", manyOff, oneOff)
+	}
+	js, _, _ := l.run(false, "verify", "-o", "json")
+	var rep struct {
+		Ledger struct{ Partitions int } `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || rep.Ledger.Partitions < 4 {
+		t.Fatalf("partitions %d (%v):\n%s", rep.Ledger.Partitions, err, js)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left in TMPDIR: %s", e.Name())
 	}
 }
 

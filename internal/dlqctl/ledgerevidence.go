@@ -34,6 +34,9 @@ type evidence struct {
 	keyARN, keyFrom string
 	offline         bool
 	counters        counterRead
+	// tableItems are the table's items the counters' recount reads: its
+	// counters and their checkpoints.
+	tableItems []ledger.Item
 }
 
 // counterRead says whether the counters read with the table are those of
@@ -157,7 +160,8 @@ func (res *VerifyResult) addEvidence(in ledger.Input, ev evidence) {
 		c.NotChecked = ev.counters.moved
 		return
 	}
-	cin, probs := dynamostore.LedgerCounterInput(in.Items, in.Segments, in.Baselines, in.Now)
+	cin, probs := dynamostore.LedgerCounterInput(ev.tableItems, nil, in.Baselines, in.Now)
+	cin.SegmentKeys, cin.ReadSegment = in.SegmentKeys, in.ReadSegment
 	r := ledger.RecountCounters(cin)
 	probs = append(probs, r.Problems...)
 	add(probs...)

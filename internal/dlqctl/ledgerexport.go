@@ -1,6 +1,7 @@
 package dlqctl
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
@@ -111,11 +114,55 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 		return err
 	}
 	info := ExportInfo{LedgerReadStart: a.Now().UTC()}
-	segments, digests, baselines, versions, err := a.readLedger(ctx)
+	res := ExportResult{Dir: dir, Trust: trust}
+	// Segments and records go straight to their files, so that the export
+	// holds no more of them in memory than verify does.
+	var mu sync.Mutex
+	digests, baselines, versions, err := a.readLedger(ctx, func(key string, b []byte) error {
+		if s, err := ledger.ParseSegment(b); err == nil {
+			mu.Lock()
+			res.Versions += len(s.Entries)
+			mu.Unlock()
+		}
+		mu.Lock()
+		res.Segments++
+		mu.Unlock()
+		return writeExportObject(dir, key, b)
+	})
 	if err != nil {
 		return err
 	}
-	items, err := a.scanTable(ctx)
+	table, err := os.OpenFile(filepath.Join(dir, ExportTable), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer table.Close()
+	w := bufio.NewWriterSize(table, 1<<16)
+	writeItem := func(it ledger.Item) error {
+		line, err := json.Marshal(it)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", it.S(ledger.KeyAttr), err)
+		}
+		_, err = w.Write(append(line, '\n'))
+		return err
+	}
+	var counters []ledger.Item
+	err = a.scanEach(ctx, func(item map[string]ddbtypes.AttributeValue) error {
+		id := itemID(item)
+		if !ledger.Ledgered(id) && !dynamostore.IsCounterKey(id) && !dynamostore.IsCountCheckpointKey(id) {
+			return nil // the ledger's own state
+		}
+		it, err := dynamostore.LedgerItem(item)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", id, err)
+		}
+		if !ledger.Ledgered(id) {
+			counters = append(counters, it)
+			return nil
+		}
+		res.Items++ // records and policies; counters and checkpoints besides
+		return writeItem(it)
+	})
 	if err != nil {
 		return err
 	}
@@ -125,59 +172,27 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	}
 	info.TableScanEnd = a.Now().UTC()
 	info.NewestDigest = newestDigest(digests).N
-	res := ExportResult{Dir: dir, Segments: len(segments), Digests: len(digests), Trust: trust,
-		LedgerReadStart: info.LedgerReadStart.Truncate(time.Second).Format(time.RFC3339),
-		TableScanEnd:    ceilSecond(info.TableScanEnd).Format(time.RFC3339)}
-	for _, part := range []map[string][]byte{segments, digests, baselines} {
+	res.Digests = len(digests)
+	res.LedgerReadStart = info.LedgerReadStart.Truncate(time.Second).Format(time.RFC3339)
+	res.TableScanEnd = ceilSecond(info.TableScanEnd).Format(time.RFC3339)
+	for _, part := range []map[string][]byte{digests, baselines} {
 		for key, b := range part {
-			if strings.Contains(key, "..") || filepath.IsAbs(key) {
-				return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)
-			}
-			path := filepath.Join(dir, filepath.FromSlash(key))
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return err
-			}
-			if err := os.WriteFile(path, b, 0o600); err != nil {
+			if err := writeExportObject(dir, key, b); err != nil {
 				return err
 			}
 		}
-	}
-	for _, b := range segments {
-		if s, err := ledger.ParseSegment(b); err == nil {
-			res.Versions += len(s.Entries)
-		}
-	}
-	var table []byte
-	var ledgerItems []ledger.Item
-	for _, item := range items {
-		id := itemID(item)
-		if !ledger.Ledgered(id) && !dynamostore.IsCounterKey(id) && !dynamostore.IsCountCheckpointKey(id) {
-			continue // the ledger's own state
-		}
-		it, err := dynamostore.LedgerItem(item)
-		if err != nil {
-			return fmt.Errorf("item %s: %w", id, err)
-		}
-		ledgerItems = append(ledgerItems, it)
 	}
 	// The counters and their checkpoints go with the records, for verify
 	// --offline's recount, when they are those of one moment: no counting
 	// moved a checkpoint while the table was read.
-	res.Counters = countersRead(before, after, ledgerItems).moved
-	for _, it := range ledgerItems {
-		if id := it.S(ledger.KeyAttr); !ledger.Ledgered(id) && res.Counters != "" {
-			continue
-		}
-		line, err := json.Marshal(it)
-		if err != nil {
-			return fmt.Errorf("item %s: %w", it.S(ledger.KeyAttr), err)
-		}
-		table = append(append(table, line...), '\n')
-		if ledger.Ledgered(it.S(ledger.KeyAttr)) {
-			res.Items++ // records and policies; counters and checkpoints besides
+	if res.Counters = countersRead(before, after, counters).moved; res.Counters == "" {
+		for _, it := range counters {
+			if err := writeItem(it); err != nil {
+				return err
+			}
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, ExportTable), table, 0o600); err != nil {
+	if err := errors.Join(w.Flush(), table.Close()); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ExportPublicKey), der, 0o600); err != nil {
@@ -213,6 +228,18 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	}
 	trust.write(a.Out)
 	return nil
+}
+
+// writeExportObject writes a ledger object to its key's path under dir.
+func writeExportObject(dir, key string, b []byte) error {
+	if strings.Contains(key, "..") || filepath.IsAbs(key) {
+		return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 // ceilSecond is t rounded up to the second.

@@ -52,6 +52,9 @@ type LedgerReport struct {
 	NewestDigestSHA256 string `json:"newest_digest_sha256,omitempty"`
 	// Counters is the counters' recount (nil: not run).
 	Counters *CounterReport `json:"counters,omitempty"`
+	// Partitions is how many partitions the records were checked in, one
+	// after the other, to bound verify's memory (ledger.PartitionsFor).
+	Partitions int `json:"partitions"`
 
 	newestAge, oldestUnanchored time.Duration
 }
@@ -98,27 +101,29 @@ func (a *App) publicKey(ctx context.Context) ([]byte, string, error) {
 // written before them), LedgerReadConcurrency at once. The first version
 // is the one the ledger wrote (If-None-Match) and Object Lock keeps: a
 // delete marker or a version put over it hides it from ListObjectsV2 and
-// GetObject, not from this read (ledger.Input.Versions names both).
-func (a *App) readLedger(ctx context.Context) (segments, digests, baselines map[string][]byte, versions []ledger.ObjectVersion, err error) {
+// GetObject, not from this read (ledger.Input.Versions names both). Each
+// segment goes to segment (called from several goroutines at once), not
+// into memory.
+func (a *App) readLedger(ctx context.Context, segment func(key string, b []byte) error) (digests, baselines map[string][]byte, versions []ledger.ObjectVersion, err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	objs := s3store.ObjectVersions{API: c.S3, Bucket: a.LedgerBucket}
 	if versions, err = objs.List(ctx, ledgerPrefix); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+		return nil, nil, nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
 	}
 	first := ledger.FirstVersions(versions)
 	if digests, err = readAll(ctx, objs, first, ledger.DigestPrefix); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
-	if segments, err = readAll(ctx, objs, first, ledger.SegmentPrefix); err != nil {
-		return nil, nil, nil, nil, err
+	if err = readEach(ctx, objs, first, ledger.SegmentPrefix, segment); err != nil {
+		return nil, nil, nil, err
 	}
 	if baselines, err = readAll(ctx, objs, first, ledger.BaselinePrefix); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
-	return segments, digests, baselines, versions, nil
+	return digests, baselines, versions, nil
 }
 
 // ledgerPrefix holds the ledger's objects (ledger.SegmentPrefix,
@@ -127,13 +132,29 @@ const ledgerPrefix = "ledger/"
 
 // readAll reads the first version of every key under prefix.
 func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]ledger.ObjectVersion, prefix string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var mu sync.Mutex
+	err := readEach(ctx, objs, first, prefix, func(key string, b []byte) error {
+		mu.Lock()
+		out[key] = b
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readEach reads the first version of every key under prefix and passes
+// it to put, LedgerReadConcurrency at once.
+func readEach(ctx context.Context, objs s3store.ObjectVersions, first map[string]ledger.ObjectVersion, prefix string, put func(key string, b []byte) error) error {
 	var keys []string
 	for k := range first {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
-	out := make(map[string][]byte, len(keys))
 	var mu sync.Mutex
 	var failed error
 	ctx, cancel := context.WithCancel(ctx)
@@ -146,12 +167,16 @@ func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]
 			defer wg.Done()
 			for k := range work {
 				b, err := objs.Get(ctx, k, first[k].VersionID)
+				if err != nil {
+					err = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+				} else if err = put(k, b); err != nil {
+					err = fmt.Errorf("ledger object %s: %w", k, err)
+				}
 				mu.Lock()
 				if err != nil && failed == nil {
-					failed = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+					failed = err
 					cancel()
 				}
-				out[k] = b
 				mu.Unlock()
 			}
 		}()
@@ -165,17 +190,17 @@ func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]
 	close(work)
 	wg.Wait()
 	if failed != nil {
-		return nil, failed
+		return failed
 	}
-	return out, ctx.Err()
+	return ctx.Err()
 }
 
 // addLedger runs the ledger's verification on in and merges it into res.
 func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 	lr := ledger.Verify(in)
-	l := &LedgerReport{Versions: lr.Entries, Segments: lr.Segments, Shards: shardCount(in.Segments), Digests: lr.Digests,
+	l := &LedgerReport{Versions: lr.Entries, Segments: lr.Segments, Shards: shardCount(in.SegmentKeys), Digests: lr.Digests,
 		NewestDigest: lr.LastDigest, Problems: len(lr.Problems), Unanchored: lr.Unanchored, NotYetLedgered: lr.NotYetLedgered,
-		PublicKey: publicKey, oldestUnanchored: lr.OldestUnanchored}
+		PublicKey: publicKey, oldestUnanchored: lr.OldestUnanchored, Partitions: max(1, min(in.Partitions, ledger.MaxPartitions))}
 	l.OldestUnanchoredSeconds = lr.OldestUnanchored.Seconds()
 	if lr.LastDigest > 0 {
 		if d, err := ledger.ParseDigest(in.Digests[ledger.DigestKey(lr.LastDigest)]); err == nil {
@@ -224,9 +249,9 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 const StaleAnchor = time.Hour
 
 // shardCount is the number of shards the segment keys name.
-func shardCount(segments map[string][]byte) int {
+func shardCount(keys []string) int {
 	shards := map[string]bool{}
-	for k := range segments {
+	for _, k := range keys {
 		if shard, _, ok := strings.Cut(strings.TrimPrefix(k, ledger.SegmentPrefix), "/"); ok {
 			shards[shard] = true
 		}

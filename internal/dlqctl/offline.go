@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,31 +55,71 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 		res.Trust = t
 		return a.report(res)
 	}
-	items, err := readTableExport(filepath.Join(o.Offline, ExportTable))
+	// The copy's segments and records are read from its files when needed,
+	// never all at once (verifyspill.go); the table's other items (its
+	// counters and checkpoints, the index state) are kept.
+	tablePath := filepath.Join(o.Offline, ExportTable)
+	rc := &recordCheck{res: newVerifyResult()}
+	rc.res.Trust = t
+	var others []ledger.Item
+	var tableBytes int64
+	line := 0
+	err = readTableExport(tablePath, func(it ledger.Item, n int) error {
+		line = n
+		if !ledger.Ledgered(it.S(ledger.KeyAttr)) {
+			others = append(others, it)
+		}
+		item, err := dynamostore.SDKItem(it)
+		if err != nil {
+			rc.res.Problems = append(rc.res.Problems, problem(fmt.Sprintf("%s line %d", ExportTable, n), "unreadable item: "+err.Error()))
+			return nil
+		}
+		rc.check(item)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, Items: items, CheckVersion: dynamostore.LedgerVersionCheck(),
-		CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
+	if fi, err := os.Stat(tablePath); err == nil {
+		tableBytes = fi.Size()
+	}
+	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, CheckVersion: dynamostore.LedgerVersionCheck(),
+		Across: dynamostore.LedgerApprovalAcross(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
+	// Read again for the ledger's check: the ledgered items only, and the
+	// same lines (a copy changed in between is named).
+	in.ScanItems = func(yield func(ledger.Item) error) error {
+		seen := 0
+		err := readTableExport(tablePath, func(it ledger.Item, n int) error {
+			seen = n
+			if !ledger.Ledgered(it.S(ledger.KeyAttr)) {
+				return nil
+			}
+			return yield(it)
+		})
+		if err == nil && seen != line {
+			err = fmt.Errorf("%s changed while verify read it (%d lines, then %d)", tablePath, line, seen)
+		}
+		return err
+	}
 	var writerNote string
 	if in.CheckWriter, writerNote, err = a.writerCheck(context.Background(), nil); err != nil { // writers.go: no KMS
 		return err
 	}
-	if in.Segments, err = readExportDir(o.Offline, ledger.SegmentPrefix); err != nil {
+	var segmentBytes int64
+	if in.SegmentKeys, in.ReadSegment, segmentBytes, err = exportSegments(o.Offline); err != nil {
 		return err
 	}
+	in.Partitions = ledger.PartitionsFor(segmentBytes+tableBytes, a.PartitionBytes)
 	if in.Baselines, err = readExportDir(o.Offline, ledger.BaselinePrefix); err != nil {
 		return err
 	}
 	if in.Digests, err = readExportDir(o.Offline, ledger.DigestPrefix); err != nil {
 		return err
 	}
-	rc := &recordCheck{res: newVerifyResult()}
-	rc.res.Trust = t
 	// A version that dropped its index key is named from the backfill's
 	// completion on; an export does not say whether the table has the
 	// status index (a new stack's never had one: from the start).
-	if at, ok := dynamostore.IndexStateSince(items); ok {
+	if at, ok := dynamostore.IndexStateSince(others); ok {
 		in.IndexKeyFrom = &at
 	} else {
 		rc.res.Notes = append(rc.res.Notes, "no index state in the export: record versions that dropped their status_key are not named (online, verify names them on a table without the status index)")
@@ -104,14 +145,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	if writerNote != "" {
 		rc.res.Notes = append(rc.res.Notes, writerNote)
 	}
-	for i, it := range items {
-		item, err := dynamostore.SDKItem(it)
-		if err != nil {
-			rc.res.Problems = append(rc.res.Problems, problem(fmt.Sprintf("%s line %d", ExportTable, i+1), "unreadable item: "+err.Error()))
-			continue
-		}
-		rc.check(item)
-	}
+	ev.tableItems = others
 	if rc.uncheckedStubs > 0 {
 		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("offline: %s not checked against their archive objects (not in %s; run verify online for them)",
 			plural(rc.uncheckedStubs, "archived stub", "archived stubs"), o.Offline))
@@ -134,16 +168,16 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	return a.report(rc.res)
 }
 
-// readTableExport reads table.jsonl: one DynamoDB-JSON item a line.
-func readTableExport(path string) ([]ledger.Item, error) {
+// readTableExport reads table.jsonl, one DynamoDB-JSON item a line, and
+// passes each item and its line number to each.
+func readTableExport(path string, each func(it ledger.Item, line int) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("offline table export: %w", err)
+		return fmt.Errorf("offline table export: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), maxItemLine)
-	var items []ledger.Item
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
@@ -151,14 +185,40 @@ func readTableExport(path string) ([]ledger.Item, error) {
 		}
 		it, err := ledger.ParseItem(line)
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			return fmt.Errorf("%s line %d: %w", path, n, err)
 		}
-		items = append(items, it)
+		if err := each(it, n); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return items, nil
+	return nil
+}
+
+// exportSegments lists the segment files of an export directory, keyed
+// as the bucket keys them, and reads one when asked; bytes is their size.
+func exportSegments(dir string) (keys []string, read func(string) ([]byte, error), bytes int64, err error) {
+	paths := map[string]string{}
+	err = walkExportDir(dir, ledger.SegmentPrefix, func(key, path string, size int64) error {
+		paths[key], bytes = path, bytes+size
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for k := range paths {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, func(key string) ([]byte, error) {
+		p, ok := paths[key]
+		if !ok {
+			return nil, fmt.Errorf("no segment %s", key)
+		}
+		return os.ReadFile(p)
+	}, bytes, nil
 }
 
 // readExportDir reads every file under dir/prefix, keyed as the bucket
@@ -166,6 +226,21 @@ func readTableExport(path string) ([]ledger.Item, error) {
 // directory is an empty ledger part (verify names what it misses).
 func readExportDir(dir, prefix string) (map[string][]byte, error) {
 	out := map[string][]byte{}
+	err := walkExportDir(dir, prefix, func(key, path string, _ int64) error {
+		b, err := os.ReadFile(path)
+		out[key] = b
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// walkExportDir calls each with every file under dir/prefix: its key (as
+// the bucket keys it: slash-separated, relative to dir), path and size. A
+// missing prefix directory has none.
+func walkExportDir(dir, prefix string, each func(key, path string, size int64) error) error {
 	root := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -181,17 +256,16 @@ func readExportDir(dir, prefix string) (map[string][]byte, error) {
 		if err != nil {
 			return err
 		}
-		b, err := os.ReadFile(path)
+		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		out[filepath.ToSlash(rel)] = b
-		return nil
+		return each(filepath.ToSlash(rel), path, fi.Size())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("offline ledger copy: %w", err)
+		return fmt.Errorf("offline ledger copy: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // copyInfo reads DIR/export.json, when there is one, as information

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -196,8 +197,23 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	// table read. The grace runs back from when the ledger read began
 	// (ReadStart), so a change made while verify reads is pending however
 	// long the reads take.
-	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), CheckAll: dynamostore.LedgerApprovalCheck(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
+	in := ledger.Input{Grace: o.Grace, CheckVersion: dynamostore.LedgerVersionCheck(), Across: dynamostore.LedgerApprovalAcross(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
 	rc.res.Trust = a.trust(!o.NoLedger)
+	// What verify reads goes to files, not into memory (verifyspill.go).
+	spill, err := os.MkdirTemp("", "dlqctl-verify-")
+	if err != nil {
+		return fmt.Errorf("verify's working directory: %w", err)
+	}
+	defer os.RemoveAll(spill)
+	segs, err := newSegmentFiles(spill)
+	if err != nil {
+		return fmt.Errorf("verify's working directory: %w", err)
+	}
+	table, err := newTableFile(spill)
+	if err != nil {
+		return fmt.Errorf("verify's working directory: %w", err)
+	}
+	defer table.close()
 	if !o.NoLedger {
 		var keyARN string
 		if in.PublicKeyDER, keyARN, err = a.publicKey(ctx); err != nil {
@@ -214,9 +230,10 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			return err
 		}
 		in.ReadStart = a.Now()
-		if in.Segments, in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx); err != nil {
+		if in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx, segs.put); err != nil {
 			return err
 		}
+		in.SegmentKeys, in.ReadSegment = segs.keys(), segs.read
 	}
 	// Which index the listings read, asked before the scan (IndexCheck).
 	bySource, err := dynamostore.ReadsSourceIndex(ctx, c.DynamoDB, a.Table)
@@ -224,29 +241,36 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return err
 	}
 	scanAt := a.Now()
-	items, err := a.scanTable(ctx)
+	// The listings read the source index once the backfill is complete, or
+	// from the start on a table without the status index: then every
+	// record must be in it.
+	index := dynamostore.NewIndexChecker(bySource)
+	err = a.scanEach(ctx, func(item map[string]ddbtypes.AttributeValue) error {
+		rc.check(item)
+		index.Add(item)
+		if o.NoLedger {
+			return nil
+		}
+		it, err := dynamostore.LedgerItem(item)
+		if err != nil {
+			rc.res.Problems = append(rc.res.Problems, problem(itemID(item), "unreadable item: "+err.Error()))
+			return nil
+		}
+		if err := table.add(it); err != nil {
+			return fmt.Errorf("verify's working directory: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	in.Now = a.Now()
-	for _, item := range items {
-		rc.check(item)
-		if !o.NoLedger {
-			it, err := dynamostore.LedgerItem(item)
-			if err != nil {
-				rc.res.Problems = append(rc.res.Problems, problem(itemID(item), "unreadable item: "+err.Error()))
-				continue
-			}
-			in.Items = append(in.Items, it)
-		}
-	}
-	// The listings read the source index once the backfill is complete, or
-	// from the start on a table without the status index: then every
-	// record must be in it.
-	for _, p := range dynamostore.IndexCheck(items, bySource) {
+	for _, p := range index.Problems() {
 		rc.res.Problems = append(rc.res.Problems, Problem{ID: p.ID, Kind: "index", What: p.What})
 	}
-	in.IndexKeyFrom = dynamostore.IndexKeyFrom(in.Items, bySource, scanAt)
+	in.IndexKeyFrom = dynamostore.IndexKeyFrom(table.others, bySource, scanAt)
+	in.ScanItems, in.SpillDir = table.scan, spill
+	in.Partitions = ledger.PartitionsFor(segs.bytes+table.bytes, a.PartitionBytes)
 	if o.NoLedger {
 		rc.res.Notes = append(rc.res.Notes, "the ledger was not checked (--no-ledger): a rewritten or deleted record whose seal was recomputed passes")
 		if a.KeyFingerprint != "" {
@@ -258,7 +282,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	ev.counters = countersRead(before, after, in.Items)
+	ev.counters, ev.tableItems = countersRead(before, after, table.others), table.others
 	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go
@@ -269,22 +293,26 @@ func newVerifyResult() *VerifyResult {
 	return &VerifyResult{Problems: []Problem{}, Held: []quarantine.IntegrityHold{}, Notes: []string{}}
 }
 
-// scanTable reads every item of the table (consistent reads).
-func (a *App) scanTable(ctx context.Context) ([]map[string]ddbtypes.AttributeValue, error) {
+// scanEach reads every item of the table (consistent reads), a page at a
+// time, and passes each to each, stopping at its error.
+func (a *App) scanEach(ctx context.Context, each func(map[string]ddbtypes.AttributeValue) error) error {
 	c, err := a.connect(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var items []map[string]ddbtypes.AttributeValue
 	p := dynamodb.NewScanPaginator(c.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(a.Table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, describe(err, a.Table)
+			return describe(err, a.Table)
 		}
-		items = append(items, page.Items...)
+		for _, item := range page.Items {
+			if err := each(item); err != nil {
+				return err
+			}
+		}
 	}
-	return items, nil
+	return nil
 }
 
 func itemID(item map[string]ddbtypes.AttributeValue) string {

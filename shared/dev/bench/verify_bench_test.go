@@ -1,15 +1,18 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,37 +166,45 @@ func verifyLedgerData(b *testing.B, n int) ([]*quarantine.Record, [][]dl.Entry) 
 	}
 	at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339Nano)
 	for i := range n {
-		r := storetest.Record(b, fmt.Sprintf("verify-%07d", i))
-		shard := i % verifyShards
-		var prevItem dl.Item
-		for v := 1; v <= verifyVersions; v++ {
-			if v > 1 {
-				// Real transitions (verify checks each version is one):
-				// parked by hand, then back to quarantine, and so on.
-				var next *quarantine.Record
-				var err error
-				if r.Status == quarantine.StatusParked {
-					next, err = r.Unpark(quarantine.WithApproval("operator:bench", quarantine.FourEyesOff), "bench", r.StatusSince.Add(time.Minute))
-				} else {
-					next, err = r.ParkManual("operator:bench", "bench", r.LastSeen.Add(time.Minute))
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				r = next
-			}
-			it := storetest.LedgerItem(b, r)
-			seqs[shard].Add(seqs[shard], big.NewInt(1))
-			e := dl.Entry{Seq: seqs[shard].String(), Event: dl.EventInsert, At: at, Key: r.DLQID, Item: it}
-			if v > 1 {
-				e.Event, e.Old, e.OldItem = dl.EventModify, &dl.Old{Version: r.Version - 1, Seal: r.PrevSeal}, prevItem
-			}
-			prevItem = it
-			entries[shard] = append(entries[shard], e)
-		}
-		newest[i] = r
+		var es []dl.Entry
+		newest[i], es = recordVersions(b, i, seqs[i%verifyShards], at)
+		entries[i%verifyShards] = append(entries[i%verifyShards], es...)
 	}
 	return newest, entries
+}
+
+// recordVersions builds record i in verifyVersions versions, each a real
+// transition of the one before it (verify checks each is one: parked by
+// hand, then back to quarantine, and so on), and their changes, numbered
+// on from seq.
+func recordVersions(b *testing.B, i int, seq *big.Int, at string) (*quarantine.Record, []dl.Entry) {
+	r := storetest.Record(b, fmt.Sprintf("verify-%07d", i))
+	var prevItem dl.Item
+	entries := make([]dl.Entry, 0, verifyVersions)
+	for v := 1; v <= verifyVersions; v++ {
+		if v > 1 {
+			var next *quarantine.Record
+			var err error
+			if r.Status == quarantine.StatusParked {
+				next, err = r.Unpark(quarantine.WithApproval("operator:bench", quarantine.FourEyesOff), "bench", r.StatusSince.Add(time.Minute))
+			} else {
+				next, err = r.ParkManual("operator:bench", "bench", r.LastSeen.Add(time.Minute))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			r = next
+		}
+		it := storetest.LedgerItem(b, r)
+		seq.Add(seq, big.NewInt(1))
+		e := dl.Entry{Seq: seq.String(), Event: dl.EventInsert, At: at, Key: r.DLQID, Item: it}
+		if v > 1 {
+			e.Event, e.Old, e.OldItem = dl.EventModify, &dl.Old{Version: r.Version - 1, Seal: r.PrevSeal}, prevItem
+		}
+		prevItem = it
+		entries = append(entries, e)
+	}
+	return r, entries
 }
 
 // writeTable writes the records with BatchWriteItem, 8 writers.
@@ -334,15 +345,20 @@ func buildSegments(b *testing.B, entries [][]dl.Entry) (map[string][]byte, []dl.
 }
 
 // BenchmarkVerifyVersions runs the ledger's verification alone
-// (ledger.Verify, in memory, no emulator) on DLQQ_VERIFY_BENCH_VERSIONS
-// versions (300,000 unless set: make bench's VERIFY_VERSIONS): real
-// records (storetest.Record, about 3 KB each) in 3 versions each over 4
-// shards of 100-change segments, with the checks dlqctl verify runs on
-// them (dynamostore's version, approval and index-key checks; the writer
-// proofs, which need KMS, are left out). It reports versions verified per
-// second and the Go heap Verify held above its input (heappeak): the
-// objects (garbage included, at this process's GOGC) and the live heap,
-// in total and per version.
+// (ledger.Verify, no emulator) on DLQQ_VERIFY_BENCH_VERSIONS versions
+// (300,000 unless set: make bench's VERIFY_VERSIONS): real records
+// (storetest.Record, about 3 KB each) in 3 versions each over 4 shards of
+// 100-change segments, with the checks dlqctl verify runs on them
+// (dynamostore's version, approval and index-key checks; the writer
+// proofs, which need KMS, are left out). The ledger and the table are
+// written to files first, as dlqctl verify keeps them (one file a
+// segment, one line an item), and Verify reads them from there, checking
+// the keys in ledger.PartitionsFor partitions through its spill files:
+// "streamed". Up to 300,000 versions it also runs Verify with everything
+// in memory, as before ("in-memory"), for the ratio. Each reports
+// versions verified per second and the Go heap Verify held above its
+// input (heappeak): the objects (garbage included, at this process's GOGC)
+// and the live heap, in total and per version.
 func BenchmarkVerifyVersions(b *testing.B) {
 	versions := 300000
 	if s := os.Getenv("DLQQ_VERIFY_BENCH_VERSIONS"); s != "" {
@@ -352,42 +368,200 @@ func BenchmarkVerifyVersions(b *testing.B) {
 		}
 	}
 	records := versions / verifyVersions
-	newest, entries := verifyLedgerData(b, records)
-	segs, heads := buildSegments(b, entries)
-	entries = nil
+	dir := b.TempDir()
+	start := time.Now()
+	files := writeLedgerFiles(b, dir, records)
 	key, der := testkeys.ECDSA(b)
 	now := time.Now()
-	rawDigest, err := testkeys.SignDigest(b, key, dl.NewDigest(1, now, "bench-stream", "key", dl.AlgECDSA, nil, heads)).Encode()
+	rawDigest, err := testkeys.SignDigest(b, key, dl.NewDigest(1, now, "bench-stream", "key", dl.AlgECDSA, nil, files.heads)).Encode()
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := dl.Input{Segments: segs, Digests: map[string][]byte{dl.DigestKey(1): rawDigest}, PublicKeyDER: der, Now: now,
-		CheckVersion: dynamostore.LedgerVersionCheck(), CheckAll: dynamostore.LedgerApprovalCheck(), IndexKey: dynamostore.IndexKeyOf, MaxDigestAge: -1}
-	var segmentBytes int
-	for _, raw := range segs {
-		segmentBytes += len(raw)
-	}
-	for _, r := range newest {
-		in.Items = append(in.Items, storetest.LedgerItem(b, r))
-	}
-	newest = nil
-	b.ResetTimer()
-	for range b.N {
-		var res dl.Result
-		start := time.Now()
-		peak := heappeak.Measure(func() { res = dl.Verify(in) })
-		took := time.Since(start)
-		if !res.OK() || res.Entries != records*verifyVersions {
-			b.Fatalf("%d problems (%v), %d entries", len(res.Problems), firstProblems(res.Problems), res.Entries)
+	b.Logf("wrote %d records, %d versions, %d segments (%.0f MiB) and the table (%.0f MiB) in %s", records, records*verifyVersions,
+		len(files.segments), float64(files.segmentBytes)/(1<<20), float64(files.itemBytes)/(1<<20), time.Since(start).Round(time.Second))
+	base := dl.Input{Digests: map[string][]byte{dl.DigestKey(1): rawDigest}, PublicKeyDER: der, Now: now,
+		CheckVersion: dynamostore.LedgerVersionCheck(), Across: dynamostore.LedgerApprovalAcross(), IndexKey: dynamostore.IndexKeyOf, MaxDigestAge: -1}
+	run := func(b *testing.B, in dl.Input) {
+		for range b.N {
+			var res dl.Result
+			var err error
+			t0 := time.Now()
+			peak := heappeak.Measure(func() { res, err = dl.VerifyErr(in) })
+			took := time.Since(t0)
+			if err != nil || !res.OK() || res.Entries != records*verifyVersions {
+				b.Fatalf("%v, %d problems (%v), %d entries", err, len(res.Problems), firstProblems(res.Problems), res.Entries)
+			}
+			const mib = 1 << 20
+			b.ReportMetric(float64(res.Entries)/took.Seconds(), "versions/s")
+			b.ReportMetric(float64(peak.Objects)/mib, "peak-heap-MiB")
+			b.ReportMetric(float64(peak.Live)/mib, "peak-live-MiB")
+			b.ReportMetric(float64(peak.Objects)/float64(res.Entries)/1024, "heap-KiB/version")
+			b.ReportMetric(float64(peak.Live)/float64(res.Entries)/1024, "live-KiB/version")
+			b.ReportMetric(float64(files.segmentBytes)/float64(res.Entries)/1024, "segment-KiB/version")
+			b.ReportMetric(float64(in.Partitions), "partitions")
 		}
-		const mib = 1 << 20
-		b.ReportMetric(float64(res.Entries)/took.Seconds(), "versions/s")
-		b.ReportMetric(float64(peak.Objects)/mib, "peak-heap-MiB")
-		b.ReportMetric(float64(peak.Live)/mib, "peak-live-MiB")
-		b.ReportMetric(float64(peak.Objects)/float64(res.Entries)/1024, "heap-KiB/version")
-		b.ReportMetric(float64(peak.Live)/float64(res.Entries)/1024, "live-KiB/version")
-		b.ReportMetric(float64(segmentBytes)/float64(res.Entries)/1024, "segment-KiB/version")
 	}
+	b.Run("streamed", func(b *testing.B) {
+		in := base
+		in.SegmentKeys, in.ReadSegment, in.ScanItems = files.segments, files.readSegment, files.scanItems
+		in.Partitions, in.SpillDir = dl.PartitionsFor(files.segmentBytes+files.itemBytes, 0), dir
+		run(b, in)
+	})
+	if versions > 300000 {
+		return // in memory, it would hold about 36 KiB a version
+	}
+	b.Run("in-memory", func(b *testing.B) {
+		in := base
+		in.Segments = map[string][]byte{}
+		for _, k := range files.segments {
+			raw, err := files.readSegment(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			in.Segments[k] = raw
+		}
+		if err := files.scanItems(func(it dl.Item) error { in.Items = append(in.Items, it); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		run(b, in)
+	})
+}
+
+// ledgerFiles are a ledger and its table written to files: one a segment,
+// one line of table.jsonl an item.
+type ledgerFiles struct {
+	dir                     string
+	segments                []string // keys
+	heads                   []dl.Head
+	segmentBytes, itemBytes int64
+}
+
+func (f *ledgerFiles) segmentPath(key string) string {
+	return filepath.Join(f.dir, "segments", strings.NewReplacer("/", "_").Replace(key))
+}
+
+func (f *ledgerFiles) readSegment(key string) ([]byte, error) { return os.ReadFile(f.segmentPath(key)) }
+
+func (f *ledgerFiles) scanItems(yield func(dl.Item) error) error {
+	for s := range verifyShards {
+		fh, err := os.Open(filepath.Join(f.dir, fmt.Sprintf("table-%d.jsonl", s)))
+		if err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 0, 1<<16), 4<<20)
+		for sc.Scan() {
+			it, err := dl.ParseItem(sc.Bytes())
+			if err == nil {
+				err = yield(it)
+			}
+			if err != nil {
+				fh.Close()
+				return err
+			}
+		}
+		fh.Close()
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeLedgerFiles writes n records of verifyVersions versions each, as
+// verifyLedgerData builds them, to files under dir, a shard at a time on
+// each CPU: each shard's segments of verifySegment changes, and each
+// record's newest version as the table holds it. It holds one record and
+// one segment a shard.
+func writeLedgerFiles(b *testing.B, dir string, n int) *ledgerFiles {
+	b.Helper()
+	f := &ledgerFiles{dir: dir}
+	if err := os.MkdirAll(filepath.Join(dir, "segments"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	type shardOut struct {
+		keys                    []string
+		head                    dl.Head
+		segmentBytes, itemBytes int64
+		err                     error
+	}
+	outs := make([]shardOut, verifyShards)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+	for s := range verifyShards {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			o := &outs[s]
+			shard := fmt.Sprintf("shardId-%020d", s)
+			table, err := os.Create(filepath.Join(dir, fmt.Sprintf("table-%d.jsonl", s)))
+			if err != nil {
+				o.err = err
+				return
+			}
+			defer table.Close()
+			w := bufio.NewWriterSize(table, 1<<16)
+			var prev *dl.Ref
+			var pending []dl.Entry
+			flush := func() error {
+				if len(pending) == 0 {
+					return nil
+				}
+				seg, err := dl.NewSegment("bench-stream", shard, prev, pending)
+				if err != nil {
+					return err
+				}
+				raw, err := seg.Encode()
+				if err != nil {
+					return err
+				}
+				key := dl.SegmentKey(shard, seg.FirstSeq)
+				if err := os.WriteFile(f.segmentPath(key), raw, 0o600); err != nil {
+					return err
+				}
+				prev = &dl.Ref{Key: key, SHA256: dl.SHA256Hex(raw)}
+				o.head = dl.Head{Shard: shard, LastSeq: seg.LastSeq, SegmentKey: key, SegmentSHA256: prev.SHA256, Segments: o.head.Segments + 1}
+				o.keys, o.segmentBytes, pending = append(o.keys, key), o.segmentBytes+int64(len(raw)), pending[:0]
+				return nil
+			}
+			seq := new(big.Int).Exp(big.NewInt(10), big.NewInt(20), nil) // 21 digits
+			at := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339Nano)
+			for i := s; i < n; i += verifyShards {
+				newest, entries := recordVersions(b, i, seq, at)
+				pending = append(pending, entries...)
+				if len(pending) >= verifySegment {
+					if o.err = flush(); o.err != nil {
+						return
+					}
+				}
+				line, err := json.Marshal(storetest.LedgerItem(b, newest))
+				if err != nil {
+					o.err = err
+					return
+				}
+				o.itemBytes += int64(len(line)) + 1
+				if _, o.err = w.Write(append(line, '\n')); o.err != nil {
+					return
+				}
+			}
+			if o.err = flush(); o.err == nil {
+				o.err = w.Flush()
+			}
+		})
+	}
+	wg.Wait()
+	for _, o := range outs {
+		if o.err != nil {
+			b.Fatal(o.err)
+		}
+		f.segments = append(f.segments, o.keys...)
+		f.segmentBytes += o.segmentBytes
+		f.itemBytes += o.itemBytes
+		if o.head.Segments > 0 {
+			f.heads = append(f.heads, o.head)
+		}
+	}
+	return f
 }
 
 func firstProblems(ps []dl.Problem) []dl.Problem {

@@ -33,20 +33,21 @@ type keyStage struct {
 	dir     string
 }
 
-// spill is one partition's files: its changes and its table items, one
+// spill is one partition's file: its changes, then its table items, one
 // JSON value a line.
 type spill struct {
-	entries, items     *os.File
-	entryOut, itemsOut *bufio.Writer
-	entryEnc, itemsEnc *json.Encoder
+	f   *os.File
+	out *bufio.Writer
+	enc *json.Encoder
 }
 
-// spilled is a change as a partition's file holds it.
+// spilled is a change or an item as a partition's file holds it.
 type spilled struct {
-	Shard    string `json:"shard"`
+	Shard    string `json:"shard,omitempty"`
 	Anchored bool   `json:"anchored,omitempty"`
 	OldSHA   string `json:"old_sha,omitempty"`
-	Entry    Entry  `json:"entry"`
+	Entry    *Entry `json:"entry,omitempty"`
+	Item     Item   `json:"item,omitempty"`
 }
 
 func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
@@ -60,19 +61,15 @@ func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 		return nil, fmt.Errorf("verify's spill directory: %w", err)
 	}
 	k.dir = dir
-	for i := range v.in.Partitions {
+	for i := range min(v.in.Partitions, MaxPartitions) {
 		s := &spill{}
 		k.parts = append(k.parts, s)
-		if s.entries, err = os.Create(filepath.Join(dir, fmt.Sprintf("entries-%04d.jsonl", i))); err != nil {
+		if s.f, err = os.Create(filepath.Join(dir, fmt.Sprintf("%04d.jsonl", i))); err != nil {
 			k.close()
 			return nil, fmt.Errorf("verify's spill file: %w", err)
 		}
-		if s.items, err = os.Create(filepath.Join(dir, fmt.Sprintf("items-%04d.jsonl", i))); err != nil {
-			k.close()
-			return nil, fmt.Errorf("verify's spill file: %w", err)
-		}
-		s.entryOut, s.itemsOut = bufio.NewWriterSize(s.entries, 1<<16), bufio.NewWriterSize(s.items, 1<<16)
-		s.entryEnc, s.itemsEnc = json.NewEncoder(s.entryOut), json.NewEncoder(s.itemsOut)
+		s.out = bufio.NewWriterSize(s.f, 1<<16)
+		s.enc = json.NewEncoder(s.out)
 	}
 	return k, nil
 }
@@ -80,10 +77,8 @@ func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 // close removes the spill files.
 func (k *keyStage) close() {
 	for _, s := range k.parts {
-		for _, f := range []*os.File{s.entries, s.items} {
-			if f != nil {
-				_ = f.Close()
-			}
+		if s.f != nil {
+			_ = s.f.Close()
 		}
 	}
 	if k.dir != "" {
@@ -103,7 +98,7 @@ func (k *keyStage) entry(l ledgered) error {
 		k.entries = append(k.entries, l)
 		return nil
 	}
-	if err := k.partition(l.e.Key).entryEnc.Encode(spilled{Shard: l.shard, Anchored: l.anchored, OldSHA: l.e.oldSHA, Entry: l.e}); err != nil {
+	if err := k.partition(l.e.Key).enc.Encode(spilled{Shard: l.shard, Anchored: l.anchored, OldSHA: l.e.oldSHA, Entry: &l.e}); err != nil {
 		return fmt.Errorf("verify's spill file: %w", err)
 	}
 	return nil
@@ -142,7 +137,7 @@ func (k *keyStage) run(base map[string]baselined) error {
 		if !Ledgered(key) {
 			return nil
 		}
-		return k.partition(key).itemsEnc.Encode(it)
+		return k.partition(key).enc.Encode(spilled{Item: it})
 	}); err != nil {
 		return fmt.Errorf("the table's items: %w", err)
 	}
@@ -182,37 +177,32 @@ func (k *keyStage) pass(entries []ledgered, items []Item, base map[string]baseli
 	v.reduceAcross() // verify_across.go
 }
 
-// load reads a partition's changes and items back, and removes its files.
+// load reads a partition's changes and items back, and removes its file.
 func (s *spill) load() ([]ledgered, []Item, error) {
 	var entries []ledgered
 	var items []Item
-	err := errors.Join(s.entryOut.Flush(), s.itemsOut.Flush())
+	err := s.out.Flush()
 	if err == nil {
-		err = readLines(s.entries, func(d *json.Decoder) error {
+		err = readLines(s.f, func(d *json.Decoder) error {
 			var sp spilled
 			if err := d.Decode(&sp); err != nil {
 				return err
 			}
-			sp.Entry.oldSHA = sp.OldSHA
-			entries = append(entries, ledgered{e: sp.Entry, shard: sp.Shard, anchored: sp.Anchored})
-			return nil
-		})
-	}
-	if err == nil {
-		err = readLines(s.items, func(d *json.Decoder) error {
-			var it Item
-			if err := d.Decode(&it); err != nil {
-				return err
+			switch {
+			case sp.Entry != nil:
+				sp.Entry.oldSHA = sp.OldSHA
+				entries = append(entries, ledgered{e: *sp.Entry, shard: sp.Shard, anchored: sp.Anchored})
+			case sp.Item != nil:
+				items = append(items, sp.Item)
+			default:
+				return errors.New("a line that is neither a change nor an item")
 			}
-			items = append(items, it)
 			return nil
 		})
 	}
-	for _, f := range []*os.File{s.entries, s.items} {
-		_ = f.Close()
-		_ = os.Remove(f.Name())
-	}
-	s.entries, s.items = nil, nil
+	_ = s.f.Close()
+	_ = os.Remove(s.f.Name())
+	s.f = nil
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify's spill file: %w", err)
 	}
@@ -264,4 +254,25 @@ func (in Input) split(n int) Input {
 	}
 	in.Segments, in.Items, in.Partitions = nil, nil, n
 	return in
+}
+
+// PartitionBytes is the bytes of segments and table items one partition
+// of the key stage is sized for: decoded, a ledgered change takes about
+// six times its bytes, and the garbage at the default GOGC as much again
+// (BenchmarkVerifyVersions), so a partition takes a few hundred MiB of
+// heap.
+const PartitionBytes = 32 << 20
+
+// MaxPartitions bounds Input.Partitions (an open file each): past
+// MaxPartitions × PartitionBytes (8 GiB) of segments and items, a
+// partition holds more than PartitionBytes.
+const MaxPartitions = 256
+
+// PartitionsFor is Input.Partitions for segments and items of that many
+// bytes in all, each partition sized for per bytes (0: PartitionBytes).
+func PartitionsFor(bytes, per int64) int {
+	if per <= 0 {
+		per = PartitionBytes
+	}
+	return int(min(MaxPartitions, max(1, (bytes+per-1)/per)))
 }
