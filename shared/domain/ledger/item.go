@@ -97,68 +97,6 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{key: val})
 }
 
-// UnmarshalJSON reads one DynamoDB JSON value.
-func (v *Value) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("attribute value: %w", err)
-	}
-	if len(m) != 1 {
-		return fmt.Errorf("attribute value has %d members, want 1", len(m))
-	}
-	*v = Value{}
-	for k, raw := range m {
-		var err error
-		switch k {
-		case "S":
-			err = json.Unmarshal(raw, &v.S)
-		case "N":
-			err = json.Unmarshal(raw, &v.N)
-			if err == nil && v.N != nil {
-				if _, perr := strconv.ParseFloat(*v.N, 64); perr != nil {
-					err = fmt.Errorf("number %q does not parse", *v.N)
-				}
-			}
-		case "B":
-			v.B = []byte{}
-			err = json.Unmarshal(raw, &v.B)
-		case "BOOL":
-			err = json.Unmarshal(raw, &v.BOOL)
-		case "NULL":
-			var t bool
-			err = json.Unmarshal(raw, &t)
-			if err == nil && !t {
-				err = errors.New("a NULL value must be true")
-			}
-			v.NULL = t
-		case "M":
-			v.M = map[string]Value{}
-			err = json.Unmarshal(raw, &v.M)
-		case "L":
-			v.L = []Value{}
-			err = json.Unmarshal(raw, &v.L)
-		case "SS":
-			v.SS = []string{}
-			err = json.Unmarshal(raw, &v.SS)
-		case "NS":
-			v.NS = []string{}
-			err = json.Unmarshal(raw, &v.NS)
-		case "BS":
-			v.BS = [][]byte{}
-			err = json.Unmarshal(raw, &v.BS)
-		default:
-			err = fmt.Errorf("unknown attribute type %q", k)
-		}
-		if err != nil {
-			return fmt.Errorf("attribute value %s: %w", k, err)
-		}
-		if v.members() != 1 {
-			return fmt.Errorf("attribute value %s: null member", k)
-		}
-	}
-	return nil
-}
-
 // Canonical returns the item's canonical bytes: RFC 8785 JSON of its
 // DynamoDB JSON with set members sorted. Two items are the same version iff
 // their canonical bytes are equal.
