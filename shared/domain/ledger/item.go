@@ -7,11 +7,14 @@ package ledger
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -63,38 +66,107 @@ func (v Value) members() int {
 }
 
 // MarshalJSON writes the value as DynamoDB JSON with set members sorted,
-// so that two reads of one item give the same bytes.
+// so that two reads of one item give the same bytes. It writes, in one
+// pass, the bytes encoding/json writes for {type: member}
+// (FuzzValueEncodeIsEncodingJSONs).
 func (v Value) MarshalJSON() ([]byte, error) {
+	return v.appendJSON(make([]byte, 0, 64))
+}
+
+func (v Value) appendJSON(b []byte) ([]byte, error) {
 	if v.members() != 1 {
 		return nil, fmt.Errorf("attribute value has %d members, want 1", v.members())
 	}
-	var key string
-	var val any
+	var err error
 	switch {
 	case v.S != nil:
-		key, val = "S", *v.S
+		b = appendJSONString(append(b, `{"S":`...), *v.S)
 	case v.N != nil:
-		key, val = "N", *v.N
+		b = appendJSONString(append(b, `{"N":`...), *v.N)
 	case v.B != nil:
-		key, val = "B", v.B
+		b = appendBase64(append(b, `{"B":`...), v.B)
 	case v.BOOL != nil:
-		key, val = "BOOL", *v.BOOL
+		b = strconv.AppendBool(append(b, `{"BOOL":`...), *v.BOOL)
 	case v.NULL:
-		key, val = "NULL", true
+		b = append(b, `{"NULL":true`...)
 	case v.M != nil:
-		key, val = "M", v.M
+		b = append(b, `{"M":{`...)
+		for i, k := range slices.Sorted(maps.Keys(v.M)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(appendJSONString(b, k), ':')
+			if b, err = v.M[k].appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, '}')
 	case v.L != nil:
-		key, val = "L", v.L
-	case v.SS != nil:
-		key, val = "SS", slices.Sorted(slices.Values(v.SS))
-	case v.NS != nil:
-		key, val = "NS", slices.Sorted(slices.Values(v.NS))
+		b = append(b, `{"L":[`...)
+		for i, e := range v.L {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = e.appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	case v.SS != nil, v.NS != nil:
+		set, name := v.SS, `{"SS":[`
+		if v.SS == nil {
+			set, name = v.NS, `{"NS":[`
+		}
+		if len(set) == 0 {
+			b = append(b, name[:len(name)-1]+"null}"...) // as encoding/json writes an empty sorted copy (nil)
+			return b, nil
+		}
+		b = append(b, name...)
+		for i, s := range slices.Sorted(slices.Values(set)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, s)
+		}
+		b = append(b, ']')
 	default:
 		bs := slices.Clone(v.BS)
 		slices.SortFunc(bs, bytes.Compare)
-		key, val = "BS", bs
+		b = append(b, `{"BS":[`...)
+		for i, e := range bs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if e == nil {
+				b = append(b, "null"...)
+				continue
+			}
+			b = appendBase64(b, e)
+		}
+		b = append(b, ']')
 	}
-	return json.Marshal(map[string]any{key: val})
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: printable
+// ASCII other than what it escapes directly, anything else through it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendBase64 appends p as encoding/json writes a []byte.
+func appendBase64(b, p []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, p)
+	return append(b, '"')
 }
 
 // Canonical returns the item's canonical bytes: RFC 8785 JSON of its

@@ -1,10 +1,12 @@
 package ledger_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -137,6 +139,76 @@ func FuzzValueDecodeIsEncodingJSONs(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: one pass %#v, encoding/json %#v", b, got, want)
+		}
+	})
+}
+
+// refEnc writes a value as Value did before it wrote its bytes in one
+// pass: {type: member} through encoding/json.
+type refEnc struct{ v ledger.Value }
+
+func (r refEnc) MarshalJSON() ([]byte, error) {
+	v := r.v
+	var key string
+	var val any
+	switch {
+	case v.S != nil:
+		key, val = "S", *v.S
+	case v.N != nil:
+		key, val = "N", *v.N
+	case v.B != nil:
+		key, val = "B", v.B
+	case v.BOOL != nil:
+		key, val = "BOOL", *v.BOOL
+	case v.NULL:
+		key, val = "NULL", true
+	case v.M != nil:
+		m := map[string]refEnc{}
+		for k, e := range v.M {
+			m[k] = refEnc{e}
+		}
+		key, val = "M", m
+	case v.L != nil:
+		l := []refEnc{}
+		for _, e := range v.L {
+			l = append(l, refEnc{e})
+		}
+		key, val = "L", l
+	case v.SS != nil:
+		key, val = "SS", slices.Sorted(slices.Values(v.SS))
+	case v.NS != nil:
+		key, val = "NS", slices.Sorted(slices.Values(v.NS))
+	default:
+		bs := slices.Clone(v.BS)
+		slices.SortFunc(bs, bytes.Compare)
+		key, val = "BS", bs
+	}
+	return json.Marshal(map[string]any{key: val})
+}
+
+// Value's one-pass writing writes the bytes writing {type: member}
+// through encoding/json writes, for every item the reading accepts.
+func FuzzValueEncodeIsEncodingJSONs(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":{"S":"x<>&\u2028\u00e9` + "\xff" + `"},"b":{"N":"1"},"c":{"B":""},"d":{"BOOL":false},"e":{"NULL":true}}`,
+		`{"m":{"M":{"z":{"L":[{"S":"y"},{"M":{}}]},"a":{"SS":["b","a"]},"":{"NS":["2","1"]}}}}`,
+		`{"t":{"BS":["aGk=",null,""]},"u":{"SS":[]},"v":{"NS":[]},"w":{"BS":[]},"x":{"L":[]}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var it ledger.Item
+		if json.Unmarshal(b, &it) != nil {
+			return
+		}
+		got, err := json.Marshal(it)
+		ref := map[string]refEnc{}
+		for k, v := range it {
+			ref[k] = refEnc{v}
+		}
+		want, werr := json.Marshal(ref)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%q: one pass %s (%v), encoding/json %s (%v)", b, got, err, want, werr)
 		}
 	})
 }
