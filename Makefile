@@ -43,9 +43,11 @@ test-localstack:
 # for the figure docs/ledger.md quotes), the seal's cost, the writer
 # proof's (with the fake and with the dev kit's KMS), the functions' peak
 # memory and what a million messages cost. VERIFY_VERSIONS is the size of
-# the in-memory verification benchmark (BenchmarkVerifyVersions: versions
-# verified per second and the heap it holds, about 36 KiB per version at
-# the default GOGC, so 100,000 take 3.5 GiB and 1,000,000 would need 35).
+# the verification benchmark (BenchmarkVerifyVersions: versions verified
+# per second and the heap held, streamed from files in partitions, and in
+# memory up to 300,000 versions, about 36 KiB each at the default GOGC);
+# VERIFY_VERSIONS=1000000 for the figure docs/ledger.md quotes (about 15
+# minutes more).
 VERIFY_RECORDS ?= 20000
 VERIFY_VERSIONS ?= 100000
 bench:

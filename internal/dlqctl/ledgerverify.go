@@ -196,8 +196,12 @@ func readEach(ctx context.Context, objs s3store.ObjectVersions, first map[string
 }
 
 // addLedger runs the ledger's verification on in and merges it into res.
-func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
-	lr := ledger.Verify(in)
+// A read that fails (a segment or item file: disk full, say) fails verify.
+func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) error {
+	lr, err := ledger.VerifyErr(in)
+	if err != nil {
+		return fmt.Errorf("verify could not read what it checks: %w", err)
+	}
 	l := &LedgerReport{Versions: lr.Entries, Segments: lr.Segments, Shards: shardCount(in.SegmentKeys), Digests: lr.Digests,
 		NewestDigest: lr.LastDigest, Problems: len(lr.Problems), Unanchored: lr.Unanchored, NotYetLedgered: lr.NotYetLedgered,
 		PublicKey: publicKey, oldestUnanchored: lr.OldestUnanchored, Partitions: max(1, min(in.Partitions, ledger.MaxPartitions))}
@@ -241,6 +245,7 @@ func (res *VerifyResult) addLedger(in ledger.Input, publicKey string) {
 	if l.Unanchored > 0 && l.oldestUnanchored > StaleAnchor {
 		res.Notes = append(res.Notes, fmt.Sprintf("changes have waited %s for a signed digest (the ledger signs one every 5 minutes when something changed): the digest schedule is not running, or this copy lacks its newest digests", age(l.oldestUnanchored)))
 	}
+	return nil
 }
 
 // StaleAnchor is how long a change may wait for a digest before verify

@@ -154,7 +154,9 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("offline: %s not re-read (not in %s; run verify online for them)",
 			plural(rc.uncheckedRef, "claim-checked body", "claim-checked bodies"), o.Offline))
 	}
-	rc.res.addLedger(in, "file "+o.PublicKey)
+	if err := rc.res.addLedger(in, "file "+o.PublicKey); err != nil {
+		return err
+	}
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go
 	if a.KeyFingerprint != "" {

@@ -283,7 +283,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return err
 	}
 	ev.counters, ev.tableItems = countersRead(before, after, table.others), table.others
-	rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)")
+	if err := rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)"); err != nil {
+		return err
+	}
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go
 	return a.report(rc.res)

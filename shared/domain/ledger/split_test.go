@@ -1,8 +1,13 @@
 package ledger_test
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +53,68 @@ func TestEveryTestAgainPartitioned(t *testing.T) {
 	for _, e := range left {
 		if strings.HasPrefix(e.Name(), "dlqq-verify-") {
 			t.Errorf("spill directory %s left behind", e.Name())
+		}
+	}
+}
+
+// A read that fails, or a segment whose bytes change between its two
+// reads, fails the run: never a result that passes.
+func TestVerifyFailsOnAReadThatFails(t *testing.T) {
+	t.Parallel()
+	for name, tamper := range map[string]func(in *ledger.Input){
+		"a segment unreadable": func(in *ledger.Input) {
+			read := in.ReadSegment
+			in.ReadSegment = func(key string) ([]byte, error) {
+				if key == in.SegmentKeys[len(in.SegmentKeys)-1] {
+					return nil, errors.New("gone")
+				}
+				return read(key)
+			}
+		},
+		"a segment changed between its reads": func(in *ledger.Input) {
+			read, reads := in.ReadSegment, map[string]int{}
+			in.ReadSegment = func(key string) ([]byte, error) {
+				b, err := read(key)
+				if reads[key]++; reads[key] > 1 {
+					b = append(bytes.Clone(b), ' ')
+				}
+				return b, err
+			}
+		},
+		"the table unreadable": func(in *ledger.Input) {
+			in.ScanItems = func(func(ledger.Item) error) error { return errors.New("throttled") }
+		},
+	} {
+		for _, partitions := range []int{0, 3} {
+			t.Run(fmt.Sprintf("%s, %d partitions", name, partitions), func(t *testing.T) {
+				f := standard(t)
+				if res, err := ledger.VerifyErr(f.input()); err != nil || !res.OK() {
+					t.Fatalf("untouched: %v, %v", err, res.Problems)
+				}
+				streamed := func() ledger.Input {
+					in := f.input()
+					in.SegmentKeys = slices.Sorted(maps.Keys(in.Segments))
+					segments, items := in.Segments, in.Items
+					in.ReadSegment = func(key string) ([]byte, error) { return segments[key], nil }
+					in.ScanItems = func(yield func(ledger.Item) error) error {
+						for _, it := range items {
+							if err := yield(it); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+					in.Segments, in.Items, in.Partitions, in.SpillDir = nil, nil, partitions, t.TempDir()
+					tamper(&in)
+					return in
+				}
+				if _, err := ledger.VerifyErr(streamed()); err == nil {
+					t.Fatal("no error")
+				}
+				if res := ledger.Verify(streamed()); res.OK() || !slices.ContainsFunc(res.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindUnchecked }) {
+					t.Fatalf("Verify: %v", res.Problems)
+				}
+			})
 		}
 	}
 }

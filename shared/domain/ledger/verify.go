@@ -127,7 +127,7 @@ type Input struct {
 	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
 	// Segments: each segment is read when needed (once for its shard's
 	// chain, once for its entries), so that one at a time is held. Bytes
-	// that differ between the two reads are segment-hash.
+	// that differ between the two reads fail the run (VerifyErr).
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
 	// ScanItems, when set, stands for Items: it calls yield with each of
@@ -208,8 +208,8 @@ type verifier struct {
 	// time).
 	baselineStart time.Time
 	checks        []checkJob
-	// keys are the versions of the keys of the pass for the cross-item
-	// check (nil without it); across are their reductions (Across.Key).
+	// cross is the cross-item check (nil: none); keys are the versions of
+	// the pass's keys for it, reductions every key's (Across.Key).
 	cross      *Across // Input.acrossCheck
 	keys       []KeyHistory
 	reductions []reduced
