@@ -1,8 +1,6 @@
 package dlqctl
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -178,25 +176,13 @@ func readTableExport(path string, each func(it ledger.Item, line int) error) err
 		return fmt.Errorf("offline table export: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), maxItemLine)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	return scanLines(f, func(line []byte, n int) error {
 		it, err := ledger.ParseItem(line)
 		if err != nil {
-			return fmt.Errorf("%s line %d: %w", path, n, err)
-		}
-		if err := each(it, n); err != nil {
 			return err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+		return each(it, n)
+	})
 }
 
 // exportSegments lists the segment files of an export directory, keyed

@@ -119,7 +119,7 @@ func (t *tableFile) scan(yield func(ledger.Item) error) error {
 	if _, err := t.f.Seek(0, 0); err != nil {
 		return err
 	}
-	return scanLines(t.f, func(line []byte) error {
+	return scanLines(t.f, func(line []byte, _ int) error {
 		it, err := ledger.ParseItem(line)
 		if err != nil {
 			return err
@@ -131,8 +131,8 @@ func (t *tableFile) scan(yield func(ledger.Item) error) error {
 func (t *tableFile) close() { _ = t.f.Close() }
 
 // scanLines calls each with every non-empty line of f, up to maxItemLine
-// bytes long.
-func scanLines(f *os.File, each func(line []byte) error) error {
+// bytes long, and its number; an error names the file and the line.
+func scanLines(f *os.File, each func(line []byte, n int) error) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), maxItemLine)
 	for n := 1; sc.Scan(); n++ {
@@ -140,7 +140,7 @@ func scanLines(f *os.File, each func(line []byte) error) error {
 		if len(line) == 0 {
 			continue
 		}
-		if err := each(line); err != nil {
+		if err := each(line, n); err != nil {
 			return fmt.Errorf("%s line %d: %w", f.Name(), n, err)
 		}
 	}
