@@ -206,18 +206,20 @@ func recordVersions(changes []streamChange) ([]*quarantine.Record, error) {
 
 // mayRepeat collects, by record id, the rounds that some version of a
 // record's history says may have reached SQS more than once
-// (quarantine.Attempt.MayRepeat). Given every version, it finds the
+// (quarantine.RoundsThatMayRepeat). Given every version, it finds the
 // entries a record's bounded history has since dropped.
 func mayRepeat(versions []*quarantine.Record) map[string]map[string]bool {
-	out := map[string]map[string]bool{}
+	histories := map[string][]quarantine.Attempt{}
 	for _, r := range versions {
-		for i := range r.Attempts {
-			if round, ok := r.Attempts[i].MayRepeat(); ok {
-				if out[r.DLQID] == nil {
-					out[r.DLQID] = map[string]bool{}
-				}
-				out[r.DLQID][strconv.Itoa(round)] = true
+		histories[r.DLQID] = append(histories[r.DLQID], r.Attempts...)
+	}
+	out := map[string]map[string]bool{}
+	for id, attempts := range histories {
+		for round := range quarantine.RoundsThatMayRepeat(attempts) {
+			if out[id] == nil {
+				out[id] = map[string]bool{}
 			}
+			out[id][strconv.Itoa(round)] = true
 		}
 	}
 	return out

@@ -282,6 +282,14 @@ func (e Entry) check() error {
 	default:
 		return fmt.Errorf("event %q", e.Event)
 	}
+	// Every image the stream gives holds the item's key: an image without
+	// it, or of another key, is no change of e.Key (and an empty one would
+	// read as none at all).
+	for name, it := range map[string]Item{"item": e.Item, "removed": e.Removed, "old_item": e.OldItem} {
+		if it != nil && it.S(KeyAttr) != e.Key {
+			return fmt.Errorf("%s is not an image of key %s (its %s is %q)", name, e.Key, KeyAttr, it.S(KeyAttr))
+		}
+	}
 	return nil
 }
 

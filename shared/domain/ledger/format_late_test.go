@@ -104,6 +104,13 @@ func TestSegmentOldItemRules(t *testing.T) {
 		"modify":            {ledger.Entry{Event: ledger.EventModify, Item: other, OldItem: old}, true},
 		"remove, other old": {ledger.Entry{Event: ledger.EventRemove, Removed: old, OldItem: other}, false},
 		"insert with old":   {ledger.Entry{Event: ledger.EventInsert, Item: other, OldItem: old}, false},
+		// An image is of the entry's own key: one without a key, of
+		// another key, or empty (which would read as none) is refused.
+		"modify, another key's image": {ledger.Entry{Event: ledger.EventModify, Item: record("src#b", 2, "OPEN"), OldItem: old}, false},
+		"modify, another key's old":   {ledger.Entry{Event: ledger.EventModify, Item: other, OldItem: record("src#b", 1, "OPEN")}, false},
+		"remove, another key's":       {ledger.Entry{Event: ledger.EventRemove, Removed: record("src#b", 1, "OPEN")}, false},
+		"insert, an empty image":      {ledger.Entry{Event: ledger.EventInsert, Item: ledger.Item{}}, false},
+		"insert, no key":              {ledger.Entry{Event: ledger.EventInsert, Item: ledger.Item{"version": ledger.Num("1")}}, false},
 	} {
 		tc.e.Seq, tc.e.At, tc.e.Key = "100000000000000000001", "2026-12-01T10:00:00Z", "src#a"
 		_, err := ledger.NewSegment(arn, "shard-1", nil, []ledger.Entry{tc.e})

@@ -330,7 +330,7 @@ func TestVerifyChecksAModifysOldImage(t *testing.T) {
 		want  bool
 	}{
 		{"the version before", func(f *fixture) ledger.Item { return f.table["src#a"] }, false},
-		{"another record's", func(f *fixture) ledger.Item { return record("src#b", 1, "PARKED") }, true},
+		{"another version of it", func(f *fixture) ledger.Item { return record("src#a", 1, "PARKED") }, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)

@@ -20,11 +20,19 @@ import (
 const splitEnv = "DLQQ_LEDGER_TEST_SPLIT"
 
 func TestMain(m *testing.M) {
-	if n, err := strconv.Atoi(os.Getenv(splitEnv)); err == nil {
+	n, err := strconv.Atoi(os.Getenv(splitEnv))
+	if err == nil {
 		ledger.SplitEveryVerify(n)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err == nil {
+		fmt.Printf("%s %d\n", splitRunsLine, ledger.SplitRuns())
+	}
+	os.Exit(code)
 }
+
+// splitRunsLine opens the line that says how many runs were split.
+const splitRunsLine = "partitioned runs:"
 
 // Every test of this package again, with every Verify reading its
 // segments one at a time and its items as a stream, and checking its keys
@@ -44,6 +52,12 @@ func TestEveryTestAgainPartitioned(t *testing.T) {
 	}
 	if n := strings.Count(string(out), "--- PASS: TestVerify"); n < 10 {
 		t.Fatalf("partitioned: %d tests of Verify passed, want at least 10:\n%s", n, out)
+	}
+	var runs int
+	if i := strings.LastIndex(string(out), splitRunsLine); i < 0 {
+		t.Fatalf("partitioned: no %q line:\n%s", splitRunsLine, out)
+	} else if _, err := fmt.Sscanf(string(out[i+len(splitRunsLine):]), "%d", &runs); err != nil || runs < 50 {
+		t.Fatalf("partitioned: %d runs split (%v), want every Verify's (at least 50)", runs, err)
 	}
 	// Each run removes its spill files.
 	left, err := os.ReadDir(tmp)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 )
 
 // The key stage: every check of one key's versions against each other and
@@ -242,6 +243,11 @@ func segmentReader(segments map[string][]byte) ([]string, func(string) ([]byte, 
 // split is in read as streams (Input.ReadSegment, ScanItems) and checked
 // in n partitions.
 func (in Input) split(n int) Input {
+	splitRuns.Add(1)
+	in.Partitions = n
+	if in.ReadSegment != nil || in.ScanItems != nil {
+		return in // streams already
+	}
 	items := in.Items
 	in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments)
 	in.ScanItems = func(yield func(Item) error) error {
@@ -252,9 +258,12 @@ func (in Input) split(n int) Input {
 		}
 		return nil
 	}
-	in.Segments, in.Items, in.Partitions = nil, nil, n
+	in.Segments, in.Items = nil, nil
 	return in
 }
+
+// splitRuns counts the runs split (splitForTests).
+var splitRuns atomic.Int64
 
 // PartitionBytes is the bytes of segments and table items one partition
 // of the key stage is sized for: decoded, a ledgered change takes about

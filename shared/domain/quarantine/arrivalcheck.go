@@ -15,7 +15,8 @@ import (
 // last_seen, its lease cleared) and any other status is kept, and the
 // failure fields changed only on a record that is QUARANTINED after it.
 // Every other field must be prev's. The seal and chain (Version, PrevSeal,
-// WriteID, Seal) are left to CheckTransition. It lets a verifier refuse a
+// WriteID, Seal) are left to CheckTransition. The arrival's note ends
+// with the round that was open exactly when prev was REDRIVING. It lets a verifier refuse a
 // version that the ingest key proves but that ingest's code never writes
 // (a PARKED record moved back to QUARANTINED, say).
 func CheckArrival(prev, next *Record) error {
@@ -28,6 +29,15 @@ func CheckArrival(prev, next *Record) error {
 	}
 	if prev.Status == StatusArchived {
 		return errors.New("an archived record takes no arrival")
+	}
+	// Arrive ends the note with the open round exactly when it finds the
+	// record REDRIVING, and names that round: never otherwise.
+	round, open := next.Attempts[k-1].openRound()
+	switch {
+	case prev.Status == StatusRedriving && (!open || round != prev.RedriveCount):
+		return fmt.Errorf("an arrival on a REDRIVING record (round %d) whose note does not say the round may have been sent more than once", prev.RedriveCount)
+	case prev.Status != StatusRedriving && open:
+		return fmt.Errorf("an arrival on a %s record whose note says round %d had no outcome", prev.Status, round)
 	}
 	// The history's bound is ingest's configuration (MAX_ATTEMPTS), which
 	// no version records: an arrival may keep fewer entries than prev's

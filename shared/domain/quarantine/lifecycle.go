@@ -410,6 +410,36 @@ func (a *Attempt) MayRepeat() (round int, ok bool) {
 	return round, true
 }
 
+// RoundsThatMayRepeat are the rounds that attempts (a record's history,
+// or every version's, in any order) say may have reached SQS more often
+// than their confirmed sends: each entry's MayRepeat, except the round an
+// arrival found open (Arrive) when the run recorded it afterwards as sent
+// once ("sent (round N) while the record changed", no try without an
+// answer before): the run was alive and its one send was confirmed.
+func RoundsThatMayRepeat(attempts []Attempt) map[int]bool {
+	out, open, once := map[int]bool{}, map[int]bool{}, map[int]bool{}
+	for i := range attempts {
+		a := &attempts[i]
+		round, ok := a.MayRepeat()
+		switch {
+		case ok && a.IsArrival():
+			open[round] = true
+		case ok:
+			out[round] = true
+		case a.Stage == StageRedrive && !a.IsArrival() && a.Actor != ActorIngest && a.MessageID != "":
+			if _, err := fmt.Sscanf(a.Reason, "sent (round %d)", &round); err == nil && round > 0 {
+				once[round] = true
+			}
+		}
+	}
+	for round := range open {
+		if !once[round] {
+			out[round] = true
+		}
+	}
+	return out
+}
+
 // openRound reads the round an arrival's note says was open when it came
 // back (Arrive). Only the note is read: ingest writes it, whereas an
 // arrival's reason is the sender's text.

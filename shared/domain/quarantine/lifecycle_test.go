@@ -280,3 +280,65 @@ func TestMayRepeatReadsTheTransitionsOwnWords(t *testing.T) {
 		t.Errorf("the older wording: %d, %v", round, ok)
 	}
 }
+
+// A round an arrival found open may have gone out more than once, unless
+// the run then recorded its one confirmed send; what another entry says
+// stands whatever follows.
+func TestRoundsThatMayRepeat(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	claimed := func(t *testing.T) *quarantine.Record {
+		t.Helper()
+		c, err := sealedRecord(t, "rounds", validBody, now).Claim("ops", now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	back := func(r *quarantine.Record) (*quarantine.Record, error) {
+		return r.Arrive(quarantine.Attempt{Stage: "consumer", Reason: "x", Actor: quarantine.ActorIngest, MessageID: "m2"}, quarantine.Classification{Stage: "consumer", Reason: "x"}, 0, now)
+	}
+	sentWhileChanged := func(maybeTwice, fifo bool) func(r *quarantine.Record) (*quarantine.Record, error) {
+		return func(r *quarantine.Record) (*quarantine.Record, error) {
+			return r.NoteSentWhileChanged("ops", "m2", 1, maybeTwice, fifo, now)
+		}
+	}
+	for name, tc := range map[string]struct {
+		steps []func(*quarantine.Record) (*quarantine.Record, error)
+		want  bool
+	}{
+		"came back, no outcome ever":           {[]func(*quarantine.Record) (*quarantine.Record, error){back}, true},
+		"came back, then sent once":            {[]func(*quarantine.Record) (*quarantine.Record, error){back, sentWhileChanged(false, false)}, false},
+		"came back, then sent after no answer": {[]func(*quarantine.Record) (*quarantine.Record, error){back, sentWhileChanged(true, false)}, true},
+		"came back, then sent once into FIFO":  {[]func(*quarantine.Record) (*quarantine.Record, error){back, sentWhileChanged(true, true)}, false},
+		"taken over, then sent once": {[]func(*quarantine.Record) (*quarantine.Record, error){
+			func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.Claim("ops", now.Add(time.Hour), time.Minute)
+			},
+			func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.MarkSent("ops", "m3", false, false, now.Add(time.Hour))
+			},
+		}, true},
+		"sent once": {[]func(*quarantine.Record) (*quarantine.Record, error){
+			func(r *quarantine.Record) (*quarantine.Record, error) {
+				return r.MarkSent("ops", "m3", false, false, now)
+			},
+		}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := claimed(t)
+			var all []quarantine.Attempt
+			for _, step := range tc.steps {
+				next, err := step(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r = next
+				all = append(all, r.Attempts...) // every version's, as the soak reads them
+			}
+			if got := quarantine.RoundsThatMayRepeat(all)[1]; got != tc.want {
+				t.Fatalf("round 1 may repeat: %v, want %v (%+v)", got, tc.want, r.Attempts)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ func realTransitions(t *testing.T) map[string][2]*quarantine.Record {
 	add("NoteSentWhileChanged", q, func(r *quarantine.Record) (*quarantine.Record, error) {
 		return r.NoteSentWhileChanged("ops", "mid", 1, true, false, now)
 	})
+	add("Arrive/before the round's outcome", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return reArrive(r, 10, now) })
 	add("ParkPoison", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.ParkPoison("ops", now) })
 	sent := add("MarkRedriven", claimed, func(r *quarantine.Record) (*quarantine.Record, error) { return r.MarkRedriven("ops", "mid", now) })
 	add("Arrive/after a replay", sent, func(r *quarantine.Record) (*quarantine.Record, error) { return reArrive(r, 10, now) })
