@@ -9,12 +9,20 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// The first interrupt or SIGTERM cancels the command, which then
+	// removes what it wrote (verify's files under TMPDIR); a second one
+	// ends the process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := dlqctl.NewApp(os.Stdin, os.Stdout, os.Stderr).Main(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)

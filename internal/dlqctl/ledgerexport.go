@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,7 +84,7 @@ func (a *App) ledgerCmd() *cobra.Command {
 // signing key), and DIR/export.json (ExportInfo). DIR must be empty or
 // absent. The ledger is read before the table, as verify reads them. The
 // copy holds payloads: files are 0600, directories 0700.
-func (a *App) LedgerExport(ctx context.Context, dir string) error {
+func (a *App) LedgerExport(ctx context.Context, dir string) (err error) {
 	if err := a.checkOutput(); err != nil {
 		return err
 	}
@@ -103,9 +104,17 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	if what := trust.withKey(keyARN, der, a.KeyFingerprint); what != "" {
 		return fmt.Errorf("nothing exported: %s", what)
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	// An export that fails leaves no part of a copy (it holds payloads):
+	// what it wrote goes, and DIR too when it made it.
+	defer func() {
+		if err != nil {
+			removeExport(dir, errors.Is(statErr, os.ErrNotExist))
+		}
+	}()
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return err
 	}
@@ -230,16 +239,36 @@ func (a *App) LedgerExport(ctx context.Context, dir string) error {
 	return nil
 }
 
-// writeExportObject writes a ledger object to its key's path under dir.
+// removeExport removes what a failed export wrote into dir (empty when
+// it began), and dir itself when the export made it.
+func removeExport(dir string, made bool) {
+	if made {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
+
+// writeExportObject writes a ledger object to its key's path under dir,
+// a new file: a key that is not a clean relative path (which two keys
+// could share) is refused.
 func writeExportObject(dir, key string, b []byte) error {
-	if strings.Contains(key, "..") || filepath.IsAbs(key) {
+	if strings.Contains(key, "..") || filepath.IsAbs(key) || path.Clean(key) != key || !filepath.IsLocal(filepath.FromSlash(key)) {
 		return fmt.Errorf("ledger object key %q: not a path inside %s", key, dir)
 	}
-	path := filepath.Join(dir, filepath.FromSlash(key))
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	p := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
 }
 
 // ceilSecond is t rounded up to the second.

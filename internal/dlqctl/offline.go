@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,9 +62,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	rc.res.Trust = t
 	var others []ledger.Item
 	var tableBytes int64
-	line := 0
-	err = readTableExport(tablePath, func(it ledger.Item, n int) error {
-		line = n
+	read, err := readTableExport(tablePath, func(it ledger.Item, n int) error {
 		if !ledger.Ledgered(it.S(ledger.KeyAttr)) {
 			others = append(others, it)
 		}
@@ -84,18 +83,16 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	in := ledger.Input{Grace: o.Grace, PublicKeyDER: der, CheckVersion: dynamostore.LedgerVersionCheck(),
 		Across: dynamostore.LedgerApprovalAcross(), MaxDigestAge: o.maxDigestAge(), IndexKey: dynamostore.IndexKeyOf}
 	// Read again for the ledger's check: the ledgered items only, and the
-	// same lines (a copy changed in between is named).
+	// same bytes (a copy changed in between fails the run).
 	in.ScanItems = func(yield func(ledger.Item) error) error {
-		seen := 0
-		err := readTableExport(tablePath, func(it ledger.Item, n int) error {
-			seen = n
+		again, err := readTableExport(tablePath, func(it ledger.Item, _ int) error {
 			if !ledger.Ledgered(it.S(ledger.KeyAttr)) {
 				return nil
 			}
 			return yield(it)
 		})
-		if err == nil && seen != line {
-			err = fmt.Errorf("%s changed while verify read it (%d lines, then %d)", tablePath, line, seen)
+		if err == nil && again != read {
+			err = fmt.Errorf("%s changed while verify read it", tablePath)
 		}
 		return err
 	}
@@ -170,19 +167,26 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 
 // readTableExport reads table.jsonl, one DynamoDB-JSON item a line, and
 // passes each item and its line number to each.
-func readTableExport(path string, each func(it ledger.Item, line int) error) error {
+// It returns the SHA-256 of the lines it read.
+func readTableExport(path string, each func(it ledger.Item, line int) error) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("offline table export: %w", err)
+		return sum, fmt.Errorf("offline table export: %w", err)
 	}
 	defer f.Close()
-	return scanLines(f, func(line []byte, n int) error {
+	h := sha256.New()
+	err = scanLines(f, func(line []byte, n int) error {
+		h.Write(line)
+		h.Write([]byte{'\n'})
 		it, err := ledger.ParseItem(line)
 		if err != nil {
 			return err
 		}
 		return each(it, n)
 	})
+	h.Sum(sum[:0])
+	return sum, err
 }
 
 // exportSegments lists the segment files of an export directory, keyed
@@ -239,6 +243,11 @@ func walkExportDir(dir, prefix string, each func(key, path string, size int64) e
 		}
 		if d.IsDir() {
 			return nil
+		}
+		if !d.Type().IsRegular() {
+			// An export holds files only: a link or a device could make
+			// verify read what the copy does not hold, or never end.
+			return fmt.Errorf("%s is not a regular file", path)
 		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {

@@ -206,7 +206,15 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		return cur
 	}
 	nv, nvOK := e.Item.Int(VersionAttr)
-	if !pvOK || !nvOK {
+	switch {
+	case !nvOK:
+		// Every writer numbers its versions: an item without a whole
+		// version number is no version any of them made, and the one
+		// after it would otherwise be compared with nothing.
+		v.fail(KindForged, key, "forged: change %s's item has no version number", e.Seq)
+		return cur
+	case !pvOK:
+		v.check(key, prev.item, e) // the version before it was named so
 		return cur
 	}
 	_, held := prev.item[HoldAttr]

@@ -353,3 +353,32 @@ func TestVerifyChecksAModifysOldImage(t *testing.T) {
 		})
 	}
 }
+
+// A version without a version number is forged, and the version after it
+// is still checked against it: a table writer cannot slip a forged
+// version in behind one.
+func TestVerifyNamesAVersionWithoutANumber(t *testing.T) {
+	t.Parallel()
+	f := standard(t)
+	x := record("src#b", 4, "OPEN")
+	delete(x, "version")
+	f.modify("shard-1", x)
+	forged := record("src#b", 4, "OPEN")
+	forged["payload"] = ledger.Str("forged") // fixtureCheck: a changed payload is no transition
+	f.modify("shard-1", forged)
+	f.flush("shard-1")
+	f.digest()
+	res := ledger.Verify(f.input())
+	if !res.Has(ledger.KindForged, "src#b") {
+		t.Fatalf("not named forged: %v", res.Problems)
+	}
+	n := 0
+	for _, p := range res.Problems {
+		if p.Kind == ledger.KindForged && p.Subject == "src#b" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d versions of src#b named forged, want the one without a number and the one after it: %v", n, res.Problems)
+	}
+}

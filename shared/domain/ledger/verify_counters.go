@@ -113,7 +113,11 @@ func RecountCounters(in CounterInput) CounterResult {
 		in.Segments = nil
 	}
 	var res CounterResult
-	chains, why := in.counterChains()
+	chains, why, err := in.counterChains()
+	if err != nil {
+		res.unreadable(err)
+		return res
+	}
 	if why != "" {
 		res.NotChecked = why
 		return res
@@ -153,7 +157,7 @@ func RecountCounters(in CounterInput) CounterResult {
 			n := chain[i]
 			seg, err := in.withEntries(n)
 			if err != nil {
-				res.NotChecked = err.Error()
+				res.unreadable(err)
 				continue
 			}
 			chunks, err := in.Chunks(seg)
@@ -193,7 +197,11 @@ func RecountCounters(in CounterInput) CounterResult {
 		res.NotChecked = "the ledger holds a baseline and no change yet: nothing counted to recount"
 		return res
 	}
-	baseStart, why := in.baselineStart(chains, add)
+	baseStart, why, err := in.baselineStart(chains, add)
+	if err != nil {
+		res.unreadable(err)
+		return res
+	}
 	if why != "" {
 		res.NotChecked = why
 		return res
@@ -238,6 +246,13 @@ func RecountCounters(in CounterInput) CounterResult {
 	return res
 }
 
+// unreadable records a segment the recount could not read again, or
+// whose bytes changed: nothing is compared, and verify fails.
+func (r *CounterResult) unreadable(err error) {
+	r.Problems = append(r.Problems, Problem{Kind: KindUnchecked, Subject: "(counters)", Detail: err.Error()})
+	r.NotChecked = err.Error()
+}
+
 type counterSeg struct {
 	key string
 	seg Segment // its entries dropped when read from ReadSegment
@@ -268,7 +283,7 @@ func (in CounterInput) withEntries(n counterSeg) (Segment, error) {
 // ledger counts it. A shard without exactly one first segment, with a
 // fork or a link that does not hash, is not counted exactly by anyone:
 // why says so (Verify names the chain's problems).
-func (in CounterInput) counterChains() (map[string][]counterSeg, string) {
+func (in CounterInput) counterChains() (map[string][]counterSeg, string, error) {
 	type node struct {
 		counterSeg
 	}
@@ -282,7 +297,7 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string) {
 		if in.ReadSegment != nil {
 			var err error
 			if raw, err = in.ReadSegment(key); err != nil {
-				return nil, fmt.Sprintf("segment %s could not be read: %v", key, err)
+				return nil, "", fmt.Errorf("segment %s could not be read: %w", key, err)
 			}
 		}
 		s, err := ParseSegment(raw)
@@ -309,7 +324,7 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string) {
 			}
 		}
 		if len(roots) != 1 {
-			return nil, fmt.Sprintf("shard %s has %d first segments", shard, len(roots))
+			return nil, fmt.Sprintf("shard %s has %d first segments", shard, len(roots)), nil
 		}
 		var chain []counterSeg
 		seen := map[string]bool{}
@@ -321,36 +336,36 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string) {
 			case len(next) == 0:
 				cur = nil
 			case len(next) > 1:
-				return nil, fmt.Sprintf("shard %s's chain forks after %s", shard, cur.key)
+				return nil, fmt.Sprintf("shard %s's chain forks after %s", shard, cur.key), nil
 			case next[0].seg.Prev.SHA256 != cur.sha:
-				return nil, fmt.Sprintf("shard %s's chain does not hash at %s", shard, cur.key)
+				return nil, fmt.Sprintf("shard %s's chain does not hash at %s", shard, cur.key), nil
 			default:
 				cur = next[0]
 			}
 		}
 		out[shard] = chain
 	}
-	return out, ""
+	return out, "", nil
 }
 
 // baselineStart adds what the baseline's items counted before the ledger
 // started, and returns the baseline's start (zero: none). A key the ledger
 // changed counts as its first change's old image (what it was when the
 // stream began); an untouched key as its baseline entry.
-func (in CounterInput) baselineStart(chains map[string][]counterSeg, add func([]CounterDelta)) (time.Time, string) {
+func (in CounterInput) baselineStart(chains map[string][]counterSeg, add func([]CounterDelta)) (time.Time, string, error) {
 	if len(in.Baselines) == 0 {
-		return time.Time{}, ""
+		return time.Time{}, "", nil
 	}
 	var start time.Time
 	base := map[string]Item{}
 	for key, raw := range in.Baselines {
 		b, err := ParseBaseline(raw)
 		if err != nil {
-			return time.Time{}, fmt.Sprintf("baseline %s does not parse: %v", key, err)
+			return time.Time{}, fmt.Sprintf("baseline %s does not parse: %v", key, err), nil
 		}
 		at, err := time.Parse(time.RFC3339Nano, b.At)
 		if err != nil {
-			return time.Time{}, fmt.Sprintf("baseline %s: at %q", key, b.At)
+			return time.Time{}, fmt.Sprintf("baseline %s: at %q", key, b.At), nil
 		}
 		if start.IsZero() || at.Before(start) {
 			start = at
@@ -364,7 +379,7 @@ func (in CounterInput) baselineStart(chains map[string][]counterSeg, add func([]
 		for _, n := range chain {
 			seg, err := in.withEntries(n)
 			if err != nil {
-				return time.Time{}, err.Error()
+				return time.Time{}, "", err
 			}
 			for _, e := range seg.Entries {
 				if _, ok := base[e.Key]; !ok {
@@ -393,9 +408,9 @@ func (in CounterInput) baselineStart(chains map[string][]counterSeg, add func([]
 		}
 		ds, err := in.Start(it)
 		if err != nil {
-			return time.Time{}, fmt.Sprintf("baseline item %s does not count: %v", strings.TrimSpace(key), err)
+			return time.Time{}, fmt.Sprintf("baseline item %s does not count: %v", strings.TrimSpace(key), err), nil
 		}
 		add(ds)
 	}
-	return start, ""
+	return start, "", nil
 }

@@ -1,6 +1,10 @@
 package ledger_test
 
 import (
+	"bytes"
+	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +186,37 @@ func resHas(ps []ledger.Problem, kind ledger.Kind, subject, detail string) bool 
 		}
 	}
 	return false
+}
+
+// A segment the recount cannot read again, or whose bytes changed since
+// it chained them, is a problem: nothing is compared, and it never passes.
+func TestRecountCountersFailsOnAReadThatFails(t *testing.T) {
+	for name, read := range map[string]func(b []byte, reads int) ([]byte, error){
+		"unreadable": func([]byte, int) ([]byte, error) { return nil, errors.New("gone") },
+		"changed": func(b []byte, reads int) ([]byte, error) {
+			if reads > 1 {
+				return append(bytes.Clone(b), ' '), nil
+			}
+			return b, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := standard(t)
+			in := f.counterInput(map[string]int64{"#ctr#n": 7, minute: 7}, counted())
+			segments, reads := in.Segments, map[string]int{}
+			in.SegmentKeys = slices.Sorted(maps.Keys(segments))
+			in.ReadSegment = func(key string) ([]byte, error) {
+				reads[key]++
+				if key != in.SegmentKeys[0] {
+					return segments[key], nil
+				}
+				return read(segments[key], reads[key])
+			}
+			in.Segments = nil
+			r := ledger.RecountCounters(in)
+			if !slices.ContainsFunc(r.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindUnchecked }) || r.NotChecked == "" {
+				t.Fatalf("%+v", r)
+			}
+		})
+	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,6 +31,7 @@ type keyStage struct {
 	signed  []*parsedDigest
 	entries []ledgered // in memory
 	parts   []*spill   // partitioned
+	seed    maphash.Seed
 	dir     string
 }
 
@@ -53,7 +54,7 @@ type spilled struct {
 
 func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 	v.cross = v.in.acrossCheck()
-	k := &keyStage{v: v, signed: signed}
+	k := &keyStage{v: v, signed: signed, seed: maphash.MakeSeed()}
 	if v.in.Partitions <= 1 {
 		return k, nil
 	}
@@ -161,11 +162,11 @@ func (k *keyStage) run(base map[string]baselined) error {
 	return nil
 }
 
-// index is the number of key's partition.
+// index is the number of key's partition: a hash seeded anew each run,
+// so that no one who chooses keys (a sender's idempotency key) can pile
+// them into one partition.
 func (k *keyStage) index(key string) int {
-	h := fnv.New64a()
-	_, _ = io.WriteString(h, key)
-	return int(h.Sum64() % uint64(len(k.parts)))
+	return int(maphash.String(k.seed, key) % uint64(len(k.parts)))
 }
 
 // pass runs the key stage on the changes, items and baseline entries of
