@@ -91,10 +91,11 @@ func (a *App) LedgerExport(ctx context.Context, dir string) (err error) {
 	if err := a.checkLedgerSettings(); err != nil {
 		return err
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+	ents, statErr := os.ReadDir(dir)
+	if statErr == nil && len(ents) > 0 {
 		return &UsageError{fmt.Errorf("%s is not empty: export into a new directory", dir)}
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	} else if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
+		return statErr
 	}
 	der, keyARN, err := a.publicKey(ctx)
 	if err != nil {
@@ -104,7 +105,6 @@ func (a *App) LedgerExport(ctx context.Context, dir string) (err error) {
 	if what := trust.withKey(keyARN, der, a.KeyFingerprint); what != "" {
 		return fmt.Errorf("nothing exported: %s", what)
 	}
-	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

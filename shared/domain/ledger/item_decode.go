@@ -17,6 +17,9 @@ import (
 // value), as FuzzValueDecodeIsEncodingJSONs proves, without validating
 // each nested value again.
 func (v *Value) UnmarshalJSON(b []byte) error {
+	if !json.Valid(b) { // encoding/json's callers checked it; any other caller too
+		return errSyntax
+	}
 	d := valueDecoder{b: b}
 	d.ws()
 	val, err := d.value()
@@ -30,11 +33,18 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// valueDecoder walks valid JSON.
+// valueDecoder walks valid JSON; depth is the value's nesting.
 type valueDecoder struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int
 }
+
+// MaxValueDepth bounds how deep values nest: twice DynamoDB's 32 levels
+// of nested attributes. Each level walks the bytes below it again, so the
+// bound keeps reading linear in the bytes whatever a writer of the bucket
+// nests.
+const MaxValueDepth = 64
 
 var errSyntax = errors.New("attribute value: malformed JSON")
 
@@ -225,49 +235,46 @@ func (d *valueDecoder) isNull() bool {
 // value reads one attribute value: an object of one member (the last of
 // a repeated member counts), whose name is its type.
 func (d *valueDecoder) value() (Value, error) {
+	if d.depth >= MaxValueDepth {
+		return Value{}, fmt.Errorf("attribute value nested deeper than %d levels", MaxValueDepth)
+	}
 	if d.peek() == 'n' { // JSON null: an object of no member
 		_, _ = d.skip()
 		return Value{}, errors.New("attribute value has 0 members, want 1")
 	}
-	type member struct {
-		name string
-		raw  []byte
-	}
-	var members []member
-	err := d.object(func(name string) error {
-		raw, err := d.skip()
-		if err != nil {
-			return err
+	// One member, repeated or not (the last counts): a second name is an
+	// error at once, whatever follows.
+	var name string
+	var raw []byte
+	n := 0
+	err := d.object(func(member string) error {
+		if n > 0 && member != name {
+			return errors.New("attribute value has more than one member, want 1")
 		}
-		for i := range members {
-			if members[i].name == name {
-				members[i].raw = raw
-				return nil
-			}
-		}
-		members = append(members, member{name, raw})
-		return nil
+		var err error
+		name, n = member, n+1
+		raw, err = d.skip()
+		return err
 	})
 	if err != nil {
 		return Value{}, fmt.Errorf("attribute value: %w", err)
 	}
-	if len(members) != 1 {
-		return Value{}, fmt.Errorf("attribute value has %d members, want 1", len(members))
+	if n == 0 {
+		return Value{}, errors.New("attribute value has 0 members, want 1")
 	}
-	m := members[0]
-	v, err := typed(m.name, m.raw)
+	v, err := typed(name, raw, d.depth+1)
 	if err != nil {
-		return Value{}, fmt.Errorf("attribute value %s: %w", m.name, err)
+		return Value{}, fmt.Errorf("attribute value %s: %w", name, err)
 	}
 	if v.members() != 1 {
-		return Value{}, fmt.Errorf("attribute value %s: null member", m.name)
+		return Value{}, fmt.Errorf("attribute value %s: null member", name)
 	}
 	return v, nil
 }
 
-// typed reads a value's member of type name from raw.
-func typed(name string, raw []byte) (Value, error) {
-	d := &valueDecoder{b: raw}
+// typed reads a value's member of type name from raw, at depth.
+func typed(name string, raw []byte, depth int) (Value, error) {
+	d := &valueDecoder{b: raw, depth: depth}
 	var v Value
 	switch name {
 	case "S", "N":

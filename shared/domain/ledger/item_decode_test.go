@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -122,6 +123,12 @@ func FuzzValueDecodeIsEncodingJSONs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got ledger.Item
 		gotErr := json.Unmarshal(b, &got)
+		if gotErr != nil && strings.Contains(gotErr.Error(), "nested deeper than") {
+			if jsonDepth(b) < ledger.MaxValueDepth {
+				t.Fatalf("%q: %v at JSON depth %d", b, gotErr, jsonDepth(b))
+			}
+			return // DynamoDB nests 32 levels; the reference reads any depth
+		}
 		var ref map[string]refValue
 		refErr := json.Unmarshal(b, &ref)
 		if (gotErr == nil) != (refErr == nil) {
@@ -141,6 +148,56 @@ func FuzzValueDecodeIsEncodingJSONs(f *testing.F) {
 			t.Fatalf("%q: one pass %#v, encoding/json %#v", b, got, want)
 		}
 	})
+}
+
+// jsonDepth is how deep b's objects and arrays nest.
+func jsonDepth(b []byte) int {
+	depth, most, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			most = max(most, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return most
+}
+
+// A value that nests deeper than MaxValueDepth, or names two types, is
+// refused: whatever a writer of the bucket nests or repeats, reading stays
+// linear in the bytes.
+func TestValueDecodeBounds(t *testing.T) {
+	t.Parallel()
+	nest := func(levels int) string {
+		return strings.Repeat(`{"M":{"k":`, levels-1) + `{"S":"x"}` + strings.Repeat(`}}`, levels-1)
+	}
+	var it ledger.Item
+	if err := json.Unmarshal([]byte(`{"a":`+nest(ledger.MaxValueDepth)+`}`), &it); err != nil {
+		t.Fatalf("%d levels: %v", ledger.MaxValueDepth, err)
+	}
+	if err := json.Unmarshal([]byte(`{"a":`+nest(ledger.MaxValueDepth+1)+`}`), &it); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+		t.Fatalf("%d levels: %v", ledger.MaxValueDepth+1, err)
+	}
+	var many strings.Builder
+	many.WriteString(`{"a":{"S":"x"`)
+	for i := range 20000 {
+		fmt.Fprintf(&many, `,"m%d":1`, i)
+	}
+	many.WriteString(`}}`)
+	if err := json.Unmarshal([]byte(many.String()), &it); err == nil || !strings.Contains(err.Error(), "more than one member") {
+		t.Fatalf("20,000 members: %v", err)
+	}
+	var direct ledger.Value
+	if err := direct.UnmarshalJSON([]byte(`{"SS":[nope]}`)); err == nil {
+		t.Fatal("invalid JSON read when called directly")
+	}
 }
 
 // refEnc writes a value as Value did before it wrote its bytes in one

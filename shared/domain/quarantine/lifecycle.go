@@ -413,9 +413,11 @@ func (a *Attempt) MayRepeat() (round int, ok bool) {
 // RoundsThatMayRepeat are the rounds that attempts (a record's history,
 // or every version's, in any order) say may have reached SQS more often
 // than their confirmed sends: each entry's MayRepeat, except the round an
-// arrival found open (Arrive) when the run recorded it afterwards as sent
-// once ("sent (round N) while the record changed", no try without an
-// answer before): the run was alive and its one send was confirmed.
+// arrival found open (Arrive) when the run recorded a send of it that
+// MayRepeat does not read as more than one (after such an arrival, "sent
+// (round N) while the record changed"): the run was alive and its one
+// send was confirmed. Only the run that held round N writes such an entry
+// (the arrival ended the round: the next claim is another).
 func RoundsThatMayRepeat(attempts []Attempt) map[int]bool {
 	out, open, once := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	for i := range attempts {
