@@ -125,19 +125,19 @@ type Input struct {
 	// What follows bounds Verify's memory (verify_partition.go).
 
 	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
-	// Segments: each segment is read when needed (once for its shard's
-	// chain, once for its entries), so that one at a time is held. Bytes
-	// that differ between the two reads fail the run (VerifyErr).
+	// Segments: each segment is read once and its changes wait in spill
+	// files under SpillDir (verify_partition.go), so that one segment at
+	// a time is held.
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
 	// ScanItems, when set, stands for Items: it calls yield with each of
 	// the table's items, and stops with yield's error.
 	ScanItems func(yield func(Item) error) error
 	// Partitions, when above 1, checks the keys in that many passes, each
-	// over the keys whose hash falls in it: the decoded changes and items
-	// of the other passes wait in files under SpillDir (the system's
-	// temporary directory when empty), so that about 1/Partitions of them
-	// is held at once.
+	// over the keys whose hash falls in it: the changes and items of the
+	// other passes wait in files under SpillDir (the system's temporary
+	// directory when empty), so that about 1/Partitions of them is held
+	// decoded at once. Segments in memory are then read as streams.
 	Partitions int
 	SpillDir   string
 }
@@ -242,8 +242,12 @@ const KindUnchecked Kind = "unchecked"
 // VerifyErr is Verify, returning a failed read of its input or of its
 // spill files as an error, with what it found until then.
 func VerifyErr(in Input) (Result, error) {
-	if splitForTests > 1 && in.Partitions == 0 {
+	switch {
+	case splitForTests > 1 && in.Partitions == 0:
 		in = in.split(splitForTests)
+	case in.Partitions > 1 && in.ReadSegment == nil:
+		in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments) // partitions spill what they read
+		in.Segments = nil
 	}
 	v := &verifier{in: in}
 	res, err := v.run()
@@ -260,7 +264,7 @@ func (v *verifier) run() (Result, error) {
 		return v.res, err
 	}
 	defer keys.close()
-	if err := v.segments(digests, signed, keys.entry); err != nil {
+	if err := v.segments(digests, signed, keys); err != nil {
 		return v.res, err
 	}
 	v.pipeline(signed) // verify_mapping.go
@@ -347,6 +351,33 @@ type segNode struct {
 	key string
 	seg Segment // its entries dropped when read from Input.ReadSegment
 	sha string
+	// Read from Input.ReadSegment: idx is the segment's number in the
+	// read, metas where its entries' metas are (keyStage.metas), and the
+	// chain stage's verdict on each entry: kept (on the chain, no
+	// duplicate, no canary), and anchored; pos is its place in its
+	// shard's chain.
+	idx              int
+	metaOff, metaLen int64
+	kept             []bool
+	anchored         bool
+	pos              int
+}
+
+// entryMeta is what the chain stage reads of an entry: its place and
+// time, and a canary's number.
+type entryMeta struct {
+	Seq    string `json:"s"`
+	Key    string `json:"k"`
+	Late   bool   `json:"l,omitempty"`
+	At     string `json:"a"`
+	Canary int64  `json:"c,omitempty"`
+	IsN    bool   `json:"n,omitempty"` // Canary is a number CanaryOf read
+}
+
+func metaOf(e Entry) entryMeta {
+	m := entryMeta{Seq: e.Seq, Key: e.Key, Late: e.Late, At: e.At}
+	m.Canary, m.IsN = CanaryOf(e)
+	return m
 }
 
 type ledgered struct {
@@ -371,28 +402,6 @@ func (v *verifier) readSegment(key string) ([]byte, error) {
 	return v.in.Segments[key], nil
 }
 
-// segmentEntries returns a chained segment's entries: those it kept, or,
-// when read from Input.ReadSegment, those it reads again, which must be
-// the bytes it chained.
-func (v *verifier) segmentEntries(n *segNode) ([]Entry, error) {
-	if v.in.ReadSegment == nil {
-		return n.seg.Entries, nil
-	}
-	raw, err := v.in.ReadSegment(n.key)
-	if err != nil {
-		return nil, fmt.Errorf("segment %s: %w", n.key, err)
-	}
-	if SHA256Hex(raw) != n.sha {
-		return nil, fmt.Errorf("segment %s: its bytes changed between two reads", n.key)
-	}
-	s, err := ParseSegment(raw)
-	if err != nil {
-		return nil, fmt.Errorf("segment %s: %w", n.key, err)
-	}
-	dropOldItems(s.Entries)
-	return s.Entries, nil
-}
-
 // dropOldItems keeps, of each entry's full old image (old_item), its hash
 // only. The image is there for the counters' recount, which reads the
 // segments itself (RecountCounters), so the decoded item is not kept (a
@@ -413,11 +422,14 @@ func dropOldItems(entries []Entry) {
 }
 
 // segments checks every shard's chain against the digests and passes each
-// entry of the chained segments to emit, shard by shard in chain order.
-func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest, emit func(ledgered) error) error {
+// entry of the chained segments to keys, shard by shard in chain order. A
+// segment read from Input.ReadSegment is read once: its entries go to the
+// key stage's spill files as they are read, and their metas to its metas
+// file, which the chain stage reads back in chain order.
+func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest, keys *keyStage) error {
 	byShard := map[string]map[string]*segNode{}
-	keys := v.segmentKeys()
-	for _, key := range keys {
+	segKeys := v.segmentKeys()
+	for idx, key := range segKeys {
 		raw, err := v.readSegment(key)
 		if err != nil {
 			return fmt.Errorf("segment %s: %w", key, err)
@@ -434,14 +446,17 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*segNode{}
 		}
+		dropOldItems(s.Entries)
+		n := &segNode{key: key, seg: s, sha: SHA256Hex(raw), idx: idx}
 		if v.in.ReadSegment != nil {
-			s.Entries = nil // read again in chain order (segmentEntries)
-		} else {
-			dropOldItems(s.Entries)
+			if err := keys.spillSegment(n); err != nil {
+				return err
+			}
+			n.seg.Entries = nil
 		}
-		byShard[s.Shard][key] = &segNode{key: key, seg: s, sha: SHA256Hex(raw)}
+		byShard[s.Shard][key] = n
 	}
-	v.res.Segments = len(keys)
+	v.res.Segments = len(segKeys)
 	shards := map[string]bool{}
 	for s := range byShard {
 		shards[s] = true
@@ -455,7 +470,7 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 	}
 	heads := shardHeads(digests, signed)
 	for _, shard := range slices.Sorted(mapKeys(shards)) {
-		if err := v.shard(shard, byShard[shard], heads[shard], emit); err != nil {
+		if err := v.shard(shard, byShard[shard], heads[shard], keys); err != nil {
 			return err
 		}
 		delete(byShard, shard)
@@ -473,16 +488,17 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-// entries passes the entries of a shard's chain to emit, naming
+// entries passes the entries of a shard's chain to keys, naming
 // duplicates and entries out of order.
-func (v *verifier) entries(shard string, chain []*segNode, anchoredN int, emit func(ledgered) error) error {
+func (v *verifier) entries(shard string, chain []*segNode, anchoredN int, keys *keyStage) error {
 	seen := map[string]string{} // padded seq → segment key
 	last := ""
 	for i, n := range chain {
-		entries, err := v.segmentEntries(n)
+		entries, err := keys.metas(n)
 		if err != nil {
 			return err
 		}
+		n.anchored, n.pos = i < anchoredN, i
 		for j, e := range entries {
 			p := mustPadSeq(e.Seq)
 			if where, dup := seen[p]; dup {
@@ -503,23 +519,21 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int, emit f
 			if !e.Late && (last == "" || SeqLess(last, e.Seq)) {
 				last = e.Seq
 			}
-			l := ledgered{e: e, shard: shard, anchored: i < anchoredN}
-			v.seeEntry(l)
+			v.seeEntry(e, n.anchored)
 			if IsCanary(e.Key) { // the digest runs' canary: no record's change (verify_mapping.go)
 				continue
 			}
 			v.res.Entries++
-			if !l.anchored {
+			if !n.anchored {
 				v.res.Unanchored++
 				if at, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
 					v.res.OldestUnanchored = max(v.res.OldestUnanchored, v.in.Now.Sub(at))
 				}
 			}
-			if err := emit(l); err != nil {
+			if err := keys.keep(n, j, shard); err != nil {
 				return err
 			}
 		}
-		entries = nil
 	}
 	return nil
 }
@@ -527,14 +541,14 @@ func (v *verifier) entries(shard string, chain []*segNode, anchoredN int, emit f
 // seeEntry keeps what the checks of the whole ledger need of each entry:
 // the canaries that arrived anchored (canaries) and the time of the
 // ledger's first change (baselineInTime).
-func (v *verifier) seeEntry(l ledgered) {
-	if n, ok := CanaryOf(l.e); ok && l.anchored {
+func (v *verifier) seeEntry(e entryMeta, anchored bool) {
+	if e.IsN && anchored {
 		if v.arrived == nil {
 			v.arrived = map[int64]bool{}
 		}
-		v.arrived[n] = true
+		v.arrived[e.Canary] = true
 	}
-	if t, err := time.Parse(time.RFC3339Nano, l.e.At); err == nil && (v.firstAt.IsZero() || t.Before(v.firstAt)) {
+	if t, err := time.Parse(time.RFC3339Nano, e.At); err == nil && (v.firstAt.IsZero() || t.Before(v.firstAt)) {
 		v.firstAt = t
 	}
 }

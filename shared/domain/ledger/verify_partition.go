@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,29 +11,38 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
 // The key stage: every check of one key's versions against each other and
 // against the table (records, the version and writer checks, the cross-
 // item check's reduction) needs that key's changes, its item and its
-// baseline entry, and nothing of other keys. In memory (Input.Partitions
-// at most 1) it runs once over everything. Partitioned, the chain stage
-// (segments) writes each change to the file of its key's partition, the
-// table's items go to the files alike, and the stage then runs once per
-// partition: what it holds decoded at once is one partition's changes
-// and items, about 1/Partitions of them, plus what the whole ledger
-// needs (every segment's header, the baseline's items, and each key's
-// reduction for the cross-item check).
+// baseline entry, and nothing of other keys. With the input in memory
+// (Input.ReadSegment unset) it runs once over everything. Read from
+// Input.ReadSegment, each segment is read once: its changes go to the
+// file of their key's partition as they are read, and what the chain
+// stage needs of them (entryMeta) to a metas file it reads back in chain
+// order; the table's items go to the partitions' files alike, and the
+// stage then runs once per partition, over the changes the chain stage
+// kept, in chain order. What it holds decoded at once is one partition's
+// changes and items, about 1/Partitions of them, plus what the whole
+// ledger needs (every segment's header, the baseline's items, and each
+// key's reduction for the cross-item check).
 
 // keyStage collects the key stage's input and runs it.
 type keyStage struct {
 	v       *verifier
 	signed  []*parsedDigest
 	entries []ledgered // in memory
-	parts   []*spill   // partitioned
-	seed    maphash.Seed
-	dir     string
+	// Read from Input.ReadSegment:
+	parts  []*spill
+	seed   maphash.Seed
+	dir    string
+	meta   *os.File
+	metaW  *bufio.Writer
+	offset int64
+	nodes  []*segNode // by idx
 }
 
 // spill is one partition's file: its changes, then its table items, one
@@ -43,19 +53,21 @@ type spill struct {
 	enc *json.Encoder
 }
 
-// spilled is a change or an item as a partition's file holds it.
+// spilled is a change or an item as a partition's file holds it: a
+// change with the segment (its number in the read) and place it came
+// from.
 type spilled struct {
-	Shard    string `json:"shard,omitempty"`
-	Anchored bool   `json:"anchored,omitempty"`
-	OldSHA   string `json:"old_sha,omitempty"`
-	Entry    *Entry `json:"entry,omitempty"`
-	Item     Item   `json:"item,omitempty"`
+	Seg    int    `json:"seg,omitempty"`
+	Index  int    `json:"i,omitempty"`
+	OldSHA string `json:"old_sha,omitempty"`
+	Entry  *Entry `json:"entry,omitempty"`
+	Item   Item   `json:"item,omitempty"`
 }
 
 func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 	v.cross = v.in.acrossCheck()
 	k := &keyStage{v: v, signed: signed, seed: maphash.MakeSeed()}
-	if v.in.Partitions <= 1 {
+	if v.in.ReadSegment == nil {
 		return k, nil
 	}
 	dir, err := os.MkdirTemp(v.in.SpillDir, "dlqq-verify-")
@@ -63,7 +75,12 @@ func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 		return nil, fmt.Errorf("verify's spill directory: %w", err)
 	}
 	k.dir = dir
-	for i := range min(v.in.Partitions, MaxPartitions) {
+	if k.meta, err = os.Create(filepath.Join(dir, "metas.jsonl")); err != nil {
+		k.close()
+		return nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	k.metaW = bufio.NewWriterSize(k.meta, 1<<16)
+	for i := range max(1, min(v.in.Partitions, MaxPartitions)) {
 		s := &spill{}
 		k.parts = append(k.parts, s)
 		if s.f, err = os.Create(filepath.Join(dir, fmt.Sprintf("%04d.jsonl", i))); err != nil {
@@ -83,6 +100,9 @@ func (k *keyStage) close() {
 			_ = s.f.Close()
 		}
 	}
+	if k.meta != nil {
+		_ = k.meta.Close()
+	}
 	if k.dir != "" {
 		_ = os.RemoveAll(k.dir)
 	}
@@ -91,18 +111,72 @@ func (k *keyStage) close() {
 // partition is the partition of key.
 func (k *keyStage) partition(key string) *spill { return k.parts[k.index(key)] }
 
-// entry takes a change of the chain stage.
-func (k *keyStage) entry(l ledgered) error {
-	if !Ledgered(l.e.Key) {
-		return nil
+// spillSegment writes a segment's changes to their partitions and their
+// metas to the metas file, as the segment is read.
+func (k *keyStage) spillSegment(n *segNode) error {
+	metas := make([]entryMeta, len(n.seg.Entries))
+	for j, e := range n.seg.Entries {
+		metas[j] = metaOf(e)
+		if !Ledgered(e.Key) {
+			continue
+		}
+		if err := k.partition(e.Key).enc.Encode(spilled{Seg: n.idx, Index: j, OldSHA: e.oldSHA, Entry: &n.seg.Entries[j]}); err != nil {
+			return fmt.Errorf("verify's spill file: %w", err)
+		}
 	}
-	if k.parts == nil {
-		k.entries = append(k.entries, l)
-		return nil
+	raw, err := json.Marshal(metas)
+	if err != nil {
+		return err
 	}
-	if err := k.partition(l.e.Key).enc.Encode(spilled{Shard: l.shard, Anchored: l.anchored, OldSHA: l.e.oldSHA, Entry: &l.e}); err != nil {
+	if _, err := k.metaW.Write(raw); err != nil {
 		return fmt.Errorf("verify's spill file: %w", err)
 	}
+	n.metaOff, n.metaLen = k.offset, int64(len(raw))
+	k.offset += int64(len(raw))
+	for len(k.nodes) <= n.idx {
+		k.nodes = append(k.nodes, nil)
+	}
+	k.nodes[n.idx] = n
+	return nil
+}
+
+// metas returns what the chain stage reads of a chained segment's
+// entries.
+func (k *keyStage) metas(n *segNode) ([]entryMeta, error) {
+	if k.meta == nil {
+		metas := make([]entryMeta, len(n.seg.Entries))
+		for j, e := range n.seg.Entries {
+			metas[j] = metaOf(e)
+		}
+		return metas, nil
+	}
+	if err := k.metaW.Flush(); err != nil {
+		return nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	raw := make([]byte, n.metaLen)
+	if _, err := k.meta.ReadAt(raw, n.metaOff); err != nil {
+		return nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	var metas []entryMeta
+	if err := json.Unmarshal(raw, &metas); err != nil {
+		return nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	return metas, nil
+}
+
+// keep takes the chain stage's verdict: entry j of n is on the chain, no
+// duplicate and no canary.
+func (k *keyStage) keep(n *segNode, j int, shard string) error {
+	if k.meta == nil {
+		if e := n.seg.Entries[j]; Ledgered(e.Key) {
+			k.entries = append(k.entries, ledgered{e: e, shard: shard, anchored: n.anchored})
+		}
+		return nil
+	}
+	for len(n.kept) <= j {
+		n.kept = append(n.kept, false)
+	}
+	n.kept[j] = true
 	return nil
 }
 
@@ -122,7 +196,7 @@ func (v *verifier) scanItems(yield func(Item) error) error {
 // run runs the key stage once in memory, or once per partition.
 func (k *keyStage) run(base map[string]baselined) error {
 	v := k.v
-	if k.parts == nil {
+	if k.meta == nil {
 		var items []Item
 		if v.in.ScanItems == nil {
 			items = v.in.Items
@@ -152,7 +226,7 @@ func (k *keyStage) run(base map[string]baselined) error {
 		bases[i][key] = b
 	}
 	for i, s := range k.parts {
-		entries, items, err := s.load()
+		entries, items, err := k.load(s)
 		if err != nil {
 			return err
 		}
@@ -179,9 +253,15 @@ func (k *keyStage) pass(entries []ledgered, items []Item, base map[string]baseli
 	v.reduceAcross() // verify_across.go
 }
 
-// load reads a partition's changes and items back, and removes its file.
-func (s *spill) load() ([]ledgered, []Item, error) {
-	var entries []ledgered
+// load reads a partition's changes back, those the chain stage kept, in
+// chain order (shard, place on the chain, place in the segment), and its
+// items, and removes its file.
+func (k *keyStage) load(s *spill) ([]ledgered, []Item, error) {
+	type placed struct {
+		l        ledgered
+		pos, idx int
+	}
+	var kept []placed
 	var items []Item
 	err := s.out.Flush()
 	if err == nil {
@@ -192,8 +272,15 @@ func (s *spill) load() ([]ledgered, []Item, error) {
 			}
 			switch {
 			case sp.Entry != nil:
+				if sp.Seg < 0 || sp.Seg >= len(k.nodes) || k.nodes[sp.Seg] == nil {
+					return fmt.Errorf("a change of segment %d, which was not read", sp.Seg)
+				}
+				n := k.nodes[sp.Seg]
+				if sp.Index < 0 || sp.Index >= len(n.kept) || !n.kept[sp.Index] {
+					return nil // off the chain, a duplicate, or never reached
+				}
 				sp.Entry.oldSHA = sp.OldSHA
-				entries = append(entries, ledgered{e: *sp.Entry, shard: sp.Shard, anchored: sp.Anchored})
+				kept = append(kept, placed{ledgered{e: *sp.Entry, shard: n.seg.Shard, anchored: n.anchored}, n.pos, sp.Index})
 			case sp.Item != nil:
 				items = append(items, sp.Item)
 			default:
@@ -207,6 +294,13 @@ func (s *spill) load() ([]ledgered, []Item, error) {
 	s.f = nil
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify's spill file: %w", err)
+	}
+	slices.SortFunc(kept, func(a, b placed) int {
+		return cmp.Or(strings.Compare(a.l.shard, b.l.shard), cmp.Compare(a.pos, b.pos), cmp.Compare(a.idx, b.idx))
+	})
+	entries := make([]ledgered, len(kept))
+	for i, p := range kept {
+		entries[i] = p.l
 	}
 	return entries, items, nil
 }

@@ -168,11 +168,11 @@ func (v *verifier) rebuild(shard string, nodes map[string]*segNode, back map[str
 }
 
 // shard checks one shard's chain, rebuilt from its roots, and the heads
-// the digests give it, and passes the chain's entries to emit: those at or
+// the digests give it, and passes the chain's entries to keys: those at or
 // before the furthest head a signed digest supports are anchored.
-func (v *verifier) shard(shard string, nodes map[string]*segNode, heads []digestHead, emit func(ledgered) error) error {
+func (v *verifier) shard(shard string, nodes map[string]*segNode, heads []digestHead, keys *keyStage) error {
 	c := v.rebuild(shard, nodes, v.backing(shard, nodes, heads))
-	return v.entries(shard, c.nodes, v.heads(shard, nodes, c, heads), emit)
+	return v.entries(shard, c.nodes, v.heads(shard, nodes, c, heads), keys)
 }
 
 // digestHead is a digest's head of a shard.
