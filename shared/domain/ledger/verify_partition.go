@@ -35,7 +35,9 @@ type keyStage struct {
 	v       *verifier
 	signed  []*parsedDigest
 	entries []ledgered // in memory
-	// Read from Input.ReadSegment:
+	// Read from Input.ReadSegment: the partitions' files, the metas file
+	// (each segment's entryMetas, one JSON array after the other, where
+	// its segNode says) and the segments by their number in the read.
 	parts  []*spill
 	seed   maphash.Seed
 	dir    string
@@ -75,7 +77,7 @@ func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 		return nil, fmt.Errorf("verify's spill directory: %w", err)
 	}
 	k.dir = dir
-	if k.meta, err = os.Create(filepath.Join(dir, "metas.jsonl")); err != nil {
+	if k.meta, err = os.Create(filepath.Join(dir, "metas")); err != nil {
 		k.close()
 		return nil, fmt.Errorf("verify's spill file: %w", err)
 	}
