@@ -128,13 +128,12 @@ func (a *App) LedgerExport(ctx context.Context, dir string) (err error) {
 	// holds no more of them in memory than verify does.
 	var mu sync.Mutex
 	digests, baselines, versions, err := a.readLedger(ctx, func(key string, b []byte) error {
+		versions := 0
 		if s, err := ledger.ParseSegment(b); err == nil {
-			mu.Lock()
-			res.Versions += len(s.Entries)
-			mu.Unlock()
+			versions = len(s.Entries)
 		}
 		mu.Lock()
-		res.Segments++
+		res.Segments, res.Versions = res.Segments+1, res.Versions+versions
 		mu.Unlock()
 		return writeExportObject(dir, key, b)
 	})

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,15 +56,7 @@ func (s *segmentFiles) put(key string, b []byte) error {
 }
 
 // keys are the segments' keys, sorted.
-func (s *segmentFiles) keys() []string {
-	return slices.Sorted(func(yield func(string) bool) {
-		for k := range s.path {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-}
+func (s *segmentFiles) keys() []string { return slices.Sorted(maps.Keys(s.path)) }
 
 // read returns a segment's bytes.
 func (s *segmentFiles) read(key string) ([]byte, error) {

@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -93,27 +92,15 @@ func TestVerifyFailsOnAReadThatFails(t *testing.T) {
 				if res, err := ledger.VerifyErr(f.input()); err != nil || !res.OK() {
 					t.Fatalf("untouched: %v, %v", err, res.Problems)
 				}
-				streamed := func() ledger.Input {
-					in := f.input()
-					in.SegmentKeys = slices.Sorted(maps.Keys(in.Segments))
-					segments, items := in.Segments, in.Items
-					in.ReadSegment = func(key string) ([]byte, error) { return segments[key], nil }
-					in.ScanItems = func(yield func(ledger.Item) error) error {
-						for _, it := range items {
-							if err := yield(it); err != nil {
-								return err
-							}
-						}
-						return nil
-					}
-					in.Segments, in.Items, in.Partitions, in.SpillDir = nil, nil, partitions, t.TempDir()
+				input := func() ledger.Input {
+					in := streamed(f.input(), partitions, t.TempDir())
 					tamper(&in)
 					return in
 				}
-				if _, err := ledger.VerifyErr(streamed()); err == nil {
+				if _, err := ledger.VerifyErr(input()); err == nil {
 					t.Fatal("no error")
 				}
-				if res := ledger.Verify(streamed()); res.OK() || !slices.ContainsFunc(res.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindUnchecked }) {
+				if res := ledger.Verify(input()); res.OK() || !slices.ContainsFunc(res.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindUnchecked }) {
 					t.Fatalf("Verify: %v", res.Problems)
 				}
 			})

@@ -284,10 +284,7 @@ func (in CounterInput) withEntries(n counterSeg) (Segment, error) {
 // fork or a link that does not hash, is not counted exactly by anyone:
 // why says so (Verify names the chain's problems).
 func (in CounterInput) counterChains() (map[string][]counterSeg, string, error) {
-	type node struct {
-		counterSeg
-	}
-	byShard := map[string]map[string]*node{}
+	byShard := map[string]map[string]*counterSeg{}
 	keys := slices.Collect(mapKeys(in.Segments))
 	if in.ReadSegment != nil {
 		keys = in.SegmentKeys
@@ -305,17 +302,17 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string, error) 
 			continue // segment-invalid: on no chain
 		}
 		if byShard[s.Shard] == nil {
-			byShard[s.Shard] = map[string]*node{}
+			byShard[s.Shard] = map[string]*counterSeg{}
 		}
 		if in.ReadSegment != nil {
 			s.Entries = nil // read again when counted (withEntries)
 		}
-		byShard[s.Shard][key] = &node{counterSeg{key, s, SHA256Hex(raw)}}
+		byShard[s.Shard][key] = &counterSeg{key, s, SHA256Hex(raw)}
 	}
 	out := map[string][]counterSeg{}
 	for shard, nodes := range byShard {
-		var roots []*node
-		children := map[string][]*node{}
+		var roots []*counterSeg
+		children := map[string][]*counterSeg{}
 		for _, n := range nodes {
 			if n.seg.Prev == nil {
 				roots = append(roots, n)
@@ -330,7 +327,7 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string, error) 
 		seen := map[string]bool{}
 		for cur := roots[0]; cur != nil && !seen[cur.key]; {
 			seen[cur.key] = true
-			chain = append(chain, cur.counterSeg)
+			chain = append(chain, *cur)
 			next := children[cur.key]
 			switch {
 			case len(next) == 0:

@@ -163,6 +163,7 @@ func (k *keyStage) metas(n *segNode) ([]entryMeta, error) {
 	if err := json.Unmarshal(raw, &metas); err != nil {
 		return nil, fmt.Errorf("verify's spill file: %w", err)
 	}
+	n.kept = make([]bool, len(metas))
 	return metas, nil
 }
 
@@ -174,9 +175,6 @@ func (k *keyStage) keep(n *segNode, j int, shard string) error {
 			k.entries = append(k.entries, ledgered{e: e, shard: shard, anchored: n.anchored})
 		}
 		return nil
-	}
-	for len(n.kept) <= j {
-		n.kept = append(n.kept, false)
 	}
 	n.kept[j] = true
 	return nil
