@@ -171,7 +171,7 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		case prev != nil && e.Event != EventInsert:
 			v.fail(KindOldMismatch, key, "change %s is a %s after the REMOVE %s", e.Seq, e.Event, prev.e.Seq)
 		default:
-			v.check(key, nil, e)
+			v.check(key, nil, nil, e, cur.canon)
 		}
 		return cur
 	}
@@ -214,7 +214,7 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 		v.fail(KindForged, key, "forged: change %s's item has no version number", e.Seq)
 		return cur
 	case !pvOK:
-		v.check(key, prev.item, e) // the version before it was named so
+		v.check(key, prev.item, prev.canon, e, cur.canon) // the version before it was named so
 		return cur
 	}
 	_, held := prev.item[HoldAttr]
@@ -240,23 +240,31 @@ func (v *verifier) step(key string, prev *version, e Entry) version {
 	case held:
 		v.fail(KindRewritten, key, "change %s replaced version %d while it was held (a held record takes no new version)", e.Seq, pv)
 	default:
-		v.check(key, prev.item, e)
+		v.check(key, prev.item, prev.canon, e, cur.canon)
 	}
 	return cur
 }
 
 // check queues Input.CheckVersion of a version and the one before it (nil
-// for a key's first version); runChecks runs the queue.
-func (v *verifier) check(key string, prev Item, e Entry) {
-	if v.in.CheckVersion != nil {
-		v.checks = append(v.checks, checkJob{key: key, prev: prev, e: e})
+// for a key's first version), with their canonical bytes, unless an
+// earlier run passed it (Input.Proofs); runChecks runs the queue.
+func (v *verifier) check(key string, prev Item, prevCanon []byte, e Entry, canon []byte) {
+	if v.in.CheckVersion == nil {
+		return
 	}
+	proof, ok := v.in.Proofs.key(proofVersion, prev, prevCanon, e.Item, canon)
+	if v.in.Proofs.has(proof, ok) {
+		return
+	}
+	v.checks = append(v.checks, checkJob{key: key, prev: prev, e: e, proof: proof, proofOK: ok})
 }
 
 type checkJob struct {
-	key  string
-	prev Item
-	e    Entry
+	key     string
+	prev    Item
+	e       Entry
+	proof   ProofKey
+	proofOK bool
 }
 
 // runChecks runs the queued version checks on every CPU (decoding and
@@ -281,10 +289,11 @@ func (v *verifier) runChecks() {
 	}
 	wg.Wait()
 	for i, err := range errs {
+		j := jobs[i]
 		if err == nil {
+			v.in.Proofs.pass(j.proof, j.proofOK)
 			continue
 		}
-		j := jobs[i]
 		nv, _ := j.e.Item.Int(VersionAttr)
 		if j.prev == nil {
 			v.fail(KindForged, j.key, "forged: version %d (change %s) is not a first version: %v", nv, j.e.Seq, err)

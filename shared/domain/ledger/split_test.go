@@ -22,11 +22,65 @@ func TestMain(m *testing.M) {
 	if err == nil {
 		ledger.SplitEveryVerify(n)
 	}
+	proofs := os.Getenv(proofsEnv) != ""
+	if proofs {
+		ledger.ProofEveryVerify()
+	}
 	code := m.Run()
 	if err == nil {
 		fmt.Printf("%s %d\n", splitRunsLine, ledger.SplitRuns())
 	}
+	if proofs {
+		runs, reused, mismatched, first := ledger.ProofRuns()
+		fmt.Printf("%s %d %d %d\n%s\n", proofRunsLine, runs, reused, mismatched, first)
+	}
 	os.Exit(code)
+}
+
+// proofsEnv, set, makes every Verify of this package's tests run again
+// with the proofs of a run over the first half of its segments and with
+// those of a whole run (ledger.ProofEveryVerify).
+const proofsEnv = "DLQQ_LEDGER_TEST_PROOFS"
+
+// proofRunsLine opens the line that counts the runs with proofs.
+const proofRunsLine = "runs with proofs (runs, reused, mismatched):"
+
+// Every test of this package again, with every Verify made again from the
+// proofs of an earlier run (over the first half of its segments, and over
+// all): skipping the checks an earlier run passed finds what the whole
+// run finds, problem for problem, note for note.
+func TestEveryTestAgainWithProofs(t *testing.T) {
+	if os.Getenv(proofsEnv) != "" || os.Getenv(splitEnv) != "" {
+		return // this is such a run
+	}
+	t.Parallel()
+	// Three tests count the checks made: a run with proofs makes fewer, as
+	// it should.
+	skip := "^TestEveryTestAgain|^TestCheckAllSeesEveryKeysVersions$|^TestVerifyCallsCheckVersionOnEveryVersion$|^TestProofsSkipOnlyWhatPassedUnderTheirScope$"
+	cmd := exec.Command(os.Args[0], "-test.run", "^Test", "-test.skip", skip, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), proofsEnv+"=1", "TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("with proofs: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "--- PASS: TestVerify"); n < 10 {
+		t.Fatalf("with proofs: %d tests of Verify passed, want at least 10:\n%s", n, out)
+	}
+	i := strings.LastIndex(string(out), proofRunsLine)
+	if i < 0 {
+		t.Fatalf("with proofs: no %q line:\n%s", proofRunsLine, out)
+	}
+	var runs, reused, mismatched int
+	if _, err := fmt.Sscanf(string(out[i+len(proofRunsLine):]), "%d %d %d", &runs, &reused, &mismatched); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d runs with proofs, %d of them skipped checks", runs, reused)
+	switch {
+	case mismatched > 0:
+		t.Fatalf("%d of %d runs with proofs found something else; the first:\n%s", mismatched, runs, out[i:])
+	case runs < 50 || reused < runs/2:
+		t.Fatalf("%d runs with proofs, %d skipped checks: want every Verify's (at least 50), most with checks to skip", runs, reused)
+	}
 }
 
 // splitRunsLine opens the line that says how many runs were split.
@@ -37,11 +91,11 @@ const splitRunsLine = "partitioned runs:"
 // in 3 partitions through its spill files: a partitioned run finds what
 // one run in memory finds, problem for problem.
 func TestEveryTestAgainPartitioned(t *testing.T) {
-	if os.Getenv(splitEnv) != "" {
-		return // this is the partitioned run
+	if os.Getenv(splitEnv) != "" || os.Getenv(proofsEnv) != "" {
+		return // this is such a run
 	}
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run", "^Test", "-test.skip", "^TestEveryTestAgainPartitioned$", "-test.count=1", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^Test", "-test.skip", "^TestEveryTestAgain", "-test.count=1", "-test.v")
 	tmp := t.TempDir()
 	cmd.Env = append(os.Environ(), splitEnv+"=3", "TMPDIR="+tmp)
 	out, err := cmd.CombinedOutput()

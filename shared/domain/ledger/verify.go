@@ -121,6 +121,11 @@ type Input struct {
 	// partitioned run can make (verify_across.go); it stands for CheckAll,
 	// which must then be nil.
 	Across *Across
+	// Proofs, when set, are the version and writer checks an earlier run
+	// passed (proofs.go): those are not made again, and the checks this
+	// run passes are added. They must come from where no writer of the
+	// table or the ledger can write (dlqctl's signed checkpoint).
+	Proofs *Proofs
 
 	// What follows bounds Verify's memory (verify_partition.go).
 
@@ -248,6 +253,9 @@ func VerifyErr(in Input) (Result, error) {
 	case in.Partitions > 1 && in.ReadSegment == nil:
 		in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments) // partitions spill what they read
 		in.Segments = nil
+	}
+	if proofsForTests && in.Proofs == nil {
+		return in.againWithProofs()
 	}
 	v := &verifier{in: in}
 	res, err := v.run()

@@ -1,0 +1,138 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Proofs are the checks of single versions an earlier run passed
+// (Input.Proofs): Input.CheckVersion and Input.CheckWriter of a version
+// and the one before it. Each is a pure function of the two versions'
+// bytes and of the checker (its code and its keys: the scope), and a
+// ledgered version never changes, so a check that passed once passes
+// again: a run given the proofs of an earlier one skips those checks
+// (the re-seal and decode of every record version, a KMS VerifyMac for
+// every writer proof) and finds the same. A proof is the SHA-256 of the
+// scope, the check's kind and both versions' canonical bytes; a check
+// that failed, or that could not be made (ErrWriterUnverified, KMS
+// unreachable), is never one, so it is made again on every run.
+//
+// Whoever keeps the proofs between runs must keep them where no one who
+// can write the table or the ledger can write them: a proof that was
+// never earned lets a forged version pass. dlqctl keeps them in its
+// checkpoint, under an HMAC whose key only the auditor holds.
+type Proofs struct {
+	scope string
+	known map[ProofKey]struct{}
+	mu    sync.Mutex
+	// passed are the proofs this run met: known ones found again and
+	// checks that passed.
+	passed map[ProofKey]struct{}
+	reused atomic.Int64
+}
+
+// ProofKey is one proof: a SHA-256.
+type ProofKey [sha256.Size]byte
+
+// NewProofs returns the proofs known for checks of scope (an earlier
+// run's Proven; nil: none).
+func NewProofs(scope string, known []ProofKey) *Proofs {
+	p := &Proofs{scope: scope, known: make(map[ProofKey]struct{}, len(known)), passed: map[ProofKey]struct{}{}}
+	for _, k := range known {
+		p.known[k] = struct{}{}
+	}
+	return p
+}
+
+// Proven returns the proofs of the checks this run passed or found
+// passed before, sorted: what the next run starts from. A proof of a
+// version no longer on the ledger is dropped.
+func (p *Proofs) Proven() []ProofKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ProofKey, 0, len(p.passed))
+	for k := range p.passed {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b ProofKey) int { return bytes.Compare(a[:], b[:]) })
+	return out
+}
+
+// Reused counts the checks this run skipped because an earlier run
+// passed them.
+func (p *Proofs) Reused() int64 { return p.reused.Load() }
+
+// The kinds of check a proof is of.
+const (
+	proofVersion byte = 'v' // Input.CheckVersion
+	proofWriter  byte = 'w' // Input.CheckWriter
+)
+
+// key is the proof of a check of kind of next after prev (nil: next is a
+// first version); ok is false when either's canonical bytes are unknown.
+func (p *Proofs) key(kind byte, prev Item, prevCanon []byte, next Item, nextCanon []byte) (ProofKey, bool) {
+	if p == nil || next == nil || nextCanon == nil || (prev != nil && prevCanon == nil) {
+		return ProofKey{}, false
+	}
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	h.Write([]byte("dlqq-proof-1"))
+	h.Write([]byte{kind})
+	field([]byte(p.scope))
+	if prev == nil {
+		h.Write([]byte{0})
+	} else {
+		h.Write([]byte{1})
+		field(prevCanon)
+	}
+	field(nextCanon)
+	var k ProofKey
+	h.Sum(k[:0])
+	return k, true
+}
+
+// has reports whether an earlier run passed the check k (and keeps it
+// for the next).
+func (p *Proofs) has(k ProofKey, ok bool) bool {
+	if p == nil || !ok {
+		return false
+	}
+	if _, known := p.known[k]; !known {
+		return false
+	}
+	p.reused.Add(1)
+	p.pass(k, true)
+	return true
+}
+
+// pass records a check that passed.
+func (p *Proofs) pass(k ProofKey, ok bool) {
+	if p == nil || !ok {
+		return
+	}
+	p.mu.Lock()
+	p.passed[k] = struct{}{}
+	p.mu.Unlock()
+}
+
+// canonicalOrNil is an item's canonical bytes (nil: none, or not
+// canonical).
+func canonicalOrNil(it Item) []byte {
+	if it == nil {
+		return nil
+	}
+	c, err := it.Canonical()
+	if err != nil {
+		return nil
+	}
+	return c
+}
