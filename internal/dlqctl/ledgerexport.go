@@ -72,7 +72,18 @@ func (a *App) ledgerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return a.LedgerExport(cmd.Context(), args[0]) },
 	}
 	a.keyFingerprintFlag(export)
-	c.AddCommand(export)
+	key := &cobra.Command{
+		Use: "checkpoint-key FILE", Short: "Write a new key for verify --checkpoint's HMAC to FILE (which must not exist), readable by its owner alone",
+		Args: oneArg("the file to write the key to"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := WriteCheckpointKey(args[0]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.Out, "wrote a checkpoint key to %s: keep it where no role of the stack can read it\n", args[0])
+			return err
+		},
+	}
+	c.AddCommand(export, key)
 	return c
 }
 
@@ -127,7 +138,7 @@ func (a *App) LedgerExport(ctx context.Context, dir string) (err error) {
 	// Segments and records go straight to their files, so that the export
 	// holds no more of them in memory than verify does.
 	var mu sync.Mutex
-	digests, baselines, versions, err := a.readLedger(ctx, func(key string, b []byte) error {
+	digests, baselines, versions, err := a.readLedger(ctx, nil, func(key string, b []byte, _ string) error {
 		versions := 0
 		if s, err := ledger.ParseSegment(b); err == nil {
 			versions = len(s.Entries)

@@ -55,6 +55,9 @@ type LedgerReport struct {
 	// Partitions is how many partitions the records were checked in, one
 	// after the other, to bound verify's memory (ledger.PartitionsFor).
 	Partitions int `json:"partitions"`
+	// Checkpoint is what verify --checkpoint read from its checkpoint and
+	// kept (nil: none given).
+	Checkpoint *CheckpointReport `json:"checkpoint,omitempty"`
 
 	newestAge, oldestUnanchored time.Duration
 }
@@ -104,7 +107,11 @@ func (a *App) publicKey(ctx context.Context) ([]byte, string, error) {
 // GetObject, not from this read (ledger.Input.Versions names both). Each
 // segment goes to segment (called from several goroutines at once), not
 // into memory.
-func (a *App) readLedger(ctx context.Context, segment func(key string, b []byte) error) (digests, baselines map[string][]byte, versions []ledger.ObjectVersion, err error) {
+//
+// With a checkpoint (cp, nil: none), an object whose first version the
+// checkpoint holds is read from it, and every other object is copied into
+// it as it is read; segment is then given the copy's path.
+func (a *App) readLedger(ctx context.Context, cp *checkpoint, segment func(key string, b []byte, path string) error) (digests, baselines map[string][]byte, versions []ledger.ObjectVersion, err error) {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -114,13 +121,13 @@ func (a *App) readLedger(ctx context.Context, segment func(key string, b []byte)
 		return nil, nil, nil, fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
 	}
 	first := ledger.FirstVersions(versions)
-	if digests, err = readAll(ctx, objs, first, ledger.DigestPrefix); err != nil {
+	if digests, err = readAll(ctx, objs, cp, first, ledger.DigestPrefix); err != nil {
 		return nil, nil, nil, err
 	}
-	if err = readEach(ctx, objs, first, ledger.SegmentPrefix, segment); err != nil {
+	if err = readEach(ctx, objs, cp, first, ledger.SegmentPrefix, segment); err != nil {
 		return nil, nil, nil, err
 	}
-	if baselines, err = readAll(ctx, objs, first, ledger.BaselinePrefix); err != nil {
+	if baselines, err = readAll(ctx, objs, cp, first, ledger.BaselinePrefix); err != nil {
 		return nil, nil, nil, err
 	}
 	return digests, baselines, versions, nil
@@ -131,10 +138,10 @@ func (a *App) readLedger(ctx context.Context, segment func(key string, b []byte)
 const ledgerPrefix = "ledger/"
 
 // readAll reads the first version of every key under prefix.
-func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]ledger.ObjectVersion, prefix string) (map[string][]byte, error) {
+func readAll(ctx context.Context, objs s3store.ObjectVersions, cp *checkpoint, first map[string]ledger.ObjectVersion, prefix string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	var mu sync.Mutex
-	err := readEach(ctx, objs, first, prefix, func(key string, b []byte) error {
+	err := readEach(ctx, objs, cp, first, prefix, func(key string, b []byte, _ string) error {
 		mu.Lock()
 		out[key] = b
 		mu.Unlock()
@@ -147,8 +154,9 @@ func readAll(ctx context.Context, objs s3store.ObjectVersions, first map[string]
 }
 
 // readEach reads the first version of every key under prefix and passes
-// it to put, LedgerReadConcurrency at once.
-func readEach(ctx context.Context, objs s3store.ObjectVersions, first map[string]ledger.ObjectVersion, prefix string, put func(key string, b []byte) error) error {
+// it to put (with its copy's path in the checkpoint cp, when given),
+// LedgerReadConcurrency at once.
+func readEach(ctx context.Context, objs s3store.ObjectVersions, cp *checkpoint, first map[string]ledger.ObjectVersion, prefix string, put func(key string, b []byte, path string) error) error {
 	var keys []string
 	for k := range first {
 		if strings.HasPrefix(k, prefix) {
@@ -166,12 +174,7 @@ func readEach(ctx context.Context, objs s3store.ObjectVersions, first map[string
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				b, err := objs.Get(ctx, k, first[k].VersionID)
-				if err != nil {
-					err = fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
-				} else if err = put(k, b); err != nil {
-					err = fmt.Errorf("ledger object %s: %w", k, err)
-				}
+				err := readOne(ctx, objs, cp, k, first[k].VersionID, put)
 				mu.Lock()
 				if err != nil && failed == nil {
 					failed = err
@@ -193,6 +196,27 @@ func readEach(ctx context.Context, objs s3store.ObjectVersions, first map[string
 		return failed
 	}
 	return ctx.Err()
+}
+
+// readOne reads the first version of key (from the checkpoint cp when it
+// has it, else from the bucket, copied into cp) and passes it to put.
+func readOne(ctx context.Context, objs s3store.ObjectVersions, cp *checkpoint, key, versionID string, put func(key string, b []byte, path string) error) error {
+	b, path, ok := cp.get(key, versionID)
+	if !ok {
+		var err error
+		if b, err = objs.Get(ctx, key, versionID); err != nil {
+			return fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
+		}
+		if cp != nil {
+			if path, err = cp.put(key, versionID, b); err != nil {
+				return err
+			}
+		}
+	}
+	if err := put(key, b, path); err != nil {
+		return fmt.Errorf("ledger object %s: %w", key, err)
+	}
+	return nil
 }
 
 // addLedger runs the ledger's verification on in and merges it into res.

@@ -3,6 +3,7 @@ package dlqctl
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -48,6 +49,10 @@ type VerifyOptions struct {
 	// SigningKeyARN (offline) is the signing key's ARN, which every
 	// digest's key_id must name. Online it is the configured key's.
 	SigningKeyARN string
+	// Checkpoint (online) is a directory verify reads the ledger from
+	// where it can and leaves a checkpoint in, under an HMAC with the key
+	// in the file CheckpointKey (checkpoint.go).
+	Checkpoint, CheckpointKey string
 }
 
 // maxDigestAge is o.MaxDigestAge as ledger.Input takes it (negative:
@@ -146,6 +151,8 @@ func (a *App) verifyCmd() *cobra.Command {
 	f.StringVar(&o.AsOf, "as-of", "", "with --offline: judge the copy as of this time (RFC 3339, when it was exported): its newest signed digest must be fresh then (default: now)")
 	f.StringVar(&o.ReadStart, "read-start", "", "with --offline: when the export's ledger read began (RFC 3339, as ledger export printed it): the grace runs back from it (default: --as-of, else now)")
 	f.StringVar(&o.SigningKeyARN, "signing-key-arn", "", "with --offline: the signing key's ARN, which every digest's key_id must name (default: not checked)")
+	f.StringVar(&o.Checkpoint, "checkpoint", "", "a directory of the auditor's: read the ledger objects an earlier verify copied there instead of the bucket, skip the checks it passed, and leave a new checkpoint (needs --checkpoint-key)")
+	f.StringVar(&o.CheckpointKey, "checkpoint-key", "", "with --checkpoint: the file holding the key of the checkpoint's HMAC (dlqctl ledger checkpoint-key FILE makes one), which no role of the stack can read")
 	a.keyFingerprintFlag(c)
 	return c
 }
@@ -170,6 +177,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case (o.Checkpoint == "") != (o.CheckpointKey == ""):
+		return &UsageError{errors.New("--checkpoint and --checkpoint-key go together")}
+	case o.Checkpoint != "" && (o.Offline != "" || o.PublicKey != "" || o.NoLedger):
+		return &UsageError{errors.New("--checkpoint is for verify online, with the ledger")}
+	}
 	if o.Offline != "" || o.PublicKey != "" {
 		return a.verifyOffline(ctx, o, ev)
 	}
@@ -185,6 +198,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return err
 	}
 	var before map[string]string
+	var cp *checkpoint
 	_, _, payloads, err := a.store(ctx)
 	if err != nil {
 		return err
@@ -225,12 +239,19 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if in.CheckWriter, _, err = a.writerCheck(ctx, c); err != nil { // writers.go
 			return err
 		}
+		if o.Checkpoint != "" {
+			if cp, err = a.openCheckpoint(o); err != nil {
+				return err
+			}
+			defer cp.close()
+			in.Proofs = cp.proofs
+		}
 		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
 		if before, err = a.countCheckpoints(ctx); err != nil {
 			return err
 		}
 		in.ReadStart = a.Now()
-		if in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx, segs.put); err != nil {
+		if in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx, cp, segs.put); err != nil {
 			return err
 		}
 		in.SegmentKeys, in.ReadSegment = segs.keys(), segs.read
@@ -285,6 +306,12 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	ev.counters, ev.tableItems = countersRead(before, after, table.others), table.others
 	if err := rc.res.addLedger(in, "signing key "+a.SigningKey+" (GetPublicKey)"); err != nil {
 		return err
+	}
+	if cp != nil {
+		if err := cp.commit(a.Now()); err != nil {
+			return fmt.Errorf("the checkpoint was not written (this verify's result stands): %w", err)
+		}
+		rc.res.addCheckpoint(cp)
 	}
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go

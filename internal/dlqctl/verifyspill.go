@@ -29,6 +29,9 @@ type segmentFiles struct {
 	mu    sync.Mutex
 	path  map[string]string
 	bytes int64
+	// sha is the SHA-256 of the segments read from a checkpoint's copy,
+	// which must still hash so when verify reads it.
+	sha map[string]string
 }
 
 func newSegmentFiles(dir string) (*segmentFiles, error) {
@@ -36,22 +39,33 @@ func newSegmentFiles(dir string) (*segmentFiles, error) {
 	if err := os.Mkdir(d, 0o700); err != nil {
 		return nil, err
 	}
-	return &segmentFiles{dir: d, path: map[string]string{}}, nil
+	return &segmentFiles{dir: d, path: map[string]string{}, sha: map[string]string{}}, nil
 }
 
 // put writes a segment's bytes (goroutine-safe). The file is named by a
 // number, never by the object's key, which whoever can write the bucket
 // chooses.
-func (s *segmentFiles) put(key string, b []byte) error {
+// A segment already in a file (a checkpoint's copy: path) is read from
+// it.
+func (s *segmentFiles) put(key string, b []byte, path string) error {
 	s.mu.Lock()
 	if _, dup := s.path[key]; dup {
 		s.mu.Unlock()
 		return fmt.Errorf("segment %s read twice", key)
 	}
-	p := filepath.Join(s.dir, fmt.Sprintf("%08d", len(s.path)))
+	p := path
+	if p == "" {
+		p = filepath.Join(s.dir, fmt.Sprintf("%08d", len(s.path)))
+	}
 	s.path[key] = p
 	s.bytes += int64(len(b))
+	if path != "" {
+		s.sha[key] = ledger.SHA256Hex(b)
+	}
 	s.mu.Unlock()
+	if path != "" {
+		return nil
+	}
 	return os.WriteFile(p, b, 0o600)
 }
 
@@ -62,11 +76,16 @@ func (s *segmentFiles) keys() []string { return slices.Sorted(maps.Keys(s.path))
 func (s *segmentFiles) read(key string) ([]byte, error) {
 	s.mu.Lock()
 	p, ok := s.path[key]
+	sha := s.sha[key]
 	s.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("no segment %s", key)
 	}
-	return os.ReadFile(p)
+	b, err := os.ReadFile(p)
+	if err == nil && sha != "" && ledger.SHA256Hex(b) != sha {
+		return nil, fmt.Errorf("segment %s: its copy %s changed while verify ran", key, p)
+	}
+	return b, err
 }
 
 // tableFile is the table's items as verify keeps them: the ledgered ones

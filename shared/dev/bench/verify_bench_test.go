@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -123,6 +124,27 @@ func BenchmarkVerify(b *testing.B) {
 		if !strings.HasPrefix(out, want) {
 			b.Fatalf("verify:\n%s", firstN(out, 2000))
 		}
+		// A daily verify from its checkpoint: the run that leaves it, then
+		// one from it, nothing changed since (verify --checkpoint).
+		cpDir, cpKey := filepath.Join(b.TempDir(), "checkpoint"), filepath.Join(b.TempDir(), "key")
+		if err := dlqctl.WriteCheckpointKey(cpKey); err != nil {
+			b.Fatal(err)
+		}
+		cpOut, cpFirst := run("verify", "--checkpoint", cpDir, "--checkpoint-key", cpKey)
+		againOut, cpAgain := run("verify", "--checkpoint", cpDir, "--checkpoint-key", cpKey)
+		for _, o := range []string{cpOut, againOut} {
+			if !strings.HasPrefix(o, want) {
+				b.Fatalf("verify --checkpoint:\n%s", firstN(o, 2000))
+			}
+		}
+		m := regexp.MustCompile(`: (\d+) of (\d+) ledger objects read from it, (\d+) from the bucket; (\d+) version and writer checks skipped`).FindStringSubmatch(againOut)
+		if m == nil || m[1] != m[2] || m[3] != "0" || m[4] != strconv.Itoa(n*verifyVersions) {
+			b.Fatalf("verify from the checkpoint: %q\n%s", m, firstN(againOut, 4000))
+		}
+		b.ReportMetric(cpFirst.Seconds(), "checkpoint-first-s")
+		b.ReportMetric(cpAgain.Seconds(), "checkpoint-again-s")
+		b.ReportMetric(cpAgain.Seconds()/online.Seconds(), "again/online")
+		b.Logf("%d records: verify leaving a checkpoint %s, again from it (nothing changed, %s of %s objects from it) %s", n, cpFirst.Round(time.Millisecond), m[1], m[2], cpAgain.Round(time.Millisecond))
 		_, export := run("ledger", "export", dir)
 		off, offline := run("verify", "--offline", dir, "--public-key", filepath.Join(dir, dlqctl.ExportPublicKey))
 		if !strings.HasPrefix(off, want) {
@@ -358,7 +380,9 @@ func buildSegments(b *testing.B, entries [][]dl.Entry) (map[string][]byte, []dl.
 // in memory, as before ("in-memory"), for the ratio. Each reports
 // versions verified per second and the Go heap Verify held above its
 // input (heappeak): the objects (garbage included, at this process's GOGC)
-// and the live heap, in total and per version.
+// and the live heap, in total and per version. "streamed-from-proofs" is
+// the streamed run again from the proofs of an earlier one (a daily
+// verify from its checkpoint, nothing changed since).
 func BenchmarkVerifyVersions(b *testing.B) {
 	versions := 300000
 	if s := os.Getenv("DLQQ_VERIFY_BENCH_VERSIONS"); s != "" {
@@ -401,11 +425,24 @@ func BenchmarkVerifyVersions(b *testing.B) {
 			b.ReportMetric(float64(in.Partitions), "partitions")
 		}
 	}
-	b.Run("streamed", func(b *testing.B) {
-		in := base
-		in.SegmentKeys, in.ReadSegment, in.ScanItems = files.segments, files.readSegment, files.scanItems
-		in.Partitions, in.SpillDir = dl.PartitionsFor(files.segmentBytes+files.itemBytes, 0), dir
+	streamed := base
+	streamed.SegmentKeys, streamed.ReadSegment, streamed.ScanItems = files.segments, files.readSegment, files.scanItems
+	streamed.Partitions, streamed.SpillDir = dl.PartitionsFor(files.segmentBytes+files.itemBytes, 0), dir
+	b.Run("streamed", func(b *testing.B) { run(b, streamed) })
+	// A daily verify from its checkpoint where nothing changed: every
+	// check but those an earlier run passed (dl.Proofs: each version's
+	// decode and re-seal), as dlqctl verify --checkpoint runs it. The run
+	// that collects the proofs is not timed.
+	b.Run("streamed-from-proofs", func(b *testing.B) {
+		first := streamed
+		first.Proofs = dl.NewProofs("bench", nil)
+		if res, err := dl.VerifyErr(first); err != nil || !res.OK() {
+			b.Fatalf("%v %v", err, firstProblems(res.Problems))
+		}
+		in := streamed
+		in.Proofs = dl.NewProofs("bench", first.Proofs.Proven())
 		run(b, in)
+		b.ReportMetric(float64(in.Proofs.Reused())/float64(b.N), "checks-skipped")
 	})
 	if versions > 300000 {
 		return // in memory, it would hold about 36 KiB a version

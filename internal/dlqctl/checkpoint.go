@@ -1,0 +1,446 @@
+package dlqctl
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
+)
+
+// A verify checkpoint (verify --checkpoint DIR --checkpoint-key FILE) is
+// what one verify leaves for the next, so that a daily verify reads only
+// what changed: a copy of every ledger object it read (the first version
+// of each key, by its S3 version id) and the proofs of the version and
+// writer checks it passed (ledger.Proofs). The next verify lists the
+// bucket whole, as always; it reads from the bucket only the objects the
+// checkpoint lacks (a version id that S3 gave once names the same bytes
+// for ever) and skips the checks an earlier run passed (the re-seal of
+// every record version, a KMS VerifyMac for every writer proof). Every
+// other check runs as without a checkpoint, over the whole ledger and the
+// whole table, and finds the same (ledger.TestEveryTestAgainWithProofs).
+//
+// The checkpoint is the auditor's, not the stack's: DIR/checkpoint holds
+// its manifest (each object's key, version id, SHA-256 and file; the
+// proofs file's SHA-256; the scope its proofs hold for) under an
+// HMAC-SHA256 whose key is the file --checkpoint-key names, which no role
+// of the stack can read. A manifest that does not verify under the key
+// stops verify; a copied object whose bytes do not hash as the manifest
+// says is read from the bucket again; proofs made by another build of
+// dlqctl or for other writer keys (another scope) are not used.
+
+// checkpointFormat names the manifest's format.
+const checkpointFormat = "dlqq-verify-checkpoint-1"
+
+// checkpointBody is the manifest.
+type checkpointBody struct {
+	Format string `json:"format"`
+	Bucket string `json:"bucket"`
+	At     string `json:"at"`
+	// Scope is the checks' scope the proofs hold for (proofScope).
+	Scope   string                      `json:"scope"`
+	Objects map[string]checkpointObject `json:"objects"`
+	Proofs  checkpointFile              `json:"proofs"`
+}
+
+// checkpointObject is a ledger object's copy: the first version of its
+// key, by version id.
+type checkpointObject struct {
+	VersionID string `json:"version_id"`
+	SHA256    string `json:"sha256"`
+	File      string `json:"file"`
+}
+
+// checkpointFile is the proofs' file: ProofKeys, one after the other.
+type checkpointFile struct {
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	Count  int    `json:"count"`
+}
+
+// checkpointFiles are the only names a manifest may give its files.
+var (
+	checkpointObjectName = regexp.MustCompile(`^objects/[0-9]{8}$`)
+	checkpointProofsName = regexp.MustCompile(`^proofs-[0-9]{8}\.bin$`)
+)
+
+// checkpoint is an open checkpoint directory: the manifest it had, and
+// the one this run writes.
+type checkpoint struct {
+	dir  string
+	key  []byte
+	prev checkpointBody
+	mu   sync.Mutex
+	next checkpointBody
+	// number is the next file's number.
+	number int
+	// reused and read count the ledger objects taken from the checkpoint
+	// and read from the bucket; damaged, the copies that did not hash as
+	// the manifest says.
+	reused, read, damaged int
+	proofs                *ledger.Proofs
+	notes                 []string
+}
+
+// CheckpointReport is what verify --checkpoint says of its checkpoint.
+type CheckpointReport struct {
+	Dir string `json:"dir"`
+	// ObjectsReused ledger objects were read from the checkpoint,
+	// ObjectsRead from the bucket.
+	ObjectsReused int `json:"objects_reused"`
+	ObjectsRead   int `json:"objects_read"`
+	// ChecksSkipped version and writer checks were passed by an earlier
+	// run; Proofs are those the checkpoint now holds.
+	ChecksSkipped int64 `json:"checks_skipped"`
+	Proofs        int   `json:"proofs"`
+}
+
+// readCheckpointKey reads the checkpoint key: hex, at least 32 bytes,
+// in a file only its owner can read.
+func readCheckpointKey(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, &UsageError{fmt.Errorf("--checkpoint-key: %w (dlqctl ledger checkpoint-key FILE makes one)", err)}
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, &UsageError{fmt.Errorf("--checkpoint-key %s: readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil || len(key) < 32 {
+		return nil, &UsageError{fmt.Errorf("--checkpoint-key %s: not a key (64 or more hex digits, as dlqctl ledger checkpoint-key writes)", path)}
+	}
+	return key, nil
+}
+
+// WriteCheckpointKey writes a new checkpoint key (32 random bytes, hex)
+// to path, which must not exist, readable by its owner alone.
+func WriteCheckpointKey(path string) error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, hex.EncodeToString(key)); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// openCheckpoint locks dir (made when absent), checks its manifest under
+// the key in keyFile, and removes what an unfinished run left. Proofs
+// are used when the manifest's scope is scope.
+func openCheckpoint(dir, keyFile, bucket, scope string) (*checkpoint, error) {
+	key, err := readCheckpointKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	lock := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s is in use by another verify (or by one that was killed: then remove %s): %w", dir, lock, err)
+	}
+	_ = f.Close()
+	cp := &checkpoint{dir: dir, key: key}
+	cp.next = checkpointBody{Format: checkpointFormat, Bucket: bucket, Scope: scope, Objects: map[string]checkpointObject{}}
+	if err := cp.load(bucket); err != nil {
+		cp.close()
+		return nil, err
+	}
+	var known []ledger.ProofKey
+	switch {
+	case cp.prev.Format == "":
+	case cp.prev.Scope != scope:
+		cp.notes = append(cp.notes, "checkpoint: its proofs were made by another build of dlqctl or for other writer keys: every version is checked again")
+	default:
+		if known, err = cp.loadProofs(); err != nil {
+			cp.close()
+			return nil, err
+		}
+	}
+	cp.proofs = ledger.NewProofs(scope, known)
+	if err := cp.removeUnlisted(); err != nil {
+		cp.close()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// close unlocks the checkpoint.
+func (cp *checkpoint) close() { _ = os.Remove(filepath.Join(cp.dir, "lock")) }
+
+// mac is the manifest's HMAC.
+func (cp *checkpoint) mac(body []byte) []byte {
+	m := hmac.New(sha256.New, cp.key)
+	m.Write([]byte(checkpointFormat + "\n"))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// load reads and checks the manifest (none: a first run).
+func (cp *checkpoint) load(bucket string) error {
+	raw, err := os.ReadFile(filepath.Join(cp.dir, "checkpoint"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+	}
+	refused := func(why string) error {
+		return fmt.Errorf("checkpoint %s refused: %s; if the key is right, the checkpoint was changed: remove the directory to start again (the next verify reads the whole ledger)", cp.dir, why)
+	}
+	macHex, body, ok := bytes.Cut(raw, []byte("\n"))
+	mac, err := hex.DecodeString(string(macHex))
+	switch {
+	case !ok || err != nil:
+		return refused("no MAC on its first line")
+	case !hmac.Equal(mac, cp.mac(body)):
+		return refused("its MAC does not verify under --checkpoint-key")
+	}
+	var b checkpointBody
+	if err := json.Unmarshal(body, &b); err != nil || b.Format != checkpointFormat {
+		return refused("not a checkpoint of this format")
+	}
+	if b.Bucket != bucket {
+		return &UsageError{fmt.Errorf("checkpoint %s is of ledger bucket %s, not %s: give each bucket a checkpoint of its own", cp.dir, b.Bucket, bucket)}
+	}
+	for key, o := range b.Objects {
+		if !checkpointObjectName.MatchString(o.File) || !strings.HasPrefix(key, ledgerPrefix) {
+			return refused("object " + key + " in file " + o.File)
+		}
+		cp.number = max(cp.number, fileNumber(o.File)+1)
+	}
+	if b.Proofs.File != "" {
+		if !checkpointProofsName.MatchString(b.Proofs.File) {
+			return refused("proofs in file " + b.Proofs.File)
+		}
+		cp.number = max(cp.number, fileNumber(b.Proofs.File)+1)
+	}
+	cp.prev = b
+	return nil
+}
+
+// fileNumber is the number in a checkpoint file's name.
+func fileNumber(name string) int {
+	var n int
+	_, _ = fmt.Sscanf(strings.TrimPrefix(strings.TrimPrefix(name, "objects/"), "proofs-"), "%d", &n)
+	return n
+}
+
+// loadProofs reads the proofs the manifest names.
+func (cp *checkpoint) loadProofs() ([]ledger.ProofKey, error) {
+	p := cp.prev.Proofs
+	if p.File == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(cp.dir, p.File))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: its proofs: %w", cp.dir, err)
+	}
+	if ledger.SHA256Hex(raw) != p.SHA256 || len(raw) != p.Count*len(ledger.ProofKey{}) {
+		return nil, fmt.Errorf("checkpoint %s refused: its proofs file %s is not the one its manifest names: remove the directory to start again", cp.dir, p.File)
+	}
+	known := make([]ledger.ProofKey, p.Count)
+	for i := range known {
+		copy(known[i][:], raw[i*len(ledger.ProofKey{}):])
+	}
+	return known, nil
+}
+
+// removeUnlisted removes the files the manifest does not name: those of
+// a run that ended before it wrote its manifest.
+func (cp *checkpoint) removeUnlisted() error {
+	listed := map[string]bool{cp.prev.Proofs.File: true}
+	for _, o := range cp.prev.Objects {
+		listed[o.File] = true
+	}
+	for _, sub := range []string{"objects", "."} {
+		ents, err := os.ReadDir(filepath.Join(cp.dir, sub))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+		}
+		for _, e := range ents {
+			name := filepath.ToSlash(filepath.Join(sub, e.Name()))
+			stale := sub == "objects" || checkpointProofsName.MatchString(name) || name == "checkpoint.tmp"
+			if stale && !listed[name] {
+				if err := os.Remove(filepath.Join(cp.dir, name)); err != nil {
+					return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// get returns the checkpoint's copy of key's first version, when it has
+// that version (and its file the bytes the manifest says), and the
+// copy's path. A version id of "" or "null" (a bucket without versioning)
+// names no one version: such an object is always read.
+func (cp *checkpoint) get(key, versionID string) (b []byte, path string, ok bool) {
+	if cp == nil || versionID == "" || versionID == "null" {
+		return nil, "", false
+	}
+	o, have := cp.prev.Objects[key]
+	if !have || o.VersionID != versionID {
+		return nil, "", false
+	}
+	path = filepath.Join(cp.dir, o.File)
+	b, err := os.ReadFile(path)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if err != nil || ledger.SHA256Hex(b) != o.SHA256 {
+		cp.damaged++
+		return nil, "", false
+	}
+	cp.reused++
+	cp.next.Objects[key] = o
+	return b, path, true
+}
+
+// put copies an object read from the bucket into the checkpoint, and
+// returns the copy's path.
+func (cp *checkpoint) put(key, versionID string, b []byte) (string, error) {
+	cp.mu.Lock()
+	name := fmt.Sprintf("objects/%08d", cp.number)
+	cp.number++
+	cp.read++
+	cp.mu.Unlock()
+	path := filepath.Join(cp.dir, name)
+	if err := writeNew(path, b); err != nil {
+		return "", fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+	}
+	cp.mu.Lock()
+	cp.next.Objects[key] = checkpointObject{VersionID: versionID, SHA256: ledger.SHA256Hex(b), File: name}
+	cp.mu.Unlock()
+	return path, nil
+}
+
+// writeNew writes a new file, readable by its owner alone, to disk.
+func writeNew(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// commit writes the new manifest with the proofs this run holds, in
+// place of the old one (a rename: a run that stops before it leaves the
+// old one whole), and removes the files only the old one named.
+func (cp *checkpoint) commit(at time.Time) error {
+	proven := cp.proofs.Proven()
+	raw := make([]byte, 0, len(proven)*len(ledger.ProofKey{}))
+	for _, k := range proven {
+		raw = append(raw, k[:]...)
+	}
+	cp.next.At = at.UTC().Format(time.RFC3339Nano)
+	cp.next.Proofs = checkpointFile{File: fmt.Sprintf("proofs-%08d.bin", cp.number), SHA256: ledger.SHA256Hex(raw), Count: len(proven)}
+	cp.number++
+	if err := writeNew(filepath.Join(cp.dir, cp.next.Proofs.File), raw); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+	}
+	body, err := json.Marshal(cp.next)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(cp.dir, "checkpoint.tmp")
+	_ = os.Remove(tmp)
+	out := append([]byte(hex.EncodeToString(cp.mac(body))+"\n"), body...)
+	if err := writeNew(tmp, out); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(cp.dir, "checkpoint")); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+	}
+	if d, err := os.Open(cp.dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	cp.prev = cp.next
+	return cp.removeUnlisted()
+}
+
+// report is what the run did with the checkpoint.
+func (cp *checkpoint) report() *CheckpointReport {
+	return &CheckpointReport{Dir: cp.dir, ObjectsReused: cp.reused, ObjectsRead: cp.read, ChecksSkipped: cp.proofs.Reused(), Proofs: cp.next.Proofs.Count}
+}
+
+// proofScope is the scope of this build's checks with these writer keys
+// (ARN → role): proofs of another build, whose checks may differ, or of
+// other keys, are not used.
+func proofScope(writerKeys map[string]string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	raw, err := os.ReadFile(exe)
+	if err != nil {
+		return "", err
+	}
+	keys, err := json.Marshal(writerKeys) // sorted by ARN
+	if err != nil {
+		return "", err
+	}
+	return ledger.SHA256Hex(append(append([]byte(ledger.SHA256Hex(raw)), 0), keys...)), nil
+}
+
+// openCheckpoint opens o.Checkpoint for this run's ledger bucket and
+// writer keys (after writerCheck).
+func (a *App) openCheckpoint(o VerifyOptions) (*checkpoint, error) {
+	keys := map[string]string{}
+	for i, arn := range a.writerARNs {
+		keys[arn] = fmt.Sprint(writerproof.Roles[i])
+	}
+	scope, err := proofScope(keys)
+	if err != nil {
+		return nil, fmt.Errorf("--checkpoint: the scope of this build's checks: %w", err)
+	}
+	return openCheckpoint(o.Checkpoint, o.CheckpointKey, a.LedgerBucket, scope)
+}
+
+// addCheckpoint says what the run did with its checkpoint (after
+// addLedger).
+func (res *VerifyResult) addCheckpoint(cp *checkpoint) {
+	r := cp.report()
+	if res.Ledger != nil {
+		res.Ledger.Checkpoint = r
+	}
+	res.Notes = append(res.Notes, cp.notes...)
+	if cp.damaged > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: %s in %s did not hash as its manifest says (changed or damaged on disk): read from the bucket again", plural(cp.damaged, "copy", "copies"), cp.dir))
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d version and writer checks skipped (passed in an earlier verify); %d proofs kept",
+		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.Proofs))
+}
