@@ -40,12 +40,14 @@ test-localstack:
 # Three runs of each throughput benchmark (ratios measured in one run),
 # then one run of dlqctl verify on VERIFY_RECORDS records (20,000, so that
 # make bench stays under 20 minutes on a 2-core machine; VERIFY_RECORDS=100000
-# for the figure docs/ledger.md quotes), the seal's cost, the writer
+# for the figure docs/ledger.md quotes), with two more leaving a checkpoint
+# and starting from it (verify --checkpoint), the seal's cost, the writer
 # proof's (with the fake and with the dev kit's KMS), the functions' peak
 # memory and what a million messages cost. VERIFY_VERSIONS is the size of
 # the verification benchmark (BenchmarkVerifyVersions: versions verified
-# per second and the heap held, streamed from files in partitions, and in
-# memory up to 300,000 versions, about 36 KiB each at the default GOGC);
+# per second and the heap held, streamed from files in partitions, again
+# from an earlier run's proofs, and in memory up to 300,000 versions, about
+# 36 KiB each at the default GOGC);
 # VERIFY_VERSIONS=1000000 for the figure docs/ledger.md quotes (about 15
 # minutes more).
 VERIFY_RECORDS ?= 20000

@@ -16,9 +16,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
@@ -93,7 +95,9 @@ type checkpoint struct {
 	// the manifest says.
 	reused, read, damaged int
 	proofs                *ledger.Proofs
-	notes                 []string
+	// stubs are the proofs' archived stubs (s3store.StubProofs).
+	stubs stubProofs
+	notes []string
 }
 
 // CheckpointReport is what verify --checkpoint says of its checkpoint.
@@ -103,10 +107,13 @@ type CheckpointReport struct {
 	// ObjectsRead from the bucket.
 	ObjectsReused int `json:"objects_reused"`
 	ObjectsRead   int `json:"objects_read"`
-	// ChecksSkipped version and writer checks were passed by an earlier
-	// run; Proofs are those the checkpoint now holds.
-	ChecksSkipped int64 `json:"checks_skipped"`
-	Proofs        int   `json:"proofs"`
+	// ChecksSkipped checks were passed by an earlier run (version, writer
+	// proof and archived object checks); of them, ArchivedObjectsSkipped
+	// are archived stubs' objects not read (their key's versions are
+	// listed all the same). Proofs are those the checkpoint now holds.
+	ChecksSkipped          int64 `json:"checks_skipped"`
+	ArchivedObjectsSkipped int64 `json:"archived_objects_skipped"`
+	Proofs                 int   `json:"proofs"`
 }
 
 // readCheckpointKey reads the checkpoint key: hex, at least 32 bytes,
@@ -151,7 +158,7 @@ func WriteCheckpointKey(path string) error {
 // openCheckpoint locks dir (made when absent), checks its manifest under
 // the key in keyFile, and removes what an unfinished run left. Proofs
 // are used when the manifest's scope is scope.
-func openCheckpoint(dir, keyFile, bucket, scope string) (*checkpoint, error) {
+func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time) (*checkpoint, error) {
 	key, err := readCheckpointKey(keyFile)
 	if err != nil {
 		return nil, err
@@ -183,6 +190,7 @@ func openCheckpoint(dir, keyFile, bucket, scope string) (*checkpoint, error) {
 		}
 	}
 	cp.proofs = ledger.NewProofs(scope, known)
+	cp.stubs = stubProofs{p: cp.proofs, now: now, reused: &atomic.Int64{}}
 	if err := cp.removeUnlisted(); err != nil {
 		cp.close()
 		return nil, err
@@ -394,7 +402,8 @@ func (cp *checkpoint) commit(at time.Time) error {
 
 // report is what the run did with the checkpoint.
 func (cp *checkpoint) report() *CheckpointReport {
-	return &CheckpointReport{Dir: cp.dir, ObjectsReused: cp.reused, ObjectsRead: cp.read, ChecksSkipped: cp.proofs.Reused(), Proofs: cp.next.Proofs.Count}
+	return &CheckpointReport{Dir: cp.dir, ObjectsReused: cp.reused, ObjectsRead: cp.read, ChecksSkipped: cp.proofs.Reused(),
+		ArchivedObjectsSkipped: cp.stubs.reused.Load(), Proofs: cp.next.Proofs.Count}
 }
 
 // proofScope is the scope of this build's checks with these writer keys
@@ -427,7 +436,7 @@ func (a *App) openCheckpoint(o VerifyOptions) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--checkpoint: the scope of this build's checks: %w", err)
 	}
-	return openCheckpoint(o.Checkpoint, o.CheckpointKey, a.LedgerBucket, scope)
+	return openCheckpoint(o.Checkpoint, o.CheckpointKey, a.LedgerBucket, scope, a.Now)
 }
 
 // addCheckpoint says what the run did with its checkpoint (after
@@ -441,6 +450,49 @@ func (res *VerifyResult) addCheckpoint(cp *checkpoint) {
 	if cp.damaged > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: %s in %s did not hash as its manifest says (changed or damaged on disk): read from the bucket again", plural(cp.damaged, "copy", "copies"), cp.dir))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d version and writer checks skipped (passed in an earlier verify); %d proofs kept",
-		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.Proofs))
+	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d checks skipped (passed in an earlier verify: versions, writer proofs, %d archived objects not read); %d proofs kept",
+		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.ArchivedObjectsSkipped, r.Proofs))
+}
+
+// stubProofs are the checkpoint's proofs of archived stubs' objects
+// (s3store.StubProofs): each binds the stub as it is (its JSON), the
+// object's bucket and key and its key's first version id. A proof is not
+// used from a day before the stub's retain-until date: once a retention
+// lapses, S3 lets it be changed.
+type stubProofs struct {
+	p   *ledger.Proofs
+	now func() time.Time
+	// reused counts the objects not read.
+	reused *atomic.Int64
+}
+
+// stubProofMargin is how long before the stub's retain-until date its
+// proof stops being used.
+const stubProofMargin = 24 * time.Hour
+
+func (s stubProofs) key(stub *quarantine.Record, versionID string) (ledger.ProofKey, bool) {
+	raw, err := json.Marshal(stub)
+	if err != nil || stub.Archive == nil {
+		return ledger.ProofKey{}, false
+	}
+	a := stub.Archive
+	return s.p.Key("archive-stub", raw, []byte(a.Bucket), []byte(a.Key), []byte(versionID)), true
+}
+
+func (s stubProofs) Known(stub *quarantine.Record, versionID string) bool {
+	if stub.Archive == nil || !s.now().Before(stub.Archive.RetainUntil.Add(-stubProofMargin)) {
+		return false
+	}
+	k, ok := s.key(stub, versionID)
+	if !ok || !s.p.Known(k) {
+		return false
+	}
+	s.reused.Add(1)
+	return true
+}
+
+func (s stubProofs) Passed(stub *quarantine.Record, versionID string) {
+	if k, ok := s.key(stub, versionID); ok {
+		s.p.Passed(k)
+	}
 }

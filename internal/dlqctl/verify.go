@@ -203,8 +203,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	var proven s3store.StubProofs // the checkpoint's, when given
 	rc := &recordCheck{res: newVerifyResult(), ctx: ctx, online: true, verifyStub: func(r *quarantine.Record) ([]archive.Problem, error) {
-		return s3store.VerifyStub(ctx, c.S3, r)
+		return s3store.VerifyStubProven(ctx, c.S3, r, proven)
 	}, payloads: payloads}
 	// The ledger first, then the table: a change between the two reads is
 	// then a table newer than its ledger, never a ledger newer than the
@@ -244,7 +245,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 				return err
 			}
 			defer cp.close()
-			in.Proofs = cp.proofs
+			in.Proofs, proven = cp.proofs, cp.stubs
 		}
 		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
 		if before, err = a.countCheckpoints(ctx); err != nil {

@@ -137,7 +137,7 @@ func BenchmarkVerify(b *testing.B) {
 				b.Fatalf("verify --checkpoint:\n%s", firstN(o, 2000))
 			}
 		}
-		m := regexp.MustCompile(`: (\d+) of (\d+) ledger objects read from it, (\d+) from the bucket; (\d+) version and writer checks skipped`).FindStringSubmatch(againOut)
+		m := regexp.MustCompile(`: (\d+) of (\d+) ledger objects read from it, (\d+) from the bucket; (\d+) checks skipped`).FindStringSubmatch(againOut)
 		if m == nil || m[1] != m[2] || m[3] != "0" || m[4] != strconv.Itoa(n*verifyVersions) {
 			b.Fatalf("verify from the checkpoint: %q\n%s", m, firstN(againOut, 4000))
 		}

@@ -223,12 +223,24 @@ func CheckStub(stub *quarantine.Record) (problems []Problem, ok bool) {
 // archived seal); one version under the key, the one the stub names; the
 // lock (COMPLIANCE, retained until the stub says).
 func CheckObject(stub *quarantine.Record, obj Object) []Problem {
-	var out []Problem
+	out, ok := CheckContent(stub, obj)
+	if !ok {
+		return out
+	}
+	out = append(out, CheckVersions(stub, obj)...)
+	return append(out, CheckRetention(stub, obj)...)
+}
+
+// CheckContent is CheckObject's check of the object's bytes (obj.Raw)
+// against the stub: a pure function of the two. ok is false when the
+// bytes are no archive envelope of it (CheckObject then checks nothing
+// more).
+func CheckContent(stub *quarantine.Record, obj Object) (out []Problem, ok bool) {
 	bad := problemsOf(stub, &out)
 	a := stub.Archive
 	if a == nil {
 		bad("not an archived stub")
-		return out
+		return out, false
 	}
 	if sum := sha256.Sum256(obj.Raw); hex.EncodeToString(sum[:]) != a.SHA256 {
 		bad("object checksum %x differs from the stub's %s", sum, a.SHA256)
@@ -236,7 +248,7 @@ func CheckObject(stub *quarantine.Record, obj Object) []Problem {
 	env, err := Decode(obj.Raw, a.Key)
 	if err != nil {
 		bad("object is not an archive envelope")
-		return out
+		return out, false
 	}
 	rec := env.Record
 	if err := quarantine.Verify(rec); err != nil {
@@ -264,6 +276,18 @@ func CheckObject(stub *quarantine.Record, obj Object) []Problem {
 			bad("%v", err)
 		}
 	}
+	return out, true
+}
+
+// CheckVersions is CheckObject's check of the versions and delete markers
+// under the stub's key (obj.Versions, DeleteMarkers, VersionsErr).
+func CheckVersions(stub *quarantine.Record, obj Object) []Problem {
+	var out []Problem
+	bad := problemsOf(stub, &out)
+	a := stub.Archive
+	if a == nil {
+		return nil // CheckContent names it
+	}
 	// The sweeper writes exactly one version per key, and COMPLIANCE keeps
 	// it: a second version or a delete marker means someone wrote beside
 	// it (the first is the one checked), and a stub that points at another
@@ -289,6 +313,20 @@ func CheckObject(stub *quarantine.Record, obj Object) []Problem {
 	}
 	for _, m := range obj.DeleteMarkers {
 		out = append(out, Problem{ID: stub.DLQID, Kind: KindDeleteMarker, What: fmt.Sprintf("archive object %s: delete marker %s (the first version is the one checked)", key, m)})
+	}
+	return out
+}
+
+// CheckRetention is CheckObject's check of the object's lock (obj.Lock,
+// LockErr): COMPLIANCE, retained at least until the stub says. S3 never
+// shortens a COMPLIANCE retention nor changes its mode, so a version that
+// passed once passes until the stub's retain-until date.
+func CheckRetention(stub *quarantine.Record, obj Object) []Problem {
+	var out []Problem
+	bad := problemsOf(stub, &out)
+	a := stub.Archive
+	if a == nil {
+		return nil // CheckContent names it
 	}
 	switch {
 	case obj.LockErr != "":

@@ -70,6 +70,7 @@ func (p *Proofs) Reused() int64 { return p.reused.Load() }
 const (
 	proofVersion byte = 'v' // Input.CheckVersion
 	proofWriter  byte = 'w' // Input.CheckWriter
+	proofOther   byte = 'x' // Proofs.Key
 )
 
 // key is the proof of a check of kind of next after prev (nil: next is a
@@ -123,6 +124,36 @@ func (p *Proofs) pass(k ProofKey, ok bool) {
 	p.passed[k] = struct{}{}
 	p.mu.Unlock()
 }
+
+// Key is the proof of another check than Verify's own (kind names it, as
+// "archive-stub"), a pure function of parts under the proofs' scope;
+// Known and Passed use it as Verify uses its own.
+func (p *Proofs) Key(kind string, parts ...[]byte) ProofKey {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	h.Write([]byte("dlqq-proof-1"))
+	h.Write([]byte{proofOther})
+	field([]byte(kind))
+	field([]byte(p.scope))
+	for _, part := range parts {
+		field(part)
+	}
+	var k ProofKey
+	h.Sum(k[:0])
+	return k
+}
+
+// Known reports whether an earlier run passed the check k (which this
+// run then keeps).
+func (p *Proofs) Known(k ProofKey) bool { return p.has(k, true) }
+
+// Passed records that this run passed the check k.
+func (p *Proofs) Passed(k ProofKey) { p.pass(k, true) }
 
 // canonicalOrNil is an item's canonical bytes (nil: none, or not
 // canonical).
