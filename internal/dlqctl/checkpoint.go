@@ -9,14 +9,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
+	mathrand "math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
@@ -31,19 +37,26 @@ import (
 // writer checks it passed (ledger.Proofs). The next verify lists the
 // bucket whole, as always; it reads from the bucket only the objects the
 // checkpoint lacks (a version id that S3 gave once names the same bytes
-// for ever) and skips the checks an earlier run passed (the re-seal of
-// every record version, a KMS VerifyMac for every writer proof). Every
-// other check runs as without a checkpoint, over the whole ledger and the
-// whole table, and finds the same (ledger.TestEveryTestAgainWithProofs).
+// for ever), and a few it has, at random (checkpointSample: so that a
+// bucket that can no longer be read, a key disabled, a permission
+// withdrawn, still fails the run), and skips the checks an earlier run
+// passed (the decode and re-seal of every record version, the read of an
+// archived stub's object). Every other check runs as without a
+// checkpoint, over the whole ledger and the whole table, and finds the
+// same (ledger.TestEveryTestAgainWithProofs).
 //
 // The checkpoint is the auditor's, not the stack's: DIR/checkpoint holds
 // its manifest (each object's key, version id, SHA-256 and file; the
 // proofs file's SHA-256; the scope its proofs hold for) under an
 // HMAC-SHA256 whose key is the file --checkpoint-key names, which no role
-// of the stack can read. A manifest that does not verify under the key
+// of the stack can read (and each proof is under that key too:
+// proofScopeUnder). A manifest that does not verify under the key
 // stops verify; a copied object whose bytes do not hash as the manifest
 // says is read from the bucket again; proofs made by another build of
-// dlqctl or for other writer keys (another scope) are not used.
+// dlqctl or for other writer keys (another scope) are not used. Every
+// file of DIR is opened through an os.Root (nothing outside DIR is read,
+// written or removed), must be a regular file, and is read no further
+// than the manifest says it is long.
 
 // checkpointFormat names the manifest's format.
 const checkpointFormat = "dlqq-verify-checkpoint-1"
@@ -64,6 +77,7 @@ type checkpointBody struct {
 type checkpointObject struct {
 	VersionID string `json:"version_id"`
 	SHA256    string `json:"sha256"`
+	Size      int64  `json:"size"`
 	File      string `json:"file"`
 }
 
@@ -84,12 +98,16 @@ var (
 // the one this run writes.
 type checkpoint struct {
 	dir  string
+	root *os.Root
 	key  []byte
 	prev checkpointBody
 	mu   sync.Mutex
 	next checkpointBody
 	// number is the next file's number.
 	number int
+	// sample are the keys read from the bucket although the checkpoint
+	// has them (checkpointSample).
+	sample map[string]bool
 	// reused and read count the ledger objects taken from the checkpoint
 	// and read from the bucket; damaged, the copies that did not hash as
 	// the manifest says.
@@ -100,6 +118,20 @@ type checkpoint struct {
 	notes []string
 }
 
+// checkpointSample is how many of the ledger objects a checkpoint holds
+// each run reads from the bucket all the same, chosen at random (and of
+// archived stubs' proven objects, the first): a copy spares the read, and
+// with it the news that the bucket can no longer be read (its KMS key
+// disabled, a permission withdrawn, the prefix moved to another storage
+// class), which a run without the checkpoint fails on. A read that fails
+// fails the run (a stub's, names the record), as it would. A fault of one
+// object alone shows only when it is the one read.
+const checkpointSample = 1
+
+// checkpointMaxManifest bounds the manifest's size (about 200 bytes an
+// object: 5 million objects, 500 million versions).
+const checkpointMaxManifest = 1 << 30
+
 // CheckpointReport is what verify --checkpoint says of its checkpoint.
 type CheckpointReport struct {
 	Dir string `json:"dir"`
@@ -107,8 +139,8 @@ type CheckpointReport struct {
 	// ObjectsRead from the bucket.
 	ObjectsReused int `json:"objects_reused"`
 	ObjectsRead   int `json:"objects_read"`
-	// ChecksSkipped checks were passed by an earlier run (version, writer
-	// proof and archived object checks); of them, ArchivedObjectsSkipped
+	// ChecksSkipped checks were passed by an earlier run (version and
+	// archived object checks); of them, ArchivedObjectsSkipped
 	// are archived stubs' objects not read (their key's versions are
 	// listed all the same). Proofs are those the checkpoint now holds.
 	ChecksSkipped          int64 `json:"checks_skipped"`
@@ -120,10 +152,12 @@ type CheckpointReport struct {
 // in a file only its owner can read.
 func readCheckpointKey(path string) ([]byte, error) {
 	st, err := os.Stat(path)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, &UsageError{fmt.Errorf("--checkpoint-key: %w (dlqctl ledger checkpoint-key FILE makes one)", err)}
-	}
-	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+	case !st.Mode().IsRegular() || st.Size() > 4096:
+		return nil, &UsageError{fmt.Errorf("--checkpoint-key %s: not a key file", path)}
+	case runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0:
 		return nil, &UsageError{fmt.Errorf("--checkpoint-key %s: readable by others (mode %v): chmod 600 it", path, st.Mode().Perm())}
 	}
 	raw, err := os.ReadFile(path)
@@ -157,49 +191,75 @@ func WriteCheckpointKey(path string) error {
 
 // openCheckpoint locks dir (made when absent), checks its manifest under
 // the key in keyFile, and removes what an unfinished run left. Proofs
-// are used when the manifest's scope is scope.
+// are used when the manifest's scope is scope (under the key: see
+// proofScope).
 func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time) (*checkpoint, error) {
 	key, err := readCheckpointKey(keyFile)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	lock := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s is in use by another verify (or by one that was killed: then remove %s): %w", dir, lock, err)
+		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	cp := &checkpoint{dir: dir, root: root, key: key}
+	f, err := root.OpenFile("lock", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		_ = root.Close()
+		return nil, fmt.Errorf("checkpoint %s is in use by another verify (or by one that was killed: then remove %s): %w", dir, filepath.Join(dir, "lock"), err)
 	}
 	_ = f.Close()
-	cp := &checkpoint{dir: dir, key: key}
-	cp.next = checkpointBody{Format: checkpointFormat, Bucket: bucket, Scope: scope, Objects: map[string]checkpointObject{}}
-	if err := cp.load(bucket); err != nil {
+	fail := func(err error) (*checkpoint, error) {
 		cp.close()
 		return nil, err
+	}
+	switch st, err := root.Lstat("objects"); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := root.Mkdir("objects", 0o700); err != nil {
+			return fail(fmt.Errorf("checkpoint %s: %w", dir, err))
+		}
+	case err != nil:
+		return fail(fmt.Errorf("checkpoint %s: %w", dir, err))
+	case !st.IsDir():
+		return fail(fmt.Errorf("checkpoint %s refused: its objects directory is a %v, not a directory", dir, st.Mode().Type()))
+	}
+	cp.next = checkpointBody{Format: checkpointFormat, Bucket: bucket, Scope: proofScopeUnder(key, scope), Objects: map[string]checkpointObject{}}
+	if err := cp.load(bucket); err != nil {
+		return fail(err)
 	}
 	var known []ledger.ProofKey
 	switch {
 	case cp.prev.Format == "":
-	case cp.prev.Scope != scope:
+	case cp.prev.Scope != cp.next.Scope:
 		cp.notes = append(cp.notes, "checkpoint: its proofs were made by another build of dlqctl or for other writer keys: every version is checked again")
 	default:
 		if known, err = cp.loadProofs(); err != nil {
-			cp.close()
-			return nil, err
+			return fail(err)
 		}
 	}
-	cp.proofs = ledger.NewProofs(scope, known)
-	cp.stubs = stubProofs{p: cp.proofs, now: now, reused: &atomic.Int64{}}
+	cp.proofs = ledger.NewProofs(cp.next.Scope, known)
+	cp.stubs = stubProofs{p: cp.proofs, now: now, reused: &atomic.Int64{}, sampled: &atomic.Bool{}}
+	cp.sample = map[string]bool{}
+	keys := slices.Collect(maps.Keys(cp.prev.Objects))
+	for i := 0; i < len(keys) && len(cp.sample) < checkpointSample; i++ {
+		j := i + mathrand.IntN(len(keys)-i)
+		keys[i], keys[j] = keys[j], keys[i]
+		cp.sample[keys[i]] = true
+	}
 	if err := cp.removeUnlisted(); err != nil {
-		cp.close()
-		return nil, err
+		return fail(err)
 	}
 	return cp, nil
 }
 
 // close unlocks the checkpoint.
-func (cp *checkpoint) close() { _ = os.Remove(filepath.Join(cp.dir, "lock")) }
+func (cp *checkpoint) close() {
+	_ = cp.root.Remove("lock")
+	_ = cp.root.Close()
+}
 
 // mac is the manifest's HMAC.
 func (cp *checkpoint) mac(body []byte) []byte {
@@ -209,17 +269,41 @@ func (cp *checkpoint) mac(body []byte) []byte {
 	return m.Sum(nil)
 }
 
+// readFile reads a file of the checkpoint: a regular file (never a FIFO,
+// a device or a link out of DIR), of at most max bytes.
+func (cp *checkpoint) readFile(name string, max int64) ([]byte, error) {
+	f, err := cp.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is a %v, not a regular file", name, st.Mode().Type())
+	case st.Size() > max:
+		return nil, fmt.Errorf("%s holds %d bytes, more than %d", name, st.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s holds more than %d bytes", name, max)
+	}
+	return b, err
+}
+
 // load reads and checks the manifest (none: a first run).
 func (cp *checkpoint) load(bucket string) error {
-	raw, err := os.ReadFile(filepath.Join(cp.dir, "checkpoint"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := cp.root.Lstat("checkpoint"); errors.Is(err, fs.ErrNotExist) {
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 	}
 	refused := func(why string) error {
 		return fmt.Errorf("checkpoint %s refused: %s; if the key is right, the checkpoint was changed: remove the directory to start again (the next verify reads the whole ledger)", cp.dir, why)
+	}
+	raw, err := cp.readFile("checkpoint", checkpointMaxManifest)
+	if err != nil {
+		return refused(err.Error())
 	}
 	macHex, body, ok := bytes.Cut(raw, []byte("\n"))
 	mac, err := hex.DecodeString(string(macHex))
@@ -237,13 +321,13 @@ func (cp *checkpoint) load(bucket string) error {
 		return &UsageError{fmt.Errorf("checkpoint %s is of ledger bucket %s, not %s: give each bucket a checkpoint of its own", cp.dir, b.Bucket, bucket)}
 	}
 	for key, o := range b.Objects {
-		if !checkpointObjectName.MatchString(o.File) || !strings.HasPrefix(key, ledgerPrefix) {
+		if !checkpointObjectName.MatchString(o.File) || !strings.HasPrefix(key, ledgerPrefix) || o.Size < 0 {
 			return refused("object " + key + " in file " + o.File)
 		}
 		cp.number = max(cp.number, fileNumber(o.File)+1)
 	}
 	if b.Proofs.File != "" {
-		if !checkpointProofsName.MatchString(b.Proofs.File) {
+		if !checkpointProofsName.MatchString(b.Proofs.File) || b.Proofs.Count < 0 {
 			return refused("proofs in file " + b.Proofs.File)
 		}
 		cp.number = max(cp.number, fileNumber(b.Proofs.File)+1)
@@ -265,12 +349,10 @@ func (cp *checkpoint) loadProofs() ([]ledger.ProofKey, error) {
 	if p.File == "" {
 		return nil, nil
 	}
-	raw, err := os.ReadFile(filepath.Join(cp.dir, p.File))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: its proofs: %w", cp.dir, err)
-	}
-	if ledger.SHA256Hex(raw) != p.SHA256 || len(raw) != p.Count*len(ledger.ProofKey{}) {
-		return nil, fmt.Errorf("checkpoint %s refused: its proofs file %s is not the one its manifest names: remove the directory to start again", cp.dir, p.File)
+	size := int64(p.Count) * int64(len(ledger.ProofKey{}))
+	raw, err := cp.readFile(p.File, size)
+	if err != nil || ledger.SHA256Hex(raw) != p.SHA256 || int64(len(raw)) != size {
+		return nil, fmt.Errorf("checkpoint %s refused: its proofs file %s is not the one its manifest names (%v): remove the directory to start again", cp.dir, p.File, err)
 	}
 	known := make([]ledger.ProofKey, p.Count)
 	for i := range known {
@@ -287,15 +369,20 @@ func (cp *checkpoint) removeUnlisted() error {
 		listed[o.File] = true
 	}
 	for _, sub := range []string{"objects", "."} {
-		ents, err := os.ReadDir(filepath.Join(cp.dir, sub))
+		d, err := cp.root.Open(sub)
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+		}
+		ents, err := d.ReadDir(-1)
+		_ = d.Close()
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 		}
 		for _, e := range ents {
-			name := filepath.ToSlash(filepath.Join(sub, e.Name()))
+			name := path.Join(sub, e.Name())
 			stale := sub == "objects" || checkpointProofsName.MatchString(name) || name == "checkpoint.tmp"
 			if stale && !listed[name] {
-				if err := os.Remove(filepath.Join(cp.dir, name)); err != nil {
+				if err := cp.root.Remove(name); err != nil {
 					return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 				}
 			}
@@ -305,19 +392,19 @@ func (cp *checkpoint) removeUnlisted() error {
 }
 
 // get returns the checkpoint's copy of key's first version, when it has
-// that version (and its file the bytes the manifest says), and the
-// copy's path. A version id of "" or "null" (a bucket without versioning)
-// names no one version: such an object is always read.
-func (cp *checkpoint) get(key, versionID string) (b []byte, path string, ok bool) {
-	if cp == nil || versionID == "" || versionID == "null" {
+// that version (and its file the bytes the manifest says) and the key is
+// not one of the run's sample, and the copy's file name. A version id of
+// "" or "null" (a bucket without versioning) names no one version: such
+// an object is always read.
+func (cp *checkpoint) get(key, versionID string) (b []byte, name string, ok bool) {
+	if cp == nil || versionID == "" || versionID == "null" || cp.sample[key] {
 		return nil, "", false
 	}
 	o, have := cp.prev.Objects[key]
 	if !have || o.VersionID != versionID {
 		return nil, "", false
 	}
-	path = filepath.Join(cp.dir, o.File)
-	b, err := os.ReadFile(path)
+	b, err := cp.readFile(o.File, o.Size)
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	if err != nil || ledger.SHA256Hex(b) != o.SHA256 {
@@ -326,30 +413,40 @@ func (cp *checkpoint) get(key, versionID string) (b []byte, path string, ok bool
 	}
 	cp.reused++
 	cp.next.Objects[key] = o
-	return b, path, true
+	return b, o.File, true
 }
 
 // put copies an object read from the bucket into the checkpoint, and
-// returns the copy's path.
+// returns the copy's file name.
 func (cp *checkpoint) put(key, versionID string, b []byte) (string, error) {
 	cp.mu.Lock()
 	name := fmt.Sprintf("objects/%08d", cp.number)
 	cp.number++
 	cp.read++
 	cp.mu.Unlock()
-	path := filepath.Join(cp.dir, name)
-	if err := writeNew(path, b); err != nil {
+	if err := cp.writeNew(name, b); err != nil {
 		return "", fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 	}
 	cp.mu.Lock()
-	cp.next.Objects[key] = checkpointObject{VersionID: versionID, SHA256: ledger.SHA256Hex(b), File: name}
+	cp.next.Objects[key] = checkpointObject{VersionID: versionID, SHA256: ledger.SHA256Hex(b), Size: int64(len(b)), File: name}
 	cp.mu.Unlock()
-	return path, nil
+	return name, nil
 }
 
-// writeNew writes a new file, readable by its owner alone, to disk.
-func writeNew(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// readCopy reads the copy name of a segment again (ledger.Input's
+// ReadSegment): it must still hash to sha.
+func (cp *checkpoint) readCopy(name, sha string, size int64) ([]byte, error) {
+	b, err := cp.readFile(name, size)
+	if err == nil && ledger.SHA256Hex(b) != sha {
+		err = fmt.Errorf("its copy %s changed while verify ran", filepath.Join(cp.dir, name))
+	}
+	return b, err
+}
+
+// writeNew writes a new file of the checkpoint, readable by its owner
+// alone, to disk.
+func (cp *checkpoint) writeNew(name string, b []byte) error {
+	f, err := cp.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
@@ -376,23 +473,22 @@ func (cp *checkpoint) commit(at time.Time) error {
 	cp.next.At = at.UTC().Format(time.RFC3339Nano)
 	cp.next.Proofs = checkpointFile{File: fmt.Sprintf("proofs-%08d.bin", cp.number), SHA256: ledger.SHA256Hex(raw), Count: len(proven)}
 	cp.number++
-	if err := writeNew(filepath.Join(cp.dir, cp.next.Proofs.File), raw); err != nil {
+	if err := cp.writeNew(cp.next.Proofs.File, raw); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 	}
 	body, err := json.Marshal(cp.next)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(cp.dir, "checkpoint.tmp")
-	_ = os.Remove(tmp)
+	_ = cp.root.Remove("checkpoint.tmp")
 	out := append([]byte(hex.EncodeToString(cp.mac(body))+"\n"), body...)
-	if err := writeNew(tmp, out); err != nil {
+	if err := cp.writeNew("checkpoint.tmp", out); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(cp.dir, "checkpoint")); err != nil {
+	if err := cp.root.Rename("checkpoint.tmp", "checkpoint"); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
 	}
-	if d, err := os.Open(cp.dir); err == nil {
+	if d, err := cp.root.Open("."); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}
@@ -408,11 +504,16 @@ func (cp *checkpoint) report() *CheckpointReport {
 
 // proofScope is the scope of this build's checks with these writer keys
 // (ARN → role): proofs of another build, whose checks may differ, or of
-// other keys, are not used.
+// other keys, are not used. The build is the running executable's bytes
+// (on Linux /proc/self/exe: the file it started from, even if replaced
+// since).
 func proofScope(writerKeys map[string]string) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", err
+	exe := "/proc/self/exe"
+	if runtime.GOOS != "linux" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", err
+		}
 	}
 	raw, err := os.ReadFile(exe)
 	if err != nil {
@@ -423,6 +524,15 @@ func proofScope(writerKeys map[string]string) (string, error) {
 		return "", err
 	}
 	return ledger.SHA256Hex(append(append([]byte(ledger.SHA256Hex(raw)), 0), keys...)), nil
+}
+
+// proofScopeUnder is scope under the checkpoint's key: every proof is
+// then a MAC only the key's holder can make, whatever else guards the
+// proofs file.
+func proofScopeUnder(key []byte, scope string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("dlqq-verify-checkpoint-scope\n" + scope))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // openCheckpoint opens o.Checkpoint for this run's ledger bucket and
@@ -440,8 +550,12 @@ func (a *App) openCheckpoint(o VerifyOptions) (*checkpoint, error) {
 }
 
 // addCheckpoint says what the run did with its checkpoint (after
-// addLedger).
-func (res *VerifyResult) addCheckpoint(cp *checkpoint) {
+// addLedger), and that it could not write it (failed: the result stands,
+// and the next run starts from the old checkpoint).
+func (res *VerifyResult) addCheckpoint(cp *checkpoint, failed error) {
+	if failed != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: not written (the next verify starts from the one before): %v", failed))
+	}
 	r := cp.report()
 	if res.Ledger != nil {
 		res.Ledger.Checkpoint = r
@@ -450,7 +564,7 @@ func (res *VerifyResult) addCheckpoint(cp *checkpoint) {
 	if cp.damaged > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: %s in %s did not hash as its manifest says (changed or damaged on disk): read from the bucket again", plural(cp.damaged, "copy", "copies"), cp.dir))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d checks skipped (passed in an earlier verify: versions, writer proofs, %d archived objects not read); %d proofs kept",
+	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d checks skipped (passed in an earlier verify: versions not re-sealed, %d archived objects not read); %d proofs kept",
 		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.ArchivedObjectsSkipped, r.Proofs))
 }
 
@@ -462,8 +576,10 @@ func (res *VerifyResult) addCheckpoint(cp *checkpoint) {
 type stubProofs struct {
 	p   *ledger.Proofs
 	now func() time.Time
-	// reused counts the objects not read.
-	reused *atomic.Int64
+	// reused counts the objects not read; sampled is set once one proven
+	// object was read all the same.
+	reused  *atomic.Int64
+	sampled *atomic.Bool
 }
 
 // stubProofMargin is how long before the stub's retain-until date its
@@ -485,6 +601,11 @@ func (s stubProofs) Known(stub *quarantine.Record, versionID string) bool {
 	}
 	k, ok := s.key(stub, versionID)
 	if !ok || !s.p.Known(k) {
+		return false
+	}
+	// The first proven object of each run is read all the same
+	// (checkpointSample).
+	if s.sampled.CompareAndSwap(false, true) {
 		return false
 	}
 	s.reused.Add(1)

@@ -132,7 +132,7 @@ func TestArchiveVersionKindsAreTheLedgers(t *testing.T) {
 // stub still verifies against it.
 func TestVerifyNamesArchiveMarkersAndSecondVersions(t *testing.T) {
 	l := newLedgerFixture(t)
-	r := l.archived("arch")
+	r := l.archived("arch")[0]
 	out, errOut, code := l.run(false, "verify")
 	if code != 0 || !strings.HasPrefix(out, "verified 1 record (1 archived stub): 0 problems\n") {
 		t.Fatalf("verify (exit %d): %s%s", code, out, errOut)
@@ -148,21 +148,24 @@ func TestVerifyNamesArchiveMarkersAndSecondVersions(t *testing.T) {
 		"  MISMATCH "+r.DLQID+": object-delete-marker: archive object "+stub.Archive.Key+": delete marker ")
 }
 
-// archived creates a record of prefix, parks it and sweeps it into the
-// archive, ledgered and anchored.
-func (l *ledgerFixture) archived(prefix string) *quarantine.Record {
+// archived creates a record of each prefix, parks it and sweeps it into
+// the archive, ledgered and anchored.
+func (l *ledgerFixture) archived(prefixes ...string) []*quarantine.Record {
 	l.t.Helper()
-	r := l.next(l.create(prefix), park)
+	var rs []*quarantine.Record
+	for _, p := range prefixes {
+		rs = append(rs, l.next(l.create(p), park))
+	}
 	sw, err := l.fns.NewSweeper(l.st.Clients, func(c *sweeper.Config) { c.ParkAge = 0 })
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	if rep, err := sw.Run(context.Background()); err != nil || len(rep.Archived) != 1 {
+	if rep, err := sw.Run(context.Background()); err != nil || len(rep.Archived) != len(rs) {
 		l.t.Fatalf("sweep: %+v %v", rep, err)
 	}
 	l.drain()
 	l.digest()
-	return r
+	return rs
 }
 
 // overArchive puts a version over r's archive object and a delete marker
@@ -194,13 +197,13 @@ func (l *ledgerFixture) overArchive(r *quarantine.Record) *quarantine.Record {
 // the two, wants empty.)
 func TestVerifyFromACheckpointListsButDoesNotReadAProvenArchiveObject(t *testing.T) {
 	l := newLedgerFixture(t)
-	r := l.archived("arch")
+	r := l.archived("arch", "arch")[0] // the first proven object of a run is read all the same
 	key := filepath.Join(t.TempDir(), "key")
 	if err := dlqctl.WriteCheckpointKey(key); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "checkpoint")
-	if out, code, _ := l.checkpointed(dir, key); code != 0 || !strings.HasPrefix(out, "verified 1 record (1 archived stub): 0 problems\n") {
+	if out, code, _ := l.checkpointed(dir, key); code != 0 || !strings.HasPrefix(out, "verified 2 records (2 archived stubs): 0 problems\n") {
 		t.Fatalf("first run: exit %d\n%s", code, out)
 	}
 	if _, code, rep := l.checkpointed(dir, key); code != 0 || rep.ArchivedObjectsSkipped != 1 {

@@ -245,7 +245,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 				return err
 			}
 			defer cp.close()
-			in.Proofs, proven = cp.proofs, cp.stubs
+			in.Proofs, proven, segs.cp = cp.proofs, cp.stubs, cp
 		}
 		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
 		if before, err = a.countCheckpoints(ctx); err != nil {
@@ -309,10 +309,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return err
 	}
 	if cp != nil {
-		if err := cp.commit(a.Now()); err != nil {
-			return fmt.Errorf("the checkpoint was not written (this verify's result stands): %w", err)
-		}
-		rc.res.addCheckpoint(cp)
+		rc.res.addCheckpoint(cp, cp.commit(a.Now()))
 	}
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go

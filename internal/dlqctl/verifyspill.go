@@ -29,9 +29,11 @@ type segmentFiles struct {
 	mu    sync.Mutex
 	path  map[string]string
 	bytes int64
-	// sha is the SHA-256 of the segments read from a checkpoint's copy,
-	// which must still hash so when verify reads it.
-	sha map[string]string
+	// cp is verify's checkpoint (nil: none); copies are the segments read
+	// from, or copied into, it: read from there, and still hashing as
+	// they did.
+	cp     *checkpoint
+	copies map[string]checkpointObject
 }
 
 func newSegmentFiles(dir string) (*segmentFiles, error) {
@@ -39,33 +41,27 @@ func newSegmentFiles(dir string) (*segmentFiles, error) {
 	if err := os.Mkdir(d, 0o700); err != nil {
 		return nil, err
 	}
-	return &segmentFiles{dir: d, path: map[string]string{}, sha: map[string]string{}}, nil
+	return &segmentFiles{dir: d, path: map[string]string{}, copies: map[string]checkpointObject{}}, nil
 }
 
 // put writes a segment's bytes (goroutine-safe). The file is named by a
 // number, never by the object's key, which whoever can write the bucket
-// chooses.
-// A segment already in a file (a checkpoint's copy: path) is read from
-// it.
-func (s *segmentFiles) put(key string, b []byte, path string) error {
+// chooses. A segment that is in the checkpoint (its copy's name given)
+// is read from there.
+func (s *segmentFiles) put(key string, b []byte, name string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, dup := s.path[key]; dup {
-		s.mu.Unlock()
 		return fmt.Errorf("segment %s read twice", key)
 	}
-	p := path
-	if p == "" {
-		p = filepath.Join(s.dir, fmt.Sprintf("%08d", len(s.path)))
-	}
-	s.path[key] = p
 	s.bytes += int64(len(b))
-	if path != "" {
-		s.sha[key] = ledger.SHA256Hex(b)
-	}
-	s.mu.Unlock()
-	if path != "" {
+	if name != "" {
+		s.path[key] = name
+		s.copies[key] = checkpointObject{SHA256: ledger.SHA256Hex(b), Size: int64(len(b)), File: name}
 		return nil
 	}
+	p := filepath.Join(s.dir, fmt.Sprintf("%08d", len(s.path)))
+	s.path[key] = p
 	return os.WriteFile(p, b, 0o600)
 }
 
@@ -76,16 +72,19 @@ func (s *segmentFiles) keys() []string { return slices.Sorted(maps.Keys(s.path))
 func (s *segmentFiles) read(key string) ([]byte, error) {
 	s.mu.Lock()
 	p, ok := s.path[key]
-	sha := s.sha[key]
+	c, copied := s.copies[key]
 	s.mu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		return nil, fmt.Errorf("no segment %s", key)
+	case copied:
+		b, err := s.cp.readCopy(c.File, c.SHA256, c.Size)
+		if err != nil {
+			return nil, fmt.Errorf("segment %s: %w", key, err)
+		}
+		return b, nil
 	}
-	b, err := os.ReadFile(p)
-	if err == nil && sha != "" && ledger.SHA256Hex(b) != sha {
-		return nil, fmt.Errorf("segment %s: its copy %s changed while verify ran", key, p)
-	}
-	return b, err
+	return os.ReadFile(p)
 }
 
 // tableFile is the table's items as verify keeps them: the ledgered ones

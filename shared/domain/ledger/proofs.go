@@ -10,16 +10,16 @@ import (
 )
 
 // Proofs are the checks of single versions an earlier run passed
-// (Input.Proofs): Input.CheckVersion and Input.CheckWriter of a version
-// and the one before it. Each is a pure function of the two versions'
-// bytes and of the checker (its code and its keys: the scope), and a
-// ledgered version never changes, so a check that passed once passes
-// again: a run given the proofs of an earlier one skips those checks
-// (the re-seal and decode of every record version, a KMS VerifyMac for
-// every writer proof) and finds the same. A proof is the SHA-256 of the
-// scope, the check's kind and both versions' canonical bytes; a check
-// that failed, or that could not be made (ErrWriterUnverified, KMS
-// unreachable), is never one, so it is made again on every run.
+// (Input.Proofs): Input.CheckVersion of a version and the one before it.
+// It is a pure function of the two versions' bytes and of the checker's
+// code (the scope), and a ledgered version never changes, so a check
+// that passed once passes again: a run given the proofs of an earlier one
+// skips those checks (the decode and re-seal of every record version)
+// and finds the same. A proof is the SHA-256 of the scope, the check's
+// kind and both versions' canonical bytes; a check that failed is never
+// one, so it is made again on every run. Input.CheckWriter is always
+// made: it asks KMS, whose answer for the same proof changes when a key
+// is disabled or its grant withdrawn.
 //
 // Whoever keeps the proofs between runs must keep them where no one who
 // can write the table or the ledger can write them: a proof that was
@@ -69,7 +69,6 @@ func (p *Proofs) Reused() int64 { return p.reused.Load() }
 // The kinds of check a proof is of.
 const (
 	proofVersion byte = 'v' // Input.CheckVersion
-	proofWriter  byte = 'w' // Input.CheckWriter
 	proofOther   byte = 'x' // Proofs.Key
 )
 

@@ -121,9 +121,9 @@ type Input struct {
 	// partitioned run can make (verify_across.go); it stands for CheckAll,
 	// which must then be nil.
 	Across *Across
-	// Proofs, when set, are the version and writer checks an earlier run
-	// passed (proofs.go): those are not made again, and the checks this
-	// run passes are added. They must come from where no writer of the
+	// Proofs, when set, are the version checks (CheckVersion) an earlier
+	// run passed (proofs.go): those are not made again, and the checks
+	// this run passes are added. They must come from where no writer of the
 	// table or the ledger can write (dlqctl's signed checkpoint).
 	Proofs *Proofs
 

@@ -138,7 +138,7 @@ func (v *verifier) writers(entries []ledgered, signed []*parsedDigest) {
 				if i >= len(jobs) {
 					return
 				}
-				errs[i] = v.checkWriter(jobs[i].prev, jobs[i].e.Item)
+				errs[i] = callCheck(v.in.CheckWriter, jobs[i].prev, jobs[i].e.Item)
 			}
 		})
 	}
@@ -158,25 +158,6 @@ func (v *verifier) writers(entries []ledgered, signed []*parsedDigest) {
 			v.fail(KindWriterUnchecked, j.key, "version %d (change %s): the writer proof could not be checked (run verify again): %v", nv, j.e.Seq, err)
 		}
 	}
-}
-
-// checkWriter is Input.CheckWriter of next after prev, unless an earlier
-// run passed it (Input.Proofs).
-func (v *verifier) checkWriter(prev, next Item) error {
-	p := v.in.Proofs
-	var proof ProofKey
-	var ok bool
-	if p != nil {
-		proof, ok = p.key(proofWriter, prev, canonicalOrNil(prev), next, canonicalOrNil(next))
-		if p.has(proof, ok) {
-			return nil
-		}
-	}
-	err := callCheck(v.in.CheckWriter, prev, next)
-	if err == nil {
-		p.pass(proof, ok)
-	}
-	return err
 }
 
 // WriterNote is the line verify prints about writer proofs (empty when
