@@ -78,26 +78,27 @@ func (p *Proofs) key(kind byte, prev Item, prevCanon []byte, next Item, nextCano
 	if p == nil || next == nil || nextCanon == nil || (prev != nil && prevCanon == nil) {
 		return ProofKey{}, false
 	}
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
+	if prev == nil {
+		return proofSum(kind, []byte(p.scope), []byte{0}, nextCanon), true
 	}
+	return proofSum(kind, []byte(p.scope), []byte{1}, prevCanon, nextCanon), true
+}
+
+// proofSum is the SHA-256 of a proof's kind and fields, each preceded by
+// its length.
+func proofSum(kind byte, fields ...[]byte) ProofKey {
+	h := sha256.New()
 	h.Write([]byte("dlqq-proof-1"))
 	h.Write([]byte{kind})
-	field([]byte(p.scope))
-	if prev == nil {
-		h.Write([]byte{0})
-	} else {
-		h.Write([]byte{1})
-		field(prevCanon)
+	for _, f := range fields {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write(f)
 	}
-	field(nextCanon)
 	var k ProofKey
 	h.Sum(k[:0])
-	return k, true
+	return k
 }
 
 // has reports whether an earlier run passed the check k (and keeps it
@@ -128,23 +129,7 @@ func (p *Proofs) pass(k ProofKey, ok bool) {
 // "archive-stub"), a pure function of parts under the proofs' scope;
 // Known and Passed use it as Verify uses its own.
 func (p *Proofs) Key(kind string, parts ...[]byte) ProofKey {
-	h := sha256.New()
-	field := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	h.Write([]byte("dlqq-proof-1"))
-	h.Write([]byte{proofOther})
-	field([]byte(kind))
-	field([]byte(p.scope))
-	for _, part := range parts {
-		field(part)
-	}
-	var k ProofKey
-	h.Sum(k[:0])
-	return k
+	return proofSum(proofOther, append([][]byte{[]byte(kind), []byte(p.scope)}, parts...)...)
 }
 
 // Known reports whether an earlier run passed the check k (which this
