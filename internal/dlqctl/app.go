@@ -125,6 +125,9 @@ type App struct {
 	// PartitionBytes is the bytes of segments and items verify checks in
 	// one partition (0: ledger.PartitionBytes; verifyspill.go).
 	PartitionBytes int64
+	// StubConcurrency is how many archived stubs verify checks against
+	// their objects at once (0: StubConcurrency).
+	StubConcurrency int
 
 	// WriterKeys are the writer HMAC keys' ARNs, ingest,redrive,sweeper
 	// (--writer-keys, DLQQ_WRITER_KEYS, else the stack's three outputs):

@@ -42,8 +42,10 @@ type ledgerFixture struct {
 	// now is dlqctl's clock (nil: the real time, which the ledger's
 	// entries carry).
 	now func() time.Time
-	// partitionBytes is dlqctl's App.PartitionBytes (0: its default).
-	partitionBytes int64
+	// partitionBytes is dlqctl's App.PartitionBytes (0: its default);
+	// stubConcurrency its App.StubConcurrency.
+	partitionBytes  int64
+	stubConcurrency int
 }
 
 func newLedgerFixture(t *testing.T) *ledgerFixture {
@@ -163,7 +165,7 @@ func (l *ledgerFixture) run(offline bool, args ...string) (string, string, int) 
 	if l.now != nil {
 		a.Now = l.now
 	}
-	a.PartitionBytes = l.partitionBytes
+	a.PartitionBytes, a.StubConcurrency = l.partitionBytes, l.stubConcurrency
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
 		if offline {
 			l.t.Errorf("an offline command connected to AWS: %v", args)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
@@ -232,3 +234,57 @@ func TestVerifyFromACheckpointListsButDoesNotReadAProvenArchiveObject(t *testing
 // stubMargin is how long before a stub's retain-until date its proof
 // stops being used (dlqctl's stubProofMargin).
 const stubMargin = 24 * time.Hour
+
+// Archived stubs are checked against their objects several at once, and
+// each one's problems are reported where the scan met it: the output is
+// the same as one at a time.
+func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
+	l := newLedgerFixture(t)
+	rs := l.archived("a", "b", "c", "d", "e", "f")
+	l.overArchive(rs[1])
+	l.overArchive(rs[4])
+	// Records whose seals do not verify: problems the scan names as it
+	// meets them, between the stubs'.
+	var broken []string
+	for _, p := range []string{"g", "h", "i"} {
+		r := *l.create(p)
+		r.FailureReason = "not sealed so"
+		l.put(&r)
+		broken = append(broken, r.DLQID)
+	}
+	l.stubConcurrency = 1
+	one, _, code := l.run(false, "verify")
+	if code != dlqctl.ExitMismatch {
+		t.Fatalf("exit %d:\n%s", code, one)
+	}
+	mustContain(t, one, "verified 9 records (6 archived stubs): ", "  MISMATCH "+rs[1].DLQID+": object-second-version", "  MISMATCH "+rs[4].DLQID+": object-delete-marker")
+	// In the scan's order.
+	named := map[string]bool{rs[1].DLQID: true, rs[4].DLQID: true}
+	for _, id := range broken {
+		named[id] = true
+	}
+	var want, got []string
+	items, err := l.st.Clients.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items.Items {
+		if id := it["dlq_id"].(*ddbtypes.AttributeValueMemberS).Value; named[id] {
+			want = append(want, id)
+		}
+	}
+	for _, line := range strings.Split(one, "\n") {
+		if id, _, ok := strings.Cut(strings.TrimPrefix(line, "  MISMATCH "), ": "); ok && named[id] && !slices.Contains(got, id) && strings.HasPrefix(line, "  MISMATCH ") && !strings.Contains(line, "rewritten") {
+			got = append(got, id)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems in the order %v, the scan's is %v:\n%s", got, want, one)
+	}
+	l.stubConcurrency = 0
+	for range 3 {
+		if many, _, _ := l.run(false, "verify"); signedAgo.ReplaceAllString(many, "") != signedAgo.ReplaceAllString(one, "") {
+			t.Fatalf("at once:\n%s\none at a time:\n%s", many, one)
+		}
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -206,7 +208,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	var proven s3store.StubProofs // the checkpoint's, when given
 	rc := &recordCheck{res: newVerifyResult(), ctx: ctx, online: true, verifyStub: func(r *quarantine.Record) ([]archive.Problem, error) {
 		return s3store.VerifyStubProven(ctx, c.S3, r, proven)
-	}, payloads: payloads}
+	}, payloads: payloads, concurrency: a.StubConcurrency}
 	// The ledger first, then the table: a change between the two reads is
 	// then a table newer than its ledger, never a ledger newer than the
 	// table read. The grace runs back from when the ledger read began
@@ -283,6 +285,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		}
 		return nil
 	})
+	rc.wait() // the archived stubs' checks
 	if err != nil {
 		return err
 	}
@@ -359,6 +362,82 @@ type recordCheck struct {
 	verifyStub                   func(*quarantine.Record) ([]archive.Problem, error)
 	payloads                     quarantine.PayloadStore
 	uncheckedStubs, uncheckedRef int
+	// stubs check archived stubs against their objects (three S3 calls
+	// each) concurrency at once (0: StubConcurrency), beside the scan;
+	// wait puts each one's problems where the scan met it.
+	concurrency int
+	stubs       chan stubJob
+	stubWG    sync.WaitGroup
+	stubMu    sync.Mutex
+	stubFound []stubFound
+}
+
+// StubConcurrency is how many archived stubs verify checks against their
+// objects at once.
+const StubConcurrency = 16
+
+// stubJob is an archived stub to check, the n-th met, whose problems go
+// at position at of VerifyResult.Problems.
+type stubJob struct {
+	n, at int
+	r     *quarantine.Record
+}
+
+// stubFound is what a stub's check found.
+type stubFound struct {
+	n, at    int
+	problems []Problem
+}
+
+// checkStub queues r's check against its object.
+func (rc *recordCheck) checkStub(r *quarantine.Record) {
+	if rc.stubs == nil {
+		rc.stubs = make(chan stubJob)
+		for range cmp.Or(rc.concurrency, StubConcurrency) {
+			rc.stubWG.Go(func() {
+				for j := range rc.stubs {
+					probs, err := rc.verifyStub(j.r)
+					if err != nil {
+						probs = append(probs, archive.Problem{ID: j.r.DLQID, What: "archive object unreadable: " + err.Error()})
+					}
+					f := stubFound{n: j.n, at: j.at}
+					for _, p := range probs {
+						pr := problem(p.ID, p.What)
+						if p.Kind != "" {
+							pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
+						}
+						f.problems = append(f.problems, pr)
+					}
+					rc.stubMu.Lock()
+					rc.stubFound = append(rc.stubFound, f)
+					rc.stubMu.Unlock()
+				}
+			})
+		}
+	}
+	rc.stubs <- stubJob{n: rc.res.Archived, at: len(rc.res.Problems), r: r}
+}
+
+// wait waits for the stubs' checks and puts each one's problems where
+// the scan met its stub, as if checked there.
+func (rc *recordCheck) wait() {
+	if rc.stubs == nil {
+		return
+	}
+	close(rc.stubs)
+	rc.stubWG.Wait()
+	rc.stubs = nil
+	found := rc.stubFound
+	rc.stubFound = nil
+	slices.SortFunc(found, func(a, b stubFound) int { return cmp.Compare(a.n, b.n) })
+	merged := make([]Problem, 0, len(rc.res.Problems))
+	next := 0
+	for _, f := range found {
+		merged = append(merged, rc.res.Problems[next:f.at]...)
+		merged = append(merged, f.problems...)
+		next = f.at
+	}
+	rc.res.Problems = append(merged, rc.res.Problems[next:]...)
 }
 
 func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
@@ -382,17 +461,7 @@ func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
 			rc.uncheckedStubs++
 			return
 		}
-		probs, err := rc.verifyStub(r)
-		if err != nil {
-			probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
-		}
-		for _, p := range probs {
-			pr := problem(p.ID, p.What)
-			if p.Kind != "" {
-				pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
-			}
-			res.Problems = append(res.Problems, pr)
-		}
+		rc.checkStub(r)
 		return
 	}
 	if err := quarantine.Verify(r); err != nil {
