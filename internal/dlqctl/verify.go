@@ -367,9 +367,9 @@ type recordCheck struct {
 	// wait puts each one's problems where the scan met it.
 	concurrency int
 	stubs       chan stubJob
-	stubWG    sync.WaitGroup
-	stubMu    sync.Mutex
-	stubFound []stubFound
+	stubWG      sync.WaitGroup
+	stubMu      sync.Mutex
+	stubFound   []stubFound
 }
 
 // StubConcurrency is how many archived stubs verify checks against their
