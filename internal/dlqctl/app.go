@@ -128,6 +128,10 @@ type App struct {
 	// StubConcurrency is how many archived stubs verify checks against
 	// their objects at once (0: StubConcurrency).
 	StubConcurrency int
+	// CheckpointResample is the chance, 1 in it, that verify --checkpoint
+	// reads an object it has a copy or proof of all the same (0:
+	// CheckpointResample; negative: never, for tests that count reads).
+	CheckpointResample int
 
 	// WriterKeys are the writer HMAC keys' ARNs, ingest,redrive,sweeper
 	// (--writer-keys, DLQQ_WRITER_KEYS, else the stack's three outputs):

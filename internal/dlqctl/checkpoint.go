@@ -116,17 +116,31 @@ type checkpoint struct {
 	// stubs are the proofs' archived stubs (s3store.StubProofs).
 	stubs stubProofs
 	notes []string
+	// failed is why a copy could not be written: the checkpoint is then
+	// not written.
+	failed error
+	// resample is the chance, 1 in resample, that a ledger object or an
+	// archived object with a copy or a proof is read all the same
+	// (App.CheckpointResample; never when negative).
+	resample int
 }
 
 // checkpointSample is how many of the ledger objects a checkpoint holds
 // each run reads from the bucket all the same, chosen at random (and of
-// archived stubs' proven objects, the first): a copy spares the read, and
-// with it the news that the bucket can no longer be read (its KMS key
-// disabled, a permission withdrawn, the prefix moved to another storage
-// class), which a run without the checkpoint fails on. A read that fails
-// fails the run (a stub's, names the record), as it would. A fault of one
-// object alone shows only when it is the one read.
+// archived stubs' proven objects, the first), besides those
+// CheckpointResample picks: a copy spares the read, and with it the news
+// that the bucket can no longer be read (its KMS key disabled, a
+// permission withdrawn, the prefix moved to another storage class), which
+// a run without the checkpoint fails on. A read that fails fails the run
+// (a stub's names the record), as it would. A fault of one object alone
+// shows when the object is read.
 const checkpointSample = 1
+
+// CheckpointResample: each object a checkpoint proves (a ledger object's
+// copy, an archived stub's object) is read all the same with a chance of
+// 1 in CheckpointResample a run, so that a fault of one object alone
+// shows, in time.
+const CheckpointResample = 64
 
 // checkpointMaxManifest bounds the manifest's size (about 200 bytes an
 // object: 5 million objects, 500 million versions).
@@ -193,7 +207,7 @@ func WriteCheckpointKey(path string) error {
 // the key in keyFile, and removes what an unfinished run left. Proofs
 // are used when the manifest's scope is scope (under the key: see
 // proofScope).
-func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time) (*checkpoint, error) {
+func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time, resample int) (*checkpoint, error) {
 	key, err := readCheckpointKey(keyFile)
 	if err != nil {
 		return nil, err
@@ -205,7 +219,7 @@ func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time) (*
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	cp := &checkpoint{dir: dir, root: root, key: key}
+	cp := &checkpoint{dir: dir, root: root, key: key, resample: resample}
 	f, err := root.OpenFile("lock", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		_ = root.Close()
@@ -241,7 +255,7 @@ func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time) (*
 		}
 	}
 	cp.proofs = ledger.NewProofs(cp.next.Scope, known)
-	cp.stubs = stubProofs{p: cp.proofs, now: now, reused: &atomic.Int64{}, sampled: &atomic.Bool{}}
+	cp.stubs = stubProofs{p: cp.proofs, cp: cp, clock: now, floor: &atomic.Pointer[time.Time]{}, reused: &atomic.Int64{}, sampled: &atomic.Bool{}}
 	cp.sample = map[string]bool{}
 	keys := slices.Collect(maps.Keys(cp.prev.Objects))
 	for i := 0; i < len(keys) && len(cp.sample) < checkpointSample; i++ {
@@ -397,7 +411,7 @@ func (cp *checkpoint) removeUnlisted() error {
 // "" or "null" (a bucket without versioning) names no one version: such
 // an object is always read.
 func (cp *checkpoint) get(key, versionID string) (b []byte, name string, ok bool) {
-	if cp == nil || versionID == "" || versionID == "null" || cp.sample[key] {
+	if cp == nil || versionID == "" || versionID == "null" || cp.sample[key] || cp.resampled() {
 		return nil, "", false
 	}
 	o, have := cp.prev.Objects[key]
@@ -417,20 +431,31 @@ func (cp *checkpoint) get(key, versionID string) (b []byte, name string, ok bool
 }
 
 // put copies an object read from the bucket into the checkpoint, and
-// returns the copy's file name.
-func (cp *checkpoint) put(key, versionID string, b []byte) (string, error) {
+// returns the copy's file name ("": not copied, and the checkpoint will
+// not be written: failed says why).
+func (cp *checkpoint) put(key, versionID string, b []byte) string {
 	cp.mu.Lock()
 	name := fmt.Sprintf("objects/%08d", cp.number)
 	cp.number++
 	cp.read++
 	cp.mu.Unlock()
-	if err := cp.writeNew(name, b); err != nil {
-		return "", fmt.Errorf("checkpoint %s: %w", cp.dir, err)
-	}
+	err := cp.writeNew(name, b)
 	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if err != nil {
+		if cp.failed == nil {
+			cp.failed = fmt.Errorf("copying %s: %w", key, err)
+		}
+		return ""
+	}
 	cp.next.Objects[key] = checkpointObject{VersionID: versionID, SHA256: ledger.SHA256Hex(b), Size: int64(len(b)), File: name}
-	cp.mu.Unlock()
-	return name, nil
+	return name
+}
+
+// resampled reports whether an object the checkpoint proves is read all
+// the same (1 in cp.resample).
+func (cp *checkpoint) resampled() bool {
+	return cp.resample > 0 && mathrand.IntN(cp.resample) == 0
 }
 
 // readCopy reads the copy name of a segment again (ledger.Input's
@@ -463,8 +488,12 @@ func (cp *checkpoint) writeNew(name string, b []byte) error {
 
 // commit writes the new manifest with the proofs this run holds, in
 // place of the old one (a rename: a run that stops before it leaves the
-// old one whole), and removes the files only the old one named.
-func (cp *checkpoint) commit(at time.Time) error {
+// old one whole), and removes the files only the old one named. written
+// says whether the new manifest is in place.
+func (cp *checkpoint) commit(at time.Time) (written bool, err error) {
+	if cp.failed != nil {
+		return false, cp.failed
+	}
 	proven := cp.proofs.Proven()
 	raw := make([]byte, 0, len(proven)*len(ledger.ProofKey{}))
 	for _, k := range proven {
@@ -474,26 +503,26 @@ func (cp *checkpoint) commit(at time.Time) error {
 	cp.next.Proofs = checkpointFile{File: fmt.Sprintf("proofs-%08d.bin", cp.number), SHA256: ledger.SHA256Hex(raw), Count: len(proven)}
 	cp.number++
 	if err := cp.writeNew(cp.next.Proofs.File, raw); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+		return false, err
 	}
 	body, err := json.Marshal(cp.next)
 	if err != nil {
-		return err
+		return false, err
 	}
 	_ = cp.root.Remove("checkpoint.tmp")
 	out := append([]byte(hex.EncodeToString(cp.mac(body))+"\n"), body...)
 	if err := cp.writeNew("checkpoint.tmp", out); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+		return false, err
 	}
 	if err := cp.root.Rename("checkpoint.tmp", "checkpoint"); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", cp.dir, err)
+		return false, err
 	}
 	if d, err := cp.root.Open("."); err == nil {
 		_ = d.Sync()
 		_ = d.Close()
 	}
 	cp.prev = cp.next
-	return cp.removeUnlisted()
+	return true, cp.removeUnlisted()
 }
 
 // report is what the run did with the checkpoint.
@@ -546,15 +575,25 @@ func (a *App) openCheckpoint(o VerifyOptions) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--checkpoint: the scope of this build's checks: %w", err)
 	}
-	return openCheckpoint(o.Checkpoint, o.CheckpointKey, a.LedgerBucket, scope, a.Now)
+	resample := a.CheckpointResample
+	switch {
+	case resample == 0:
+		resample = CheckpointResample
+	case resample < 0:
+		resample = 0
+	}
+	return openCheckpoint(o.Checkpoint, o.CheckpointKey, a.LedgerBucket, scope, a.Now, resample)
 }
 
-// addCheckpoint says what the run did with its checkpoint (after
-// addLedger), and that it could not write it (failed: the result stands,
-// and the next run starts from the old checkpoint).
-func (res *VerifyResult) addCheckpoint(cp *checkpoint, failed error) {
-	if failed != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: not written (the next verify starts from the one before): %v", failed))
+// addCheckpoint writes the checkpoint and says what the run did with it
+// (after addLedger): one it could not write is a note, and the run's
+// result stands.
+func (res *VerifyResult) addCheckpoint(cp *checkpoint, at time.Time) {
+	switch written, err := cp.commit(at); {
+	case err != nil && written:
+		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: written, but the files it no longer names were not all removed: %v", cp.dir, err))
+	case err != nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: not written (the next verify starts from the one before): %v", cp.dir, err))
 	}
 	r := cp.report()
 	if res.Ledger != nil {
@@ -574,12 +613,25 @@ func (res *VerifyResult) addCheckpoint(cp *checkpoint, failed error) {
 // used from a day before the stub's retain-until date: once a retention
 // lapses, S3 lets it be changed.
 type stubProofs struct {
-	p   *ledger.Proofs
-	now func() time.Time
+	p     *ledger.Proofs
+	cp    *checkpoint
+	clock func() time.Time
+	// floor is the newest signed digest's time (setFloor).
+	floor *atomic.Pointer[time.Time]
 	// reused counts the objects not read; sampled is set once one proven
 	// object was read all the same.
 	reused  *atomic.Int64
 	sampled *atomic.Bool
+}
+
+// setFloor takes the newest signed digest of digests (under the public
+// key der) as the earliest the clock may say.
+func (s stubProofs) setFloor(digests map[string][]byte, der []byte) {
+	if d, _, ok := ledger.NewestSigned(digests, der); ok {
+		if at, err := time.Parse(time.RFC3339Nano, d.At); err == nil {
+			s.floor.Store(&at)
+		}
+	}
 }
 
 // stubProofMargin is how long before the stub's retain-until date its
@@ -600,16 +652,28 @@ func (s stubProofs) Known(stub *quarantine.Record, versionID string) bool {
 		return false
 	}
 	k, ok := s.key(stub, versionID)
-	if !ok || !s.p.Known(k) {
+	if !ok || !s.p.Holds(k) {
 		return false
 	}
-	// The first proven object of each run is read all the same
-	// (checkpointSample).
-	if s.sampled.CompareAndSwap(false, true) {
+	// Read all the same: the first proven object of each run, and any at
+	// random (checkpointSample). The proof is kept only if it passes again
+	// (Passed).
+	if s.sampled.CompareAndSwap(false, true) || s.cp.resampled() {
 		return false
 	}
+	s.p.Known(k)
 	s.reused.Add(1)
 	return true
+}
+
+// now is the auditor's clock, but never before the newest signed
+// digest's time: a clock that lags cannot keep a proof past its margin.
+func (s stubProofs) now() time.Time {
+	now := s.clock()
+	if floor := s.floor.Load(); floor != nil && floor.After(now) {
+		return *floor
+	}
+	return now
 }
 
 func (s stubProofs) Passed(stub *quarantine.Record, versionID string) {

@@ -4,8 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
+	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
 
 // A checkpoint's copies: one of a version id S3 gave is read from the
@@ -20,7 +24,7 @@ func TestCheckpointCopies(t *testing.T) {
 	}
 	open := func() *checkpoint {
 		t.Helper()
-		cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now)
+		cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,12 +33,12 @@ func TestCheckpointCopies(t *testing.T) {
 	}
 	cp := open()
 	for _, v := range []string{"v1", "", "null"} {
-		if _, err := cp.put("ledger/segments/s/"+v, v, []byte("bytes of "+v)); err != nil {
-			t.Fatal(err)
+		if cp.put("ledger/segments/s/"+v, v, []byte("bytes of "+v)) == "" {
+			t.Fatal(cp.failed)
 		}
 	}
-	if err := cp.commit(time.Now()); err != nil {
-		t.Fatal(err)
+	if written, err := cp.commit(time.Now()); !written || err != nil {
+		t.Fatal(written, err)
 	}
 	cp.close()
 	cp = open()
@@ -47,6 +51,11 @@ func TestCheckpointCopies(t *testing.T) {
 	if _, _, ok := cp.get("ledger/segments/s/v1", "v2"); ok {
 		t.Error("another version id read from the copy")
 	}
+	cp.resample = 1 // every object read all the same
+	if _, _, ok := cp.get("ledger/segments/s/v1", "v1"); ok {
+		t.Error("an object read from its copy when the run reads every one again")
+	}
+	cp.resample = 0
 	b, name, ok := cp.get("ledger/segments/s/v1", "v1")
 	if !ok {
 		t.Fatal("no copy")
@@ -72,5 +81,57 @@ func TestCheckpointCopies(t *testing.T) {
 	}
 	if proofScopeUnder([]byte("k1"), one) == proofScopeUnder([]byte("k2"), one) {
 		t.Fatal("the scope does not change with the checkpoint's key")
+	}
+}
+
+// An archived stub's proof: bound to the stub as it is and to its key's
+// first version; the first proven object of a run is read all the same
+// and its proof kept only if it passes again (a read that fails drops
+// it); none is used from a day before the stub's retain-until date, by
+// the auditor's clock or the newest signed digest's, whichever is later.
+func TestStubProofs(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	stub := &quarantine.Record{DLQID: "orders#o1", Status: quarantine.StatusArchived, Version: 3,
+		Archive: &quarantine.ArchiveRef{Bucket: "b", Key: "archive/k", VersionID: "v1", RetainUntil: quarantine.At(now.Add(10 * 24 * time.Hour))}}
+	newStubs := func(known []ledger.ProofKey) (stubProofs, *ledger.Proofs) {
+		p := ledger.NewProofs("scope", known)
+		cp := &checkpoint{}
+		return stubProofs{p: p, cp: cp, clock: func() time.Time { return now }, floor: &atomic.Pointer[time.Time]{}, reused: &atomic.Int64{}, sampled: &atomic.Bool{}}, p
+	}
+	s, p := newStubs(nil)
+	s.Passed(stub, "v1")
+	known := p.Proven()
+	if len(known) != 1 {
+		t.Fatalf("%d proofs", len(known))
+	}
+	s, p = newStubs(known)
+	if s.Known(stub, "v1") {
+		t.Fatal("the run's first proven object not read")
+	}
+	if len(p.Proven()) != 0 {
+		t.Fatal("the proof of an object read again kept before its check passed")
+	}
+	if !s.Known(stub, "v1") || len(p.Proven()) != 1 || s.reused.Load() != 1 {
+		t.Fatalf("the second: proofs %d, reused %d", len(p.Proven()), s.reused.Load())
+	}
+	other := *stub
+	other.Version = 4
+	for name, ok := range map[string]bool{
+		"another first version": s.Known(stub, "v2"),
+		"another stub":          s.Known(&other, "v1"),
+	} {
+		if ok {
+			t.Errorf("%s: proven", name)
+		}
+	}
+	s.clock = func() time.Time { return stub.Archive.RetainUntil.Add(-stubProofMargin) }
+	if s.Known(stub, "v1") {
+		t.Error("proven a day before its retain-until date")
+	}
+	s.clock = func() time.Time { return now }
+	late := stub.Archive.RetainUntil.Time
+	s.floor.Store(&late)
+	if s.Known(stub, "v1") {
+		t.Error("proven by a clock behind the newest signed digest")
 	}
 }

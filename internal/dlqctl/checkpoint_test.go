@@ -333,6 +333,37 @@ func TestVerifyRefusesACheckpointItCannotTrust(t *testing.T) {
 			t.Fatalf("written outside DIR: %v", ents)
 		}
 	})
+	t.Run("copies that are links out of DIR", func(t *testing.T) {
+		outside := t.TempDir()
+		var n int
+		d := copyOf(t, func(d string) {
+			objs, err := filepath.Glob(filepath.Join(d, "objects", "*"))
+			if err != nil || len(objs) < 2 {
+				t.Fatal(objs, err)
+			}
+			n = len(objs)
+			for i, o := range objs {
+				raw, err := os.ReadFile(o) // the right bytes, outside DIR
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(outside, strconv.Itoa(i))
+				if err := os.WriteFile(out, raw, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(o); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(out, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		out, _, code := l.run(false, "verify", "--checkpoint", d, "--checkpoint-key", key)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("note: checkpoint: %d cop", n-1)) {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
 	t.Run("a FIFO for its manifest", func(t *testing.T) {
 		d := copyOf(t, func(d string) {
 			if err := os.Remove(filepath.Join(d, "checkpoint")); err != nil {

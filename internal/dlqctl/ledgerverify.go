@@ -208,9 +208,10 @@ func readOne(ctx context.Context, objs s3store.ObjectVersions, cp *checkpoint, k
 			return fmt.Errorf("ledger bucket %s: %w", objs.Bucket, err)
 		}
 		if cp != nil {
-			if path, err = cp.put(key, versionID, b); err != nil {
-				return err
-			}
+			// A copy that cannot be written (DIR full, say) fails the
+			// checkpoint, not the run: the object is checked from the
+			// spill directory as without one.
+			path = cp.put(key, versionID, b)
 		}
 	}
 	if err := put(key, b, path); err != nil {

@@ -257,6 +257,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		if in.Digests, in.Baselines, in.Versions, err = a.readLedger(ctx, cp, segs.put); err != nil {
 			return err
 		}
+		if cp != nil {
+			cp.stubs.setFloor(in.Digests, in.PublicKeyDER)
+		}
 		in.SegmentKeys, in.ReadSegment = segs.keys(), segs.read
 	}
 	// Which index the listings read, asked before the scan (IndexCheck).
@@ -312,7 +315,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return err
 	}
 	if cp != nil {
-		rc.res.addCheckpoint(cp, cp.commit(a.Now()))
+		rc.res.addCheckpoint(cp, a.Now())
 	}
 	rc.res.addEvidence(in, ev)
 	rc.res.addWriterKeys(in, a.writerARNs) // writers.go

@@ -50,18 +50,20 @@ func newSegmentFiles(dir string) (*segmentFiles, error) {
 // is read from there.
 func (s *segmentFiles) put(key string, b []byte, name string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, dup := s.path[key]; dup {
+		s.mu.Unlock()
 		return fmt.Errorf("segment %s read twice", key)
 	}
 	s.bytes += int64(len(b))
 	if name != "" {
 		s.path[key] = name
 		s.copies[key] = checkpointObject{SHA256: ledger.SHA256Hex(b), Size: int64(len(b)), File: name}
+		s.mu.Unlock()
 		return nil
 	}
 	p := filepath.Join(s.dir, fmt.Sprintf("%08d", len(s.path)))
 	s.path[key] = p
+	s.mu.Unlock()
 	return os.WriteFile(p, b, 0o600)
 }
 

@@ -133,8 +133,19 @@ func (p *Proofs) Key(kind string, parts ...[]byte) ProofKey {
 }
 
 // Known reports whether an earlier run passed the check k (which this
-// run then keeps).
+// run then keeps, and counts as skipped).
 func (p *Proofs) Known(k ProofKey) bool { return p.has(k, true) }
+
+// Holds reports whether an earlier run passed the check k, without
+// keeping it: a check made again all the same keeps it only if it passes
+// again (Passed).
+func (p *Proofs) Holds(k ProofKey) bool {
+	if p == nil {
+		return false
+	}
+	_, known := p.known[k]
+	return known
+}
 
 // Passed records that this run passed the check k.
 func (p *Proofs) Passed(k ProofKey) { p.pass(k, true) }
