@@ -135,3 +135,34 @@ func TestStubProofs(t *testing.T) {
 		t.Error("proven by a clock behind the newest signed digest")
 	}
 }
+
+// A copy the checkpoint cannot take (DIR full, say) fails the checkpoint,
+// not the run: put says so, and commit writes no manifest.
+func TestACopyNotTakenFailsTheCheckpointOnly(t *testing.T) {
+	dir, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
+	if err := WriteCheckpointKey(key); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.close()
+	if err := cp.root.Mkdir("objects/00000000", 0o700); err != nil { // the next copy's name, taken
+		t.Fatal(err)
+	}
+	if name := cp.put("ledger/segments/s/1", "v1", []byte("x")); name != "" || cp.failed == nil {
+		t.Fatalf("put: %q %v", name, cp.failed)
+	}
+	if written, err := cp.commit(time.Now()); written || err == nil {
+		t.Fatalf("commit: %v %v", written, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint")); err == nil {
+		t.Fatal("a manifest written")
+	}
+	res := newVerifyResult()
+	res.addCheckpoint(cp, time.Now())
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "checkpoint "+dir+": not written (the next verify starts from the one before): copying ledger/segments/s/1: ") {
+		t.Fatalf("notes: %q", res.Notes)
+	}
+}
