@@ -33,17 +33,18 @@ import (
 // A verify checkpoint (verify --checkpoint DIR --checkpoint-key FILE) is
 // what one verify leaves for the next, so that a daily verify reads only
 // what changed: a copy of every ledger object it read (the first version
-// of each key, by its S3 version id) and the proofs of the version and
-// writer checks it passed (ledger.Proofs). The next verify lists the
-// bucket whole, as always; it reads from the bucket only the objects the
-// checkpoint lacks (a version id that S3 gave once names the same bytes
-// for ever), and a few it has, at random (checkpointSample: so that a
-// bucket that can no longer be read, a key disabled, a permission
-// withdrawn, still fails the run), and skips the checks an earlier run
-// passed (the decode and re-seal of every record version, the read of an
-// archived stub's object). Every other check runs as without a
-// checkpoint, over the whole ledger and the whole table, and finds the
-// same (ledger.TestEveryTestAgainWithProofs).
+// of each key, by its S3 version id) and the proofs of the checks it
+// passed (ledger.Proofs: record versions, archived stubs' objects). The
+// next verify lists the bucket whole, as always; it reads from the bucket
+// only the objects the checkpoint lacks (a version id that S3 gave once
+// names the same bytes for ever), and a few it has, at random
+// (checkpointSample, CheckpointResample: so that a bucket that can no
+// longer be read, a key disabled, a permission withdrawn, still fails the
+// run), and skips the checks an earlier run passed (the decode and
+// re-seal of every record version, the read of an archived stub's object
+// and retention). Every other check, writer proofs included, runs as
+// without a checkpoint, over the whole ledger and the whole table, and
+// finds the same (ledger.TestEveryTestAgainWithProofs).
 //
 // The checkpoint is the auditor's, not the stack's: DIR/checkpoint holds
 // its manifest (each object's key, version id, SHA-256 and file; the
@@ -121,7 +122,7 @@ type checkpoint struct {
 	failed error
 	// resample is the chance, 1 in resample, that a ledger object or an
 	// archived object with a copy or a proof is read all the same
-	// (App.CheckpointResample; never when negative).
+	// (App.CheckpointResample; 0: never).
 	resample int
 }
 
