@@ -439,7 +439,11 @@ func (cp *checkpoint) put(key, versionID string, b []byte) string {
 	name := fmt.Sprintf("objects/%08d", cp.number)
 	cp.number++
 	cp.read++
+	failed := cp.failed != nil
 	cp.mu.Unlock()
+	if failed {
+		return "" // the checkpoint is not written: no more copies
+	}
 	err := cp.writeNew(name, b)
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -470,21 +474,23 @@ func (cp *checkpoint) readCopy(name, sha string, size int64) ([]byte, error) {
 }
 
 // writeNew writes a new file of the checkpoint, readable by its owner
-// alone, to disk.
+// alone, to disk; when that fails, it removes what it wrote.
 func (cp *checkpoint) writeNew(name string, b []byte) error {
 	f, err := cp.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return err
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		_ = cp.root.Remove(name)
+	}
+	return err
 }
 
 // commit writes the new manifest with the proofs this run holds, in

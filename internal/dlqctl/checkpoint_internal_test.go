@@ -1,6 +1,8 @@
 package dlqctl
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dlqquarantine/dlqq/shared/adapter/s3store"
 	"github.com/dlqquarantine/dlqq/shared/domain/ledger"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
 )
@@ -114,6 +119,11 @@ func TestStubProofs(t *testing.T) {
 	if !s.Known(stub, "v1") || len(p.Proven()) != 1 || s.reused.Load() != 1 {
 		t.Fatalf("the second: proofs %d, reused %d", len(p.Proven()), s.reused.Load())
 	}
+	s.cp.resample = 1 // every proven object read all the same
+	if s.Known(stub, "v1") {
+		t.Fatal("proven when the run reads every object again")
+	}
+	s.cp.resample = 0
 	other := *stub
 	other.Version = 4
 	for name, ok := range map[string]bool{
@@ -154,6 +164,13 @@ func TestACopyNotTakenFailsTheCheckpointOnly(t *testing.T) {
 	if name := cp.put("ledger/segments/s/1", "v1", []byte("x")); name != "" || cp.failed == nil {
 		t.Fatalf("put: %q %v", name, cp.failed)
 	}
+	// No more copies once one failed.
+	if name := cp.put("ledger/segments/s/2", "v1", []byte("y")); name != "" {
+		t.Fatalf("a copy after one failed: %q", name)
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, "objects")); err != nil || len(ents) != 1 {
+		t.Fatalf("objects: %v %v", ents, err)
+	}
 	if written, err := cp.commit(time.Now()); written || err == nil {
 		t.Fatalf("commit: %v %v", written, err)
 	}
@@ -164,5 +181,40 @@ func TestACopyNotTakenFailsTheCheckpointOnly(t *testing.T) {
 	res.addCheckpoint(cp, time.Now())
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "checkpoint "+dir+": not written (the next verify starts from the one before): copying ledger/segments/s/1: ") {
 		t.Fatalf("notes: %q", res.Notes)
+	}
+}
+
+// oneObject answers GetObject with the same bytes.
+type oneObject struct{ s3store.VersionsAPI }
+
+func (oneObject) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader("segment bytes"))}, nil
+}
+
+// An object whose copy the checkpoint cannot take is still read, and
+// checked from the spill directory, as without a checkpoint.
+func TestReadOneWithoutACopy(t *testing.T) {
+	dir, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
+	if err := WriteCheckpointKey(key); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.close()
+	if err := cp.root.Mkdir("objects/00000000", 0o700); err != nil { // the copy's name, taken
+		t.Fatal(err)
+	}
+	segs, err := newSegmentFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs.cp = cp
+	if err := readOne(context.Background(), s3store.ObjectVersions{API: oneObject{}, Bucket: "bucket"}, cp, "ledger/segments/s/1", "v1", segs.put); err != nil {
+		t.Fatalf("readOne: %v", err)
+	}
+	if b, err := segs.read("ledger/segments/s/1"); err != nil || string(b) != "segment bytes" || cp.failed == nil {
+		t.Fatalf("read back: %q %v; the checkpoint failed: %v", b, err, cp.failed)
 	}
 }

@@ -154,11 +154,22 @@ func TestVerifyNamesArchiveMarkersAndSecondVersions(t *testing.T) {
 // the archive, ledgered and anchored.
 func (l *ledgerFixture) archived(prefixes ...string) []*quarantine.Record {
 	l.t.Helper()
+	return l.archivedFor(0, prefixes...)
+}
+
+// archivedFor is archived with the sweeper's retention (0: its default).
+func (l *ledgerFixture) archivedFor(retention time.Duration, prefixes ...string) []*quarantine.Record {
+	l.t.Helper()
 	var rs []*quarantine.Record
 	for _, p := range prefixes {
 		rs = append(rs, l.next(l.create(p), park))
 	}
-	sw, err := l.fns.NewSweeper(l.st.Clients, func(c *sweeper.Config) { c.ParkAge = 0 })
+	sw, err := l.fns.NewSweeper(l.st.Clients, func(c *sweeper.Config) {
+		c.ParkAge = 0
+		if retention > 0 {
+			c.Retention = retention
+		}
+	})
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -246,7 +257,7 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 	// Records whose seals do not verify: problems the scan names as it
 	// meets them, between the stubs'.
 	var broken []string
-	for _, p := range []string{"g", "h", "i"} {
+	for _, p := range []string{"a0", "c0", "e0"} { // between the stubs' ids
 		r := *l.create(p)
 		r.FailureReason = "not sealed so"
 		l.put(&r)
@@ -286,5 +297,23 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 		if many, _, _ := l.run(false, "verify"); signedAgo.ReplaceAllString(many, "") != signedAgo.ReplaceAllString(one, "") {
 			t.Fatalf("at once:\n%s\none at a time:\n%s", many, one)
 		}
+	}
+}
+
+// The day before a stub's retain-until date is judged by the auditor's
+// clock, or by the newest signed digest's time when that is later: a
+// clock that lags keeps no proof past its margin.
+func TestVerifyFromACheckpointJudgesRetentionByTheNewestDigestToo(t *testing.T) {
+	l := newLedgerFixture(t)
+	l.archivedFor(24*time.Hour, "arch", "arch") // retained until a day after the sweep
+	key := filepath.Join(t.TempDir(), "key")
+	if err := dlqctl.WriteCheckpointKey(key); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	l.now = func() time.Time { return time.Now().Add(-10 * 24 * time.Hour) } // by it, the margin is far off
+	l.checkpointed(dir, key)
+	if _, _, rep := l.checkpointed(dir, key); rep.ArchivedObjectsSkipped != 0 {
+		t.Fatalf("a proof used past the margin by the newest digest's time: %+v", rep)
 	}
 }

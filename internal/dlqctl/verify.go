@@ -403,6 +403,9 @@ func (rc *recordCheck) checkStub(r *quarantine.Record) {
 					if err != nil {
 						probs = append(probs, archive.Problem{ID: j.r.DLQID, What: "archive object unreadable: " + err.Error()})
 					}
+					if len(probs) == 0 {
+						continue // only what a stub's check found is kept
+					}
 					f := stubFound{n: j.n, at: j.at}
 					for _, p := range probs {
 						pr := problem(p.ID, p.What)
