@@ -38,7 +38,7 @@ import (
 // next verify lists the bucket whole, as always; it reads from the bucket
 // only the objects the checkpoint lacks (a version id that S3 gave once
 // names the same bytes for ever), and a few it has, at random
-// (checkpointSample, CheckpointResample: so that a bucket that can no
+// (checkpoint.sample, CheckpointResample: so that a bucket that can no
 // longer be read, a key disabled, a permission withdrawn, still fails the
 // run), and skips the checks an earlier run passed (the decode and
 // re-seal of every record version, the read of an archived stub's object
@@ -106,9 +106,15 @@ type checkpoint struct {
 	next checkpointBody
 	// number is the next file's number.
 	number int
-	// sample are the keys read from the bucket although the checkpoint
-	// has them (checkpointSample).
-	sample map[string]bool
+	// sample is the one ledger object of those the checkpoint holds that
+	// each run reads from the bucket all the same, chosen at random (of
+	// archived stubs' proven objects, the first: stubProofs.sampled),
+	// besides those CheckpointResample picks: a copy spares the read, and
+	// with it the news that the bucket can no longer be read (its KMS key
+	// disabled, a permission withdrawn, the prefix moved to another
+	// storage class), which a run without the checkpoint fails on. A read
+	// that fails fails the run (a stub's names the record), as it would.
+	sample string
 	// reused and read count the ledger objects taken from the checkpoint
 	// and read from the bucket; damaged, the copies that did not hash as
 	// the manifest says.
@@ -125,17 +131,6 @@ type checkpoint struct {
 	// (App.CheckpointResample; 0: never).
 	resample int
 }
-
-// checkpointSample is how many of the ledger objects a checkpoint holds
-// each run reads from the bucket all the same, chosen at random (and of
-// archived stubs' proven objects, the first), besides those
-// CheckpointResample picks: a copy spares the read, and with it the news
-// that the bucket can no longer be read (its KMS key disabled, a
-// permission withdrawn, the prefix moved to another storage class), which
-// a run without the checkpoint fails on. A read that fails fails the run
-// (a stub's names the record), as it would. A fault of one object alone
-// shows when the object is read.
-const checkpointSample = 1
 
 // CheckpointResample: each object a checkpoint proves (a ledger object's
 // copy, an archived stub's object) is read all the same with a chance of
@@ -257,12 +252,8 @@ func openCheckpoint(dir, keyFile, bucket, scope string, now func() time.Time, re
 	}
 	cp.proofs = ledger.NewProofs(cp.next.Scope, known)
 	cp.stubs = stubProofs{p: cp.proofs, cp: cp, clock: now, floor: &atomic.Pointer[time.Time]{}, reused: &atomic.Int64{}, sampled: &atomic.Bool{}}
-	cp.sample = map[string]bool{}
-	keys := slices.Collect(maps.Keys(cp.prev.Objects))
-	for i := 0; i < len(keys) && len(cp.sample) < checkpointSample; i++ {
-		j := i + mathrand.IntN(len(keys)-i)
-		keys[i], keys[j] = keys[j], keys[i]
-		cp.sample[keys[i]] = true
+	if keys := slices.Collect(maps.Keys(cp.prev.Objects)); len(keys) > 0 {
+		cp.sample = keys[mathrand.IntN(len(keys))]
 	}
 	if err := cp.removeUnlisted(); err != nil {
 		return fail(err)
@@ -412,7 +403,7 @@ func (cp *checkpoint) removeUnlisted() error {
 // "" or "null" (a bucket without versioning) names no one version: such
 // an object is always read.
 func (cp *checkpoint) get(key, versionID string) (b []byte, name string, ok bool) {
-	if cp == nil || versionID == "" || versionID == "null" || cp.sample[key] || cp.resampled() {
+	if cp == nil || versionID == "" || versionID == "null" || key == cp.sample || cp.resampled() {
 		return nil, "", false
 	}
 	o, have := cp.prev.Objects[key]
@@ -663,7 +654,7 @@ func (s stubProofs) Known(stub *quarantine.Record, versionID string) bool {
 		return false
 	}
 	// Read all the same: the first proven object of each run, and any at
-	// random (checkpointSample). The proof is kept only if it passes again
+	// random (CheckpointResample). The proof is kept only if it passes again
 	// (Passed).
 	if s.sampled.CompareAndSwap(false, true) || s.cp.resampled() {
 		return false

@@ -23,17 +23,11 @@ import (
 // changed after it was read fails the segment's read; and the proofs'
 // scope changes with the writer keys.
 func TestCheckpointCopies(t *testing.T) {
-	dir, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
-	if err := WriteCheckpointKey(key); err != nil {
-		t.Fatal(err)
-	}
+	dir, key := t.TempDir(), newCheckpointKey(t)
 	open := func() *checkpoint {
 		t.Helper()
-		cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cp.sample = map[string]bool{} // no object read at random
+		cp := openTestCheckpoint(t, dir, key)
+		cp.sample = "" // no object read at random
 		return cp
 	}
 	cp := open()
@@ -149,18 +143,8 @@ func TestStubProofs(t *testing.T) {
 // A copy the checkpoint cannot take (DIR full, say) fails the checkpoint,
 // not the run: put says so, and commit writes no manifest.
 func TestACopyNotTakenFailsTheCheckpointOnly(t *testing.T) {
-	dir, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
-	if err := WriteCheckpointKey(key); err != nil {
-		t.Fatal(err)
-	}
-	cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.close()
-	if err := cp.root.Mkdir("objects/00000000", 0o700); err != nil { // the next copy's name, taken
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
+	cp := fullCheckpoint(t, dir)
 	if name := cp.put("ledger/segments/s/1", "v1", []byte("x")); name != "" || cp.failed == nil {
 		t.Fatalf("put: %q %v", name, cp.failed)
 	}
@@ -194,18 +178,7 @@ func (oneObject) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Opti
 // An object whose copy the checkpoint cannot take is still read, and
 // checked from the spill directory, as without a checkpoint.
 func TestReadOneWithoutACopy(t *testing.T) {
-	dir, key := t.TempDir(), filepath.Join(t.TempDir(), "key")
-	if err := WriteCheckpointKey(key); err != nil {
-		t.Fatal(err)
-	}
-	cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.close()
-	if err := cp.root.Mkdir("objects/00000000", 0o700); err != nil { // the copy's name, taken
-		t.Fatal(err)
-	}
+	cp := fullCheckpoint(t, t.TempDir())
 	segs, err := newSegmentFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -217,4 +190,38 @@ func TestReadOneWithoutACopy(t *testing.T) {
 	if b, err := segs.read("ledger/segments/s/1"); err != nil || string(b) != "segment bytes" || cp.failed == nil {
 		t.Fatalf("read back: %q %v; the checkpoint failed: %v", b, err, cp.failed)
 	}
+}
+
+// newCheckpointKey writes a checkpoint key to a new file.
+func newCheckpointKey(t *testing.T) string {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "key")
+	if err := WriteCheckpointKey(key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// openTestCheckpoint opens the checkpoint in dir under key, for bucket
+// "bucket" and scope "scope", with no object read again by chance.
+func openTestCheckpoint(t *testing.T, dir, key string) *checkpoint {
+	t.Helper()
+	cp, err := openCheckpoint(dir, key, "bucket", "scope", time.Now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// fullCheckpoint is a new checkpoint in dir that cannot take its next
+// copy (the copy's name is taken, as by a disk that is full), closed when
+// the test ends.
+func fullCheckpoint(t *testing.T, dir string) *checkpoint {
+	t.Helper()
+	cp := openTestCheckpoint(t, dir, newCheckpointKey(t))
+	t.Cleanup(cp.close)
+	if err := cp.root.Mkdir("objects/00000000", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return cp
 }

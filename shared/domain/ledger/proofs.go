@@ -149,16 +149,3 @@ func (p *Proofs) Holds(k ProofKey) bool {
 
 // Passed records that this run passed the check k.
 func (p *Proofs) Passed(k ProofKey) { p.pass(k, true) }
-
-// canonicalOrNil is an item's canonical bytes (nil: none, or not
-// canonical).
-func canonicalOrNil(it Item) []byte {
-	if it == nil {
-		return nil
-	}
-	c, err := it.Canonical()
-	if err != nil {
-		return nil
-	}
-	return c
-}

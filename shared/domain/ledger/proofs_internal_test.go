@@ -8,7 +8,14 @@ import "testing"
 func TestProofKeyBindsEverything(t *testing.T) {
 	p, q := NewProofs("a", nil), NewProofs("b", nil)
 	prev, next := Item{"k": Str("1")}, Item{"k": Str("2")}
-	pc, nc := canonicalOrNil(prev), canonicalOrNil(next)
+	pc, err := prev.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := next.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
 	base, ok := p.key(proofVersion, prev, pc, next, nc)
 	if !ok {
 		t.Fatal("no proof of a canonical pair")
