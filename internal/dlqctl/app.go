@@ -141,6 +141,10 @@ type App struct {
 	// writerARNs are WriterKeys resolved to their ARNs by writerCheck (nil:
 	// none given), checked against the signed digests (writers.go).
 	writerARNs []string
+	// writerMACs answers writerCheck's VerifyMac calls online (nil:
+	// offline, or no writer keys); verify --checkpoint gives it the
+	// checkpoint's proofs (writers.go).
+	writerMACs *macCache
 
 	// KeyFingerprint pins the signing key: the SHA-256 (hex) of its DER
 	// public key (verify, ledger export: --key-fingerprint,

@@ -34,7 +34,8 @@ import (
 // what one verify leaves for the next, so that a daily verify reads only
 // what changed: a copy of every ledger object it read (the first version
 // of each key, by its S3 version id) and the proofs of the checks it
-// passed (ledger.Proofs: record versions, archived stubs' objects). The
+// passed (ledger.Proofs: record versions, archived stubs' objects,
+// writer proofs' MACs). The
 // next verify lists the bucket whole, as always; it reads from the bucket
 // only the objects the checkpoint lacks (a version id that S3 gave once
 // names the same bytes for ever), and a few it has, at random
@@ -42,9 +43,9 @@ import (
 // longer be read, a key disabled, a permission withdrawn, still fails the
 // run), and skips the checks an earlier run passed (the decode and
 // re-seal of every record version, the read of an archived stub's object
-// and retention). Every other check, writer proofs included, runs as
-// without a checkpoint, over the whole ledger and the whole table, and
-// finds the same (ledger.TestEveryTestAgainWithProofs).
+// and retention, KMS's VerifyMac of a writer MAC: macCache). Every other
+// check runs as without a checkpoint, over the whole ledger and the whole
+// table, and finds the same (ledger.TestEveryTestAgainWithProofs).
 //
 // The checkpoint is the auditor's, not the stack's: DIR/checkpoint holds
 // its manifest (each object's key, version id, SHA-256 and file; the
@@ -122,6 +123,9 @@ type checkpoint struct {
 	proofs                *ledger.Proofs
 	// stubs are the proofs' archived stubs (s3store.StubProofs).
 	stubs stubProofs
+	// macs are the proofs' writer MACs (macCache.useProofs; nil: no
+	// writer keys).
+	macs  *macCache
 	notes []string
 	// failed is why a copy could not be written: the checkpoint is then
 	// not written.
@@ -149,12 +153,15 @@ type CheckpointReport struct {
 	// ObjectsRead from the bucket.
 	ObjectsReused int `json:"objects_reused"`
 	ObjectsRead   int `json:"objects_read"`
-	// ChecksSkipped checks were passed by an earlier run (version and
-	// archived object checks); of them, ArchivedObjectsSkipped
-	// are archived stubs' objects not read (their key's versions are
-	// listed all the same). Proofs are those the checkpoint now holds.
+	// ChecksSkipped checks were passed by an earlier run (version,
+	// archived object and writer MAC checks); of them,
+	// ArchivedObjectsSkipped are archived stubs' objects not read (their
+	// key's versions are listed all the same) and WriterMACsSkipped writer
+	// proofs' MACs not asked of KMS (the rest of each proof is checked
+	// all the same). Proofs are those the checkpoint now holds.
 	ChecksSkipped          int64 `json:"checks_skipped"`
 	ArchivedObjectsSkipped int64 `json:"archived_objects_skipped"`
+	WriterMACsSkipped      int64 `json:"writer_macs_skipped"`
 	Proofs                 int   `json:"proofs"`
 }
 
@@ -526,7 +533,7 @@ func (cp *checkpoint) commit(at time.Time) (written bool, err error) {
 // report is what the run did with the checkpoint.
 func (cp *checkpoint) report() *CheckpointReport {
 	return &CheckpointReport{Dir: cp.dir, ObjectsReused: cp.reused, ObjectsRead: cp.read, ChecksSkipped: cp.proofs.Reused(),
-		ArchivedObjectsSkipped: cp.stubs.reused.Load(), Proofs: cp.next.Proofs.Count}
+		ArchivedObjectsSkipped: cp.stubs.reused.Load(), WriterMACsSkipped: cp.macs.skippedCount(), Proofs: cp.next.Proofs.Count}
 }
 
 // proofScope is the scope of this build's checks with these writer keys
@@ -601,8 +608,8 @@ func (res *VerifyResult) addCheckpoint(cp *checkpoint, at time.Time) {
 	if cp.damaged > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("checkpoint: %s in %s did not hash as its manifest says (changed or damaged on disk): read from the bucket again", plural(cp.damaged, "copy", "copies"), cp.dir))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d checks skipped (passed in an earlier verify: versions not re-sealed, %d archived objects not read); %d proofs kept",
-		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.ArchivedObjectsSkipped, r.Proofs))
+	res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s: %d of %d ledger objects read from it, %d from the bucket; %d checks skipped (passed in an earlier verify: versions not re-sealed, %d archived objects not read, %d writer MACs not asked of KMS); %d proofs kept",
+		r.Dir, r.ObjectsReused, r.ObjectsReused+r.ObjectsRead, r.ObjectsRead, r.ChecksSkipped, r.ArchivedObjectsSkipped, r.WriterMACsSkipped, r.Proofs))
 }
 
 // stubProofs are the checkpoint's proofs of archived stubs' objects

@@ -225,3 +225,44 @@ func fullCheckpoint(t *testing.T, dir string) *checkpoint {
 	}
 	return cp
 }
+
+// A writer MAC's proof: only a MAC KMS said is valid becomes one; with
+// every proven MAC read again at random (resample 1), none is spared;
+// without the checkpoint's proofs, every MAC is asked.
+func TestWriterMACProofs(t *testing.T) {
+	var asked atomic.Int64
+	kms := func(_ context.Context, _ string, msg, _ []byte) (bool, error) {
+		asked.Add(1)
+		return string(msg) != "forged", nil
+	}
+	run := func(cp *checkpoint, msgs ...string) (int64, int64) {
+		t.Helper()
+		asked.Store(0)
+		m := &macCache{verify: kms}
+		m.useProofs(cp)
+		for _, msg := range msgs {
+			for range 2 { // the versions of one batch share its MAC
+				if ok, err := m.Verify(context.Background(), "arn:k", []byte(msg), []byte("mac")); err != nil || ok != (msg != "forged") {
+					t.Fatalf("%s: %v %v", msg, ok, err)
+				}
+			}
+		}
+		return asked.Load(), m.skippedCount()
+	}
+	if n, skipped := run(nil, "a", "b"); n != 2 || skipped != 0 {
+		t.Fatalf("without a checkpoint: %d asked, %d skipped", n, skipped)
+	}
+	cp := openTestCheckpoint(t, t.TempDir(), newCheckpointKey(t))
+	defer cp.close()
+	if n, _ := run(cp, "a", "b", "c", "forged"); n != 4 {
+		t.Fatalf("first run: %d asked", n)
+	}
+	cp.proofs = ledger.NewProofs(cp.next.Scope, cp.proofs.Proven())
+	if n, skipped := run(cp, "a", "b", "c", "forged"); n != 2 || skipped != 2 {
+		t.Fatalf("from the proofs: %d asked, %d skipped; want the key's first and the forged one", n, skipped)
+	}
+	cp.resample = 1
+	if n, skipped := run(cp, "a", "b", "c"); n != 3 || skipped != 0 {
+		t.Fatalf("each read again: %d asked, %d skipped", n, skipped)
+	}
+}

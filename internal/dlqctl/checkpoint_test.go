@@ -2,6 +2,7 @@ package dlqctl_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,11 +16,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/dlqquarantine/dlqq/internal/dlqctl"
+	"github.com/dlqquarantine/dlqq/shared/adapter/dynamostore"
+	"github.com/dlqquarantine/dlqq/shared/adapter/kmsmac"
+	"github.com/dlqquarantine/dlqq/shared/dev/storetest"
 	"github.com/dlqquarantine/dlqq/shared/domain/quarantine"
+	"github.com/dlqquarantine/dlqq/shared/domain/writerproof"
 )
 
 // checkpointLine is verify's note on its checkpoint, and the digest's age:
@@ -440,4 +450,91 @@ func writeManifest(t *testing.T, dir, keyFile string, body []byte) {
 	if err := os.WriteFile(filepath.Join(dir, "checkpoint"), out, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// countVerifyMac makes dlqctl's KMS client count the VerifyMac calls that
+// reach KMS.
+func (l *ledgerFixture) countVerifyMac() *atomic.Int64 {
+	n := &atomic.Int64{}
+	count := middleware.InitializeMiddlewareFunc("countVerifyMac", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		if awsmiddleware.GetOperationName(ctx) == "VerifyMac" {
+			n.Add(1)
+		}
+		return next.HandleInitialize(ctx, in)
+	})
+	l.kms = kms.NewFromConfig(l.st.AWS, func(o *kms.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Initialize.Add(count, middleware.After) })
+	})
+	return n
+}
+
+// From a checkpoint, a writer proof's MAC an earlier run verified is not
+// asked of KMS again, but for each key's first of the run; the output is
+// a whole run's. A key disabled since fails the run as it fails a whole
+// run (writer-unchecked), and the MAC KMS did not answer keeps no proof:
+// once the key is enabled again, the next run asks it.
+func TestVerifyFromACheckpointAsksKMSOnlyWhatItMust(t *testing.T) {
+	l, keys := writerLedger(t)
+	ctx := context.Background()
+	admin := kms.NewFromConfig(l.st.AWS)
+	store := dynamostore.New(l.st.Clients.DynamoDB, l.table).WithWriter(writerproof.NewProver(kmsmac.MAC{API: admin, KeyID: keys[0]}, writerproof.RoleIngest))
+	create := func() {
+		t.Helper()
+		if err := store.Create(ctx, storetest.Record(t, storetest.UniqueID("m"))); err != nil {
+			t.Fatal(err)
+		}
+		l.drain()
+		l.digest()
+	}
+	for range 4 {
+		create()
+	}
+	calls := l.countVerifyMac()
+	writerKeys := "--writer-keys=" + strings.Join(keys, ",")
+	whole, errOut, code := l.run(false, "verify", writerKeys)
+	macs := calls.Swap(0)
+	if code != 0 || macs < 5 || !strings.Contains(whole, "writer proofs since digest #1: 5 versions proved") {
+		t.Fatalf("whole run (exit %d, %d VerifyMac calls):\n%s%s", code, macs, whole, errOut)
+	}
+	key, dir := filepath.Join(t.TempDir(), "key"), filepath.Join(t.TempDir(), "checkpoint")
+	if err := dlqctl.WriteCheckpointKey(key); err != nil {
+		t.Fatal(err)
+	}
+	skipped := regexp.MustCompile(`, (\d+) writer MACs not asked of KMS\)`)
+	run := func(wantCode int, wantCalls, wantSkipped int64) string {
+		t.Helper()
+		calls.Store(0)
+		out, errOut, code := l.run(false, "verify", writerKeys, "--checkpoint", dir, "--checkpoint-key", key)
+		m := skipped.FindStringSubmatch(out)
+		if code != wantCode || calls.Load() != wantCalls || m == nil || m[1] != strconv.FormatInt(wantSkipped, 10) {
+			t.Fatalf("from the checkpoint: exit %d, %d VerifyMac calls, skipped %q; want exit %d, %d calls, %d skipped\n%s%s", code, calls.Load(), m, wantCode, wantCalls, wantSkipped, out, errOut)
+		}
+		return out
+	}
+	if out := run(0, macs, 0); sameRun(out) != sameRun(whole) {
+		t.Fatalf("leaving a checkpoint:\n%s\nwhole:\n%s", out, whole)
+	}
+	if out := run(0, 1, macs-1); sameRun(out) != sameRun(whole) {
+		t.Fatalf("from the checkpoint:\n%s\nwhole:\n%s", out, whole)
+	}
+	create() // a MAC no run has verified yet
+	run(0, 2, macs-1)
+	macs++
+
+	if _, err := admin.DisableKey(ctx, &kms.DisableKeyInput{KeyId: &keys[0]}); err != nil {
+		t.Fatal(err)
+	}
+	unchecked := regexp.MustCompile(`(?m)^.*writer-unchecked.*$`)
+	whole, _, code = l.run(false, "verify", writerKeys)
+	if code != dlqctl.ExitMismatch || len(unchecked.FindAllString(whole, -1)) != int(macs) {
+		t.Fatalf("whole run with the key disabled (exit %d):\n%s", code, whole)
+	}
+	if out := run(dlqctl.ExitMismatch, 1, macs-1); len(unchecked.FindAllString(out, -1)) != 1 {
+		t.Fatalf("from the checkpoint with the key disabled:\n%s", out)
+	}
+	if _, err := admin.EnableKey(ctx, &kms.EnableKeyInput{KeyId: &keys[0]}); err != nil {
+		t.Fatal(err)
+	}
+	run(0, 2, macs-2) // the one KMS did not answer, and the key's first
+	run(0, 1, macs-1)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -46,6 +47,8 @@ type ledgerFixture struct {
 	// stubConcurrency its App.StubConcurrency.
 	partitionBytes  int64
 	stubConcurrency int
+	// kms, when set, is dlqctl's KMS client (countVerifyMac).
+	kms *kms.Client
 }
 
 func newLedgerFixture(t *testing.T) *ledgerFixture {
@@ -172,7 +175,13 @@ func (l *ledgerFixture) run(offline bool, args ...string) (string, string, int) 
 			l.t.Errorf("an offline command connected to AWS: %v", args)
 			return nil, errors.New("no AWS call offline")
 		}
-		return &dlqctl.Clients{Clients: l.st.Clients, Lambda: lambda.NewFromConfig(l.st.AWS),
+		clients := l.st.Clients
+		if l.kms != nil {
+			c := *clients
+			c.KMS = l.kms
+			clients = &c
+		}
+		return &dlqctl.Clients{Clients: clients, Lambda: lambda.NewFromConfig(l.st.AWS),
 			CloudFormation: cloudformation.NewFromConfig(l.st.AWS), STS: sts.NewFromConfig(l.st.AWS), Local: true}, nil
 	}
 	base := []string{"--actor", "alice", "--table", l.table}

@@ -248,6 +248,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			}
 			defer cp.close()
 			in.Proofs, proven, segs.cp = cp.proofs, cp.stubs, cp
+			a.writerMACs.useProofs(cp) // writers.go
 		}
 		ev.keyARN, ev.keyFrom = keyARN, "the configured signing key"
 		if before, err = a.countCheckpoints(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -74,7 +75,7 @@ func isKeyARN(id string) bool {
 // a key given by alias or id is resolved to its ARN with DescribeKey;
 // offline it must be an ARN.
 func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledger.Item) error, string, error) {
-	a.writerARNs = nil
+	a.writerARNs, a.writerMACs = nil, nil
 	if strings.TrimSpace(a.WriterKeys) == "" {
 		return nil, "", nil
 	}
@@ -104,8 +105,8 @@ func (a *App) writerCheck(ctx context.Context, c *Clients) (func(prev, next ledg
 	if c.Clients == nil || c.KMS == nil {
 		return nil, "", errors.New("no KMS client to verify writer proofs with")
 	}
-	v := &macCache{verify: kmsmac.Verifier{API: c.KMS}.Verify}
-	return dynamostore.LedgerWriterCheck(ctx, keys, v.Verify), "", nil
+	a.writerMACs = &macCache{verify: kmsmac.Verifier{API: c.KMS}.Verify}
+	return dynamostore.LedgerWriterCheck(ctx, keys, a.writerMACs.Verify), "", nil
 }
 
 // addWriterKeys checks the writer keys given (keyARNs, resolved by
@@ -136,16 +137,51 @@ func (res *VerifyResult) addWriterKeys(in ledger.Input, keyARNs []string) {
 // macCache verifies each (key, message, MAC) once: all the versions of a
 // batch share their root's MAC, so a ledger costs one VerifyMac per
 // batch. Concurrent asks for the same one wait for the first.
+//
+// From a checkpoint (useProofs), a MAC an earlier run verified is not
+// asked again: VerifyMac's answer for the same key, message and MAC is
+// a pure function of the key's material, which KMS never changes for a
+// key's ARN (an HMAC key has no rotation, and imported material can only
+// be imported again as it was). What does change is whether KMS answers
+// at all (a key disabled or scheduled for deletion, a grant or a policy
+// withdrawn), which a run without the checkpoint fails on: so each key's
+// first proven MAC of a run is asked all the same, and any with a chance
+// of 1 in CheckpointResample, and a proof is kept only if KMS says so
+// again.
 type macCache struct {
 	verify writerproof.VerifyMAC
 	mu     sync.Mutex
 	seen   map[string]*macAnswer
+	// proofs are the checkpoint's (nil: none); asked are the keys one of
+	// whose proven MACs this run asked KMS; resampled picks the others
+	// asked all the same; skipped counts the MACs not asked.
+	proofs    *ledger.Proofs
+	asked     map[string]bool
+	resampled func() bool
+	skipped   atomic.Int64
 }
 
 type macAnswer struct {
 	once sync.Once
 	ok   bool
 	err  error
+}
+
+// useProofs takes the checkpoint's proofs, before the first Verify.
+func (m *macCache) useProofs(cp *checkpoint) {
+	if m == nil || cp == nil {
+		return
+	}
+	m.proofs, m.asked, m.resampled = cp.proofs, map[string]bool{}, cp.resampled
+	cp.macs = m
+}
+
+// skippedCount is how many MACs a proof spared asking KMS.
+func (m *macCache) skippedCount() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.skipped.Load()
 }
 
 // Verify implements writerproof.VerifyMAC.
@@ -161,6 +197,34 @@ func (m *macCache) Verify(ctx context.Context, keyARN string, msg, mac []byte) (
 		m.seen[k] = ans
 	}
 	m.mu.Unlock()
-	ans.once.Do(func() { ans.ok, ans.err = m.verify(ctx, keyARN, msg, mac) })
+	ans.once.Do(func() { ans.ok, ans.err = m.ask(ctx, keyARN, msg, mac) })
 	return ans.ok, ans.err
+}
+
+// ask is VerifyMac, unless an earlier run's proof spares it.
+func (m *macCache) ask(ctx context.Context, keyARN string, msg, mac []byte) (bool, error) {
+	if m.proofs == nil {
+		return m.verify(ctx, keyARN, msg, mac)
+	}
+	proof := m.proofs.Key("writer-mac", []byte(keyARN), msg, mac)
+	if m.proofs.Holds(proof) && !m.askAllTheSame(keyARN) {
+		m.proofs.Known(proof)
+		m.skipped.Add(1)
+		return true, nil
+	}
+	ok, err := m.verify(ctx, keyARN, msg, mac)
+	if ok && err == nil {
+		m.proofs.Passed(proof)
+	}
+	return ok, err
+}
+
+// askAllTheSame reports whether a proven MAC under keyARN is asked of KMS
+// all the same: the key's first of the run, and any at random.
+func (m *macCache) askAllTheSame(keyARN string) bool {
+	m.mu.Lock()
+	first := !m.asked[keyARN]
+	m.asked[keyARN] = true
+	m.mu.Unlock()
+	return first || m.resampled()
 }

@@ -18,8 +18,10 @@ import (
 // and finds the same. A proof is the SHA-256 of the scope, the check's
 // kind and both versions' canonical bytes; a check that failed is never
 // one, so it is made again on every run. Input.CheckWriter is always
-// made: it asks KMS, whose answer for the same proof changes when a key
-// is disabled or its grant withdrawn.
+// made: its KMS call is the caller's to spare (dlqctl keeps proofs of
+// the MACs KMS verified, and asks KMS all the same for each key's first
+// of a run, whose answer changes when a key is disabled or its grant
+// withdrawn).
 //
 // Whoever keeps the proofs between runs must keep them where no one who
 // can write the table or the ledger can write them: a proof that was
