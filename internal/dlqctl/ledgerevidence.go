@@ -161,7 +161,7 @@ func (res *VerifyResult) addEvidence(in ledger.Input, ev evidence) {
 		return
 	}
 	cin, probs := dynamostore.LedgerCounterInput(ev.tableItems, nil, in.Baselines, in.Now)
-	cin.SegmentKeys, cin.ReadSegment = in.SegmentKeys, in.ReadSegment
+	cin.SegmentKeys, cin.ReadSegment, cin.Headers = in.SegmentKeys, in.ReadSegment, in.Headers
 	r := ledger.RecountCounters(cin)
 	probs = append(probs, r.Problems...)
 	add(probs...)

@@ -19,3 +19,12 @@ func ProofRuns() (runs, reused, mismatched int64, first string) {
 	defer proofMismatch.Unlock()
 	return proofRuns.Load(), proofReuses.Load(), proofMismatches.Load(), proofMismatch.first
 }
+
+// HeaderRuns counts the recounts a partitioned test made again with a
+// Verify's segment headers, and those that found something else, and
+// describes the first of those.
+func HeaderRuns() (runs, mismatched int64, first string) {
+	headerMismatch.Lock()
+	defer headerMismatch.Unlock()
+	return headerRuns.Load(), headerMismatches.Load(), headerMismatch.first
+}

@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if err == nil {
 		fmt.Printf("%s %d\n", splitRunsLine, ledger.SplitRuns())
+		runs, mismatched, first := ledger.HeaderRuns()
+		fmt.Printf("%s %d %d\n%s\n", headerRunsLine, runs, mismatched, first)
 	}
 	if proofs {
 		runs, reused, mismatched, first := ledger.ProofRuns()
@@ -83,13 +85,21 @@ func TestEveryTestAgainWithProofs(t *testing.T) {
 	}
 }
 
-// splitRunsLine opens the line that says how many runs were split.
-const splitRunsLine = "partitioned runs:"
+// splitRunsLine opens the line that says how many runs were split;
+// headerRunsLine the one that counts the recounts made again with a
+// Verify's segment headers.
+const (
+	splitRunsLine  = "partitioned runs:"
+	headerRunsLine = "recounts with verify's headers (runs, mismatched):"
+)
 
 // Every test of this package again, with every Verify reading its
 // segments one at a time and its items as a stream, and checking its keys
 // in 3 partitions through its spill files: a partitioned run finds what
-// one run in memory finds, problem for problem.
+// one run in memory finds, problem for problem. Every recount of the
+// counters is made there twice, the second time with the segment headers
+// a Verify over the same segments kept (CounterInput.Headers), and finds
+// the same.
 func TestEveryTestAgainPartitioned(t *testing.T) {
 	if os.Getenv(splitEnv) != "" || os.Getenv(proofsEnv) != "" {
 		return // this is such a run
@@ -111,6 +121,13 @@ func TestEveryTestAgainPartitioned(t *testing.T) {
 	} else if _, err := fmt.Sscanf(string(out[i+len(splitRunsLine):]), "%d", &runs); err != nil || runs < 50 {
 		t.Fatalf("partitioned: %d runs split (%v), want every Verify's (at least 50)", runs, err)
 	}
+	var recounts, mismatched int
+	if i := strings.LastIndex(string(out), headerRunsLine); i < 0 {
+		t.Fatalf("partitioned: no %q line:\n%s", headerRunsLine, out)
+	} else if _, err := fmt.Sscanf(string(out[i+len(headerRunsLine):]), "%d %d", &recounts, &mismatched); err != nil || recounts < 10 || mismatched > 0 {
+		t.Fatalf("partitioned: %d recounts made again with a Verify's headers, %d found something else (%v), want at least 10 and none:\n%s", recounts, mismatched, err, out[i:])
+	}
+	t.Logf("%d recounts made again with a Verify's headers", recounts)
 	// Each run removes its spill files.
 	left, err := os.ReadDir(tmp)
 	if err != nil {

@@ -127,6 +127,10 @@ type Input struct {
 	// table or the ledger can write (dlqctl's signed checkpoint).
 	Proofs *Proofs
 
+	// Headers, when set, are given each segment's header as parsed, for
+	// RecountCounters (CounterInput.Headers).
+	Headers *SegmentHeaders
+
 	// What follows bounds Verify's memory (verify_partition.go).
 
 	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
@@ -442,7 +446,9 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		if err != nil {
 			return fmt.Errorf("segment %s: %w", key, err)
 		}
+		sha := SHA256Hex(raw)
 		s, err := ParseSegment(raw)
+		v.in.Headers.put(sha, s, err)
 		if err != nil {
 			v.fail(KindSegmentInvalid, key, "%v", err)
 			continue
@@ -455,7 +461,7 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 			byShard[s.Shard] = map[string]*segNode{}
 		}
 		dropOldItems(s.Entries)
-		n := &segNode{key: key, seg: s, sha: SHA256Hex(raw), idx: idx}
+		n := &segNode{key: key, seg: s, sha: sha, idx: idx}
 		if v.in.ReadSegment != nil {
 			if err := keys.spillSegment(n); err != nil {
 				return err

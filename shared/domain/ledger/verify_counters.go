@@ -69,6 +69,10 @@ type CounterInput struct {
 	// Segments, as Input's: one segment's changes are held at a time.
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
+	// Headers, with ReadSegment, are the segments' headers a Verify over
+	// the same bytes parsed (Input.Headers): a segment is then parsed
+	// only when counted.
+	Headers *SegmentHeaders
 	// Now is when the table was read: a counter past its TTL then is not
 	// checked.
 	Now time.Time
@@ -111,7 +115,14 @@ func RecountCounters(in CounterInput) CounterResult {
 	if splitForTests > 1 && in.ReadSegment == nil {
 		in.SegmentKeys, in.ReadSegment = segmentReader(in.Segments)
 		in.Segments = nil
+		if in.Headers == nil {
+			return in.againWithHeaders() // headers_hook.go
+		}
 	}
+	return in.recount()
+}
+
+func (in CounterInput) recount() CounterResult {
 	var res CounterResult
 	chains, why, err := in.counterChains()
 	if err != nil {
@@ -297,17 +308,21 @@ func (in CounterInput) counterChains() (map[string][]counterSeg, string, error) 
 				return nil, "", fmt.Errorf("segment %s could not be read: %w", key, err)
 			}
 		}
-		s, err := ParseSegment(raw)
+		sha := SHA256Hex(raw)
+		var s Segment
+		var err error
+		if in.ReadSegment != nil {
+			s, err = in.Headers.parse(raw, sha) // its entries read again when counted (withEntries)
+		} else {
+			s, err = ParseSegment(raw)
+		}
 		if err != nil || key != SegmentKey(s.Shard, s.FirstSeq) {
 			continue // segment-invalid: on no chain
 		}
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*counterSeg{}
 		}
-		if in.ReadSegment != nil {
-			s.Entries = nil // read again when counted (withEntries)
-		}
-		byShard[s.Shard][key] = &counterSeg{key, s, SHA256Hex(raw)}
+		byShard[s.Shard][key] = &counterSeg{key, s, sha}
 	}
 	out := map[string][]counterSeg{}
 	for shard, nodes := range byShard {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -218,5 +219,44 @@ func TestRecountCountersFailsOnAReadThatFails(t *testing.T) {
 				t.Fatalf("%+v", r)
 			}
 		})
+	}
+}
+
+// The counters' recount takes each segment's header from a Verify over
+// the same bytes (CounterInput.Headers) and finds what it finds parsing
+// every segment itself: with a segment that does not parse, and with one
+// whose bytes changed since the Verify read them (a header is of bytes,
+// not of a key).
+func TestRecountCountersWithAVerifysHeaders(t *testing.T) {
+	f := standard(t)
+	in := f.counterInput(map[string]int64{"#ctr#n": 7, minute: 7}, counted())
+	keys := slices.Sorted(maps.Keys(in.Segments))
+	reader := func(segs map[string][]byte) func(string) ([]byte, error) {
+		return func(key string) ([]byte, error) { return segs[key], nil }
+	}
+	recount := func(segs map[string][]byte, h *ledger.SegmentHeaders) ledger.CounterResult {
+		c := in
+		c.Segments, c.SegmentKeys, c.ReadSegment, c.Headers = nil, keys, reader(segs), h
+		return ledger.RecountCounters(c)
+	}
+	headersOf := func(segs map[string][]byte) *ledger.SegmentHeaders {
+		h := ledger.NewSegmentHeaders()
+		_, _ = ledger.VerifyErr(ledger.Input{SegmentKeys: keys, ReadSegment: reader(segs), Headers: h, Partitions: 1, SpillDir: t.TempDir()})
+		return h
+	}
+	whole, broken := in.Segments, maps.Clone(in.Segments)
+	broken[keys[0]] = []byte(`{"format":"x"}`)
+	if r := recount(whole, nil); len(r.Problems) > 0 || r.Checked == 0 || r.NotChecked != "" || recount(broken, nil).NotChecked == "" {
+		t.Fatalf("without headers: %+v; with a segment broken: %+v", r, recount(broken, nil))
+	}
+	for name, c := range map[string]struct{ verified, recounted map[string][]byte }{
+		"same bytes":                             {whole, whole},
+		"a segment that does not parse":          {broken, broken},
+		"a segment changed since verify read it": {whole, broken},
+		"a segment mended since verify read it":  {broken, whole},
+	} {
+		if got, want := recount(c.recounted, headersOf(c.verified)), recount(c.recounted, nil); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: with a Verify's headers %+v, without %+v", name, got, want)
+		}
 	}
 }
