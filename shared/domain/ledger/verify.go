@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -433,6 +436,68 @@ func dropOldItems(entries []Entry) {
 	}
 }
 
+// parsedSegment is a segment read and parsed (parseAhead): its
+// SHA-256, and ParseSegment's answer, old items dropped (dropOldItems).
+type parsedSegment struct {
+	sha     string
+	seg     Segment
+	err     error
+	readErr error
+}
+
+// parseAhead reads and parses the segments of keys a few at a time, on
+// as many goroutines as the process has CPUs: next(i) waits for the i-th
+// (next must be called for 0, 1, 2… in turn); stop ends the reads. At
+// most twice as many segments as goroutines are held read and not yet
+// taken.
+func (v *verifier) parseAhead(keys []string) (next func(int) parsedSegment, stop func()) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(keys)))
+	out := make([]chan parsedSegment, len(keys))
+	for i := range out {
+		out[i] = make(chan parsedSegment, 1)
+	}
+	tokens := make(chan struct{}, 2*workers)
+	done := make(chan struct{})
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case tokens <- struct{}{}:
+				case <-done:
+					return
+				}
+				i := int(taken.Add(1)) - 1
+				if i >= len(keys) {
+					return
+				}
+				var p parsedSegment
+				raw, err := v.readSegment(keys[i])
+				if err != nil {
+					p.readErr = err
+				} else {
+					p.sha = SHA256Hex(raw)
+					if p.seg, p.err = ParseSegment(raw); p.err == nil {
+						dropOldItems(p.seg.Entries)
+					}
+				}
+				out[i] <- p
+			}
+		})
+	}
+	next = func(i int) parsedSegment {
+		p := <-out[i]
+		<-tokens
+		return p
+	}
+	stop = func() {
+		close(done)
+		wg.Wait()
+	}
+	return next, stop
+}
+
 // segments checks every shard's chain against the digests and passes each
 // entry of the chained segments to keys, shard by shard in chain order. A
 // segment read from Input.ReadSegment is read once: its entries go to the
@@ -441,14 +506,15 @@ func dropOldItems(entries []Entry) {
 func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDigest, keys *keyStage) error {
 	byShard := map[string]map[string]*segNode{}
 	segKeys := v.segmentKeys()
+	next, stop := v.parseAhead(segKeys)
+	defer stop()
 	for idx, key := range segKeys {
-		raw, err := v.readSegment(key)
-		if err != nil {
-			return fmt.Errorf("segment %s: %w", key, err)
+		p := next(idx)
+		if p.readErr != nil {
+			return fmt.Errorf("segment %s: %w", key, p.readErr)
 		}
-		sha := SHA256Hex(raw)
-		s, err := ParseSegment(raw)
-		v.in.Headers.put(sha, s, err)
+		s, err := p.seg, p.err
+		v.in.Headers.put(p.sha, s, err)
 		if err != nil {
 			v.fail(KindSegmentInvalid, key, "%v", err)
 			continue
@@ -460,8 +526,7 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 		if byShard[s.Shard] == nil {
 			byShard[s.Shard] = map[string]*segNode{}
 		}
-		dropOldItems(s.Entries)
-		n := &segNode{key: key, seg: s, sha: sha, idx: idx}
+		n := &segNode{key: key, seg: s, sha: p.sha, idx: idx}
 		if v.in.ReadSegment != nil {
 			if err := keys.spillSegment(n); err != nil {
 				return err
