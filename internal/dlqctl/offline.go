@@ -104,7 +104,7 @@ func (a *App) verifyOffline(_ context.Context, o VerifyOptions, ev evidence) err
 	if in.SegmentKeys, in.ReadSegment, segmentBytes, err = exportSegments(o.Offline); err != nil {
 		return err
 	}
-	in.Headers = ledger.NewSegmentHeaders() // the counters' recount parses a segment once more only to count it
+	in.Headers = dynamostore.LedgerSegmentHeaders() // the counters' recount then parses a segment again only for a baseline's first changes
 	in.Partitions = ledger.PartitionsFor(segmentBytes+tableBytes, a.PartitionBytes)
 	if in.Baselines, err = readExportDir(o.Offline, ledger.BaselinePrefix); err != nil {
 		return err

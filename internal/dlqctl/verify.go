@@ -262,7 +262,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 			cp.stubs.setFloor(in.Digests, in.PublicKeyDER)
 		}
 		in.SegmentKeys, in.ReadSegment = segs.keys(), segs.read
-		in.Headers = ledger.NewSegmentHeaders() // the counters' recount parses a segment once more only to count it
+		in.Headers = dynamostore.LedgerSegmentHeaders() // the counters' recount then parses a segment again only for a baseline's first changes
 	}
 	// Which index the listings read, asked before the scan (IndexCheck).
 	bySource, err := dynamostore.ReadsSourceIndex(ctx, c.DynamoDB, a.Table)

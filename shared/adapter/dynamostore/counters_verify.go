@@ -153,6 +153,14 @@ func checkpointOf(it ledger.Item) (ledger.CounterPos, error) {
 	return ledger.CounterPos{Segment: seg, Chunk: chunk, Done: *done.BOOL}, nil
 }
 
+// LedgerSegmentHeaders are what a Verify keeps of each segment for the
+// recount of LedgerCounterInput (ledger.Input.Headers,
+// CounterInput.Headers): its header and counter deltas, as
+// SegmentCounterChunks counts them.
+func LedgerSegmentHeaders() *ledger.SegmentHeaders {
+	return ledger.NewSegmentHeaders(SegmentCounterChunks)
+}
+
 // LedgerCounterInput is the recount's input over the table's items and
 // the ledger's objects, as of now.
 func LedgerCounterInput(items []ledger.Item, segments, baselines map[string][]byte, now time.Time) (ledger.CounterInput, []ledger.Problem) {

@@ -18,12 +18,12 @@ var headerMismatch struct {
 
 // againWithHeaders is, in this package's partitioned tests
 // (splitForTests), the recount of in made twice: without headers, and
-// with those a Verify over the same segments kept; both must find the
-// same.
+// with the headers and counter deltas a Verify over the same segments
+// kept; both must find the same.
 func (in CounterInput) againWithHeaders() CounterResult {
 	headerRuns.Add(1)
 	want := in.recount()
-	h := NewSegmentHeaders()
+	h := NewSegmentHeaders(in.Chunks)
 	_, _ = VerifyErr(Input{SegmentKeys: in.SegmentKeys, ReadSegment: in.ReadSegment, Headers: h, Partitions: 1, Proofs: NewProofs("", nil)})
 	in.Headers = h
 	if got := in.recount(); !reflect.DeepEqual(got, want) {

@@ -437,11 +437,13 @@ func dropOldItems(entries []Entry) {
 }
 
 // parsedSegment is a segment read and parsed (parseAhead): its
-// SHA-256, and ParseSegment's answer, old items dropped (dropOldItems).
+// SHA-256, ParseSegment's answer, old items dropped (dropOldItems), and
+// what Input.Headers keeps of it.
 type parsedSegment struct {
 	sha     string
 	seg     Segment
 	err     error
+	head    segmentHeader
 	readErr error
 }
 
@@ -478,7 +480,9 @@ func (v *verifier) parseAhead(keys []string) (next func(int) parsedSegment, stop
 					p.readErr = err
 				} else {
 					p.sha = SHA256Hex(raw)
-					if p.seg, p.err = ParseSegment(raw); p.err == nil {
+					p.seg, p.err = ParseSegment(raw)
+					p.head = v.in.Headers.read(p.seg, p.err) // before the old items go: the counters count them
+					if p.err == nil {
 						dropOldItems(p.seg.Entries)
 					}
 				}
@@ -514,7 +518,7 @@ func (v *verifier) segments(digests map[int64]*parsedDigest, signed []*parsedDig
 			return fmt.Errorf("segment %s: %w", key, p.readErr)
 		}
 		s, err := p.seg, p.err
-		v.in.Headers.put(p.sha, s, err)
+		v.in.Headers.put(p.sha, p.head)
 		if err != nil {
 			v.fail(KindSegmentInvalid, key, "%v", err)
 			continue

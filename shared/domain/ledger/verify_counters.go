@@ -69,9 +69,10 @@ type CounterInput struct {
 	// Segments, as Input's: one segment's changes are held at a time.
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
-	// Headers, with ReadSegment, are the segments' headers a Verify over
-	// the same bytes parsed (Input.Headers): a segment is then parsed
-	// only when counted.
+	// Headers, with ReadSegment, are the segments' headers and counter
+	// deltas a Verify over the same bytes kept (Input.Headers, made with
+	// Chunks): a segment is then read again only when they lack it (or
+	// for the baseline's first changes).
 	Headers *SegmentHeaders
 	// Now is when the table was read: a counter past its TTL then is not
 	// checked.
@@ -166,12 +167,15 @@ func (in CounterInput) recount() CounterResult {
 		res.Behind += int64(len(chain)) - pos.Counted()
 		for i := int64(0); i < pos.Segment; i++ {
 			n := chain[i]
-			seg, err := in.withEntries(n)
-			if err != nil {
-				res.unreadable(err)
-				continue
+			chunks, ok, err := in.Headers.counted(n.sha) // counted as Verify read the same bytes
+			if !ok {
+				seg, rerr := in.withEntries(n)
+				if rerr != nil {
+					res.unreadable(rerr)
+					continue
+				}
+				chunks, err = in.Chunks(seg)
 			}
-			chunks, err := in.Chunks(seg)
 			if err != nil {
 				res.NotChecked = fmt.Sprintf("segment %s does not count: %v", n.key, err)
 				continue

@@ -240,7 +240,7 @@ func TestRecountCountersWithAVerifysHeaders(t *testing.T) {
 		return ledger.RecountCounters(c)
 	}
 	headersOf := func(segs map[string][]byte) *ledger.SegmentHeaders {
-		h := ledger.NewSegmentHeaders()
+		h := ledger.NewSegmentHeaders(in.Chunks)
 		_, _ = ledger.VerifyErr(ledger.Input{SegmentKeys: keys, ReadSegment: reader(segs), Headers: h, Partitions: 1, SpillDir: t.TempDir()})
 		return h
 	}
@@ -249,14 +249,30 @@ func TestRecountCountersWithAVerifysHeaders(t *testing.T) {
 	if r := recount(whole, nil); len(r.Problems) > 0 || r.Checked == 0 || r.NotChecked != "" || recount(broken, nil).NotChecked == "" {
 		t.Fatalf("without headers: %+v; with a segment broken: %+v", r, recount(broken, nil))
 	}
-	for name, c := range map[string]struct{ verified, recounted map[string][]byte }{
+	cases := map[string]struct{ verified, recounted map[string][]byte }{
 		"same bytes":                             {whole, whole},
 		"a segment that does not parse":          {broken, broken},
 		"a segment changed since verify read it": {whole, broken},
 		"a segment mended since verify read it":  {broken, whole},
-	} {
-		if got, want := recount(c.recounted, headersOf(c.verified)), recount(c.recounted, nil); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: with a Verify's headers %+v, without %+v", name, got, want)
+	}
+	check := func(what string) {
+		t.Helper()
+		for name, c := range cases {
+			if got, want := recount(c.recounted, headersOf(c.verified)), recount(c.recounted, nil); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, %s: with a Verify's headers %+v, without %+v", what, name, got, want)
+			}
 		}
 	}
+	check("counted")
+	// A segment that does not count: the same answer from the headers.
+	in.Chunks = func(s ledger.Segment) ([][]ledger.CounterDelta, error) {
+		if s.Shard == "shard-2" {
+			return nil, errors.New("not countable")
+		}
+		return fakeChunks(s)
+	}
+	if r := recount(whole, nil); r.NotChecked == "" || !strings.Contains(r.NotChecked, "not countable") {
+		t.Fatalf("a segment that does not count: %+v", r)
+	}
+	check("a segment that does not count")
 }
