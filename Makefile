@@ -56,6 +56,7 @@ bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Ingest|Redrive|Sweeper|WriteUnits|MetricsRun)' -benchtime=1x -count=3 -timeout 60m ./shared/dev/bench/
 	DLQQ_VERIFY_BENCH_RECORDS=$(VERIFY_RECORDS) $(GO) test -run '^$$' -bench '^BenchmarkVerify$$' -benchtime=1x -count=1 -timeout 60m ./shared/dev/bench/
 	DLQQ_VERIFY_BENCH_VERSIONS=$(VERIFY_VERSIONS) $(GO) test -run '^$$' -bench '^BenchmarkVerifyVersions$$' -benchtime=1x -count=1 -timeout 60m ./shared/dev/bench/
+	$(GO) test -run '^$$' -bench '^BenchmarkVerifyClaimCheckedBodies$$' -benchtime=1x -count=1 ./shared/dev/bench/
 	$(GO) test -run '^$$' -bench Seal -benchmem -count=1 ./shared/domain/quarantine/
 	$(GO) test -run '^$$' -bench WriterProof -benchmem -count=1 ./shared/domain/writerproof/
 	$(GO) test -run '^$$' -bench 'WriterProofKMS/tree' -benchtime=20x -count=1 ./shared/dev/bench/

@@ -125,9 +125,10 @@ type App struct {
 	// PartitionBytes is the bytes of segments and items verify checks in
 	// one partition (0: ledger.PartitionBytes; verifyspill.go).
 	PartitionBytes int64
-	// StubConcurrency is how many archived stubs verify checks against
-	// their objects at once (0: StubConcurrency).
-	StubConcurrency int
+	// ObjectConcurrency is how many archived stubs and claim-checked
+	// bodies verify checks against their S3 objects at once (0:
+	// ObjectConcurrency).
+	ObjectConcurrency int
 	// CheckpointResample is the chance, 1 in it, that verify --checkpoint
 	// reads an object it has a copy or proof of all the same (0:
 	// CheckpointResample; negative: never, for tests that count reads).

@@ -44,9 +44,9 @@ type ledgerFixture struct {
 	// entries carry).
 	now func() time.Time
 	// partitionBytes is dlqctl's App.PartitionBytes (0: its default);
-	// stubConcurrency its App.StubConcurrency.
-	partitionBytes  int64
-	stubConcurrency int
+	// objectConcurrency its App.ObjectConcurrency.
+	partitionBytes    int64
+	objectConcurrency int
 	// kms, when set, is dlqctl's KMS client (countVerifyMac).
 	kms *kms.Client
 }
@@ -168,7 +168,7 @@ func (l *ledgerFixture) run(offline bool, args ...string) (string, string, int) 
 	if l.now != nil {
 		a.Now = l.now
 	}
-	a.PartitionBytes, a.StubConcurrency = l.partitionBytes, l.stubConcurrency
+	a.PartitionBytes, a.ObjectConcurrency = l.partitionBytes, l.objectConcurrency
 	a.CheckpointResample = -1 // a checkpoint's reads counted exactly: none at random but its one sample
 	a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
 		if offline {

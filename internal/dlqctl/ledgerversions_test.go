@@ -263,7 +263,7 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 		l.put(&r)
 		broken = append(broken, r.DLQID)
 	}
-	l.stubConcurrency = 1
+	l.objectConcurrency = 1
 	one, _, code := l.run(false, "verify")
 	if code != dlqctl.ExitMismatch {
 		t.Fatalf("exit %d:\n%s", code, one)
@@ -275,12 +275,8 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 		named[id] = true
 	}
 	var want, got []string
-	items, err := l.st.Clients.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, it := range items.Items {
-		if id := it["dlq_id"].(*ddbtypes.AttributeValueMemberS).Value; named[id] {
+	for _, id := range scanOrder(t, l) {
+		if named[id] {
 			want = append(want, id)
 		}
 	}
@@ -292,7 +288,7 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("problems in the order %v, the scan's is %v:\n%s", got, want, one)
 	}
-	l.stubConcurrency = 0
+	l.objectConcurrency = 0
 	for range 3 {
 		if many, _, _ := l.run(false, "verify"); signedAgo.ReplaceAllString(many, "") != signedAgo.ReplaceAllString(one, "") {
 			t.Fatalf("at once:\n%s\none at a time:\n%s", many, one)
@@ -316,4 +312,23 @@ func TestVerifyFromACheckpointJudgesRetentionByTheNewestDigestToo(t *testing.T) 
 	if _, _, rep := l.checkpointed(dir, key); rep.ArchivedObjectsSkipped != 0 {
 		t.Fatalf("a proof used past the margin by the newest digest's time: %+v", rep)
 	}
+}
+
+// scanOrder is the table's keys in the order a scan reads them.
+func scanOrder(t *testing.T, l *ledgerFixture) []string {
+	t.Helper()
+	var ids []string
+	pages := dynamodb.NewScanPaginator(l.st.Clients.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(l.table), ConsistentRead: aws.Bool(true)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			if k, ok := it["dlq_id"].(*ddbtypes.AttributeValueMemberS); ok {
+				ids = append(ids, k.Value)
+			}
+		}
+	}
+	return ids
 }

@@ -208,7 +208,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	var proven s3store.StubProofs // the checkpoint's, when given
 	rc := &recordCheck{res: newVerifyResult(), ctx: ctx, online: true, verifyStub: func(r *quarantine.Record) ([]archive.Problem, error) {
 		return s3store.VerifyStubProven(ctx, c.S3, r, proven)
-	}, payloads: payloads, concurrency: a.StubConcurrency}
+	}, payloads: payloads, concurrency: a.ObjectConcurrency}
 	// The ledger first, then the table: a change between the two reads is
 	// then a table newer than its ledger, never a ledger newer than the
 	// table read. The grace runs back from when the ledger read began
@@ -290,7 +290,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		}
 		return nil
 	})
-	rc.wait() // the archived stubs' checks
+	rc.wait() // the archived stubs' and claim-checked bodies' checks
 	if err != nil {
 		return err
 	}
@@ -367,77 +367,99 @@ type recordCheck struct {
 	verifyStub                   func(*quarantine.Record) ([]archive.Problem, error)
 	payloads                     quarantine.PayloadStore
 	uncheckedStubs, uncheckedRef int
-	// stubs check archived stubs against their objects (three S3 calls
-	// each) concurrency at once (0: StubConcurrency), beside the scan;
-	// wait puts each one's problems where the scan met it.
+	// The reads of S3 objects: archived stubs against their objects
+	// (three S3 calls each) and claim-checked bodies (one), concurrency
+	// at once (0: ObjectConcurrency), beside the scan; wait puts each
+	// one's problems where the scan met its record.
 	concurrency int
-	stubs       chan stubJob
-	stubWG      sync.WaitGroup
-	stubMu      sync.Mutex
-	stubFound   []stubFound
+	jobs        chan objectJob
+	queued      int
+	jobWG       sync.WaitGroup
+	foundMu     sync.Mutex
+	found       []objectFound
 }
 
-// StubConcurrency is how many archived stubs verify checks against their
-// objects at once.
-const StubConcurrency = 16
+// ObjectConcurrency is how many archived stubs and claim-checked bodies
+// verify checks against their S3 objects at once.
+const ObjectConcurrency = 16
 
-// stubJob is an archived stub to check, the n-th met, whose problems go
-// at position at of VerifyResult.Problems.
-type stubJob struct {
+// objectJob is a record's S3 object to check, the n-th queued, whose
+// problems go at position at of VerifyResult.Problems.
+type objectJob struct {
 	n, at int
-	r     *quarantine.Record
+	check func() []Problem
 }
 
-// stubFound is what a stub's check found.
-type stubFound struct {
+// objectFound is what an object's check found.
+type objectFound struct {
 	n, at    int
 	problems []Problem
 }
 
-// checkStub queues r's check against its object.
-func (rc *recordCheck) checkStub(r *quarantine.Record) {
-	if rc.stubs == nil {
-		rc.stubs = make(chan stubJob)
-		for range cmp.Or(rc.concurrency, StubConcurrency) {
-			rc.stubWG.Go(func() {
-				for j := range rc.stubs {
-					probs, err := rc.verifyStub(j.r)
-					if err != nil {
-						probs = append(probs, archive.Problem{ID: j.r.DLQID, What: "archive object unreadable: " + err.Error()})
-					}
+// later queues check, whose problems go where the scan is now.
+func (rc *recordCheck) later(check func() []Problem) {
+	if rc.jobs == nil {
+		rc.jobs = make(chan objectJob)
+		for range cmp.Or(rc.concurrency, ObjectConcurrency) {
+			rc.jobWG.Go(func() {
+				for j := range rc.jobs {
+					probs := j.check()
 					if len(probs) == 0 {
-						continue // only what a stub's check found is kept
+						continue // only what a check found is kept
 					}
-					f := stubFound{n: j.n, at: j.at}
-					for _, p := range probs {
-						pr := problem(p.ID, p.What)
-						if p.Kind != "" {
-							pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
-						}
-						f.problems = append(f.problems, pr)
-					}
-					rc.stubMu.Lock()
-					rc.stubFound = append(rc.stubFound, f)
-					rc.stubMu.Unlock()
+					rc.foundMu.Lock()
+					rc.found = append(rc.found, objectFound{n: j.n, at: j.at, problems: probs})
+					rc.foundMu.Unlock()
 				}
 			})
 		}
 	}
-	rc.stubs <- stubJob{n: rc.res.Archived, at: len(rc.res.Problems), r: r}
+	rc.queued++
+	rc.jobs <- objectJob{n: rc.queued, at: len(rc.res.Problems), check: check}
 }
 
-// wait waits for the stubs' checks and puts each one's problems where
-// the scan met its stub, as if checked there.
+// checkStub queues r's check against its archive object.
+func (rc *recordCheck) checkStub(r *quarantine.Record) {
+	rc.later(func() []Problem {
+		probs, err := rc.verifyStub(r)
+		if err != nil {
+			probs = append(probs, archive.Problem{ID: r.DLQID, What: "archive object unreadable: " + err.Error()})
+		}
+		var out []Problem
+		for _, p := range probs {
+			pr := problem(p.ID, p.What)
+			if p.Kind != "" {
+				pr.Kind, pr.What = p.Kind, p.Kind+": "+pr.What
+			}
+			out = append(out, pr)
+		}
+		return out
+	})
+}
+
+// checkBody queues the read of r's claim-checked body, which must hash
+// to its body_sha256.
+func (rc *recordCheck) checkBody(r *quarantine.Record) {
+	rc.later(func() []Problem {
+		if _, err := quarantine.LoadBody(rc.ctx, rc.payloads, r); err != nil {
+			return []Problem{problem(r.DLQID, "claim-check body: "+err.Error())}
+		}
+		return nil
+	})
+}
+
+// wait waits for the objects' checks and puts each one's problems where
+// the scan met its record, as if checked there.
 func (rc *recordCheck) wait() {
-	if rc.stubs == nil {
+	if rc.jobs == nil {
 		return
 	}
-	close(rc.stubs)
-	rc.stubWG.Wait()
-	rc.stubs = nil
-	found := rc.stubFound
-	rc.stubFound = nil
-	slices.SortFunc(found, func(a, b stubFound) int { return cmp.Compare(a.n, b.n) })
+	close(rc.jobs)
+	rc.jobWG.Wait()
+	rc.jobs = nil
+	found := rc.found
+	rc.found = nil
+	slices.SortFunc(found, func(a, b objectFound) int { return cmp.Compare(a.n, b.n) })
 	merged := make([]Problem, 0, len(rc.res.Problems))
 	next := 0
 	for _, f := range found {
@@ -481,9 +503,7 @@ func (rc *recordCheck) check(item map[string]ddbtypes.AttributeValue) {
 			rc.uncheckedRef++
 			return
 		}
-		if _, err := quarantine.LoadBody(rc.ctx, rc.payloads, r); err != nil {
-			res.Problems = append(res.Problems, problem(r.DLQID, "claim-check body: "+err.Error()))
-		}
+		rc.checkBody(r)
 	}
 }
 

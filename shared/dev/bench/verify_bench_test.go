@@ -633,3 +633,55 @@ func writeLedgerFiles(b *testing.B, dir string, n int) *ledgerFiles {
 func firstProblems(ps []dl.Problem) []dl.Problem {
 	return ps[:min(len(ps), 3)]
 }
+
+// BenchmarkVerifyClaimCheckedBodies times dlqctl verify --no-ledger over
+// 200 records whose 300 KiB bodies are in the payload bucket, under the
+// latency model (latency.AWS: S3 25 ms a call): each body read one at a
+// time (ObjectConcurrency 1, as verify read them before) and 16 at once
+// (one-at-a-time-s, at-once-s, speedup).
+func BenchmarkVerifyClaimCheckedBodies(b *testing.B) {
+	const n = 200
+	ctx := context.Background()
+	st := embedded.ForTest(b, embedded.Options{})
+	table := st.Names["QuarantineTable"]
+	store := dynamostore.New(st.Clients.DynamoDB, table)
+	payloads := s3store.New(st.Clients.S3, st.Names["PayloadBucket"], "")
+	body := bytes.Repeat([]byte("x"), 300<<10)
+	for range n {
+		r := storetest.Record(b, storetest.UniqueID("cc"))
+		ref, err := payloads.PutPayload(ctx, "payloads/"+r.IdempotencyKey, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Body, r.BodyRef, r.BodySHA256, r.BodySize = "", &ref, quarantine.BodySHA256(body), int64(len(body))
+		if err := quarantine.SealRecord(r); err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Create(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	model := modelClients(st, 47)
+	run := func(concurrency int) time.Duration {
+		var out, errw bytes.Buffer
+		a := dlqctl.NewApp(strings.NewReader(""), &out, &errw)
+		a.ObjectConcurrency = concurrency
+		a.Connect = func(context.Context, string, string) (*dlqctl.Clients, error) {
+			return &dlqctl.Clients{Clients: model, Lambda: lambda.NewFromConfig(st.AWS), Local: true}, nil
+		}
+		t0 := time.Now()
+		code := a.Main(ctx, []string{"--actor", "bench", "--table", table, "verify", "--no-ledger"})
+		took := time.Since(t0)
+		if want := fmt.Sprintf("verified %d records (0 archived stubs): 0 problems", n); code != 0 || !strings.HasPrefix(out.String(), want) {
+			b.Fatalf("verify (exit %d): %s%s", code, firstN(out.String(), 2000), errw.String())
+		}
+		return took
+	}
+	b.ResetTimer()
+	for range b.N {
+		one, many := run(1), run(0)
+		b.ReportMetric(one.Seconds(), "one-at-a-time-s")
+		b.ReportMetric(many.Seconds(), "at-once-s")
+		b.ReportMetric(one.Seconds()/many.Seconds(), "speedup")
+	}
+}
