@@ -47,23 +47,34 @@ type keyStage struct {
 	nodes  []*segNode // by idx
 }
 
-// spill is one partition's file: its changes, then its table items, one
-// JSON value a line.
+// spill is one partition's file: its changes, then its table items, a
+// record each (spillcodec.go).
 type spill struct {
 	f   *os.File
 	out *bufio.Writer
-	enc *json.Encoder
+	buf []byte
+}
+
+// write appends sp's record to the partition's file.
+func (s *spill) write(sp spilled) error {
+	b, err := appendSpilled(s.buf[:0], sp)
+	if err != nil {
+		return err
+	}
+	s.buf = b
+	_, err = s.out.Write(b)
+	return err
 }
 
 // spilled is a change or an item as a partition's file holds it: a
 // change with the segment (its number in the read) and place it came
 // from.
 type spilled struct {
-	Seg    int    `json:"seg,omitempty"`
-	Index  int    `json:"i,omitempty"`
-	OldSHA string `json:"old_sha,omitempty"`
-	Entry  *Entry `json:"entry,omitempty"`
-	Item   Item   `json:"item,omitempty"`
+	Seg    int
+	Index  int
+	OldSHA string
+	Entry  *Entry
+	Item   Item
 }
 
 func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
@@ -90,7 +101,6 @@ func (v *verifier) newKeyStage(signed []*parsedDigest) (*keyStage, error) {
 			return nil, fmt.Errorf("verify's spill file: %w", err)
 		}
 		s.out = bufio.NewWriterSize(s.f, 1<<16)
-		s.enc = json.NewEncoder(s.out)
 	}
 	return k, nil
 }
@@ -122,7 +132,7 @@ func (k *keyStage) spillSegment(n *segNode) error {
 		if !Ledgered(e.Key) {
 			continue
 		}
-		if err := k.partition(e.Key).enc.Encode(spilled{Seg: n.idx, Index: j, OldSHA: e.oldSHA, Entry: &n.seg.Entries[j]}); err != nil {
+		if err := k.partition(e.Key).write(spilled{Seg: n.idx, Index: j, OldSHA: e.oldSHA, Entry: &n.seg.Entries[j]}); err != nil {
 			return fmt.Errorf("verify's spill file: %w", err)
 		}
 	}
@@ -213,7 +223,7 @@ func (k *keyStage) run(base map[string]baselined) error {
 		if !Ledgered(key) {
 			return nil
 		}
-		return k.partition(key).enc.Encode(spilled{Item: it})
+		return k.partition(key).write(spilled{Item: it})
 	}); err != nil {
 		return fmt.Errorf("the table's items: %w", err)
 	}
@@ -265,11 +275,7 @@ func (k *keyStage) load(s *spill) ([]ledgered, []Item, error) {
 	var items []Item
 	err := s.out.Flush()
 	if err == nil {
-		err = readLines(s.f, func(d *json.Decoder) error {
-			var sp spilled
-			if err := d.Decode(&sp); err != nil {
-				return err
-			}
+		err = readSpill(s.f, func(sp spilled) error {
 			switch {
 			case sp.Entry != nil:
 				if sp.Seg < 0 || sp.Seg >= len(k.nodes) || k.nodes[sp.Seg] == nil {
@@ -305,18 +311,25 @@ func (k *keyStage) load(s *spill) ([]ledgered, []Item, error) {
 	return entries, items, nil
 }
 
-// readLines decodes f from its start, one value at a time, until its end.
-func readLines(f *os.File, decode func(*json.Decoder) error) error {
+// readSpill reads f's records from its start, one at a time, until its
+// end.
+func readSpill(f *os.File, each func(spilled) error) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	d := json.NewDecoder(bufio.NewReaderSize(f, 1<<16))
-	for d.More() {
-		if err := decode(d); err != nil {
+	r := spillReader{bufio.NewReaderSize(f, 1<<16)}
+	for {
+		sp, err := r.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := each(sp); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // splitForTests, set by this package's tests alone (export_test.go), makes
