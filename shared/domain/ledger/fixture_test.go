@@ -36,6 +36,9 @@ type fixture struct {
 	// the next digest names it.
 	baselines map[string][]byte
 	baseRef   *ledger.BaselineRef
+	// oldItems: each MODIFY carries its full old image (old_item), as the
+	// ledger writes it.
+	oldItems bool
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -71,6 +74,9 @@ func (f *fixture) write(shard, id string, v int64) {
 	if old, ok := f.table[id]; ok {
 		ov, _ := old.Int("version")
 		e.Event, e.Old = ledger.EventModify, &ledger.Old{Version: ov, Seal: old.S("seal")}
+		if f.oldItems {
+			e.OldItem = old
+		}
 	}
 	f.pending[shard] = append(f.pending[shard], e)
 	f.table[id] = it

@@ -15,8 +15,9 @@ import (
 // once or twice more. The same bytes always parse and count the same, so
 // what they say of a segment's bytes is what ParseSegment and Chunks say;
 // bytes that changed between two reads hash otherwise and are parsed
-// again. They hold a few hundred bytes a segment, as Verify holds each
-// segment's header.
+// again. They hold each segment's header, as Verify does, and its
+// counter deltas: a few hundred bytes a segment, and a few dozen more for
+// each counter key a chunk of it moves.
 type SegmentHeaders struct {
 	chunks func(Segment) ([][]CounterDelta, error)
 	mu     sync.Mutex

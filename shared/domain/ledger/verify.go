@@ -138,8 +138,9 @@ type Input struct {
 
 	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
 	// Segments: each segment is read once and its changes wait in spill
-	// files under SpillDir (verify_partition.go), so that one segment at
-	// a time is held.
+	// files under SpillDir (verify_partition.go), so that a few segments
+	// at a time are held (parseAhead: at most 3 × maxParsers). It is
+	// called from several goroutines at once.
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
 	// ScanItems, when set, stands for Items: it calls yield with each of
@@ -447,18 +448,25 @@ type parsedSegment struct {
 	readErr error
 }
 
+// maxParsers bounds parseAhead's goroutines: each holds a decoded
+// segment (about 1 MiB for 100 changes), and twice as many wait.
+const maxParsers = 8
+
 // parseAhead reads and parses the segments of keys a few at a time, on
-// as many goroutines as the process has CPUs: next(i) waits for the i-th
-// (next must be called for 0, 1, 2… in turn); stop ends the reads. At
-// most twice as many segments as goroutines are held read and not yet
-// taken.
+// as many goroutines as the process has CPUs (at most maxParsers):
+// next(i) waits for the i-th (next must be called for 0, 1, 2… in turn);
+// stop ends the reads. At most twice as many segments as goroutines are
+// held read and not yet taken, each in a slot of a ring of that many: the
+// i-th is taken only once a token is free, that is once the one a ring
+// before it was taken.
 func (v *verifier) parseAhead(keys []string) (next func(int) parsedSegment, stop func()) {
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(keys)))
-	out := make([]chan parsedSegment, len(keys))
+	workers := max(1, min(runtime.GOMAXPROCS(0), maxParsers, len(keys)))
+	ring := 2 * workers
+	out := make([]chan parsedSegment, ring)
 	for i := range out {
 		out[i] = make(chan parsedSegment, 1)
 	}
-	tokens := make(chan struct{}, 2*workers)
+	tokens := make(chan struct{}, ring)
 	done := make(chan struct{})
 	var taken atomic.Int64
 	var wg sync.WaitGroup
@@ -486,12 +494,12 @@ func (v *verifier) parseAhead(keys []string) (next func(int) parsedSegment, stop
 						dropOldItems(p.seg.Entries)
 					}
 				}
-				out[i] <- p
+				out[i%ring] <- p
 			}
 		})
 	}
 	next = func(i int) parsedSegment {
-		p := <-out[i]
+		p := <-out[i%ring]
 		<-tokens
 		return p
 	}

@@ -275,4 +275,39 @@ func TestRecountCountersWithAVerifysHeaders(t *testing.T) {
 		t.Fatalf("a segment that does not count: %+v", r)
 	}
 	check("a segment that does not count")
+
+	// The deltas are those of the segment as read, old images included
+	// (the counters count a MODIFY's old item), and a segment they count
+	// is read once, to hash it.
+	g := newFixture(t)
+	g.oldItems = true
+	g.write("shard-1", "src#a", 1)
+	g.write("shard-1", "src#a", 2)
+	g.flush("shard-1")
+	g.write("shard-1", "src#a", 3)
+	g.flush("shard-1")
+	in = g.counterInput(map[string]int64{"#ctr#n": 3}, map[string]ledger.CounterPos{"shard-1": {Segment: 2, Chunk: 0, Done: true}})
+	in.Chunks = func(s ledger.Segment) ([][]ledger.CounterDelta, error) {
+		var olds []ledger.CounterDelta
+		for _, e := range s.Entries {
+			if e.OldItem != nil {
+				olds = append(olds, ledger.CounterDelta{Key: "#ctr#n", N: 10})
+			}
+		}
+		return [][]ledger.CounterDelta{olds}, nil
+	}
+	whole = in.Segments
+	keys = slices.Sorted(maps.Keys(whole))
+	var reads int
+	counting := func(key string) ([]byte, error) { reads++; return whole[key], nil }
+	c := in
+	c.Segments, c.SegmentKeys, c.ReadSegment = nil, keys, counting
+	want := ledger.RecountCounters(c)
+	if !resHas(want.Problems, ledger.KindCounterDrift, "#ctr#n", "count 20") {
+		t.Fatalf("the old images uncounted: %+v", want)
+	}
+	reads, c.Headers = 0, headersOf(whole)
+	if got := ledger.RecountCounters(c); !reflect.DeepEqual(got, want) || reads != len(keys) {
+		t.Fatalf("with a Verify's headers %+v (%d reads of %d segments), without %+v", got, reads, len(keys), want)
+	}
 }
