@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -58,13 +57,7 @@ func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
 	// Records whose seals do not verify, between the others in the scan:
 	// problems the scan names as it meets them (and the ledger again, as
 	// rewritten in place).
-	var broken []string
-	for _, p := range []string{"a0", "c0", "e0"} {
-		r := *l.create(p)
-		r.FailureReason = "not sealed so"
-		l.put(&r)
-		broken = append(broken, r.DLQID)
-	}
+	broken := l.unsealed("a0", "c0", "e0")
 	l.drain()
 	l.digest()
 	bucket := aws.String(l.st.Names["PayloadBucket"])
@@ -96,25 +89,7 @@ func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
 			t.Fatalf("%s named:\n%s", r.DLQID, one)
 		}
 	}
-	// In the scan's order.
-	named := map[string]bool{gone.DLQID: true, overwritten.DLQID: true}
-	for _, id := range broken {
-		named[id] = true
-	}
-	var want, got []string
-	for _, id := range scanOrder(t, l) {
-		if named[id] {
-			want = append(want, id)
-		}
-	}
-	for _, line := range strings.Split(one, "\n") {
-		if id, what, ok := strings.Cut(strings.TrimPrefix(line, "  MISMATCH "), ": "); ok && named[id] && strings.HasPrefix(line, "  MISMATCH ") && !strings.HasPrefix(what, "rewritten") {
-			got = append(got, id)
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("problems in the order %v, the scan's is %v:\n%s", got, want, one)
-	}
+	mustNameInScanOrder(t, l, one, append(broken, gone.DLQID, overwritten.DLQID))
 	// The same output but for S3's request ids.
 	same := func(out string) string {
 		return requestIDs.ReplaceAllString(signedAgo.ReplaceAllString(out, ""), "")

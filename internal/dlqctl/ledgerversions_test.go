@@ -256,38 +256,14 @@ func TestVerifyChecksArchivedStubsAtOnceAsOneAtATime(t *testing.T) {
 	l.overArchive(rs[4])
 	// Records whose seals do not verify: problems the scan names as it
 	// meets them, between the stubs'.
-	var broken []string
-	for _, p := range []string{"a0", "c0", "e0"} { // between the stubs' ids
-		r := *l.create(p)
-		r.FailureReason = "not sealed so"
-		l.put(&r)
-		broken = append(broken, r.DLQID)
-	}
+	broken := l.unsealed("a0", "c0", "e0")
 	l.objectConcurrency = 1
 	one, _, code := l.run(false, "verify")
 	if code != dlqctl.ExitMismatch {
 		t.Fatalf("exit %d:\n%s", code, one)
 	}
 	mustContain(t, one, "verified 9 records (6 archived stubs): ", "  MISMATCH "+rs[1].DLQID+": object-second-version", "  MISMATCH "+rs[4].DLQID+": object-delete-marker")
-	// In the scan's order.
-	named := map[string]bool{rs[1].DLQID: true, rs[4].DLQID: true}
-	for _, id := range broken {
-		named[id] = true
-	}
-	var want, got []string
-	for _, id := range scanOrder(t, l) {
-		if named[id] {
-			want = append(want, id)
-		}
-	}
-	for _, line := range strings.Split(one, "\n") {
-		if id, _, ok := strings.Cut(strings.TrimPrefix(line, "  MISMATCH "), ": "); ok && named[id] && !slices.Contains(got, id) && strings.HasPrefix(line, "  MISMATCH ") && !strings.Contains(line, "rewritten") {
-			got = append(got, id)
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("problems in the order %v, the scan's is %v:\n%s", got, want, one)
-	}
+	mustNameInScanOrder(t, l, one, append(broken, rs[1].DLQID, rs[4].DLQID))
 	l.objectConcurrency = 0
 	for range 3 {
 		if many, _, _ := l.run(false, "verify"); signedAgo.ReplaceAllString(many, "") != signedAgo.ReplaceAllString(one, "") {
@@ -311,6 +287,42 @@ func TestVerifyFromACheckpointJudgesRetentionByTheNewestDigestToo(t *testing.T) 
 	l.checkpointed(dir, key)
 	if _, _, rep := l.checkpointed(dir, key); rep.ArchivedObjectsSkipped != 0 {
 		t.Fatalf("a proof used past the margin by the newest digest's time: %+v", rep)
+	}
+}
+
+// unsealed writes records (ids after each prefix) whose seals do not
+// verify, and returns their ids.
+func (l *ledgerFixture) unsealed(prefixes ...string) []string {
+	l.t.Helper()
+	var ids []string
+	for _, p := range prefixes {
+		r := *l.create(p)
+		r.FailureReason = "not sealed so"
+		l.put(&r)
+		ids = append(ids, r.DLQID)
+	}
+	return ids
+}
+
+// mustNameInScanOrder fails unless verify's output out names ids in its
+// MISMATCH lines in the order a scan meets them (the ledger's rewritten
+// problems, which follow, aside).
+func mustNameInScanOrder(t *testing.T, l *ledgerFixture, out string, ids []string) {
+	t.Helper()
+	var want, got []string
+	for _, id := range scanOrder(t, l) {
+		if slices.Contains(ids, id) {
+			want = append(want, id)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		id, what, ok := strings.Cut(strings.TrimPrefix(line, "  MISMATCH "), ": ")
+		if ok && strings.HasPrefix(line, "  MISMATCH ") && slices.Contains(ids, id) && !slices.Contains(got, id) && !strings.HasPrefix(what, "rewritten") {
+			got = append(got, id)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems in the order %v, the scan's is %v:\n%s", got, want, out)
 	}
 }
 
