@@ -43,7 +43,9 @@ func (l *ledgerFixture) claimChecked(prefix string, body []byte, pin bool) *quar
 // that does not hash to its record's body_sha256: every version of its
 // object deleted (by whoever holds s3:DeleteObjectVersion), or its key
 // written over when its reference pins no version. A reference that pins
-// its version reads that version, whatever was written over it since. The
+// its version reads that version, whatever was written over it since; one
+// whose version is gone reads the key's current version, which must hold
+// the same bytes, and verify notes it (a version deleted by hand). The
 // bodies are read several at once, beside the scan: each problem stands
 // where the scan met its record, as when read one at a time.
 func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
@@ -61,7 +63,7 @@ func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
 	l.drain()
 	l.digest()
 	bucket := aws.String(l.st.Names["PayloadBucket"])
-	gone, overwritten, pinned := rs[1], rs[2], rs[4]
+	gone, overwritten, pinned, repinned := rs[1], rs[2], rs[4], rs[5]
 	vs, err := l.st.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: bucket, Prefix: aws.String(gone.BodyRef.Key)})
 	if err != nil || len(vs.Versions) == 0 {
 		t.Fatalf("versions of %s: %v %v", gone.BodyRef.Key, vs, err)
@@ -76,6 +78,14 @@ func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Its pinned version deleted, the same bytes uploaded again: read from
+	// the key's current version, not named, but noted.
+	if _, err := l.st.Clients.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: aws.String(repinned.BodyRef.Key), Body: bytes.NewReader(body("f"))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.st.Clients.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bucket, Key: aws.String(repinned.BodyRef.Key), VersionId: aws.String(repinned.BodyRef.VersionID)}); err != nil {
+		t.Fatal(err)
+	}
 
 	l.objectConcurrency = 1
 	one, _, code := l.run(false, "verify")
@@ -84,10 +94,14 @@ func TestVerifyReadsClaimCheckedBodiesAtOnceAsOneAtATime(t *testing.T) {
 	}
 	mustContain(t, one, "verified 9 records (0 archived stubs): 8 problems", "  MISMATCH "+gone.DLQID+": claim-check body: load body of "+gone.DLQID,
 		"  MISMATCH "+overwritten.DLQID+": claim-check body: load body of "+overwritten.DLQID+": payload "+overwritten.BodyRef.Key+": "+quarantine.ErrPayloadMismatch.Error())
-	for _, r := range []*quarantine.Record{rs[0], pinned, rs[3], rs[5]} {
+	for _, r := range []*quarantine.Record{rs[0], pinned, rs[3], repinned} {
 		if strings.Contains(one, "MISMATCH "+r.DLQID) {
 			t.Fatalf("%s named:\n%s", r.DLQID, one)
 		}
+	}
+	mustContain(t, one, "  note: claim-check body "+repinned.BodyRef.Key+": the version it pins ("+repinned.BodyRef.VersionID+") is gone, and the key's current version holds its bytes")
+	if n := strings.Count(one, "note: claim-check body "); n != 1 {
+		t.Fatalf("%d bodies noted as read from their current version, want 1:\n%s", n, one)
 	}
 	mustNameInScanOrder(t, l, one, append(broken, gone.DLQID, overwritten.DLQID))
 	// The same output but for S3's request ids.

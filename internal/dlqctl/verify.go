@@ -209,6 +209,9 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 	rc := &recordCheck{res: newVerifyResult(), ctx: ctx, online: true, verifyStub: func(r *quarantine.Record) ([]archive.Problem, error) {
 		return s3store.VerifyStubProven(ctx, c.S3, r, proven)
 	}, payloads: payloads, concurrency: a.ObjectConcurrency}
+	if ps, ok := payloads.(*s3store.Store); ok {
+		ps.PinnedGone = rc.pinnedGone
+	}
 	// The ledger first, then the table: a change between the two reads is
 	// then a table newer than its ledger, never a ledger newer than the
 	// table read. The grace runs back from when the ledger read began
@@ -291,6 +294,7 @@ func (a *App) Verify(ctx context.Context, o VerifyOptions) error {
 		return nil
 	})
 	rc.wait() // the archived stubs' and claim-checked bodies' checks
+	rc.noteGone()
 	if err != nil {
 		return err
 	}
@@ -377,6 +381,40 @@ type recordCheck struct {
 	jobWG       sync.WaitGroup
 	foundMu     sync.Mutex
 	found       []objectFound
+	// gone are the claim-checked bodies read from their key's current
+	// version, their pinned one gone (s3store.Store.PinnedGone).
+	gone []quarantine.ObjectRef
+}
+
+// pinnedGone takes a body read from its key's current version.
+func (rc *recordCheck) pinnedGone(ref quarantine.ObjectRef) {
+	rc.foundMu.Lock()
+	rc.gone = append(rc.gone, ref)
+	rc.foundMu.Unlock()
+}
+
+// maxGoneNoted is how many bodies read from their current version verify
+// names one by one.
+const maxGoneNoted = 20
+
+// noteGone notes the bodies read from their key's current version: the
+// bytes are the record's, but the version it pins is gone, deleted by
+// whoever holds s3:DeleteObjectVersion or expired (a record written
+// before uploads reused a key's version may pin one a later upload made
+// noncurrent).
+func (rc *recordCheck) noteGone() {
+	gone := rc.gone
+	rc.gone = nil
+	slices.SortFunc(gone, func(a, b quarantine.ObjectRef) int {
+		return cmp.Compare(a.Key+"\x00"+a.VersionID, b.Key+"\x00"+b.VersionID)
+	})
+	for i, ref := range gone {
+		if i == maxGoneNoted {
+			rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check bodies: %d more read from their key's current version, the version they pin gone", len(gone)-i))
+			break
+		}
+		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check body %s: the version it pins (%s) is gone, and the key's current version holds its bytes: deleted by hand, or expired under a record written before uploads reused a key's version", ref.Key, ref.VersionID))
+	}
 }
 
 // ObjectConcurrency is how many archived stubs and claim-checked bodies
@@ -400,7 +438,7 @@ type objectFound struct {
 func (rc *recordCheck) later(check func() []Problem) {
 	if rc.jobs == nil {
 		rc.jobs = make(chan objectJob)
-		for range cmp.Or(rc.concurrency, ObjectConcurrency) {
+		for range max(1, cmp.Or(rc.concurrency, ObjectConcurrency)) {
 			rc.jobWG.Go(func() {
 				for j := range rc.jobs {
 					probs := j.check()

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -58,6 +59,11 @@ type Store struct {
 	api      API
 	bucket   string
 	kmsKeyID string
+	// PinnedGone, when set, is told of each GetPayload whose pinned
+	// version was gone and whose key's current version held the bytes
+	// instead (dlqctl verify notes them: a version deleted by hand leaves
+	// no other trace). It is called from several goroutines at once.
+	PinnedGone func(ref quarantine.ObjectRef)
 }
 
 // New returns a Store writing to bucket, encrypted with kmsKeyID (the
@@ -187,19 +193,49 @@ func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byt
 	if ref.VersionID != "" {
 		in.VersionId = aws.String(ref.VersionID)
 	}
-	data, err := s.read(ctx, in)
+	data, err := s.readAtMost(ctx, in, ref.Size)
+	fellBack := false
 	if err != nil && ref.VersionID != "" && missing(err) {
-		cur, curErr := s.read(ctx, &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)})
+		cur, curErr := s.readAtMost(ctx, &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}, ref.Size)
 		if curErr != nil {
 			return nil, fmt.Errorf("get payload %s: pinned version: %w; current version: %w", ref.Key, err, curErr)
 		}
-		data, err = cur, nil
+		data, err, fellBack = cur, nil, true
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get payload %s: %w", ref.Key, err)
 	}
 	if quarantine.BodySHA256(data) != ref.SHA256 {
 		return nil, fmt.Errorf("payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
+	}
+	if fellBack && s.PinnedGone != nil {
+		s.PinnedGone(ref)
+	}
+	return data, nil
+}
+
+// readAtMost is read of an object the reference says holds size bytes
+// (0: not said): a longer one is not read (whoever can write the key
+// could make verify, reading 16 at once, hold gigabytes) and is a
+// mismatch.
+func (s *Store) readAtMost(ctx context.Context, in *s3.GetObjectInput, size int64) ([]byte, error) {
+	if size <= 0 {
+		return s.read(ctx, in)
+	}
+	out, err := s.api.GetObject(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	if n := out.ContentLength; n != nil && *n > size {
+		return nil, fmt.Errorf("%s holds %d bytes, more than the %d its reference names: %w", aws.ToString(in.Key), *n, size, quarantine.ErrPayloadMismatch)
+	}
+	data, err := readBody(io.LimitReader(out.Body, size+1), out.ContentLength)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read: %w", err)
+	case int64(len(data)) > size:
+		return nil, fmt.Errorf("%s holds more than the %d bytes its reference names: %w", aws.ToString(in.Key), size, quarantine.ErrPayloadMismatch)
 	}
 	return data, nil
 }

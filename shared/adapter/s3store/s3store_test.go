@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,13 +258,15 @@ func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
 	}
 	f, ref := setup()
 	p := s3store.New(f, bucket, "")
-	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("get = %q %v", got, err)
+	var told []quarantine.ObjectRef
+	p.PinnedGone = func(r quarantine.ObjectRef) { told = append(told, r) }
+	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) || len(told) != 1 || told[0] != ref {
+		t.Fatalf("get = %q %v, PinnedGone told of %v", got, err, told)
 	}
 	// Other bytes under the key are refused.
 	rawPut(t, f, "k", []byte("other bytes"), true)
-	if _, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) {
-		t.Fatalf("get over other bytes = %v", err)
+	if _, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) || len(told) != 1 {
+		t.Fatalf("get over other bytes = %v (PinnedGone told of %v)", err, told)
 	}
 	// No current object: an error, not bytes.
 	f, ref = setup()
@@ -273,6 +277,54 @@ func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
 	if got, err := p.GetPayload(ctx, ref); err == nil {
 		t.Fatalf("get after delete = %q", got)
 	}
+}
+
+// An object longer than its reference names is a mismatch, refused by
+// its Content-Length before it is read (whoever can write the key could
+// otherwise make a reader hold gigabytes); one that says less but goes on
+// is read no further than one byte past the size.
+func TestGetPayloadReadsNoMoreThanItsReferenceNames(t *testing.T) {
+	ctx := context.Background()
+	data := []byte("the body")
+	f := s3fake.New(t0, 7)
+	rawPut(t, f, "k", bytes.Repeat([]byte("x"), 1<<20), true)
+	p := s3store.New(f, bucket, "")
+	ref := quarantine.ObjectRef{Bucket: bucket, Key: "k", SHA256: quarantine.BodySHA256(data), Size: int64(len(data))}
+	if got, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) || !strings.Contains(fmt.Sprint(err), "more than the 8") {
+		t.Fatalf("get of 1 MiB for an 8-byte reference = %d bytes, %v", len(got), err)
+	}
+	var read atomic.Int64
+	p = s3store.New(unsized{f, &read}, bucket, "")
+	if _, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) || read.Load() > ref.Size+1+32<<10 {
+		t.Fatalf("get without a Content-Length: %d bytes read, %v", read.Load(), err)
+	}
+}
+
+// unsized is f answering GetObject without a Content-Length, counting
+// the bytes read of the body.
+type unsized struct {
+	*s3fake.S3
+	read *atomic.Int64
+}
+
+func (u unsized) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	out, err := u.S3.GetObject(ctx, in, opts...)
+	if err == nil {
+		out.ContentLength = nil
+		out.Body = countingBody{out.Body, u.read}
+	}
+	return out, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	k, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // Without s3:ListBucket, S3 answers a missing version with 403: the fall

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The key stage's spill files (verify_partition.go) hold each change and
@@ -13,8 +14,8 @@ import (
 // back once per run, and JSON's encoding and decoding of every item took
 // about a quarter of a streamed verify's CPU time (a profile of
 // BenchmarkVerify, 30,000 versions). It keeps every field of a spilled
-// change as it was decoded (a nil item or member apart from an empty one,
-// set members in their order), so that the key stage sees what it would
+// change as it was decoded (a nil item, member or binary set member apart
+// from an empty one, set members in their order), so that the key stage sees what it would
 // in memory (TestSpillCodecRoundTrips; TestEveryTestAgainPartitioned runs
 // every test through it). A value without exactly one member is refused,
 // as its JSON encoding refuses it.
@@ -160,6 +161,7 @@ func appendSpillValue(b []byte, v Value) ([]byte, error) {
 	case v.BS != nil:
 		b = binary.AppendUvarint(append(b, memberBS), uint64(len(v.BS)))
 		for _, s := range v.BS {
+			b = appendSpillBool(b, s != nil) // a nil member apart from an empty one
 			b = appendSpillBytes(b, s)
 		}
 	}
@@ -255,14 +257,23 @@ func (sr spillReader) length() (int, error) {
 	return int(n), nil
 }
 
+// spillChunk is the most bytes() allocates before it has read them: a
+// damaged length asks for no more than the file holds.
+const spillChunk = 1 << 20
+
 func (sr spillReader) bytes() ([]byte, error) {
 	n, err := sr.length()
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(sr.r, b); err != nil {
-		return nil, noEOF(err)
+	b := make([]byte, 0, min(n, spillChunk))
+	for len(b) < n {
+		k := min(n-len(b), spillChunk)
+		b = slices.Grow(b, k)
+		if _, err := io.ReadFull(sr.r, b[len(b):len(b)+k]); err != nil {
+			return nil, noEOF(err)
+		}
+		b = b[:len(b)+k]
 	}
 	return b, nil
 }
@@ -283,6 +294,11 @@ func (sr spillReader) bool() (bool, error) {
 	return c == 1, nil
 }
 
+// spillMaxDepth bounds the nesting of values the spill codec reads (as
+// the segments' decoder does, MaxValueDepth): a damaged file is an error,
+// not a stack overflow.
+const spillMaxDepth = MaxValueDepth
+
 func (sr spillReader) item() (Item, error) {
 	has, err := sr.bool()
 	if err != nil || !has {
@@ -298,7 +314,7 @@ func (sr spillReader) item() (Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		if it[k], err = sr.value(); err != nil {
+		if it[k], err = sr.value(1); err != nil {
 			return nil, err
 		}
 	}
@@ -321,8 +337,11 @@ func (sr spillReader) strings() ([]string, error) {
 	return ss, nil
 }
 
-func (sr spillReader) value() (Value, error) {
+func (sr spillReader) value(depth int) (Value, error) {
 	var v Value
+	if depth > spillMaxDepth {
+		return v, fmt.Errorf("spill: values nested deeper than %d", spillMaxDepth)
+	}
 	tag, err := sr.r.ReadByte()
 	if err != nil {
 		return v, noEOF(err)
@@ -361,7 +380,7 @@ func (sr spillReader) value() (Value, error) {
 			if err != nil {
 				return v, err
 			}
-			if v.M[k], err = sr.value(); err != nil {
+			if v.M[k], err = sr.value(depth + 1); err != nil {
 				return v, err
 			}
 		}
@@ -372,7 +391,7 @@ func (sr spillReader) value() (Value, error) {
 		}
 		v.L = make([]Value, 0, min(n, 1024))
 		for range n {
-			m, err := sr.value()
+			m, err := sr.value(depth + 1)
 			if err != nil {
 				return v, err
 			}
@@ -393,9 +412,18 @@ func (sr spillReader) value() (Value, error) {
 		}
 		v.BS = make([][]byte, 0, min(n, 1024))
 		for range n {
-			b, err := sr.bytes()
+			has, err := sr.bool()
 			if err != nil {
 				return v, err
+			}
+			b, err := sr.bytes()
+			switch {
+			case err != nil:
+				return v, err
+			case !has && len(b) > 0:
+				return v, errors.New("spill: a nil binary member with bytes")
+			case !has:
+				b = nil
 			}
 			v.BS = append(v.BS, b)
 		}

@@ -3,10 +3,13 @@ package ledger
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -64,7 +67,11 @@ func randomValue(r *rand.Rand, depth int) Value {
 	default:
 		bs := [][]byte{}
 		for range r.IntN(3) {
-			bs = append(bs, raw())
+			if r.IntN(4) == 0 {
+				bs = append(bs, nil)
+			} else {
+				bs = append(bs, raw())
+			}
 		}
 		return Value{BS: bs}
 	}
@@ -145,5 +152,59 @@ func TestSpillCodecRoundTrips(t *testing.T) {
 		if sp, err := (spillReader{bufio.NewReader(bytes.NewReader(one[:n]))}).next(); err == nil || errors.Is(err, io.EOF) {
 			t.Fatalf("a record cut to %d of %d bytes: %+v, %v", n, len(one), sp, err)
 		}
+	}
+
+	// Values nested as deep as the segments' decoder takes them read
+	// back; deeper is an error, not a stack overflow.
+	nested := func(depth int) Item {
+		v := Str("x")
+		for range depth - 1 {
+			v = Value{L: []Value{v}}
+		}
+		return Item{"a": v}
+	}
+	for depth, ok := range map[int]bool{MaxValueDepth: true, MaxValueDepth + 1: false, 100000: false} {
+		raw, err := appendSpilled(nil, spilled{Item: nested(depth)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (spillReader{bufio.NewReader(bytes.NewReader(raw))}).next(); (err == nil) != ok {
+			t.Errorf("values nested %d deep: %v", depth, err)
+		}
+	}
+	// A damaged length allocates no more than the file holds.
+	huge := binary.AppendUvarint([]byte{spillItem, 1, 1}, spillMax) // an item of one attribute, its name 1 GiB long
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = (spillReader{bufio.NewReader(bytes.NewReader(huge))}).next()
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; !errors.Is(err, io.ErrUnexpectedEOF) || alloc > 16<<20 {
+		t.Errorf("a key of %d bytes in a file of %d: %v, %d bytes allocated", spillMax, len(huge), err, alloc)
+	}
+}
+
+// A partition's spill file damaged or cut short is an error of the read,
+// never the records before it taken for the whole file.
+func TestReadSpillFailsOnADamagedFile(t *testing.T) {
+	var file []byte
+	for _, it := range []Item{{"a": Str("1")}, {"b": Str("2")}} {
+		var err error
+		if file, err = appendSpilled(file, spilled{Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, damaged := range map[string][]byte{"cut short": file[:len(file)-2], "a record of no kind": append(bytes.Clone(file), 9)} {
+		f, err := os.CreateTemp(t.TempDir(), "spill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(damaged); err != nil {
+			t.Fatal(err)
+		}
+		var read int
+		if err := readSpill(f, func(spilled) error { read++; return nil }); err == nil {
+			t.Errorf("%s: no error (%d records read)", name, read)
+		}
+		f.Close()
 	}
 }
