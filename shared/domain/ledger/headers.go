@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -108,11 +109,21 @@ func (h *SegmentHeaders) parse(raw []byte, sha string) (Segment, error) {
 }
 
 // counted returns Chunks' answer for the bytes that hash to sha, summed
-// by key, when a Verify kept it (ok).
-func (h *SegmentHeaders) counted(sha string) (chunks [][]CounterDelta, ok bool, err error) {
+// by key, when a Verify kept it (ok) with the same function as chunks.
+func (h *SegmentHeaders) counted(sha string, chunks func(Segment) ([][]CounterDelta, error)) (summed [][]CounterDelta, ok bool, err error) {
+	if h == nil || !sameFunc(h.chunks, chunks) {
+		return nil, false, nil
+	}
 	p, found := h.get(sha)
 	if !found || !p.counted {
 		return nil, false, nil
 	}
 	return p.chunks, true, p.chunksErr
+}
+
+// sameFunc reports whether a and b are the same function (the same
+// top-level function, or closures of the same literal): deltas counted
+// with another Chunks are not the recount's.
+func sameFunc(a, b func(Segment) ([][]CounterDelta, error)) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer()
 }

@@ -57,3 +57,21 @@ func TestParseAheadInOrder(t *testing.T) {
 	}
 	stop()
 }
+
+// Deltas kept with one Chunks function are not taken by a recount with
+// another.
+func TestCountedOnlyWithTheSameChunks(t *testing.T) {
+	one := func(Segment) ([][]CounterDelta, error) { return [][]CounterDelta{{{Key: "a", N: 1}}}, nil }
+	other := func(Segment) ([][]CounterDelta, error) { return [][]CounterDelta{{{Key: "b", N: 1}}}, nil }
+	h := NewSegmentHeaders(one)
+	h.put("sha", h.read(Segment{}, nil))
+	if c, ok, err := h.counted("sha", one); !ok || err != nil || len(c) != 1 || c[0][0].Key != "a" {
+		t.Fatalf("with the same function: %v %v %v", c, ok, err)
+	}
+	if _, ok, _ := h.counted("sha", other); ok {
+		t.Fatal("deltas of another Chunks taken")
+	}
+	if _, ok, _ := (*SegmentHeaders)(nil).counted("sha", one); ok {
+		t.Fatal("deltas from no headers")
+	}
+}

@@ -167,7 +167,7 @@ func (in CounterInput) recount() CounterResult {
 		res.Behind += int64(len(chain)) - pos.Counted()
 		for i := int64(0); i < pos.Segment; i++ {
 			n := chain[i]
-			chunks, ok, err := in.Headers.counted(n.sha) // counted as Verify read the same bytes
+			chunks, ok, err := in.Headers.counted(n.sha, in.Chunks) // counted as Verify read the same bytes
 			if !ok {
 				seg, rerr := in.withEntries(n)
 				if rerr != nil {
