@@ -382,14 +382,21 @@ type recordCheck struct {
 	foundMu     sync.Mutex
 	found       []objectFound
 	// gone are the claim-checked bodies read from their key's current
-	// version, their pinned one gone (s3store.Store.PinnedGone).
-	gone []quarantine.ObjectRef
+	// version, their pinned one not readable (s3store.Store.PinnedGone).
+	gone []goneBody
+}
+
+// goneBody is a body read from its key's current version; notFound: S3
+// said the pinned version does not exist (404), else it refused it (403).
+type goneBody struct {
+	ref      quarantine.ObjectRef
+	notFound bool
 }
 
 // pinnedGone takes a body read from its key's current version.
-func (rc *recordCheck) pinnedGone(ref quarantine.ObjectRef) {
+func (rc *recordCheck) pinnedGone(ref quarantine.ObjectRef, notFound bool) {
 	rc.foundMu.Lock()
-	rc.gone = append(rc.gone, ref)
+	rc.gone = append(rc.gone, goneBody{ref, notFound})
 	rc.foundMu.Unlock()
 }
 
@@ -405,15 +412,19 @@ const maxGoneNoted = 20
 func (rc *recordCheck) noteGone() {
 	gone := rc.gone
 	rc.gone = nil
-	slices.SortFunc(gone, func(a, b quarantine.ObjectRef) int {
-		return cmp.Compare(a.Key+"\x00"+a.VersionID, b.Key+"\x00"+b.VersionID)
+	slices.SortFunc(gone, func(a, b goneBody) int {
+		return cmp.Compare(a.ref.Key+"\x00"+a.ref.VersionID, b.ref.Key+"\x00"+b.ref.VersionID)
 	})
-	for i, ref := range gone {
+	for i, g := range gone {
 		if i == maxGoneNoted {
-			rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check bodies: %d more read from their key's current version, the version they pin gone", len(gone)-i))
+			rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check bodies: %d more read from their key's current version, the version they pin gone or refused", len(gone)-i))
 			break
 		}
-		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check body %s: the version it pins (%s) is gone, and the key's current version holds its bytes: deleted by hand, or expired under a record written before uploads reused a key's version", ref.Key, ref.VersionID))
+		what := "is gone"
+		if !g.notFound {
+			what = "could not be read (S3 said 403: a version gone, to credentials without s3:ListBucket on the bucket, or a read refused)"
+		}
+		rc.res.Notes = append(rc.res.Notes, fmt.Sprintf("claim-check body %s: the version it pins (%s) %s, and the key's current version holds its bytes: deleted by hand, or expired under a record written before uploads reused a key's version", g.ref.Key, g.ref.VersionID, what))
 	}
 }
 

@@ -136,3 +136,13 @@ func TestCounterKeyInfo(t *testing.T) {
 		}
 	}
 }
+
+// The segment headers verify keeps are counted with the recount's own
+// Chunks, so that the recount takes their deltas instead of reading and
+// parsing every counted segment again.
+func TestLedgerSegmentHeadersCountAsTheRecount(t *testing.T) {
+	cin, _ := dynamostore.LedgerCounterInput(nil, nil, nil, time.Now())
+	if !dynamostore.LedgerSegmentHeaders().CountsWith(cin.Chunks) {
+		t.Fatal("LedgerSegmentHeaders counts with another function than LedgerCounterInput's Chunks")
+	}
+}

@@ -60,10 +60,13 @@ type Store struct {
 	bucket   string
 	kmsKeyID string
 	// PinnedGone, when set, is told of each GetPayload whose pinned
-	// version was gone and whose key's current version held the bytes
-	// instead (dlqctl verify notes them: a version deleted by hand leaves
-	// no other trace). It is called from several goroutines at once.
-	PinnedGone func(ref quarantine.ObjectRef)
+	// version could not be read and whose key's current version held the
+	// bytes instead (dlqctl verify notes them: a version deleted by hand
+	// leaves no other trace); notFound is whether S3 said 404 (else 403:
+	// without s3:ListBucket S3 answers a missing version so, and so it
+	// answers a read it refuses). It is called from several goroutines at
+	// once.
+	PinnedGone func(ref quarantine.ObjectRef, notFound bool)
 }
 
 // New returns a Store writing to bucket, encrypted with kmsKeyID (the
@@ -194,13 +197,14 @@ func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byt
 		in.VersionId = aws.String(ref.VersionID)
 	}
 	data, err := s.readAtMost(ctx, in, ref.Size)
-	fellBack := false
+	fellBack, gone := false, false
 	if err != nil && ref.VersionID != "" && missing(err) {
 		cur, curErr := s.readAtMost(ctx, &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}, ref.Size)
 		if curErr != nil {
 			return nil, fmt.Errorf("get payload %s: pinned version: %w; current version: %w", ref.Key, err, curErr)
 		}
-		data, err, fellBack = cur, nil, true
+		data, fellBack, gone = cur, true, notFound(err)
+		err = nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get payload %s: %w", ref.Key, err)
@@ -209,7 +213,7 @@ func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byt
 		return nil, fmt.Errorf("payload %s: %w", ref.Key, quarantine.ErrPayloadMismatch)
 	}
 	if fellBack && s.PinnedGone != nil {
-		s.PinnedGone(ref)
+		s.PinnedGone(ref, gone)
 	}
 	return data, nil
 }

@@ -259,7 +259,11 @@ func TestGetPayloadWhenThePinnedVersionExpired(t *testing.T) {
 	f, ref := setup()
 	p := s3store.New(f, bucket, "")
 	var told []quarantine.ObjectRef
-	p.PinnedGone = func(r quarantine.ObjectRef) { told = append(told, r) }
+	p.PinnedGone = func(r quarantine.ObjectRef, notFound bool) {
+		if notFound {
+			told = append(told, r)
+		}
+	}
 	if got, err := p.GetPayload(ctx, ref); err != nil || !bytes.Equal(got, data) || len(told) != 1 || told[0] != ref {
 		t.Fatalf("get = %q %v, PinnedGone told of %v", got, err, told)
 	}
@@ -333,8 +337,14 @@ func TestGetPayloadWhenThePinnedVersionIsForbidden(t *testing.T) {
 	ctx := context.Background()
 	f, p, ref := stored(t, "k", []byte("data"))
 	f.SetFault(s3fake.Fault{Before: s3fake.Failing(1, "GetObject", 403, "AccessDenied", "Access Denied")})
-	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" {
-		t.Fatalf("get = %q %v", got, err)
+	refused := 0
+	p.PinnedGone = func(_ quarantine.ObjectRef, notFound bool) {
+		if !notFound {
+			refused++
+		}
+	}
+	if got, err := p.GetPayload(ctx, ref); err != nil || string(got) != "data" || refused != 1 {
+		t.Fatalf("get = %q %v (told of %d refused)", got, err, refused)
 	}
 }
 

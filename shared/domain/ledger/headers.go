@@ -109,7 +109,8 @@ func (h *SegmentHeaders) parse(raw []byte, sha string) (Segment, error) {
 }
 
 // counted returns Chunks' answer for the bytes that hash to sha, summed
-// by key, when a Verify kept it (ok) with the same function as chunks.
+// by key, when a Verify kept it (ok) with the same function as chunks
+// (sameFunc).
 func (h *SegmentHeaders) counted(sha string, chunks func(Segment) ([][]CounterDelta, error)) (summed [][]CounterDelta, ok bool, err error) {
 	if h == nil || !sameFunc(h.chunks, chunks) {
 		return nil, false, nil
@@ -121,9 +122,18 @@ func (h *SegmentHeaders) counted(sha string, chunks func(Segment) ([][]CounterDe
 	return p.chunks, true, p.chunksErr
 }
 
-// sameFunc reports whether a and b are the same function (the same
-// top-level function, or closures of the same literal): deltas counted
-// with another Chunks are not the recount's.
+// CountsWith reports whether the recount takes h's counter deltas when
+// its Chunks is chunks (sameFunc).
+func (h *SegmentHeaders) CountsWith(chunks func(Segment) ([][]CounterDelta, error)) bool {
+	return h != nil && sameFunc(h.chunks, chunks)
+}
+
+// sameFunc reports whether a and b have the same code: deltas counted
+// with another Chunks are not the recount's. It tells top-level functions
+// apart, and only them: two method values of one method, or two closures
+// of one literal, have the same code whatever they hold, so the Chunks of
+// headers and recount must be a top-level function (as dynamostore's
+// SegmentCounterChunks is).
 func sameFunc(a, b func(Segment) ([][]CounterDelta, error)) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer()
 }

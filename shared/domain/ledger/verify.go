@@ -139,8 +139,9 @@ type Input struct {
 	// SegmentKeys and ReadSegment, when ReadSegment is set, stand for
 	// Segments: each segment is read once and its changes wait in spill
 	// files under SpillDir (verify_partition.go), so that a few segments
-	// at a time are held (parseAhead: at most 3 × maxParsers). It is
-	// called from several goroutines at once.
+	// at a time are held (parseAhead: at most 2 × maxParsers read or being
+	// read, and the one being spilled). It is called from several
+	// goroutines at once.
 	SegmentKeys []string
 	ReadSegment func(key string) ([]byte, error)
 	// ScanItems, when set, stands for Items: it calls yield with each of
@@ -448,8 +449,9 @@ type parsedSegment struct {
 	readErr error
 }
 
-// maxParsers bounds parseAhead's goroutines: each holds a decoded
-// segment (about 1 MiB for 100 changes), and twice as many wait.
+// maxParsers bounds parseAhead's goroutines: twice as many decoded
+// segments (about 1 MiB each for 100 changes) are read, being read or
+// waiting at most.
 const maxParsers = 8
 
 // parseAhead reads and parses the segments of keys a few at a time, on
@@ -477,6 +479,11 @@ func (v *verifier) parseAhead(keys []string) (next func(int) parsedSegment, stop
 				case tokens <- struct{}{}:
 				case <-done:
 					return
+				}
+				select {
+				case <-done: // stopped while a token was free
+					return
+				default:
 				}
 				i := int(taken.Add(1)) - 1
 				if i >= len(keys) {

@@ -71,8 +71,9 @@ type CounterInput struct {
 	ReadSegment func(key string) ([]byte, error)
 	// Headers, with ReadSegment, are the segments' headers and counter
 	// deltas a Verify over the same bytes kept (Input.Headers, made with
-	// Chunks): a segment is then read again only when they lack it (or
-	// for the baseline's first changes).
+	// Chunks, a top-level function: SegmentHeaders.CountsWith): a segment
+	// is then read again only when they lack it (or for the baseline's
+	// first changes).
 	Headers *SegmentHeaders
 	// Now is when the table was read: a counter past its TTL then is not
 	// checked.
