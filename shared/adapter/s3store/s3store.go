@@ -218,13 +218,18 @@ func (s *Store) GetPayload(ctx context.Context, ref quarantine.ObjectRef) ([]byt
 	return data, nil
 }
 
+// maxUnsized bounds the read of an object whose reference names no size
+// (every reference PutPayload makes names one; a record written by hand
+// may not): no body SQS or a Lambda call carries comes near it.
+const maxUnsized = maxPrealloc
+
 // readAtMost is read of an object the reference says holds size bytes
-// (0: not said): a longer one is not read (whoever can write the key
-// could make verify, reading 16 at once, hold gigabytes) and is a
-// mismatch.
+// (0 or less: not said, read up to maxUnsized): a longer one is not read
+// (whoever can write the key, or a record, could make verify, reading 16
+// at once, hold gigabytes) and is a mismatch.
 func (s *Store) readAtMost(ctx context.Context, in *s3.GetObjectInput, size int64) ([]byte, error) {
 	if size <= 0 {
-		return s.read(ctx, in)
+		size = maxUnsized
 	}
 	out, err := s.api.GetObject(ctx, in)
 	if err != nil {

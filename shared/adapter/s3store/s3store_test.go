@@ -302,6 +302,14 @@ func TestGetPayloadReadsNoMoreThanItsReferenceNames(t *testing.T) {
 	if _, err := p.GetPayload(ctx, ref); !errors.Is(err, quarantine.ErrPayloadMismatch) || read.Load() > ref.Size+1+32<<10 {
 		t.Fatalf("get without a Content-Length: %d bytes read, %v", read.Load(), err)
 	}
+	// A reference that names no size (written by hand) reads at most
+	// maxUnsized, 64 MiB.
+	rawPut(t, f, "big", bytes.Repeat([]byte("x"), 64<<20+1), true)
+	read.Store(0)
+	noSize := quarantine.ObjectRef{Bucket: bucket, Key: "big", SHA256: ref.SHA256}
+	if _, err := p.GetPayload(ctx, noSize); !errors.Is(err, quarantine.ErrPayloadMismatch) || read.Load() > 64<<20+1+32<<10 {
+		t.Fatalf("get of 64 MiB + 1 with no size named: %d bytes read, %v", read.Load(), err)
+	}
 }
 
 // unsized is f answering GetObject without a Content-Length, counting
