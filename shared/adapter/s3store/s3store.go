@@ -231,33 +231,34 @@ func (s *Store) readAtMost(ctx context.Context, in *s3.GetObjectInput, size int6
 	if size <= 0 {
 		size = maxUnsized
 	}
-	out, err := s.api.GetObject(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Body.Close()
-	if n := out.ContentLength; n != nil && *n > size {
-		return nil, fmt.Errorf("%s holds %d bytes, more than the %d its reference names: %w", aws.ToString(in.Key), *n, size, quarantine.ErrPayloadMismatch)
-	}
-	data, err := readBody(io.LimitReader(out.Body, size+1), out.ContentLength)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("read: %w", err)
-	case int64(len(data)) > size:
-		return nil, fmt.Errorf("%s holds more than the %d bytes its reference names: %w", aws.ToString(in.Key), size, quarantine.ErrPayloadMismatch)
-	}
-	return data, nil
+	return s.readLimit(ctx, in, size)
 }
 
 func (s *Store) read(ctx context.Context, in *s3.GetObjectInput) ([]byte, error) {
+	return s.readLimit(ctx, in, -1)
+}
+
+// readLimit reads an object whole; one longer than limit bytes (negative:
+// no limit) is not read past it and is a mismatch.
+func (s *Store) readLimit(ctx context.Context, in *s3.GetObjectInput, limit int64) ([]byte, error) {
 	out, err := s.api.GetObject(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	defer out.Body.Close()
-	data, err := readBody(out.Body, out.ContentLength)
-	if err != nil {
+	body := io.Reader(out.Body)
+	if limit >= 0 {
+		if n := out.ContentLength; n != nil && *n > limit {
+			return nil, fmt.Errorf("%s holds %d bytes, more than the %d its reference names: %w", aws.ToString(in.Key), *n, limit, quarantine.ErrPayloadMismatch)
+		}
+		body = io.LimitReader(body, limit+1)
+	}
+	data, err := readBody(body, out.ContentLength)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("read: %w", err)
+	case limit >= 0 && int64(len(data)) > limit:
+		return nil, fmt.Errorf("%s holds more than the %d bytes its reference names: %w", aws.ToString(in.Key), limit, quarantine.ErrPayloadMismatch)
 	}
 	return data, nil
 }

@@ -112,7 +112,7 @@ func (h *SegmentHeaders) parse(raw []byte, sha string) (Segment, error) {
 // by key, when a Verify kept it (ok) with the same function as chunks
 // (sameFunc).
 func (h *SegmentHeaders) counted(sha string, chunks func(Segment) ([][]CounterDelta, error)) (summed [][]CounterDelta, ok bool, err error) {
-	if h == nil || !sameFunc(h.chunks, chunks) {
+	if !h.CountsWith(chunks) {
 		return nil, false, nil
 	}
 	p, found := h.get(sha)

@@ -103,9 +103,14 @@ func appendSpillItem(b []byte, it Item) ([]byte, error) {
 	if it == nil {
 		return append(b, 0), nil
 	}
-	b = binary.AppendUvarint(append(b, 1), uint64(len(it)))
+	return appendSpillMap(append(b, 1), it)
+}
+
+// appendSpillMap appends an item's or a map value's members.
+func appendSpillMap(b []byte, m map[string]Value) ([]byte, error) {
+	b = binary.AppendUvarint(b, uint64(len(m)))
 	var err error
-	for k, v := range it {
+	for k, v := range m {
 		b = appendSpillString(b, k)
 		if b, err = appendSpillValue(b, v); err != nil {
 			return nil, err
@@ -140,12 +145,8 @@ func appendSpillValue(b []byte, v Value) ([]byte, error) {
 	case v.NULL:
 		b = append(b, memberNULL)
 	case v.M != nil:
-		b = binary.AppendUvarint(append(b, memberM), uint64(len(v.M)))
-		for k, m := range v.M {
-			b = appendSpillString(b, k)
-			if b, err = appendSpillValue(b, m); err != nil {
-				return nil, err
-			}
+		if b, err = appendSpillMap(append(b, memberM), v.M); err != nil {
+			return nil, err
 		}
 	case v.L != nil:
 		b = binary.AppendUvarint(append(b, memberL), uint64(len(v.L)))
@@ -294,31 +295,32 @@ func (sr spillReader) bool() (bool, error) {
 	return c == 1, nil
 }
 
-// spillMaxDepth bounds the nesting of values the spill codec reads (as
-// the segments' decoder does, MaxValueDepth): a damaged file is an error,
-// not a stack overflow.
-const spillMaxDepth = MaxValueDepth
-
 func (sr spillReader) item() (Item, error) {
 	has, err := sr.bool()
 	if err != nil || !has {
 		return nil, err
 	}
+	return sr.members(1)
+}
+
+// members reads an item's or a map value's members, their values at
+// depth.
+func (sr spillReader) members(depth int) (map[string]Value, error) {
 	n, err := sr.length()
 	if err != nil {
 		return nil, err
 	}
-	it := make(Item, min(n, 1024))
+	m := make(map[string]Value, min(n, 1024))
 	for range n {
 		k, err := sr.string()
 		if err != nil {
 			return nil, err
 		}
-		if it[k], err = sr.value(1); err != nil {
+		if m[k], err = sr.value(depth); err != nil {
 			return nil, err
 		}
 	}
-	return it, nil
+	return m, nil
 }
 
 func (sr spillReader) strings() ([]string, error) {
@@ -339,8 +341,8 @@ func (sr spillReader) strings() ([]string, error) {
 
 func (sr spillReader) value(depth int) (Value, error) {
 	var v Value
-	if depth > spillMaxDepth {
-		return v, fmt.Errorf("spill: values nested deeper than %d", spillMaxDepth)
+	if depth > MaxValueDepth { // as the segments' decoder: a damaged file is an error, not a stack overflow
+		return v, fmt.Errorf("spill: values nested deeper than %d", MaxValueDepth)
 	}
 	tag, err := sr.r.ReadByte()
 	if err != nil {
@@ -370,19 +372,8 @@ func (sr spillReader) value(depth int) (Value, error) {
 	case memberNULL:
 		v.NULL = true
 	case memberM:
-		n, err := sr.length()
-		if err != nil {
+		if v.M, err = sr.members(depth + 1); err != nil {
 			return v, err
-		}
-		v.M = make(map[string]Value, min(n, 1024))
-		for range n {
-			k, err := sr.string()
-			if err != nil {
-				return v, err
-			}
-			if v.M[k], err = sr.value(depth + 1); err != nil {
-				return v, err
-			}
 		}
 	case memberL:
 		n, err := sr.length()
